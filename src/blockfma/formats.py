@@ -1,0 +1,471 @@
+"""Binary floating-point formats and exact, vectorised rounding to them.
+
+One frozen :class:`Format` describes a format (precision, exponent range, how it encodes infinities and
+NaNs, whether it has subnormals); named presets live in a registry with aliases (``fp16``, ``binary16``,
+``half``, ...).  The functions below are pure and take the format first, in the style of gfloat:
+
+* :func:`round` rounds float64 arrays to a format in any :class:`RoundingMode`;
+* :func:`round_integer` rounds exact values ``(-1)**sign * mag * 2**exp`` given as integer arrays, which is
+  what the engine uses to round wide fixed-point sums with a single rounding;
+* :func:`encode` / :func:`decode` convert between values and bit patterns;
+* :func:`is_representable`, :func:`to_numpy`, :func:`from_numpy` check and convert storage arrays.
+
+Values travel as float64 throughout: every value of every format here (up to binary64) is a float64.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "RoundingMode",
+    "Format",
+    "get",
+    "names",
+    "round",
+    "round_integer",
+    "encode",
+    "decode",
+    "is_representable",
+    "to_numpy",
+    "from_numpy",
+    "bit_length",
+    "fp64",
+    "fp32",
+    "tf32",
+    "bf16",
+    "fp16",
+    "e4m3fn",
+    "e5m2",
+    "e4m3fnuz",
+    "e5m2fnuz",
+    "e8m13",
+]
+
+
+class RoundingMode(enum.Enum):
+    """Rounding-direction attributes of IEEE 754-2019 (sec. 4.3), plus round-to-odd.
+
+    ``ToOdd`` (von Neumann rounding, "jamming") truncates and sets the last kept bit when anything
+    nonzero was dropped; Arm's BFDOT with FPCR.EBF = 0 uses it.
+    """
+
+    TiesToEven = "rne"
+    TiesAway = "rna"
+    TowardZero = "rz"
+    TowardPositive = "ru"
+    TowardNegative = "rd"
+    ToOdd = "ro"
+
+    @classmethod
+    def parse(cls, value: RoundingMode | str) -> RoundingMode:
+        """Accept a member, its IEEE name or a short name (rne, rz, ru, rd, rna, ro, ...)."""
+        if isinstance(value, cls):
+            return value
+        key = str(value).strip().lower().replace("-", "").replace("_", "")
+        for member in cls:
+            if key == member.name.lower() or key in _MODE_ALIASES[member]:
+                return member
+        known = sorted({a for aliases in _MODE_ALIASES.values() for a in aliases} | {m.name for m in cls})
+        raise ValueError(f"unknown rounding mode {value!r}; use one of {', '.join(known)}")
+
+
+_MODE_ALIASES = {
+    RoundingMode.TiesToEven: {"rne", "rn", "nearest", "nearesteven", "tiestoeven", "even"},
+    RoundingMode.TiesAway: {"rna", "tiesaway", "nearestaway", "away"},
+    RoundingMode.TowardZero: {"rz", "rtz", "zero", "towardzero", "truncate", "trunc", "chop"},
+    RoundingMode.TowardPositive: {"ru", "rup", "up", "towardpositive", "ceil", "ceiling", "rp"},
+    RoundingMode.TowardNegative: {"rd", "rdn", "down", "towardnegative", "floor", "rm"},
+    RoundingMode.ToOdd: {"ro", "odd", "toodd", "roundtoodd", "jam"},
+}
+
+NaNEncoding = Literal["ieee", "fn", "fnuz"]
+Overflow = Literal["ieee", "inf", "saturate"]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format.
+
+    ``precision`` counts the significand bits including the implicit bit (p = 11 for binary16).
+    ``nan`` says how NaN is encoded: ``"ieee"`` (all-ones exponent, nonzero fraction; infinities have a
+    zero fraction), ``"fn"`` (finite-only: only the all-ones code is NaN, e.g. e4m3fn) or ``"fnuz"``
+    (finite, unsigned zero: the negative-zero code 0x80 is the only NaN, e.g. e4m3fnuz).
+    """
+
+    name: str
+    exponent_bits: int
+    precision: int
+    bias: int
+    nan: NaNEncoding = "ieee"
+    subnormals: bool = True
+    dtype_name: str = "float32"
+    aliases: tuple[str, ...] = field(default=(), compare=False)
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.exponent_bits < 1 or self.precision < 1:
+            raise ValueError(f"format {self.name!r}: exponent_bits and precision must be positive")
+        if self.nan not in ("ieee", "fn", "fnuz"):
+            raise ValueError(f"format {self.name!r}: nan must be 'ieee', 'fn' or 'fnuz', not {self.nan!r}")
+        if self.precision > 53 or self.emax > 1023 or self.emin - self.precision + 1 < -1074:
+            raise ValueError(f"format {self.name!r} does not fit in float64, which carries all values here")
+
+    # --- finfo-style properties -------------------------------------------------------------------
+    @property
+    def bits(self) -> int:
+        """Storage width: sign, exponent and fraction bits."""
+        return self.exponent_bits + self.precision
+
+    @property
+    def fraction_bits(self) -> int:
+        return self.precision - 1
+
+    @property
+    def has_infinities(self) -> bool:
+        return self.nan == "ieee"
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.nan != "fnuz"
+
+    @property
+    def emin(self) -> int:
+        """Exponent of the smallest normal number."""
+        return 1 - self.bias
+
+    @property
+    def emax(self) -> int:
+        """Exponent of the largest finite number."""
+        top = (1 << self.exponent_bits) - 1
+        return (top - 1 if self.nan == "ieee" else top) - self.bias
+
+    @property
+    def max(self) -> float:
+        """Largest finite value."""
+        ulps = 1 if self.nan != "fn" else 2  # fn formats lose the all-ones significand to NaN
+        return float(np.ldexp((1 << self.precision) - ulps, self.emax - self.precision + 1))
+
+    @property
+    def eps(self) -> float:
+        """Distance from 1 to the next larger number, 2**(1 - p)."""
+        return float(np.ldexp(1.0, 1 - self.precision))
+
+    @property
+    def smallest_normal(self) -> float:
+        return float(np.ldexp(1.0, self.emin))
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """Smallest positive value (the smallest normal where the format has no subnormals)."""
+        if not self.subnormals:
+            return self.smallest_normal
+        return float(np.ldexp(1.0, self.emin - self.precision + 1))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy storage dtype (ml_dtypes types for bf16 and fp8; float32 holds tf32 and e8m13)."""
+        return _dtype(self.dtype_name)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r}, p={self.precision}, emin={self.emin}, emax={self.emax})"
+
+
+def _dtype(name: str) -> np.dtype:
+    if hasattr(np, name) and name.startswith("float"):
+        return np.dtype(getattr(np, name))
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+# --- registry ------------------------------------------------------------------------------------------
+fp64 = Format("fp64", 11, 53, 1023, dtype_name="float64", aliases=("binary64", "double", "float64", "f64"),
+              description="IEEE 754 binary64")
+fp32 = Format("fp32", 8, 24, 127, dtype_name="float32", aliases=("binary32", "single", "float32", "f32"),
+              description="IEEE 754 binary32")
+tf32 = Format("tf32", 8, 11, 127, dtype_name="float32", aliases=("tensorfloat32", "tensorfloat-32", "xf32"),
+              description="NVIDIA TensorFloat-32: binary32 range, binary16 precision (stored in float32)")
+bf16 = Format("bf16", 8, 8, 127, dtype_name="bfloat16", aliases=("bfloat16", "brainfloat16"),
+              description="bfloat16")
+fp16 = Format("fp16", 5, 11, 15, dtype_name="float16", aliases=("binary16", "half", "float16", "f16"),
+              description="IEEE 754 binary16")
+e4m3fn = Format("e4m3fn", 4, 4, 7, nan="fn", dtype_name="float8_e4m3fn",
+                aliases=("e4m3", "float8_e4m3fn", "fp8_e4m3", "fp8e4m3", "ocp_e4m3"),
+                description="OCP FP8 E4M3 (no infinities, one NaN per sign)")
+e5m2 = Format("e5m2", 5, 3, 15, dtype_name="float8_e5m2", aliases=("float8_e5m2", "fp8_e5m2", "fp8e5m2", "ocp_e5m2"),
+              description="OCP FP8 E5M2 (IEEE-like)")
+e4m3fnuz = Format("e4m3fnuz", 4, 4, 8, nan="fnuz", dtype_name="float8_e4m3fnuz",
+                  aliases=("float8_e4m3fnuz", "fp8_e4m3fnuz"),
+                  description="FP8 E4M3 of AMD MI300 (bias 8, no infinities, no negative zero)")
+e5m2fnuz = Format("e5m2fnuz", 5, 3, 16, nan="fnuz", dtype_name="float8_e5m2fnuz",
+                  aliases=("float8_e5m2fnuz", "fp8_e5m2fnuz"),
+                  description="FP8 E5M2 of AMD MI300 (bias 16, no infinities, no negative zero)")
+e8m13 = Format("e8m13", 8, 14, 127, dtype_name="float32", aliases=("fp32_e8m13",),
+               description="binary32 with 13 fraction bits kept: the fp8 accumulator output of Ada and Hopper "
+                           "tensor cores (stored in float32)")
+
+_REGISTRY: dict[str, Format] = {}
+for _f in (fp64, fp32, tf32, bf16, fp16, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e8m13):
+    for _key in (_f.name, *_f.aliases):
+        _REGISTRY[_key.lower()] = _f
+
+
+def names() -> list[str]:
+    """Canonical names of the registered formats."""
+    return list(dict.fromkeys(f.name for f in _REGISTRY.values()))
+
+
+def get(fmt: Format | str) -> Format:
+    """Look up a format by name or alias (case-insensitive); a Format passes through."""
+    if isinstance(fmt, Format):
+        return fmt
+    key = str(fmt).strip().lower()
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    close = difflib.get_close_matches(key, list(_REGISTRY), n=4, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"unknown format {fmt!r}{hint} (known: {', '.join(names())})")
+
+
+# --- exact rounding --------------------------------------------------------------------------------------
+def bit_length(mag: np.ndarray) -> np.ndarray:
+    """Bit length of non-negative int64 values (0 for 0), exactly, elementwise."""
+    mag = np.asarray(mag, dtype=np.int64)
+    _, e = np.frexp(mag.astype(np.float64))
+    e = e.astype(np.int64)
+    # float64 conversion may round up to the next power of two: correct that case
+    shift = np.clip(e - 1, 0, 63)
+    too_big = (mag > 0) & ((mag >> shift) == 0)
+    return np.where(too_big, e - 1, e)
+
+
+def round_integer(
+    fmt: Format | str,
+    sign: Any,
+    mag: Any,
+    exp: Any,
+    mode: RoundingMode | str = RoundingMode.TiesToEven,
+    *,
+    subnormals: bool | None = None,
+    overflow: Overflow = "ieee",
+) -> np.ndarray:
+    """Round the exact values ``(-1)**sign * mag * 2**exp`` to ``fmt``; returns float64.
+
+    ``mag`` holds non-negative integers below 2**63 (int64), ``exp`` integer exponents, ``sign`` booleans;
+    all broadcast together.  One rounding, in ``mode``.  With ``subnormals=False`` (default: the format's
+    own setting) a result whose exact magnitude is below the smallest normal is flushed to a zero of the
+    same sign (tininess detected before rounding, as Arm's flush-to-zero does).  ``overflow`` says what a
+    result beyond the largest finite value becomes: ``"ieee"`` follows IEEE 754 (sec. 7.4: infinity in
+    TiesToEven and TiesAway and in the directed mode pointing away from zero, the largest finite value
+    otherwise); ``"inf"`` always gives infinity (NVIDIA tensor cores, even when truncating);
+    ``"saturate"`` always gives the largest finite value.  Formats without infinities give NaN where
+    infinity is due.
+    """
+    fmt = get(fmt)
+    mode = RoundingMode.parse(mode)
+    if overflow not in ("ieee", "inf", "saturate"):
+        raise ValueError(f"overflow must be 'ieee', 'inf' or 'saturate', not {overflow!r}")
+    sign, mag, exp = np.broadcast_arrays(np.asarray(sign, dtype=bool), np.asarray(mag, dtype=np.int64),
+                                         np.asarray(exp, dtype=np.int64))
+    if np.any(mag < 0):
+        raise ValueError("round_integer: mag must be non-negative (pass the sign separately)")
+    keep_subnormals = fmt.subnormals if subnormals is None else subnormals
+    p = fmt.precision
+
+    nbits = bit_length(mag)
+    lead = exp + nbits - 1  # exponent of the leading bit
+    quantum = (np.maximum(lead, fmt.emin) if keep_subnormals else lead) - (p - 1)
+    drop = quantum - exp  # number of low bits to remove (<= 0: exact already)
+
+    d = np.clip(drop, 0, 63)
+    keep = np.where(drop >= 64, 0, mag >> d)
+    rem = mag - (keep << d)
+    half = np.where(d > 0, np.int64(1) << np.maximum(d - 1, 0), 0)
+    wide = drop >= 64  # everything dropped, and the half-way point lies above mag
+    above = np.where(wide, False, rem > half) & (drop > 0)
+    tie = np.where(wide, False, rem == half) & (drop > 0)
+    inexact = rem != 0
+    odd = (keep & 1) == 1
+    if mode is RoundingMode.TiesToEven:
+        up = above | (tie & odd)
+    elif mode is RoundingMode.TiesAway:
+        up = above | tie
+    elif mode is RoundingMode.TowardZero:
+        up = np.zeros_like(inexact)
+    elif mode is RoundingMode.TowardPositive:
+        up = inexact & ~sign
+    elif mode is RoundingMode.TowardNegative:
+        up = inexact & sign
+    else:  # ToOdd
+        up = np.zeros_like(inexact)
+        keep = keep | inexact.astype(np.int64)
+    keep = keep + up.astype(np.int64)
+    scale = np.where(drop > 0, quantum, exp)
+    with np.errstate(over="ignore"):
+        value = np.ldexp(keep.astype(np.float64), scale.astype(np.int32) if scale.size else scale)
+
+    # overflow
+    over = value > fmt.max
+    if np.any(over):
+        if overflow == "saturate":
+            to_inf = np.zeros_like(over)
+        elif overflow == "inf" or mode in (RoundingMode.TiesToEven, RoundingMode.TiesAway):
+            to_inf = np.ones_like(over)
+        elif mode is RoundingMode.TowardPositive:
+            to_inf = ~sign
+        elif mode is RoundingMode.TowardNegative:
+            to_inf = sign
+        else:  # TowardZero, ToOdd
+            to_inf = np.zeros_like(over)
+        big = np.inf if fmt.has_infinities else np.nan
+        value = np.where(over, np.where(to_inf, big, fmt.max), value)
+
+    if not keep_subnormals:
+        value = np.where((mag > 0) & (lead < fmt.emin), 0.0, value)
+
+    value = np.where(sign, -value, value)
+    if not fmt.has_negative_zero:
+        value = np.where(value == 0, 0.0, value)
+    return value
+
+
+def _decompose(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split finite float64 values into (sign, integer magnitude < 2**53, exponent), exactly."""
+    frac, e = np.frexp(np.abs(x))
+    mag = np.ldexp(frac, 53).astype(np.int64)
+    return np.signbit(x), mag, e.astype(np.int64) - 53
+
+
+def round(
+    fmt: Format | str,
+    x: Any,
+    mode: RoundingMode | str = RoundingMode.TiesToEven,
+    *,
+    subnormals: bool | None = None,
+    saturate: bool = False,
+) -> np.ndarray:
+    """Round float64 values to ``fmt`` in ``mode``; returns float64 values of ``fmt`` (same shape).
+
+    NaN stays NaN; infinities stay infinite where ``fmt`` has them, else become NaN (or the largest
+    finite value with ``saturate=True``).  See :func:`round_integer` for subnormals and overflow.
+    """
+    fmt = get(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x)
+    sign, mag, exp = _decompose(np.where(finite, x, 0.0))
+    out = round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals,
+                        overflow="saturate" if saturate else "ieee")
+    out = np.where(np.signbit(x) & (out == 0) & fmt.has_negative_zero, -0.0, out)
+    if not np.all(finite):
+        inf_value = np.where(np.signbit(x), -1.0, 1.0) * (
+            np.inf if fmt.has_infinities else (fmt.max if saturate else np.nan))
+        out = np.where(np.isinf(x), inf_value, out)
+        out = np.where(np.isnan(x), np.nan, out)
+    return out
+
+
+def is_representable(fmt: Format | str, x: Any) -> np.ndarray:
+    """True where the float64 value is exactly a value of ``fmt`` (NaN counts; infinities where the
+    format has them; -0 only where the format has a negative zero)."""
+    fmt = get(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        rounded = round(fmt, x, RoundingMode.TowardZero)
+        same = (rounded == x) & (np.signbit(rounded) == np.signbit(x))
+    if fmt.has_infinities:
+        return same | np.isnan(x)
+    return (same & np.isfinite(x)) | np.isnan(x)
+
+
+# --- bit patterns ----------------------------------------------------------------------------------------
+def encode(fmt: Format | str, x: Any) -> np.ndarray:
+    """Bit patterns (uint64, in the low ``fmt.bits`` bits) of values exactly representable in ``fmt``.
+
+    NaN encodes as the format's default NaN: quiet positive NaN for IEEE formats (0x7E00 for binary16),
+    the all-ones code for fn formats, 0x80 for fnuz formats.
+    """
+    fmt = get(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    ok = is_representable(fmt, x)
+    if not np.all(ok):
+        idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+        raise ValueError(f"encode: value {x[idx]!r} at index {idx} is not representable in {fmt.name}; "
+                         f"round it first with blockfma.formats.round({fmt.name!r}, x)")
+    t = fmt.fraction_bits
+    w = fmt.exponent_bits
+    sign_bit = np.uint64(1) << np.uint64(fmt.bits - 1)
+    finite = np.isfinite(x)
+    a = np.abs(np.where(finite, x, 0.0))
+    _, e = np.frexp(a)
+    lead = e.astype(np.int64) - 1
+    normal = a >= fmt.smallest_normal
+    exp_field = np.where(normal, lead + fmt.bias, 0)
+    scale = np.where(normal, lead, fmt.emin) - t
+    sig = np.ldexp(a, (-scale).astype(np.int32)).astype(np.int64)
+    frac = np.where(normal, sig - (1 << t), sig)
+    code = (exp_field.astype(np.uint64) << np.uint64(t)) | frac.astype(np.uint64)
+    code = np.where(np.signbit(x) & fmt.has_negative_zero, code | sign_bit, code)
+    all_ones_exp = np.uint64(((1 << w) - 1) << t)
+    if fmt.nan == "ieee":
+        code = np.where(np.isinf(x), all_ones_exp | np.where(x < 0, sign_bit, np.uint64(0)), code)
+        nan_code = all_ones_exp | (np.uint64(1) << np.uint64(t - 1)) if t > 0 else all_ones_exp | np.uint64(1)
+    elif fmt.nan == "fn":
+        nan_code = all_ones_exp | np.uint64((1 << t) - 1)
+    else:
+        nan_code = sign_bit
+    return np.where(np.isnan(x), np.uint64(nan_code), code).astype(np.uint64)
+
+
+def decode(fmt: Format | str, code: Any) -> np.ndarray:
+    """Values (float64) of bit patterns of ``fmt``; every code decodes (NaN codes to NaN)."""
+    fmt = get(fmt)
+    code = np.asarray(code).astype(np.uint64)
+    if np.any(code >> np.uint64(fmt.bits)):
+        raise ValueError(f"decode: code wider than the {fmt.bits} bits of {fmt.name}")
+    t = fmt.fraction_bits
+    w = fmt.exponent_bits
+    negative = ((code >> np.uint64(fmt.bits - 1)) & np.uint64(1)).astype(bool)
+    exp_field = ((code >> np.uint64(t)) & np.uint64((1 << w) - 1)).astype(np.int64)
+    frac = (code & np.uint64((1 << t) - 1)).astype(np.int64)
+    normal = exp_field > 0
+    sig = np.where(normal, frac + (1 << t), frac)
+    scale = np.where(normal, exp_field - fmt.bias, fmt.emin) - t
+    value = np.ldexp(sig.astype(np.float64), scale.astype(np.int32))
+    top = (1 << w) - 1
+    if fmt.nan == "ieee":
+        special = exp_field == top
+        value = np.where(special, np.where(frac == 0, np.inf, np.nan), value)
+    elif fmt.nan == "fn":
+        value = np.where((exp_field == top) & (frac == (1 << t) - 1), np.nan, value)
+    else:
+        value = np.where(negative & (exp_field == 0) & (frac == 0), np.nan, value)
+    return np.where(negative, -value, value)
+
+
+# --- storage arrays ---------------------------------------------------------------------------------------
+def to_numpy(fmt: Format | str, x: Any) -> np.ndarray:
+    """Store values of ``fmt`` in its numpy dtype (exact: the values must be representable)."""
+    fmt = get(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    if fmt.dtype_name in ("float64", "float32", "float16"):
+        return x.astype(fmt.dtype)
+    # ml_dtypes types: go through the bit patterns so no cast can round
+    codes = encode(fmt, x)
+    return codes.astype(np.uint8 if fmt.bits <= 8 else np.uint16).view(fmt.dtype)
+
+
+def from_numpy(x: Any) -> np.ndarray:
+    """float64 copy of an array of any float dtype (numpy or ml_dtypes), exactly."""
+    x = np.asarray(x)
+    if x.dtype in (np.float16, np.float32, np.float64) or x.dtype.kind in "iub":
+        return x.astype(np.float64)
+    return x.astype(np.float32).astype(np.float64)  # ml_dtypes types widen exactly to float32
