@@ -1,0 +1,268 @@
+"""Model: one frozen, executable description of how a matrix unit computes d = a·b + c.
+
+A Model fixes the algorithm family and its parameters (block width L, fraction bits kept F, e_zero, alignment
+rounding, carry bits, output rounding, subnormal and NaN handling) for one input format and one output
+format.  The vocabulary is that of shared/DEVICE-FACTS.md; ``reference.py`` spells out each family exactly
+and ``engine`` runs it fast.
+
+Families
+--------
+TRUNCATED_FUSED  NVIDIA tensor cores.  Per block of L products: exact products whose exponent is the sum of
+                 the factors' exponents; e_max over products and C (zeros at e_zero); every term cut at
+                 weight 2**(e_max - F) (``alignment``); exact sum (or modulo the carry bits); one rounding
+                 (``output_rounding``, to ``output_fraction_bits`` if given).
+EXACT_FUSED      AMD CDNA1 and the CPU "exact" reference: the exact sum of L products and C, rounded once.
+                 ``block_width=None`` puts the whole dot product in one block (correctly rounded dot).
+PAIRWISE         AMD CDNA2: products rounded to the output format, added in a binary tree of IEEE adds
+                 ((p0+p1)+(p2+p3)), then C + that; with ``subnormals=False`` inputs, products, sums and C
+                 are flushed to zero (sign kept).
+LATE_C           AMD CDNA3: products aligned to their own maximum and cut at F, summed exactly; then the sum
+                 and C aligned to their common maximum and floored (sum at ``late_fraction_bits``, C at F),
+                 added, rounded once.  ``groups=2`` sums even- and odd-indexed products separately first
+                 (CDNA3 fp8).
+FMA_CHAIN        a chain of IEEE fused multiply-adds in the output format: d = fma(a_i, b_i, d), i = 0..k-1
+                 (fp64 DMMA, fp32 MFMA, and the CPU "ieee-sequential" reference).
+AMX              Intel AMX TDPBF16PS (SDM pseudocode): two fp32 partial sums per element, one for the even
+                 and one for the odd element of each pair, updated by fp32 FMAs; then C + (even + odd).
+BFDOT            Arm BFDOT with FPCR.EBF = 0: per pair, both products rounded to fp32, their sum rounded,
+                 then added to C, each step rounded to odd with subnormals flushed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from . import formats as _formats
+from .formats import Format, RoundingMode
+
+__all__ = ["Family", "Alignment", "NaNStyle", "Model"]
+
+
+class Family(enum.Enum):
+    """Algorithm families (see the module docstring)."""
+
+    TRUNCATED_FUSED = "truncated-fused"
+    EXACT_FUSED = "exact-fused"
+    PAIRWISE = "pairwise"
+    LATE_C = "late-c"
+    FMA_CHAIN = "fma-chain"
+    AMX = "amx"
+    BFDOT = "bfdot"
+
+
+class Alignment(enum.Enum):
+    """How bits below the alignment point are dropped."""
+
+    TRUNCATE = "truncate"  # toward zero on the magnitude (sign-magnitude datapath)
+    FLOOR = "floor"  # toward minus infinity (two's complement datapath)
+
+
+class NaNStyle(enum.Enum):
+    """Bit pattern of a NaN result."""
+
+    CANONICAL = "canonical"  # positive, all payload bits set: 0x7FFFFFFF, 0x7FFF (NVIDIA; AMD CDNA3)
+    DEFAULT = "default"  # IEEE default quiet NaN, positive: 0x7FC00000, 0x7E00 (Arm default NaN)
+    INDEFINITE = "indefinite"  # x86 "QNaN floating-point indefinite": 0xFFC00000
+
+
+_FAMILIES_WITH_F = (Family.TRUNCATED_FUSED, Family.LATE_C)
+
+
+@dataclass(frozen=True)
+class Model:
+    """Parameters of one matrix-unit dot-product datapath for one (input, output) format pair.
+
+    ``block_width`` (L): products fused into one alignment and rounding; a longer dot product is a chain of
+    blocks, each block's rounded result being the next block's C, and a short last block is padded with
+    zero products.  ``fraction_bits`` (F): bits kept below the block's largest exponent.  ``e_zero``: the
+    exponent a zero product or a zero C takes part with when e_max is taken.  ``carry_bits``: ``None``
+    means enough headroom; ``n`` keeps the sum's magnitude modulo 2**(e_max + 1 + n) (Fasi et al.'s carry
+    test).  ``output_fraction_bits``: fraction bits kept in the output (13 for Ada/Hopper fp8, "e8m13").
+    ``input_rounding``: how the unit reads a value that is wider than the input format (tf32 read from an
+    fp32 register drops 13 bits: TowardZero); ``None`` means values must already be in the input format.
+    ``subnormals=False`` flushes subnormal inputs, intermediate results and outputs to zero (sign kept).
+    ``overflow``: ``"inf"`` gives infinity on overflow whatever the rounding (NVIDIA), ``"ieee"`` follows
+    IEEE 754.  ``exact_zero``: sign of an exactly zero result, ``"positive"`` (+0, NVIDIA) or ``"ieee"``.
+    """
+
+    family: Family
+    input_format: Format
+    output_format: Format
+    block_width: int | None = None
+    fraction_bits: int | None = None
+    e_zero: int | None = None
+    alignment: Alignment = Alignment.TRUNCATE
+    carry_bits: int | None = None
+    output_rounding: RoundingMode = RoundingMode.TiesToEven
+    output_fraction_bits: int | None = None
+    input_rounding: RoundingMode | None = None
+    subnormals: bool = True
+    overflow: Literal["ieee", "inf"] = "ieee"
+    nan: NaNStyle = NaNStyle.DEFAULT
+    exact_zero: Literal["positive", "ieee"] = "ieee"
+    late_fraction_bits: int | None = None
+    groups: int = 1
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "family", Family(self.family))
+        set_(self, "input_format", _formats.get(self.input_format))
+        set_(self, "output_format", _formats.get(self.output_format))
+        set_(self, "alignment", Alignment(self.alignment))
+        set_(self, "output_rounding", RoundingMode.parse(self.output_rounding))
+        if self.input_rounding is not None:
+            set_(self, "input_rounding", RoundingMode.parse(self.input_rounding))
+        set_(self, "nan", NaNStyle(self.nan))
+        self._validate()
+
+    def _validate(self) -> None:
+        where = f"Model({self.family.value}, {self.input_format.name} -> {self.output_format.name})"
+
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise ValueError(f"{where}: {msg}")
+
+        need(self.block_width is None or (isinstance(self.block_width, int) and self.block_width >= 1),
+             f"block_width must be a positive integer or None, not {self.block_width!r}")
+        need(self.block_width is not None or self.family is Family.EXACT_FUSED,
+             "only the exact-fused family may leave block_width unset (one block for the whole dot product)")
+        if self.family in _FAMILIES_WITH_F:
+            need(isinstance(self.fraction_bits, int) and self.fraction_bits >= 0,
+                 f"fraction_bits (F) must be a non-negative integer, not {self.fraction_bits!r}")
+            need(self.fraction_bits is not None and self.fraction_bits <= 52,
+                 "fraction_bits above 52 are not supported (the engine keeps sums in 64-bit integers)")
+        if self.family is Family.TRUNCATED_FUSED:
+            need(isinstance(self.e_zero, int), "e_zero must be given (the exponent of zero terms)")
+            need(self.carry_bits is None or self.carry_bits >= 0, "carry_bits must be None or >= 0")
+        else:
+            need(self.carry_bits is None, "carry_bits applies to the truncated-fused family only")
+        if self.family is Family.LATE_C:
+            need(isinstance(self.late_fraction_bits, int) and self.late_fraction_bits >= (self.fraction_bits or 0),
+                 "late_fraction_bits (F2) must be an integer >= fraction_bits")
+            need(self.groups in (1, 2), "groups must be 1 or 2 (even/odd products)")
+            need(self.block_width is not None and self.block_width % self.groups == 0,
+                 "block_width must be a multiple of groups")
+        else:
+            need(self.groups == 1, "groups applies to the late-c family only")
+        if self.family is Family.PAIRWISE:
+            bw = self.block_width or 0
+            need(bw & (bw - 1) == 0, "the pairwise family needs a power-of-two block_width")
+        if self.family is Family.FMA_CHAIN:
+            need(self.block_width == 1, "an FMA chain has block_width 1")
+        if self.family is Family.BFDOT:
+            need(self.block_width == 2, "BFDOT has block_width 2")
+        if self.family is Family.AMX:
+            need(self.block_width is not None and self.block_width % 2 == 0, "AMX needs an even block_width")
+        if self.output_fraction_bits is not None:
+            need(0 <= self.output_fraction_bits <= self.output_format.fraction_bits,
+                 f"output_fraction_bits must lie in [0, {self.output_format.fraction_bits}]")
+        need(self.overflow in ("ieee", "inf"), "overflow must be 'ieee' or 'inf'")
+        need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
+        need(self.output_format.has_infinities,
+             f"output format {self.output_format.name} has no infinities; matrix units here write "
+             "fp16, bf16, fp32 or fp64")
+
+    # --- derived ----------------------------------------------------------------------------------
+    @property
+    def c_format(self) -> Format:
+        """Format of C (and of each block's result, which is the next block's C)."""
+        return self.output_format
+
+    @property
+    def result_format(self) -> Format:
+        """The format results are rounded to: the output format, or a narrower one when
+        ``output_fraction_bits`` is set (e8m13 for Ada/Hopper fp8 with fp32 output)."""
+        out = self.output_format
+        if self.output_fraction_bits is None or self.output_fraction_bits == out.fraction_bits:
+            return out
+        if out.name == "fp32" and self.output_fraction_bits == 13:
+            return _formats.e8m13
+        return Format(f"{out.name}_m{self.output_fraction_bits}", out.exponent_bits,
+                      self.output_fraction_bits + 1, out.bias, dtype_name=out.dtype_name)
+
+    def replace(self, **changes: Any) -> Model:
+        """A copy with some parameters changed (validated anew)."""
+        return dataclasses.replace(self, **changes)
+
+    def features(self) -> dict[str, Any]:
+        """The model's parameters as plain values (a row of the feature table; JSON-ready)."""
+        return {
+            "family": self.family.value,
+            "input": self.input_format.name,
+            "output": self.output_format.name,
+            "L": self.block_width,
+            "F": self.fraction_bits,
+            "e_zero": self.e_zero,
+            "alignment": self.alignment.value if self.family in _FAMILIES_WITH_F else None,
+            "carry_bits": self.carry_bits,
+            "output_rounding": self.output_rounding.name,
+            "output_fraction_bits": self.output_fraction_bits,
+            "input_rounding": None if self.input_rounding is None else self.input_rounding.name,
+            "subnormals": self.subnormals,
+            "overflow": self.overflow,
+            "nan": self.nan.value,
+            "exact_zero": self.exact_zero,
+            "late_fraction_bits": self.late_fraction_bits,
+            "groups": self.groups,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary that :meth:`from_dict` turns back into the same Model."""
+        d = {k: v for k, v in self.features().items()}
+        d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Model:
+        return cls(
+            family=Family(d["family"]),
+            input_format=_formats.get(d["input"]),
+            output_format=_formats.get(d["output"]),
+            block_width=d.get("L"),
+            fraction_bits=d.get("F"),
+            e_zero=d.get("e_zero"),
+            alignment=Alignment(d.get("alignment") or "truncate"),
+            carry_bits=d.get("carry_bits"),
+            output_rounding=RoundingMode[d.get("output_rounding", "TiesToEven")],
+            output_fraction_bits=d.get("output_fraction_bits"),
+            input_rounding=None if d.get("input_rounding") is None else RoundingMode[d["input_rounding"]],
+            subnormals=d.get("subnormals", True),
+            overflow=d.get("overflow", "ieee"),
+            nan=NaNStyle(d.get("nan", "default")),
+            exact_zero=d.get("exact_zero", "ieee"),
+            late_fraction_bits=d.get("late_fraction_bits"),
+            groups=d.get("groups", 1),
+            name=d.get("name", ""),
+        )
+
+    def summary(self) -> str:
+        """One line: family and the parameters that matter for it."""
+        f = self.features()
+        parts = [self.family.value, f"{f['input']}->{f['output']}"]
+        if self.block_width is not None:
+            parts.append(f"L={self.block_width}")
+        else:
+            parts.append("L=k")
+        if self.fraction_bits is not None:
+            parts.append(f"F={self.fraction_bits}")
+        if self.late_fraction_bits is not None:
+            parts.append(f"F2={self.late_fraction_bits}")
+        if self.e_zero is not None:
+            parts.append(f"e_zero={self.e_zero}")
+        if self.family in _FAMILIES_WITH_F and self.alignment is not Alignment.TRUNCATE:
+            parts.append(f"align={self.alignment.value}")
+        if self.carry_bits is not None:
+            parts.append(f"carry={self.carry_bits}")
+        out = self.output_rounding.name
+        if self.output_fraction_bits is not None:
+            out += f"@{self.output_fraction_bits}b"
+        parts.append(f"out={out}")
+        if not self.subnormals:
+            parts.append("FTZ")
+        if self.groups != 1:
+            parts.append(f"groups={self.groups}")
+        return " ".join(parts)
