@@ -1,0 +1,34 @@
+"""blockfma: bit-exact models of matrix accelerators (tensor cores, matrix cores, CPU matrix units).
+
+The data path, one module each:
+
+    formats -> model -> engine -> devices -> probes / smt / multiword -> cli
+
+>>> import blockfma as bf
+>>> float(bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="V100"))
+1.0
+"""
+
+from . import formats
+from .devices import Device, device, devices
+from .engine import dot, gemm
+from .formats import Format, RoundingMode
+from .model import Alignment, Family, Model, NaNStyle
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "formats",
+    "Format",
+    "RoundingMode",
+    "Model",
+    "Family",
+    "Alignment",
+    "NaNStyle",
+    "Device",
+    "device",
+    "devices",
+    "dot",
+    "gemm",
+    "__version__",
+]

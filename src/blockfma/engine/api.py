@@ -1,0 +1,203 @@
+"""``dot`` and ``gemm``: checked inputs, blocks chained over k, results in the output dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import formats as _formats
+from ..formats import Format, RoundingMode
+from ..model import Family, Model, NaNStyle
+from .kernels import KERNELS, flush
+
+__all__ = ["dot", "gemm", "resolve_model"]
+
+_TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
+
+
+def resolve_model(device: Any = "H100", input_format: str | Format | None = None,
+                  output_format: str | Format | None = None, instruction: str | None = None,
+                  model: Model | None = None) -> Model:
+    """The Model that ``dot``/``gemm`` use for these arguments."""
+    if model is not None:
+        if not isinstance(model, Model):
+            raise TypeError(f"model= takes a blockfma.Model, not {type(model).__name__}")
+        for given, have, what in ((input_format, model.input_format, "input_format"),
+                                  (output_format, model.output_format, "output_format")):
+            if given is not None and _formats.get(given) != have:
+                raise ValueError(f"{what}={_formats.get(given).name!r} contradicts the model's {have.name!r}; "
+                                 f"leave {what} out when passing model=")
+        return model
+    from ..devices import device as _device
+
+    return _device(device).model(input_format or "fp16", output_format or "fp32", instruction)
+
+
+def _as_float64(x: Any, what: str) -> np.ndarray:
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{what} is not an array of numbers: {exc}") from None
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise ValueError(f"{what} must hold numbers (got dtype {arr.dtype}); parse strings with "
+                         "blockfma.literals.parse")
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{what} is complex; matrix units take real values")
+    return _formats.from_numpy(arr)
+
+
+def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMode | None) -> np.ndarray:
+    if round_with is not None:
+        return _formats.round(fmt, x, round_with)
+    ok = _formats.is_representable(fmt, x)
+    if not np.all(ok):
+        idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+        where = f"[{', '.join(map(str, idx))}]" if idx else ""
+        raise ValueError(
+            f"{what}{where} = {float(x[idx])!r} is not representable in {fmt.name}; round it first with "
+            f"blockfma.formats.round({fmt.name!r}, x) or pass round_inputs='rne' (or 'device' to read it as "
+            f"the device does)")
+    return x
+
+
+def _input_rounding(model: Model, round_inputs: Any) -> tuple[RoundingMode | None, RoundingMode | None]:
+    """(mode for a and b, mode for c) from the user's ``round_inputs``."""
+    if round_inputs is None or round_inputs is False:
+        return None, None
+    if isinstance(round_inputs, str) and round_inputs.lower() == "device":
+        if model.input_rounding is None:
+            return RoundingMode.TiesToEven, RoundingMode.TiesToEven
+        return model.input_rounding, RoundingMode.TiesToEven
+    mode = RoundingMode.parse(round_inputs)
+    return mode, mode
+
+
+def _nan_bits(fmt: Format, style: NaNStyle) -> int:
+    t, w = fmt.fraction_bits, fmt.exponent_bits
+    exp = ((1 << w) - 1) << t
+    if style is NaNStyle.CANONICAL:
+        return exp | ((1 << t) - 1)
+    quiet = exp | (1 << (t - 1))
+    return quiet | (1 << (fmt.bits - 1)) if style is NaNStyle.INDEFINITE else quiet
+
+
+def finish(model: Model, values: np.ndarray) -> np.ndarray:
+    """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern."""
+    fmt = model.output_format
+    out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values))
+    nan = np.isnan(values)
+    if np.any(nan):
+        uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
+        bits = out.view(uint)
+        bits[nan] = uint(_nan_bits(fmt, model.nan))
+    return out
+
+
+def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    mode_ab, mode_c = _input_rounding(model, round_inputs)
+    a = _check_format(model.input_format, a, "a", mode_ab)
+    b = _check_format(model.input_format, b, "b", mode_ab)
+    c = _check_format(model.c_format, c, "c", mode_c)
+    if not model.subnormals:
+        a, b, c = flush(model.input_format, a), flush(model.input_format, b), flush(model.c_format, c)
+    return a, b, c
+
+
+def _blocks(model: Model, k: int) -> list[slice]:
+    L = model.block_width or max(k, 1)
+    return [slice(j, min(j + L, k)) for j in range(0, k, L)]
+
+
+def _pad(x: np.ndarray, L: int) -> np.ndarray:
+    short = L - x.shape[-1]
+    if short <= 0:
+        return x
+    return np.concatenate([x, np.zeros(x.shape[:-1] + (short,))], axis=-1)
+
+
+def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Run the model's blocks in order over the last axis (values already checked); float64 result."""
+    kernel = KERNELS[model.family]
+    k = max(a.shape[-1], b.shape[-1])
+    d = c
+    for sl in _blocks(model, k):
+        ab, bb = a[..., sl], b[..., sl]
+        if model.block_width is not None and model.family is not Family.FMA_CHAIN:
+            ab, bb = _pad(ab, model.block_width), _pad(bb, model.block_width)
+        d = kernel(model, ab, bb, d)
+    return np.asarray(d, dtype=np.float64)
+
+
+def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str | Format | None = None,
+        output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
+        round_inputs: Any = None) -> np.ndarray:
+    """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
+
+    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format.
+    Values must be exactly representable in ``input_format`` (c in the output format), else ValueError;
+    ``round_inputs`` rounds them instead: a rounding mode (``"rne"``, ``"rz"``, ...) or ``"device"`` (a and
+    b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
+    are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
+    in the output format's dtype (float16, float32, float64), so results compare bit for bit.
+    """
+    m = resolve_model(device, input_format, output_format, instruction, model)
+    A = _as_float64(a, "a")
+    B = _as_float64(b, "b")
+    C = _as_float64(c, "c")
+    if A.ndim == 0 or B.ndim == 0:
+        raise ValueError(f"a and b need a last axis of length k; got shapes {A.shape} and {B.shape}")
+    if A.shape[-1] != B.shape[-1]:
+        raise ValueError(f"a and b must have the same length k on their last axis; got shapes {A.shape} and "
+                         f"{B.shape}")
+    try:
+        lead = np.broadcast_shapes(A.shape[:-1], B.shape[:-1], C.shape)
+    except ValueError:
+        raise ValueError(f"shapes do not broadcast: a {A.shape}, b {B.shape}, c {C.shape} (c must have the "
+                         "shape of a and b without their last axis)") from None
+    A, B, C = _prepare(m, A, B, C, round_inputs)
+    C = np.broadcast_to(C, lead)
+    if A.shape[-1] == 0:
+        return finish(m, np.array(C, dtype=np.float64))
+    return finish(m, chain(m, A, B, C))
+
+
+def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: str | Format | None = None,
+         output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
+         round_inputs: Any = None) -> np.ndarray:
+    """D = A @ B + C with every element computed as :func:`dot` computes it.
+
+    ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works tile by tile, so
+    memory stays O(mn + (m + n)k) plus one tile.
+    """
+    mdl = resolve_model(device, input_format, output_format, instruction, model)
+    A_ = _as_float64(A, "A")
+    B_ = _as_float64(B, "B")
+    if A_.ndim != 2 or B_.ndim != 2:
+        raise ValueError(f"gemm takes 2-D A and B; got shapes {A_.shape} and {B_.shape}")
+    if A_.shape[1] != B_.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
+                         "B's rows)")
+    m, k = A_.shape
+    n = B_.shape[1]
+    C_ = np.zeros((m, n)) if C is None else _as_float64(C, "C")
+    try:
+        C_ = np.broadcast_to(C_, (m, n))
+    except ValueError:
+        raise ValueError(f"C has shape {C_.shape}; it must be ({m}, {n}) or broadcast to it") from None
+    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs)
+    D = np.array(C_, dtype=np.float64)
+    if k == 0 or m == 0 or n == 0:
+        return finish(mdl, D)
+    kernel = KERNELS[mdl.family]
+    L = mdl.block_width or k
+    rows = max(1, _TILE // max(1, n * L))
+    for sl in _blocks(mdl, k):
+        a_blk, b_blk = A_[:, sl], Bt[:, sl]
+        if mdl.block_width is not None and mdl.family is not Family.FMA_CHAIN:
+            a_blk, b_blk = _pad(a_blk, L), _pad(b_blk, L)
+        for r in range(0, m, rows):
+            rs = slice(r, min(m, r + rows))
+            D[rs] = kernel(mdl, a_blk[rs, None, :], b_blk[None, :, :], D[rs])
+    return finish(mdl, D)

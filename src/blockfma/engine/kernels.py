@@ -1,0 +1,229 @@
+"""Block kernels: one block of every algorithm family, array-at-a-time.
+
+Each kernel takes float64 arrays ``a`` and ``b`` of shape ``(..., L)`` and ``c`` of shape ``(...)`` (all
+broadcastable; values already in the model's formats and already flushed where the model flushes) and
+returns the block's result, float64 of the broadcast shape ``(...)``, a value of the model's C format.
+NaN results are plain float64 NaN here; the caller writes the model's NaN bit pattern at the end.
+See docs/semantics.md for what each family computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import Format, RoundingMode, bit_length, round_integer
+from ..model import Alignment, Family, Model
+from . import wide
+
+_NONE = -(1 << 40)  # exponent standing for "no term" (minus infinity)
+
+
+def split_format(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Finite values of ``fmt`` as ``(m, E)``: ``x == m * 2**(E - p + 1)``, ``E = E_fmt(x)`` (emin for
+    subnormals), ``m`` a signed integer with ``|m| < 2**p``.  Zeros give ``m = 0`` (and E = emin)."""
+    _, e = np.frexp(x)
+    big_e = np.where(x == 0, fmt.emin, np.maximum(e.astype(np.int64) - 1, fmt.emin))
+    m = np.ldexp(x, (fmt.precision - 1 - big_e).astype(np.int32)).astype(np.int64)
+    return m, big_e
+
+
+def shift(m: np.ndarray, sh: np.ndarray, alignment: Alignment = Alignment.TRUNCATE) -> np.ndarray:
+    """``m * 2**sh`` cut to an integer: exact for ``sh >= 0``; else toward zero (truncate) or toward minus
+    infinity (floor)."""
+    left = m << np.clip(sh, 0, 62)
+    r = np.clip(-sh, 0, 63)
+    if alignment is Alignment.FLOOR:
+        right = m >> r
+    else:
+        right = np.where(m < 0, -((-m) >> r), m >> r)
+    return np.where(sh >= 0, left, right)
+
+
+def flush(fmt: Format, x: np.ndarray) -> np.ndarray:
+    """Subnormal values of ``fmt`` replaced by zeros of their sign."""
+    return np.where(np.abs(x) < fmt.smallest_normal, np.copysign(0.0, x), x)
+
+
+# --- special values of the fused families -------------------------------------------------------------
+def fused_specials(a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                   extra_inf: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mask, value) of blocks whose result is NaN or infinite by the fused rules, or None if none is.
+
+    ``extra_inf`` = (mask, negative) of products that overflow to infinity (late-c)."""
+    if extra_inf is None and np.all(np.isfinite(a)) and np.all(np.isfinite(b)) and np.all(np.isfinite(c)):
+        return None
+    with np.errstate(invalid="ignore"):
+        prod_nan = np.isnan(a) | np.isnan(b) | (np.isinf(a) & (b == 0)) | ((a == 0) & np.isinf(b))
+        prod_inf = (np.isinf(a) | np.isinf(b)) & ~prod_nan
+        prod_neg = np.signbit(a) ^ np.signbit(b)
+        if extra_inf is not None:
+            prod_inf = prod_inf | (extra_inf[0] & ~prod_nan)
+    nan = prod_nan.any(axis=-1) | np.isnan(c)
+    pos = (prod_inf & ~prod_neg).any(axis=-1) | (np.isposinf(c))
+    neg = (prod_inf & prod_neg).any(axis=-1) | (np.isneginf(c))
+    nan = nan | (pos & neg)
+    mask = nan | pos | neg
+    value = np.where(nan, np.nan, np.where(pos, np.inf, -np.inf))
+    return mask, value
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(x), x, 0.0)
+
+
+def _exact_zero(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, zero: np.ndarray,
+                value: np.ndarray) -> np.ndarray:
+    """Apply the model's exact-zero sign where ``zero`` (the block's sum is exactly zero)."""
+    if not np.any(zero):
+        return value
+    if model.exact_zero == "positive":
+        return np.where(zero, 0.0, value)
+    prod_zero = (a == 0) | (b == 0)
+    prod_neg = np.signbit(a) ^ np.signbit(b)
+    only_zeros = prod_zero.all(axis=-1) & (c == 0)
+    all_neg = prod_neg.all(axis=-1) & np.signbit(c)
+    any_neg = prod_neg.any(axis=-1) | np.signbit(c)
+    neg0 = wide.zero_sign(all_neg, any_neg, only_zeros, model.output_rounding)
+    signed = np.where(neg0 & model.output_format.has_negative_zero, -0.0, 0.0)
+    return np.where(zero, signed, value)
+
+
+# --- families ------------------------------------------------------------------------------------------
+def truncated_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    fin, fc = model.input_format, model.c_format
+    F, ez = model.fraction_bits, model.e_zero
+    assert F is not None and ez is not None
+    specials = fused_specials(a, b, c)
+    af, bf, cf = (_finite(a), _finite(b), _finite(c)) if specials else (a, b, c)
+    ma, ea = split_format(fin, af)
+    mb, eb = split_format(fin, bf)
+    mp = ma * mb
+    ep = np.where(mp == 0, ez, ea + eb)
+    mc, ec = split_format(fc, cf)
+    ec = np.where(mc == 0, ez, ec)
+    emax = np.maximum(ep.max(axis=-1), ec)
+    u = emax - F  # exponent of the alignment quantum
+    terms = shift(mp, ep - 2 * (fin.precision - 1) - u[..., None], model.alignment)
+    s = terms.sum(axis=-1) + shift(mc, ec - (fc.precision - 1) - u, model.alignment)
+    if model.carry_bits is not None:
+        s = np.sign(s) * (np.abs(s) & ((np.int64(1) << (F + 1 + model.carry_bits)) - 1))
+    value = round_integer(model.result_format, s < 0, np.abs(s), u, model.output_rounding,
+                          subnormals=model.subnormals, overflow=model.overflow)
+    value = _exact_zero(model, af, bf, cf, s == 0, value)
+    if specials:
+        value = np.where(specials[0], specials[1], value)
+    return value
+
+
+def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    specials = fused_specials(a, b, c)
+    af, bf, cf = (_finite(a), _finite(b), _finite(c)) if specials else (a, b, c)
+    shape = np.broadcast_shapes(af.shape[:-1], bf.shape[:-1], cf.shape)
+    terms = [wide.split(np.broadcast_to(cf, shape))]
+    mas, eas = wide.split(af)
+    mbs, ebs = wide.split(bf)
+    for i in range(np.broadcast_shapes(af.shape, bf.shape)[-1]):
+        ia = i if af.shape[-1] > 1 else 0
+        ib = i if bf.shape[-1] > 1 else 0
+        terms += wide.product_terms(mas[..., ia], eas[..., ia], mbs[..., ib], ebs[..., ib])
+    value, zero = wide.round_sum(model.result_format, terms, model.output_rounding,
+                                 subnormals=model.subnormals, overflow=model.overflow)
+    value = _exact_zero(model, af, bf, cf, zero, value)
+    if specials:
+        value = np.where(specials[0], specials[1], value)
+    return value
+
+
+def _op(model: Model, fmt: Format, mode: RoundingMode, addends: list[np.ndarray],
+        a: np.ndarray | None = None, b: np.ndarray | None = None) -> np.ndarray:
+    return wide.ieee_op(fmt, mode, model.subnormals, model.overflow, addends, a, b)
+
+
+def pairwise(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    fc, rne = model.c_format, RoundingMode.TiesToEven
+    level = [_op(model, fc, rne, [], a[..., i], b[..., i]) for i in range(a.shape[-1] if a.shape[-1] > 1 else b.shape[-1])]
+    while len(level) > 1:
+        level = [_op(model, fc, rne, [level[i], level[i + 1]]) for i in range(0, len(level), 2)]
+    return _op(model, model.result_format, model.output_rounding, [c, level[0]])
+
+
+def fma_chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    d = c
+    for i in range(max(a.shape[-1], b.shape[-1])):
+        ai = a[..., i] if a.shape[-1] > 1 else a[..., 0]
+        bi = b[..., i] if b.shape[-1] > 1 else b[..., 0]
+        d = _op(model, model.result_format, model.output_rounding, [d], ai, bi)
+    return d
+
+
+def amx(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    fc, mode = model.result_format, model.output_rounding
+    shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
+    even = np.zeros(shape)
+    odd = np.zeros(shape)
+    for j in range(0, max(a.shape[-1], b.shape[-1]), 2):
+        even = _op(model, fc, mode, [even], a[..., j], b[..., j])
+        odd = _op(model, fc, mode, [odd], a[..., j + 1], b[..., j + 1])
+    return _op(model, fc, mode, [c, _op(model, fc, mode, [even, odd])])
+
+
+def bfdot(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    fc, mode = model.result_format, model.output_rounding
+    p0 = _op(model, fc, mode, [], a[..., 0], b[..., 0])
+    p1 = _op(model, fc, mode, [], a[..., 1], b[..., 1])
+    return _op(model, fc, mode, [c, _op(model, fc, mode, [p0, p1])])
+
+
+def late_c(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    fin, fc = model.input_format, model.c_format
+    F, F2, groups = model.fraction_bits, model.late_fraction_bits, model.groups
+    assert F is not None and F2 is not None
+    low = 2 * (fin.precision - 1)
+    with np.errstate(invalid="ignore"):
+        af, bf, cf = _finite(a), _finite(b), _finite(c)
+    ma, ea = split_format(fin, af)
+    mb, eb = split_format(fin, bf)
+    mp = ma * mb
+    ep = ea + eb
+    # a product reaching 2**(emax+1) of the C format is infinite
+    overflow = (mp != 0) & (bit_length(np.abs(mp)) - 1 + ep - low >= fc.emax + 1)
+    specials = fused_specials(a, b, c, (overflow, np.signbit(af) ^ np.signbit(bf)) if np.any(overflow) else None)
+    sums, units, tops = [], [], []
+    for g in range(groups):
+        mg, eg = mp[..., g::groups], ep[..., g::groups]
+        top = np.where(mg != 0, eg, _NONE).max(axis=-1)
+        u = top - F
+        sums.append(shift(mg, eg - low - u[..., None]).sum(axis=-1))
+        units.append(u)
+        tops.append(top)
+    e_dot = np.maximum.reduce(tops) if groups > 1 else tops[0]
+    if groups == 1:
+        s, u_s = sums[0], units[0]
+    else:
+        u_s = e_dot - F
+        s = sum(shift(sg, ug - u_s, Alignment.FLOOR) for sg, ug in zip(sums, units))
+    mc, ec = split_format(fc, cf)
+    big_e = np.maximum(e_dot, ec)
+    if groups > 1:
+        mc = np.where(ec < big_e - F - 1, 0, mc)
+    unit = big_e - F2
+    s = shift(s, u_s - unit, Alignment.FLOOR)
+    cterm = shift(mc, ec - (fc.precision - 1) - (big_e - F), Alignment.FLOOR) << (F2 - F)
+    total = s + cterm
+    value = round_integer(model.result_format, total < 0, np.abs(total), unit, model.output_rounding,
+                          subnormals=model.subnormals, overflow=model.overflow)
+    value = _exact_zero(model, af, bf, np.where(mc == 0, np.copysign(0.0, cf), cf), total == 0, value)
+    if specials:
+        value = np.where(specials[0], specials[1], value)
+    return value
+
+
+KERNELS = {
+    Family.TRUNCATED_FUSED: truncated_fused,
+    Family.EXACT_FUSED: exact_fused,
+    Family.PAIRWISE: pairwise,
+    Family.LATE_C: late_c,
+    Family.FMA_CHAIN: fma_chain,
+    Family.AMX: amx,
+    Family.BFDOT: bfdot,
+}

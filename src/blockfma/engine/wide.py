@@ -1,0 +1,181 @@
+"""Exact arithmetic on arrays of binary floating-point values, rounded once.
+
+The engine's exact families (exact-fused, the IEEE operations of pairwise, fma-chain, amx, bfdot) need sums
+whose exact value can span hundreds of bits (binary32 C next to bf16 products, binary64 FMAs).  Here an
+exact sum of terms ``m_i * 2**e_i`` (int64 ``m_i``, any ``e_i``) is accumulated in 30-bit limbs of int64,
+carried, and its leading 61 bits plus a sticky bit handed to :func:`formats.round_integer`, which then
+rounds exactly as if it saw every bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..formats import Format, RoundingMode, bit_length, round_integer
+
+LIMB = 30
+_MASK = (1 << LIMB) - 1
+_CHUNK = 1 << 16  # elements per pass, to bound the limb arrays' memory
+
+
+def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Finite float64 values as exact ``(m, e)`` int64 pairs: ``x == m * 2**e`` with ``|m| < 2**53``."""
+    frac, e = np.frexp(x)
+    m = np.ldexp(frac, 53).astype(np.int64)
+    return m, e.astype(np.int64) - 53
+
+
+def product_terms(ma: np.ndarray, ea: np.ndarray, mb: np.ndarray, eb: np.ndarray
+                  ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The exact product of ``ma * 2**ea`` and ``mb * 2**eb`` (|m| < 2**53) as terms with |m| < 2**62."""
+    sign = np.where((ma < 0) ^ (mb < 0), -1, 1)
+    a, b = np.abs(ma), np.abs(mb)
+    if int(np.max(a, initial=0)) < (1 << 31) and int(np.max(b, initial=0)) < (1 << 31):
+        return [(sign * a * b, ea + eb)]
+    ah, al = a >> 27, a & ((1 << 27) - 1)
+    bh, bl = b >> 27, b & ((1 << 27) - 1)
+    return [(sign * (ah * bh), ea + eb + 54), (sign * (ah * bl + al * bh), ea + eb + 27), (sign * (al * bl), ea + eb)]
+
+
+def exact_sum(terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact sum of ``sum(m * 2**e)`` (int64 ``|m| < 2**62``), as ``(negative, mag, exp)``.
+
+    ``mag * 2**exp`` equals the sum's magnitude in its leading 61 bits; the last bit of ``mag`` is a sticky
+    bit (set when anything nonzero lies below), so one rounding of ``(negative, mag, exp)`` to any format of
+    precision <= 59 is the correct rounding of the exact sum.  ``mag == 0`` exactly when the sum is zero.
+    """
+    ms = [np.asarray(m, dtype=np.int64) for m, _ in terms]
+    es = [np.asarray(e, dtype=np.int64) for _, e in terms]
+    shape = np.broadcast_shapes(*(m.shape for m in ms), *(e.shape for e in es))
+    ms = [np.broadcast_to(m, shape).ravel() for m in ms]
+    es = [np.broadcast_to(e, shape).ravel() for e in es]
+    size = int(np.prod(shape, dtype=np.int64))
+    neg = np.zeros(size, dtype=bool)
+    mag = np.zeros(size, dtype=np.int64)
+    exp = np.zeros(size, dtype=np.int64)
+    for start in range(0, size, _CHUNK):
+        sl = slice(start, min(size, start + _CHUNK))
+        neg[sl], mag[sl], exp[sl] = _exact_sum_flat([m[sl] for m in ms], [e[sl] for e in es])
+    return neg.reshape(shape), mag.reshape(shape), exp.reshape(shape)
+
+
+def _exact_sum_flat(ms: list[np.ndarray], es: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = ms[0].shape[0]
+    rows = np.arange(n)
+    big = np.iinfo(np.int64).max
+    lo = np.full(n, big, dtype=np.int64)
+    for m, e in zip(ms, es):
+        lo = np.where(m != 0, np.minimum(lo, e), lo)
+    lo = np.where(lo == big, 0, lo)
+    rel = [np.where(m != 0, e - lo, 0) for m, e in zip(ms, es)]
+    top = max(int(np.max(r, initial=0)) for r in rel)
+    # two zero limbs below (so the top three limbs always exist) and headroom above for carries and sign
+    nl = 2 + top // LIMB + 4 + 2
+    acc = np.zeros((n, nl), dtype=np.int64)
+    for m, r in zip(ms, rel):
+        sign = np.where(m < 0, -1, 1)
+        a = np.abs(m)
+        j = 2 + r // LIMB
+        o = r % LIMB
+        for piece in range(3):  # a < 2**62: three 30-bit pieces, each shifted by o < 30
+            chunk = ((a >> (LIMB * piece)) & _MASK) << o  # < 2**60
+            acc[rows, j + piece] += sign * (chunk & _MASK)
+            acc[rows, j + piece + 1] += sign * (chunk >> LIMB)
+    _carry(acc)
+    negative = acc[:, -1] < 0
+    if np.any(negative):
+        acc[negative] = -acc[negative]
+        _carry(acc)
+    nonzero = acc != 0
+    any_nz = nonzero.any(axis=1)
+    t = nl - 1 - np.argmax(nonzero[:, ::-1], axis=1)
+    t = np.where(any_nz, np.maximum(t, 2), 2)
+    x2, x1, x0 = acc[rows, t], acc[rows, t - 1], acc[rows, t - 2]
+    bl = np.maximum(bit_length(x2), 1)
+    mant = (((x2 << LIMB) | x1) << (LIMB + 1 - bl)) | (x0 >> (bl - 1))  # exactly 61 bits
+    below = np.logical_or.accumulate(nonzero, axis=1)
+    sticky = ((x0 & ((np.int64(1) << (bl - 1)) - 1)) != 0) | np.where(t >= 3, below[rows, np.maximum(t - 3, 0)], False)
+    mag = np.where(any_nz, (mant << 1) | sticky.astype(np.int64), 0)
+    exp = lo + LIMB * (t - 4) + (bl - 1) - 1
+    return negative & any_nz, mag, exp
+
+
+def _carry(acc: np.ndarray) -> None:
+    for i in range(acc.shape[1] - 1):
+        c = acc[:, i] >> LIMB
+        acc[:, i] -= c << LIMB
+        acc[:, i + 1] += c
+
+
+def round_sum(
+    fmt: Format,
+    terms: Sequence[tuple[np.ndarray, np.ndarray]],
+    mode: RoundingMode,
+    *,
+    subnormals: bool,
+    overflow: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``fmt``-rounding of the exact sum of terms; returns (float64 values, exact-zero mask)."""
+    neg, mag, exp = exact_sum(terms)
+    value = round_integer(fmt, neg, mag, exp, mode, subnormals=subnormals, overflow=overflow)  # type: ignore[arg-type]
+    return value, mag == 0
+
+
+def zero_sign(all_zero_negative: np.ndarray, any_zero_negative: np.ndarray, only_zeros: np.ndarray,
+              mode: RoundingMode) -> np.ndarray:
+    """IEEE 754 sign (True = negative) of an exactly zero sum (see docs/semantics.md)."""
+    if mode is RoundingMode.TowardNegative:
+        return np.where(only_zeros, any_zero_negative, True)
+    return only_zeros & all_zero_negative
+
+
+def ieee_op(
+    fmt: Format,
+    mode: RoundingMode,
+    subnormals: bool,
+    overflow: str,
+    addends: Sequence[np.ndarray],
+    a: np.ndarray | None = None,
+    b: np.ndarray | None = None,
+) -> np.ndarray:
+    """One IEEE 754 operation rounded once into ``fmt``: ``R(a*b + sum(addends))`` (``a*b`` optional).
+
+    Operands are float64 arrays holding exact values; special values follow IEEE 754 (NaN in gives NaN,
+    ``inf*0`` and ``inf - inf`` give NaN) and an exact zero takes the IEEE sign.  With
+    ``subnormals=False`` the result is flushed when its exact magnitude is below the smallest normal.
+    """
+    operands = list(addends) + ([a, b] if a is not None else [])
+    shape = np.broadcast_shapes(*(np.shape(x) for x in operands))
+    finite = np.ones(shape, dtype=bool)
+    for x in operands:
+        finite &= np.isfinite(x)
+    terms: list[tuple[np.ndarray, np.ndarray]] = []
+    zero_signs: list[np.ndarray] = []  # sign of each term when zero
+    is_zero: list[np.ndarray] = []
+    for x in addends:
+        xf = np.where(finite, x, 0.0)
+        terms.append(split(xf))
+        zero_signs.append(np.signbit(x))
+        is_zero.append(xf == 0)
+    if a is not None:
+        af, bf = np.where(finite, a, 0.0), np.where(finite, b, 0.0)
+        ma, ea = split(af)
+        mb, eb = split(bf)
+        terms.extend(product_terms(ma, ea, mb, eb))
+        zero_signs.append(np.signbit(a) ^ np.signbit(b))
+        is_zero.append((af == 0) | (bf == 0))
+    value, exact_zero = round_sum(fmt, terms, mode, subnormals=subnormals, overflow=overflow)
+    if np.any(exact_zero):
+        only_zeros = np.logical_and.reduce(is_zero)
+        neg0 = zero_sign(np.logical_and.reduce(zero_signs), np.logical_or.reduce(zero_signs), only_zeros, mode)
+        value = np.where(exact_zero, np.where(neg0 & fmt.has_negative_zero, -0.0, 0.0), value)
+    if not np.all(finite):
+        # only the non-finite operands decide a special result; finite ones stand in as zeros
+        with np.errstate(invalid="ignore", over="ignore"):
+            special = sum((np.where(np.isfinite(x), 0.0, x) for x in addends), start=np.zeros(shape))
+            if a is not None:
+                special = special + np.where(np.isfinite(a) & np.isfinite(b), 0.0, a * b)
+        value = np.where(finite, value, special)
+    return value
