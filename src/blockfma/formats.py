@@ -413,7 +413,8 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
     sig = np.ldexp(a, (-scale).astype(np.int32)).astype(np.int64)
     frac = np.where(normal, sig - (1 << t), sig)
     code = (exp_field.astype(np.uint64) << np.uint64(t)) | frac.astype(np.uint64)
-    code = np.where(np.signbit(x) & fmt.has_negative_zero, code | sign_bit, code)
+    negative = np.signbit(x) & ((x != 0) | fmt.has_negative_zero)  # fnuz formats have no -0
+    code = np.where(negative, code | sign_bit, code)
     all_ones_exp = np.uint64(((1 << w) - 1) << t)
     if fmt.nan == "ieee":
         code = np.where(np.isinf(x), all_ones_exp | np.where(x < 0, sign_bit, np.uint64(0)), code)
@@ -468,4 +469,5 @@ def from_numpy(x: Any) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype in (np.float16, np.float32, np.float64) or x.dtype.kind in "iub":
         return x.astype(np.float64)
-    return x.astype(np.float32).astype(np.float64)  # ml_dtypes types widen exactly to float32
+    with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN in casts; the NaN itself carries over
+        return x.astype(np.float32).astype(np.float64)  # ml_dtypes types widen exactly to float32
