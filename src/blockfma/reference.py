@@ -1,0 +1,473 @@
+"""Exact scalar reference of every algorithm family, written to read like ``docs/semantics.md``.
+
+This module is the oracle the fast engine is tested against, so it is deliberately simple and slow: every
+exact value is a Python ``int`` or ``fractions.Fraction``, every value of a floating-point format (the
+inputs, each rounded intermediate result, the output) is a Python ``float``, which holds every value of
+every format here exactly, together with the sign of zero, infinities and NaN.  It has its own rounding,
+:func:`round_exact`, independent of ``formats.round`` (which it is also the oracle for).
+
+Section names in the docstrings refer to ``docs/semantics.md``.
+
+    round_exact(fmt, x, mode)   one exact rational -> a value of fmt ("Notation", R)
+    dot(model, a, b, c)         d = a.b + c as the model computes it ("Blocks and chaining")
+    dot_bits(model, a, b, c)    the same, as the bit pattern of the output format, NaN per ``model.nan``
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Literal
+
+from .formats import Format, RoundingMode
+from .model import Alignment, Family, Model, NaNStyle
+
+__all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite"]
+
+NAN = math.nan
+INF = math.inf
+
+Number = float | int | Fraction
+Term = tuple[Fraction, bool]  # an exact term of a sum: its value and its sign (the sign matters for zeros)
+
+
+# --- exact helpers ---------------------------------------------------------------------------------------
+def pow2(e: int) -> Fraction:
+    """2**e exactly, for any integer e."""
+    return Fraction(2) ** e
+
+
+def to_fraction(x: Number) -> Fraction:
+    """The exact value of a finite float, int or Fraction (-0.0 gives 0: keep signs with :func:`is_negative`)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ValueError(f"to_fraction: {x!r} is not finite")
+    return Fraction(x)
+
+
+def is_negative(x: Number) -> bool:
+    """The sign bit of x (True for -0.0)."""
+    if isinstance(x, float):
+        return math.copysign(1.0, x) < 0
+    return x < 0
+
+
+def floor_log2(x: Fraction) -> int:
+    """floor(log2 x) for an exact x > 0."""
+    e = x.numerator.bit_length() - x.denominator.bit_length()  # floor(log2 x) is e or e - 1
+    return e if x >= pow2(e) else e - 1
+
+
+def exponent(fmt: Format, x: Number) -> int:
+    """E_f(x) = max(floor(log2 |x|), f.emin) for a finite nonzero x ("Notation"): subnormals take emin."""
+    v = abs(to_fraction(x))
+    if v == 0:
+        raise ValueError("exponent: x must be nonzero")
+    return max(floor_log2(v), fmt.emin)
+
+
+def cut(t: Fraction, q: Fraction, alignment: Alignment | str) -> Fraction:
+    """Cut t to a multiple of the quantum q: toward zero ("truncate") or toward minus infinity ("floor")."""
+    if Alignment(alignment) is Alignment.TRUNCATE:
+        magnitude = math.floor(abs(t) / q) * q
+        return -magnitude if t < 0 else magnitude
+    return math.floor(t / q) * q
+
+
+def largest_finite(fmt: Format) -> Fraction:
+    """The largest finite value of fmt, exactly.  fn formats (e4m3fn) lose the all-ones significand of the
+    top binade to NaN, so their largest value is one ulp lower (448 for e4m3fn)."""
+    ulps = 2 if fmt.nan == "fn" else 1
+    return (2**fmt.precision - ulps) * pow2(fmt.emax - fmt.precision + 1)
+
+
+def _signed(value: Fraction | float, negative: bool) -> float:
+    v = float(value)
+    return -v if negative else v
+
+
+# --- rounding ----------------------------------------------------------------------------------------------
+def round_exact(
+    fmt: Format,
+    x: Fraction | int,
+    mode: RoundingMode,
+    *,
+    negative: bool = False,
+    subnormals: bool | None = None,
+    overflow: Literal["ieee", "inf", "saturate"] = "ieee",
+) -> float:
+    """Round the exact rational x to fmt in mode; return the value as a float ("Notation", R).
+
+    ``negative`` is the sign of x when x == 0.  The significand is rounded with an unbounded exponent
+    range (keeping subnormals: the quantum never goes below 2**(emin - p + 1)); with ``subnormals=False``
+    (default: ``fmt.subnormals``) a value whose exact magnitude is below 2**emin becomes a zero of its
+    sign first (tininess before rounding).  A result above the largest finite value overflows:
+    ``"ieee"`` as IEEE 754 sec. 7.4 (TiesToEven, TiesAway: infinity; TowardZero, ToOdd: the largest
+    finite value; TowardPositive/TowardNegative: infinity on their side only), ``"inf"`` always infinity,
+    ``"saturate"`` always the largest finite value.  A format without infinities gives NaN where infinity
+    is due; a format without negative zero gives +0.
+    """
+    mode = RoundingMode.parse(mode)
+    x = Fraction(x)
+    sign = x < 0 or (x == 0 and negative)
+    keep_subnormals = fmt.subnormals if subnormals is None else subnormals
+    p = fmt.precision
+
+    def zero() -> float:
+        return -0.0 if sign and fmt.has_negative_zero else 0.0
+
+    magnitude = abs(x)
+    if magnitude == 0:
+        return zero()
+    if not keep_subnormals and magnitude < pow2(fmt.emin):
+        return zero()
+
+    lead = floor_log2(magnitude)
+    quantum_exp = (max(lead, fmt.emin) if keep_subnormals else lead) - (p - 1)
+    scaled = magnitude / pow2(quantum_exp)  # the significand in units of the last kept bit
+    kept = math.floor(scaled)
+    dropped = scaled - kept  # in [0, 1)
+    half = Fraction(1, 2)
+    if mode is RoundingMode.TiesToEven:
+        kept += dropped > half or (dropped == half and kept % 2 == 1)
+    elif mode is RoundingMode.TiesAway:
+        kept += dropped >= half
+    elif mode is RoundingMode.TowardZero:
+        pass
+    elif mode is RoundingMode.TowardPositive:
+        kept += dropped > 0 and not sign
+    elif mode is RoundingMode.TowardNegative:
+        kept += dropped > 0 and sign
+    elif mode is RoundingMode.ToOdd:
+        if dropped > 0:
+            kept |= 1
+    else:  # pragma: no cover - the enum is closed
+        raise ValueError(f"unknown rounding mode {mode!r}")
+    result = kept * pow2(quantum_exp)
+
+    if result == 0:  # a nonzero value that rounds to zero keeps its sign
+        return zero()
+    big = largest_finite(fmt)
+    if result > big:
+        if overflow == "saturate":
+            to_infinity = False
+        elif overflow == "inf":
+            to_infinity = True
+        elif overflow == "ieee":
+            to_infinity = {
+                RoundingMode.TiesToEven: True,
+                RoundingMode.TiesAway: True,
+                RoundingMode.TowardZero: False,
+                RoundingMode.ToOdd: False,
+                RoundingMode.TowardPositive: not sign,
+                RoundingMode.TowardNegative: sign,
+            }[mode]
+        else:
+            raise ValueError(f"overflow must be 'ieee', 'inf' or 'saturate', not {overflow!r}")
+        if not to_infinity:
+            return _signed(big, sign)
+        return _signed(INF, sign) if fmt.has_infinities else NAN
+    return _signed(result, sign)
+
+
+# --- bit patterns ------------------------------------------------------------------------------------------
+def encode(fmt: Format, x: float, nan: NaNStyle = NaNStyle.DEFAULT) -> int:
+    """Bit pattern of a value of fmt (IEEE-style layout: sign, exponent field, fraction field).
+
+    A NaN is written in the style ``nan`` ("Notation"): canonical (positive, all fraction bits set),
+    default (positive, top fraction bit set) or indefinite (negative, top fraction bit set).  Only formats
+    with infinities (the output formats) take NaN styles; others get their own NaN code.
+    """
+    t = fmt.fraction_bits
+    sign_bit = 1 << (fmt.bits - 1)
+    all_ones_exp = ((1 << fmt.exponent_bits) - 1) << t
+    if math.isnan(x):
+        if fmt.nan == "fnuz":
+            return sign_bit
+        if fmt.nan == "fn":
+            return all_ones_exp | ((1 << t) - 1)
+        quiet = 1 << (t - 1) if t > 0 else 1
+        return {
+            NaNStyle.CANONICAL: all_ones_exp | ((1 << t) - 1),
+            NaNStyle.DEFAULT: all_ones_exp | quiet,
+            NaNStyle.INDEFINITE: sign_bit | all_ones_exp | quiet,
+        }[NaNStyle(nan)]
+    sign = sign_bit if is_negative(x) and (x != 0 or fmt.has_negative_zero) else 0
+    if math.isinf(x):
+        if not fmt.has_infinities:
+            raise ValueError(f"encode: {fmt.name} has no infinities")
+        return sign | all_ones_exp
+    v = abs(to_fraction(x))
+    if v == 0:
+        return sign
+    if v < pow2(fmt.emin):  # subnormal: exponent field 0, value = fraction * 2**(emin - t)
+        exp_field, frac = 0, v / pow2(fmt.emin - t)
+    else:
+        e = floor_log2(v)
+        exp_field, frac = e + fmt.bias, v / pow2(e - t) - 2**t
+    if frac.denominator != 1 or not 0 <= exp_field < (1 << fmt.exponent_bits) or v > largest_finite(fmt):
+        raise ValueError(f"encode: {x!r} is not a value of {fmt.name}")
+    return sign | (exp_field << t) | int(frac)
+
+
+# --- reading inputs ----------------------------------------------------------------------------------------
+def _value_of(fmt: Format, x: Number, what: str) -> float:
+    """x as a float, checked to be a value of fmt (NaN and infinities pass)."""
+    v = float(x)
+    if isinstance(x, (int, Fraction)) and Fraction(v) != x:
+        raise ValueError(f"{what} = {x!r} is not a value of {fmt.name}")
+    if math.isfinite(v) and round_exact(fmt, Fraction(v), RoundingMode.TowardZero, subnormals=True,
+                                        overflow="saturate") != v:
+        raise ValueError(f"{what} = {x!r} is not a value of {fmt.name}")
+    return v
+
+
+def _flush_input(model: Model, fmt: Format, x: float) -> float:
+    """With subnormals=False a subnormal input becomes a zero of its own sign ("Special values")."""
+    if not model.subnormals and math.isfinite(x) and x != 0 and abs(Fraction(x)) < pow2(fmt.emin):
+        return math.copysign(0.0, x)
+    return x
+
+
+# --- special values and signs of zero ----------------------------------------------------------------------
+def _special_result(pairs: Sequence[tuple[float, float]], addends: Sequence[float],
+                    more_infinities: Sequence[bool] = ()) -> float | None:
+    """The rules of "Special values": NaN if any input is NaN or a product is inf * 0; else the infinity
+    of the infinite terms (NaN if both signs occur); None when every term is finite.  ``more_infinities``
+    are the signs (True: negative) of further infinite terms (late-c's overflowing products)."""
+    values = [x for pair in pairs for x in pair] + list(addends)
+    if any(math.isnan(x) for x in values):
+        return NAN
+    infinite_signs = set(more_infinities)
+    for a, b in pairs:
+        if math.isinf(a) or math.isinf(b):
+            if a == 0 or b == 0:
+                return NAN  # inf * 0
+            infinite_signs.add(is_negative(a) != is_negative(b))
+    infinite_signs |= {is_negative(x) for x in addends if math.isinf(x)}
+    if len(infinite_signs) == 2:
+        return NAN  # +inf and -inf
+    if infinite_signs:
+        return -INF if infinite_signs.pop() else INF
+    return None
+
+
+def _product(a: float, b: float) -> Term:
+    """The exact product of two finite values; the sign of a zero product is the xor of the factors'."""
+    return to_fraction(a) * to_fraction(b), is_negative(a) != is_negative(b)
+
+
+def _term(x: float) -> Term:
+    return to_fraction(x), is_negative(x)
+
+
+def _zero_is_negative(terms: Sequence[Term], mode: RoundingMode, exact_zero: str) -> bool:
+    """Sign of an exactly zero sum of ``terms`` ("Sign of an exact zero").
+
+    With ``exact_zero="positive"`` +0; with ``"ieee"``, if every term is zero, -0 when all are -0
+    (TowardNegative: when any is), else +0; nonzero terms that cancel give +0 (TowardNegative: -0).
+    A lone product (one term) thus keeps its sign in "ieee".
+    """
+    if exact_zero == "positive":
+        return False
+    if all(value == 0 for value, _ in terms):
+        signs = [negative for _, negative in terms]
+        return any(signs) if mode is RoundingMode.TowardNegative else all(signs)
+    return mode is RoundingMode.TowardNegative
+
+
+def _R(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
+    """R(x): round the exact value x, the sum of ``terms``, to the result format ("Notation")."""
+    return round_exact(model.result_format, x, model.output_rounding,
+                       negative=_zero_is_negative(terms, model.output_rounding, model.exact_zero),
+                       subnormals=model.subnormals, overflow=model.overflow)
+
+
+def _P(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
+    """P(x) of the pairwise family: an IEEE operation rounding to fc, TiesToEven, flushing when
+    subnormals=False; its exact zeros follow IEEE 754 sec. 6.3."""
+    mode = RoundingMode.TiesToEven
+    return round_exact(model.c_format, x, mode, negative=_zero_is_negative(terms, mode, "ieee"),
+                       subnormals=model.subnormals, overflow="ieee")
+
+
+Rounder = Callable[[Model, Fraction, Sequence[Term]], float]
+
+
+def _ieee_operation(model: Model, rounder: Rounder, pairs: Sequence[tuple[float, float]],
+                    addends: Sequence[float]) -> float:
+    """One operation sum(a*b for pairs) + sum(addends) with one rounding: a multiplication (one pair), an
+    addition (two addends), an FMA (one pair, one addend), or a whole exact-fused block.  Special
+    values first, then the exact sum, rounded by ``rounder``."""
+    special = _special_result(pairs, addends)
+    if special is not None:
+        return special
+    terms = [_product(a, b) for a, b in pairs] + [_term(x) for x in addends]
+    return rounder(model, sum((value for value, _ in terms), Fraction(0)), terms)
+
+
+# --- the families, one block each --------------------------------------------------------------------------
+def _truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """truncated-fused (NVIDIA tensor cores), steps 1-6 of its section."""
+    special = _special_result(list(zip(a, b)), [c])
+    if special is not None:
+        return special
+    fin, fc, F = model.input_format, model.c_format, model.fraction_bits
+    assert F is not None and model.e_zero is not None
+    # 1. exact products, exponent = sum of the factors' exponents (not renormalised); zeros at e_zero
+    products = [_product(ai, bi) for ai, bi in zip(a, b)]
+    exps = [exponent(fin, ai) + exponent(fin, bi) if p != 0 else model.e_zero
+            for (p, _), ai, bi in zip(products, a, b)]
+    # 2. C's exponent
+    e_c = exponent(fc, c) if c != 0 else model.e_zero
+    # 3. the block's maximum exponent and the alignment quantum
+    e_max = max(*exps, e_c)
+    q = pow2(e_max - F)
+    # 4. every term cut to a multiple of q
+    terms = products + [_term(c)]
+    # 5. exact sum of the cut terms; carries beyond carry_bits above the leading bit are lost
+    S = sum((cut(t, q, model.alignment) for t, _ in terms), Fraction(0))
+    if model.carry_bits is not None:
+        wrapped = abs(S) % pow2(e_max + 1 + model.carry_bits)
+        S = -wrapped if S < 0 else wrapped
+    # 6. one rounding
+    return _R(model, S, terms)
+
+
+def _exact_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """exact-fused: S = p_1 + ... + p_L + c exactly, result R(S)."""
+    return _ieee_operation(model, _R, list(zip(a, b)), [c])
+
+
+def _pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """pairwise (AMD CDNA2): p_i = P(a_i * b_i), a balanced tree of P(x + y), then R(c + s)."""
+    level = [_ieee_operation(model, _P, [(ai, bi)], []) for ai, bi in zip(a, b)]
+    while len(level) > 1:
+        level = [_ieee_operation(model, _P, [], [level[i], level[i + 1]]) for i in range(0, len(level), 2)]
+    return _ieee_operation(model, _R, [], [c, level[0]])
+
+
+def _late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """late-c (AMD CDNA3), steps 1-5 of its section."""
+    fin, fc = model.input_format, model.c_format
+    F, F2 = model.fraction_bits, model.late_fraction_bits
+    assert F is not None and F2 is not None
+    pairs = list(zip(a, b))
+    # 1. a finite product of magnitude >= 2**(fc.emax + 1) is an infinity of its sign
+    overflowing = [negative for p, negative in (_product(ai, bi) for ai, bi in pairs
+                                                if math.isfinite(ai) and math.isfinite(bi))
+                   if abs(p) >= pow2(fc.emax + 1)]
+    special = _special_result(pairs, [c], overflowing)
+    if special is not None:
+        return special
+    products = [_product(ai, bi) for ai, bi in pairs]
+
+    # 2. the products' sum S, aligned on their own maximum exponent e_dot
+    def e_prod(i: int) -> int:
+        return exponent(fin, a[i]) + exponent(fin, b[i])
+
+    def aligned_sum(indices: Sequence[int]) -> tuple[Fraction, float]:
+        """Sum of the products at ``indices`` cut toward zero at 2**(e - F), e their maximum exponent."""
+        nonzero = [i for i in indices if products[i][0] != 0]
+        if not nonzero:
+            return Fraction(0), -INF
+        e = max(e_prod(i) for i in nonzero)
+        q = pow2(e - F)
+        return sum((cut(products[i][0], q, Alignment.TRUNCATE) for i in nonzero), Fraction(0)), e
+
+    L = len(pairs)
+    if model.groups == 1:
+        S, e_dot = aligned_sum(range(L))
+    else:
+        S_even, e_even = aligned_sum(range(0, L, 2))
+        S_odd, e_odd = aligned_sum(range(1, L, 2))
+        e_dot = max(e_even, e_odd)
+        if e_dot == -INF:
+            S = Fraction(0)
+        else:
+            q = pow2(int(e_dot) - F)
+            S = cut(S_even, q, Alignment.FLOOR) + cut(S_odd, q, Alignment.FLOOR)
+    # 3. C's exponent and the common exponent E; with groups=2 a C far below is dropped
+    e_c = exponent(fc, c) if c != 0 else fc.emin
+    E = int(max(e_dot, e_c))
+    c_value = to_fraction(c)
+    if model.groups == 2 and e_c < E - F - 1:
+        c_value = Fraction(0)
+    # 4. S floored at 2**(E - F2), C floored at 2**(E - F)
+    S = cut(S, pow2(E - F2), Alignment.FLOOR)
+    c_value = cut(c_value, pow2(E - F), Alignment.FLOOR)
+    # 5. one rounding
+    return _R(model, S + c_value, products + [_term(c)])
+
+
+def _fma_chain_step(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """fma-chain: d = R(a_i * b_i + d), one IEEE fusedMultiplyAdd (L = 1)."""
+    d = c
+    for ai, bi in zip(a, b):
+        d = _ieee_operation(model, _R, [(ai, bi)], [d])
+    return d
+
+
+def _amx_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """amx (Intel TDPBF16PS): even and odd fp32 partial sums updated by FMAs, then R(c + R(even + odd))."""
+    even = odd = 0.0
+    for j in range(len(a) // 2):
+        even = _ieee_operation(model, _R, [(a[2 * j], b[2 * j])], [even])
+        odd = _ieee_operation(model, _R, [(a[2 * j + 1], b[2 * j + 1])], [odd])
+    t = _ieee_operation(model, _R, [], [even, odd])
+    return _ieee_operation(model, _R, [], [c, t])
+
+
+def _bfdot_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+    """bfdot (Arm, FPCR.EBF = 0): p_0 = R(a_0 b_0), p_1 = R(a_1 b_1), s = R(p_0 + p_1), R(c + s)."""
+    p0 = _ieee_operation(model, _R, [(a[0], b[0])], [])
+    p1 = _ieee_operation(model, _R, [(a[1], b[1])], [])
+    s = _ieee_operation(model, _R, [], [p0, p1])
+    return _ieee_operation(model, _R, [], [c, s])
+
+
+Block = Callable[[Model, Sequence[float], Sequence[float], float], float]
+
+_BLOCKS: dict[Family, Block] = {
+    Family.TRUNCATED_FUSED: _truncated_fused_block,
+    Family.EXACT_FUSED: _exact_fused_block,
+    Family.PAIRWISE: _pairwise_block,
+    Family.LATE_C: _late_c_block,
+    Family.FMA_CHAIN: _fma_chain_step,
+    Family.AMX: _amx_block,
+    Family.BFDOT: _bfdot_block,
+}
+
+
+# --- chaining ----------------------------------------------------------------------------------------------
+def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> float:
+    """d = a.b + c as ``model`` computes it; the value of the output format as a float (NaN as nan).
+
+    "Blocks and chaining": the products are cut into blocks of L = ``block_width`` (``None``: one block),
+    a short last block is padded with (+0) * (+0), and each block's result is the next block's C.  With
+    ``subnormals=False`` subnormal inputs are flushed to zeros of their sign before each block.
+    """
+    fin, fc = model.input_format, model.c_format
+    if len(a) != len(b):
+        raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
+    a_values = [_value_of(fin, x, f"a[{i}]") for i, x in enumerate(a)]
+    b_values = [_value_of(fin, x, f"b[{i}]") for i, x in enumerate(b)]
+    d = _value_of(fc, c, "c")
+    k = len(a_values)
+    if k == 0:
+        return d
+    L = model.block_width or k
+    block = _BLOCKS[model.family]
+    for start in range(0, k, L):
+        a_block = a_values[start:start + L]
+        b_block = b_values[start:start + L]
+        padding = [0.0] * (L - len(a_block))
+        a_block = [_flush_input(model, fin, x) for x in a_block] + padding
+        b_block = [_flush_input(model, fin, x) for x in b_block] + padding
+        d = block(model, a_block, b_block, _flush_input(model, fc, d))
+    return d
+
+
+def dot_bits(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> int:
+    """:func:`dot`, as the bit pattern of the result in ``model.output_format`` (NaN per ``model.nan``)."""
+    return encode(model.output_format, dot(model, a, b, c), model.nan)
