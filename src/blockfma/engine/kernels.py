@@ -122,10 +122,8 @@ def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np
     terms = [wide.split(np.broadcast_to(cf, shape))]
     mas, eas = wide.split(af)
     mbs, ebs = wide.split(bf)
-    for i in range(np.broadcast_shapes(af.shape, bf.shape)[-1]):
-        ia = i if af.shape[-1] > 1 else 0
-        ib = i if bf.shape[-1] > 1 else 0
-        terms += wide.product_terms(mas[..., ia], eas[..., ia], mbs[..., ib], ebs[..., ib])
+    for i in range(af.shape[-1]):
+        terms += wide.product_terms(mas[..., i], eas[..., i], mbs[..., i], ebs[..., i])
     value, zero = wide.round_sum(model.result_format, terms, model.output_rounding,
                                  subnormals=model.subnormals, overflow=model.overflow)
     value = _exact_zero(model, af, bf, cf, zero, value)
@@ -135,24 +133,28 @@ def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np
 
 
 def _op(model: Model, fmt: Format, mode: RoundingMode, addends: list[np.ndarray],
-        a: np.ndarray | None = None, b: np.ndarray | None = None) -> np.ndarray:
-    return wide.ieee_op(fmt, mode, model.subnormals, model.overflow, addends, a, b)
+        a: np.ndarray | None = None, b: np.ndarray | None = None, *, ieee_zero: bool = False) -> np.ndarray:
+    """One IEEE operation of a step family: ``R(a*b + sum(addends))`` with the model's flushing, overflow
+    and (unless ``ieee_zero``) exact-zero sign."""
+    fin = model.input_format
+    exact_product = fin.precision <= 26 and fin.emax <= 128 and fin.emin >= -149
+    return wide.ieee_op(fmt, mode, model.subnormals, model.overflow if not ieee_zero else "ieee", addends, a, b,
+                        exact_product=exact_product,
+                        positive_zero=model.exact_zero == "positive" and not ieee_zero)
 
 
 def pairwise(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     fc, rne = model.c_format, RoundingMode.TiesToEven
-    level = [_op(model, fc, rne, [], a[..., i], b[..., i]) for i in range(a.shape[-1] if a.shape[-1] > 1 else b.shape[-1])]
+    level = [_op(model, fc, rne, [], a[..., i], b[..., i], ieee_zero=True) for i in range(a.shape[-1])]
     while len(level) > 1:
-        level = [_op(model, fc, rne, [level[i], level[i + 1]]) for i in range(0, len(level), 2)]
+        level = [_op(model, fc, rne, [level[i], level[i + 1]], ieee_zero=True) for i in range(0, len(level), 2)]
     return _op(model, model.result_format, model.output_rounding, [c, level[0]])
 
 
 def fma_chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     d = c
-    for i in range(max(a.shape[-1], b.shape[-1])):
-        ai = a[..., i] if a.shape[-1] > 1 else a[..., 0]
-        bi = b[..., i] if b.shape[-1] > 1 else b[..., 0]
-        d = _op(model, model.result_format, model.output_rounding, [d], ai, bi)
+    for i in range(a.shape[-1]):
+        d = _op(model, model.result_format, model.output_rounding, [d], a[..., i], b[..., i])
     return d
 
 
@@ -161,7 +163,7 @@ def amx(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray
     shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
     even = np.zeros(shape)
     odd = np.zeros(shape)
-    for j in range(0, max(a.shape[-1], b.shape[-1]), 2):
+    for j in range(0, a.shape[-1], 2):
         even = _op(model, fc, mode, [even], a[..., j], b[..., j])
         odd = _op(model, fc, mode, [odd], a[..., j + 1], b[..., j + 1])
     return _op(model, fc, mode, [c, _op(model, fc, mode, [even, odd])])

@@ -42,22 +42,40 @@ def product_terms(ma: np.ndarray, ea: np.ndarray, mb: np.ndarray, eb: np.ndarray
 def exact_sum(terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact sum of ``sum(m * 2**e)`` (int64 ``|m| < 2**62``), as ``(negative, mag, exp)``.
 
-    ``mag * 2**exp`` equals the sum's magnitude in its leading 61 bits; the last bit of ``mag`` is a sticky
-    bit (set when anything nonzero lies below), so one rounding of ``(negative, mag, exp)`` to any format of
-    precision <= 59 is the correct rounding of the exact sum.  ``mag == 0`` exactly when the sum is zero.
+    Sums whose terms all lie within 60 bits of each other are added directly in int64 and ``mag * 2**exp``
+    is the exact magnitude.  The others go through 30-bit limbs and ``mag`` holds the leading 61 bits and,
+    as its last bit, a sticky bit (set when anything nonzero lies below).  Either way one rounding of
+    ``(negative, mag, exp)`` to a format of precision <= 59 is the correct rounding of the exact sum, and
+    ``mag == 0`` exactly when the sum is zero.
     """
     ms = [np.asarray(m, dtype=np.int64) for m, _ in terms]
     es = [np.asarray(e, dtype=np.int64) for _, e in terms]
     shape = np.broadcast_shapes(*(m.shape for m in ms), *(e.shape for e in es))
     ms = [np.broadcast_to(m, shape).ravel() for m in ms]
     es = [np.broadcast_to(e, shape).ravel() for e in es]
-    size = int(np.prod(shape, dtype=np.int64))
-    neg = np.zeros(size, dtype=bool)
-    mag = np.zeros(size, dtype=np.int64)
-    exp = np.zeros(size, dtype=np.int64)
-    for start in range(0, size, _CHUNK):
-        sl = slice(start, min(size, start + _CHUNK))
-        neg[sl], mag[sl], exp[sl] = _exact_sum_flat([m[sl] for m in ms], [e[sl] for e in es])
+    big = np.iinfo(np.int64).max
+    lo = np.full(ms[0].shape, big, dtype=np.int64)
+    hi = np.full(ms[0].shape, -big, dtype=np.int64)
+    for m, e in zip(ms, es):
+        nz = m != 0
+        lo = np.where(nz, np.minimum(lo, e), lo)
+        hi = np.where(nz, np.maximum(hi, e + bit_length(np.abs(m))), hi)
+    lo = np.where(lo == big, 0, lo)
+    narrow = (hi - lo) <= 61 - len(ms).bit_length()  # the whole sum fits an int64
+    neg = np.zeros(lo.shape, dtype=bool)
+    mag = np.zeros(lo.shape, dtype=np.int64)
+    exp = np.zeros(lo.shape, dtype=np.int64)
+    if np.any(narrow):
+        total = np.zeros(lo.shape, dtype=np.int64)
+        for m, e in zip(ms, es):
+            total += np.where(narrow & (m != 0), m << np.clip(e - lo, 0, 62), 0)
+        neg = total < 0
+        mag = np.abs(total)
+        exp = lo.copy()
+    wide_rows = np.flatnonzero(~narrow)
+    for start in range(0, wide_rows.size, _CHUNK):
+        idx = wide_rows[start:start + _CHUNK]
+        neg[idx], mag[idx], exp[idx] = _exact_sum_flat([m[idx] for m in ms], [e[idx] for e in es])
     return neg.reshape(shape), mag.reshape(shape), exp.reshape(shape)
 
 
@@ -131,6 +149,24 @@ def zero_sign(all_zero_negative: np.ndarray, any_zero_negative: np.ndarray, only
     return only_zeros & all_zero_negative
 
 
+def two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's TwoSum: s = fl(x + y) and the exact error, x + y == s + err (finite float64, no overflow)."""
+    s = x + y
+    bp = s - x
+    return s, (x - (s - bp)) + (y - bp)
+
+
+def _round_pair(fmt: Format, mode: RoundingMode, s: np.ndarray, err: np.ndarray, *, subnormals: bool,
+                overflow: str) -> tuple[np.ndarray, np.ndarray]:
+    """Round the exact value ``s + err`` (``s = fl(s + err)``) once to ``fmt``: ``err`` only decides on
+    which side of ``s`` the value lies, which is all any rounding of ``s + err`` to p <= 51 bits needs."""
+    neg, m, e = np.signbit(s), *split(np.abs(s))
+    side = np.sign(err) * np.where(neg, -1, 1)  # +1: |value| > |s|
+    mag = (m << 2) + side.astype(np.int64)
+    value = round_integer(fmt, neg, mag, e - 2, mode, subnormals=subnormals, overflow=overflow)  # type: ignore[arg-type]
+    return value, s == 0
+
+
 def ieee_op(
     fmt: Format,
     mode: RoundingMode,
@@ -139,38 +175,53 @@ def ieee_op(
     addends: Sequence[np.ndarray],
     a: np.ndarray | None = None,
     b: np.ndarray | None = None,
+    *,
+    exact_product: bool = False,
+    positive_zero: bool = False,
 ) -> np.ndarray:
-    """One IEEE 754 operation rounded once into ``fmt``: ``R(a*b + sum(addends))`` (``a*b`` optional).
+    """One operation rounded once into ``fmt``: ``R(a*b + sum(addends))`` (``a*b`` optional).
 
     Operands are float64 arrays holding exact values; special values follow IEEE 754 (NaN in gives NaN,
-    ``inf*0`` and ``inf - inf`` give NaN) and an exact zero takes the IEEE sign.  With
-    ``subnormals=False`` the result is flushed when its exact magnitude is below the smallest normal.
+    ``inf*0`` and ``inf - inf`` give NaN) and an exact zero takes the IEEE sign (``+0`` always with
+    ``positive_zero``).  With ``subnormals=False`` the result is flushed when its exact magnitude is below
+    the smallest normal.  ``exact_product`` promises that ``a*b`` is exact in float64 (factors of at most
+    26 significant bits within binary32's range), which allows a TwoSum fast path.
     """
     operands = list(addends) + ([a, b] if a is not None else [])
     shape = np.broadcast_shapes(*(np.shape(x) for x in operands))
     finite = np.ones(shape, dtype=bool)
     for x in operands:
         finite &= np.isfinite(x)
-    terms: list[tuple[np.ndarray, np.ndarray]] = []
-    zero_signs: list[np.ndarray] = []  # sign of each term when zero
-    is_zero: list[np.ndarray] = []
-    for x in addends:
-        xf = np.where(finite, x, 0.0)
-        terms.append(split(xf))
-        zero_signs.append(np.signbit(x))
-        is_zero.append(xf == 0)
+    fin = [np.where(finite, x, 0.0) for x in addends]
     if a is not None:
         af, bf = np.where(finite, a, 0.0), np.where(finite, b, 0.0)
-        ma, ea = split(af)
-        mb, eb = split(bf)
-        terms.extend(product_terms(ma, ea, mb, eb))
-        zero_signs.append(np.signbit(a) ^ np.signbit(b))
-        is_zero.append((af == 0) | (bf == 0))
-    value, exact_zero = round_sum(fmt, terms, mode, subnormals=subnormals, overflow=overflow)
+    two_terms = len(addends) == 2 and a is None
+    if fmt.precision <= 51 and (two_terms or (exact_product and len(addends) <= 1)) and fmt.emax <= 128:
+        if two_terms:
+            s, err = two_sum(fin[0], fin[1])
+        elif fin:
+            s, err = two_sum(af * bf, fin[0])
+        else:
+            s, err = af * bf, np.zeros(shape)
+        value, exact_zero = _round_pair(fmt, mode, np.broadcast_to(s, shape), np.broadcast_to(err, shape),
+                                        subnormals=subnormals, overflow=overflow)
+    else:
+        terms = [split(x) for x in fin]
+        if a is not None:
+            ma, ea = split(af)
+            mb, eb = split(bf)
+            terms.extend(product_terms(ma, ea, mb, eb))
+        value, exact_zero = round_sum(fmt, terms, mode, subnormals=subnormals, overflow=overflow)
     if np.any(exact_zero):
+        zero_signs = [np.signbit(x) for x in addends]
+        is_zero = [x == 0 for x in fin]
+        if a is not None:
+            zero_signs.append(np.signbit(a) ^ np.signbit(b))
+            is_zero.append((af == 0) | (bf == 0))
         only_zeros = np.logical_and.reduce(is_zero)
         neg0 = zero_sign(np.logical_and.reduce(zero_signs), np.logical_or.reduce(zero_signs), only_zeros, mode)
-        value = np.where(exact_zero, np.where(neg0 & fmt.has_negative_zero, -0.0, 0.0), value)
+        neg0 = neg0 & fmt.has_negative_zero & (not positive_zero)
+        value = np.where(exact_zero, np.where(neg0, -0.0, 0.0), value)
     if not np.all(finite):
         # only the non-finite operands decide a special result; finite ones stand in as zeros
         with np.errstate(invalid="ignore", over="ignore"):

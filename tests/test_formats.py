@@ -1,0 +1,215 @@
+"""formats: properties, encode/decode, and rounding of every code and midpoint.
+
+Oracles: numpy and ml_dtypes casts (round to nearest even) and the exact Fraction reference
+(reference.round_exact) for every rounding mode.  The full all-modes sweep of the 16-bit formats is marked
+slow; CI runs it on every 8-bit format exhaustively and on a strided subset of the 16-bit ones.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blockfma import formats as F
+from blockfma import reference
+from blockfma.formats import RoundingMode
+
+SMALL = ["fp16", "bf16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
+MODES = list(RoundingMode)
+
+
+# --- properties ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["bf16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"])
+def test_properties_match_ml_dtypes_finfo(name):
+    f = F.get(name)
+    fi = ml_dtypes.finfo(f.dtype)
+    assert f.max == float(fi.max)
+    assert f.smallest_normal == float(fi.smallest_normal)
+    assert f.smallest_subnormal == float(fi.smallest_subnormal)
+    assert f.eps == float(fi.eps)
+    assert f.bits == fi.bits
+    assert f.precision == fi.nmant + 1
+
+
+@pytest.mark.parametrize("name,dtype", [("fp16", np.float16), ("fp32", np.float32), ("fp64", np.float64)])
+def test_properties_match_numpy_finfo(name, dtype):
+    f = F.get(name)
+    fi = np.finfo(dtype)
+    assert (f.max, f.smallest_normal, f.smallest_subnormal, f.eps) == (
+        float(fi.max), float(fi.smallest_normal), float(fi.smallest_subnormal), float(fi.eps))
+    assert (f.emin, f.emax, f.bits) == (fi.minexp, fi.maxexp - 1, fi.bits)
+
+
+def test_tf32_and_e8m13_properties():
+    # TensorFloat-32: binary32's exponent range, binary16's precision (Fasi et al. 2021, Table 3)
+    assert (F.tf32.precision, F.tf32.emin, F.tf32.emax) == (11, -126, 127)
+    assert F.tf32.eps == 2**-10 and F.tf32.smallest_subnormal == 2**-136
+    assert F.tf32.max == (2 - 2**-10) * 2.0**127
+    assert (F.e8m13.precision, F.e8m13.max) == (14, (2 - 2**-13) * 2.0**127)
+
+
+def test_aliases_and_errors():
+    assert F.get("binary16") is F.fp16 and F.get("HALF") is F.fp16 and F.get("e4m3") is F.e4m3fn
+    assert F.get("bfloat16") is F.bf16 and F.get("double") is F.fp64 and F.get("E5M2") is F.e5m2
+    with pytest.raises(ValueError, match="did you mean.*fp16"):
+        F.get("fp61")
+    with pytest.raises(ValueError, match="unknown rounding mode"):
+        RoundingMode.parse("sideways")
+    assert RoundingMode.parse("rz") is RoundingMode.TowardZero
+    assert RoundingMode.parse("TowardNegative") is RoundingMode.TowardNegative
+
+
+# --- encode / decode -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", SMALL)
+def test_every_code_decodes_like_the_storage_dtype(name):
+    f = F.get(name)
+    codes = np.arange(1 << f.bits, dtype=np.uint64)
+    ours = F.decode(f, codes)
+    storage = F.from_numpy(codes.astype(np.uint8 if f.bits == 8 else np.uint16).view(f.dtype))
+    same = (ours == storage) & (np.signbit(ours) == np.signbit(storage))
+    assert np.all(same | (np.isnan(ours) & np.isnan(storage)))
+    finite = ~np.isnan(ours)
+    assert np.array_equal(F.encode(f, ours[finite]), codes[finite])
+    assert np.array_equal(F.to_numpy(f, ours[finite]).view(np.uint8 if f.bits == 8 else np.uint16),
+                          codes[finite].astype(np.uint8 if f.bits == 8 else np.uint16))
+
+
+def test_encode_nan_and_bad_values():
+    assert F.encode("fp16", np.nan) == 0x7E00
+    assert F.encode("e4m3fn", [np.nan, -448.0]).tolist() == [0x7F, 0xFE]
+    assert F.encode("e4m3fnuz", [np.nan, 0.0, -1.0]).tolist() == [0x80, 0x00, 0xC0]
+    assert F.encode("tf32", [1.0, -2.0]).tolist() == [127 << 10, 1 << 18 | 128 << 10]  # 19-bit codes
+    with pytest.raises(ValueError, match=r"index \(1,\).*fp16"):
+        F.encode("fp16", [1.0, 0.1])
+    with pytest.raises(ValueError, match="not representable"):
+        F.encode("e4m3fn", np.inf)
+    with pytest.raises(ValueError, match="not representable in e4m3fnuz"):
+        F.encode("e4m3fnuz", -0.0)  # fnuz formats have no negative zero
+
+
+# --- rounding: every code, midpoint and quarter point ---------------------------------------------------
+def _points(f: F.Format, stride: int = 1) -> np.ndarray:
+    """Finite values, midpoints and quarter points between neighbours, beyond max, below the smallest
+    subnormal, both signs, specials."""
+    codes = np.arange(1 << f.bits, dtype=np.uint64)
+    v = np.unique(F.decode(f, codes))
+    v = v[np.isfinite(v) & (v >= 0)][::stride]
+    gaps = np.diff(v)
+    ulp_max = 2.0 ** (f.emax - f.precision + 1)
+    edges = [f.max + ulp_max / 4, f.max + ulp_max / 2, f.max + 3 * ulp_max / 4, f.max + ulp_max, 4 * f.max,
+             f.smallest_subnormal / 2, f.smallest_subnormal / 4, 3 * f.smallest_subnormal / 4]
+    pos = np.concatenate([v, v[:-1] + gaps / 2, v[:-1] + gaps / 4, v[:-1] + 3 * gaps / 4, edges])
+    return np.concatenate([pos, -pos, [np.inf, -np.inf, np.nan]])
+
+
+def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return ((x == y) & (np.signbit(x) == np.signbit(y))) | (np.isnan(x) & np.isnan(y))
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_round_to_nearest_matches_numpy_and_ml_dtypes(name):
+    f = F.get(name)
+    pts = _points(f)
+    ours = F.round(f, pts)
+    with np.errstate(over="ignore"):
+        if name == "fp16":
+            theirs = pts.astype(np.float16).astype(np.float64)
+        else:  # every point within float32's range is exact in float32, so the cast rounds once
+            in_range = ~(np.abs(pts) > np.finfo(np.float32).max)
+            assert np.all(_same(pts[in_range].astype(np.float32).astype(np.float64), pts[in_range]))
+            theirs = F.from_numpy(pts.astype(np.float32).astype(f.dtype))
+    bad = np.flatnonzero(~_same(ours, theirs))
+    assert bad.size == 0, [(pts[i], ours[i], theirs[i]) for i in bad[:5]]
+
+
+def _check_against_reference(f: F.Format, pts: np.ndarray, mode: RoundingMode, **kw) -> None:
+    ours = F.round(f, pts, mode, **kw)
+    overflow = "saturate" if kw.get("saturate") else "ieee"
+    for x, got in zip(pts.tolist(), ours.tolist()):
+        if not np.isfinite(x):
+            continue
+        want = reference.round_exact(f, Fraction(x), mode, negative=np.signbit(x),
+                                     subnormals=kw.get("subnormals"), overflow=overflow)
+        assert _same(np.float64(got), np.float64(want)), (f.name, mode, kw, x, got, want)
+
+
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"])
+@pytest.mark.parametrize("mode", MODES)
+def test_all_modes_match_reference_fp8_exhaustive(name, mode):
+    f = F.get(name)
+    pts = _points(f)
+    _check_against_reference(f, pts, mode)
+    _check_against_reference(f, pts, mode, subnormals=False)
+    _check_against_reference(f, pts, mode, saturate=True)
+
+
+@pytest.mark.parametrize("name", ["fp16", "bf16"])
+@pytest.mark.parametrize("mode", MODES)
+def test_all_modes_match_reference_16bit_subset(name, mode):
+    f = F.get(name)
+    _check_against_reference(f, _points(f, stride=61), mode)
+    _check_against_reference(f, _points(f, stride=257), mode, subnormals=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fp16", "bf16"])
+@pytest.mark.parametrize("mode", MODES)
+def test_all_modes_match_reference_16bit_exhaustive(name, mode):
+    f = F.get(name)
+    pts = _points(f)
+    _check_against_reference(f, pts, mode)
+    _check_against_reference(f, pts, mode, subnormals=False)
+
+
+def test_round_hand_cases():
+    # ties to even at 1 + 2^-11 (fp16), away from zero, directed modes, round to odd
+    x = np.array([1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11)])
+    assert F.round("fp16", x).tolist() == [1.0, 1 + 2**-9, -1.0]
+    assert F.round("fp16", x, "rna").tolist() == [1 + 2**-10, 1 + 2**-9, -(1 + 2**-10)]
+    assert F.round("fp16", x, "ru").tolist() == [1 + 2**-10, 1 + 2**-9, -1.0]
+    assert F.round("fp16", x, "rd").tolist() == [1.0, 1 + 2**-10, -(1 + 2**-10)]
+    assert F.round("fp16", x, "ro").tolist() == [1 + 2**-10, 1 + 2**-10, -(1 + 2**-10)]
+    # overflow: RNE to infinity, RZ to max, fn formats to NaN, saturate to max
+    assert F.round("fp16", [65520.0, -65520.0], "rne").tolist() == [np.inf, -np.inf]
+    assert F.round("fp16", [65520.0, -1e9], "rz").tolist() == [65504.0, -65504.0]
+    assert F.round("e4m3fn", 464.0) == 448.0  # the tie between 448 and (the unrepresentable) 480 goes even
+    assert np.isnan(F.round("e4m3fn", 465.0))
+    assert F.round("e4m3fn", 1e6, saturate=True) == 448.0
+    # flushing: below the smallest normal goes to a signed zero, even when it would round up to it
+    tiny = 2**-14 - 2**-26
+    assert F.round("fp16", tiny).tolist() == 2**-14
+    assert np.signbit(F.round("fp16", -tiny, subnormals=False)) and F.round("fp16", -tiny, subnormals=False) == 0
+    # no negative zero in fnuz formats
+    assert not np.signbit(F.round("e4m3fnuz", -2.0**-20))
+
+
+def test_round_binary32_matches_numpy_cast():
+    rng = np.random.default_rng(7)
+    x = np.ldexp(rng.uniform(-1, 1, 200_000), rng.integers(-160, 130, 200_000))
+    with np.errstate(over="ignore"):
+        assert np.all(_same(F.round("fp32", x), x.astype(np.float32).astype(np.float64)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mag=st.integers(0, 2**63 - 1), exp=st.integers(-1200, 1100), negative=st.booleans(),
+       mode=st.sampled_from(MODES), name=st.sampled_from(["fp32", "fp64", "tf32", "fp16", "e8m13", "e5m2"]),
+       overflow=st.sampled_from(["ieee", "inf", "saturate"]))
+def test_round_integer_matches_reference(mag, exp, negative, mode, name, overflow):
+    f = F.get(name)
+    got = F.round_integer(f, negative, mag, exp, mode, overflow=overflow)
+    value = Fraction(mag) * Fraction(2) ** exp * (-1 if negative else 1)
+    want = reference.round_exact(f, value, mode, negative=negative, overflow=overflow)
+    assert _same(np.float64(got), np.float64(want))
+
+
+def test_is_representable():
+    assert F.is_representable("fp16", [1.0, 2**-24, 65504.0, np.inf, np.nan]).all()
+    assert not F.is_representable("fp16", [0.1, 2**-25, 65536.0]).any()
+    assert F.is_representable("tf32", [1 + 2**-10]).all() and not F.is_representable("tf32", [1 + 2**-11]).any()
+    assert not F.is_representable("e4m3fn", [np.inf]).any()
+    assert not F.is_representable("e4m3fnuz", [-0.0]).any()
