@@ -1,0 +1,1 @@
+"""Reproductions of published tables and figures, one module each."""
