@@ -440,7 +440,8 @@ def decode(fmt: Format | str, code: Any) -> np.ndarray:
     normal = exp_field > 0
     sig = np.where(normal, frac + (1 << t), frac)
     scale = np.where(normal, exp_field - fmt.bias, fmt.emin) - t
-    value = np.ldexp(sig.astype(np.float64), scale.astype(np.int32))
+    with np.errstate(over="ignore"):  # the all-ones exponent codes; replaced just below
+        value = np.ldexp(sig.astype(np.float64), scale.astype(np.int32))
     top = (1 << w) - 1
     if fmt.nan == "ieee":
         special = exp_field == top

@@ -34,12 +34,24 @@ def resolve_model(device: Any = "H100", input_format: str | Format | None = None
     return _device(device).model(input_format or "fp16", output_format or "fp32", instruction)
 
 
+def _is_ml_float(dtype: np.dtype) -> bool:
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
 def _as_float64(x: Any, what: str) -> np.ndarray:
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{what} is not an array of numbers: {exc}") from None
-    if arr.dtype == object or arr.dtype.kind in "USV":
+    if arr.dtype.kind == "V" and not _is_ml_float(arr.dtype):
+        raise ValueError(f"{what} has dtype {arr.dtype}, which is not a floating-point type")
+    if arr.dtype.kind in "OUS":
         raise ValueError(f"{what} must hold numbers (got dtype {arr.dtype}); parse strings with "
                          "blockfma.literals.parse")
     if arr.dtype.kind == "c":
@@ -156,11 +168,11 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     except ValueError:
         raise ValueError(f"shapes do not broadcast: a {A.shape}, b {B.shape}, c {C.shape} (c must have the "
                          "shape of a and b without their last axis)") from None
+    if A.shape[-1] == 0:  # an empty dot product is c itself, as given
+        C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
+        return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64))
     A, B, C = _prepare(m, A, B, C, round_inputs)
-    C = np.broadcast_to(C, lead)
-    if A.shape[-1] == 0:
-        return finish(m, np.array(C, dtype=np.float64))
-    return finish(m, chain(m, A, B, C))
+    return finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
 
 
 def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: str | Format | None = None,
@@ -186,9 +198,11 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
         C_ = np.broadcast_to(C_, (m, n))
     except ValueError:
         raise ValueError(f"C has shape {C_.shape}; it must be ({m}, {n}) or broadcast to it") from None
+    if k == 0:  # no products: D is C as given
+        return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])))
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs)
     D = np.array(C_, dtype=np.float64)
-    if k == 0 or m == 0 or n == 0:
+    if m == 0 or n == 0:
         return finish(mdl, D)
     kernel = KERNELS[mdl.family]
     L = mdl.block_width or k

@@ -1,0 +1,201 @@
+"""The public contract of bf.dot / bf.gemm / bf.device: shapes, dtypes, bad input, special values."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import blockfma as bf
+from blockfma import formats as F
+from blockfma.model import Family, Model
+
+from _util import bits
+
+
+# --- bad input gets a clear error ------------------------------------------------------------------------
+def test_unrepresentable_input_names_index_value_and_fix():
+    with pytest.raises(ValueError) as err:
+        bf.dot([[1.0, 0.5], [0.25, 0.1]], [[1.0, 1.0], [1.0, 1.0]], [0.0, 0.0], device="V100")
+    msg = str(err.value)
+    assert "a[1, 1]" in msg and "0.1" in msg and "fp16" in msg
+    assert "blockfma.formats.round" in msg and "round_inputs" in msg
+
+
+def test_unrepresentable_c_is_named():
+    with pytest.raises(ValueError, match=r"c\[2\] = 0\.1 is not representable in fp32"):
+        bf.dot(np.ones((3, 4)), np.ones((3, 4)), [0.0, 0.5, 0.1], device="A100")
+
+
+def test_round_inputs():
+    a = [0.1, 0.2]
+    got = bf.dot(a, [1.0, 1.0], 0.0, device="exact", round_inputs="rne")
+    a16 = F.round("fp16", a)
+    assert float(got) == float(np.float32(a16[0] + a16[1]))
+    # tf32 read from fp32 registers by truncation (round_inputs="device") versus to nearest
+    x = 1 + 2**-10 + 2**-11 + 2**-20  # an fp32 value between two tf32 values, above their midpoint
+    assert float(bf.dot([x], [1.0], 0.0, device="A100", input_format="tf32", round_inputs="device")) == 1 + 2**-10
+    assert float(bf.dot([x], [1.0], 0.0, device="A100", input_format="tf32", round_inputs="rne")) == 1 + 2**-9
+
+
+def test_shape_errors_name_both_shapes():
+    with pytest.raises(ValueError, match=r"\(3, 4\) and \(3, 5\)"):
+        bf.dot(np.ones((3, 4)), np.ones((3, 5)), 0.0)
+    with pytest.raises(ValueError, match=r"a \(3, 4\), b \(3, 4\), c \(2,\)"):
+        bf.dot(np.ones((3, 4)), np.ones((3, 4)), np.zeros(2))
+    with pytest.raises(ValueError, match=r"A is \(2, 3\), B is \(4, 2\)"):
+        bf.gemm(np.ones((2, 3)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match=r"C has shape \(3,\)"):
+        bf.gemm(np.ones((2, 3)), np.ones((3, 2)), np.zeros(3))
+    with pytest.raises(ValueError, match="last axis"):
+        bf.dot(1.0, 1.0, 0.0)
+
+
+def test_unknown_names_list_the_closest():
+    with pytest.raises(ValueError, match="did you mean.*H100"):
+        bf.dot([1.0], [1.0], 0.0, device="H10")
+    with pytest.raises(ValueError, match="did you mean.*bf16"):
+        bf.dot([1.0], [1.0], 0.0, input_format="bf61")
+    with pytest.raises(ValueError, match="V100 has no model for bf16 inputs with fp32 output; available: fp16->fp32"):
+        bf.dot([1.0], [1.0], 0.0, device="V100", input_format="bf16")
+    with pytest.raises(ValueError, match="contradicts the model"):
+        bf.dot([1.0], [1.0], 0.0, model=bf.device("V100").model(), input_format="bf16")
+    with pytest.raises(ValueError, match="strings"):
+        bf.dot(["1"], [1.0], 0.0)
+
+
+# --- dtypes and shapes -----------------------------------------------------------------------------------
+def test_dtypes_in_and_out():
+    a16 = np.array([1.0, 2.0], dtype=np.float16)
+    assert bf.dot(a16, a16, np.float32(1.0), device="H100").dtype == np.float32
+    assert bf.dot(a16, a16, np.float16(1.0), device="H100", output_format="fp16").dtype == np.float16
+    abf = np.array([1.0, 2.0], dtype=ml_dtypes.bfloat16)
+    assert float(bf.dot(abf, abf, 0.0, device="H100", input_format="bf16")) == 5.0
+    assert bf.dot([1, 2], [3, 4], 0, device="A100", input_format="fp64", output_format="fp64").dtype == np.float64
+
+
+def test_broadcasting_and_empty():
+    a = np.ones((2, 3, 4))
+    assert bf.dot(a, np.arange(4.0), 0.0).shape == (2, 3)
+    assert bf.dot(a, np.arange(4.0), np.zeros((2, 3))).tolist() == [[6.0] * 3] * 2
+    assert bf.dot(np.zeros((2, 0)), np.zeros((2, 0)), [1.5, -0.0]).tolist() == [1.5, -0.0]
+    assert bf.gemm(np.zeros((2, 0)), np.zeros((0, 3)), 2.0).tolist() == [[2.0] * 3] * 2
+
+
+def test_chaining_blocks_equals_chaining_calls():
+    # A100 fp16: k = 16 is two chained 8-blocks, each block's result the next block's C
+    rng = np.random.default_rng(3)
+    a = F.round("fp16", rng.normal(size=(200, 16)) * 2.0 ** rng.integers(-10, 10, size=(200, 16)))
+    b = F.round("fp16", rng.normal(size=(200, 16)))
+    c = F.round("fp32", rng.normal(size=200))
+    whole = bf.dot(a, b, c, device="A100")
+    first = bf.dot(a[:, :8], b[:, :8], c, device="A100")
+    twice = bf.dot(a[:, 8:], b[:, 8:], first, device="A100")
+    assert bits(whole).tolist() == bits(twice).tolist()
+    # and a short last block is padded with zero products (at e_zero): k = 5 on V100 is 4 + 1
+    v = bf.dot(a[:, :5], b[:, :5], c, device="V100")
+    w = bf.dot(np.c_[a[:, :5], np.zeros((200, 3))], np.c_[b[:, :5], np.zeros((200, 3))], c, device="V100")
+    assert bits(v).tolist() == bits(w).tolist()
+
+
+# --- special values follow the modelled hardware ---------------------------------------------------------
+@pytest.mark.parametrize("device,out,pattern", [
+    ("H100", "fp32", 0x7FFFFFFF), ("H100", "fp16", 0x7FFF),  # NVIDIA canonical NaN
+    ("MI100", "fp32", 0x7FC00000), ("exact", "fp32", 0x7FC00000),  # IEEE default NaN
+])
+def test_nan_patterns(device, out, pattern):
+    inf, nan = np.inf, np.nan
+    cases = ([[inf, 1.0], [0.0, 1.0], 0.0],  # inf * 0
+             [[inf, -inf], [1.0, 1.0], 0.0],  # inf - inf
+             [[nan, 1.0], [1.0, 1.0], 0.0],
+             [[1.0, 1.0], [1.0, 1.0], nan],
+             [[inf, 1.0], [1.0, 1.0], -inf])
+    for a, b, c in cases:
+        assert int(bits(bf.dot(a, b, c, device=device, output_format=out))) == pattern, (a, b, c)
+
+
+def test_amx_nan_is_x86_indefinite():
+    assert int(bits(bf.dot([np.inf, 0.0], [0.0, 0.0], 0.0, device="AMX", input_format="bf16"))) == 0xFFC00000
+
+
+def test_infinities_propagate():
+    assert float(bf.dot([np.inf, 1.0], [2.0, 1.0], 1.0, device="H100")) == np.inf
+    assert float(bf.dot([1.0], [1.0], -np.inf, device="V100")) == -np.inf
+
+
+def test_nvidia_overflow_is_infinite_even_when_truncating():
+    # K&M and MMA-Sim: a result beyond binary32's range becomes +-Inf although fp32 output truncates;
+    # IEEE round-toward-zero would give the largest finite value.  bf16 products reach 2^254.
+    big = 2.0**127
+    assert float(bf.dot([big], [4.0], 0.0, device="A100", input_format="bf16")) == np.inf
+    assert float(bf.dot([-big], [4.0], 0.0, device="A100", input_format="bf16")) == -np.inf
+    ieee_rz = bf.device("A100").model("bf16", "fp32").replace(overflow="ieee")
+    assert float(bf.dot([big], [4.0], 0.0, model=ieee_rz)) == F.fp32.max
+
+
+def test_exact_zero_signs():
+    # NVIDIA: an exact zero result is +0, also from -0 terms; IEEE families keep -0 + -0 = -0
+    assert int(bits(bf.dot([-1.0, 1.0], [1.0, 1.0], 0.0, device="H100"))) == 0
+    assert int(bits(bf.dot([-0.0], [1.0], -0.0, device="H100"))) == 0
+    assert int(bits(bf.dot([-0.0], [1.0], -0.0, device="ieee-sequential"))) == 0x80000000
+    assert int(bits(bf.dot([-1.0], [1.0], 1.0, device="ieee-sequential"))) == 0
+    # a nonzero sum that rounds to zero keeps its sign (fp16 output, round to nearest)
+    assert int(bits(bf.dot([-(2.0**-24)], [2.0**-4], 0.0, device="H100", output_format="fp16"))) == 0x8000
+
+
+# --- devices ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("alias,name", [("A30", "A100"), ("a2", "A100"), ("RTX 3090", "A100"), ("H200", "H100"),
+                                        ("H800", "H100"), ("L40S", "Ada"), ("rtx-4090", "Ada"),
+                                        ("MI210", "MI250X"), ("MI250", "MI250X"), ("MI300A", "MI300X"),
+                                        ("RTX PRO 6000", "RTX 5090"), ("Volta", "V100"), ("amx", "Intel AMX")])
+def test_aliases(alias, name):
+    assert bf.device(alias).name == name
+
+
+def test_every_preset_is_documented():
+    from blockfma.devices import SOURCES
+
+    for dev in bf.devices():
+        assert dev.sources and all(s in SOURCES for s in dev.sources), dev.name
+        assert dev.confidence in ("high", "medium", "low")
+        assert dev.notes
+        assert dev.pairs(), dev.name
+        for v in dev.variants:
+            assert bf.device(v).variant_of == dev.name
+        for ins in dev.instructions:
+            for (i, o), m in ins.models.items():
+                assert (m.input_format.name, m.output_format.name) == (i, o)
+                L = m.block_width
+                if L and i in ins.k:
+                    assert ins.k[i] % L == 0 or L % ins.k[i] == 0, (dev.name, ins.name, i)
+                assert Model.from_dict(m.to_dict()) == m
+    assert bf.device("Intel AMX").specification_only and bf.device("Arm BFDOT").specification_only
+    assert not bf.device("H100").specification_only
+
+
+def test_conflicting_sources_keep_both_readings():
+    mi = bf.device("MI250X")
+    assert "FTTN" in mi.notes and mi.variants == ("MI250X-fttn",)
+    assert mi.model("fp16", "fp32").family is Family.PAIRWISE
+    assert bf.device("MI250X-fttn").model("fp16", "fp32").family is Family.FMA_CHAIN
+
+
+def test_instruction_paths():
+    h = bf.device("H100")
+    assert h.model("e4m3", "fp32").block_width == 32  # fp8 exists on wgmma only
+    assert h.instruction_for("e4m3fn", "fp32").name == "wgmma"
+    assert h.model("fp16", "fp32", instruction="wgmma") == h.model("fp16", "fp32", instruction="mma")
+    with pytest.raises(ValueError, match="instruction 'mma' of H100 has no model for e4m3fn"):
+        h.model("e4m3fn", "fp32", instruction="mma")
+    assert bf.device("T4").model(instruction="mma.m8n8k4") == bf.device("V100").model()
+
+
+def test_model_validation():
+    with pytest.raises(ValueError, match="e_zero must be given"):
+        Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=4, fraction_bits=23)
+    with pytest.raises(ValueError, match="block_width"):
+        Model(Family.PAIRWISE, "fp16", "fp32", block_width=3)
+    with pytest.raises(ValueError, match="no infinities"):
+        Model(Family.EXACT_FUSED, "fp16", "e4m3fn", block_width=4)
+    m = bf.device("Ada").model("e4m3", "fp32")
+    assert m.result_format is F.e8m13 and m.output_format is F.fp32
