@@ -1,0 +1,333 @@
+"""The ``blockfma`` command: a thin layer over the Python API.
+
+    blockfma devices [NAME] [--json]          presets, their models and sources
+    blockfma dot DEVICE --a ... --b ... [--c ...] [--input fp16] [--output fp32]
+                                              one d = a·b + c, printed exactly
+    blockfma compare DEV [DEV ...|all] --a ... --b ... [--c ...]
+                                              the same on several presets, next to the exact answer
+    blockfma report [--json]                  cross-device feature table and the FTTN porting example
+
+Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
+``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.  Bad input (an unknown
+device or format, a value the format cannot hold) prints one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from . import formats as _formats
+from . import literals, report as _report
+from .devices import SOURCES, Device, device as _device, devices as _devices
+from .engine import dot as _dot
+from .formats import RoundingMode
+from .model import Model
+
+__all__ = ["main", "build_parser"]
+
+_VALUE_OPTIONS = ("--a", "--b", "--c")
+_MODES = "rne, rz, ru, rd, rna, ro or device"
+_LONG_DECIMAL = 80  # exact decimal expansions up to this many characters are printed in text output
+
+
+class _Usage(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+# --- operands --------------------------------------------------------------------------------------------
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Repeated options and comma-separated lists, flattened: ['1,2', '3'] -> ['1', '2', '3']."""
+    out = [part.strip() for v in values or () for part in v.split(",")]
+    if any(not p for p in out):
+        raise _Usage(f"empty value in {','.join(values or ())!r}: separate values with single commas")
+    return out
+
+
+def _modes(model: Model, round_inputs: str | None) -> tuple[RoundingMode | None, RoundingMode | None]:
+    """Rounding modes for (a and b, c): none, the one given, or the device's ('device')."""
+    if round_inputs is None:
+        return None, None
+    if round_inputs.strip().lower() == "device":
+        return model.input_rounding or RoundingMode.TiesToEven, RoundingMode.TiesToEven
+    mode = RoundingMode.parse(round_inputs)
+    return mode, mode
+
+
+def _values(texts: list[str], fmt: _formats.Format, mode: RoundingMode | None, what: str) -> list[float]:
+    out = []
+    for i, text in enumerate(texts):
+        try:
+            out.append(literals.to_float(text, fmt, mode))
+        except literals.NotRepresentable as exc:
+            raise exc.with_hint(f"{what}[{i}] = ", f"pass --round-inputs MODE to round it (MODE: {_MODES})") from None
+    return out
+
+
+def _operands(model: Model, a: list[str], b: list[str], c: str, round_inputs: str | None
+              ) -> tuple[list[float], list[float], float]:
+    if not a or not b:
+        raise _Usage("give both --a and --b (comma-separated values, e.g. --a 1,1 --b 2^-24,2^-24)")
+    if len(a) != len(b):
+        raise _Usage(f"--a has {len(a)} values and --b has {len(b)}; they must have the same length k")
+    mode_ab, mode_c = _modes(model, round_inputs)
+    return (_values(a, model.input_format, mode_ab, "--a"), _values(b, model.input_format, mode_ab, "--b"),
+            _values([c], model.c_format, mode_c, "--c")[0])
+
+
+def _result(d: np.ndarray, model: Model) -> dict[str, Any]:
+    """Every exact view of one result: shortest repr in the output dtype, exact decimal, binary, hex, bits."""
+    x = float(d)
+    fmt = model.output_format
+    return {"value": x, "shortest": str(np.asarray(d).reshape(())[()]), "decimal": literals.exact_decimal(x),
+            "binary": literals.exact_binary(x, fmt), "hex": literals.hex_float(x),
+            "bits": literals.bits_hex(np.asarray(d), fmt)}
+
+
+def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
+    """One device's d = a·b + c with its model; a dict of plain values."""
+    model = dev.model(args.input, args.output, args.instruction)
+    ins = dev.instruction(args.instruction) if args.instruction else dev.instruction_for(args.input, args.output)
+    a, b, c = _operands(model, _split(args.a), _split(args.b), args.c, args.round_inputs)
+    d = _dot(a, b, c, model=model)
+    return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
+            "input": model.input_format.name, "output": model.output_format.name, "k": len(a),
+            "a": a, "b": b, "c": c, "result": _result(d, model)}
+
+
+# --- commands --------------------------------------------------------------------------------------------
+def _wrap(label: str, text: str, indent: int = 2) -> list[str]:
+    pad = " " * indent
+    return textwrap.wrap(text, 100, initial_indent=f"{pad}{label}", subsequent_indent=pad + " " * len(label))
+
+
+def _pairs_text(pairs: list[tuple[str, str]]) -> str:
+    """'fp16->fp32, bf16->fp32', or '{fp16,bf16}->{fp32,fp64}' when the pairs are a full product."""
+    ins, outs = list(dict.fromkeys(i for i, _ in pairs)), list(dict.fromkeys(o for _, o in pairs))
+    if len(ins) > 1 and len(outs) > 1 and len(pairs) == len(ins) * len(outs):
+        return f"{{{','.join(ins)}}}->{{{','.join(outs)}}}"
+    return ", ".join(f"{i}->{o}" for i, o in pairs)
+
+
+def _grouped_summaries(models: Any) -> list[str]:
+    """Model summaries, pairs whose models differ only in the formats sharing one line."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for (i, o), m in models.items():
+        groups.setdefault(m.summary().replace(f"{i}->{o}", "{pairs}", 1), []).append((i, o))
+    return [template.replace("{pairs}", _pairs_text(pairs)) for template, pairs in groups.items()]
+
+
+def _device_lines(dev: Device, detail: bool) -> list[str]:
+    head = f"{dev.name}  {dev.vendor} {dev.arch}  (confidence {dev.confidence}"
+    head += ", vendor manual only)" if dev.specification_only else ")"
+    lines = [head]
+    if dev.aliases:
+        lines += _wrap("aliases: ", ", ".join(dev.aliases))
+    if dev.variant_of:
+        lines.append(f"  variant of: {dev.variant_of}")
+    for n, ins in enumerate(dev.instructions):
+        label = f"{ins.name}{' (default)' if n == 0 else ''}: "
+        if detail and ins.ptx:
+            lines += _wrap(label, ins.ptx)
+            label = " " * len(label)
+        if detail:
+            entries = [f"{m.summary()}{f'  k={ins.k[i]}' if i in ins.k else ''}" for (i, o), m in ins.models.items()]
+        else:
+            entries = _grouped_summaries(ins.models)
+        for i, entry in enumerate(entries):
+            lines.append(f"  {label if i == 0 else ' ' * len(label)}{entry}")
+    if dev.variants:
+        lines.append(f"  variants: {', '.join(dev.variants)}")
+    if detail:
+        lines.append("  sources:")
+        lines += [ln for s in dev.sources for ln in _wrap(f"{s}: ", SOURCES[s].citation, 4)]
+    else:
+        lines.append(f"  sources: {', '.join(dev.sources)}")
+    if dev.notes:
+        lines += _wrap("notes: ", dev.notes)
+    return lines
+
+
+def _device_json(dev: Device) -> dict[str, Any]:
+    d = dev.describe()
+    d["source_keys"] = list(dev.sources)
+    d["default_instruction"] = dev.default_instruction.name
+    for ins, entry in zip(dev.instructions, d["instructions"]):
+        entry["summaries"] = {f"{i}->{o}": m.summary() for (i, o), m in ins.models.items()}
+    return d
+
+
+def cmd_devices(args: argparse.Namespace) -> str:
+    if args.name:
+        dev = _device(args.name)
+        return _report.dumps(_device_json(dev)) if args.json else "\n".join(_device_lines(dev, True))
+    devs = _devices()
+    if args.json:
+        return _report.dumps([_device_json(d) for d in devs])
+    blocks = ["\n".join(_device_lines(d, False)) for d in devs]
+    used = list(dict.fromkeys(s for d in devs for s in d.sources))
+    legend = ["Sources:"] + [ln for s in used for ln in _wrap(f"{s}: ", SOURCES[s].citation)]
+    return "\n\n".join(blocks + ["\n".join(legend), "Details of one preset: blockfma devices NAME"])
+
+
+def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
+    a, b = _split(args.a), _split(args.b)
+    if args.round_inputs:  # show the values actually used
+        a, b = [repr(v) for v in run["a"]], [repr(v) for v in run["b"]]
+        c = repr(run["c"])
+        tag = f", rounded {args.round_inputs}"
+    else:
+        c, tag = args.c, ""
+    return [f"a ({run['input']}{tag})  {', '.join(a)}", f"b ({run['input']}{tag})  {', '.join(b)}",
+            f"c ({run['output']}{tag})  {c}"]
+
+
+def cmd_dot(args: argparse.Namespace) -> str:
+    run = _run(_device(args.device), args)
+    if args.json:
+        return _report.dumps(run)
+    r = run["result"]
+    decimal = r["decimal"] if len(r["decimal"]) <= _LONG_DECIMAL else f"({len(r['decimal'])} characters; --json)"
+    lines = [f"{run['device']}, instruction {run['instruction']}: {run['summary']}"]
+    lines += _inputs_text(args, run)
+    lines += [f"d = a·b + c, k = {run['k']}, in {run['output']}:",
+              f"  value    {r['shortest']}",
+              f"  exact    {decimal}",
+              f"  binary   {r['binary']}",
+              f"  hex      {r['hex']}",
+              f"  bits     {r['bits']}"]
+    return "\n".join(lines)
+
+
+def _compare_devices(names: list[str], inp: str, out: str) -> list[Device]:
+    key = (_formats.get(inp).name, _formats.get(out).name)
+    if any(n.lower() == "all" for n in names):
+        devs = [d for d in _devices() if key in d.pairs()]
+    else:
+        devs = []
+        for n in names:
+            dev = _device(n)
+            if dev.name not in [d.name for d in devs]:
+                devs.append(dev)
+    if "exact" not in [d.name for d in devs]:
+        devs.append(_device("exact"))
+    return devs
+
+
+def cmd_compare(args: argparse.Namespace) -> str:
+    key = (_formats.get(args.input).name, _formats.get(args.output).name)
+    runs: list[dict[str, Any]] = []
+    for dev in _compare_devices(args.devices, args.input, args.output):
+        if key not in dev.pairs():
+            have = ", ".join(f"{i}->{o}" for i, o in dev.pairs())
+            runs.append({"device": dev.name, "instruction": None, "summary": None, "result": None,
+                         "note": f"no {key[0]}->{key[1]} model (has {have})"})
+        else:
+            runs.append(_run(dev, argparse.Namespace(**{**vars(args), "instruction": None})))
+    if args.json:
+        return _report.dumps(runs)
+    rows = [{"device": r["device"], "instruction": r["instruction"],
+             **({k: r["result"][k] for k in ("shortest", "bits", "binary")} if r["result"] else {}),
+             "model": r["summary"] or r["note"]} for r in runs]
+    head = f"d = a·b + c with {key[0]} inputs, {key[1]} output, k = {len(_split(args.a))}"
+    return head + "\n" + _report.table(rows, ["device", "instruction", "shortest", "bits", "binary", "model"])
+
+
+def cmd_report(args: argparse.Namespace) -> str:
+    devs = _split([args.devices]) if args.devices else None
+    inputs = tuple(_formats.get(f).name for f in _split([args.fttn_inputs]))
+    out = _report.report(json=args.json, devices=devs, fttn_inputs=inputs)
+    return _report.dumps(out) if args.json else str(out).rstrip("\n")
+
+
+# --- parser ----------------------------------------------------------------------------------------------
+def _operand_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", "-i", default="fp16", help="input format of a and b (default fp16)")
+    p.add_argument("--output", "-o", default="fp32", help="output format, also that of c (default fp32)")
+    p.add_argument("--a", action="append", metavar="VALUES", help="a: comma-separated exact values (repeatable)")
+    p.add_argument("--b", action="append", metavar="VALUES", help="b: comma-separated exact values (repeatable)")
+    p.add_argument("--c", default="0", metavar="VALUE", help="c: one exact value (default 0)")
+    p.add_argument("--round-inputs", metavar="MODE",
+                   help=f"round values the formats cannot hold, in MODE: {_MODES} (device: a and b read as the "
+                        "unit reads registers, e.g. tf32 by truncation; c to nearest)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="blockfma", description="Bit-exact models of matrix accelerators (tensor cores, matrix cores, "
+                                     "CPU matrix units).",
+        epilog=f"Numbers: {literals.FORMS}. A value starting with '-' may follow --a/--b/--c directly.")
+    parser.add_argument("--version", action="version", version=f"blockfma {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("devices", help="list the presets, or show one")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a preset name or alias")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_devices)
+
+    numbers = (f"Numbers: {literals.FORMS}. A value starting with '-' may follow --a/--b/--c directly. "
+               "Example: blockfma dot V100 --a 1,1,1,1 --b 2^-24,2^-24,2^-24,2^-24 --c 1-2^-24")
+    p = sub.add_parser("dot", help="compute d = a·b + c as a device does, printed exactly", epilog=numbers)
+    p.add_argument("device", metavar="DEVICE", help="a preset name or alias (blockfma devices lists them)")
+    p.add_argument("--instruction", help="instruction path (default: the device's default for the pair)")
+    _operand_options(p)
+    p.set_defaults(func=cmd_dot)
+
+    p = sub.add_parser("compare", help="d = a·b + c on several devices and the exact reference",
+                       epilog=numbers)
+    p.add_argument("devices", nargs="+", metavar="DEVICE", help="preset names, or 'all'")
+    _operand_options(p)
+    p.set_defaults(func=cmd_compare, instruction=None)
+
+    p = sub.add_parser("report", help="feature table and FTTN porting example across the presets")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--devices", metavar="NAMES", help="comma-separated presets (default: all)")
+    p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
+                   help="input formats of the FTTN GEMM (default fp16,bf16)")
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def _glue_values(argv: list[str]) -> list[str]:
+    """'--c -2^-24' -> '--c=-2^-24', so values may start with '-' (argparse would read an option)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in _VALUE_OPTIONS and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_glue_values(argv))
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    try:
+        text = args.func(args)
+    except (ValueError, _Usage) as exc:
+        print(f"blockfma {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return 0

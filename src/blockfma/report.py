@@ -1,0 +1,261 @@
+"""Plain-text tables and JSON-ready rows: the feature table, the FTTN porting example, the cross-device report.
+
+Every function here is pure: it takes presets (or names) and returns rows (lists of dicts of plain values)
+or text.  :func:`report` assembles :class:`Section` objects; later versions add sections (probe findings,
+GPU results) by appending to :func:`sections` without touching the rest.
+
+    >>> from blockfma import report
+    >>> print(report.table([{"device": "V100", "D": 0.0}], ["device", "D"]))
+    device    D
+    ------  ---
+    V100    0.0
+"""
+
+from __future__ import annotations
+
+import json as _json
+import math
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from . import __version__
+from .devices import Device, device as _device, devices as _devices
+from .experiments import fttn as _fttn
+
+__all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "Section", "sections", "report",
+           "dumps", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS"]
+
+DATA_PATH = "formats -> Model -> engine (bit-exact simulation) -> devices (presets with sources) -> report"
+
+FEATURE_COLUMNS = ["device", "instruction", "pair", "family", "L", "F", "e_zero", "alignment", "rounding",
+                   "subnormals", "nan", "confidence", "sources"]
+FTTN_COLUMNS = ["device", "D_fp16", "D_bf16", "FTTN", "match"]
+CONFIDENCE_COLUMNS = ["device", "confidence", "sources", "why"]
+
+
+# --- tables ----------------------------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, group: Sequence[str] = ()) -> str:
+    """Rows as an aligned plain-text table with a header and a rule; numbers right-aligned, missing
+    values as '-', booleans as yes/no, lists joined with commas.  Cells of the ``group`` columns are left
+    blank where a row repeats the previous row's values in all of them (one device's rows read as a block).
+    """
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    for i in range(len(rows) - 1, 0, -1):
+        if group and all(rows[i].get(g) == rows[i - 1].get(g) for g in group):
+            cells[i] = ["" if c in group else v for c, v in zip(columns, cells[i])]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    right = [bool(rows) and all(_numeric(row.get(c)) or row.get(c) is None for row in rows) for c in columns]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(columns)), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+# --- rows --------------------------------------------------------------------------------------------------
+def _resolve(devs: Iterable[str | Device] | None, default: list[Device]) -> list[Device]:
+    if devs is None:
+        return default
+    out: list[Device] = []
+    for d in devs:
+        dev = _device(d)
+        if dev not in out:
+            out.append(dev)
+    return out
+
+
+def hardware() -> list[Device]:
+    """Every preset but the CPU references (``exact``, ``ieee-sequential``), variants included."""
+    return [d for d in _devices() if d.vendor != "reference"]
+
+
+def feature_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str, Any]]:
+    """One row per (device, format pair, model): the model's features, the instruction(s) that use it,
+    the preset's confidence and source keys.  Instructions of one device that share a model share a row
+    ("mma, wgmma").  Default: the hardware presets (see :func:`hardware`)."""
+    rows: list[dict[str, Any]] = []
+    for dev in _resolve(devices, hardware()):
+        seen: dict[tuple, dict[str, Any]] = {}
+        for ins in dev.instructions:
+            for (inp, out), m in ins.models.items():
+                key = (inp, out, m)
+                if key in seen:
+                    seen[key]["instruction"] += f", {ins.name}"
+                    continue
+                f = m.features()
+                rounding = f["output_rounding"]
+                if f["output_fraction_bits"] is not None:
+                    rounding += f"@{f['output_fraction_bits']}b"
+                row = {
+                    "device": dev.name, "instruction": ins.name, "pair": f"{inp}->{out}",
+                    "family": f["family"], "L": f["L"], "F": f["F"], "e_zero": f["e_zero"],
+                    "alignment": f["alignment"], "rounding": rounding, "subnormals": f["subnormals"],
+                    "nan": f["nan"], "confidence": dev.confidence, "sources": list(dev.sources),
+                    "output_rounding": f["output_rounding"], "output_fraction_bits": f["output_fraction_bits"],
+                    "summary": m.summary(),
+                }
+                seen[key] = row
+                rows.append(row)
+    return rows
+
+
+@lru_cache(maxsize=None)
+def _fttn_d(name: str, input_format: str) -> float:
+    return _fttn.run(name, input_format=input_format)
+
+
+def _takes(dev: Device, inp: str) -> bool:
+    return (inp, "fp32") in dev.pairs()
+
+
+def fttn_rows(devices: Iterable[str | Device] | None = None,
+              inputs: Sequence[str] = ("fp16", "bf16")) -> list[dict[str, Any]]:
+    """FTTN's porting GEMM (:mod:`blockfma.experiments.fttn`) on every preset with an fp16->fp32 model:
+    D for each input format in ``inputs`` the preset takes (``D_fp16``, ``D_bf16``; None where it does not),
+    FTTN's published value where FTTN measured the device (a variant shows the value of the device it
+    reads), and whether the fp16 value matches it.  Each D is a full K = 8192 chain, computed once per
+    process (cached)."""
+    rows: list[dict[str, Any]] = []
+    for dev in _resolve(devices, _devices()):
+        if not _takes(dev, "fp16"):
+            continue
+        row: dict[str, Any] = {"device": dev.name}
+        for inp in ("fp16", "bf16"):
+            row[f"D_{inp}"] = _fttn_d(dev.name, inp) if inp in inputs and _takes(dev, inp) else None
+        published = _fttn.PUBLISHED.get(dev.name, _fttn.PUBLISHED.get(dev.variant_of or ""))
+        row["FTTN"] = published
+        row["match"] = None if published is None or row["D_fp16"] is None else row["D_fp16"] == published
+        rows.append(row)
+    return rows
+
+
+def confidence_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str, Any]]:
+    """Presets to read with care: those resting on one source, on vendor manuals only
+    (``specification_only``), or with confidence below high.  Default: the hardware presets."""
+    rows = []
+    for dev in _resolve(devices, hardware()):
+        why = []
+        if dev.specification_only:
+            why.append("vendor manual only, no hardware study")
+        if len(dev.sources) == 1 and not dev.specification_only:
+            why.append("one source")
+        if dev.variant_of:
+            why.append(f"variant of {dev.variant_of}")
+        if dev.confidence != "high" and not why:
+            why.append(f"confidence {dev.confidence}: see blockfma devices {dev.name!r}")
+        if why:
+            rows.append({"device": dev.name, "confidence": dev.confidence, "sources": list(dev.sources),
+                         "why": "; ".join(why)})
+    return rows
+
+
+# --- the report --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Section:
+    """One part of the report: a titled table with an introduction and notes."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    intro: str = ""
+    notes: tuple[str, ...] = field(default=())
+    group: tuple[str, ...] = field(default=())  # columns shown once per block of equal rows
+
+    def text(self) -> str:
+        parts = [self.title, "=" * len(self.title)]
+        if self.intro:
+            parts.append(textwrap.fill(self.intro, 100))
+        parts.append(table(self.rows, self.columns, group=self.group) if self.rows else "(none)")
+        parts.extend(textwrap.fill(n, 100) for n in self.notes)
+        return "\n".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "intro": self.intro, "columns": list(self.columns),
+                "rows": self.rows, "notes": list(self.notes)}
+
+
+def sections(devices: Iterable[str | Device] | None = None,
+             fttn_inputs: Sequence[str] = ("fp16", "bf16")) -> list[Section]:
+    """The report's sections, in order: features, FTTN porting example, confidence."""
+    devs = None if devices is None else _resolve(devices, [])
+    hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
+    fttn = fttn_rows(devs, fttn_inputs)
+    shown = {r["device"] for r in fttn}
+    fttn_notes = []
+    if "MI250X" in shown:
+        fttn_notes.append("MI250X: the preset follows AMD's note and two models (255.875); FTTN's 0 is the "
+                          "variant MI250X-fttn.")
+    if "exact" in shown:
+        fttn_notes.append(f"exact: even the correctly rounded A·B is an fp32 accumulator (quantum 2^-4 just "
+                          f"below 2^20), so D = 192.0 rather than {_fttn.EXACT!r}.")
+    out = [
+        Section("features", "Feature table", FEATURE_COLUMNS, feature_rows(hw),
+                intro="One row per device, format pair and model (instructions sharing a model share a row). "
+                      "L: block width; F: fraction bits kept after alignment; e_zero: exponent of zero terms; "
+                      "rounding: output rounding (@n b: fraction bits kept).",
+                notes=("References: 'exact' (correctly rounded dot product) and 'ieee-sequential' (IEEE FMA "
+                       "loop) take every pair.",),
+                group=("device", "confidence", "sources")),
+        Section("fttn", "FTTN porting example", FTTN_COLUMNS, fttn,
+                intro=f"D = C - A·B with C = 2^20 and K = {_fttn.K} (FTTN sec. V), accumulated tile by tile on "
+                      f"the matrix unit: the exact answer is {_fttn.EXACT!r}; each device loses a different part "
+                      "of it. FTTN: value FTTN published; match: D_fp16 equals it.",
+                notes=tuple(fttn_notes)),
+        Section("confidence", "Presets resting on thin evidence", CONFIDENCE_COLUMNS, confidence_rows(hw),
+                intro="Presets resting on one source, on a vendor manual only, or with confidence below high."),
+    ]
+    return out
+
+
+def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
+           fttn_inputs: Sequence[str] = ("fp16", "bf16")) -> str | dict[str, Any]:
+    """The cross-device report: header, feature table, FTTN porting example, confidence notes.
+
+    ``json=True`` returns a JSON-ready dict (``{"blockfma": version, "data_path": ..., "sections": {key:
+    section}}``) instead of text.  ``devices`` restricts every section to those presets; ``fttn_inputs``
+    chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device).
+    """
+    secs = sections(devices, fttn_inputs)
+    if json:
+        return {"blockfma": __version__, "data_path": DATA_PATH,
+                "sections": {s.key: s.to_json() for s in secs}}
+    header = [f"blockfma {__version__}: bit-exact models of matrix accelerators", f"data path: {DATA_PATH}"]
+    return "\n\n".join(["\n".join(header)] + [s.text() for s in secs]) + "\n"
+
+
+def dumps(obj: Any) -> str:
+    """JSON text of a report or rows (indent 2, non-finite floats as strings)."""
+    return _json.dumps(_jsonable(obj), indent=2)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj

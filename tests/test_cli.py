@@ -1,0 +1,219 @@
+"""The command line (src/blockfma/cli.py), run in-process through ``main``.
+
+Expected values are derived by hand from the models (DEVICE-FACTS) and the papers, not copied from the
+program's output:
+
+* Fasi et al.'s non-monotonicity example, a = (1, 1, 1, 1), b = (2^-24, ...): with c = 1 - 2^-24 the
+  largest exponent is -1 and V100 (F = 23) cuts at 2^-24, keeping each product: 1 - 2^-24 + 4*2^-24 =
+  1 + 3*2^-24, truncated to fp32 (quantum 2^-23 above 1) = 1 + 2^-23 = 1.00000011920928955078125, bits
+  0x3f800001.  With c = 1 the cut is at 2^-23, every product is dropped: 1.0, 0x3f800000.  A correctly
+  rounded sum rounds 1 + 3*2^-24 (a tie between 1 + 2*2^-24 and 1 + 4*2^-24) to even: 1 + 2^-22, 0x3f800002.
+* FTTN's porting GEMM: FTTN publishes 191.875 for H100 and 255.875 for MI100 (sec. V).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+import blockfma
+from blockfma.cli import main
+
+FASI = ["--input", "fp16", "--output", "fp32", "--a", "1,1,1,1", "--b", "2^-24,2^-24,2^-24,2^-24"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert code == 0
+    assert out.strip() == f"blockfma {blockfma.__version__}"
+
+
+def test_python_dash_m() -> None:
+    done = subprocess.run([sys.executable, "-m", "blockfma", "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0
+    assert done.stdout.startswith("blockfma ")
+
+
+def test_devices_lists_presets(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "devices")
+    assert code == 0
+    for name in ("V100", "A100", "H100", "B200", "MI100", "MI250X", "MI300X", "Intel AMX", "Arm BFDOT", "exact"):
+        assert f"\n{name}  " in "\n" + out, name
+    assert "H200" in out                                   # an alias of H100
+    assert "L=4 F=23 e_zero=-131" in out                   # V100's fp16->fp32 model
+    assert "PeerJ Comput. Sci." in out                     # Fasi et al.'s citation in the legend
+
+
+def test_devices_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "devices", "H200")
+    assert code == 0
+    assert out.startswith("H100  NVIDIA Hopper")
+    assert "wgmma" in out and "Khattak" in out and "k=32" in out
+
+
+def test_devices_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "devices", "--json")
+    assert code == 0
+    data = json.loads(out)
+    names = [d["name"] for d in data]
+    assert {"V100", "H100", "MI250X"} <= set(names)
+    v100 = data[names.index("V100")]
+    assert v100["instructions"][0]["models"]["fp16->fp32"]["L"] == 4
+    code, out, _ = run(capsys, "devices", "MI250X", "--json")
+    assert json.loads(out)["variants"] == ["MI250X-fttn"]
+
+
+def test_dot_fasi_non_monotonic(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "dot", "V100", *FASI, "--c", "1-2^-24")
+    assert code == 0, err
+    assert "1.00000011920928955078125" in out
+    assert "0x3f800001" in out
+    assert "+0b1.00000000000000000000001 * 2^0" in out
+    assert "0x1.000002p+0" in out
+    assert "L=4 F=23" in out                                # the model summary line
+
+    code, out, err = run(capsys, "dot", "V100", *FASI, "--c", "1")
+    assert code == 0, err
+    assert "1.0\n" in out
+    assert "0x3f800000" in out
+
+
+def test_dot_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "dot", "V100", *FASI, "--c", "1-2^-24", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["result"]["bits"] == "0x3f800001"
+    assert data["result"]["value"] == 1 + 2**-23
+    assert data["device"] == "V100" and data["k"] == 4
+
+
+def test_dot_negative_values_and_zero_sign(capsys: pytest.CaptureFixture[str]) -> None:
+    # 1*1 - 2^-24 = 1 - 2^-24 exactly, an fp32 value: 0x3f7fffff
+    code, out, err = run(capsys, "dot", "exact", "--a", "1", "--b", "1", "--c", "-2^-24")
+    assert code == 0, err
+    assert "0x3f7fffff" in out
+    # (-0)*1 + (-0) is -0 in IEEE arithmetic; NVIDIA writes an exact zero as +0
+    code, out, _ = run(capsys, "dot", "exact", "--a", "-0", "--b", "1", "--c", "-0")
+    assert "0x80000000" in out
+    code, out, _ = run(capsys, "dot", "H100", "--a", "-0", "--b", "1", "--c", "-0")
+    assert "0x00000000" in out
+
+
+def test_dot_nan_bits_are_the_devices(capsys: pytest.CaptureFixture[str]) -> None:
+    # inf * 0 is invalid: NVIDIA writes the canonical NaN 0x7fffffff, AMD CDNA1 the default NaN 0x7fc00000
+    code, out, _ = run(capsys, "dot", "H100", "--a", "inf", "--b", "0")
+    assert code == 0 and "0x7fffffff" in out
+    code, out, _ = run(capsys, "dot", "MI100", "--a", "inf", "--b", "0")
+    assert code == 0 and "0x7fc00000" in out
+
+
+def test_dot_repeated_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "dot", "V100", "--a", "1,1", "--a", "1", "--a", "1",
+                       "--b", "2^-24,2^-24,2^-24", "--b", "2^-24", "--c", "1-2^-24")
+    assert code == 0 and "0x3f800001" in out
+
+
+def test_dot_not_representable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "dot", "V100", "--a", "0.1,1", "--b", "1,1")
+    assert code == 2
+    assert out == ""
+    assert "0.1" in err and "fp16" in err and "--round-inputs" in err
+    assert "0.0999755859375" in err                      # 1638 * 2^-14, the neighbour below
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_dot_round_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    # 0.1 rounds to 1638 * 2^-14 in binary16 = 1.599609375 * 2^-4: fp32 exponent field 123 (0x7b),
+    # fraction 614 * 2^13 = 0x4cc000, so bits 0x3dccc000
+    code, out, err = run(capsys, "dot", "exact", "--a", "0.1", "--b", "1", "--round-inputs", "rne")
+    assert code == 0, err
+    assert "0x3dccc000" in out
+    assert "0.0999755859375" in out
+
+
+def test_dot_bad_names(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "dot", "V10", "--a", "1", "--b", "1")
+    assert code == 2
+    assert "unknown device 'V10'" in err and "V100" in err and "Traceback" not in err
+    code, _, err = run(capsys, "dot", "V100", "--input", "fp17", "--a", "1", "--b", "1")
+    assert code == 2 and "fp16" in err
+    code, _, err = run(capsys, "dot", "V100", "--input", "bf16", "--a", "1", "--b", "1")
+    assert code == 2 and "fp16->fp32" in err               # V100 has no bf16: say what it has
+    code, _, err = run(capsys, "dot", "V100", "--a", "1,1", "--b", "1")
+    assert code == 2 and "same length" in err
+    code, _, err = run(capsys, "dot", "V100", "--a", "2^", "--b", "1")
+    assert code == 2 and "accepted forms" in err
+    code, _, _ = run(capsys, "dot")                       # argparse usage error
+    assert code == 2
+
+
+def test_compare(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "compare", "V100", "A100", "H100", "MI100", "Intel AMX", *FASI,
+                         "--c", "1-2^-24", "--json")
+    assert code == 0, err
+    rows = {r["device"]: r for r in json.loads(out)}
+    assert list(rows) == ["V100", "A100", "H100", "MI100", "Intel AMX", "exact"]
+    for name in ("V100", "A100", "H100"):                  # truncated sums: 1 + 2^-23
+        assert rows[name]["result"]["bits"] == "0x3f800001"
+    for name in ("MI100", "exact"):                        # one rounding to nearest even: 1 + 2^-22
+        assert rows[name]["result"]["bits"] == "0x3f800002"
+    assert rows["Intel AMX"]["result"] is None and "no fp16->fp32" in rows["Intel AMX"]["note"]
+
+    code, out, _ = run(capsys, "compare", "V100", "H100", *FASI, "--c", "1-2^-24")
+    assert code == 0
+    lines = out.splitlines()
+    assert any(ln.startswith("V100 ") and "0x3f800001" in ln for ln in lines)
+    assert any(ln.startswith("exact ") and "0x3f800002" in ln for ln in lines)
+
+
+def test_compare_all(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compare", "all", *FASI, "--c", "1", "--json")
+    assert code == 0
+    names = [r["device"] for r in json.loads(out)]
+    assert {"V100", "T4", "MI250X", "MI300X", "exact", "ieee-sequential"} <= set(names)
+    assert "Intel AMX" not in names                        # bf16 only
+    assert names.count("exact") == 1
+
+
+@pytest.fixture(scope="module")
+def report_text() -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["report", "--devices", "V100,H100,MI100", "--fttn-inputs", "fp16"])
+    assert code == 0
+    return buf.getvalue()
+
+
+def test_report(report_text: str) -> None:
+    assert "Feature table" in report_text
+    assert "truncated-fused" in report_text and "exact-fused" in report_text
+    assert "191.984375" in report_text                     # the exact answer
+    lines = report_text.splitlines()
+    fttn = {ln.split()[0]: ln.split() for ln in lines if ln.split()[:1] in (["V100"], ["H100"], ["MI100"])
+            and ("yes" in ln.split() or "no" in ln.split())}
+    assert fttn["H100"][1] == "191.875" and fttn["H100"][-1] == "yes"
+    assert fttn["MI100"][1] == "255.875" and fttn["MI100"][-1] == "yes"
+    assert fttn["V100"][1] == "0.0"
+
+
+def test_report_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "report", "--json", "--devices", "H100", "--fttn-inputs", "fp16")
+    assert code == 0
+    data = json.loads(out)
+    assert data["blockfma"] == blockfma.__version__
+    row = data["sections"]["fttn"]["rows"][0]
+    assert row == {"device": "H100", "D_fp16": 191.875, "D_bf16": None, "FTTN": 191.875, "match": True}
+    features = data["sections"]["features"]["rows"]
+    assert {"pair": "fp16->fp32", "L": 16, "F": 25}.items() <= features[0].items()
