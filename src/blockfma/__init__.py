@@ -9,7 +9,7 @@ The data path, one module each:
 1.0
 """
 
-from . import formats
+from . import formats, literals
 from .devices import Device, device, devices
 from .engine import dot, gemm
 from .formats import Format, RoundingMode
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "formats",
+    "literals",
     "Format",
     "RoundingMode",
     "Model",

@@ -66,8 +66,8 @@ class Instruction:
     A100's fp16 ``mma.m16n8k16`` is two chained blocks of 8)."""
 
     name: str
-    models: Mapping[tuple[str, str], Model]
-    k: Mapping[str, int] = field(default_factory=dict)
+    models: Mapping[tuple[str, str], Model] = field(hash=False)
+    k: Mapping[str, int] = field(default_factory=dict, hash=False)
     ptx: str = ""
 
     def pairs(self) -> list[tuple[str, str]]:

@@ -243,7 +243,7 @@ def bit_length(mag: np.ndarray) -> np.ndarray:
     _, e = np.frexp(mag.astype(np.float64))
     e = e.astype(np.int64)
     # float64 conversion may round up to the next power of two: correct that case
-    shift = np.clip(e - 1, 0, 63)
+    shift = np.minimum(np.maximum(e - 1, 0), 63)
     too_big = (mag > 0) & ((mag >> shift) == 0)
     return np.where(too_big, e - 1, e)
 
@@ -286,7 +286,7 @@ def round_integer(
     quantum = (np.maximum(lead, fmt.emin) if keep_subnormals else lead) - (p - 1)
     drop = quantum - exp  # number of low bits to remove (<= 0: exact already)
 
-    d = np.clip(drop, 0, 63)
+    d = np.minimum(np.maximum(drop, 0), 63)
     keep = np.where(drop >= 64, 0, mag >> d)
     rem = mag - (keep << d)
     half = np.where(d > 0, np.int64(1) << np.maximum(d - 1, 0), 0)

@@ -30,8 +30,8 @@ def split_format(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def shift(m: np.ndarray, sh: np.ndarray, alignment: Alignment = Alignment.TRUNCATE) -> np.ndarray:
     """``m * 2**sh`` cut to an integer: exact for ``sh >= 0``; else toward zero (truncate) or toward minus
     infinity (floor)."""
-    left = m << np.clip(sh, 0, 62)
-    r = np.clip(-sh, 0, 63)
+    left = m << np.minimum(np.maximum(sh, 0), 62)
+    r = np.minimum(np.maximum(-sh, 0), 63)
     if alignment is Alignment.FLOOR:
         right = m >> r
     else:
@@ -118,14 +118,15 @@ def truncated_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -
 def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     specials = fused_specials(a, b, c)
     af, bf, cf = (_finite(a), _finite(b), _finite(c)) if specials else (a, b, c)
-    shape = np.broadcast_shapes(af.shape[:-1], bf.shape[:-1], cf.shape)
-    terms = [wide.split(np.broadcast_to(cf, shape))]
-    mas, eas = wide.split(af)
-    mbs, ebs = wide.split(bf)
-    for i in range(af.shape[-1]):
-        terms += wide.product_terms(mas[..., i], eas[..., i], mbs[..., i], ebs[..., i])
-    value, zero = wide.round_sum(model.result_format, terms, model.output_rounding,
-                                 subnormals=model.subnormals, overflow=model.overflow)
+    shape = np.broadcast_shapes(af.shape, bf.shape)[:-1] + (1,)
+    ma, ea = wide.split(af)
+    mb, eb = wide.split(bf)
+    mc, ec = wide.split(cf)
+    parts = [(m, e) for m, e in wide.product_terms(ma, ea, mb, eb)]  # each (..., L)
+    ms = [np.broadcast_to(m, shape[:-1] + m.shape[-1:]) for m, _ in parts] + [np.broadcast_to(mc[..., None], shape)]
+    es = [np.broadcast_to(e, shape[:-1] + e.shape[-1:]) for _, e in parts] + [np.broadcast_to(ec[..., None], shape)]
+    value, zero = wide.round_sum(model.result_format, (np.concatenate(ms, axis=-1), np.concatenate(es, axis=-1)),
+                                 model.output_rounding, subnormals=model.subnormals, overflow=model.overflow)
     value = _exact_zero(model, af, bf, cf, zero, value)
     if specials:
         value = np.where(specials[0], specials[1], value)

@@ -13,18 +13,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..formats import Format, RoundingMode, bit_length, round_integer
+from ..formats import Format, RoundingMode, bit_length, fp16, fp32, round_integer
 
 LIMB = 30
 _MASK = (1 << LIMB) - 1
 _CHUNK = 1 << 16  # elements per pass, to bound the limb arrays' memory
+_NATIVE = (fp32, fp16)  # formats whose numpy cast from float64 rounds to nearest even, once
 
 
-def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Finite float64 values as exact ``(m, e)`` int64 pairs: ``x == m * 2**e`` with ``|m| < 2**53``."""
+def split(x: np.ndarray, *, compact: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Finite float64 values as exact ``(m, e)`` int64 pairs, ``x == m * 2**e``.  With ``compact`` ``m`` is
+    odd (or 0), so it has no more bits than the value has significant bits (11 at most for binary16);
+    without, ``|m|`` has exactly 53 bits (nonzero x)."""
     frac, e = np.frexp(x)
     m = np.ldexp(frac, 53).astype(np.int64)
-    return m, e.astype(np.int64) - 53
+    if not compact:
+        return m, e.astype(np.int64) - 53
+    tz = bit_length(m & -m) - 1  # trailing zeros
+    tz = np.where(m == 0, 0, tz)
+    return m >> tz, e.astype(np.int64) - 53 + tz
 
 
 def product_terms(ma: np.ndarray, ea: np.ndarray, mb: np.ndarray, eb: np.ndarray
@@ -39,8 +46,16 @@ def product_terms(ma: np.ndarray, ea: np.ndarray, mb: np.ndarray, eb: np.ndarray
     return [(sign * (ah * bh), ea + eb + 54), (sign * (ah * bl + al * bh), ea + eb + 27), (sign * (al * bl), ea + eb)]
 
 
-def exact_sum(terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact sum of ``sum(m * 2**e)`` (int64 ``|m| < 2**62``), as ``(negative, mag, exp)``.
+def stack(terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Terms ``(m, e)`` broadcast and stacked on a new last axis."""
+    shape = np.broadcast_shapes(*(np.shape(m) for m, _ in terms), *(np.shape(e) for _, e in terms))
+    m = np.stack([np.broadcast_to(np.asarray(m, dtype=np.int64), shape) for m, _ in terms], axis=-1)
+    e = np.stack([np.broadcast_to(np.asarray(e, dtype=np.int64), shape) for _, e in terms], axis=-1)
+    return m, e
+
+
+def exact_sum(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact sum over the last axis of ``m * 2**e`` (int64, ``|m| < 2**62``), as ``(negative, mag, exp)``.
 
     Sums whose terms all lie within 60 bits of each other are added directly in int64 and ``mag * 2**exp``
     is the exact magnitude.  The others go through 30-bit limbs and ``mag`` holds the leading 61 bits and,
@@ -48,55 +63,42 @@ def exact_sum(terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     ``(negative, mag, exp)`` to a format of precision <= 59 is the correct rounding of the exact sum, and
     ``mag == 0`` exactly when the sum is zero.
     """
-    ms = [np.asarray(m, dtype=np.int64) for m, _ in terms]
-    es = [np.asarray(e, dtype=np.int64) for _, e in terms]
-    shape = np.broadcast_shapes(*(m.shape for m in ms), *(e.shape for e in es))
-    ms = [np.broadcast_to(m, shape).ravel() for m in ms]
-    es = [np.broadcast_to(e, shape).ravel() for e in es]
+    m, e = np.broadcast_arrays(np.asarray(m, dtype=np.int64), np.asarray(e, dtype=np.int64))
+    shape, n = m.shape[:-1], m.shape[-1]
+    m, e = m.reshape(-1, n), e.reshape(-1, n)
     big = np.iinfo(np.int64).max
-    lo = np.full(ms[0].shape, big, dtype=np.int64)
-    hi = np.full(ms[0].shape, -big, dtype=np.int64)
-    for m, e in zip(ms, es):
-        nz = m != 0
-        lo = np.where(nz, np.minimum(lo, e), lo)
-        hi = np.where(nz, np.maximum(hi, e + bit_length(np.abs(m))), hi)
+    nz = m != 0
+    lo = np.where(nz, e, big).min(axis=-1)
     lo = np.where(lo == big, 0, lo)
-    narrow = (hi - lo) <= 61 - len(ms).bit_length()  # the whole sum fits an int64
-    neg = np.zeros(lo.shape, dtype=bool)
-    mag = np.zeros(lo.shape, dtype=np.int64)
-    exp = np.zeros(lo.shape, dtype=np.int64)
-    if np.any(narrow):
-        total = np.zeros(lo.shape, dtype=np.int64)
-        for m, e in zip(ms, es):
-            total += np.where(narrow & (m != 0), m << np.clip(e - lo, 0, 62), 0)
-        neg = total < 0
-        mag = np.abs(total)
-        exp = lo.copy()
+    hi = np.where(nz, e + bit_length(np.abs(m)), lo[:, None]).max(axis=-1)
+    narrow = (hi - lo) <= 61 - n.bit_length()  # the whole sum fits an int64
+    total = np.where(nz & narrow[:, None], m << np.minimum(np.maximum(e - lo[:, None], 0), 62), 0).sum(axis=-1)
+    neg, mag, exp = total < 0, np.abs(total), lo
     wide_rows = np.flatnonzero(~narrow)
     for start in range(0, wide_rows.size, _CHUNK):
         idx = wide_rows[start:start + _CHUNK]
-        neg[idx], mag[idx], exp[idx] = _exact_sum_flat([m[idx] for m in ms], [e[idx] for e in es])
+        neg[idx], mag[idx], exp[idx] = _exact_sum_limbs(m[idx], e[idx])
     return neg.reshape(shape), mag.reshape(shape), exp.reshape(shape)
 
 
-def _exact_sum_flat(ms: list[np.ndarray], es: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n = ms[0].shape[0]
-    rows = np.arange(n)
+def _exact_sum_limbs(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """exact_sum of rows (rows, n) of terms spread over more than 60 bits, in 30-bit limbs."""
+    rows_n, n = m.shape
+    rows = np.arange(rows_n)
     big = np.iinfo(np.int64).max
-    lo = np.full(n, big, dtype=np.int64)
-    for m, e in zip(ms, es):
-        lo = np.where(m != 0, np.minimum(lo, e), lo)
+    nz = m != 0
+    lo = np.where(nz, e, big).min(axis=-1)
     lo = np.where(lo == big, 0, lo)
-    rel = [np.where(m != 0, e - lo, 0) for m, e in zip(ms, es)]
-    top = max(int(np.max(r, initial=0)) for r in rel)
+    rel = np.where(nz, e - lo[:, None], 0)
+    top = int(np.max(rel, initial=0))
     # two zero limbs below (so the top three limbs always exist) and headroom above for carries and sign
     nl = 2 + top // LIMB + 4 + 2
-    acc = np.zeros((n, nl), dtype=np.int64)
-    for m, r in zip(ms, rel):
-        sign = np.where(m < 0, -1, 1)
-        a = np.abs(m)
-        j = 2 + r // LIMB
-        o = r % LIMB
+    acc = np.zeros((rows_n, nl), dtype=np.int64)
+    for i in range(n):
+        sign = np.where(m[:, i] < 0, -1, 1)
+        a = np.abs(m[:, i])
+        j = 2 + rel[:, i] // LIMB
+        o = rel[:, i] % LIMB
         for piece in range(3):  # a < 2**62: three 30-bit pieces, each shifted by o < 30
             chunk = ((a >> (LIMB * piece)) & _MASK) << o  # < 2**60
             acc[rows, j + piece] += sign * (chunk & _MASK)
@@ -129,14 +131,16 @@ def _carry(acc: np.ndarray) -> None:
 
 def round_sum(
     fmt: Format,
-    terms: Sequence[tuple[np.ndarray, np.ndarray]],
+    terms: Sequence[tuple[np.ndarray, np.ndarray]] | tuple[np.ndarray, np.ndarray],
     mode: RoundingMode,
     *,
     subnormals: bool,
     overflow: str,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``fmt``-rounding of the exact sum of terms; returns (float64 values, exact-zero mask)."""
-    neg, mag, exp = exact_sum(terms)
+    """``fmt``-rounding of an exact sum; returns (float64 values, exact-zero mask).  ``terms`` is a list
+    of ``(m, e)`` pairs or one stacked pair of arrays summed over their last axis."""
+    m, e = terms if isinstance(terms, tuple) else stack(terms)
+    neg, mag, exp = exact_sum(m, e)
     value = round_integer(fmt, neg, mag, exp, mode, subnormals=subnormals, overflow=overflow)  # type: ignore[arg-type]
     return value, mag == 0
 
@@ -160,10 +164,25 @@ def _round_pair(fmt: Format, mode: RoundingMode, s: np.ndarray, err: np.ndarray,
                 overflow: str) -> tuple[np.ndarray, np.ndarray]:
     """Round the exact value ``s + err`` (``s = fl(s + err)``) once to ``fmt``: ``err`` only decides on
     which side of ``s`` the value lies, which is all any rounding of ``s + err`` to p <= 51 bits needs."""
-    neg, m, e = np.signbit(s), *split(np.abs(s))
+    neg, m, e = np.signbit(s), *split(np.abs(s), compact=False)
     side = np.sign(err) * np.where(neg, -1, 1)  # +1: |value| > |s|
     mag = (m << 2) + side.astype(np.int64)
     value = round_integer(fmt, neg, mag, e - 2, mode, subnormals=subnormals, overflow=overflow)  # type: ignore[arg-type]
+    return value, s == 0
+
+
+def _round_pair_nearest(fmt: Format, s: np.ndarray, err: np.ndarray, *, subnormals: bool
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """TiesToEven rounding of ``s + err`` to binary32 or binary16 through a round-to-odd float64:
+    rounding to odd at 53 bits, then to nearest at p <= 51 bits, is one correct rounding to nearest."""
+    odd = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    s_odd = np.where(odd, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    with np.errstate(over="ignore"):
+        value = s_odd.astype(fmt.dtype).astype(np.float64)
+    if not subnormals:
+        tiny = np.abs(s) < fmt.smallest_normal
+        tiny |= (np.abs(s) == fmt.smallest_normal) & (err != 0) & (np.signbit(err) != np.signbit(s))
+        value = np.where(tiny, np.copysign(0.0, s), value)
     return value, s == 0
 
 
@@ -203,8 +222,11 @@ def ieee_op(
             s, err = two_sum(af * bf, fin[0])
         else:
             s, err = af * bf, np.zeros(shape)
-        value, exact_zero = _round_pair(fmt, mode, np.broadcast_to(s, shape), np.broadcast_to(err, shape),
-                                        subnormals=subnormals, overflow=overflow)
+        s, err = np.broadcast_to(s, shape), np.broadcast_to(err, shape)
+        if mode is RoundingMode.TiesToEven and fmt in _NATIVE:
+            value, exact_zero = _round_pair_nearest(fmt, s, err, subnormals=subnormals)
+        else:
+            value, exact_zero = _round_pair(fmt, mode, s, err, subnormals=subnormals, overflow=overflow)
     else:
         terms = [split(x) for x in fin]
         if a is not None:
