@@ -44,6 +44,8 @@ def _variants() -> list[Model]:
         v100.replace(carry_bits=3, name="V100 3 carries"),
         v100.replace(exact_zero="ieee", name="V100 ieee zero"),
         v100.replace(output_rounding="rne", overflow="ieee", name="V100 rne out"),
+        v100.replace(product_exponent="normalized", name="V100 normalised products"),
+        h100.replace(product_exponent="normalized", alignment=Alignment.FLOOR, name="H100 bf16 normalised floor"),
         h100.replace(output_fraction_bits=13, output_rounding="rne", name="H100 bf16 e8m13 rne"),
         h100.replace(alignment=Alignment.FLOOR, output_rounding="rd", name="H100 floor rd"),
         h100.replace(block_width=5, name="odd block width"),

@@ -80,3 +80,21 @@ def test_hardware_dot_products_bit_for_bit(device: str, fmt: str, out: str):
     bad = np.flatnonzero(got_bits != want_bits)
     assert bad.size == 0, (f"{bad.size} of {rows} rows differ; first row {bad[0]}: a={a[bad[0]].tolist()} "
                            f"b={b[bad[0]].tolist()} c={c[bad[0]]!r} got {got_bits[bad[0]]:#x} want {want_bits[bad[0]]:#x}")
+
+
+@pytest.mark.parametrize("device", ["V100", "A100", "H100"])
+def test_normalised_product_exponents_contradict_the_data(device):
+    """DEVICE-FACTS: with normalised product exponents about 15% of random fp16 dot products come out
+    one or two ulps off; the sum of the factors' exponents fits every row (test above).  The data must
+    tell the two readings apart, or the test above would prove little."""
+    folder = ROOT / device / "fp16"
+    a = _hex_rows(folder / f"a_{device}_fp16.txt")
+    b = _hex_rows(folder / f"b_{device}_fp16.txt")
+    c = _bin_rows(folder / f"c_{device}_fp32.txt").view(np.float32).astype(np.float64)
+    want = _bin_rows(folder / f"d_{device}_fp32.txt")
+    A = np.zeros((a.shape[0], 16))
+    B = np.zeros((a.shape[0], 16))
+    A[:, :a.shape[1]], B[:, :a.shape[1]] = a, b
+    normalised = bf.device(device).model("fp16", "fp32").replace(product_exponent="normalized")
+    wrong = np.mean(bf.dot(A, B, c, model=normalised).view(np.uint32) != want)
+    assert wrong > 0.02, wrong

@@ -84,6 +84,8 @@ class Model:
     ``input_rounding``: how the unit reads a value that is wider than the input format (tf32 read from an
     fp32 register drops 13 bits: TowardZero); ``None`` means values must already be in the input format.
     ``subnormals=False`` flushes subnormal inputs, intermediate results and outputs to zero (sign kept).
+    ``product_exponent``: ``"sum"`` gives a product the sum of its factors' exponents (significand in
+    [1, 4), what the NVIDIA hardware data fit); ``"normalized"`` its own exponent floor(log2 |p|).
     ``overflow``: ``"inf"`` gives infinity on overflow whatever the rounding (NVIDIA), ``"ieee"`` follows
     IEEE 754.  ``exact_zero``: sign of an exactly zero result, ``"positive"`` (+0, NVIDIA) or ``"ieee"``.
     """
@@ -105,6 +107,7 @@ class Model:
     exact_zero: Literal["positive", "ieee"] = "ieee"
     late_fraction_bits: int | None = None
     groups: int = 1
+    product_exponent: Literal["sum", "normalized"] = "sum"
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -161,6 +164,9 @@ class Model:
             need(0 <= self.output_fraction_bits <= self.output_format.fraction_bits,
                  f"output_fraction_bits must lie in [0, {self.output_format.fraction_bits}]")
         need(self.overflow in ("ieee", "inf"), "overflow must be 'ieee' or 'inf'")
+        need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
+        need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
+             "product_exponent applies to the truncated-fused family only")
         need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
         need(self.output_format.has_infinities,
              f"output format {self.output_format.name} has no infinities; matrix units here write "
@@ -208,6 +214,7 @@ class Model:
             "exact_zero": self.exact_zero,
             "late_fraction_bits": self.late_fraction_bits,
             "groups": self.groups,
+            "product_exponent": self.product_exponent,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -236,6 +243,7 @@ class Model:
             exact_zero=d.get("exact_zero", "ieee"),
             late_fraction_bits=d.get("late_fraction_bits"),
             groups=d.get("groups", 1),
+            product_exponent=d.get("product_exponent", "sum"),
             name=d.get("name", ""),
         )
 
@@ -265,4 +273,6 @@ class Model:
             parts.append("FTZ")
         if self.groups != 1:
             parts.append(f"groups={self.groups}")
+        if self.product_exponent != "sum":
+            parts.append("normalized-products")
         return " ".join(parts)

@@ -314,10 +314,14 @@ def _truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float],
         return special
     fin, fc, F = model.input_format, model.c_format, model.fraction_bits
     assert F is not None and model.e_zero is not None
-    # 1. exact products, exponent = sum of the factors' exponents (not renormalised); zeros at e_zero
+    # 1. exact products, exponent = sum of the factors' exponents (not renormalised), or with
+    #    product_exponent="normalized" the product's own exponent floor(log2 |p|); zeros at e_zero
     products = [_product(ai, bi) for ai, bi in zip(a, b)]
-    exps = [exponent(fin, ai) + exponent(fin, bi) if p != 0 else model.e_zero
-            for (p, _), ai, bi in zip(products, a, b)]
+    if model.product_exponent == "normalized":
+        exps = [floor_log2(abs(p)) if p != 0 else model.e_zero for p, _ in products]
+    else:
+        exps = [exponent(fin, ai) + exponent(fin, bi) if p != 0 else model.e_zero
+                for (p, _), ai, bi in zip(products, a, b)]
     # 2. C's exponent
     e_c = exponent(fc, c) if c != 0 else model.e_zero
     # 3. the block's maximum exponent and the alignment quantum

@@ -98,12 +98,16 @@ def truncated_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -
     ma, ea = split_format(fin, af)
     mb, eb = split_format(fin, bf)
     mp = ma * mb
-    ep = np.where(mp == 0, ez, ea + eb)
+    lsb = ea + eb - 2 * (fin.precision - 1)  # products are mp * 2**lsb exactly
+    if model.product_exponent == "normalized":  # the product's own exponent floor(log2 |p|)
+        ep = np.where(mp == 0, ez, bit_length(np.abs(mp)) - 1 + lsb)
+    else:  # the sum of the factors' exponents: significand in [1, 4)
+        ep = np.where(mp == 0, ez, ea + eb)
     mc, ec = split_format(fc, cf)
     ec = np.where(mc == 0, ez, ec)
     emax = np.maximum(ep.max(axis=-1), ec)
     u = emax - F  # exponent of the alignment quantum
-    terms = shift(mp, ep - 2 * (fin.precision - 1) - u[..., None], model.alignment)
+    terms = shift(mp, lsb - u[..., None], model.alignment)
     s = terms.sum(axis=-1) + shift(mc, ec - (fc.precision - 1) - u, model.alignment)
     if model.carry_bits is not None:
         s = np.sign(s) * (np.abs(s) & ((np.int64(1) << (F + 1 + model.carry_bits)) - 1))
