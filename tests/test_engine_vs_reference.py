@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import blockfma as bf
 from blockfma import formats as F
 from blockfma import reference
+from blockfma.engine.api import _fast_module
 from blockfma.model import Alignment, Family, Model
 
 from _util import bits
@@ -143,13 +144,22 @@ def draw_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, n
     return a, b, c
 
 
+def _backends(model: Model, *arrays: np.ndarray) -> list[str]:
+    """numpy always; numba too where it is installed and runs this model on these inputs."""
+    fast = _fast_module()
+    usable = fast and fast.supports(model) and all(np.isfinite(x).all() for x in arrays)
+    return ["numpy", "numba"] if usable else ["numpy"]
+
+
 def _check(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-    got = bits(bf.dot(a, b, c, model=model)).astype(np.uint64)
+    results = {be: bits(bf.dot(a, b, c, model=model, backend=be)).astype(np.uint64)
+               for be in _backends(model, a, b, c)}
     for r in range(a.shape[0]):
         want = reference.dot_bits(model, a[r].tolist(), b[r].tolist(), float(c[r]))
-        assert int(got[r]) == want, (
-            f"{model.summary()}: row {r} a={a[r].tolist()} b={b[r].tolist()} c={float(c[r])!r}: "
-            f"engine {int(got[r]):#x}, reference {want:#x}")
+        for be, got in results.items():
+            assert int(got[r]) == want, (
+                f"{model.summary()} ({be}): row {r} a={a[r].tolist()} b={b[r].tolist()} c={float(c[r])!r}: "
+                f"engine {int(got[r]):#x}, reference {want:#x}")
 
 
 @pytest.mark.parametrize("model", MODELS, ids=IDS)
@@ -208,3 +218,32 @@ def test_gemm_equals_dot_per_element(name):
     D = bf.gemm(A, B, C, model=model)
     per = np.array([[bf.dot(A[i], B[:, j], C[i, j], model=model) for j in range(5)] for i in range(7)])
     assert bits(D).tolist() == bits(per.astype(np.float32)).tolist()
+
+
+def _finite_inputs(model: Model, shape: tuple[int, int, int], seed: int):
+    rng = np.random.default_rng(seed)
+    m, k, n = shape
+    fin, fc = model.input_format, model.c_format
+    spread = min(12, fin.emax - 2)
+    A = F.round(fin, rng.standard_normal((m, k)) * 2.0 ** rng.integers(-spread, spread, (m, k)), saturate=True)
+    B = F.round(fin, rng.standard_normal((k, n)) * 2.0 ** rng.integers(-4, 4, (k, n)), saturate=True)
+    A[rng.random((m, k)) < 0.05] = 0.0
+    if fin.has_negative_zero:
+        B[rng.random((k, n)) < 0.05] = -0.0
+    C = F.round(fc, rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 4, (m, n)), saturate=True)
+    C[rng.random((m, n)) < 0.05] = 0.0
+    return A, B, C
+
+
+@pytest.mark.skipif(not _fast_module(), reason="numba is not installed (pip install 'blockfma[fast]')")
+@pytest.mark.parametrize("model", MODELS, ids=IDS)
+def test_compiled_kernels_equal_numpy_engine_on_gemm(model: Model):
+    """The compiled kernels against the numpy engine (itself held to the reference above) on whole GEMMs:
+    many more elements than the reference could check, including k not a multiple of L."""
+    if not _fast_module().supports(model):
+        pytest.skip(f"no compiled kernel for {model.summary()}")
+    L = model.block_width or 8
+    A, B, C = _finite_inputs(model, (23, 3 * L + 5, 19), 11)
+    fast = bits(bf.gemm(A, B, C, model=model, backend="numba"))
+    slow = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
+    assert np.array_equal(fast, slow), np.argwhere(fast != slow)[:5]

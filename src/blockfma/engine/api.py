@@ -11,9 +11,42 @@ from ..formats import Format, RoundingMode
 from ..model import Family, Model, NaNStyle
 from .kernels import KERNELS, flush
 
-__all__ = ["dot", "gemm", "resolve_model"]
+__all__ = ["dot", "gemm", "resolve_model", "BACKENDS"]
 
 _TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
+BACKENDS = ("auto", "numpy", "numba")
+_FAST: Any = None
+
+
+def _fast_module() -> Any:
+    """engine.fast if numba imports, else False (looked up once)."""
+    global _FAST
+    if _FAST is None:
+        try:
+            from . import fast
+        except ImportError:
+            _FAST = False
+        else:
+            _FAST = fast
+    return _FAST
+
+
+def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
+    """The compiled kernels' module when they should run this call, else None."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend == "numpy":
+        return None
+    fast = _fast_module()
+    if not fast:
+        if backend == "numba":
+            raise ValueError("backend='numba' needs numba: pip install 'blockfma[fast]'")
+        return None
+    usable = fast.supports(model) and all(np.isfinite(x).all() for x in arrays)
+    if backend == "numba" and not usable:
+        raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (non-finite "
+                         "values or an unsupported option); use backend='numpy' or 'auto'")
+    return fast if usable else None
 
 
 def resolve_model(device: Any = "H100", input_format: str | Format | None = None,
@@ -144,7 +177,7 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
 
 def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str | Format | None = None,
         output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-        round_inputs: Any = None) -> np.ndarray:
+        round_inputs: Any = None, backend: str = "auto") -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
     ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format.
@@ -153,6 +186,8 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
     are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
     in the output format's dtype (float16, float32, float64), so results compare bit for bit.
+    ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply and numpy elsewhere;
+    ``"numpy"`` or ``"numba"`` force one (both give the same bits).
     """
     m = resolve_model(device, input_format, output_format, instruction, model)
     A = _as_float64(a, "a")
@@ -172,16 +207,26 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64))
     A, B, C = _prepare(m, A, B, C, round_inputs)
+    fast = _use_fast(m, backend, A, B, C)
+    if fast:
+        k = A.shape[-1]
+        rows = int(np.prod(lead, dtype=np.int64))
+        A3 = np.broadcast_to(A, lead + (k,)).reshape(rows, 1, k)
+        B3 = np.broadcast_to(B, lead + (k,)).reshape(rows, k, 1)
+        C3 = np.broadcast_to(C, lead).reshape(rows, 1, 1)
+        D = fast.batched(m, A3, B3, C3)
+        if D is not None:
+            return finish(m, D.reshape(lead))
     return finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
 
 
 def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: str | Format | None = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-         round_inputs: Any = None) -> np.ndarray:
+         round_inputs: Any = None, backend: str = "auto") -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
-    ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works tile by tile, so
-    memory stays O(mn + (m + n)k) plus one tile.
+    ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
+    kernels) or tile by tile (numpy), so memory stays O(mn + (m + n)k) plus one tile.
     """
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     A_ = _as_float64(A, "A")
@@ -204,6 +249,11 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
         return finish(mdl, D)
+    fast = _use_fast(mdl, backend, A_, Bt, D)
+    if fast:
+        out = fast.batched(mdl, A_[None], Bt.T[None], D[None])
+        if out is not None:
+            return finish(mdl, out[0])
     kernel = KERNELS[mdl.family]
     L = mdl.block_width or k
     rows = max(1, _TILE // max(1, n * L))

@@ -1,0 +1,132 @@
+"""Compiled kernels (numba) for every family the numpy engine runs, bit for bit the same.
+
+``supports(model)`` says whether a model has a compiled kernel; ``batched(model, A, B, C)`` runs one on a
+batch of products and returns None when these particular inputs need the numpy engine (for instance a
+late-c product overflowing to infinity).  The engine imports this package only when numba is installed
+(the ``fast`` extra); see ``families.py`` for why each kernel is exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...formats import Format, RoundingMode
+from ...model import Alignment, Family, Model
+from . import families as _k
+from .rounding import fmt_params
+
+__all__ = ["supports", "batched"]
+
+_ZERO_EXP = -(1 << 14)  # exponent stored for a zero input: far below any real one, fits int16
+
+
+def _exact_products(fmt: Format) -> bool:
+    """Products of two values of fmt are exact in float64 (and so are their power-of-two scalings)."""
+    return fmt.precision <= 26 and fmt.emax <= 128 and fmt.emin >= -149
+
+
+def _binary32(fmt: Format) -> bool:
+    return (fmt.precision, fmt.emin, fmt.emax) == (24, -126, 127)
+
+
+def supports(model: Model) -> bool:
+    """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
+    fam, fin, out = model.family, model.input_format, model.result_format
+    ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
+    if not _exact_products(fin) or out.precision > 51:
+        return False
+    if fam is Family.TRUNCATED_FUSED:
+        return model.exact_zero == "positive" and model.product_exponent == "sum"
+    if fam is Family.LATE_C:
+        return ieee_zero_ok
+    if fam is Family.EXACT_FUSED:
+        return ieee_zero_ok
+    if fam is Family.FMA_CHAIN:
+        return ieee_zero_ok
+    rne32 = _binary32(out) and _binary32(model.c_format) and model.exact_zero == "ieee"
+    if fam is Family.PAIRWISE:
+        return rne32 and model.output_rounding is RoundingMode.TiesToEven
+    if fam is Family.AMX:
+        return rne32 and model.output_rounding is RoundingMode.TiesToEven
+    if fam is Family.BFDOT:
+        return rne32 and model.output_rounding is RoundingMode.ToOdd and model.overflow == "ieee"
+    return False
+
+
+def _exponents(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> np.ndarray:
+    """E_fmt(x), and _ZERO_EXP for zeros."""
+    _, e = np.frexp(x)
+    return np.where(x == 0, _ZERO_EXP, np.maximum(e - 1, fmt.emin)).astype(dtype)
+
+
+def _any_zero_per_block(x: np.ndarray, L: int, axis: int) -> np.ndarray:
+    z = x == 0
+    shape = list(z.shape)
+    shape[axis:axis + 1] = [shape[axis] // L, L]
+    return z.reshape(shape).any(axis=axis + 1)
+
+
+def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(m, lsb, top): x == m * 2**lsb with |m| < 2**p, and |x| < 2**top; a zero gets an empty span
+    (lsb far above top) so that it never widens a sum's span."""
+    _, e = np.frexp(x)
+    big_e = np.where(x == 0, fmt.emin, np.maximum(e - 1, fmt.emin)).astype(np.int64)
+    lsb = big_e - (fmt.precision - 1)
+    m = np.ldexp(x, (-lsb).astype(np.int32)).astype(np.int64)
+    zero = x == 0
+    return (m, np.where(zero, _k.ZERO_LSB // 2, lsb).astype(np.int32),
+            np.where(zero, _k.ZERO_TOP // 2, big_e + 1).astype(np.int32))
+
+
+def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
+    """float64 D (batch, m, n) for finite A (batch, m, k), B (batch, k, n), C (batch, m, n), values already
+    checked, flushed and in the model's formats; None if these inputs need the numpy engine."""
+    fam = model.family
+    k = A.shape[2]
+    L = model.block_width or max(k, 1)
+    kp = -(-k // L) * L if fam is not Family.FMA_CHAIN else k
+    if kp != k:
+        A = np.concatenate([A, np.zeros(A.shape[:2] + (kp - k,))], axis=2)
+        B = np.concatenate([B, np.zeros((B.shape[0], kp - k, B.shape[2]))], axis=1)
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    out = np.empty(C.shape)
+    fin, fc = model.input_format, model.c_format
+    rp = fmt_params(model.result_format, model.output_rounding, model.subnormals, model.overflow)
+    ieee_zero = model.exact_zero == "ieee"
+    ftz = not model.subnormals
+    if fam is Family.TRUNCATED_FUSED:
+        carry_mod = 0.0 if model.carry_bits is None else float(2.0 ** (model.fraction_bits + 1 + model.carry_bits))
+        _k.truncated_fused(A, _exponents(fin, A), _any_zero_per_block(A, L, 2), B.astype(np.float32),
+                           _exponents(fin, B, np.int16), _any_zero_per_block(B, L, 1), C, out, L,
+                           model.fraction_bits, model.e_zero, fc.emin, model.alignment is Alignment.FLOOR,
+                           carry_mod, *rp)
+    elif fam is Family.LATE_C:
+        if A.size and B.size and np.max(np.abs(A)) * np.max(np.abs(B)) >= 2.0 ** (fc.emax + 1):
+            return None  # a product may overflow to infinity: the numpy engine handles it
+        _k.late_c(A, _exponents(fin, A), B, _exponents(fin, B), C, out, L, model.fraction_bits,
+                  model.late_fraction_bits, model.groups, fc.emin, ieee_zero, *rp)
+    elif fam is Family.EXACT_FUSED:
+        MA, LA, HA = _integers(fin, A)
+        MB, LB, HB = _integers(fin, B)
+        _k.exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, fc.emin, fc.precision, ieee_zero, *rp)
+    elif fam is Family.FMA_CHAIN:
+        positive_zero = model.exact_zero == "positive"
+        res = model.result_format
+        if _binary32(res) and model.output_rounding is RoundingMode.TiesToEven:
+            _k.fma_chain_f32(A, B, C, out, ftz, positive_zero)
+        else:
+            _k.fma_chain(A, B, C, out, positive_zero, *rp)
+    elif fam is Family.PAIRWISE:
+        _k.pairwise(A, B, C, out, L, ftz)
+    elif fam is Family.AMX:
+        _k.amx(A, B, C, out, L, ftz)
+    elif fam is Family.BFDOT:
+        if ftz:
+            _k.bfdot_ftz(A, B, C, out)
+        else:
+            _k.bfdot(A, B, C, out, ftz)
+    else:  # pragma: no cover - supports() rules it out
+        raise NotImplementedError(fam)
+    return out

@@ -1,0 +1,580 @@
+"""Compiled kernels of the algorithm families (see docs/semantics.md; ``engine/kernels.py`` is the numpy twin).
+
+Each kernel computes a batch of products ``D[b] = A[b] @ B[b] + C[b]``, chaining blocks of L over k. One
+parallel task owns a tile of ROWS x COLS outputs and keeps, per output, the running C (``d``) and the
+block's state in small arrays; the innermost loops run along a row of B so that they vectorise.  Why
+each step is exact:
+
+* a product of two values of at most 26 significant bits (fp16, bf16, tf32, fp8, fp32 inputs) is exact in
+  float64, and so is its scaling by a power of two;
+* ``np.trunc``/``np.floor`` of a scaled term cuts it exactly at the alignment quantum, and the sum of cut
+  terms is an integer below 2**53;
+* the IEEE steps round ``s + err`` (a TwoSum pair) through a round-to-odd float64, which composes with a
+  final rounding to binary32;
+* everything else goes through ``rounding.round_int``, the scalar twin of ``formats.round_integer``.
+
+Inputs are finite (the dispatcher sends other calls to numpy); infinities and NaN born of overflow inside a
+chain are carried along.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .rounding import (bitlen, bits_of, exponent_bits, float_of, odd_toward, pow2_bits, round_int, round_pair,
+                       round_row, to_f32_nearest, two_sum)
+
+ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
+NONE = -(1 << 20)  # exponent of "no term"
+EMPTY = -5000  # exponents below this stand for "no nonzero term" (zeros carry about -16000)
+ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
+F32_TINY = 2.0**-126
+
+
+@njit(cache=True, inline="always")
+def _tile(task, m, n):
+    ti = (m + ROWS - 1) // ROWS
+    tj = (n + COLS - 1) // COLS
+    bt = task // (ti * tj)
+    i0 = (task // tj) % ti * ROWS
+    j0 = task % tj * COLS
+    return bt, i0, j0, min(ROWS, m - i0), min(COLS, n - j0)
+
+
+@njit(cache=True, inline="always")
+def _ntasks(nbatch, m, n):
+    return nbatch * ((m + ROWS - 1) // ROWS) * ((n + COLS - 1) // COLS)
+
+
+@njit(cache=True, inline="always")
+def _c_exponent(x, c_emin, if_zero):
+    """E_fc(x) from x's bit pattern (values of fc are normal float64s), ``if_zero`` for a zero."""
+    e = max(exponent_bits(bits_of(x)), c_emin)
+    return if_zero if x == 0.0 else e
+
+
+@njit(cache=True)
+def _all_products_negative_zero(A, B, bt, i, j, k0, k1):
+    for kk in range(k0, k1):
+        a = A[bt, i, kk]
+        b = B[bt, kk, j]
+        if not ((a == 0.0 or b == 0.0) and (math.copysign(1.0, a) * math.copysign(1.0, b) < 0)):
+            return False
+    return True
+
+
+# --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_align, carry_mod,
+                    p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        emax = np.empty((R, J), np.int32)
+        sc = np.empty((R, J), np.int64)
+        inv = np.empty((R, J), np.int64)
+        S = np.empty((R, J))
+        Y = np.empty(J)
+        flags = np.empty(J, np.bool_)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):  # C's exponent, and e_zero where the block has a zero product
+                za = ZA[bt, i0 + r, blk]
+                zb = ZB[bt, blk, j0:j0 + J]
+                di = d[r].view(np.int64)
+                em = emax[r]
+                for j in range(J):
+                    e = max(np.int32(exponent_bits(di[j])), c_emin)
+                    e = e_zero if d[r, j] == 0.0 else e
+                    em[j] = max(e, e_zero) if (za or zb[j]) else e
+            for kk in range(k0, k0 + L):  # e_max over the products: sums of the factors' exponents
+                ebk = EB[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    ea = EA[bt, i0 + r, kk]
+                    em = emax[r]
+                    for j in range(J):
+                        em[j] = max(em[j], ea + ebk[j])
+            for r in range(R):  # the alignment quantum 2**(e_max - F), and C cut at it
+                em = emax[r]
+                scr = sc[r]
+                invr = inv[r]
+                for j in range(J):
+                    scr[j] = pow2_bits(F - em[j])
+                    invr[j] = pow2_bits(em[j] - F)
+                scf = scr.view(np.float64)
+                sr = S[r]
+                dr = d[r]
+                if floor_align:
+                    for j in range(J):
+                        sr[j] = np.floor(dr[j] * scf[j])
+                else:
+                    for j in range(J):
+                        sr[j] = np.trunc(dr[j] * scf[j])
+            for kk in range(k0, k0 + L):  # every product cut at the quantum and summed exactly
+                bk = B[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    a = A[bt, i0 + r, kk]
+                    if a == 0.0:
+                        continue
+                    sr = S[r]
+                    scf = sc[r].view(np.float64)
+                    if floor_align:
+                        for j in range(J):
+                            sr[j] += np.floor(a * bk[j] * scf[j])
+                    else:
+                        for j in range(J):
+                            sr[j] += np.trunc(a * bk[j] * scf[j])
+            for r in range(R):  # carries lost, then one rounding
+                sr = S[r]
+                if carry_mod > 0.0:
+                    for j in range(J):
+                        sr[j] = math.copysign(np.fmod(abs(sr[j]), carry_mod), sr[j])
+                invf = inv[r].view(np.float64)
+                for j in range(J):
+                    Y[j] = sr[j] * invf[j]  # exact: an integer below 2**53 times a power of two
+                round_row(Y, d[r], flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+# --- late-c (AMD CDNA3) ---------------------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
+           p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        eg = np.empty((groups, R, J), np.int32)
+        sc = np.empty((groups, R, J), np.int64)
+        Sg = np.empty((groups, R, J))
+        Y = np.empty(J)
+        T = np.empty(J)
+        flags = np.empty(J, np.bool_)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            eg[:, :, :] = NONE
+            Sg[:, :, :] = 0.0
+            for kk in range(k0, k0 + L):  # each group's largest product exponent (zeros excluded)
+                g = (kk - k0) % groups
+                ebk = EB[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    ea = EA[bt, i0 + r, kk]
+                    em = eg[g, r]
+                    for j in range(J):
+                        em[j] = max(em[j], ea + ebk[j])
+            for g in range(groups):  # each group's quantum 2**(e - F) (any power of two for an empty group)
+                for r in range(R):
+                    em = eg[g, r]
+                    scr = sc[g, r]
+                    for j in range(J):
+                        scr[j] = pow2_bits(F - max(em[j], -900))
+            for kk in range(k0, k0 + L):  # products cut toward zero at their group's quantum
+                g = (kk - k0) % groups
+                bk = B[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    a = A[bt, i0 + r, kk]
+                    if a == 0.0:
+                        continue
+                    sr = Sg[g, r]
+                    scf = sc[g, r].view(np.float64)
+                    for j in range(J):
+                        sr[j] += np.trunc(a * bk[j] * scf[j])
+            for r in range(R):
+                dr = d[r]
+                di = dr.view(np.int64)
+                Yi = Y.view(np.int64)
+                for j in range(J):  # S and C floored at the common exponent E, in units of 2**(E - F2)
+                    e_dot = eg[0, r, j]
+                    s = Sg[0, r, j]
+                    if groups == 2:  # the halves floored at the common 2**(e_dot - F) and added
+                        e_dot = max(eg[0, r, j], eg[1, r, j])
+                        s = (np.floor(s * float_of(pow2_bits(max(eg[0, r, j] - e_dot, -1000))))
+                             + np.floor(Sg[1, r, j] * float_of(pow2_bits(max(eg[1, r, j] - e_dot, -1000)))))
+                    c = dr[j]
+                    e_c = max(np.int32(exponent_bits(di[j])), c_emin)
+                    e_c = c_emin if c == 0.0 else e_c
+                    E = max(e_dot, e_c)
+                    c = 0.0 if (groups == 2 and e_c < E - F - 1) else c
+                    s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + F2 - F, -1000))))
+                    c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
+                    T[j] = s_units + c_units
+                    y = T[j] * float_of(pow2_bits(E - F2))
+                    Yi[j] = bits_of(y) if math.isfinite(dr[j]) else di[j]
+                keep = dr.copy()
+                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+                if ieee_zero:  # an exact zero is -0 only when every term is a -0
+                    for j in range(J):
+                        if T[j] == 0.0 and keep[j] == 0.0 and math.copysign(1.0, keep[j]) < 0:
+                            if _all_products_negative_zero(A, B, bt, i0 + r, j0 + j, k0, k0 + L):
+                                dr[j] = -0.0
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+# --- exact-fused (AMD CDNA1, correctly rounded reference) ----------------------------------------------
+@njit(cache=True)
+def _exact_round(ms, ls, hs, count, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """One rounding of the exact sum of ms[i] * 2**ls[i] (|term| < 2**hs[i]); (value, exact zero?)."""
+    lo = np.int64(1) << 40
+    hi = -lo
+    for i in range(count):
+        if ms[i] != 0:
+            lo = min(lo, ls[i])
+            hi = max(hi, hs[i])
+    if hi == -(np.int64(1) << 40):
+        return 0.0, True
+    if hi - lo <= 62 - bitlen(count):
+        total = np.int64(0)
+        for i in range(count):
+            if ms[i] != 0:
+                total += ms[i] << (ls[i] - lo)
+        if total == 0:
+            return 0.0, True
+        return round_int(total < 0, abs(total), lo, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
+                         overflow), False
+    # wide span: 30-bit limbs, then the leading 61 bits and a sticky bit
+    LIMB = 30
+    mask = (np.int64(1) << LIMB) - 1
+    nl = (hi - lo) // LIMB + 8
+    acc = np.zeros(nl, np.int64)
+    for i in range(count):
+        mi = ms[i]
+        if mi == 0:
+            continue
+        sgn = -1 if mi < 0 else 1
+        a = abs(mi)
+        rel = ls[i] - lo
+        j = rel // LIMB + 2
+        o = rel % LIMB
+        for piece in range(3):
+            chunk = ((a >> (LIMB * piece)) & mask) << o
+            acc[j + piece] += sgn * (chunk & mask)
+            acc[j + piece + 1] += sgn * (chunk >> LIMB)
+    for t in range(nl - 1):
+        c = acc[t] >> LIMB
+        acc[t] -= c << LIMB
+        acc[t + 1] += c
+    negative = acc[nl - 1] < 0
+    if negative:
+        for t in range(nl):
+            acc[t] = -acc[t]
+        for t in range(nl - 1):
+            c = acc[t] >> LIMB
+            acc[t] -= c << LIMB
+            acc[t + 1] += c
+    t = nl - 1
+    while t > 2 and acc[t] == 0:
+        t -= 1
+    if acc[t] == 0:
+        return 0.0, True
+    x2, x1, x0 = acc[t], acc[t - 1], acc[t - 2]
+    bl = max(bitlen(x2), 1)
+    mant = (((x2 << LIMB) | x1) << (LIMB + 1 - bl)) | (x0 >> (bl - 1))
+    sticky = (x0 & ((np.int64(1) << (bl - 1)) - 1)) != 0
+    for u in range(t - 2):
+        sticky = sticky or acc[u] != 0
+    mag = (mant << 1) | np.int64(sticky)
+    exp = lo + LIMB * (t - 4) + (bl - 1) - 1
+    return round_int(negative, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow), False
+
+
+@njit(cache=True)
+def _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i, j, k0, L, d, c_emin, c_p, p, emin, maxval, has_inf,
+                        neg_zero, subnormals, mode, overflow):
+    """One exact-fused block of one output with integer terms (for sums spread over more than 53 bits)."""
+    ms = np.empty(L + 1, np.int64)
+    ls = np.empty(L + 1, np.int64)
+    hs = np.empty(L + 1, np.int64)
+    for t in range(L):
+        kk = k0 + t
+        ms[t] = MA[bt, i, kk] * MB[bt, kk, j]
+        ls[t] = LA[bt, i, kk] + LB[bt, kk, j]
+        hs[t] = HA[bt, i, kk] + HB[bt, kk, j]
+    ms[L] = 0
+    ls[L] = 0
+    hs[L] = 0
+    if d != 0.0:
+        e = max(exponent_bits(bits_of(d)), c_emin)
+        ms[L] = np.int64(math.ldexp(d, c_p - 1 - e))
+        ls[L] = e - (c_p - 1)
+        hs[L] = e + 1
+    value, zero = _exact_round(ms, ls, hs, L + 1, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+    return 0.0 if zero else value
+
+
+@njit(parallel=True, cache=True)
+def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, c_emin, c_p, zero_sign,
+                p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        lo = np.empty((R, J), np.int32)
+        hi = np.empty((R, J), np.int32)
+        S = np.empty((R, J))
+        Y = np.empty(J)
+        flags = np.empty(J, np.bool_)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):  # C first: the exact sum starts from it
+                dr = d[r]
+                di = dr.view(np.int64)
+                for j in range(J):
+                    e = max(np.int32(exponent_bits(di[j])), c_emin)
+                    lo[r, j] = ZERO_LSB if dr[j] == 0.0 else e - (c_p - 1)
+                    hi[r, j] = ZERO_TOP if dr[j] == 0.0 else e + 1
+                    S[r, j] = dr[j]
+            for kk in range(k0, k0 + L):  # the span of the terms' bits
+                lbk = LB[bt, kk, j0:j0 + J]
+                hbk = HB[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    la = LA[bt, i0 + r, kk]
+                    ha = HA[bt, i0 + r, kk]
+                    lor = lo[r]
+                    hir = hi[r]
+                    for j in range(J):
+                        lor[j] = min(lor[j], la + lbk[j])
+                        hir[j] = max(hir[j], ha + hbk[j])
+            for kk in range(k0, k0 + L):  # the products, summed in float64: exact while the span fits
+                bk = B[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    a = A[bt, i0 + r, kk]
+                    sr = S[r]
+                    for j in range(J):
+                        sr[j] += a * bk[j]
+            for r in range(R):
+                dr = d[r]
+                keep = dr.copy()
+                room = 53 - bitlen(L + 1)
+                for j in range(J):
+                    Y[j] = S[r, j] if math.isfinite(dr[j]) else dr[j]
+                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow, zero_sign)
+                for j in range(J):
+                    if hi[r, j] - lo[r, j] > room and math.isfinite(keep[j]):
+                        dr[j] = _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i0 + r, j0 + j, k0, L, keep[j],
+                                                    c_emin, c_p, p, emin, maxval, has_inf, neg_zero, subnormals,
+                                                    mode, overflow)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+# --- IEEE steps: pairwise (CDNA2), fma-chain, amx, bfdot -------------------------------------------------
+@njit(cache=True, inline="always")
+def _tiny_exact(s, err):
+    """The exact value s + err lies below binary32's smallest normal (s = fl(s + err))."""
+    a = abs(s)
+    return (a < F32_TINY) | ((a == F32_TINY) & (err != 0.0) & ((err > 0) != (s > 0)))
+
+
+@njit(cache=True, inline="always")
+def _fma32(a, b, d, ftz):
+    """fl32(a*b + d), one rounding to nearest even (a*b exact in float64), flushed when ftz."""
+    s, err = two_sum(a * b, d)
+    x = odd_toward(s, err) if math.isfinite(s) else s  # an infinite s has a NaN err
+    return to_f32_nearest(x, ftz & _tiny_exact(s, err))
+
+
+@njit(cache=True, inline="always")
+def _add32(x, y, ftz):
+    """fl32(x + y) of two binary32 values, to nearest even, flushed when ftz."""
+    s, err = two_sum(x, y)
+    z = odd_toward(s, err) if math.isfinite(s) else s
+    return to_f32_nearest(z, ftz & _tiny_exact(s, err))
+
+
+@njit(parallel=True, cache=True)
+def pairwise(A, B, C, out, L, ftz):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        P = np.empty((L, J))
+        Q = np.empty((L, J))
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):
+                for t in range(L):  # the products, rounded to binary32
+                    a = A[bt, i0 + r, k0 + t]
+                    bk = B[bt, k0 + t, j0:j0 + J]
+                    pt = P[t]
+                    for j in range(J):
+                        x = a * bk[j]  # exact
+                        pt[j] = to_f32_nearest(x, ftz & (abs(x) < F32_TINY))
+                width = L
+                src, dst = P, Q
+                while width > 1:  # the binary tree of binary32 additions, level by level
+                    width //= 2
+                    for t in range(width):
+                        x0 = src[2 * t]
+                        x1 = src[2 * t + 1]
+                        y = dst[t]
+                        for j in range(J):
+                            y[j] = _add32(x0[j], x1[j], ftz)
+                    src, dst = dst, src
+                dr = d[r]
+                s0 = src[0]
+                for j in range(J):
+                    dr[j] = _add32(dr[j], s0[j], ftz)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def fma_chain_f32(A, B, C, out, ftz, positive_zero):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for kk in range(kp):
+            bk = B[bt, kk, j0:j0 + J]
+            for r in range(R):
+                a = A[bt, i0 + r, kk]
+                dr = d[r]
+                for j in range(J):
+                    dr[j] = _fma32(a, bk[j], dr[j], ftz)
+        if positive_zero:
+            for r in range(R):
+                for j in range(J):
+                    if d[r, j] == 0.0:
+                        d[r, j] = 0.0
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def fma_chain(A, B, C, out, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """Any result format of p <= 51 bits and any rounding but TowardNegative: one TwoSum per step."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(nbatch * m * n):
+        bt = task // (m * n)
+        i = (task // n) % m
+        j = task % n
+        d = C[bt, i, j]
+        for kk in range(kp):
+            s, err = two_sum(A[bt, i, kk] * B[bt, kk, j], d)
+            if s == 0.0:
+                d = 0.0 if positive_zero else s
+            elif math.isfinite(s):
+                d = round_pair(s, err, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+            else:
+                d = s
+        out[bt, i, j] = d
+
+
+@njit(parallel=True, cache=True)
+def amx(A, B, C, out, L, ftz):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        ev = np.empty(J)
+        od = np.empty(J)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):
+                ev[:] = 0.0
+                od[:] = 0.0
+                for t in range(0, L, 2):
+                    a0 = A[bt, i0 + r, k0 + t]
+                    a1 = A[bt, i0 + r, k0 + t + 1]
+                    b0 = B[bt, k0 + t, j0:j0 + J]
+                    b1 = B[bt, k0 + t + 1, j0:j0 + J]
+                    for j in range(J):
+                        ev[j] = _fma32(a0, b0[j], ev[j], ftz)
+                        od[j] = _fma32(a1, b1[j], od[j], ftz)
+                dr = d[r]
+                for j in range(J):
+                    dr[j] = _add32(dr[j], _add32(ev[j], od[j], ftz), ftz)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(cache=True, inline="always")
+def _odd32(s, err, ftz):
+    """Round to odd into binary32 of the exact s + err, subnormal results flushed when ftz (the only
+    case of the Arm units, which flush), overflow to the largest finite value."""
+    if s == 0.0 or not math.isfinite(s):
+        return s
+    if ftz and _tiny_exact(s, err):
+        return math.copysign(0.0, s)
+    x = odd_toward(s, err)  # round to odd at 53 bits, then at 24: one rounding to odd
+    if abs(x) < F32_TINY:
+        return round_pair(s, err, 24, -126, 3.4028234663852886e38, True, True, True, 5, 0)
+    b = bits_of(x)
+    low = b & ((np.int64(1) << 29) - 1)
+    y = float_of((b - low) | (np.int64(low != 0) << 29))
+    if abs(y) > 3.4028234663852886e38:
+        y = math.copysign(3.4028234663852886e38, y)
+    return y
+
+
+F32_MAX = 3.4028234663852886e38
+
+
+@njit(cache=True, inline="always")
+def _odd32_ftz(s, err):
+    """Round to odd into binary32 of the exact s + err with subnormal results flushed (branch-free):
+    odd at 53 bits, then truncate to 24 bits setting the last bit if anything was dropped; overflow gives
+    the largest finite value (IEEE 754 for round to odd)."""
+    x = odd_toward(s, err)
+    b = bits_of(x)
+    low = b & ((np.int64(1) << 29) - 1)
+    y = float_of((b - low) | (np.int64(low != 0) << 29))
+    y = math.copysign(F32_MAX, y) if abs(y) > F32_MAX else y
+    return math.copysign(0.0, s) if _tiny_exact(s, err) else y
+
+
+@njit(parallel=True, cache=True)
+def bfdot_ftz(A, B, C, out):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for k0 in range(0, kp, 2):
+            b0 = B[bt, k0, j0:j0 + J]
+            b1 = B[bt, k0 + 1, j0:j0 + J]
+            for r in range(R):
+                a0 = A[bt, i0 + r, k0]
+                a1 = A[bt, i0 + r, k0 + 1]
+                dr = d[r]
+                for j in range(J):
+                    p0 = _odd32_ftz(a0 * b0[j], 0.0)
+                    p1 = _odd32_ftz(a1 * b1[j], 0.0)
+                    s, err = two_sum(p0, p1)
+                    t = _odd32_ftz(s, err)
+                    s, err = two_sum(dr[j], t)
+                    dr[j] = _odd32_ftz(s, err)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def bfdot(A, B, C, out, ftz):
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(nbatch * m * n):
+        bt = task // (m * n)
+        i = (task // n) % m
+        j = task % n
+        d = C[bt, i, j]
+        for k0 in range(0, kp, 2):
+            p0 = _odd32(A[bt, i, k0] * B[bt, k0, j], 0.0, ftz)
+            p1 = _odd32(A[bt, i, k0 + 1] * B[bt, k0 + 1, j], 0.0, ftz)
+            s, err = two_sum(p0, p1)
+            t = _odd32(s, err, ftz) if s != 0.0 else s
+            s, err = two_sum(d, t)
+            d = _odd32(s, err, ftz) if s != 0.0 else s
+        out[bt, i, j] = d

@@ -1,0 +1,237 @@
+"""Rounding inside compiled kernels: one value (:func:`round_int`, the scalar twin of
+``formats.round_integer``) and whole rows at once on float64 bit patterns (:func:`round_row`).
+
+Every function takes the target format as the scalars ``fmt_params`` returns:
+``p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+from ...formats import Format, RoundingMode
+
+MODES = {RoundingMode.TiesToEven: 0, RoundingMode.TiesAway: 1, RoundingMode.TowardZero: 2,
+         RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
+OVERFLOW = {"ieee": 0, "inf": 1, "saturate": 2}
+RNE, RZ, RO = 0, 2, 5
+
+EXP_MASK = np.int64(0x7FF)
+MAG_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
+SIGN_BIT = np.int64(-0x8000000000000000)
+
+
+def fmt_params(fmt: Format, mode: RoundingMode, subnormals: bool, overflow: str) -> tuple:
+    """The scalars the rounding functions take for a format and a rounding."""
+    return (fmt.precision, fmt.emin, fmt.max, fmt.has_infinities, fmt.has_negative_zero, subnormals,
+            MODES[mode], OVERFLOW[overflow])
+
+
+@njit(cache=True, inline="always")
+def bitlen(x):
+    """Bit length of a non-negative int64."""
+    if x == 0:
+        return 0
+    _, e = math.frexp(float(x))
+    if e > 63:
+        return 63
+    if x < (np.int64(1) << (e - 1)):
+        return e - 1
+    return e
+
+
+@njit(cache=True, inline="always")
+def pow2_bits(e):
+    """Bit pattern of 2.0**e, -1022 <= e <= 1023 (built directly, so loops using it vectorise)."""
+    return np.int64(e + 1023) << 52
+
+
+@intrinsic
+def bits_of(typingctx, x):
+    """The bit pattern of a float64 as an int64 (a bitcast, free)."""
+    if isinstance(x, types.Float) and x.bitwidth == 64:
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(types.int64))
+        return types.int64(types.float64), codegen
+    return None
+
+
+@intrinsic
+def float_of(typingctx, b):
+    """The float64 with a given bit pattern (a bitcast, free)."""
+    if isinstance(b, types.Integer) and b.bitwidth == 64:
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(types.float64))
+        return types.float64(b), codegen
+    return None
+
+
+@njit(cache=True, inline="always")
+def exponent_bits(b):
+    """Unbiased exponent field of a float64 bit pattern (its floor(log2 |x|) for normal x)."""
+    return ((b >> 52) & EXP_MASK) - 1023
+
+
+@njit(cache=True)
+def round_int(neg, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """(-1)**neg * mag * 2**exp (int64 mag >= 0) rounded once: formats.round_integer for one value."""
+    if mag == 0:
+        return -0.0 if (neg and neg_zero) else 0.0
+    lead = exp + bitlen(mag) - 1
+    if not subnormals and lead < emin:
+        return -0.0 if (neg and neg_zero) else 0.0
+    q = (max(lead, emin) if subnormals else lead) - (p - 1)
+    drop = q - exp
+    keep = mag
+    scale = exp
+    if drop > 0:
+        scale = q
+        if drop >= 64:
+            keep = np.int64(0)
+            rem = mag
+            above = False
+            tie = False
+        else:
+            keep = mag >> drop
+            rem = mag - (keep << drop)
+            half = np.int64(1) << (drop - 1)
+            above = rem > half
+            tie = rem == half
+        inexact = rem != 0
+        if mode == 0:
+            up = above or (tie and (keep & 1) == 1)
+        elif mode == 1:
+            up = above or tie
+        elif mode == 2:
+            up = False
+        elif mode == 3:
+            up = inexact and not neg
+        elif mode == 4:
+            up = inexact and neg
+        else:
+            up = False
+            if inexact:
+                keep = keep | 1
+        if up:
+            keep += 1
+    value = math.ldexp(float(keep), scale)
+    if value > maxval:
+        if overflow == 2:
+            to_inf = False
+        elif overflow == 1 or mode == 0 or mode == 1:
+            to_inf = True
+        elif mode == 3:
+            to_inf = not neg
+        elif mode == 4:
+            to_inf = neg
+        else:
+            to_inf = False
+        if to_inf:
+            value = np.inf if has_inf else np.nan
+        else:
+            value = maxval
+    if neg:
+        value = -value
+    if value == 0.0 and not neg_zero:
+        value = 0.0
+    return value
+
+
+@njit(cache=True, inline="always")
+def round_float(y, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """An exact float64 value rounded to the format (zeros and non-finite values pass through)."""
+    if y == 0.0 or not math.isfinite(y):
+        return y
+    fr, e = math.frexp(abs(y))
+    return round_int(y < 0, np.int64(math.ldexp(fr, 53)), e - 53, p, emin, maxval, has_inf, neg_zero,
+                     subnormals, mode, overflow)
+
+
+@njit(cache=True, inline="always")
+def round_pair(s, err, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """The exact value s + err (s = fl(s + err), a TwoSum pair) rounded once to a format of p <= 51
+    bits: err only tells on which side of s the value lies.  s = 0 (then err = 0) passes through."""
+    if s == 0.0 or not math.isfinite(s):
+        return s
+    fr, e = math.frexp(abs(s))
+    m = np.int64(math.ldexp(fr, 53)) << 2
+    if err != 0.0:
+        m += 1 if (err > 0) == (s > 0) else -1
+    return round_int(s < 0, m, e - 55, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+
+
+@njit(cache=True, inline="always")
+def two_sum(x, y):
+    s = x + y
+    bp = s - x
+    return s, (x - (s - bp)) + (y - bp)
+
+
+@njit(cache=True, inline="always")
+def odd_toward(s, err):
+    """Round-to-odd at 53 bits of s + err (s = fl(s + err)): s itself if exact or already odd, else its
+    neighbour on err's side, which is odd (branch-free)."""
+    b = bits_of(s)
+    move = np.int64((err != 0.0) & ((b & 1) == 0))
+    away = np.int64((err > 0) == (s > 0))  # err points away from zero: the magnitude grows
+    return float_of(b + move * (2 * away - 1))
+
+
+@njit(cache=True, inline="always")
+def to_f32_nearest(x, ftz_exact_tiny):
+    """A float64 value rounded to nearest binary32 (numpy/LLVM cast), flushed to a signed zero when
+    ``ftz_exact_tiny`` says its exact value lies below binary32's smallest normal."""
+    y = np.float64(np.float32(x))
+    return math.copysign(0.0, x) if ftz_exact_tiny else y
+
+
+@njit(cache=True)
+def round_row(Y, D, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow, zero_sign=False):
+    """D[j] = Y[j] rounded to the format, for exact float64 values Y (a zero gives +0, or keeps its sign
+    with ``zero_sign``).
+
+    The common case, a result in the format's normal range, rounds on the bit pattern (branch-free, so
+    the loop vectorises); the rest (subnormal or overflowing results, non-finite values) goes through
+    :func:`round_int`.  Where D[j] is already non-finite (a NaN or infinity carried along a chain) it is
+    left alone."""
+    Yi = Y.view(np.int64)
+    Di = D.view(np.int64)
+    shift = 53 - p
+    low_mask = (np.int64(1) << shift) - 1
+    half = np.int64(1) << (shift - 1)
+    unit = np.int64(1) << shift
+    top = bits_of(maxval)
+    any_slow = False
+    for j in range(Y.shape[0]):
+        b = Yi[j]
+        neg = b < 0
+        mag = b & MAG_MASK
+        low = mag & low_mask
+        base = mag - low
+        if mode == 0:
+            up = (low > half) | ((low == half) & (((base >> shift) & 1) == 1))
+        elif mode == 1:
+            up = low >= half
+        elif mode == 2:
+            up = False
+        elif mode == 3:
+            up = (low != 0) & (~neg)
+        elif mode == 4:
+            up = (low != 0) & neg
+        else:
+            up = False
+            base = base | (np.int64(low != 0) << shift)
+        r = base + np.int64(up) * unit
+        slow = ((exponent_bits(mag) < emin) | (r > top)) & (mag != 0)
+        flags[j] = slow
+        any_slow = any_slow | slow
+        zero = (b & SIGN_BIT) if zero_sign else np.int64(0)
+        Di[j] = zero if mag == 0 else (Di[j] if slow else (r | (b & SIGN_BIT)))
+    if any_slow:
+        for j in range(Y.shape[0]):
+            if flags[j] and math.isfinite(D[j]):
+                D[j] = round_float(Y[j], p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
