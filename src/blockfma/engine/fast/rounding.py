@@ -212,19 +212,13 @@ def round_row(Y, D, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
         mag = b & MAG_MASK
         low = mag & low_mask
         base = mag - low
-        if mode == 0:
-            up = (low > half) | ((low == half) & (((base >> shift) & 1) == 1))
-        elif mode == 1:
-            up = low >= half
-        elif mode == 2:
-            up = False
-        elif mode == 3:
-            up = (low != 0) & (~neg)
-        elif mode == 4:
-            up = (low != 0) & neg
-        else:
-            up = False
-            base = base | (np.int64(low != 0) << shift)
+        inexact = low != 0
+        odd = ((base >> shift) & 1) == 1
+        up = (((mode == 0) & ((low > half) | ((low == half) & odd)))  # branch-free: the loop vectorises
+              | ((mode == 1) & (low >= half))
+              | ((mode == 3) & inexact & (~neg))
+              | ((mode == 4) & inexact & neg))
+        base = base | (np.int64((mode == 5) & inexact) << shift)
         r = base + np.int64(up) * unit
         slow = ((exponent_bits(mag) < emin) | (r > top)) & (mag != 0)
         flags[j] = slow

@@ -1,0 +1,110 @@
+"""Speed of bit-exact GEMM simulation, per algorithm family and input format, against numpy.
+
+For each size n the script times numpy's float32 matmul of n x n matrices (the baseline, measured in this
+same run) and ``blockfma.gemm`` for one preset of each family, and prints GMAC/s (10^9 simulated
+multiply-adds per second) and the ratio of times (simulation / numpy).  Inputs are random normal values
+rounded to the input format; C is random binary32.  Compilation (numba) happens in a warm-up call and is
+not timed.
+
+    python benchmarks/bench_gemm.py                        # sizes 256, 512, 1024, 2048
+    python benchmarks/bench_gemm.py --sizes 1024 --families truncated-fused
+    python benchmarks/bench_gemm.py --backend numpy --sizes 256 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+import blockfma as bf
+
+CASES = [  # (family, device, input format)
+    ("truncated-fused", "H100", "fp16"),
+    ("truncated-fused", "V100", "fp16"),
+    ("truncated-fused", "A100", "bf16"),
+    ("truncated-fused", "A100", "tf32"),
+    ("truncated-fused", "H100", "e4m3fn"),
+    ("exact-fused", "MI100", "fp16"),
+    ("exact-fused", "exact", "fp16"),
+    ("pairwise", "MI250X", "fp16"),
+    ("late-c", "MI300X", "fp16"),
+    ("late-c", "MI300X", "e4m3fnuz"),
+    ("fma-chain", "ieee-sequential", "fp16"),
+    ("amx", "Intel AMX", "bf16"),
+    ("bfdot", "Arm BFDOT", "bf16"),
+]
+
+
+def best_time(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="256,512,1024,2048", help="comma-separated n (n x n x n GEMMs)")
+    ap.add_argument("--families", default="", help="comma-separated families to run (default: all)")
+    ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "numba"])
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per case below 512 (best is kept)")
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="skip a case at a size whose estimated time exceeds this many seconds")
+    ap.add_argument("--json", help="write the rows to this file (atomically)")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    families = {f for f in args.families.split(",") if f}
+    cases = [c for c in CASES if not families or c[0] in families]
+    rng = np.random.default_rng(2024)
+    rows = []
+    estimate: dict[tuple, float] = {}
+    print(f"blockfma {bf.__version__}, backend {args.backend}, {os.cpu_count()} CPUs, numpy {np.__version__}")
+    header = f"{'n':>5}  {'family':16} {'device':16} {'input':9} {'seconds':>9} {'GMAC/s':>8} {'x numpy':>8}"
+    print(header)
+    print("-" * len(header))
+    for n in sizes:
+        macs = n**3
+        a32 = rng.standard_normal((n, n)).astype(np.float32)
+        b32 = rng.standard_normal((n, n)).astype(np.float32)
+        a32 @ b32
+        t_np = best_time(lambda: a32 @ b32, max(args.repeat, 5))
+        print(f"{n:>5}  {'numpy float32':16} {'':16} {'':9} {t_np:9.4f} {macs / t_np / 1e9:8.1f} {1.0:8.1f}")
+        for family, device, fmt in cases:
+            key = (family, device, fmt)
+            if key in estimate and estimate[key] * 8 > args.budget:
+                print(f"{n:>5}  {family:16} {device:16} {fmt:9} {'skipped':>9}  (about {estimate[key] * 8:.0f} s)")
+                estimate[key] *= 8
+                continue
+            model = bf.device(device).model(fmt, "fp32")
+            A = bf.formats.round(fmt, rng.standard_normal((n, n)), saturate=True)
+            B = bf.formats.round(fmt, rng.standard_normal((n, n)), saturate=True)
+            C = bf.formats.round("fp32", rng.standard_normal((n, n)))
+            bf.gemm(A[:8, :64], B[:64, :8], C[:8, :8], model=model, backend=args.backend)  # compile
+            t = best_time(lambda: bf.gemm(A, B, C, model=model, backend=args.backend),
+                          args.repeat if n < 512 else 1)
+            estimate[key] = t
+            rows.append({"n": n, "family": family, "device": device, "input": fmt, "seconds": t,
+                         "gmacs": macs / t / 1e9, "numpy_seconds": t_np, "ratio": t / t_np,
+                         "backend": args.backend})
+            print(f"{n:>5}  {family:16} {device:16} {fmt:9} {t:9.3f} {macs / t / 1e9:8.3f} {t / t_np:8.1f}")
+            sys.stdout.flush()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory: {peak:.0f} MiB")
+    if args.json:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"rows": rows, "peak_mib": peak, "cpus": os.cpu_count()}, f, indent=1)
+        os.replace(tmp, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
