@@ -199,3 +199,14 @@ def test_model_validation():
         Model(Family.EXACT_FUSED, "fp16", "e4m3fn", block_width=4)
     m = bf.device("Ada").model("e4m3", "fp32")
     assert m.result_format is F.e8m13 and m.output_format is F.fp32
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_gemm_progress_on_stderr(capsys, backend):
+    A = np.ones((40, 32))
+    D = bf.gemm(A, A.T, None, device="H100", progress=True, backend=backend)
+    assert float(D[0, 0]) == 32.0
+    err = capsys.readouterr().err
+    assert "100.0%" in err and "40x32x40" in err and err.endswith("\n")
+    bf.gemm(A, A.T, None, device="H100", progress=False, backend=backend)
+    assert capsys.readouterr().err == ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -220,13 +222,31 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     return finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
 
 
+class _Progress:
+    """A one-line progress report on stderr for long GEMMs (off unless asked for or long and on a TTY)."""
+
+    def __init__(self, enabled: bool | None, work: int, label: str):
+        self.on = (work >= 4e9 and sys.stderr.isatty()) if enabled is None else bool(enabled)
+        self.label = label
+        self.start = time.monotonic()
+
+    def __call__(self, done: float) -> None:
+        if self.on:
+            elapsed = time.monotonic() - self.start
+            eta = elapsed * (1 - done) / done if done > 0 else float("nan")
+            end = "\n" if done >= 1 else ""
+            print(f"\r{self.label}: {100 * done:5.1f}%  {elapsed:6.1f} s, about {eta:5.0f} s left", end=end,
+                  file=sys.stderr, flush=True)
+
+
 def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: str | Format | None = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-         round_inputs: Any = None, backend: str = "auto") -> np.ndarray:
+         round_inputs: Any = None, backend: str = "auto", progress: bool | None = None) -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
-    kernels) or tile by tile (numpy), so memory stays O(mn + (m + n)k) plus one tile.
+    kernels) or tile by tile (numpy), so memory stays O(mn + (m + n)k) plus one tile.  ``progress``
+    prints a progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).
     """
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     A_ = _as_float64(A, "A")
@@ -249,19 +269,31 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
         return finish(mdl, D)
+    report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
     fast = _use_fast(mdl, backend, A_, Bt, D)
     if fast:
-        out = fast.batched(mdl, A_[None], Bt.T[None], D[None])
-        if out is not None:
-            return finish(mdl, out[0])
+        B3 = np.ascontiguousarray(Bt.T)[None]
+        chunk = m if not report.on else max(8, -(-m // 50))
+        for r in range(0, m, chunk):
+            rs = slice(r, min(m, r + chunk))
+            out = fast.batched(mdl, A_[None, rs], B3, D[None, rs])
+            if out is None:
+                break
+            D[rs] = out[0]
+            report(rs.stop / m)
+        else:
+            return finish(mdl, D)
+        D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
     kernel = KERNELS[mdl.family]
     L = mdl.block_width or k
     rows = max(1, _TILE // max(1, n * L))
-    for sl in _blocks(mdl, k):
+    blocks = _blocks(mdl, k)
+    for done, sl in enumerate(blocks, 1):
         a_blk, b_blk = A_[:, sl], Bt[:, sl]
         if mdl.block_width is not None and mdl.family is not Family.FMA_CHAIN:
             a_blk, b_blk = _pad(a_blk, L), _pad(b_blk, L)
         for r in range(0, m, rows):
             rs = slice(r, min(m, r + rows))
             D[rs] = kernel(mdl, a_blk[rs, None, :], b_blk[None, :, :], D[rs])
+        report(done / len(blocks))
     return finish(mdl, D)
