@@ -126,10 +126,10 @@ def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np
     ma, ea = wide.split(af)
     mb, eb = wide.split(bf)
     mc, ec = wide.split(cf)
-    parts = [(m, e) for m, e in wide.product_terms(ma, ea, mb, eb)]  # each (..., L)
+    parts = wide.product_terms(ma, ea, mb, eb)  # each (..., L)
     ms = [np.broadcast_to(m, shape[:-1] + m.shape[-1:]) for m, _ in parts] + [np.broadcast_to(mc[..., None], shape)]
     es = [np.broadcast_to(e, shape[:-1] + e.shape[-1:]) for _, e in parts] + [np.broadcast_to(ec[..., None], shape)]
-    value, zero = wide.round_sum(model.result_format, (np.concatenate(ms, axis=-1), np.concatenate(es, axis=-1)),
+    value, zero = wide.round_sum(model.result_format, np.concatenate(ms, axis=-1), np.concatenate(es, axis=-1),
                                  model.output_rounding, subnormals=model.subnormals, overflow=model.overflow)
     value = _exact_zero(model, af, bf, cf, zero, value)
     if specials:

@@ -129,17 +129,10 @@ def _carry(acc: np.ndarray) -> None:
         acc[:, i + 1] += c
 
 
-def round_sum(
-    fmt: Format,
-    terms: Sequence[tuple[np.ndarray, np.ndarray]] | tuple[np.ndarray, np.ndarray],
-    mode: RoundingMode,
-    *,
-    subnormals: bool,
-    overflow: str,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``fmt``-rounding of an exact sum; returns (float64 values, exact-zero mask).  ``terms`` is a list
-    of ``(m, e)`` pairs or one stacked pair of arrays summed over their last axis."""
-    m, e = terms if isinstance(terms, tuple) else stack(terms)
+def round_sum(fmt: Format, m: np.ndarray, e: np.ndarray, mode: RoundingMode, *, subnormals: bool,
+              overflow: str) -> tuple[np.ndarray, np.ndarray]:
+    """``fmt``-rounding of the exact sum over the last axis of ``m * 2**e``; returns (float64 values,
+    exact-zero mask)."""
     neg, mag, exp = exact_sum(m, e)
     value = round_integer(fmt, neg, mag, exp, mode, subnormals=subnormals, overflow=overflow)  # type: ignore[arg-type]
     return value, mag == 0
@@ -233,7 +226,7 @@ def ieee_op(
             ma, ea = split(af)
             mb, eb = split(bf)
             terms.extend(product_terms(ma, ea, mb, eb))
-        value, exact_zero = round_sum(fmt, terms, mode, subnormals=subnormals, overflow=overflow)
+        value, exact_zero = round_sum(fmt, *stack(terms), mode, subnormals=subnormals, overflow=overflow)
     if np.any(exact_zero):
         zero_signs = [np.signbit(x) for x in addends]
         is_zero = [x == 0 for x in fin]

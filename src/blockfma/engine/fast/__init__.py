@@ -12,6 +12,7 @@ import numpy as np
 
 from ...formats import Format, RoundingMode
 from ...model import Alignment, Family, Model
+from ..kernels import split_format
 from . import families as _k
 from .rounding import fmt_params
 
@@ -55,8 +56,7 @@ def supports(model: Model) -> bool:
 
 def _exponents(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> np.ndarray:
     """E_fmt(x), and _ZERO_EXP for zeros."""
-    _, e = np.frexp(x)
-    return np.where(x == 0, _ZERO_EXP, np.maximum(e - 1, fmt.emin)).astype(dtype)
+    return np.where(x == 0, _ZERO_EXP, split_format(fmt, x)[1]).astype(dtype)
 
 
 def _any_zero_per_block(x: np.ndarray, L: int, axis: int) -> np.ndarray:
@@ -69,12 +69,9 @@ def _any_zero_per_block(x: np.ndarray, L: int, axis: int) -> np.ndarray:
 def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(m, lsb, top): x == m * 2**lsb with |m| < 2**p, and |x| < 2**top; a zero gets an empty span
     (lsb far above top) so that it never widens a sum's span."""
-    _, e = np.frexp(x)
-    big_e = np.where(x == 0, fmt.emin, np.maximum(e - 1, fmt.emin)).astype(np.int64)
-    lsb = big_e - (fmt.precision - 1)
-    m = np.ldexp(x, (-lsb).astype(np.int32)).astype(np.int64)
+    m, big_e = split_format(fmt, x)
     zero = x == 0
-    return (m, np.where(zero, _k.ZERO_LSB // 2, lsb).astype(np.int32),
+    return (m, np.where(zero, _k.ZERO_LSB // 2, big_e - (fmt.precision - 1)).astype(np.int32),
             np.where(zero, _k.ZERO_TOP // 2, big_e + 1).astype(np.int32))
 
 

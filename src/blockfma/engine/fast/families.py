@@ -29,7 +29,6 @@ from .rounding import (bitlen, bits_of, exponent_bits, float_of, odd_toward, pow
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
 NONE = -(1 << 20)  # exponent of "no term"
-EMPTY = -5000  # exponents below this stand for "no nonzero term" (zeros carry about -16000)
 ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
 F32_TINY = 2.0**-126
 
@@ -47,13 +46,6 @@ def _tile(task, m, n):
 @njit(cache=True, inline="always")
 def _ntasks(nbatch, m, n):
     return nbatch * ((m + ROWS - 1) // ROWS) * ((n + COLS - 1) // COLS)
-
-
-@njit(cache=True, inline="always")
-def _c_exponent(x, c_emin, if_zero):
-    """E_fc(x) from x's bit pattern (values of fc are normal float64s), ``if_zero`` for a zero."""
-    e = max(exponent_bits(bits_of(x)), c_emin)
-    return if_zero if x == 0.0 else e
 
 
 @njit(cache=True)
