@@ -16,7 +16,7 @@ from .kernels import KERNELS, flush
 __all__ = ["dot", "gemm", "resolve_model", "BACKENDS"]
 
 _TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
-BACKENDS = ("auto", "numpy", "numba")
+BACKENDS = ("auto", "numpy", "numba", "torch", "cuda")
 _FAST: Any = None
 
 
@@ -33,10 +33,18 @@ def _fast_module() -> Any:
     return _FAST
 
 
+def _check_backend(backend: Any) -> None:
+    if not (backend in BACKENDS or (isinstance(backend, str) and backend.startswith("cuda:"))):
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))} (or 'cuda:N'), not {backend!r}")
+
+
+def _on_torch(backend: str) -> bool:
+    """Whether the GPU engine (torch: on a CUDA GPU, or on the CPU for 'torch') runs this call."""
+    return backend == "torch" or backend.startswith("cuda")
+
+
 def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
     """The compiled kernels' module when they should run this call, else None."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend == "numpy":
         return None
     fast = _fast_module()
@@ -189,8 +197,10 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
     in the output format's dtype (float16, float32, float64), so results compare bit for bit.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply and numpy elsewhere;
-    ``"numpy"`` or ``"numba"`` force one (both give the same bits).
+    ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
+    models) on a CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
     """
+    _check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
     A = _as_float64(a, "a")
     B = _as_float64(b, "b")
@@ -209,10 +219,16 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64))
     A, B, C = _prepare(m, A, B, C, round_inputs)
+    k = A.shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    if _on_torch(backend):
+        from . import gpu
+
+        A2 = np.broadcast_to(A, lead + (k,)).reshape(rows, k)
+        B2 = np.broadcast_to(B, lead + (k,)).reshape(rows, k)
+        return finish(m, gpu.dot(m, A2, B2, np.broadcast_to(C, lead).reshape(rows), backend).reshape(lead))
     fast = _use_fast(m, backend, A, B, C)
     if fast:
-        k = A.shape[-1]
-        rows = int(np.prod(lead, dtype=np.int64))
         A3 = np.broadcast_to(A, lead + (k,)).reshape(rows, 1, k)
         B3 = np.broadcast_to(B, lead + (k,)).reshape(rows, k, 1)
         C3 = np.broadcast_to(C, lead).reshape(rows, 1, 1)
@@ -245,9 +261,11 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
-    kernels) or tile by tile (numpy), so memory stays O(mn + (m + n)k) plus one tile.  ``progress``
-    prints a progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).
+    kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
+    for :func:`dot`.  ``progress`` prints a progress line on stderr (default: for GEMMs of 4e9 products or
+    more, on a terminal).
     """
+    _check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
@@ -270,6 +288,10 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     if m == 0 or n == 0:
         return finish(mdl, D)
     report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
+    if _on_torch(backend):
+        from . import gpu
+
+        return finish(mdl, gpu.gemm(mdl, A_, Bt, D, backend, progress=report if report.on else None))
     fast = _use_fast(mdl, backend, A_, Bt, D)
     if fast:
         B3 = np.ascontiguousarray(Bt.T)[None]

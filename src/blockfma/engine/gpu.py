@@ -1,0 +1,369 @@
+"""The GPU engine: the fused NVIDIA and AMD families on torch tensors, bit for bit the numpy engine.
+
+``backend="cuda"`` runs these kernels on a CUDA GPU, ``backend="torch"`` on the CPU (the same code, so the
+CPU run in the test suite checks the GPU's algorithm; the GPU test then checks the device).  Only exact
+operations are used, so the result does not depend on the device or on the order of any reduction:
+
+* a product of two inputs of at most 26 significant bits (fp16, bf16, tf32, fp8) is exact in float64;
+* scaling by a power of two is exact (powers of two are built from their bit patterns, not by ``pow``);
+* ``trunc``/``floor`` of a scaled product cuts it exactly at the alignment quantum, and the sum of the cut
+  terms is an integer below 2**53, exact in any order;
+* the block result ``s * 2**u`` is exact in float64 and :func:`round_to` rounds it once, by integer
+  rounding of its scaled significand (``trunc``, ``round`` half to even, ``floor``, ``ceil``).
+
+Families: truncated-fused (every NVIDIA preset but fp64) and late-c (AMD CDNA3), with the special values,
+exact-zero signs, carry bits and product-exponent readings of docs/semantics.md.  ``supports(model)`` says
+which models run here; the others run on the CPU engines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..formats import Format, RoundingMode
+from ..model import Alignment, Family, Model
+
+__all__ = ["supports", "available", "torch_device", "dot", "gemm", "round_to"]
+
+_TILE = {"cpu": 1 << 20, "cuda": 1 << 24}  # products per step (rows x cols x L), bounding a step's memory
+_NONE = -(1 << 20)  # exponent standing for "no term"
+COMPILE = {"cpu": os.environ.get("BLOCKFMA_TORCH_COMPILE", "0") == "1",
+           "cuda": os.environ.get("BLOCKFMA_TORCH_COMPILE", "1") == "1"}  # fuse each block with torch.compile
+_STEPS: dict[tuple, Callable[..., Any]] = {}
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("the GPU engine needs torch: pip install 'blockfma[torch]' (a CUDA build for "
+                          "backend='cuda')") from None
+    return torch
+
+
+def available() -> bool:
+    """Whether torch imports and sees a CUDA GPU."""
+    try:
+        return bool(_torch().cuda.is_available())
+    except ImportError:
+        return False
+
+
+def torch_device(backend: str) -> Any:
+    """The torch device of a backend name: ``"torch"`` is the CPU, ``"cuda"`` (or ``"cuda:1"``) a GPU."""
+    torch = _torch()
+    if backend == "torch":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"backend={backend!r} needs a CUDA GPU, and torch {torch.__version__} sees none "
+                         "(torch.cuda.is_available() is False); use backend='auto' for the CPU engines")
+    return torch.device(backend)
+
+
+def _within_binary32(fmt: Format) -> bool:
+    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin >= -126
+
+
+def supports(model: Model) -> bool:
+    """Whether the GPU engine runs this model: truncated-fused and late-c, inputs whose products are exact
+    in float64, C and results no wider than binary32, block sums below 2**53."""
+    fin = model.input_format
+    if not (fin.precision <= 26 and fin.emax <= 128 and fin.emin >= -149):
+        return False
+    if not (_within_binary32(model.c_format) and _within_binary32(model.result_format)):
+        return False
+    if model.block_width is None:
+        return False
+    headroom = 2 + (model.block_width + 1).bit_length()  # bits of a sum of L + 1 terms below 2**(F+2)
+    if model.family is Family.TRUNCATED_FUSED:
+        return model.fraction_bits is not None and model.fraction_bits + headroom <= 53
+    if model.family is Family.LATE_C:
+        F, F2 = model.fraction_bits, model.late_fraction_bits
+        return F is not None and F2 is not None and F2 >= F and F2 + headroom <= 53
+    return False
+
+
+# --- exact float64 helpers -----------------------------------------------------------------------------
+def _pow2(e: Any) -> Any:
+    """2.0**e for integer tensors e in [-1022, 1023], built from the bit pattern (exact on every device)."""
+    torch = _torch()
+    return ((e.to(torch.int64) + 1023) << 52).view(torch.float64)
+
+
+def _exponent(x: Any) -> Any:
+    """floor(log2 |x|) of normal float64 values (int64)."""
+    torch = _torch()
+    return ((x.view(torch.int64) >> 52) & 0x7FF) - 1023
+
+
+def _fmt_exponent(fmt: Format, x: Any) -> Any:
+    """E_fmt(x) = max(floor(log2 |x|), emin) of finite values, and _NONE for zeros (int64)."""
+    torch = _torch()
+    return torch.where(x == 0, _NONE, torch.clamp(_exponent(x), min=fmt.emin))
+
+
+def round_to(fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overflow: str = "ieee") -> Any:
+    """Round exact finite float64 values ``x`` once to ``fmt`` (precision <= 52): the twin of
+    :func:`blockfma.formats.round_integer`, with its flush-to-zero (tininess before rounding) and its
+    overflow policies.  The significand scaled to an integer quantum is rounded by trunc/round/floor/ceil,
+    all exact."""
+    torch = _torch()
+    neg = torch.signbit(x)
+    ax = x.abs()
+    e = torch.where(ax == 0, fmt.emin, _exponent(ax))
+    q = (torch.clamp(e, min=fmt.emin) if subnormals else e) - (fmt.precision - 1)
+    y = ax * _pow2(-q)  # |x| in units of the result's last place: exact
+    if mode is RoundingMode.TowardZero:
+        r = torch.trunc(y)
+    elif mode is RoundingMode.TiesToEven:
+        r = torch.round(y)  # half to even
+    elif mode is RoundingMode.TiesAway:
+        r = torch.floor(y + 0.5)  # exact: y < 2**53 has a last place of at most 2**-1 here
+    elif mode is RoundingMode.TowardPositive:
+        r = torch.where(neg, torch.trunc(y), torch.ceil(y))
+    elif mode is RoundingMode.TowardNegative:
+        r = torch.where(neg, torch.ceil(y), torch.trunc(y))
+    else:  # ToOdd
+        t = torch.trunc(y)
+        r = t + ((t != y) & (torch.fmod(t, 2) == 0)).to(y.dtype)
+    v = r * _pow2(q)
+    if overflow == "saturate":
+        to_inf = torch.zeros_like(neg)
+    elif overflow == "inf" or mode in (RoundingMode.TiesToEven, RoundingMode.TiesAway):
+        to_inf = torch.ones_like(neg)
+    elif mode is RoundingMode.TowardPositive:
+        to_inf = ~neg
+    elif mode is RoundingMode.TowardNegative:
+        to_inf = neg
+    else:
+        to_inf = torch.zeros_like(neg)
+    limit = torch.where(to_inf, float("inf") if fmt.has_infinities else float("nan"), torch.full_like(v, fmt.max))
+    v = torch.where(v > fmt.max, limit, v)
+    if not subnormals:
+        v = torch.where((ax > 0) & (ax < fmt.smallest_normal), 0.0, v)
+    v = torch.where(neg, -v, v)
+    if not fmt.has_negative_zero:
+        v = torch.where(v == 0, 0.0, v)
+    return v
+
+
+# --- special values and the sign of exact zeros (docs/semantics.md) ------------------------------------
+def _specials(a: Any, b: Any, c: Any, products: bool, overflow: Any = None) -> tuple[Any, Any]:
+    """(mask, value) of blocks whose result is NaN or infinite by the fused rules.  With ``products``
+    False every a and b is known finite and only c (and ``overflow``: product overflow mask) is looked at."""
+    torch = _torch()
+    nan = torch.isnan(c)
+    pos = torch.isposinf(c)
+    neg = torch.isneginf(c)
+    if products or overflow is not None:
+        prod_neg = torch.signbit(a) ^ torch.signbit(b)
+        if products:
+            prod_nan = (torch.isnan(a) | torch.isnan(b) | (torch.isinf(a) & (b == 0))
+                        | ((a == 0) & torch.isinf(b)))
+            prod_inf = (torch.isinf(a) | torch.isinf(b)) & ~prod_nan
+            nan = nan | prod_nan.any(dim=-1)
+        else:
+            prod_nan = torch.zeros_like(overflow)
+            prod_inf = torch.zeros_like(overflow)
+        if overflow is not None:
+            prod_inf = prod_inf | (overflow & ~prod_nan)
+        pos = pos | (prod_inf & ~prod_neg).any(dim=-1)
+        neg = neg | (prod_inf & prod_neg).any(dim=-1)
+    nan = nan | (pos & neg)
+    value = torch.where(nan, float("nan"), torch.where(pos, float("inf"), torch.full_like(c, float("-inf"))))
+    return nan | pos | neg, value
+
+
+def _finite(x: Any) -> Any:
+    torch = _torch()
+    return torch.where(torch.isfinite(x), x, 0.0)
+
+
+def _exact_zero(model: Model, a: Any, b: Any, c: Any, zero: Any, value: Any) -> Any:
+    """The model's sign for blocks whose sum is exactly zero (``zero``)."""
+    torch = _torch()
+    if model.exact_zero == "positive":
+        return torch.where(zero, 0.0, value)
+    prod_zero = (a == 0) | (b == 0)
+    prod_neg = torch.signbit(a) ^ torch.signbit(b)
+    only_zeros = prod_zero.all(dim=-1) & (c == 0)
+    all_neg = prod_neg.all(dim=-1) & torch.signbit(c)
+    any_neg = prod_neg.any(dim=-1) | torch.signbit(c)
+    if model.output_rounding is RoundingMode.TowardNegative:
+        neg0 = torch.where(only_zeros, any_neg, True)
+    else:
+        neg0 = only_zeros & all_neg
+    signed = torch.where(neg0 & model.output_format.has_negative_zero, -0.0, torch.zeros_like(value))
+    return torch.where(zero, signed, value)
+
+
+# --- block kernels -------------------------------------------------------------------------------------
+# Each kernel takes one block's operands: a, b (float64, shape (..., L), broadcasting), their exponents
+# E_fin (int64, _NONE for zeros), c (float64, shape (...)); and two flags fixed for a whole GEMM:
+# ``products`` (some a or b may be non-finite) and ``overflow`` (some product may overflow the C format).
+def truncated_fused(model: Model, a: Any, b: Any, ea: Any, eb: Any, c: Any, products: bool, overflow: bool) -> Any:
+    """One truncated-fused block: products and C cut at 2**(e_max - F), summed exactly, rounded once."""
+    torch = _torch()
+    F, ez = model.fraction_bits, model.e_zero
+    assert F is not None and ez is not None
+    fc = model.c_format
+    mask, special = _specials(a, b, c, products)
+    if products:
+        a, b = _finite(a), _finite(b)
+    c = _finite(c)
+    p = a * b  # exact
+    if model.product_exponent == "normalized":
+        ep = torch.where(p == 0, ez, _exponent(p))
+    else:
+        ep = torch.where((ea == _NONE) | (eb == _NONE), ez, ea + eb)
+    ec = torch.where(c == 0, ez, torch.clamp(_exponent(c), min=fc.emin))
+    emax = torch.maximum(ep.amax(dim=-1), ec)
+    scale = _pow2(F - emax)
+    cut = torch.floor if model.alignment is Alignment.FLOOR else torch.trunc
+    s = cut(p * scale.unsqueeze(-1)).sum(dim=-1) + cut(c * scale)
+    if model.carry_bits is not None:
+        s = torch.fmod(s, float(2 ** (F + 1 + model.carry_bits)))  # keeps the sign, as the wrap does
+    value = round_to(model.result_format, s * _pow2(emax - F), model.output_rounding,
+                     subnormals=model.subnormals, overflow=model.overflow)
+    value = _exact_zero(model, a, b, c, s == 0, value)
+    return torch.where(mask, special, value)
+
+
+def late_c(model: Model, a: Any, b: Any, ea: Any, eb: Any, c: Any, products: bool, overflow: bool) -> Any:
+    """One late-c block: products cut at 2**(top - F) per group, groups merged, C added at F2 bits."""
+    torch = _torch()
+    F, F2, groups = model.fraction_bits, model.late_fraction_bits, model.groups
+    assert F is not None and F2 is not None
+    fc = model.c_format
+    af, bf = (_finite(a), _finite(b)) if products else (a, b)
+    p = af * bf  # exact
+    mask, special = _specials(a, b, c, products, (p.abs() >= 2.0 ** (fc.emax + 1)) if overflow else None)
+    a, b, c = af, bf, _finite(c)
+    ep = torch.where(p == 0, _NONE, ea + eb)
+    sums, units, tops = [], [], []
+    for g in range(groups):
+        pg, eg = p[..., g::groups], ep[..., g::groups]
+        top = eg.amax(dim=-1)
+        sums.append(torch.trunc(pg * _pow2(torch.clamp(F - top, max=1023)).unsqueeze(-1)).sum(dim=-1))
+        units.append(top - F)
+        tops.append(top)
+    e_dot = tops[0]
+    for t in tops[1:]:
+        e_dot = torch.maximum(e_dot, t)
+    s = sums[0]
+    if groups > 1:  # each group's sum cut at the dot's unit e_dot - F
+        s = sum(torch.floor(sg * _pow2(torch.clamp(ug - (e_dot - F), min=-1022))) for sg, ug in zip(sums, units))
+    ec = torch.clamp(_exponent(c), min=fc.emin)  # E_fc(c); emin for a zero
+    big_e = torch.maximum(e_dot, ec)
+    cc = torch.where(ec < big_e - F - 1, 0.0, c) if groups > 1 else c
+    # the products' sum, at unit e_dot - F, moved to unit big_e - F2 (only ever to a finer unit or the
+    # same one when e_dot is the larger exponent: cut toward minus infinity); C cut at big_e - F
+    s = torch.floor(s * _pow2(torch.clamp(e_dot - big_e + F2 - F, min=-1022)))
+    cterm = torch.floor(cc * _pow2(F - big_e)) * float(2 ** (F2 - F))
+    total = s + cterm
+    value = round_to(model.result_format, total * _pow2(big_e - F2), model.output_rounding,
+                     subnormals=model.subnormals, overflow=model.overflow)
+    value = _exact_zero(model, a, b, torch.where(cc == 0, torch.copysign(torch.zeros_like(c), c), cc),
+                        total == 0, value)
+    return torch.where(mask, special, value)
+
+
+KERNELS: dict[Family, Callable[..., Any]] = {
+    Family.TRUNCATED_FUSED: truncated_fused,
+    Family.LATE_C: late_c,
+}
+
+
+# --- drivers -------------------------------------------------------------------------------------------
+def _on(dev: Any, x: np.ndarray, kp: int | None = None) -> Any:
+    """A float64 copy of ``x`` on the device, its last axis padded with zeros to ``kp``."""
+    torch = _torch()
+    short = 0 if kp is None else kp - x.shape[-1]
+    if short:
+        x = np.concatenate([x, np.zeros(x.shape[:-1] + (short,))], axis=-1)
+    return torch.from_numpy(np.array(x, dtype=np.float64)).to(dev)
+
+
+def _flags(model: Model, a: np.ndarray, b: np.ndarray) -> tuple[bool, bool]:
+    """(products may be non-finite, a product may overflow the C format), looked at once on the host."""
+    products = not (np.isfinite(a).all() and np.isfinite(b).all())
+    fa = np.abs(a[np.isfinite(a)])
+    fb = np.abs(b[np.isfinite(b)])
+    big = (fa.max() if fa.size else 0.0) * (fb.max() if fb.size else 0.0)
+    return products, model.family is Family.LATE_C and big >= 2.0 ** (model.c_format.emax + 1)
+
+
+def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Callable[..., Any]:
+    """The block kernel for this model and these flags: compiled by torch.compile (one fused kernel per
+    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op."""
+    key = (model, products, overflow, device_type)
+    if key not in _STEPS:
+        kernel = KERNELS[model.family]
+
+        def step(a: Any, b: Any, ea: Any, eb: Any, c: Any) -> Any:
+            return kernel(model, a, b, ea, eb, c, products, overflow)
+
+        _STEPS[key] = _torch().compile(step, dynamic=None) if COMPILE.get(device_type, False) else step
+    return _STEPS[key]
+
+
+def _check(model: Model) -> None:
+    if not supports(model):
+        raise ValueError(f"the GPU engine does not run {model.summary()} (it runs truncated-fused and late-c "
+                         "models with inputs of at most 26 bits and binary32 or narrower results); use "
+                         "backend='auto'")
+
+
+def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
+         progress: Callable[[float], None] | None = None) -> np.ndarray:
+    """float64 D (m, n) = A (m, k) @ Bt.T + C, values already checked, flushed and in the model's formats."""
+    _check(model)
+    dev = torch_device(backend)
+    m, k = A.shape
+    n = Bt.shape[0]
+    L = model.block_width
+    assert L is not None
+    kp = -(-k // L) * L
+    step = _step(model, *_flags(model, A, Bt), dev.type)
+    fin = model.input_format
+    At, Bd, D = _on(dev, A, kp), _on(dev, Bt, kp), _on(dev, C)
+    EA, EB = _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd))
+    tile = _TILE[dev.type] // L
+    cols = max(1, min(n, tile))
+    rows = max(1, tile // cols)
+    nblocks = kp // L
+    for j in range(nblocks):
+        sl = slice(j * L, (j + 1) * L)
+        for r in range(0, m, rows):
+            rs = slice(r, min(m, r + rows))
+            for c0 in range(0, n, cols):
+                cs = slice(c0, min(n, c0 + cols))
+                D[rs, cs] = step(At[rs, None, sl], Bd[None, cs, sl], EA[rs, None, sl], EB[None, cs, sl], D[rs, cs])
+        if progress is not None:
+            progress((j + 1) / nblocks)
+    return D.cpu().numpy()
+
+
+def dot(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str = "cuda") -> np.ndarray:
+    """float64 d (rows,) = sum over k of A * B (rows, k) + C (rows,), values already checked."""
+    _check(model)
+    dev = torch_device(backend)
+    rows, k = A.shape
+    L = model.block_width
+    assert L is not None
+    kp = -(-k // L) * L
+    step = _step(model, *_flags(model, A, B), dev.type)
+    fin = model.input_format
+    At, Bd, D = _on(dev, A, kp), _on(dev, B, kp), _on(dev, C)
+    EA, EB = _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd))
+    chunk = max(1, _TILE[dev.type] // L)
+    for j in range(kp // L):
+        sl = slice(j * L, (j + 1) * L)
+        for r in range(0, rows, chunk):
+            rs = slice(r, min(rows, r + chunk))
+            D[rs] = step(At[rs, sl], Bd[rs, sl], EA[rs, sl], EB[rs, sl], D[rs])
+    return D.cpu().numpy()
