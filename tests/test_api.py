@@ -201,7 +201,16 @@ def test_model_validation():
     assert m.result_format is F.e8m13 and m.output_format is F.fp32
 
 
-@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def _have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy", pytest.param("torch", marks=pytest.mark.skipif(
+    not _have_torch(), reason="torch is not installed"))])
 def test_gemm_progress_on_stderr(capsys, backend):
     A = np.ones((40, 32))
     D = bf.gemm(A, A.T, None, device="H100", progress=True, backend=backend)
@@ -210,3 +219,16 @@ def test_gemm_progress_on_stderr(capsys, backend):
     assert "100.0%" in err and "40x32x40" in err and err.endswith("\n")
     bf.gemm(A, A.T, None, device="H100", progress=False, backend=backend)
     assert capsys.readouterr().err == ""
+
+
+def test_without_numba_the_numpy_engine_runs(monkeypatch):
+    """With numba missing, 'auto' falls back to numpy (same bits) and 'numba' says what to install."""
+    from blockfma.engine import api
+
+    A = F.round("fp16", np.linspace(-3, 5, 64).reshape(8, 8))
+    want = bf.gemm(A, A.T, None, device="H100", backend="numba" if api._fast_module() else "numpy")
+    monkeypatch.setattr(api, "_FAST", False)
+    got = bf.gemm(A, A.T, None, device="H100")
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    with pytest.raises(ValueError, match=r"pip install 'blockfma\[fast\]'"):
+        bf.gemm(A, A.T, None, device="H100", backend="numba")
