@@ -163,3 +163,20 @@ def test_compiled_blocks_equal_numpy_engine(model: Model, monkeypatch):
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
     assert gpu._STEPS and all(step is not None for step in gpu._STEPS.values())
+
+
+def test_a_failing_compile_falls_back_to_op_by_op(monkeypatch):
+    """No Triton or no C++ compiler: one warning, then the same bits op by op."""
+    def broken(fn, **kwargs):
+        def run(*args):
+            raise RuntimeError("no compiler here")
+        return run
+
+    monkeypatch.setitem(gpu.COMPILE, "cpu", True)
+    monkeypatch.setattr(gpu, "_STEPS", {})
+    monkeypatch.setattr(torch, "compile", broken)
+    model = bf.device("H100").model("fp16", "fp32")
+    A, B, C = _finite_inputs(model, (5, 40, 4), 61)
+    with pytest.warns(RuntimeWarning, match="no compiler here"):
+        got = bf.gemm(A, B, C, model=model, backend="torch")
+    assert np.array_equal(bits(got), bits(bf.gemm(A, B, C, model=model, backend="numpy")))

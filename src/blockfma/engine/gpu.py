@@ -19,6 +19,7 @@ which models run here; the others run on the CPU engines.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -299,7 +300,8 @@ def _flags(model: Model, a: np.ndarray, b: np.ndarray) -> tuple[bool, bool]:
 
 def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Callable[..., Any]:
     """The block kernel for this model and these flags: compiled by torch.compile (one fused kernel per
-    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op."""
+    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op.  Should compiling
+    fail (no Triton, no C++ compiler), a warning says so and the op-by-op kernel runs: same bits, slower."""
     key = (model, products, overflow, device_type)
     if key not in _STEPS:
         kernel = KERNELS[model.family]
@@ -307,7 +309,26 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
         def step(a: Any, b: Any, ea: Any, eb: Any, c: Any) -> Any:
             return kernel(model, a, b, ea, eb, c, products, overflow)
 
-        _STEPS[key] = _torch().compile(step, dynamic=None) if COMPILE.get(device_type, False) else step
+        if not COMPILE.get(device_type, False):
+            _STEPS[key] = step
+        else:
+            compiled = _torch().compile(step, dynamic=None)
+            chosen: list[Callable[..., Any]] = []
+
+            def guarded(*args: Any) -> Any:
+                if not chosen:
+                    try:
+                        out = compiled(*args)
+                    except Exception as exc:  # a broken toolchain, not an arithmetic question
+                        warnings.warn(f"torch.compile failed for the GPU engine ({type(exc).__name__}: {exc}); "
+                                      "running it op by op (same results, slower)", RuntimeWarning, stacklevel=2)
+                        chosen.append(step)
+                    else:
+                        chosen.append(compiled)
+                        return out
+                return chosen[0](*args)
+
+            _STEPS[key] = guarded
     return _STEPS[key]
 
 
