@@ -38,11 +38,16 @@ def _check_rows(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, backe
 
 
 def test_gpu_engine_covers_the_fused_presets():
-    """Every truncated-fused and late-c preset runs on the GPU engine (fp64 and the step families do not)."""
-    fused = [m for m in _preset_models() if m.family in (Family.TRUNCATED_FUSED, Family.LATE_C)]
-    assert fused and all(gpu.supports(m) for m in fused), [m.summary() for m in fused if not gpu.supports(m)]
+    """Every fused preset of the GPUs runs on the GPU engine; fp64 and the step families do not."""
+    fused = [m for name in ("V100", "T4", "A100", "Ada", "H100", "B200", "RTX 5090", "MI100", "MI300X")
+             for ins in bf.device(name).instructions for m in ins.models.values() if "fp64" not in m.summary()
+             and m.family is not Family.FMA_CHAIN]
+    assert len(fused) > 40 and all(gpu.supports(m) for m in fused), [m.summary() for m in fused
+                                                                      if not gpu.supports(m)]
+    assert {m.family for m in fused} == {Family.TRUNCATED_FUSED, Family.LATE_C, Family.EXACT_FUSED}
     assert not gpu.supports(bf.device("MI250X").model("fp16", "fp32"))
     assert not gpu.supports(bf.device("A100").model("fp64", "fp64"))
+    assert not gpu.supports(bf.device("exact").model("fp64", "fp64"))
 
 
 @pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
@@ -64,9 +69,9 @@ def test_torch_engine_matches_reference_hypothesis(case):
 @pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
 def test_torch_gemm_equals_numpy_gemm(model: Model, monkeypatch):
     """Whole GEMMs with k not a multiple of L, tiled in rows and columns (tiles made small on purpose)."""
-    L = model.block_width
+    L = model.block_width or 8
     A, B, C = _finite_inputs(model, (13, 3 * L + 5, 11), 31)
-    monkeypatch.setitem(gpu._TILE, "cpu", 4 * L * 3)  # 3 columns x 4 rows per step
+    monkeypatch.setitem(gpu._TILE, "cpu", gpu._width(model, L) * 4 * 3)  # 3 columns x 4 rows per step
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
@@ -131,7 +136,7 @@ def test_backend_errors_are_clear():
 @needs_cuda
 @pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
 def test_cuda_engine_matches_reference(model: Model):
-    L = model.block_width
+    L = model.block_width or 8
     a, b, c = draw_rows(model, 64, 2 * L + 1, 41)
     _check_rows(model, a, b, c, "cuda")
 
@@ -156,7 +161,7 @@ def test_compiled_blocks_equal_numpy_engine(model: Model, monkeypatch):
     bit for bit the op-by-op one, edge tiles (other shapes) and non-finite inputs included."""
     monkeypatch.setitem(gpu.COMPILE, "cpu", True)
     monkeypatch.setattr(gpu, "_STEPS", {})
-    monkeypatch.setitem(gpu._TILE, "cpu", model.block_width * 64)  # 8 x 8 tiles, 20 x 13 outputs
+    monkeypatch.setitem(gpu._TILE, "cpu", gpu._width(model, model.block_width) * 64)  # 8 x 8 tiles of 20 x 13
     A, B, C = _finite_inputs(model, (20, 2 * model.block_width + 3, 13), 51)
     A[3, 1], B[2, 7] = np.inf, np.nan
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))

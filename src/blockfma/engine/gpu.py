@@ -1,4 +1,4 @@
-"""The GPU engine: the fused NVIDIA and AMD families on torch tensors, bit for bit the numpy engine.
+"""The GPU engine: the fused families on torch tensors, bit for bit the numpy engine.
 
 ``backend="cuda"`` runs these kernels on a CUDA GPU, ``backend="torch"`` on the CPU (the same code, so the
 CPU run in the test suite checks the GPU's algorithm; the GPU test then checks the device).  Only exact
@@ -11,8 +11,9 @@ operations are used, so the result does not depend on the device or on the order
 * the block result ``s * 2**u`` is exact in float64 and :func:`round_to` rounds it once, by integer
   rounding of its scaled significand (``trunc``, ``round`` half to even, ``floor``, ``ceil``).
 
-Families: truncated-fused (every NVIDIA preset but fp64) and late-c (AMD CDNA3), with the special values,
-exact-zero signs, carry bits and product-exponent readings of docs/semantics.md.  ``supports(model)`` says
+Families: truncated-fused (every NVIDIA preset but fp64), late-c (AMD CDNA3) and exact-fused (AMD CDNA1,
+the exact reference; its sums go through 32-bit limbs of int64), with the special values, exact-zero signs,
+carry bits and product-exponent readings of docs/semantics.md.  ``supports(model)`` says
 which models run here; the others run on the CPU engines.
 """
 
@@ -70,13 +71,16 @@ def _within_binary32(fmt: Format) -> bool:
 
 
 def supports(model: Model) -> bool:
-    """Whether the GPU engine runs this model: truncated-fused and late-c, inputs whose products are exact
-    in float64, C and results no wider than binary32, block sums below 2**53."""
+    """Whether the GPU engine runs this model: the fused families (truncated-fused, late-c, exact-fused),
+    inputs whose products are exact in float64, C and results no wider than binary32, and for the cut
+    families block sums below 2**53."""
     fin = model.input_format
     if not (fin.precision <= 26 and fin.emax <= 128 and fin.emin >= -149):
         return False
     if not (_within_binary32(model.c_format) and _within_binary32(model.result_format)):
         return False
+    if model.family is Family.EXACT_FUSED:
+        return True
     if model.block_width is None:
         return False
     headroom = 2 + (model.block_width + 1).bit_length()  # bits of a sum of L + 1 terms below 2**(F+2)
@@ -273,9 +277,80 @@ def late_c(model: Model, a: Any, b: Any, ea: Any, eb: Any, c: Any, products: boo
     return torch.where(mask, special, value)
 
 
+_LIMB = 32  # bits per limb of the exact accumulator
+
+
+def _limb_span(model: Model, L: int) -> tuple[int, int]:
+    """(lo, n): exponent of the accumulator's lowest bit and its number of limbs, for sums of L products
+    and C.  Two zero limbs lie below every term's last bit and two limbs above its largest sum (carries,
+    sign), so the leading three limbs always exist and the top limb's sign is the sum's."""
+    fin, fc = model.input_format, model.c_format
+    lsb = min(2 * (fin.emin - fin.precision + 1), fc.emin - fc.precision + 1)
+    top = max(2 * (fin.emax + 1), fc.emax + 1) + (L + 1).bit_length()
+    lo = lsb - 2 * _LIMB
+    return lo, -(-(top - lo) // _LIMB) + 2
+
+
+def exact_fused(model: Model, a: Any, b: Any, ea: Any, eb: Any, c: Any, products: bool, overflow: bool) -> Any:
+    """One exact-fused block: the L products and C summed exactly in 32-bit limbs of int64, rounded once.
+
+    Each term (an exact float64 of at most 53 bits) is cut into three 32-bit pieces at its limb and added
+    in (scatter-add of integers: exact in any order).  After carrying, the leading limbs give the sum
+    rounded to odd at 32 bits or more, which then rounds to the result format exactly as the sum would."""
+    torch = _torch()
+    mask, special = _specials(a, b, c, products)
+    if products:
+        a, b = _finite(a), _finite(b)
+    c = _finite(c)
+    p = a * b  # exact
+    terms = torch.cat([p, c.unsqueeze(-1).expand(p.shape[:-1] + (1,))], dim=-1)
+    L = p.shape[-1]
+    lo, nl = _limb_span(model, L)
+    lsb = torch.clamp(_exponent(terms) - 52, min=lo + 2 * _LIMB)  # every term is a multiple of 2**lsb
+    j = torch.div(lsb - lo, _LIMB, rounding_mode="floor")
+    x = terms.abs() * _pow2(-(lo + _LIMB * j))  # an integer below 2**85 with at most 53 bits: exact
+    two32 = float(2**_LIMB)
+    q1 = torch.floor(x / two32)  # exact: division by a power of two
+    q2 = torch.floor(q1 / two32)
+    sign = torch.where(torch.signbit(terms), -1, 1)
+    acc = torch.zeros(terms.shape[:-1] + (nl,), dtype=torch.int64, device=terms.device)
+    for k, piece in enumerate((x - q1 * two32, q1 - q2 * two32, q2)):
+        acc.scatter_add_(-1, j + k, piece.to(torch.int64) * sign)
+
+    def carry(acc: Any) -> Any:
+        for i in range(nl - 1):
+            up = acc[..., i] >> _LIMB  # floor
+            acc[..., i] -= up << _LIMB
+            acc[..., i + 1] += up
+        return acc
+
+    acc = carry(acc)
+    neg = acc[..., -1] < 0
+    acc = carry(torch.where(neg.unsqueeze(-1), -acc, acc))
+    nz = acc != 0
+    zero = ~nz.any(dim=-1)
+    t = torch.clamp(nl - 1 - torch.flip(nz, dims=[-1]).to(torch.int8).argmax(dim=-1), min=2)
+    limb = lambda i: acc.gather(-1, i.unsqueeze(-1)).squeeze(-1)  # noqa: E731
+    top, mid, low = limb(t), limb(t - 1), limb(t - 2)
+    below = torch.cumsum(nz.to(torch.int64), dim=-1).gather(-1, torch.clamp(t - 3, min=0).unsqueeze(-1)).squeeze(-1)
+    w = (top << (_LIMB - 1)) | (mid >> 1)  # the leading 63 bits or fewer, lsb at 2**(lo + 32t - 31)
+    sh = torch.clamp(_exponent(top.to(torch.float64)) + 1 - 22, min=0)  # bits of w beyond 53
+    kept = w >> sh
+    sticky = ((w & ((1 << sh) - 1)) != 0) | ((mid & 1) != 0) | (low != 0) | ((t >= 3) & (below > 0))
+    kept = kept | sticky.to(torch.int64)  # round to odd
+    value = kept.to(torch.float64) * _pow2(lo + _LIMB * t - (_LIMB - 1) + sh)
+    value = torch.where(neg, -value, value)
+    value = round_to(model.result_format, value, model.output_rounding, subnormals=model.subnormals,
+                     overflow=model.overflow)
+    value = _exact_zero(model, a, b, c, zero, value)
+    return torch.where(mask, special, value)
+
+
+_FUSABLE = (Family.TRUNCATED_FUSED, Family.LATE_C)
 KERNELS: dict[Family, Callable[..., Any]] = {
     Family.TRUNCATED_FUSED: truncated_fused,
     Family.LATE_C: late_c,
+    Family.EXACT_FUSED: exact_fused,
 }
 
 
@@ -300,7 +375,8 @@ def _flags(model: Model, a: np.ndarray, b: np.ndarray) -> tuple[bool, bool]:
 
 def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Callable[..., Any]:
     """The block kernel for this model and these flags: compiled by torch.compile (one fused kernel per
-    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op.  Should compiling
+    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op.  Exact-fused always
+    runs op by op: its carry loop unrolls into a graph that takes minutes to compile.  Should compiling
     fail (no Triton, no C++ compiler), a warning says so and the op-by-op kernel runs: same bits, slower."""
     key = (model, products, overflow, device_type)
     if key not in _STEPS:
@@ -309,7 +385,7 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
         def step(a: Any, b: Any, ea: Any, eb: Any, c: Any) -> Any:
             return kernel(model, a, b, ea, eb, c, products, overflow)
 
-        if not COMPILE.get(device_type, False):
+        if not COMPILE.get(device_type, False) or model.family not in _FUSABLE:
             _STEPS[key] = step
         else:
             compiled = _torch().compile(step, dynamic=None)
@@ -332,11 +408,16 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
     return _STEPS[key]
 
 
+def _width(model: Model, L: int) -> int:
+    """Elements a block kernel holds per output (its L products, and the limbs of exact-fused)."""
+    return L + 1 + (_limb_span(model, L)[1] if model.family is Family.EXACT_FUSED else 0)
+
+
 def _check(model: Model) -> None:
     if not supports(model):
-        raise ValueError(f"the GPU engine does not run {model.summary()} (it runs truncated-fused and late-c "
-                         "models with inputs of at most 26 bits and binary32 or narrower results); use "
-                         "backend='auto'")
+        raise ValueError(f"the GPU engine does not run {model.summary()} (it runs the fused families, "
+                         "truncated-fused, late-c and exact-fused, with inputs of at most 26 bits and binary32 or "
+                         "narrower results); use backend='auto'")
 
 
 def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
@@ -346,14 +427,13 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: st
     dev = torch_device(backend)
     m, k = A.shape
     n = Bt.shape[0]
-    L = model.block_width
-    assert L is not None
+    L = model.block_width or max(k, 1)
     kp = -(-k // L) * L
     step = _step(model, *_flags(model, A, Bt), dev.type)
     fin = model.input_format
     At, Bd, D = _on(dev, A, kp), _on(dev, Bt, kp), _on(dev, C)
     EA, EB = _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd))
-    tile = _TILE[dev.type] // L
+    tile = _TILE[dev.type] // _width(model, L)
     cols = max(1, min(n, tile))
     rows = max(1, tile // cols)
     nblocks = kp // L
@@ -374,14 +454,13 @@ def dot(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str 
     _check(model)
     dev = torch_device(backend)
     rows, k = A.shape
-    L = model.block_width
-    assert L is not None
+    L = model.block_width or max(k, 1)
     kp = -(-k // L) * L
     step = _step(model, *_flags(model, A, B), dev.type)
     fin = model.input_format
     At, Bd, D = _on(dev, A, kp), _on(dev, B, kp), _on(dev, C)
     EA, EB = _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd))
-    chunk = max(1, _TILE[dev.type] // L)
+    chunk = max(1, _TILE[dev.type] // _width(model, L))
     for j in range(kp // L):
         sl = slice(j * L, (j + 1) * L)
         for r in range(0, rows, chunk):
