@@ -59,6 +59,15 @@ def test_torch_engine_matches_reference(model: Model):
         _check_rows(model, a, b, c, "torch")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
+def test_torch_engine_matches_reference_long(model: Model):
+    L = model.block_width or 6
+    for seed in range(3):
+        a, b, c = draw_rows(model, 300, 3 * L - 1, 200 + seed)
+        _check_rows(model, a, b, c, "torch")
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case().filter(lambda case: gpu.supports(case[0])))
 def test_torch_engine_matches_reference_hypothesis(case):
