@@ -258,3 +258,44 @@ def test_compiled_kernels_cover_every_preset_family():
     uncovered = {m.summary() for m in _preset_models() if not _fast_module().supports(m)}
     assert all("fp64" in name for name in uncovered), sorted(uncovered)
     assert {m.family for m in COMPILED} == set(Family)
+
+
+def _extreme_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs at the ends of the ranges: smallest subnormals and largest values of both signs, zeros, and C
+    from the largest binary32 values down to its subnormals and zeros."""
+    rng = np.random.default_rng(seed)
+    fin, fc = model.input_format, model.c_format
+    tiny = fin.smallest_normal * 2.0 ** -(fin.precision - 1)
+    pool = np.array([tiny, 3 * tiny, fin.smallest_normal, fin.max, fin.max / 2, 1.0, 1.5, 0.0])
+    pool = F.round(fin, pool, "rz")
+    a = pool[rng.integers(len(pool), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    b = pool[rng.integers(len(pool), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    fc_tiny = fc.smallest_normal * 2.0 ** -(fc.precision - 1)
+    cpool = np.array([fc.max, fc.max / 3, fc_tiny, fc.smallest_normal, 0.0, 1.0, 2.0**20])
+    c = F.round(fc, cpool[rng.integers(len(cpool), size=rows)], "rz") * rng.choice([-1.0, 1.0], size=rows)
+    for r in range(1, rows, 2):  # one or two nonzero products of extreme size, the largest or smallest C
+        keep = rng.integers(k, size=2)[:rng.integers(1, 3)]
+        a[r], b[r] = 0.0, 0.0
+        a[r, keep] = pool[rng.choice([0, 1, 3], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+        b[r, keep] = pool[rng.choice([0, 1, 3], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+        c[r] = F.round(fc, cpool[rng.choice([0, 2, 4])], "rz") * rng.choice([-1.0, 1.0])
+    for r in range(0, rows, 4):  # every product the largest, one sign: the largest exact sums
+        a[r], b[r] = fin.max, fin.max * rng.choice([-1.0, 1.0])
+    a, b, c = _sanitize(fin, a, False), _sanitize(fin, b, False), _sanitize(fc, c, False)
+    return a, b, c
+
+
+@pytest.mark.parametrize("name,fmt,align", [("V100", "fp16", "truncate"), ("V100", "fp16", "floor"),
+                                            ("H100", "fp16", "floor"), ("Ada", "e4m3fn", "floor"),
+                                            ("B200", "e5m2", "truncate"), ("B200", "e5m2", "floor")])
+def test_truncated_fused_extreme_terms(name, fmt, align):
+    """Truncated-fused with narrow inputs (whose compiled kernel cuts binary32 products at a clamped scale):
+    tiny products under a huge C (the cut of a tiny negative term by floor is -1), huge products over a
+    subnormal or zero C, and the int32 sums of many large terms."""
+    model = None
+    for ins in bf.device(name).instructions:
+        model = ins.models.get((fmt, "fp32"), model)
+    model = model.replace(alignment=Alignment(align))
+    L = model.block_width
+    for k, seed in ((L, 1), (2 * L + 1, 2)):
+        _check(model, *_extreme_rows(model, 160, k, seed))

@@ -30,6 +30,36 @@ def _binary32(fmt: Format) -> bool:
     return (fmt.precision, fmt.emin, fmt.emax) == (24, -126, 127)
 
 
+def _binary32_products(fmt: Format, F: int, e_zero: int) -> tuple[int, int, int] | None:
+    """(kmin, kmax, G) when truncated-fused can cut its products in binary32 and sum them in int32, else None.
+
+    Needs every nonzero product a*b to be an exact binary32 normal value: at most 24 significant bits,
+    2**pmin <= |a*b| < 2**pmax within binary32's normal range.  The term a*b * 2**(F - e_max) is then
+    computed as fl32(fl32(a*b) * 2**k), k = F - e_max clamped to [kmin, kmax]:
+
+    * unclamped and |term| >= 2**-126 it is exact; |term| < 2**(F + 2) (|a*b| < 2**(E_a + E_b + 2) and
+      e_max >= E_a + E_b), so F <= 28 keeps it an exact int32 after the cut (toward zero, or floor);
+    * a smaller term lies in [2**-149, 1) (below: k >= kmin and pmin + kmin >= -149), so its rounded
+      binary32 value is nonzero, of the right sign and below 1: cut to 0 (or -1 by floor) as the exact one;
+    * k < kmin (e_max > F - kmin): every exact term is below 2**(pmax + kmin) = 1, and so is the clamped
+      one, which stays at least 2**-149: the same cut;
+    * k > kmax: e_max < F - kmax <= 2 * E_min, below every nonzero product's exponent, so every product
+      is zero and any scale gives 0; kmax = 127 keeps 2**k a binary32 value.
+
+    G products of magnitude below 2**(F + 2) sum to less than 2**31 (no int32 overflow) before the sum
+    is moved to float64.  Exponents fit int16 (zeros at -2**14 sum to -2**15 at least)."""
+    if 2 * fmt.precision > 24:
+        return None
+    pmax = 2 * fmt.emax + 2
+    pmin = 2 * (fmt.emin - fmt.precision + 1)
+    kmin, kmax = -pmax, 127
+    if pmax > 127 or pmin < -126 or pmin + kmin < -149 or F - 2 * fmt.emin > kmax or not 0 <= F <= 28:
+        return None
+    if not -(1 << 14) < e_zero < (1 << 14):
+        return None
+    return kmin, kmax, ((1 << 31) - 1) // ((1 << (F + 2)) - 1)
+
+
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, out = model.family, model.input_format, model.result_format
@@ -95,6 +125,14 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     ftz = not model.subnormals
     if fam is Family.TRUNCATED_FUSED:
         carry_mod = 0.0 if model.carry_bits is None else float(2.0 ** (model.fraction_bits + 1 + model.carry_bits))
+        f32 = _binary32_products(fin, model.fraction_bits, model.e_zero)
+        if f32 is not None:
+            kmin, kmax, group = f32
+            _k.truncated_fused_f32(A.astype(np.float32), _exponents(fin, A, np.int16), _any_zero_per_block(A, L, 2),
+                                   B.astype(np.float32), _exponents(fin, B, np.int16), _any_zero_per_block(B, L, 1),
+                                   C, out, L, group, model.fraction_bits, kmin, kmax, model.e_zero, fc.emin,
+                                   model.alignment is Alignment.FLOOR, carry_mod, *rp)
+            return out
         _k.truncated_fused(A, _exponents(fin, A), _any_zero_per_block(A, L, 2), B.astype(np.float32),
                            _exponents(fin, B, np.int16), _any_zero_per_block(B, L, 1), C, out, L,
                            model.fraction_bits, model.e_zero, fc.emin, model.alignment is Alignment.FLOOR,
