@@ -28,24 +28,25 @@ from .rounding import (bitlen, bits_of, exponent_bits, float_of, odd_toward, pow
                        round_row, to_f32_nearest, two_sum)
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
+F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: less loop overhead)
 NONE = -(1 << 20)  # exponent of "no term"
 ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
 F32_TINY = 2.0**-126
 
 
 @njit(cache=True, inline="always")
-def _tile(task, m, n):
-    ti = (m + ROWS - 1) // ROWS
-    tj = (n + COLS - 1) // COLS
+def _tile(task, m, n, rows=ROWS, cols=COLS):
+    ti = (m + rows - 1) // rows
+    tj = (n + cols - 1) // cols
     bt = task // (ti * tj)
-    i0 = (task // tj) % ti * ROWS
-    j0 = task % tj * COLS
-    return bt, i0, j0, min(ROWS, m - i0), min(COLS, n - j0)
+    i0 = (task // tj) % ti * rows
+    j0 = task % tj * cols
+    return bt, i0, j0, min(rows, m - i0), min(cols, n - j0)
 
 
 @njit(cache=True, inline="always")
-def _ntasks(nbatch, m, n):
-    return nbatch * ((m + ROWS - 1) // ROWS) * ((n + COLS - 1) // COLS)
+def _ntasks(nbatch, m, n, rows=ROWS, cols=COLS):
+    return nbatch * ((m + rows - 1) // rows) * ((n + cols - 1) // cols)
 
 
 @njit(cache=True)
@@ -143,8 +144,8 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
     folded into the float64 sum every G products, before they could overflow."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
+    for task in prange(_ntasks(nbatch, m, n, F32_ROWS, F32_COLS)):
+        bt, i0, j0, R, J = _tile(task, m, n, F32_ROWS, F32_COLS)
         d = np.empty((R, J))
         emax = np.empty((R, J), np.int16)
         sc = np.empty((R, J), np.int32)
@@ -164,29 +165,62 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
                     e = max(np.int32(exponent_bits(di[j])), c_emin)
                     e = e_zero if d[r, j] == 0.0 else e
                     em[j] = np.int16(max(e, e_zero) if (za or zb[j]) else e)
-            for kk in range(k0, k0 + L):  # e_max over the products: sums of the factors' exponents (int16)
+            for kk in range(k0, k0 + L - 3, 4):  # e_max over the products: sums of the factors' exponents
+                eb0 = EB[bt, kk, j0:j0 + J]
+                eb1 = EB[bt, kk + 1, j0:j0 + J]
+                eb2 = EB[bt, kk + 2, j0:j0 + J]
+                eb3 = EB[bt, kk + 3, j0:j0 + J]
+                for r in range(R):
+                    ea0 = EA[bt, i0 + r, kk]
+                    ea1 = EA[bt, i0 + r, kk + 1]
+                    ea2 = EA[bt, i0 + r, kk + 2]
+                    ea3 = EA[bt, i0 + r, kk + 3]
+                    em = emax[r]
+                    for j in range(J):
+                        em[j] = max(max(em[j], max(np.int16(ea0 + eb0[j]), np.int16(ea1 + eb1[j]))),
+                                    max(np.int16(ea2 + eb2[j]), np.int16(ea3 + eb3[j])))
+            for kk in range(k0 + L // 4 * 4, k0 + L):
                 ebk = EB[bt, kk, j0:j0 + J]
                 for r in range(R):
                     ea = EA[bt, i0 + r, kk]
                     em = emax[r]
                     for j in range(J):
                         em[j] = max(em[j], np.int16(ea + ebk[j]))
-            for r in range(R):  # the quantum's inverse 2**(F - e_max) in binary32 (clamped), and C cut
+            for r in range(R):  # the quantum's inverse 2**(F - e_max) in binary32 (clamped)
                 em = emax[r]
                 scr = sc[r]
-                dr = d[r]
-                sr = S[r]
                 for j in range(J):
                     scr[j] = np.int32(min(max(F - em[j], kmin), kmax) + 127) << 23
-                    s64 = float_of(pow2_bits(F - em[j]))
-                    sr[j] = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
+            if L > G:
+                S[:, :] = 0.0
             for g0 in range(k0, k0 + L, G):
-                for kk in range(g0, min(g0 + G, k0 + L)):  # products cut at the quantum, summed in int32
+                g1 = min(g0 + G, k0 + L)
+                for kk in range(g0, g1 - 3, 4):  # products cut at the quantum, summed in int32, four at a time
+                    bk = B[bt, kk, j0:j0 + J]
+                    bk1 = B[bt, kk + 1, j0:j0 + J]
+                    bk2 = B[bt, kk + 2, j0:j0 + J]
+                    bk3 = B[bt, kk + 3, j0:j0 + J]
+                    for r in range(R):
+                        a = A[bt, i0 + r, kk]
+                        a1 = A[bt, i0 + r, kk + 1]
+                        a2 = A[bt, i0 + r, kk + 2]
+                        a3 = A[bt, i0 + r, kk + 3]
+                        s32 = S32[r]
+                        scf = sc[r].view(np.float32)
+                        if floor_align:
+                            for j in range(J):
+                                s32[j] += ((np.int32(np.floor(a * bk[j] * scf[j]))
+                                            + np.int32(np.floor(a1 * bk1[j] * scf[j])))
+                                           + (np.int32(np.floor(a2 * bk2[j] * scf[j]))
+                                              + np.int32(np.floor(a3 * bk3[j] * scf[j]))))
+                        else:
+                            for j in range(J):
+                                s32[j] += ((np.int32(a * bk[j] * scf[j]) + np.int32(a1 * bk1[j] * scf[j]))
+                                           + (np.int32(a2 * bk2[j] * scf[j]) + np.int32(a3 * bk3[j] * scf[j])))
+                for kk in range(g0 + (g1 - g0) // 4 * 4, g1):
                     bk = B[bt, kk, j0:j0 + J]
                     for r in range(R):
                         a = A[bt, i0 + r, kk]
-                        if a == 0.0:
-                            continue
                         s32 = S32[r]
                         scf = sc[r].view(np.float32)
                         if floor_align:
@@ -195,21 +229,29 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
                         else:
                             for j in range(J):
                                 s32[j] += np.int32(a * bk[j] * scf[j])
-                for r in range(R):
-                    s32 = S32[r]
-                    sr = S[r]
-                    for j in range(J):
-                        sr[j] += np.float64(s32[j])
-                        s32[j] = 0
-            for r in range(R):  # carries lost, then one rounding
+                if g0 + G < k0 + L:  # more to come: the int32 sums moved to float64
+                    for r in range(R):
+                        s32 = S32[r]
+                        sr = S[r]
+                        for j in range(J):
+                            sr[j] += np.float64(s32[j])
+                            s32[j] = 0
+            for r in range(R):  # C cut at the quantum, the sum (carries lost), then one rounding
+                em = emax[r]
+                dr = d[r]
+                s32 = S32[r]
                 sr = S[r]
+                for j in range(J):
+                    s64 = float_of(pow2_bits(F - em[j]))
+                    c = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
+                    Y[j] = c + np.float64(s32[j]) + (sr[j] if L > G else 0.0)
+                    s32[j] = 0
                 if carry_mod > 0.0:
                     for j in range(J):
-                        sr[j] = math.copysign(np.fmod(abs(sr[j]), carry_mod), sr[j])
-                em = emax[r]
+                        Y[j] = math.copysign(np.fmod(abs(Y[j]), carry_mod), Y[j])
                 for j in range(J):
-                    Y[j] = sr[j] * float_of(pow2_bits(em[j] - F))  # exact: an integer below 2**53 times 2**k
-                round_row(Y, d[r], flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+                    Y[j] *= float_of(pow2_bits(em[j] - F))  # exact: an integer below 2**53 times 2**k
+                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
