@@ -86,6 +86,10 @@ def supports(model: Model) -> bool:
 
 def _exponents(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> np.ndarray:
     """E_fmt(x), and _ZERO_EXP for zeros."""
+    if fmt.emin - fmt.precision + 1 >= -1022:  # every value of fmt is a float64 normal number: read its bits
+        out = np.empty(x.shape, dtype)
+        _k.exponents(np.ascontiguousarray(x, dtype=np.float64).reshape(-1), fmt.emin, _ZERO_EXP, out.reshape(-1))
+        return out
     return np.where(x == 0, _ZERO_EXP, split_format(fmt, x)[1]).astype(dtype)
 
 

@@ -59,6 +59,15 @@ def _all_products_negative_zero(A, B, bt, i, j, k0, k1):
     return True
 
 
+@njit(parallel=True, cache=True)
+def exponents(x, emin, zero_exp, out):
+    """out = E(x) = max(floor(log2 |x|), emin), zero_exp for zeros (x and out flat; every nonzero x a
+    float64 normal value, whose exponent field is floor(log2 |x|))."""
+    for i in prange(x.shape[0]):
+        e = max(exponent_bits(bits_of(x[i])), emin)
+        out[i] = zero_exp if x[i] == 0.0 else e
+
+
 # --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
 @njit(parallel=True, cache=True)
 def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_align, carry_mod,
