@@ -299,3 +299,59 @@ def test_truncated_fused_extreme_terms(name, fmt, align):
     L = model.block_width
     for k, seed in ((L, 1), (2 * L + 1, 2)):
         _check(model, *_extreme_rows(model, 160, k, seed))
+
+
+def _ranged_rows(model: Model, a_range: tuple[int, int], b_range: tuple[int, int], rows: int, k: int,
+                 seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs whose nonzero magnitudes have exponents exactly spanning a_range (a) and b_range (b), both
+    ends present; every other row has one or two nonzero products only."""
+    rng = np.random.default_rng(seed)
+    fin, fc = model.input_format, model.c_format
+
+    def pool(lo, hi):
+        return F.round(fin, np.array([2.0**lo, 1.5 * 2.0**lo, 1.99 * 2.0**hi, 2.0**hi, 2.0**((lo + hi) // 2), 0.0]), "rz")
+
+    pa, pb = pool(*a_range), pool(*b_range)
+    a = pa[rng.integers(len(pa), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    b = pb[rng.integers(len(pb), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    for r in range(1, rows, 2):
+        keep = rng.integers(k, size=2)[:rng.integers(1, 3)]
+        a[r], b[r] = 0.0, 0.0
+        a[r, keep] = pa[rng.choice([0, 1, 2], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+        b[r, keep] = pb[rng.choice([0, 1, 2], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+    a[0, :2], b[0, :2] = pa[[0, 2]], pb[[0, 2]]  # both ends of both ranges present
+    fc_tiny = fc.smallest_normal * 2.0 ** -(fc.precision - 1)
+    cpool = np.array([fc.max, fc_tiny, fc.smallest_normal, 0.0, 1.0, 2.0**100, 2.0**-100])
+    c = F.round(fc, cpool[rng.integers(len(cpool), size=rows)], "rz") * rng.choice([-1.0, 1.0], size=rows)
+    return a, b, _sanitize(fc, c, False)
+
+
+@pytest.mark.parametrize("name,fmt,align,a_range,b_range,binary32", [
+    ("H100", "bf16", "truncate", (-51, 63), (-51, 61), True),  # least product exponent F - 127, largest 2**126
+    ("H100", "bf16", "truncate", (-52, 63), (-51, 61), False),
+    ("H100", "bf16", "truncate", (-51, 64), (-51, 63), False),
+    ("H100", "bf16", "truncate", (-90, 10), (-12, 20), True),
+    ("H100", "bf16", "floor", (-51, 20), (-51, 25), True),  # floor: products within 149 binades
+    ("H100", "bf16", "floor", (-51, 21), (-51, 25), False),
+    ("A100", "tf32", "truncate", (-50, 60), (-53, 63), True),
+    ("A100", "tf32", "floor", (-50, 30), (-53, 14), True),
+    ("H100", "fp16", "floor", (-24, 15), (-24, 15), True),
+])
+def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, binary32):
+    """bf16 and tf32 products are cut in binary32 when the inputs' exponent range allows it (see
+    engine.fast._binary32_products): inputs at the edges of that range, just inside and just outside."""
+    fast = _fast_module()
+    if not fast:
+        pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
+    model = None
+    for ins in bf.device(name).instructions:
+        model = ins.models.get((fmt, "fp32"), model)
+    model = model.replace(alignment=Alignment(align))
+    path = fast._binary32_products(model.input_format, model.fraction_bits, model.e_zero, align == "floor",
+                                   a_range, b_range)
+    assert (path is not None) == binary32
+    L = model.block_width
+    for k, seed in ((L, 1), (2 * L + 1, 2)):
+        a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
+        assert fast._exponents_and_range(model.input_format, a)[1] == a_range
+        _check(model, a, b, c)

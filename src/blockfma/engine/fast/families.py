@@ -32,6 +32,7 @@ F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: le
 NONE = -(1 << 20)  # exponent of "no term"
 ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
 F32_TINY = 2.0**-126
+NO_EXP_LO, NO_EXP_HI = 1 << 20, -(1 << 20)  # exponent range of no values
 
 
 @njit(cache=True, inline="always")
@@ -62,10 +63,17 @@ def _all_products_negative_zero(A, B, bt, i, j, k0, k1):
 @njit(parallel=True, cache=True)
 def exponents(x, emin, zero_exp, out):
     """out = E(x) = max(floor(log2 |x|), emin), zero_exp for zeros (x and out flat; every nonzero x a
-    float64 normal value, whose exponent field is floor(log2 |x|))."""
+    float64 normal value, whose exponent field is floor(log2 |x|)).  Returns the least and the greatest
+    floor(log2 |x|) of the nonzero x (NO_EXP_LO > NO_EXP_HI when there is none)."""
+    lo = NO_EXP_LO
+    hi = NO_EXP_HI
     for i in prange(x.shape[0]):
-        e = max(exponent_bits(bits_of(x[i])), emin)
-        out[i] = zero_exp if x[i] == 0.0 else e
+        t = exponent_bits(bits_of(x[i]))
+        zero = x[i] == 0.0
+        out[i] = zero_exp if zero else max(t, emin)
+        lo = min(lo, NO_EXP_LO if zero else t)
+        hi = max(hi, NO_EXP_HI if zero else t)
+    return lo, hi
 
 
 # --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
