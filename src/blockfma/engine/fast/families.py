@@ -520,15 +520,26 @@ def _add32(x, y, ftz):
     return to_f32_nearest(z, ftz & _tiny_exact(s, err))
 
 
+@njit(cache=True, inline="always")
+def _add32f(x, y, ftz):
+    """_add32 for binary32 operands in binary32 arithmetic: fl32(x + y) is the IEEE binary32 addition, to
+    nearest even, and an exact sum below 2**-126 in magnitude is a subnormal, exact (so fl32(x + y)
+    itself is below 2**-126 exactly when the exact sum is): flushed to a zero of its sign when ftz."""
+    s = x + y
+    return s * np.float32(0.0) if (ftz & (abs(s) < np.float32(F32_TINY))) else s
+
+
 @njit(parallel=True, cache=True)
 def pairwise(A, B, C, out, L, ftz):
+    """The products rounded to binary32, then the tree of binary32 additions and C, all in binary32
+    lanes (C is a binary32 value: rne32 in supports())."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
     for task in prange(_ntasks(nbatch, m, n)):
         bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
-        P = np.empty((L, J))
-        Q = np.empty((L, J))
+        d = np.empty((R, J), np.float32)
+        P = np.empty((L, J), np.float32)
+        Q = np.empty((L, J), np.float32)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -539,7 +550,8 @@ def pairwise(A, B, C, out, L, ftz):
                     pt = P[t]
                     for j in range(J):
                         x = a * bk[j]  # exact
-                        pt[j] = to_f32_nearest(x, ftz & (abs(x) < F32_TINY))
+                        y = np.float32(x)
+                        pt[j] = y * np.float32(0.0) if (ftz & (abs(x) < F32_TINY)) else y
                 width = L
                 src, dst = P, Q
                 while width > 1:  # the binary tree of binary32 additions, level by level
@@ -549,12 +561,12 @@ def pairwise(A, B, C, out, L, ftz):
                         x1 = src[2 * t + 1]
                         y = dst[t]
                         for j in range(J):
-                            y[j] = _add32(x0[j], x1[j], ftz)
+                            y[j] = _add32f(x0[j], x1[j], ftz)
                     src, dst = dst, src
                 dr = d[r]
                 s0 = src[0]
                 for j in range(J):
-                    dr[j] = _add32(dr[j], s0[j], ftz)
+                    dr[j] = _add32f(dr[j], s0[j], ftz)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
