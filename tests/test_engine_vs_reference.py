@@ -355,3 +355,25 @@ def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, bina
         a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
         assert fast._exponents_and_range(model.input_format, a)[1] == a_range
         _check(model, a, b, c)
+
+
+@pytest.mark.parametrize("model", [bf.device("Intel AMX").model("bf16", "fp32"),
+                                   Model(Family.AMX, "bf16", "fp32", block_width=4, subnormals=False)],
+                         ids=["Intel AMX", "amx L=4"])
+def test_amx_flush_at_the_smallest_normal(model: Model):
+    """A partial sum whose exact value lies just below (or above) 2**-126 and rounds to it: flushed to zero
+    (or kept) by the exact value, not by the rounded one (the binary32 kernel redoes these steps)."""
+    rows = []
+    for s0 in (1.0, -1.0):
+        for s1 in (1.0, -1.0):
+            for tail in (0.0, 2.0**-60):
+                a = np.zeros(model.block_width)
+                b = np.zeros(model.block_width)
+                a[0], b[0] = s0 * 2.0**-63, 2.0**-63  # the even sum is +-2**-126 exactly
+                a[2], b[2] = s1 * 2.0**-78, 2.0**-77  # then +-2**-155: rounds back to +-2**-126
+                a[1], b[1] = tail, tail  # the odd sum: 0 or 2**-120
+                rows.append((a, b))
+    a = np.array([r[0] for r in rows])
+    b = np.array([r[1] for r in rows])
+    c = np.zeros(len(rows))
+    _check(model, a, b, c)

@@ -176,7 +176,10 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     elif fam is Family.PAIRWISE:
         _k.pairwise(A, B, C, out, L, ftz)
     elif fam is Family.AMX:
-        _k.amx(A, B, C, out, L, ftz)
+        if fin.precision <= 24 and fin.emax <= 127 and fin.emin - fin.precision + 1 >= -149:  # values in binary32
+            _k.amx_f32(A.astype(np.float32), B.astype(np.float32), C, out, L, ftz)
+        else:
+            _k.amx(A, B, C, out, L, ftz)
     elif fam is Family.BFDOT:
         if ftz:
             _k.bfdot_ftz(A, B, C, out)

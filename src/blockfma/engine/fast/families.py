@@ -24,8 +24,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .rounding import (bitlen, bits_of, exponent_bits, float_of, odd_toward, pow2_bits, round_int, round_pair,
-                       round_row, to_f32_nearest, two_sum)
+from .rounding import (bitlen, bits_of, exponent_bits, float_of, fma32, odd_toward, pow2_bits, round_int,
+                       round_pair, round_row, to_f32_nearest, two_sum)
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
 F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: less loop overhead)
@@ -640,6 +640,55 @@ def amx(A, B, C, out, L, ftz):
                 dr = d[r]
                 for j in range(J):
                     dr[j] = _add32(dr[j], _add32(ev[j], od[j], ftz), ftz)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def amx_f32(A, B, C, out, L, ftz):
+    """amx for inputs that are binary32 values (A, B float32), in binary32 lanes: each step is one fused
+    multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed when the
+    exact value is below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not (rounding
+    is monotonic); |fl32| == 2**-126 may come from either side, and those steps are redone by _fma32."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    tiny = np.float32(F32_TINY)
+    zero = np.float32(0.0)
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J), np.float32)
+        ev = np.empty(J, np.float32)
+        od = np.empty(J, np.float32)
+        ev2 = np.empty(J, np.float32)
+        od2 = np.empty(J, np.float32)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):
+                ev[:] = 0.0
+                od[:] = 0.0
+                for t in range(0, L, 2):
+                    a0 = A[bt, i0 + r, k0 + t]
+                    a1 = A[bt, i0 + r, k0 + t + 1]
+                    b0 = B[bt, k0 + t, j0:j0 + J]
+                    b1 = B[bt, k0 + t + 1, j0:j0 + J]
+                    edge = False
+                    for j in range(J):
+                        e = fma32(a0, b0[j], ev[j])
+                        o = fma32(a1, b1[j], od[j])
+                        edge = edge | (abs(e) == tiny) | (abs(o) == tiny)
+                        ev2[j] = e * zero if (ftz & (abs(e) < tiny)) else e
+                        od2[j] = o * zero if (ftz & (abs(o) < tiny)) else o
+                    if ftz and edge:
+                        for j in range(J):
+                            if abs(ev2[j]) == tiny:
+                                ev2[j] = _fma32(np.float64(a0), np.float64(b0[j]), np.float64(ev[j]), ftz)
+                            if abs(od2[j]) == tiny:
+                                od2[j] = _fma32(np.float64(a1), np.float64(b1[j]), np.float64(od[j]), ftz)
+                    ev, ev2 = ev2, ev
+                    od, od2 = od2, od
+                dr = d[r]
+                for j in range(J):
+                    dr[j] = _add32f(dr[j], _add32f(ev[j], od[j], ftz), ftz)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -67,6 +68,19 @@ def float_of(typingctx, b):
         def codegen(context, builder, signature, args):
             return builder.bitcast(args[0], context.get_value_type(types.float64))
         return types.float64(b), codegen
+    return None
+
+
+@intrinsic
+def fma32(typingctx, a, b, c):
+    """fl32(a * b + c) of three float32 values, one rounding to nearest even (llvm.fma: IEEE
+    fusedMultiplyAdd, a vfmadd instruction where the CPU has one)."""
+    if all(isinstance(x, types.Float) and x.bitwidth == 32 for x in (a, b, c)):
+        def codegen(context, builder, signature, args):
+            f32 = context.get_value_type(types.float32)
+            fn = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
+            return builder.call(fn, args)
+        return types.float32(types.float32, types.float32, types.float32), codegen
     return None
 
 
