@@ -377,3 +377,15 @@ def test_amx_flush_at_the_smallest_normal(model: Model):
     b = np.array([r[1] for r in rows])
     c = np.zeros(len(rows))
     _check(model, a, b, c)
+
+
+def test_fma_chain_flush_at_the_smallest_normal():
+    """As above for an FMA chain that flushes: C = +-2**-126 plus a product of +-2**-155 (then, with k = 3,
+    products 0 and 1)."""
+    model = Model(Family.FMA_CHAIN, "bf16", "fp32", block_width=1, subnormals=False)
+    signs = [(sc, sp) for sc in (1.0, -1.0) for sp in (1.0, -1.0)]
+    c = np.array([sc * 2.0**-126 for sc, _ in signs])
+    a = np.array([[sp * 2.0**-78, 0.0, 1.0] for _, sp in signs])
+    b = np.array([[2.0**-77, 1.0, 0.0] for _ in signs])
+    _check(model, a[:, :1], b[:, :1], c)
+    _check(model, a, b, c)

@@ -30,6 +30,11 @@ def _binary32(fmt: Format) -> bool:
     return (fmt.precision, fmt.emin, fmt.emax) == (24, -126, 127)
 
 
+def _in_binary32(fmt: Format) -> bool:
+    """Every value of fmt is a binary32 value."""
+    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin - fmt.precision + 1 >= -149
+
+
 def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: tuple[int, int],
                        b_range: tuple[int, int]) -> tuple[int, int, int] | None:
     """(kmin, kmax, G) when truncated-fused can cut these products in binary32 and sum them in int32, else
@@ -169,14 +174,15 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     elif fam is Family.FMA_CHAIN:
         positive_zero = model.exact_zero == "positive"
         res = model.result_format
-        if _binary32(res) and model.output_rounding is RoundingMode.TiesToEven:
-            _k.fma_chain_f32(A, B, C, out, ftz, positive_zero)
+        if (_binary32(res) and _binary32(fc) and model.output_rounding is RoundingMode.TiesToEven
+                and _in_binary32(fin)):
+            _k.fma_chain_f32(A.astype(np.float32), B.astype(np.float32), C, out, ftz, positive_zero)
         else:
             _k.fma_chain(A, B, C, out, positive_zero, *rp)
     elif fam is Family.PAIRWISE:
         _k.pairwise(A, B, C, out, L, ftz)
     elif fam is Family.AMX:
-        if fin.precision <= 24 and fin.emax <= 127 and fin.emin - fin.precision + 1 >= -149:  # values in binary32
+        if _in_binary32(fin):
             _k.amx_f32(A.astype(np.float32), B.astype(np.float32), C, out, L, ftz)
         else:
             _k.amx(A, B, C, out, L, ftz)

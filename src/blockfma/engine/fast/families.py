@@ -572,19 +572,34 @@ def pairwise(A, B, C, out, L, ftz):
 
 @njit(parallel=True, cache=True)
 def fma_chain_f32(A, B, C, out, ftz, positive_zero):
+    """Binary32 result, to nearest even: each step is one fused multiply-add in binary32 lanes (A and B
+    float32, their values binary32 values), flushed as in amx_f32 (steps landing on +-2**-126 redone by
+    _fma32)."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
+    tiny = np.float32(F32_TINY)
+    zero = np.float32(0.0)
     for task in prange(_ntasks(nbatch, m, n)):
         bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
+        d = np.empty((R, J), np.float32)
+        d2 = np.empty((R, J), np.float32)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for kk in range(kp):
             bk = B[bt, kk, j0:j0 + J]
             for r in range(R):
                 a = A[bt, i0 + r, kk]
                 dr = d[r]
+                nr = d2[r]
+                edge = False
                 for j in range(J):
-                    dr[j] = _fma32(a, bk[j], dr[j], ftz)
+                    e = fma32(a, bk[j], dr[j])
+                    edge = edge | (abs(e) == tiny)
+                    nr[j] = e * zero if (ftz & (abs(e) < tiny)) else e
+                if ftz and edge:
+                    for j in range(J):
+                        if abs(nr[j]) == tiny:
+                            nr[j] = _fma32(np.float64(a), np.float64(bk[j]), np.float64(dr[j]), ftz)
+            d, d2 = d2, d
         if positive_zero:
             for r in range(R):
                 for j in range(J):
