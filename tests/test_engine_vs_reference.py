@@ -258,3 +258,134 @@ def test_compiled_kernels_cover_every_preset_family():
     uncovered = {m.summary() for m in _preset_models() if not _fast_module().supports(m)}
     assert all("fp64" in name for name in uncovered), sorted(uncovered)
     assert {m.family for m in COMPILED} == set(Family)
+
+
+def _extreme_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs at the ends of the ranges: smallest subnormals and largest values of both signs, zeros, and C
+    from the largest binary32 values down to its subnormals and zeros."""
+    rng = np.random.default_rng(seed)
+    fin, fc = model.input_format, model.c_format
+    tiny = fin.smallest_normal * 2.0 ** -(fin.precision - 1)
+    pool = np.array([tiny, 3 * tiny, fin.smallest_normal, fin.max, fin.max / 2, 1.0, 1.5, 0.0])
+    pool = F.round(fin, pool, "rz")
+    a = pool[rng.integers(len(pool), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    b = pool[rng.integers(len(pool), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    fc_tiny = fc.smallest_normal * 2.0 ** -(fc.precision - 1)
+    cpool = np.array([fc.max, fc.max / 3, fc_tiny, fc.smallest_normal, 0.0, 1.0, 2.0**20])
+    c = F.round(fc, cpool[rng.integers(len(cpool), size=rows)], "rz") * rng.choice([-1.0, 1.0], size=rows)
+    for r in range(1, rows, 2):  # one or two nonzero products of extreme size, the largest or smallest C
+        keep = rng.integers(k, size=2)[:rng.integers(1, 3)]
+        a[r], b[r] = 0.0, 0.0
+        a[r, keep] = pool[rng.choice([0, 1, 3], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+        b[r, keep] = pool[rng.choice([0, 1, 3], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+        c[r] = F.round(fc, cpool[rng.choice([0, 2, 4])], "rz") * rng.choice([-1.0, 1.0])
+    for r in range(0, rows, 4):  # every product the largest, one sign: the largest exact sums
+        a[r], b[r] = fin.max, fin.max * rng.choice([-1.0, 1.0])
+    a, b, c = _sanitize(fin, a, False), _sanitize(fin, b, False), _sanitize(fc, c, False)
+    return a, b, c
+
+
+@pytest.mark.parametrize("name,fmt,align", [("V100", "fp16", "truncate"), ("V100", "fp16", "floor"),
+                                            ("H100", "fp16", "floor"), ("Ada", "e4m3fn", "floor"),
+                                            ("B200", "e5m2", "truncate"), ("B200", "e5m2", "floor")])
+def test_truncated_fused_extreme_terms(name, fmt, align):
+    """Truncated-fused with narrow inputs (whose compiled kernel cuts binary32 products at a clamped scale):
+    tiny products under a huge C (the cut of a tiny negative term by floor is -1), huge products over a
+    subnormal or zero C, and the int32 sums of many large terms."""
+    model = None
+    for ins in bf.device(name).instructions:
+        model = ins.models.get((fmt, "fp32"), model)
+    model = model.replace(alignment=Alignment(align))
+    L = model.block_width
+    for k, seed in ((L, 1), (2 * L + 1, 2)):
+        _check(model, *_extreme_rows(model, 160, k, seed))
+
+
+def _ranged_rows(model: Model, a_range: tuple[int, int], b_range: tuple[int, int], rows: int, k: int,
+                 seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs whose nonzero magnitudes have exponents exactly spanning a_range (a) and b_range (b), both
+    ends present; every other row has one or two nonzero products only."""
+    rng = np.random.default_rng(seed)
+    fin, fc = model.input_format, model.c_format
+
+    def pool(lo, hi):
+        return F.round(fin, np.array([2.0**lo, 1.5 * 2.0**lo, 1.99 * 2.0**hi, 2.0**hi, 2.0**((lo + hi) // 2), 0.0]), "rz")
+
+    pa, pb = pool(*a_range), pool(*b_range)
+    a = pa[rng.integers(len(pa), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    b = pb[rng.integers(len(pb), size=(rows, k))] * rng.choice([-1.0, 1.0], size=(rows, k))
+    for r in range(1, rows, 2):
+        keep = rng.integers(k, size=2)[:rng.integers(1, 3)]
+        a[r], b[r] = 0.0, 0.0
+        a[r, keep] = pa[rng.choice([0, 1, 2], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+        b[r, keep] = pb[rng.choice([0, 1, 2], size=len(keep))] * rng.choice([-1.0, 1.0], size=len(keep))
+    a[0, :2], b[0, :2] = pa[[0, 2]], pb[[0, 2]]  # both ends of both ranges present
+    fc_tiny = fc.smallest_normal * 2.0 ** -(fc.precision - 1)
+    cpool = np.array([fc.max, fc_tiny, fc.smallest_normal, 0.0, 1.0, 2.0**100, 2.0**-100])
+    c = F.round(fc, cpool[rng.integers(len(cpool), size=rows)], "rz") * rng.choice([-1.0, 1.0], size=rows)
+    return a, b, _sanitize(fc, c, False)
+
+
+@pytest.mark.parametrize("name,fmt,align,a_range,b_range,binary32", [
+    ("H100", "bf16", "truncate", (-51, 63), (-51, 61), True),  # least product exponent F - 127, largest 2**126
+    ("H100", "bf16", "truncate", (-52, 63), (-51, 61), False),
+    ("H100", "bf16", "truncate", (-51, 64), (-51, 63), False),
+    ("H100", "bf16", "truncate", (-90, 10), (-12, 20), True),
+    ("H100", "bf16", "floor", (-51, 20), (-51, 25), True),  # floor: products within 149 binades
+    ("H100", "bf16", "floor", (-51, 21), (-51, 25), False),
+    ("A100", "tf32", "truncate", (-50, 60), (-53, 63), True),
+    ("A100", "tf32", "floor", (-50, 30), (-53, 14), True),
+    ("H100", "fp16", "floor", (-24, 15), (-24, 15), True),
+])
+def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, binary32):
+    """bf16 and tf32 products are cut in binary32 when the inputs' exponent range allows it (see
+    engine.fast._binary32_products): inputs at the edges of that range, just inside and just outside."""
+    fast = _fast_module()
+    if not fast:
+        pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
+    model = None
+    for ins in bf.device(name).instructions:
+        model = ins.models.get((fmt, "fp32"), model)
+    model = model.replace(alignment=Alignment(align))
+    path = fast._binary32_products(model.input_format, model.fraction_bits, model.e_zero, align == "floor",
+                                   a_range, b_range)
+    assert (path is not None) == binary32
+    L = model.block_width
+    for k, seed in ((L, 1), (2 * L + 1, 2)):
+        a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
+        assert fast._exponents_and_range(model.input_format, a)[1] == a_range
+        _check(model, a, b, c)
+
+
+@pytest.mark.parametrize("model", [bf.device("Intel AMX").model("bf16", "fp32"),
+                                   Model(Family.AMX, "bf16", "fp32", block_width=4, subnormals=False)],
+                         ids=["Intel AMX", "amx L=4"])
+def test_amx_flush_at_the_smallest_normal(model: Model):
+    """A partial sum whose exact value lies just below (or above) 2**-126 and rounds to it: flushed to zero
+    (or kept) by the exact value, not by the rounded one (the binary32 kernel redoes these steps)."""
+    rows = []
+    for s0 in (1.0, -1.0):
+        for s1 in (1.0, -1.0):
+            for tail in (0.0, 2.0**-60):
+                a = np.zeros(model.block_width)
+                b = np.zeros(model.block_width)
+                a[0], b[0] = s0 * 2.0**-63, 2.0**-63  # the even sum is +-2**-126 exactly
+                a[2], b[2] = s1 * 2.0**-78, 2.0**-77  # then +-2**-155: rounds back to +-2**-126
+                a[1], b[1] = tail, tail  # the odd sum: 0 or 2**-120
+                rows.append((a, b))
+    a = np.array([r[0] for r in rows])
+    b = np.array([r[1] for r in rows])
+    c = np.zeros(len(rows))
+    _check(model, a, b, c)
+
+
+def test_fma_chain_flush_at_the_smallest_normal():
+    """As above for an FMA chain that flushes: C = +-2**-126 plus a product of +-2**-155 (then, with k = 3,
+    products 0 and 1)."""
+    model = Model(Family.FMA_CHAIN, "bf16", "fp32", block_width=1, subnormals=False)
+    signs = [(sc, sp) for sc in (1.0, -1.0) for sp in (1.0, -1.0)]
+    c = np.array([sc * 2.0**-126 for sc, _ in signs])
+    a = np.array([[sp * 2.0**-78, 0.0, 1.0] for _, sp in signs])
+    b = np.array([[2.0**-77, 1.0, 0.0] for _ in signs])
+    _check(model, a[:, :1], b[:, :1], c)
+    _check(model, a, b, c)

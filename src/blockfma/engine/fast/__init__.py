@@ -30,6 +30,46 @@ def _binary32(fmt: Format) -> bool:
     return (fmt.precision, fmt.emin, fmt.emax) == (24, -126, 127)
 
 
+def _in_binary32(fmt: Format) -> bool:
+    """Every value of fmt is a binary32 value."""
+    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin - fmt.precision + 1 >= -149
+
+
+def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: tuple[int, int],
+                       b_range: tuple[int, int]) -> tuple[int, int, int] | None:
+    """(kmin, kmax, G) when truncated-fused can cut these products in binary32 and sum them in int32, else
+    None.  a_range, b_range: the least and greatest floor(log2 |x|) of the nonzero values of A and of B.
+
+    Needs every nonzero product a*b to be an exact binary32 normal value: at most 24 significant bits,
+    2**pmin <= |a*b| < 2**pmax within binary32's normal range (always so for fp16 and fp8; for bf16 and
+    tf32 when the values are not too large or too small).  The term a*b * 2**(F - e_max) is then
+    computed as fl32(fl32(a*b) * 2**k), k = F - e_max clamped to [kmin, kmax], kmin = -pmax:
+
+    * unclamped and |term| >= 2**-126 it is exact; |term| < 2**(F + 2) (|a*b| < 2**(E_a + E_b + 2) and
+      e_max >= E_a + E_b), so F <= 28 keeps it an exact int32 after the cut (toward zero, or floor);
+    * a smaller term lies below 1, and so does its rounded binary32 value: cut toward zero to 0 as the
+      exact one.  The floor cuts a negative one to -1 where the rounded value is not zero: so with
+      ``floor`` its magnitude must be at least 2**-149 (k >= kmin and pmin + kmin >= -149);
+    * k < kmin (e_max > F - kmin): every exact term is below 2**(pmax + kmin) = 1, and so is the clamped
+      one (at least 2**-149 with ``floor``): the same cut;
+    * k > kmax: e_max < F - kmax <= E_a + E_b of every nonzero product (E is floor(log2 |x|) or emin, so
+      at least the range's least), so every product is zero and any scale gives 0; kmax = 127 keeps 2**k
+      a binary32 value.
+
+    G products of magnitude below 2**(F + 2) sum to less than 2**31 (no int32 overflow) before the sum
+    is moved to float64.  Exponents fit int16 (zeros at -2**14 sum to -2**15 at least)."""
+    if a_range[0] > a_range[1] or b_range[0] > b_range[1]:  # A or B all zeros: so is every product
+        a_range = b_range = (0, 0)
+    pmin = a_range[0] + b_range[0]
+    pmax = a_range[1] + b_range[1] + 2
+    kmin, kmax = -pmax, 127
+    least_sum = max(a_range[0], fmt.emin) + max(b_range[0], fmt.emin)
+    if (2 * fmt.precision > 24 or pmin < -126 or pmax > 128 or floor and pmin + kmin < -149 or F - kmax > least_sum
+            or not 0 <= F <= 28 or not -(1 << 14) < e_zero < (1 << 14)):
+        return None
+    return kmin, kmax, ((1 << 31) - 1) // ((1 << (F + 2)) - 1)
+
+
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, out = model.family, model.input_format, model.result_format
@@ -56,7 +96,20 @@ def supports(model: Model) -> bool:
 
 def _exponents(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> np.ndarray:
     """E_fmt(x), and _ZERO_EXP for zeros."""
-    return np.where(x == 0, _ZERO_EXP, split_format(fmt, x)[1]).astype(dtype)
+    return _exponents_and_range(fmt, x, dtype)[0]
+
+
+def _exponents_and_range(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> tuple[np.ndarray, tuple[int, int]]:
+    """E_fmt(x) (_ZERO_EXP for zeros), and the least and greatest floor(log2 |x|) of the nonzero x (the
+    first above the second if there is none)."""
+    if fmt.emin - fmt.precision + 1 >= -1022:  # every value of fmt is a float64 normal number: read its bits
+        out = np.empty(x.shape, dtype)
+        lo, hi = _k.exponents(np.ascontiguousarray(x, dtype=np.float64).reshape(-1), fmt.emin, _ZERO_EXP,
+                              out.reshape(-1))
+        return out, (int(lo), int(hi))
+    nonzero = np.abs(x[x != 0])
+    rng = (int(np.frexp(nonzero.min())[1]) - 1, int(np.frexp(nonzero.max())[1]) - 1) if nonzero.size else (1, 0)
+    return np.where(x == 0, _ZERO_EXP, split_format(fmt, x)[1]).astype(dtype), rng
 
 
 def _any_zero_per_block(x: np.ndarray, L: int, axis: int) -> np.ndarray:
@@ -95,8 +148,18 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     ftz = not model.subnormals
     if fam is Family.TRUNCATED_FUSED:
         carry_mod = 0.0 if model.carry_bits is None else float(2.0 ** (model.fraction_bits + 1 + model.carry_bits))
-        _k.truncated_fused(A, _exponents(fin, A), _any_zero_per_block(A, L, 2), B.astype(np.float32),
-                           _exponents(fin, B, np.int16), _any_zero_per_block(B, L, 1), C, out, L,
+        EA, a_range = _exponents_and_range(fin, A, np.int16)
+        EB, b_range = _exponents_and_range(fin, B, np.int16)
+        floor = model.alignment is Alignment.FLOOR
+        f32 = _binary32_products(fin, model.fraction_bits, model.e_zero, floor, a_range, b_range)
+        if f32 is not None:
+            kmin, kmax, group = f32
+            _k.truncated_fused_f32(A.astype(np.float32), EA, _any_zero_per_block(A, L, 2), B.astype(np.float32), EB,
+                                   _any_zero_per_block(B, L, 1), C, out, L, group, model.fraction_bits, kmin, kmax,
+                                   model.e_zero, fc.emin, floor, carry_mod, *rp)
+            return out
+        _k.truncated_fused(A, EA.astype(np.int32), _any_zero_per_block(A, L, 2), B.astype(np.float32),
+                           EB, _any_zero_per_block(B, L, 1), C, out, L,
                            model.fraction_bits, model.e_zero, fc.emin, model.alignment is Alignment.FLOOR,
                            carry_mod, *rp)
     elif fam is Family.LATE_C:
@@ -111,14 +174,18 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     elif fam is Family.FMA_CHAIN:
         positive_zero = model.exact_zero == "positive"
         res = model.result_format
-        if _binary32(res) and model.output_rounding is RoundingMode.TiesToEven:
-            _k.fma_chain_f32(A, B, C, out, ftz, positive_zero)
+        if (_binary32(res) and _binary32(fc) and model.output_rounding is RoundingMode.TiesToEven
+                and _in_binary32(fin)):
+            _k.fma_chain_f32(A.astype(np.float32), B.astype(np.float32), C, out, ftz, positive_zero)
         else:
             _k.fma_chain(A, B, C, out, positive_zero, *rp)
     elif fam is Family.PAIRWISE:
         _k.pairwise(A, B, C, out, L, ftz)
     elif fam is Family.AMX:
-        _k.amx(A, B, C, out, L, ftz)
+        if _in_binary32(fin):
+            _k.amx_f32(A.astype(np.float32), B.astype(np.float32), C, out, L, ftz)
+        else:
+            _k.amx(A, B, C, out, L, ftz)
     elif fam is Family.BFDOT:
         if ftz:
             _k.bfdot_ftz(A, B, C, out)

@@ -24,28 +24,30 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .rounding import (bitlen, bits_of, exponent_bits, float_of, odd_toward, pow2_bits, round_int, round_pair,
-                       round_row, to_f32_nearest, two_sum)
+from .rounding import (bitlen, bits_of, exponent_bits, float_of, fma32, odd_toward, pow2_bits, round_int,
+                       round_pair, round_row, to_f32_nearest, two_sum)
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
+F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: less loop overhead)
 NONE = -(1 << 20)  # exponent of "no term"
 ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
 F32_TINY = 2.0**-126
+NO_EXP_LO, NO_EXP_HI = 1 << 20, -(1 << 20)  # exponent range of no values
 
 
 @njit(cache=True, inline="always")
-def _tile(task, m, n):
-    ti = (m + ROWS - 1) // ROWS
-    tj = (n + COLS - 1) // COLS
+def _tile(task, m, n, rows=ROWS, cols=COLS):
+    ti = (m + rows - 1) // rows
+    tj = (n + cols - 1) // cols
     bt = task // (ti * tj)
-    i0 = (task // tj) % ti * ROWS
-    j0 = task % tj * COLS
-    return bt, i0, j0, min(ROWS, m - i0), min(COLS, n - j0)
+    i0 = (task // tj) % ti * rows
+    j0 = task % tj * cols
+    return bt, i0, j0, min(rows, m - i0), min(cols, n - j0)
 
 
 @njit(cache=True, inline="always")
-def _ntasks(nbatch, m, n):
-    return nbatch * ((m + ROWS - 1) // ROWS) * ((n + COLS - 1) // COLS)
+def _ntasks(nbatch, m, n, rows=ROWS, cols=COLS):
+    return nbatch * ((m + rows - 1) // rows) * ((n + cols - 1) // cols)
 
 
 @njit(cache=True)
@@ -56,6 +58,22 @@ def _all_products_negative_zero(A, B, bt, i, j, k0, k1):
         if not ((a == 0.0 or b == 0.0) and (math.copysign(1.0, a) * math.copysign(1.0, b) < 0)):
             return False
     return True
+
+
+@njit(parallel=True, cache=True)
+def exponents(x, emin, zero_exp, out):
+    """out = E(x) = max(floor(log2 |x|), emin), zero_exp for zeros (x and out flat; every nonzero x a
+    float64 normal value, whose exponent field is floor(log2 |x|)).  Returns the least and the greatest
+    floor(log2 |x|) of the nonzero x (NO_EXP_LO > NO_EXP_HI when there is none)."""
+    lo = NO_EXP_LO
+    hi = NO_EXP_HI
+    for i in prange(x.shape[0]):
+        t = exponent_bits(bits_of(x[i]))
+        zero = x[i] == 0.0
+        out[i] = zero_exp if zero else max(t, emin)
+        lo = min(lo, NO_EXP_LO if zero else t)
+        hi = max(hi, NO_EXP_HI if zero else t)
+    return lo, hi
 
 
 # --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
@@ -131,6 +149,126 @@ def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_al
                 for j in range(J):
                     Y[j] = sr[j] * invf[j]  # exact: an integer below 2**53 times a power of two
                 round_row(Y, d[r], flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zero, c_emin, floor_align,
+                        carry_mod, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """truncated_fused for inputs whose products are exact binary32 normal values (fp16, fp8): A and B
+    float32, EA and EB int16.  Each product is scaled by 2**(F - e_max) in binary32 and cut to an int32
+    (8 lanes per AVX2 instruction instead of 4); see ``batched`` for why it is exact.  The int32 sums are
+    folded into the float64 sum every G products, before they could overflow."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n, F32_ROWS, F32_COLS)):
+        bt, i0, j0, R, J = _tile(task, m, n, F32_ROWS, F32_COLS)
+        d = np.empty((R, J))
+        emax = np.empty((R, J), np.int16)
+        sc = np.empty((R, J), np.int32)
+        S32 = np.zeros((R, J), np.int32)
+        S = np.empty((R, J))
+        Y = np.empty(J)
+        flags = np.empty(J, np.bool_)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):  # C's exponent, and e_zero where the block has a zero product
+                za = ZA[bt, i0 + r, blk]
+                zb = ZB[bt, blk, j0:j0 + J]
+                di = d[r].view(np.int64)
+                em = emax[r]
+                for j in range(J):
+                    e = max(np.int32(exponent_bits(di[j])), c_emin)
+                    e = e_zero if d[r, j] == 0.0 else e
+                    em[j] = np.int16(max(e, e_zero) if (za or zb[j]) else e)
+            for kk in range(k0, k0 + L - 3, 4):  # e_max over the products: sums of the factors' exponents
+                eb0 = EB[bt, kk, j0:j0 + J]
+                eb1 = EB[bt, kk + 1, j0:j0 + J]
+                eb2 = EB[bt, kk + 2, j0:j0 + J]
+                eb3 = EB[bt, kk + 3, j0:j0 + J]
+                for r in range(R):
+                    ea0 = EA[bt, i0 + r, kk]
+                    ea1 = EA[bt, i0 + r, kk + 1]
+                    ea2 = EA[bt, i0 + r, kk + 2]
+                    ea3 = EA[bt, i0 + r, kk + 3]
+                    em = emax[r]
+                    for j in range(J):
+                        em[j] = max(max(em[j], max(np.int16(ea0 + eb0[j]), np.int16(ea1 + eb1[j]))),
+                                    max(np.int16(ea2 + eb2[j]), np.int16(ea3 + eb3[j])))
+            for kk in range(k0 + L // 4 * 4, k0 + L):
+                ebk = EB[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    ea = EA[bt, i0 + r, kk]
+                    em = emax[r]
+                    for j in range(J):
+                        em[j] = max(em[j], np.int16(ea + ebk[j]))
+            for r in range(R):  # the quantum's inverse 2**(F - e_max) in binary32 (clamped)
+                em = emax[r]
+                scr = sc[r]
+                for j in range(J):
+                    scr[j] = np.int32(min(max(F - em[j], kmin), kmax) + 127) << 23
+            if L > G:
+                S[:, :] = 0.0
+            for g0 in range(k0, k0 + L, G):
+                g1 = min(g0 + G, k0 + L)
+                for kk in range(g0, g1 - 3, 4):  # products cut at the quantum, summed in int32, four at a time
+                    bk = B[bt, kk, j0:j0 + J]
+                    bk1 = B[bt, kk + 1, j0:j0 + J]
+                    bk2 = B[bt, kk + 2, j0:j0 + J]
+                    bk3 = B[bt, kk + 3, j0:j0 + J]
+                    for r in range(R):
+                        a = A[bt, i0 + r, kk]
+                        a1 = A[bt, i0 + r, kk + 1]
+                        a2 = A[bt, i0 + r, kk + 2]
+                        a3 = A[bt, i0 + r, kk + 3]
+                        s32 = S32[r]
+                        scf = sc[r].view(np.float32)
+                        if floor_align:
+                            for j in range(J):
+                                s32[j] += ((np.int32(np.floor(a * bk[j] * scf[j]))
+                                            + np.int32(np.floor(a1 * bk1[j] * scf[j])))
+                                           + (np.int32(np.floor(a2 * bk2[j] * scf[j]))
+                                              + np.int32(np.floor(a3 * bk3[j] * scf[j]))))
+                        else:
+                            for j in range(J):
+                                s32[j] += ((np.int32(a * bk[j] * scf[j]) + np.int32(a1 * bk1[j] * scf[j]))
+                                           + (np.int32(a2 * bk2[j] * scf[j]) + np.int32(a3 * bk3[j] * scf[j])))
+                for kk in range(g0 + (g1 - g0) // 4 * 4, g1):
+                    bk = B[bt, kk, j0:j0 + J]
+                    for r in range(R):
+                        a = A[bt, i0 + r, kk]
+                        s32 = S32[r]
+                        scf = sc[r].view(np.float32)
+                        if floor_align:
+                            for j in range(J):
+                                s32[j] += np.int32(np.floor(a * bk[j] * scf[j]))
+                        else:
+                            for j in range(J):
+                                s32[j] += np.int32(a * bk[j] * scf[j])
+                if g0 + G < k0 + L:  # more to come: the int32 sums moved to float64
+                    for r in range(R):
+                        s32 = S32[r]
+                        sr = S[r]
+                        for j in range(J):
+                            sr[j] += np.float64(s32[j])
+                            s32[j] = 0
+            for r in range(R):  # C cut at the quantum, the sum (carries lost), then one rounding
+                em = emax[r]
+                dr = d[r]
+                s32 = S32[r]
+                sr = S[r]
+                for j in range(J):
+                    s64 = float_of(pow2_bits(F - em[j]))
+                    c = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
+                    Y[j] = c + np.float64(s32[j]) + (sr[j] if L > G else 0.0)
+                    s32[j] = 0
+                if carry_mod > 0.0:
+                    for j in range(J):
+                        Y[j] = math.copysign(np.fmod(abs(Y[j]), carry_mod), Y[j])
+                for j in range(J):
+                    Y[j] *= float_of(pow2_bits(em[j] - F))  # exact: an integer below 2**53 times 2**k
+                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
@@ -382,15 +520,26 @@ def _add32(x, y, ftz):
     return to_f32_nearest(z, ftz & _tiny_exact(s, err))
 
 
+@njit(cache=True, inline="always")
+def _add32f(x, y, ftz):
+    """_add32 for binary32 operands in binary32 arithmetic: fl32(x + y) is the IEEE binary32 addition, to
+    nearest even, and an exact sum below 2**-126 in magnitude is a subnormal, exact (so fl32(x + y)
+    itself is below 2**-126 exactly when the exact sum is): flushed to a zero of its sign when ftz."""
+    s = x + y
+    return s * np.float32(0.0) if (ftz & (abs(s) < np.float32(F32_TINY))) else s
+
+
 @njit(parallel=True, cache=True)
 def pairwise(A, B, C, out, L, ftz):
+    """The products rounded to binary32, then the tree of binary32 additions and C, all in binary32
+    lanes (C is a binary32 value: rne32 in supports())."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
     for task in prange(_ntasks(nbatch, m, n)):
         bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
-        P = np.empty((L, J))
-        Q = np.empty((L, J))
+        d = np.empty((R, J), np.float32)
+        P = np.empty((L, J), np.float32)
+        Q = np.empty((L, J), np.float32)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -401,7 +550,8 @@ def pairwise(A, B, C, out, L, ftz):
                     pt = P[t]
                     for j in range(J):
                         x = a * bk[j]  # exact
-                        pt[j] = to_f32_nearest(x, ftz & (abs(x) < F32_TINY))
+                        y = np.float32(x)
+                        pt[j] = y * np.float32(0.0) if (ftz & (abs(x) < F32_TINY)) else y
                 width = L
                 src, dst = P, Q
                 while width > 1:  # the binary tree of binary32 additions, level by level
@@ -411,30 +561,45 @@ def pairwise(A, B, C, out, L, ftz):
                         x1 = src[2 * t + 1]
                         y = dst[t]
                         for j in range(J):
-                            y[j] = _add32(x0[j], x1[j], ftz)
+                            y[j] = _add32f(x0[j], x1[j], ftz)
                     src, dst = dst, src
                 dr = d[r]
                 s0 = src[0]
                 for j in range(J):
-                    dr[j] = _add32(dr[j], s0[j], ftz)
+                    dr[j] = _add32f(dr[j], s0[j], ftz)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
 @njit(parallel=True, cache=True)
 def fma_chain_f32(A, B, C, out, ftz, positive_zero):
+    """Binary32 result, to nearest even: each step is one fused multiply-add in binary32 lanes (A and B
+    float32, their values binary32 values), flushed as in amx_f32 (steps landing on +-2**-126 redone by
+    _fma32)."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
+    tiny = np.float32(F32_TINY)
+    zero = np.float32(0.0)
     for task in prange(_ntasks(nbatch, m, n)):
         bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
+        d = np.empty((R, J), np.float32)
+        d2 = np.empty((R, J), np.float32)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for kk in range(kp):
             bk = B[bt, kk, j0:j0 + J]
             for r in range(R):
                 a = A[bt, i0 + r, kk]
                 dr = d[r]
+                nr = d2[r]
+                edge = False
                 for j in range(J):
-                    dr[j] = _fma32(a, bk[j], dr[j], ftz)
+                    e = fma32(a, bk[j], dr[j])
+                    edge = edge | (abs(e) == tiny)
+                    nr[j] = e * zero if (ftz & (abs(e) < tiny)) else e
+                if ftz and edge:
+                    for j in range(J):
+                        if abs(nr[j]) == tiny:
+                            nr[j] = _fma32(np.float64(a), np.float64(bk[j]), np.float64(dr[j]), ftz)
+            d, d2 = d2, d
         if positive_zero:
             for r in range(R):
                 for j in range(J):
@@ -490,6 +655,55 @@ def amx(A, B, C, out, L, ftz):
                 dr = d[r]
                 for j in range(J):
                     dr[j] = _add32(dr[j], _add32(ev[j], od[j], ftz), ftz)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def amx_f32(A, B, C, out, L, ftz):
+    """amx for inputs that are binary32 values (A, B float32), in binary32 lanes: each step is one fused
+    multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed when the
+    exact value is below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not (rounding
+    is monotonic); |fl32| == 2**-126 may come from either side, and those steps are redone by _fma32."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    tiny = np.float32(F32_TINY)
+    zero = np.float32(0.0)
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J), np.float32)
+        ev = np.empty(J, np.float32)
+        od = np.empty(J, np.float32)
+        ev2 = np.empty(J, np.float32)
+        od2 = np.empty(J, np.float32)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            for r in range(R):
+                ev[:] = 0.0
+                od[:] = 0.0
+                for t in range(0, L, 2):
+                    a0 = A[bt, i0 + r, k0 + t]
+                    a1 = A[bt, i0 + r, k0 + t + 1]
+                    b0 = B[bt, k0 + t, j0:j0 + J]
+                    b1 = B[bt, k0 + t + 1, j0:j0 + J]
+                    edge = False
+                    for j in range(J):
+                        e = fma32(a0, b0[j], ev[j])
+                        o = fma32(a1, b1[j], od[j])
+                        edge = edge | (abs(e) == tiny) | (abs(o) == tiny)
+                        ev2[j] = e * zero if (ftz & (abs(e) < tiny)) else e
+                        od2[j] = o * zero if (ftz & (abs(o) < tiny)) else o
+                    if ftz and edge:
+                        for j in range(J):
+                            if abs(ev2[j]) == tiny:
+                                ev2[j] = _fma32(np.float64(a0), np.float64(b0[j]), np.float64(ev[j]), ftz)
+                            if abs(od2[j]) == tiny:
+                                od2[j] = _fma32(np.float64(a1), np.float64(b1[j]), np.float64(od[j]), ftz)
+                    ev, ev2 = ev2, ev
+                    od, od2 = od2, od
+                dr = d[r]
+                for j in range(J):
+                    dr[j] = _add32f(dr[j], _add32f(ev[j], od[j], ftz), ftz)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 

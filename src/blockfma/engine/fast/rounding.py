@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -67,6 +68,19 @@ def float_of(typingctx, b):
         def codegen(context, builder, signature, args):
             return builder.bitcast(args[0], context.get_value_type(types.float64))
         return types.float64(b), codegen
+    return None
+
+
+@intrinsic
+def fma32(typingctx, a, b, c):
+    """fl32(a * b + c) of three float32 values, one rounding to nearest even (llvm.fma: IEEE
+    fusedMultiplyAdd, a vfmadd instruction where the CPU has one)."""
+    if all(isinstance(x, types.Float) and x.bitwidth == 32 for x in (a, b, c)):
+        def codegen(context, builder, signature, args):
+            f32 = context.get_value_type(types.float32)
+            fn = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
+            return builder.call(fn, args)
+        return types.float32(types.float32, types.float32, types.float32), codegen
     return None
 
 
@@ -189,15 +203,10 @@ def to_f32_nearest(x, ftz_exact_tiny):
     return math.copysign(0.0, x) if ftz_exact_tiny else y
 
 
-@njit(cache=True)
-def round_row(Y, D, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow, zero_sign=False):
-    """D[j] = Y[j] rounded to the format, for exact float64 values Y (a zero gives +0, or keeps its sign
-    with ``zero_sign``).
-
-    The common case, a result in the format's normal range, rounds on the bit pattern (branch-free, so
-    the loop vectorises); the rest (subnormal or overflowing results, non-finite values) goes through
-    :func:`round_int`.  Where D[j] is already non-finite (a NaN or infinity carried along a chain) it is
-    left alone."""
+@njit(cache=True, inline="always")
+def _round_bits_row(Y, D, flags, p, emin, maxval, mode, zero_sign):
+    """The loop of round_row for one rounding mode (a literal at each call, so that the mode tests fold
+    away and the loop body is only the work of that mode); returns whether any value needs the slow path."""
     Yi = Y.view(np.int64)
     Di = D.view(np.int64)
     shift = 53 - p
@@ -225,6 +234,30 @@ def round_row(Y, D, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
         any_slow = any_slow | slow
         zero = (b & SIGN_BIT) if zero_sign else np.int64(0)
         Di[j] = zero if mag == 0 else (Di[j] if slow else (r | (b & SIGN_BIT)))
+    return any_slow
+
+
+@njit(cache=True)
+def round_row(Y, D, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow, zero_sign=False):
+    """D[j] = Y[j] rounded to the format, for exact float64 values Y (a zero gives +0, or keeps its sign
+    with ``zero_sign``).
+
+    The common case, a result in the format's normal range, rounds on the bit pattern (branch-free, so
+    the loop vectorises, one copy of the loop per rounding mode); the rest (subnormal or overflowing
+    results, non-finite values) goes through :func:`round_int`.  Where D[j] is already non-finite (a NaN
+    or infinity carried along a chain) it is left alone."""
+    if mode == 0:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 0, zero_sign)
+    elif mode == 1:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 1, zero_sign)
+    elif mode == 2:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 2, zero_sign)
+    elif mode == 3:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 3, zero_sign)
+    elif mode == 4:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 4, zero_sign)
+    else:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 5, zero_sign)
     if any_slow:
         for j in range(Y.shape[0]):
             if flags[j] and math.isfinite(D[j]):
