@@ -348,6 +348,84 @@ def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
+@njit(parallel=True, cache=True)
+def late_c_f32(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero, kmin, kmax,
+               p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """late_c with the products cut in binary32 and summed in int32, as truncated_fused_f32 (A and B
+    float32, EA and EB int16; see _binary32_products; each group's e is at least the exponent sum of its
+    nonzero products, and a group of zero products has e <= -2**14 + 127, clamped to kmax).  A group
+    sums at most G = L / groups products (the caller checks it)."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J))
+        eg = np.empty((groups, R, J), np.int16)
+        sc = np.empty((groups, R, J), np.int32)
+        Sg = np.zeros((groups, R, J), np.int32)
+        Y = np.empty(J)
+        T = np.empty(J)
+        flags = np.empty(J, np.bool_)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            eg[:, :, :] = -(1 << 15)  # below every exponent sum (two zeros: -2**15)
+            for kk in range(k0, k0 + L):  # each group's largest product exponent (zeros excluded)
+                g = (kk - k0) % groups
+                ebk = EB[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    ea = EA[bt, i0 + r, kk]
+                    em = eg[g, r]
+                    for j in range(J):
+                        em[j] = max(em[j], np.int16(ea + ebk[j]))
+            for g in range(groups):  # each group's quantum 2**(e - F) (any power of two for an empty group)
+                for r in range(R):
+                    em = eg[g, r]
+                    scr = sc[g, r]
+                    for j in range(J):
+                        scr[j] = np.int32(min(max(F - em[j], kmin), kmax) + 127) << 23
+            for kk in range(k0, k0 + L):  # products cut toward zero at their group's quantum
+                g = (kk - k0) % groups
+                bk = B[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    a = A[bt, i0 + r, kk]
+                    sr = Sg[g, r]
+                    scf = sc[g, r].view(np.float32)
+                    for j in range(J):
+                        sr[j] += np.int32(a * bk[j] * scf[j])
+            for r in range(R):
+                dr = d[r]
+                di = dr.view(np.int64)
+                Yi = Y.view(np.int64)
+                for j in range(J):  # S and C floored at the common exponent E, in units of 2**(E - F2)
+                    e_dot = np.int64(eg[0, r, j])
+                    s = np.float64(Sg[0, r, j])
+                    Sg[0, r, j] = 0
+                    if groups == 2:  # the halves floored at the common 2**(e_dot - F) and added
+                        e_dot = np.int64(max(eg[0, r, j], eg[1, r, j]))
+                        s = (np.floor(s * float_of(pow2_bits(max(eg[0, r, j] - e_dot, -1000))))
+                             + np.floor(np.float64(Sg[1, r, j]) * float_of(pow2_bits(max(eg[1, r, j] - e_dot, -1000)))))
+                        Sg[1, r, j] = 0
+                    c = dr[j]
+                    e_c = max(np.int32(exponent_bits(di[j])), c_emin)
+                    e_c = c_emin if c == 0.0 else e_c
+                    E = max(e_dot, e_c)
+                    c = 0.0 if (groups == 2 and e_c < E - F - 1) else c
+                    s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + F2 - F, -1000))))
+                    c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
+                    T[j] = s_units + c_units
+                    y = T[j] * float_of(pow2_bits(E - F2))
+                    Yi[j] = bits_of(y) if math.isfinite(dr[j]) else di[j]
+                keep = dr.copy()
+                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+                if ieee_zero:  # an exact zero is -0 only when every term is a -0
+                    for j in range(J):
+                        if T[j] == 0.0 and keep[j] == 0.0 and math.copysign(1.0, keep[j]) < 0:
+                            if _all_products_negative_zero(A, B, bt, i0 + r, j0 + j, k0, k0 + L):
+                                dr[j] = -0.0
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
 # --- exact-fused (AMD CDNA1, correctly rounded reference) ----------------------------------------------
 @njit(cache=True)
 def _exact_round(ms, ls, hs, count, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
