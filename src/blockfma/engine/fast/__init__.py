@@ -165,15 +165,8 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     elif fam is Family.LATE_C:
         if A.size and B.size and np.max(np.abs(A)) * np.max(np.abs(B)) >= 2.0 ** (fc.emax + 1):
             return None  # a product may overflow to infinity: the numpy engine handles it
-        EA, a_range = _exponents_and_range(fin, A, np.int16)
-        EB, b_range = _exponents_and_range(fin, B, np.int16)
-        f32 = _binary32_products(fin, model.fraction_bits, 0, False, a_range, b_range)  # cuts toward zero
-        if f32 is not None and -(-L // model.groups) <= f32[2]:
-            _k.late_c_f32(A.astype(np.float32), EA, B.astype(np.float32), EB, C, out, L, model.fraction_bits,
-                          model.late_fraction_bits, model.groups, fc.emin, ieee_zero, f32[0], f32[1], *rp)
-        else:
-            _k.late_c(A, EA.astype(np.int32), B, EB.astype(np.int32), C, out, L, model.fraction_bits,
-                      model.late_fraction_bits, model.groups, fc.emin, ieee_zero, *rp)
+        _k.late_c(A, _exponents(fin, A), B, _exponents(fin, B), C, out, L, model.fraction_bits,
+                  model.late_fraction_bits, model.groups, fc.emin, ieee_zero, *rp)
     elif fam is Family.EXACT_FUSED:
         MA, LA, HA = _integers(fin, A)
         MB, LB, HB = _integers(fin, B)
