@@ -389,3 +389,25 @@ def test_fma_chain_flush_at_the_smallest_normal():
     b = np.array([[2.0**-77, 1.0, 0.0] for _ in signs])
     _check(model, a[:, :1], b[:, :1], c)
     _check(model, a, b, c)
+
+
+def test_bfdot_binary32_sums():
+    """Arm BFDOT with products that are binary32 normal values (the kernel then rounds to odd in binary32):
+    sums that overflow, cancel below 2**-126, land on 2**-126, or drop bits (round to odd)."""
+    model = bf.device("Arm BFDOT").model("bf16", "fp32")
+    big, t = 1.5 * 2.0**63, 2.0**-60
+    rows = [  # (a, b, c)
+        ([big, big], [big, big], 0.0), ([big, -big], [big, big], 1.0), ([-big, -big], [big, big], -F.get("fp32").max),
+        ([t * (1 + 2.0**-7), -t], [t, t], 0.0), ([-t * (1 + 2.0**-7), t], [t, t], 0.0),
+        ([2.0**-63, 0.0], [2.0**-63, 0.0], 0.0), ([2.0**-63, 2.0**-63], [2.0**-63, -(2.0**-63)], 2.0**-126),
+        ([2.0**-63, 2.0**-60], [-(2.0**-63), 2.0**-60], 2.0**-126), ([1.0, 2.0**-30], [1.0, 0.5], 0.0),
+        ([1.0, -(2.0**-30)], [1.0, 0.5], 2.0**-40), ([3.0, 2.0**-20], [1.5, -(2.0**-20)], -(2.0**30)),
+    ]
+    a = np.array([r[0] for r in rows] * 2)
+    b = np.array([r[1] for r in rows] * 2)
+    c = np.array([r[2] for r in rows] + [-r[2] for r in rows])
+    ranges = [_fast_module()._exponents_and_range(model.input_format, x)[1] for x in (a, b)] if _fast_module() else []
+    if ranges:
+        assert _fast_module()._normal_binary32_products(model.input_format, *ranges)
+    _check(model, a, b, c)
+    _check(model, np.concatenate([a, a], axis=1), np.concatenate([b, b], axis=1), c)  # chained over k

@@ -35,6 +35,15 @@ def _in_binary32(fmt: Format) -> bool:
     return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin - fmt.precision + 1 >= -149
 
 
+def _normal_binary32_products(fmt: Format, a_range: tuple[int, int], b_range: tuple[int, int]) -> bool:
+    """Every nonzero product of a value of A and one of B (a_range, b_range: the least and greatest
+    floor(log2 |x|) of their nonzero values) is an exact binary32 normal value: at most 24 significant
+    bits, 2**-126 <= |a*b| < 2**128 (below the largest finite value, with at most 24 bits)."""
+    if a_range[0] > a_range[1] or b_range[0] > b_range[1]:  # A or B all zeros: so is every product
+        return 2 * fmt.precision <= 24
+    return 2 * fmt.precision <= 24 and a_range[0] + b_range[0] >= -126 and a_range[1] + b_range[1] + 2 <= 128
+
+
 def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: tuple[int, int],
                        b_range: tuple[int, int]) -> tuple[int, int, int] | None:
     """(kmin, kmax, G) when truncated-fused can cut these products in binary32 and sum them in int32, else
@@ -188,7 +197,12 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
             _k.amx(A, B, C, out, L, ftz)
     elif fam is Family.BFDOT:
         if ftz:
-            _k.bfdot_ftz(A, B, C, out)
+            a_range = _exponents_and_range(fin, A)[1]
+            b_range = _exponents_and_range(fin, B)[1]
+            if _binary32(fc) and _normal_binary32_products(fin, a_range, b_range):
+                _k.bfdot_ftz_f32(A.astype(np.float32), B.astype(np.float32), C, out)
+            else:
+                _k.bfdot_ftz(A, B, C, out)
         else:
             _k.bfdot(A, B, C, out, ftz)
     else:  # pragma: no cover - supports() rules it out

@@ -24,8 +24,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .rounding import (bitlen, bits_of, exponent_bits, float_of, fma32, odd_toward, pow2_bits, round_int,
-                       round_pair, round_row, to_f32_nearest, two_sum)
+from .rounding import (bitlen, bits32_of, bits_of, exponent_bits, float32_of, float_of, fma32, odd_toward,
+                       pow2_bits, round_int, round_pair, round_row, to_f32_nearest, two_sum)
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
 F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: less loop overhead)
@@ -764,6 +764,50 @@ def bfdot_ftz(A, B, C, out):
                     t = _odd32_ftz(s, err)
                     s, err = two_sum(dr[j], t)
                     dr[j] = _odd32_ftz(s, err)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(cache=True, inline="always")
+def _odd32_ftz_f(x, y):
+    """_odd32_ftz of the exact x + y for binary32 x, y, in binary32: (s, err) = TwoSum in binary32 is exact
+    short of overflow; s moved to its odd neighbour on err's side where s is even and inexact; an
+    overflowing s (then exact |x + y| is above the largest finite value) gives the largest finite value,
+    of its sign; a sum whose exact value is below 2**-126 a zero of its sign."""
+    s = x + y
+    bp = s - x
+    err = (x - (s - bp)) + (y - bp)
+    b = bits32_of(s)
+    move = np.int32((err != np.float32(0.0)) & ((b & 1) == 0))
+    away = np.int32((err > np.float32(0.0)) == (s > np.float32(0.0)))
+    r = float32_of(np.int32(b + move * (2 * away - 1)))
+    r = np.float32(math.copysign(F32_MAX, s)) if abs(s) > np.float32(F32_MAX) else r
+    a = abs(s)
+    tiny = np.float32(F32_TINY)
+    flush = (a < tiny) | ((a == tiny) & (err != np.float32(0.0)) & ((err > np.float32(0.0)) != (s > np.float32(0.0))))
+    return s * np.float32(0.0) if flush else r
+
+
+@njit(parallel=True, cache=True)
+def bfdot_ftz_f32(A, B, C, out):
+    """bfdot_ftz when every nonzero product a*b is an exact binary32 normal value (the caller checks the
+    inputs' exponent range): then _odd32_ftz leaves the products alone, and the two sums are rounded to
+    odd in binary32 lanes (_odd32_ftz_f)."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n)):
+        bt, i0, j0, R, J = _tile(task, m, n)
+        d = np.empty((R, J), np.float32)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for k0 in range(0, kp, 2):
+            b0 = B[bt, k0, j0:j0 + J]
+            b1 = B[bt, k0 + 1, j0:j0 + J]
+            for r in range(R):
+                a0 = A[bt, i0 + r, k0]
+                a1 = A[bt, i0 + r, k0 + 1]
+                dr = d[r]
+                for j in range(J):
+                    t = _odd32_ftz_f(a0 * b0[j], a1 * b1[j])
+                    dr[j] = _odd32_ftz_f(dr[j], t)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 

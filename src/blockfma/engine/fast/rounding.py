@@ -72,6 +72,26 @@ def float_of(typingctx, b):
 
 
 @intrinsic
+def bits32_of(typingctx, x):
+    """The bit pattern of a float32 as an int32 (a bitcast, free)."""
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(types.int32))
+        return types.int32(types.float32), codegen
+    return None
+
+
+@intrinsic
+def float32_of(typingctx, b):
+    """The float32 with a given bit pattern (a bitcast, free)."""
+    if isinstance(b, types.Integer) and b.bitwidth == 32:
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(types.float32))
+        return types.float32(b), codegen
+    return None
+
+
+@intrinsic
 def fma32(typingctx, a, b, c):
     """fl32(a * b + c) of three float32 values, one rounding to nearest even (llvm.fma: IEEE
     fusedMultiplyAdd, a vfmadd instruction where the CPU has one)."""
