@@ -248,6 +248,17 @@ def bit_length(mag: np.ndarray) -> np.ndarray:
     return np.where(too_big, e - 1, e)
 
 
+def overflow_to_infinity(mode: RoundingMode, overflow: Overflow) -> tuple[bool, bool]:
+    """(positive, negative): whether a result beyond the largest finite value becomes an infinity (else
+    the largest finite value), for positive and for negative results, under ``overflow`` (see
+    :func:`round_integer`)."""
+    if overflow == "saturate":
+        return False, False
+    if overflow == "inf" or mode in (RoundingMode.TiesToEven, RoundingMode.TiesAway):
+        return True, True
+    return mode is RoundingMode.TowardPositive, mode is RoundingMode.TowardNegative
+
+
 def round_integer(
     fmt: Format | str,
     sign: Any,
@@ -316,16 +327,8 @@ def round_integer(
     # overflow
     over = value > fmt.max
     if np.any(over):
-        if overflow == "saturate":
-            to_inf = np.zeros_like(over)
-        elif overflow == "inf" or mode in (RoundingMode.TiesToEven, RoundingMode.TiesAway):
-            to_inf = np.ones_like(over)
-        elif mode is RoundingMode.TowardPositive:
-            to_inf = ~sign
-        elif mode is RoundingMode.TowardNegative:
-            to_inf = sign
-        else:  # TowardZero, ToOdd
-            to_inf = np.zeros_like(over)
+        pos_inf, neg_inf = overflow_to_infinity(mode, overflow)
+        to_inf = (sign & neg_inf) | (~sign & pos_inf)
         big = np.inf if fmt.has_infinities else np.nan
         value = np.where(over, np.where(to_inf, big, fmt.max), value)
 

@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import Format, RoundingMode
+from ..formats import Format, RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model
+from . import wide
+from .api import _pad
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm", "round_to"]
 
@@ -136,16 +138,8 @@ def round_to(fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overf
         t = torch.trunc(y)
         r = t + ((t != y) & (torch.fmod(t, 2) == 0)).to(y.dtype)
     v = r * _pow2(q)
-    if overflow == "saturate":
-        to_inf = torch.zeros_like(neg)
-    elif overflow == "inf" or mode in (RoundingMode.TiesToEven, RoundingMode.TiesAway):
-        to_inf = torch.ones_like(neg)
-    elif mode is RoundingMode.TowardPositive:
-        to_inf = ~neg
-    elif mode is RoundingMode.TowardNegative:
-        to_inf = neg
-    else:
-        to_inf = torch.zeros_like(neg)
+    pos_inf, neg_inf = overflow_to_infinity(mode, overflow)
+    to_inf = (neg & neg_inf) | (~neg & pos_inf)
     limit = torch.where(to_inf, float("inf") if fmt.has_infinities else float("nan"), torch.full_like(v, fmt.max))
     v = torch.where(v > fmt.max, limit, v)
     if not subnormals:
@@ -198,10 +192,7 @@ def _exact_zero(model: Model, a: Any, b: Any, c: Any, zero: Any, value: Any) -> 
     only_zeros = prod_zero.all(dim=-1) & (c == 0)
     all_neg = prod_neg.all(dim=-1) & torch.signbit(c)
     any_neg = prod_neg.any(dim=-1) | torch.signbit(c)
-    if model.output_rounding is RoundingMode.TowardNegative:
-        neg0 = torch.where(only_zeros, any_neg, True)
-    else:
-        neg0 = only_zeros & all_neg
+    neg0 = wide.zero_sign(all_neg, any_neg, only_zeros, model.output_rounding)
     signed = torch.where(neg0 & model.output_format.has_negative_zero, -0.0, torch.zeros_like(value))
     return torch.where(zero, signed, value)
 
@@ -357,11 +348,8 @@ KERNELS: dict[Family, Callable[..., Any]] = {
 # --- drivers -------------------------------------------------------------------------------------------
 def _on(dev: Any, x: np.ndarray, kp: int | None = None) -> Any:
     """A float64 copy of ``x`` on the device, its last axis padded with zeros to ``kp``."""
-    torch = _torch()
-    short = 0 if kp is None else kp - x.shape[-1]
-    if short:
-        x = np.concatenate([x, np.zeros(x.shape[:-1] + (short,))], axis=-1)
-    return torch.from_numpy(np.array(x, dtype=np.float64)).to(dev)
+    x = x if kp is None else _pad(x, kp)
+    return _torch().from_numpy(np.array(x, dtype=np.float64)).to(dev)
 
 
 def _flags(model: Model, a: np.ndarray, b: np.ndarray) -> tuple[bool, bool]:
@@ -420,23 +408,30 @@ def _check(model: Model) -> None:
                          "narrower results); use backend='auto'")
 
 
+def _operands(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str
+              ) -> tuple[Any, int, Callable[..., Any], Any, Any, Any, Any, Any]:
+    """What gemm and dot share: (device, L, the block step, A, B padded to whole blocks on the device,
+    their exponents, C on the device).  A and B have k on their last axis."""
+    _check(model)
+    dev = torch_device(backend)
+    k = A.shape[-1]
+    L = model.block_width or max(k, 1)
+    kp = -(-k // L) * L
+    step = _step(model, *_flags(model, A, B), dev.type)
+    fin = model.input_format
+    At, Bd, D = _on(dev, A, kp), _on(dev, B, kp), _on(dev, C)
+    return dev, L, step, At, Bd, _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd)), D
+
+
 def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
          progress: Callable[[float], None] | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ Bt.T + C, values already checked, flushed and in the model's formats."""
-    _check(model)
-    dev = torch_device(backend)
-    m, k = A.shape
-    n = Bt.shape[0]
-    L = model.block_width or max(k, 1)
-    kp = -(-k // L) * L
-    step = _step(model, *_flags(model, A, Bt), dev.type)
-    fin = model.input_format
-    At, Bd, D = _on(dev, A, kp), _on(dev, Bt, kp), _on(dev, C)
-    EA, EB = _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd))
+    dev, L, step, At, Bd, EA, EB, D = _operands(model, A, Bt, C, backend)
+    m, n = D.shape
     tile = _TILE[dev.type] // _width(model, L)
     cols = max(1, min(n, tile))
     rows = max(1, tile // cols)
-    nblocks = kp // L
+    nblocks = At.shape[1] // L
     for j in range(nblocks):
         sl = slice(j * L, (j + 1) * L)
         for r in range(0, m, rows):
@@ -451,17 +446,10 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: st
 
 def dot(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str = "cuda") -> np.ndarray:
     """float64 d (rows,) = sum over k of A * B (rows, k) + C (rows,), values already checked."""
-    _check(model)
-    dev = torch_device(backend)
-    rows, k = A.shape
-    L = model.block_width or max(k, 1)
-    kp = -(-k // L) * L
-    step = _step(model, *_flags(model, A, B), dev.type)
-    fin = model.input_format
-    At, Bd, D = _on(dev, A, kp), _on(dev, B, kp), _on(dev, C)
-    EA, EB = _fmt_exponent(fin, _finite(At)), _fmt_exponent(fin, _finite(Bd))
+    dev, L, step, At, Bd, EA, EB, D = _operands(model, A, B, C, backend)
+    rows = D.shape[0]
     chunk = max(1, _TILE[dev.type] // _width(model, L))
-    for j in range(kp // L):
+    for j in range(At.shape[1] // L):
         sl = slice(j * L, (j + 1) * L)
         for r in range(0, rows, chunk):
             rs = slice(r, min(rows, r + chunk))

@@ -140,9 +140,10 @@ def round_sum(fmt: Format, m: np.ndarray, e: np.ndarray, mode: RoundingMode, *, 
 
 def zero_sign(all_zero_negative: np.ndarray, any_zero_negative: np.ndarray, only_zeros: np.ndarray,
               mode: RoundingMode) -> np.ndarray:
-    """IEEE 754 sign (True = negative) of an exactly zero sum (see docs/semantics.md)."""
+    """IEEE 754 sign (True = negative) of an exactly zero sum (see docs/semantics.md).  Logical operators
+    only, so that numpy arrays and torch tensors (the GPU engine) both work."""
     if mode is RoundingMode.TowardNegative:
-        return np.where(only_zeros, any_zero_negative, True)
+        return any_zero_negative | ~only_zeros
     return only_zeros & all_zero_negative
 
 
