@@ -151,9 +151,10 @@ def _backends(model: Model, *arrays: np.ndarray) -> list[str]:
     return ["numpy", "numba"] if usable else ["numpy"]
 
 
-def _check(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+def _check(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, backends: list[str] | None = None) -> None:
+    """Every row of ``dot`` on each backend (default: the CPU ones that run it) against the reference."""
     results = {be: bits(bf.dot(a, b, c, model=model, backend=be)).astype(np.uint64)
-               for be in _backends(model, a, b, c)}
+               for be in backends or _backends(model, a, b, c)}
     for r in range(a.shape[0]):
         want = reference.dot_bits(model, a[r].tolist(), b[r].tolist(), float(c[r]))
         for be, got in results.items():

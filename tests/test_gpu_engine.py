@@ -15,26 +15,17 @@ torch = pytest.importorskip("torch", reason="the GPU engine needs torch: pip ins
 
 import blockfma as bf  # noqa: E402
 from blockfma import formats as F  # noqa: E402
-from blockfma import reference  # noqa: E402
 from blockfma.engine import gpu  # noqa: E402
 from blockfma.formats import RoundingMode  # noqa: E402
 from blockfma.model import Family, Model  # noqa: E402
 
 from _util import bits  # noqa: E402
-from test_engine_vs_reference import MODELS, _case, _finite_inputs, _preset_models, draw_rows  # noqa: E402
+from test_engine_vs_reference import MODELS, _case, _check, _finite_inputs, draw_rows  # noqa: E402
 
 GPU_MODELS = [m for m in MODELS if gpu.supports(m)]
 GPU_IDS = [m.name or m.summary() for m in GPU_MODELS]
 HAVE_CUDA = gpu.available()
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA GPU visible to torch")
-
-
-def _check_rows(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, backend: str) -> None:
-    got = bits(bf.dot(a, b, c, model=model, backend=backend)).astype(np.uint64)
-    for r in range(a.shape[0]):
-        want = reference.dot_bits(model, a[r].tolist(), b[r].tolist(), float(c[r]))
-        assert int(got[r]) == want, (f"{model.summary()} ({backend}): row {r} a={a[r].tolist()} "
-                                     f"b={b[r].tolist()} c={float(c[r])!r}: {int(got[r]):#x}, reference {want:#x}")
 
 
 def test_gpu_engine_covers_the_fused_presets():
@@ -56,7 +47,7 @@ def test_torch_engine_matches_reference(model: Model):
     L = model.block_width or 6
     for k, seed in ((L, 21), (2 * L + 1, 22), (1, 23)):
         a, b, c = draw_rows(model, 40, k, seed)
-        _check_rows(model, a, b, c, "torch")
+        _check(model, a, b, c, ["torch"])
 
 
 @pytest.mark.slow
@@ -65,14 +56,14 @@ def test_torch_engine_matches_reference_long(model: Model):
     L = model.block_width or 6
     for seed in range(3):
         a, b, c = draw_rows(model, 300, 3 * L - 1, 200 + seed)
-        _check_rows(model, a, b, c, "torch")
+        _check(model, a, b, c, ["torch"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case().filter(lambda case: gpu.supports(case[0])))
 def test_torch_engine_matches_reference_hypothesis(case):
     model, a, b, c = case
-    _check_rows(model, np.array([a]), np.array([b]), np.array([c]), "torch")
+    _check(model, np.array([a]), np.array([b]), np.array([c]), ["torch"])
 
 
 @pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
@@ -106,7 +97,7 @@ def test_late_c_product_overflow_on_torch():
     model = bf.device("MI300X").model("bf16", "fp32")
     a = np.array([[2.0**100, 1.0, 0.0, 0.0, 0, 0, 0, 0], [2.0**100, -(2.0**100), 0, 0, 0, 0, 0, 0]])
     b = np.array([[2.0**50, 1.0, 0, 0, 0, 0, 0, 0], [2.0**50, 2.0**50, 0, 0, 0, 0, 0, 0]])
-    _check_rows(model, a, b, np.array([1.0, 0.0]), "torch")
+    _check(model, a, b, np.array([1.0, 0.0]), ["torch"])
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16", "e4m3fn", "e5m2fnuz", "e8m13"])
@@ -147,7 +138,7 @@ def test_backend_errors_are_clear():
 def test_cuda_engine_matches_reference(model: Model):
     L = model.block_width or 8
     a, b, c = draw_rows(model, 64, 2 * L + 1, 41)
-    _check_rows(model, a, b, c, "cuda")
+    _check(model, a, b, c, ["cuda"])
 
 
 @pytest.mark.gpu
