@@ -50,6 +50,17 @@ def _ntasks(nbatch, m, n, rows=ROWS, cols=COLS):
     return nbatch * ((m + rows - 1) // rows) * ((n + cols - 1) // cols)
 
 
+@njit(cache=True, inline="always")
+def _block_start_exponents(d, za, zb, em, c_emin, e_zero):
+    """A block's starting e_max for one row of outputs: C's exponent E_fc (e_zero for a zero C), raised to
+    e_zero where the block has a zero product (``za`` for the row of A, ``zb`` per column of B)."""
+    di = d.view(np.int64)
+    for j in range(d.size):
+        e = max(np.int32(exponent_bits(di[j])), c_emin)
+        e = e_zero if d[j] == 0.0 else e
+        em[j] = max(e, e_zero) if (za or zb[j]) else e
+
+
 @njit(cache=True)
 def _all_products_negative_zero(A, B, bt, i, j, k0, k1):
     for kk in range(k0, k1):
@@ -94,15 +105,8 @@ def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_al
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
-            for r in range(R):  # C's exponent, and e_zero where the block has a zero product
-                za = ZA[bt, i0 + r, blk]
-                zb = ZB[bt, blk, j0:j0 + J]
-                di = d[r].view(np.int64)
-                em = emax[r]
-                for j in range(J):
-                    e = max(np.int32(exponent_bits(di[j])), c_emin)
-                    e = e_zero if d[r, j] == 0.0 else e
-                    em[j] = max(e, e_zero) if (za or zb[j]) else e
+            for r in range(R):
+                _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin, e_zero)
             for kk in range(k0, k0 + L):  # e_max over the products: sums of the factors' exponents
                 ebk = EB[bt, kk, j0:j0 + J]
                 for r in range(R):
@@ -173,15 +177,8 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
-            for r in range(R):  # C's exponent, and e_zero where the block has a zero product
-                za = ZA[bt, i0 + r, blk]
-                zb = ZB[bt, blk, j0:j0 + J]
-                di = d[r].view(np.int64)
-                em = emax[r]
-                for j in range(J):
-                    e = max(np.int32(exponent_bits(di[j])), c_emin)
-                    e = e_zero if d[r, j] == 0.0 else e
-                    em[j] = np.int16(max(e, e_zero) if (za or zb[j]) else e)
+            for r in range(R):
+                _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin, e_zero)
             for kk in range(k0, k0 + L - 3, 4):  # e_max over the products: sums of the factors' exponents
                 eb0 = EB[bt, kk, j0:j0 + J]
                 eb1 = EB[bt, kk + 1, j0:j0 + J]
