@@ -376,21 +376,24 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
         if not COMPILE.get(device_type, False) or model.family not in _FUSABLE:
             _STEPS[key] = step
         else:
-            compiled = _torch().compile(step, dynamic=None)
-            chosen: list[Callable[..., Any]] = []
+            # dynamic=False: one graph per tile shape.  With dynamic shapes torch 2.11 turned the model's
+            # integer parameters into symbols and failed on the second shape (H100 run, 2026-11-22).
+            dynamo = _torch()._dynamo.config  # one graph per (model, tile shape): the default limit of 8
+            for name in ("recompile_limit", "cache_size_limit"):  # recompiles sent most models to eager
+                if hasattr(dynamo, name):
+                    setattr(dynamo, name, max(getattr(dynamo, name), 512))
+            compiled = _torch().compile(step, dynamic=False)
+            fallen_back: list[bool] = []
 
             def guarded(*args: Any) -> Any:
-                if not chosen:
+                if not fallen_back:  # every call may compile anew (a new shape), so every call is guarded
                     try:
-                        out = compiled(*args)
+                        return compiled(*args)
                     except Exception as exc:  # a broken toolchain, not an arithmetic question
                         warnings.warn(f"torch.compile failed for the GPU engine ({type(exc).__name__}: {exc}); "
                                       "running it op by op (same results, slower)", RuntimeWarning, stacklevel=2)
-                        chosen.append(step)
-                    else:
-                        chosen.append(compiled)
-                        return out
-                return chosen[0](*args)
+                        fallen_back.append(True)
+                return step(*args)
 
             _STEPS[key] = guarded
     return _STEPS[key]
