@@ -471,6 +471,11 @@ def test_exact_zero_signs() -> None:
     # a nonzero sum that rounds to zero keeps its sign: -2^-24 * 2^-2 = -2^-26 -> -0 in binary16
     assert dot_bits(V100_16, [-(2.0**-24)], [0.25], 0.0) == 0x8000
     assert dot_bits(ieee1.replace(output_format="fp16"), [-(2.0**-24)], [0.25], 0.0) == 0x8000
+    # ... or gives +0 with rounded_zero="positive" (the NVIDIA presets), also after a chain of blocks
+    assert dot_bits(V100_16.replace(rounded_zero="positive"), [-(2.0**-24)], [0.25], 0.0) == 0x0000
+    assert dot_bits(V100_16.replace(rounded_zero="positive"), [-(2.0**-24)] + [0.0] * 4, [0.25] * 5, -0.0) == 0
+    with pytest.raises(ValueError, match="rounded_zero='positive' needs"):
+        ieee1.replace(rounded_zero="positive")
 
 
 def test_flush_inputs() -> None:

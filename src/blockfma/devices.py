@@ -46,6 +46,8 @@ SOURCES: dict[str, Source] = {s.key: s for s in (
     Source("MMA-Sim", "P. Xie et al., MMA-Sim: bit-accurate reference model of tensor cores and matrix cores, "
            "arXiv:2511.10909", "simulator"),
     Source("Hawkeye", "Badash et al., Hawkeye, arXiv:2603.20421", "hardware study"),
+    Source("blockfma-H100", "blockfma's own record: 21 million dot products through mma.sync and wgmma on an H100 80GB "
+           "HBM3, 2026-11-22 (data/hardware/h100-mma-wgmma.json, h100-mma-fp8.json)", "hardware data"),
     Source("DeepSeek-V3", "DeepSeek-AI, DeepSeek-V3 technical report, sec. 3.5.2 (fp8 accumulation 'about 14 bits')",
            "hardware study"),
     Source("mmaemu", "mmaemu tensor-core emulator (fp8 accumulation)", "simulator"),
@@ -158,7 +160,7 @@ def _nvidia(inp: str, out: str, L: int, F: int, e_zero: int, *, out_bits: int | 
         output_rounding=RoundingMode.TowardZero if fp32_out else RoundingMode.TiesToEven,
         output_fraction_bits=out_bits if fp32_out else None,
         input_rounding=RoundingMode.TowardZero if inp == "tf32" else None,
-        overflow="inf", nan=NaNStyle.CANONICAL, exact_zero="positive", name=name)
+        overflow="inf", nan=NaNStyle.CANONICAL, exact_zero="positive", rounded_zero="positive", name=name)
 
 
 def _fma(fmt: str, *, subnormals: bool = True, nan: NaNStyle = NaNStyle.DEFAULT, name: str = "") -> Model:
@@ -238,10 +240,13 @@ def _build() -> dict[str, Device]:
                      ptx="mma.sync.m16n8k16 / m16n8k8 (tf32) / m8n8k4 (f64), wmma"),
          Instruction("wgmma", H100_wgmma, {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3fn": 32, "e5m2": 32},
                      ptx="wgmma.mma_async.m64nNk16 / k8 (tf32) / k32 (fp8)")),
-        ("KM", "MMA-Sim", "Hawkeye", "FTTN", "DeepSeek-V3", "mmaemu"), "high",
+        ("KM", "MMA-Sim", "Hawkeye", "FTTN", "DeepSeek-V3", "mmaemu", "blockfma-H100"), "high",
         notes="fp16/bf16: one 16-wide block, F = 25 (FTTN: >= 2 extra bits, >= 16 wide); tf32: blocks of 8; "
               "fp8 (wgmma only): one 32-wide block, F = 13 and the fp32 result keeps 13 fraction bits "
-              "(DeepSeek-V3: 'about 14 bits'). fp64 DMMA: chain of IEEE FMAs.",
+              "(DeepSeek-V3: 'about 14 bits'). fp64 DMMA: chain of IEEE FMAs. Our own H100 record "
+              "(data/hardware, 2026-11-22) matches fp16/bf16/tf32/fp8 wgmma and mma bit for bit, shows every "
+              "zero result is +0, and shows mma.sync fp8 runs as two fp16 HMMAs plus an IEEE add of C "
+              "(not modelled here).",
         aliases=("H200", "H800", "H20", "GH200", "Hopper", "sm_90")))
 
     B200 = _nv_fp16_family(16, 25, -133, -21, "B200")

@@ -69,6 +69,7 @@ class NaNStyle(enum.Enum):
 
 
 _FAMILIES_WITH_F = (Family.TRUNCATED_FUSED, Family.LATE_C)
+_FUSED = (Family.TRUNCATED_FUSED, Family.EXACT_FUSED, Family.LATE_C)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class Model:
     [1, 4), what the NVIDIA hardware data fit); ``"normalized"`` its own exponent floor(log2 |p|).
     ``overflow``: ``"inf"`` gives infinity on overflow whatever the rounding (NVIDIA), ``"ieee"`` follows
     IEEE 754.  ``exact_zero``: sign of an exactly zero result, ``"positive"`` (+0, NVIDIA) or ``"ieee"``.
+    ``rounded_zero``: sign of a zero result that comes from rounding a nonzero sum, ``"signed"`` (the
+    sum's sign, IEEE) or ``"positive"`` (+0: every zero result is +0; H100 record and MMA-Sim).
     """
 
     family: Family
@@ -105,6 +108,7 @@ class Model:
     overflow: Literal["ieee", "inf"] = "ieee"
     nan: NaNStyle = NaNStyle.DEFAULT
     exact_zero: Literal["positive", "ieee"] = "ieee"
+    rounded_zero: Literal["signed", "positive"] = "signed"
     late_fraction_bits: int | None = None
     groups: int = 1
     product_exponent: Literal["sum", "normalized"] = "sum"
@@ -168,6 +172,10 @@ class Model:
         need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
              "product_exponent applies to the truncated-fused family only")
         need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
+        need(self.rounded_zero in ("signed", "positive"), "rounded_zero must be 'signed' or 'positive'")
+        need(self.rounded_zero == "signed" or (self.exact_zero == "positive" and self.family in _FUSED),
+             "rounded_zero='positive' needs a fused family (truncated-fused, exact-fused, late-c) with "
+             "exact_zero='positive'")
         need(self.output_format.has_infinities,
              f"output format {self.output_format.name} has no infinities; matrix units here write "
              "fp16, bf16, fp32 or fp64")
@@ -212,6 +220,7 @@ class Model:
             "overflow": self.overflow,
             "nan": self.nan.value,
             "exact_zero": self.exact_zero,
+            "rounded_zero": self.rounded_zero,
             "late_fraction_bits": self.late_fraction_bits,
             "groups": self.groups,
             "product_exponent": self.product_exponent,
@@ -241,6 +250,7 @@ class Model:
             overflow=d.get("overflow", "ieee"),
             nan=NaNStyle(d.get("nan", "default")),
             exact_zero=d.get("exact_zero", "ieee"),
+            rounded_zero=d.get("rounded_zero", "signed"),
             late_fraction_bits=d.get("late_fraction_bits"),
             groups=d.get("groups", 1),
             product_exponent=d.get("product_exponent", "sum"),

@@ -277,10 +277,14 @@ def _zero_is_negative(terms: Sequence[Term], mode: RoundingMode, exact_zero: str
 
 
 def _R(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
-    """R(x): round the exact value x, the sum of ``terms``, to the result format ("Notation")."""
-    return round_exact(model.result_format, x, model.output_rounding,
-                       negative=_zero_is_negative(terms, model.output_rounding, model.exact_zero),
-                       subnormals=model.subnormals, overflow=model.overflow)
+    """R(x): round the exact value x, the sum of ``terms``, to the result format ("Notation"); with
+    ``rounded_zero="positive"`` a nonzero x that rounds to zero gives +0 ("Sign of an exact zero")."""
+    value = round_exact(model.result_format, x, model.output_rounding,
+                        negative=_zero_is_negative(terms, model.output_rounding, model.exact_zero),
+                        subnormals=model.subnormals, overflow=model.overflow)
+    if value == 0 and model.rounded_zero == "positive":
+        return 0.0
+    return value
 
 
 def _P(model: Model, x: Fraction, terms: Sequence[Term]) -> float:

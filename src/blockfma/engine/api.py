@@ -138,8 +138,12 @@ def _nan_bits(fmt: Format, style: NaNStyle) -> int:
 
 
 def finish(model: Model, values: np.ndarray) -> np.ndarray:
-    """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern."""
+    """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern, every zero
+    +0 under ``rounded_zero="positive"`` (one place for all engines: with exact_zero="positive" a zero
+    block result only ever meets the next block as a zero C, whose sign then cannot matter)."""
     fmt = model.output_format
+    if model.rounded_zero == "positive":
+        values = np.where(values == 0, 0.0, values)
     out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values))
     nan = np.isnan(values)
     if np.any(nan):
