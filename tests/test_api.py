@@ -237,3 +237,19 @@ def test_without_numba_the_numpy_engine_runs(monkeypatch):
     assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
     with pytest.raises(ValueError, match=r"pip install 'blockfma\[fast\]'"):
         bf.gemm(A, A.T, None, device="H100", backend="numba")
+
+
+def test_trusted_path_skips_only_the_check():
+    """check=False gives the same bits on values of the format and does not look at them otherwise."""
+    rng = np.random.default_rng(5)
+    A = F.round("fp16", rng.standard_normal((7, 40)))
+    B = F.round("fp16", rng.standard_normal((40, 5)))
+    C = F.round("fp32", rng.standard_normal((7, 5)))
+    for backend in ("numpy", "auto"):
+        want = bf.gemm(A, B, C, device="H100", backend=backend)
+        assert np.array_equal(bits(bf.gemm(A, B, C, device="H100", backend=backend, check=False)), bits(want))
+    a, b, c = A[:5], B.T, C[:5, 0]
+    assert np.array_equal(bits(bf.dot(a, b, c, check=False)), bits(bf.dot(a, b, c)))
+    with pytest.raises(ValueError, match="not representable in fp16"):
+        bf.gemm(A + 2.0**-20, B)
+    bf.gemm(A + 2.0**-20, B, check=False)  # no error: the caller vouched for the values

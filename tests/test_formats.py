@@ -213,3 +213,33 @@ def test_is_representable():
     assert F.is_representable("tf32", [1 + 2**-10]).all() and not F.is_representable("tf32", [1 + 2**-11]).any()
     assert not F.is_representable("e4m3fn", [np.inf]).any()
     assert not F.is_representable("e4m3fnuz", [-0.0]).any()
+
+
+@pytest.mark.parametrize("name", F.names())
+def test_is_representable_by_storage_cast_equals_rounding(name):
+    """The fast check (a cast to the storage dtype and back) against the general one (x == its own rounding
+    toward zero), on every code's value and its float64 neighbours, binary32 bit patterns, specials."""
+    fmt = F.get(name)
+    rng = np.random.default_rng(11)
+    vals = [np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e-300, 2.0**-1074])]
+    codes = np.arange(1 << min(fmt.bits, 16), dtype=np.uint64)
+    if fmt.bits > 16:
+        codes = rng.integers(0, 1 << min(fmt.bits, 63), size=60000, dtype=np.uint64)
+        if name in ("tf32", "e8m13"):  # storage is binary32: draw binary32 patterns, some with low bits zero
+            codes = codes & np.uint64(0xFFFFFFFF)
+            codes[::2] &= np.uint64(~((1 << (24 - fmt.precision)) - 1) & 0xFFFFFFFF)
+            v = np.frombuffer(codes.astype(np.uint32).tobytes(), np.float32).astype(np.float64)
+            vals.append(v)
+        else:
+            vals.append(F.decode(fmt, codes & np.uint64((1 << fmt.bits) - 1)))
+    else:
+        vals.append(F.decode(fmt, codes))
+    base = np.concatenate(vals)
+    with np.errstate(over="ignore"):
+        x = np.concatenate([base, np.nextafter(base, np.inf), np.nextafter(base, -np.inf), base * 3.0, base / 3.0,
+                            rng.standard_normal(20000) * 2.0 ** rng.integers(-160, 160, 20000)])
+    fast = F._storage_round_trip(fmt, x)
+    assert fast is not None, "every registered format has a storage type that decides it"
+    with np.errstate(over="ignore"):
+        slow = F._representable_by_rounding(fmt, x)
+    assert np.array_equal(fast, slow), x[fast != slow][:5]

@@ -376,11 +376,43 @@ def round(
     return out
 
 
+def _storage_round_trip(fmt: Format, x: np.ndarray) -> np.ndarray | None:
+    """``is_representable`` by a cast to the storage dtype and back, where that decides it: the cast gives a
+    value of the storage type, so the round trip returns x exactly when x is one.  Formats narrower than
+    their binary32 storage (tf32, e8m13) also need their dropped low bits zero.  None where no storage type
+    holds exactly the format's values (another format, or one without subnormals)."""
+    if not fmt.subnormals:
+        return None
+    storage = _REGISTRY.get(fmt.dtype_name.removeprefix("float8_") if fmt.dtype_name.startswith("float8_")
+                            else fmt.dtype_name)
+    if storage is None or storage.exponent_bits != fmt.exponent_bits or storage.bias != fmt.bias \
+            or storage.nan != fmt.nan or storage.precision < fmt.precision:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = x.astype(fmt.dtype)
+        back = y.astype(np.float64) if fmt.dtype.itemsize >= 2 and fmt.dtype.kind == "f" else \
+            y.astype(np.float32).astype(np.float64)
+        same = (back == x) & (np.signbit(back) == np.signbit(x))
+    drop = storage.precision - fmt.precision
+    if drop:
+        uint = {4: np.uint32, 8: np.uint64}[fmt.dtype.itemsize]
+        same &= (y.view(uint) & uint((1 << drop) - 1)) == 0
+    if fmt.has_infinities:
+        return same | np.isnan(x)
+    return (same & np.isfinite(x)) | np.isnan(x)
+
+
 def is_representable(fmt: Format | str, x: Any) -> np.ndarray:
     """True where the float64 value is exactly a value of ``fmt`` (NaN counts; infinities where the
     format has them; -0 only where the format has a negative zero)."""
     fmt = get(fmt)
     x = np.asarray(x, dtype=np.float64)
+    fast = _storage_round_trip(fmt, x)
+    return fast if fast is not None else _representable_by_rounding(fmt, x)
+
+
+def _representable_by_rounding(fmt: Format, x: np.ndarray) -> np.ndarray:
+    """``is_representable`` for any format: x equals its own rounding toward zero (the slow, general way)."""
     with np.errstate(invalid="ignore"):
         rounded = round(fmt, x, RoundingMode.TowardZero)
         same = (rounded == x) & (np.signbit(rounded) == np.signbit(x))

@@ -153,12 +153,14 @@ def finish(model: Model, values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any
+def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any, check: bool = True
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     mode_ab, mode_c = _input_rounding(model, round_inputs)
-    a = _check_format(model.input_format, a, "a", mode_ab)
-    b = _check_format(model.input_format, b, "b", mode_ab)
-    c = _check_format(model.c_format, c, "c", mode_c)
+    if check or mode_ab is not None:
+        a = _check_format(model.input_format, a, "a", mode_ab)
+        b = _check_format(model.input_format, b, "b", mode_ab)
+    if check or mode_c is not None:
+        c = _check_format(model.c_format, c, "c", mode_c)
     if not model.subnormals:
         a, b, c = flush(model.input_format, a), flush(model.input_format, b), flush(model.c_format, c)
     return a, b, c
@@ -191,7 +193,7 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
 
 def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str | Format | None = None,
         output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-        round_inputs: Any = None, backend: str = "auto") -> np.ndarray:
+        round_inputs: Any = None, backend: str = "auto", check: bool = True) -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
     ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format.
@@ -200,6 +202,9 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
     are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
     in the output format's dtype (float16, float32, float64), so results compare bit for bit.
+    ``check=False`` is the trusted path for callers that built their values in the formats themselves
+    (multiword splitting, probes): it skips the representability check; values outside the format then
+    give unspecified bits.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply and numpy elsewhere;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
     models) on a CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
@@ -222,7 +227,7 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     if A.shape[-1] == 0:  # an empty dot product is c itself, as given
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64))
-    A, B, C = _prepare(m, A, B, C, round_inputs)
+    A, B, C = _prepare(m, A, B, C, round_inputs, check)
     k = A.shape[-1]
     rows = int(np.prod(lead, dtype=np.int64))
     if _on_torch(backend):
@@ -261,13 +266,14 @@ class _Progress:
 
 def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: str | Format | None = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-         round_inputs: Any = None, backend: str = "auto", progress: bool | None = None) -> np.ndarray:
+         round_inputs: Any = None, backend: str = "auto", progress: bool | None = None, check: bool = True
+         ) -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
     for :func:`dot`.  ``progress`` prints a progress line on stderr (default: for GEMMs of 4e9 products or
-    more, on a terminal).
+    more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.
     """
     _check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
@@ -287,7 +293,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
         raise ValueError(f"C has shape {C_.shape}; it must be ({m}, {n}) or broadcast to it") from None
     if k == 0:  # no products: D is C as given
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])))
-    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs)
+    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check)
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
         return finish(mdl, D)
