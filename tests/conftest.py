@@ -1,11 +1,11 @@
-"""pytest fixtures shared by the tests (plain helpers live in _util.py)."""
+"""pytest fixtures shared by the tests (plain helpers live in helpers.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from _util import bits
+from helpers import bits
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import blockfma as bf
 from blockfma import formats as F
 from blockfma.model import Family, Model
 
-from _util import bits
+from helpers import bits
 
 
 # --- bad input gets a clear error ------------------------------------------------------------------------
@@ -253,3 +253,25 @@ def test_trusted_path_skips_only_the_check():
     with pytest.raises(ValueError, match="not representable in fp16"):
         bf.gemm(A + 2.0**-20, B)
     bf.gemm(A + 2.0**-20, B, check=False)  # no error: the caller vouched for the values
+
+
+def test_dispatch_says_what_ran_and_never_falls_back_silently():
+    from blockfma.engine import last_backend
+    from helpers import FAST
+
+    bf.dot([1.0, 2.0], [3.0, 4.0], 0.0, device="H100")
+    assert last_backend() == ("numba" if FAST else "numpy")
+    bf.dot([np.nan, 2.0], [3.0, 4.0], 0.0, device="H100")  # non-finite inputs: the numpy engine
+    assert last_backend() == "numpy"
+    bf.gemm(np.ones((2, 16)), np.ones((16, 2)), backend="numpy")
+    assert last_backend() == "numpy"
+    if not FAST:
+        return
+    # MI300X bf16: a product beyond binary32's range sends late-c to numpy; forcing numba says so
+    a, b = [2.0**100, 1.0], [2.0**50, 1.0]
+    assert float(bf.dot(a, b, 0.0, device="MI300X", input_format="bf16")) == np.inf
+    assert last_backend() == "numpy"
+    with pytest.raises(ValueError, match="compiled kernels do not run"):
+        bf.dot(a, b, 0.0, device="MI300X", input_format="bf16", backend="numba")
+    with pytest.raises(ValueError, match="compiled kernels do not run"):
+        bf.gemm(np.array([a]), np.array([b]).T, device="MI300X", input_format="bf16", backend="numba")

@@ -13,155 +13,13 @@ import zlib
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import blockfma as bf
 from blockfma import formats as F
-from blockfma import reference
-from blockfma.engine.api import _fast_module
 from blockfma.model import Alignment, Family, Model
 
-from _util import bits
-
-
-def _preset_models() -> list[Model]:
-    seen: dict[tuple, Model] = {}
-    for dev in bf.devices():
-        for ins in dev.instructions:
-            for m in ins.models.values():
-                key = tuple(sorted(m.features().items(), key=lambda kv: kv[0]))
-                seen.setdefault(key, m)
-    return list(seen.values())
-
-
-def _variants() -> list[Model]:
-    v100 = bf.device("V100").model("fp16", "fp32")
-    h100 = bf.device("H100").model("bf16", "fp32")
-    mi300 = bf.device("MI300X").model("bf16", "fp32")
-    return [
-        v100.replace(alignment=Alignment.FLOOR, name="V100 floor"),
-        v100.replace(carry_bits=1, name="V100 1 carry"),
-        v100.replace(carry_bits=2, name="V100 2 carries"),
-        v100.replace(carry_bits=3, name="V100 3 carries"),
-        v100.replace(exact_zero="ieee", rounded_zero="signed", name="V100 ieee zero"),
-        v100.replace(rounded_zero="signed", name="V100 signed rounded zero"),
-        v100.replace(output_rounding="rne", overflow="ieee", name="V100 rne out"),
-        v100.replace(product_exponent="normalized", name="V100 normalised products"),
-        h100.replace(product_exponent="normalized", alignment=Alignment.FLOOR, name="H100 bf16 normalised floor"),
-        h100.replace(output_fraction_bits=13, output_rounding="rne", name="H100 bf16 e8m13 rne"),
-        h100.replace(alignment=Alignment.FLOOR, output_rounding="rd", name="H100 floor rd"),
-        h100.replace(block_width=5, name="odd block width"),
-        mi300.replace(groups=2, name="MI300 bf16 grouped"),
-        mi300.replace(output_rounding="rz", name="MI300 rz"),
-        Model(Family.PAIRWISE, "fp16", "fp32", block_width=8, name="pairwise with subnormals"),
-        Model(Family.PAIRWISE, "bf16", "fp16", block_width=2, subnormals=False, name="pairwise fp16 out"),
-        Model(Family.FMA_CHAIN, "bf16", "fp32", block_width=1, subnormals=False, name="fma chain FTZ"),
-        Model(Family.FMA_CHAIN, "fp16", "fp32", block_width=1, output_rounding="rz", exact_zero="positive",
-              name="fma chain rz +0"),
-        Model(Family.EXACT_FUSED, "fp16", "fp16", block_width=3, output_rounding="rd", name="exact rd"),
-        Model(Family.EXACT_FUSED, "e5m2", "fp32", block_width=None, output_rounding="ro", name="exact odd"),
-        Model(Family.AMX, "bf16", "fp32", block_width=4, subnormals=False, name="amx small"),
-        Model(Family.BFDOT, "bf16", "fp32", block_width=2, output_rounding="ro", subnormals=True, name="bfdot subn"),
-    ]
-
-
-MODELS = _preset_models() + _variants()
-IDS = [m.name or m.summary() for m in MODELS]
-
-
-# --- input generators --------------------------------------------------------------------------------
-def _from_codes(fmt: F.Format, rng: np.random.Generator, size) -> np.ndarray:
-    codes = rng.integers(0, 1 << fmt.bits, size=size, dtype=np.uint64) if fmt.bits < 64 else \
-        rng.integers(0, 1 << 63, size=size, dtype=np.uint64) | (rng.integers(0, 2, size=size, dtype=np.uint64) << np.uint64(63))
-    return F.decode(fmt, codes)
-
-
-def _grid(fmt: F.Format, rng: np.random.Generator, size, lo: int, hi: int) -> np.ndarray:
-    """Small integers times powers of two in [2**lo, 2**hi]: sums land on ties and cut points."""
-    k = rng.integers(1, 1 << min(fmt.precision, 4), size=size)
-    e = rng.integers(lo, hi + 1, size=size) - 3  # k < 16 = 2**4: k * 2**(e - 3) stays below 2**(hi + 1)
-    x = np.ldexp(k.astype(np.float64), e) * rng.choice([-1.0, 1.0], size=size)
-    return F.round(fmt, x, "rz")
-
-
-def _subnormals(fmt: F.Format, rng: np.random.Generator, size) -> np.ndarray:
-    k = rng.integers(0, 1 << (fmt.precision - 1), size=size)
-    return np.ldexp(k.astype(np.float64), fmt.emin - fmt.precision + 1) * rng.choice([-1.0, 1.0], size=size)
-
-
-def _sanitize(fmt: F.Format, x: np.ndarray, allow_special: bool) -> np.ndarray:
-    if not allow_special:
-        x = np.where(np.isfinite(x), x, 1.0)
-    if not fmt.has_negative_zero:
-        x = np.where(x == 0, 0.0, x)
-    return x
-
-
-def draw_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """rows x k inputs, one style per row (see module docstring)."""
-    rng = np.random.default_rng(seed)
-    fin, fc = model.input_format, model.c_format
-    a = np.empty((rows, k))
-    b = np.empty((rows, k))
-    c = np.empty(rows)
-    for r in range(rows):
-        style = r % 8
-        special = rng.random() < 0.15
-        if style == 0:  # random codes: anything, specials included
-            a[r], b[r], c[r] = _from_codes(fin, rng, k), _from_codes(fin, rng, k), _from_codes(fc, rng, ())
-        elif style == 1:  # coarse grid near 1: ties and alignment cuts
-            a[r], b[r] = _grid(fin, rng, k, -3, 3), _grid(fin, rng, k, -3, 3)
-            c[r] = _grid(fc, rng, (), -2, 4)[()] if rng.random() < 0.7 else F.round(fc, rng.normal() * 8, "rz")
-        elif style == 2:  # wide spread: one big product, many tiny ones
-            a[r], b[r] = _grid(fin, rng, k, fin.emin, 2), _grid(fin, rng, k, fin.emin, 2)
-            a[r, 0], b[r, 0] = F.round(fin, [rng.uniform(1, 2) * 2.0**min(8, fin.emax)] * 2, "rz")
-            c[r] = F.round(fc, rng.choice([0.0, -1.0, 2.0**-20, rng.normal()]), "rne")
-        elif style == 3:  # heavy cancellation: products in cancelling pairs, C near minus their sum
-            x, y = _grid(fin, rng, k, -6, 6), _grid(fin, rng, k, -6, 6)
-            half = k // 2
-            x[half:2 * half], y[half:2 * half] = x[:half], -y[:half]
-            perm = rng.permutation(k)
-            a[r], b[r] = x[perm], y[perm]
-            c[r] = F.round(fc, -float(np.sum(a[r] * b[r])) + rng.choice([0.0, 2.0**-24, -(2.0**-30)]), "rne")
-        elif style == 4:  # subnormal inputs and C
-            a[r], b[r] = _subnormals(fin, rng, k), _grid(fin, rng, k, -2, 10)
-            c[r] = _subnormals(fc, rng, ())[()] if rng.random() < 0.5 else 0.0
-        elif style == 5:  # zeros of both signs
-            a[r] = rng.choice([0.0, -0.0, 1.0, -2.0], size=k)
-            b[r] = rng.choice([0.0, -0.0, 0.5], size=k)
-            c[r] = rng.choice([0.0, -0.0, 1.0])
-        elif style == 6:  # large values: overflow of sums and products
-            a[r], b[r] = _grid(fin, rng, k, fin.emax - 3, fin.emax), _grid(fin, rng, k, fin.emax - 3, fin.emax)
-            c[r] = F.round(fc, rng.choice([fc.max, -fc.max, 0.0]), "rz")
-        else:  # C dominating, products around its last bits
-            c[r] = F.round(fc, rng.uniform(0.5, 2) * rng.choice([1.0, -1.0]), "rz")
-            a[r], b[r] = _grid(fin, rng, k, -14, -8), _grid(fin, rng, k, -14, -8)
-        if special:
-            for arr in (a[r], b[r]):
-                if rng.random() < 0.5:
-                    arr[rng.integers(k)] = rng.choice([np.nan, np.inf, -np.inf]) if fin.has_infinities else np.nan
-        a[r], b[r] = _sanitize(fin, a[r], special or style == 0), _sanitize(fin, b[r], special or style == 0)
-        c[r] = _sanitize(fc, np.array(c[r]), special or style == 0)
-    return a, b, c
-
-
-def _backends(model: Model, *arrays: np.ndarray) -> list[str]:
-    """numpy always; numba too where it is installed and runs this model on these inputs."""
-    fast = _fast_module()
-    usable = fast and fast.supports(model) and all(np.isfinite(x).all() for x in arrays)
-    return ["numpy", "numba"] if usable else ["numpy"]
-
-
-def _check(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, backends: list[str] | None = None) -> None:
-    """Every row of ``dot`` on each backend (default: the CPU ones that run it) against the reference."""
-    results = {be: bits(bf.dot(a, b, c, model=model, backend=be)).astype(np.uint64)
-               for be in backends or _backends(model, a, b, c)}
-    for r in range(a.shape[0]):
-        want = reference.dot_bits(model, a[r].tolist(), b[r].tolist(), float(c[r]))
-        for be, got in results.items():
-            assert int(got[r]) == want, (
-                f"{model.summary()} ({be}): row {r} a={a[r].tolist()} b={b[r].tolist()} c={float(c[r])!r}: "
-                f"engine {int(got[r]):#x}, reference {want:#x}")
+from helpers import (FAST, IDS, MODELS, bits, check_against_reference, dot_cases, draw_rows, sanitize,
+                     finite_inputs, preset_models)
 
 
 @pytest.mark.parametrize("model", MODELS, ids=IDS)
@@ -170,7 +28,7 @@ def test_engine_matches_reference_bulk(model: Model):
     for k, seed in ((L, 1), (2 * L + 1, 2), (1, 3)):
         rows = 48 if L <= 16 else 24
         a, b, c = draw_rows(model, rows, k, seed + zlib.crc32(model.summary().encode()) % 1000)
-        _check(model, a, b, c)
+        check_against_reference(model, a, b, c)
 
 
 @pytest.mark.slow
@@ -179,34 +37,14 @@ def test_engine_matches_reference_bulk_long(model: Model):
     L = model.block_width or 6
     for seed in range(4):
         a, b, c = draw_rows(model, 400, 3 * L - 1, 100 + seed)
-        _check(model, a, b, c)
-
-
-@st.composite
-def _case(draw):
-    model = draw(st.sampled_from(MODELS))
-    L = model.block_width or 5
-    k = draw(st.integers(1, min(2 * L + 1, 40)))
-    fin, fc = model.input_format, model.c_format
-
-    def value(fmt):
-        code = draw(st.integers(0, (1 << fmt.bits) - 1))
-        v = float(F.decode(fmt, code))
-        return 0.0 if (v == 0 and not fmt.has_negative_zero) else v
-
-    a = [value(fin) for _ in range(k)]
-    b = [value(fin) for _ in range(k)]
-    if draw(st.booleans()):  # make two products cancel
-        i, j = draw(st.integers(0, k - 1)), draw(st.integers(0, k - 1))
-        a[j], b[j] = a[i], -b[i] if (b[i] != 0 or fin.has_negative_zero) else b[i]
-    return model, a, b, value(fc)
+        check_against_reference(model, a, b, c)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_case())
+@given(dot_cases())
 def test_engine_matches_reference_hypothesis(case):
     model, a, b, c = case
-    _check(model, np.array([a]), np.array([b]), np.array([c]))
+    check_against_reference(model, np.array([a]), np.array([b]), np.array([c]))
 
 
 @pytest.mark.parametrize("name", ["V100", "H100", "MI300X", "MI250X", "MI100"])
@@ -222,31 +60,16 @@ def test_gemm_equals_dot_per_element(name):
     assert bits(D).tolist() == bits(per.astype(np.float32)).tolist()
 
 
-def _finite_inputs(model: Model, shape: tuple[int, int, int], seed: int):
-    rng = np.random.default_rng(seed)
-    m, k, n = shape
-    fin, fc = model.input_format, model.c_format
-    spread = min(12, fin.emax - 2)
-    A = F.round(fin, rng.standard_normal((m, k)) * 2.0 ** rng.integers(-spread, spread, (m, k)), saturate=True)
-    B = F.round(fin, rng.standard_normal((k, n)) * 2.0 ** rng.integers(-4, 4, (k, n)), saturate=True)
-    A[rng.random((m, k)) < 0.05] = 0.0
-    if fin.has_negative_zero:
-        B[rng.random((k, n)) < 0.05] = -0.0
-    C = F.round(fc, rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 4, (m, n)), saturate=True)
-    C[rng.random((m, n)) < 0.05] = 0.0
-    return A, B, C
+COMPILED = [m for m in MODELS if FAST and FAST.supports(m)]
 
 
-COMPILED = [m for m in MODELS if _fast_module() and _fast_module().supports(m)]
-
-
-@pytest.mark.skipif(not _fast_module(), reason="numba is not installed (pip install 'blockfma[fast]')")
+@pytest.mark.skipif(not FAST, reason="numba is not installed (pip install 'blockfma[fast]')")
 @pytest.mark.parametrize("model", COMPILED, ids=[m.name or m.summary() for m in COMPILED])
 def test_compiled_kernels_equal_numpy_engine_on_gemm(model: Model):
     """The compiled kernels against the numpy engine (itself held to the reference above) on whole GEMMs:
     many more elements than the reference could check, including k not a multiple of L."""
     L = model.block_width or 8
-    A, B, C = _finite_inputs(model, (23, 3 * L + 5, 19), 11)
+    A, B, C = finite_inputs(model, (23, 3 * L + 5, 19), 11)
     fast = bits(bf.gemm(A, B, C, model=model, backend="numba"))
     slow = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
     assert np.array_equal(fast, slow), np.argwhere(fast != slow)[:5]
@@ -255,9 +78,9 @@ def test_compiled_kernels_equal_numpy_engine_on_gemm(model: Model):
 def test_compiled_kernels_cover_every_preset_family():
     """Every family has a compiled kernel for its presets (fp64 FMA chains excepted: their products are
     not exact in float64); the numpy engine runs the rest."""
-    if not _fast_module():
+    if not FAST:
         pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
-    uncovered = {m.summary() for m in _preset_models() if not _fast_module().supports(m)}
+    uncovered = {m.summary() for m in preset_models() if not FAST.supports(m)}
     assert all("fp64" in name for name in uncovered), sorted(uncovered)
     assert {m.family for m in COMPILED} == set(Family)
 
@@ -283,7 +106,7 @@ def _extreme_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarra
         c[r] = F.round(fc, cpool[rng.choice([0, 2, 4])], "rz") * rng.choice([-1.0, 1.0])
     for r in range(0, rows, 4):  # every product the largest, one sign: the largest exact sums
         a[r], b[r] = fin.max, fin.max * rng.choice([-1.0, 1.0])
-    a, b, c = _sanitize(fin, a, False), _sanitize(fin, b, False), _sanitize(fc, c, False)
+    a, b, c = sanitize(fin, a, False), sanitize(fin, b, False), sanitize(fc, c, False)
     return a, b, c
 
 
@@ -300,7 +123,7 @@ def test_truncated_fused_extreme_terms(name, fmt, align):
     model = model.replace(alignment=Alignment(align))
     L = model.block_width
     for k, seed in ((L, 1), (2 * L + 1, 2)):
-        _check(model, *_extreme_rows(model, 160, k, seed))
+        check_against_reference(model, *_extreme_rows(model, 160, k, seed))
 
 
 def _ranged_rows(model: Model, a_range: tuple[int, int], b_range: tuple[int, int], rows: int, k: int,
@@ -325,7 +148,7 @@ def _ranged_rows(model: Model, a_range: tuple[int, int], b_range: tuple[int, int
     fc_tiny = fc.smallest_normal * 2.0 ** -(fc.precision - 1)
     cpool = np.array([fc.max, fc_tiny, fc.smallest_normal, 0.0, 1.0, 2.0**100, 2.0**-100])
     c = F.round(fc, cpool[rng.integers(len(cpool), size=rows)], "rz") * rng.choice([-1.0, 1.0], size=rows)
-    return a, b, _sanitize(fc, c, False)
+    return a, b, sanitize(fc, c, False)
 
 
 @pytest.mark.parametrize("name,fmt,align,a_range,b_range,binary32", [
@@ -342,7 +165,7 @@ def _ranged_rows(model: Model, a_range: tuple[int, int], b_range: tuple[int, int
 def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, binary32):
     """bf16 and tf32 products are cut in binary32 when the inputs' exponent range allows it (see
     engine.fast._binary32_products): inputs at the edges of that range, just inside and just outside."""
-    fast = _fast_module()
+    fast = FAST
     if not fast:
         pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
     model = None
@@ -356,7 +179,7 @@ def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, bina
     for k, seed in ((L, 1), (2 * L + 1, 2)):
         a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
         assert fast._exponents_and_range(model.input_format, a)[1] == a_range
-        _check(model, a, b, c)
+        check_against_reference(model, a, b, c)
 
 
 @pytest.mark.parametrize("model", [bf.device("Intel AMX").model("bf16", "fp32"),
@@ -378,7 +201,7 @@ def test_amx_flush_at_the_smallest_normal(model: Model):
     a = np.array([r[0] for r in rows])
     b = np.array([r[1] for r in rows])
     c = np.zeros(len(rows))
-    _check(model, a, b, c)
+    check_against_reference(model, a, b, c)
 
 
 def test_fma_chain_flush_at_the_smallest_normal():
@@ -389,8 +212,8 @@ def test_fma_chain_flush_at_the_smallest_normal():
     c = np.array([sc * 2.0**-126 for sc, _ in signs])
     a = np.array([[sp * 2.0**-78, 0.0, 1.0] for _, sp in signs])
     b = np.array([[2.0**-77, 1.0, 0.0] for _ in signs])
-    _check(model, a[:, :1], b[:, :1], c)
-    _check(model, a, b, c)
+    check_against_reference(model, a[:, :1], b[:, :1], c)
+    check_against_reference(model, a, b, c)
 
 
 def test_bfdot_binary32_sums():
@@ -408,8 +231,8 @@ def test_bfdot_binary32_sums():
     a = np.array([r[0] for r in rows] * 2)
     b = np.array([r[1] for r in rows] * 2)
     c = np.array([r[2] for r in rows] + [-r[2] for r in rows])
-    ranges = [_fast_module()._exponents_and_range(model.input_format, x)[1] for x in (a, b)] if _fast_module() else []
+    ranges = [FAST._exponents_and_range(model.input_format, x)[1] for x in (a, b)] if FAST else []
     if ranges:
-        assert _fast_module()._normal_binary32_products(model.input_format, *ranges)
-    _check(model, a, b, c)
-    _check(model, np.concatenate([a, a], axis=1), np.concatenate([b, b], axis=1), c)  # chained over k
+        assert FAST._normal_binary32_products(model.input_format, *ranges)
+    check_against_reference(model, a, b, c)
+    check_against_reference(model, np.concatenate([a, a], axis=1), np.concatenate([b, b], axis=1), c)  # chained over k

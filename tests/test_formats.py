@@ -243,3 +243,31 @@ def test_is_representable_by_storage_cast_equals_rounding(name):
     with np.errstate(over="ignore"):
         slow = F._representable_by_rounding(fmt, x)
     assert np.array_equal(fast, slow), x[fast != slow][:5]
+
+
+@pytest.mark.parametrize("name", ["fp64", "fp32", "tf32", "bf16", "fp16", "e4m3fn", "e5m2", "e4m3fnuz", "e8m13"])
+@pytest.mark.parametrize("mode", list(RoundingMode))
+def test_round_fraction_matches_reference(name, mode):
+    """formats.round_fraction (62 bits and a sticky bit) against the reference's exact rounding, on rationals
+    with long expansions, near ties, below the smallest subnormal and beyond the largest value."""
+    from fractions import Fraction
+
+    from blockfma.reference import round_exact
+
+    fmt = F.get(name)
+    rng = np.random.default_rng(3)
+    xs = [Fraction(1, 3), Fraction(-2, 3), Fraction(10**40 + 1, 10**40), Fraction(1, 10**400), -Fraction(10**400)]
+    for _ in range(300):
+        e = int(rng.integers(fmt.emin - fmt.precision - 3, fmt.emax + 3))
+        m = int(rng.integers(1, 1 << 62))
+        x = Fraction(m, 1 << 61) * (Fraction(2) ** e)
+        if rng.random() < 0.3:  # near a tie of the format: half an ulp, nudged by a tiny odd amount
+            x = Fraction(2 * int(rng.integers(1, 1 << fmt.precision)) + 1, 2) * Fraction(2) ** (e - fmt.precision)
+            x += Fraction(int(rng.integers(-1, 2)), 3 * 10**30)
+        xs.append(-x if rng.random() < 0.5 else x)
+    for x in xs:
+        got, want = F.round_fraction(fmt, x, mode), round_exact(fmt, x, mode)
+        if want != want:  # formats without infinities overflow to NaN (its sign means nothing)
+            assert got != got, (x, got)
+        else:
+            assert got == want and np.signbit(got) == np.signbit(want), (x, got, want)

@@ -15,7 +15,7 @@ import pytest
 
 import blockfma as bf
 
-from _util import golden_root
+from helpers import golden_root
 
 ROOT = golden_root() / "khattak-mikaitis"
 if not ROOT.is_dir():

@@ -19,8 +19,8 @@ from blockfma.engine import gpu  # noqa: E402
 from blockfma.formats import RoundingMode  # noqa: E402
 from blockfma.model import Family, Model  # noqa: E402
 
-from _util import bits  # noqa: E402
-from test_engine_vs_reference import MODELS, _case, _check, _finite_inputs, draw_rows  # noqa: E402
+from helpers import bits  # noqa: E402
+from helpers import MODELS, check_against_reference, dot_cases, draw_rows, finite_inputs  # noqa: E402
 
 GPU_MODELS = [m for m in MODELS if gpu.supports(m)]
 GPU_IDS = [m.name or m.summary() for m in GPU_MODELS]
@@ -47,7 +47,7 @@ def test_torch_engine_matches_reference(model: Model):
     L = model.block_width or 6
     for k, seed in ((L, 21), (2 * L + 1, 22), (1, 23)):
         a, b, c = draw_rows(model, 40, k, seed)
-        _check(model, a, b, c, ["torch"])
+        check_against_reference(model, a, b, c, ["torch"])
 
 
 @pytest.mark.slow
@@ -56,21 +56,21 @@ def test_torch_engine_matches_reference_long(model: Model):
     L = model.block_width or 6
     for seed in range(3):
         a, b, c = draw_rows(model, 300, 3 * L - 1, 200 + seed)
-        _check(model, a, b, c, ["torch"])
+        check_against_reference(model, a, b, c, ["torch"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_case().filter(lambda case: gpu.supports(case[0])))
+@given(dot_cases().filter(lambda case: gpu.supports(case[0])))
 def test_torch_engine_matches_reference_hypothesis(case):
     model, a, b, c = case
-    _check(model, np.array([a]), np.array([b]), np.array([c]), ["torch"])
+    check_against_reference(model, np.array([a]), np.array([b]), np.array([c]), ["torch"])
 
 
 @pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
 def test_torch_gemm_equals_numpy_gemm(model: Model, monkeypatch):
     """Whole GEMMs with k not a multiple of L, tiled in rows and columns (tiles made small on purpose)."""
     L = model.block_width or 8
-    A, B, C = _finite_inputs(model, (13, 3 * L + 5, 11), 31)
+    A, B, C = finite_inputs(model, (13, 3 * L + 5, 11), 31)
     monkeypatch.setitem(gpu._TILE, "cpu", gpu._width(model, L) * 4 * 3)  # 3 columns x 4 rows per step
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
@@ -97,7 +97,7 @@ def test_late_c_product_overflow_on_torch():
     model = bf.device("MI300X").model("bf16", "fp32")
     a = np.array([[2.0**100, 1.0, 0.0, 0.0, 0, 0, 0, 0], [2.0**100, -(2.0**100), 0, 0, 0, 0, 0, 0]])
     b = np.array([[2.0**50, 1.0, 0, 0, 0, 0, 0, 0], [2.0**50, 2.0**50, 0, 0, 0, 0, 0, 0]])
-    _check(model, a, b, np.array([1.0, 0.0]), ["torch"])
+    check_against_reference(model, a, b, np.array([1.0, 0.0]), ["torch"])
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16", "e4m3fn", "e5m2fnuz", "e8m13"])
@@ -138,14 +138,14 @@ def test_backend_errors_are_clear():
 def test_cuda_engine_matches_reference(model: Model):
     L = model.block_width or 8
     a, b, c = draw_rows(model, 64, 2 * L + 1, 41)
-    _check(model, a, b, c, ["cuda"])
+    check_against_reference(model, a, b, c, ["cuda"])
 
 
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("model", GPU_MODELS, ids=GPU_IDS)
 def test_cuda_gemm_equals_cpu_engine_on_random_inputs(model: Model):
-    A, B, C = _finite_inputs(model, (256, 512, 192), 43)
+    A, B, C = finite_inputs(model, (256, 512, 192), 43)
     got = bits(bf.gemm(A, B, C, model=model, backend="cuda"))
     want = bits(bf.gemm(A, B, C, model=model, backend="auto"))
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
@@ -162,7 +162,7 @@ def test_compiled_blocks_equal_numpy_engine(model: Model, monkeypatch):
     monkeypatch.setitem(gpu.COMPILE, "cpu", True)
     monkeypatch.setattr(gpu, "_STEPS", {})
     monkeypatch.setitem(gpu._TILE, "cpu", gpu._width(model, model.block_width) * 64)  # 8 x 8 tiles of 20 x 13
-    A, B, C = _finite_inputs(model, (20, 2 * model.block_width + 3, 13), 51)
+    A, B, C = finite_inputs(model, (20, 2 * model.block_width + 3, 13), 51)
     A[3, 1], B[2, 7] = np.inf, np.nan
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
@@ -181,7 +181,7 @@ def test_a_failing_compile_falls_back_to_op_by_op(monkeypatch):
     monkeypatch.setattr(gpu, "_STEPS", {})
     monkeypatch.setattr(torch, "compile", broken)
     model = bf.device("H100").model("fp16", "fp32")
-    A, B, C = _finite_inputs(model, (5, 40, 4), 61)
+    A, B, C = finite_inputs(model, (5, 40, 4), 61)
     with pytest.warns(RuntimeWarning, match="no compiler here"):
         got = bf.gemm(A, B, C, model=model, backend="torch")
     assert np.array_equal(bits(got), bits(bf.gemm(A, B, C, model=model, backend="numpy")))

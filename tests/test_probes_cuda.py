@@ -9,7 +9,7 @@ import blockfma as bf
 from blockfma import formats as F
 from blockfma.probes import cuda
 
-from _util import bits
+from helpers import bits
 
 PATHS = list(cuda.PATHS.values())
 

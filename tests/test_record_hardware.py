@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from _util import REPO
+from helpers import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import record_hardware as R  # noqa: E402

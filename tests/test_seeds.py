@@ -16,7 +16,7 @@ import pytest
 import blockfma as bf
 from blockfma.experiments import fttn
 
-from _util import bits, f32bits
+from helpers import bits, f32bits
 
 
 def d32(device, a, b, c, **kw) -> int:

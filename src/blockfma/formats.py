@@ -20,6 +20,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fractions import Fraction
+
 import numpy as np
 
 __all__ = [
@@ -339,6 +341,23 @@ def round_integer(
     if not fmt.has_negative_zero:
         value = np.where(value == 0, 0.0, value)
     return value
+
+
+def round_fraction(fmt: Format | str, x: Fraction | int, mode: RoundingMode | str = RoundingMode.TiesToEven,
+                   *, subnormals: bool | None = None) -> float:
+    """Round one exact rational ``x`` to ``fmt`` in ``mode`` (one rounding, no detour through binary64).
+
+    The magnitude is cut to 62 significant bits plus a sticky bit, which decides every rounding mode of a
+    format of at most 53 bits; :func:`round_integer` does the rest (subnormals, overflow as IEEE 754).
+    A zero gives +0."""
+    x = Fraction(x)
+    if x == 0:
+        return 0.0
+    num, den = abs(x.numerator), x.denominator
+    shift = 61 - (num.bit_length() - den.bit_length())  # x * 2**shift lies in [2**60, 2**62)
+    scaled, rest = divmod(num << shift, den) if shift >= 0 else divmod(num, den << -shift)
+    mag, exp = 2 * scaled + (rest != 0), -shift - 1  # the sticky bit below the 62 kept ones
+    return float(round_integer(fmt, x < 0, mag, exp, mode, subnormals=subnormals))
 
 
 def _decompose(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

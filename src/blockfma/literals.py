@@ -288,8 +288,6 @@ def to_float(text: str | Value, fmt: Format | str | None = None,
     :class:`NotRepresentable` (a ValueError) naming the text and its two neighbours in ``fmt``.  With
     ``mode`` the exact value is rounded once to ``fmt`` in that mode (no double rounding through binary64).
     """
-    from .reference import round_exact
-
     f = _formats.fp64 if fmt is None else _formats.get(fmt)
     value = parse(text) if isinstance(text, str) else _norm(text)
     shown = text if isinstance(text, str) else repr(text)
@@ -299,12 +297,12 @@ def to_float(text: str | Value, fmt: Format | str | None = None,
                              f"{'infinities' if math.isinf(value) else 'negative zero'})")
         return float(_formats.round(f, value, mode)) if mode is not None else value
     if mode is not None:
-        return round_exact(f, value, RoundingMode.parse(mode))
-    nearest = round_exact(f, value, RoundingMode.TiesToEven)
+        return _formats.round_fraction(f, value, RoundingMode.parse(mode))
+    nearest = _formats.round_fraction(f, value, RoundingMode.TiesToEven)
     if math.isfinite(nearest) and Fraction(nearest) == value:
         return nearest
-    raise NotRepresentable(shown, f, round_exact(f, value, RoundingMode.TowardNegative),
-                           round_exact(f, value, RoundingMode.TowardPositive))
+    raise NotRepresentable(shown, f, _formats.round_fraction(f, value, RoundingMode.TowardNegative),
+                           _formats.round_fraction(f, value, RoundingMode.TowardPositive))
 
 
 class NotRepresentable(ValueError):

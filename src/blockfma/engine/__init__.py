@@ -4,6 +4,6 @@
 multi-word sums for the families that round an exact value once.
 """
 
-from .api import dot, gemm, resolve_model
+from .api import dot, gemm, last_backend, resolve_model
 
-__all__ = ["dot", "gemm", "resolve_model"]
+__all__ = ["dot", "gemm", "last_backend", "resolve_model"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ from ..formats import Format, RoundingMode
 from ..model import Family, Model, NaNStyle
 from .kernels import KERNELS, flush
 
-__all__ = ["dot", "gemm", "resolve_model", "BACKENDS"]
+__all__ = ["dot", "gemm", "resolve_model", "last_backend", "BACKENDS"]
 
 _TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
 BACKENDS = ("auto", "numpy", "numba", "torch", "cuda")
@@ -41,6 +42,25 @@ def _check_backend(backend: Any) -> None:
 def _on_torch(backend: str) -> bool:
     """Whether the GPU engine (torch: on a CUDA GPU, or on the CPU for 'torch') runs this call."""
     return backend == "torch" or backend.startswith("cuda")
+
+
+_LAST = threading.local()
+
+
+def last_backend() -> str | None:
+    """Which engine ran the last ``dot``/``gemm`` call of this thread: ``"numba"`` (the compiled kernels),
+    ``"numpy"``, ``"torch"`` (the GPU engine's code on the CPU) or ``"cuda"``/``"cuda:N"``; None before
+    any call.  ``backend="auto"`` picks numba where it runs the model and the inputs, else numpy."""
+    return getattr(_LAST, "name", None)
+
+
+def _ran(name: str) -> None:
+    _LAST.name = name
+
+
+def _no_fallback(model: Model) -> ValueError:
+    return ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (a product may "
+                      "overflow, or a value lies outside their exact range); backend='numpy' or 'auto' runs them")
 
 
 def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
@@ -226,6 +246,7 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
                          "shape of a and b without their last axis)") from None
     if A.shape[-1] == 0:  # an empty dot product is c itself, as given
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
+        _ran("numpy")
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64))
     A, B, C = _prepare(m, A, B, C, round_inputs, check)
     k = A.shape[-1]
@@ -235,7 +256,9 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
 
         A2 = np.broadcast_to(A, lead + (k,)).reshape(rows, k)
         B2 = np.broadcast_to(B, lead + (k,)).reshape(rows, k)
-        return finish(m, gpu.dot(m, A2, B2, np.broadcast_to(C, lead).reshape(rows), backend).reshape(lead))
+        out = finish(m, gpu.dot(m, A2, B2, np.broadcast_to(C, lead).reshape(rows), backend).reshape(lead))
+        _ran(backend)
+        return out
     fast = _use_fast(m, backend, A, B, C)
     if fast:
         A3 = np.broadcast_to(A, lead + (k,)).reshape(rows, 1, k)
@@ -243,8 +266,13 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
         C3 = np.broadcast_to(C, lead).reshape(rows, 1, 1)
         D = fast.batched(m, A3, B3, C3)
         if D is not None:
+            _ran("numba")
             return finish(m, D.reshape(lead))
-    return finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
+        if backend == "numba":
+            raise _no_fallback(m)
+    out = finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
+    _ran("numpy")
+    return out
 
 
 class _Progress:
@@ -292,16 +320,20 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     except ValueError:
         raise ValueError(f"C has shape {C_.shape}; it must be ({m}, {n}) or broadcast to it") from None
     if k == 0:  # no products: D is C as given
+        _ran("numpy")
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])))
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check)
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
+        _ran("numpy")
         return finish(mdl, D)
     report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
     if _on_torch(backend):
         from . import gpu
 
-        return finish(mdl, gpu.gemm(mdl, A_, Bt, D, backend, progress=report if report.on else None))
+        out = finish(mdl, gpu.gemm(mdl, A_, Bt, D, backend, progress=report if report.on else None))
+        _ran(backend)
+        return out
     fast = _use_fast(mdl, backend, A_, Bt, D)
     if fast:
         B3 = np.ascontiguousarray(Bt.T)[None]
@@ -314,7 +346,10 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
             D[rs] = out[0]
             report(rs.stop / m)
         else:
+            _ran("numba")
             return finish(mdl, D)
+        if backend == "numba":
+            raise _no_fallback(mdl)
         D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
     kernel = KERNELS[mdl.family]
     L = mdl.block_width or k
@@ -328,4 +363,5 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
             rs = slice(r, min(m, r + rows))
             D[rs] = kernel(mdl, a_blk[rs, None, :], b_blk[None, :, :], D[rs])
         report(done / len(blocks))
+    _ran("numpy")
     return finish(mdl, D)

@@ -105,7 +105,7 @@ def fragment_map(p: MmaPath, operand: str) -> np.ndarray:
     """(32, registers, elements per register, 2) array: for each lane, register and packed element, the
     (row, column) of the operand it holds.  A is M x K, B is K x N (entries (k, n)), C and D are M x N.
     Packed elements fill a 32-bit register from its low bits up."""
-    m, n, k = p.m, p.n, p.k
+    k = p.k
     out = []
     for lane in range(32):
         g, q = lane >> 2, lane & 3
@@ -190,13 +190,8 @@ def kernel_source(p: MmaPath) -> str:
     load("ra", "a", na, per(ba), ba, "offA")
     load("rb", "b", nb, per(bb), bb, "offB")
     load("rc", "c", nc, per(bc), bc, "offC")
-    if bc == 64:
-        cons_d, cons_in, cvt_d = "d", "d", "double"
-    elif bc == 32:
-        cons_d, cons_in, cvt_d = "f", "f", "float"
-    else:
-        cons_d, cons_in, cvt_d = "r", "r", None
-    lines.append(f"  {'double' if bc == 64 else 'float' if bc == 32 else 'unsigned int'} fc[{nc}], fd[{nc}];")
+    ctype, cons = {64: ("double", "d"), 32: ("float", "f")}.get(bc, ("unsigned int", "r"))  # f16x2 in b32
+    lines.append(f"  {ctype} fc[{nc}], fd[{nc}];")
     for r in range(nc):
         if bc == 32:
             lines.append(f"  fc[{r}] = __uint_as_float(rc[{r}]);")
@@ -212,9 +207,9 @@ def kernel_source(p: MmaPath) -> str:
 
     gd, ga, gb, gc = group(nc), group(na), group(nb), group(nc)
     cons_a = "d" if ba == 64 else "r"
-    outs = ", ".join(f'"={cons_d}"(fd[{i}])' for i in range(nc))
+    outs = ", ".join(f'"={cons}"(fd[{i}])' for i in range(nc))
     ins = ", ".join([f'"{cons_a}"(ra[{i}])' for i in range(na)] + [f'"{cons_a}"(rb[{i}])' for i in range(nb)]
-                    + [f'"{cons_in}"(fc[{i}])' for i in range(nc)])
+                    + [f'"{cons}"(fc[{i}])' for i in range(nc)])
     lines.append(f'  asm volatile("{p.ptx} {gd}, {ga}, {gb}, {gc};" : {outs} : {ins});')
     for r in range(nc):
         if bc == 64:
