@@ -1,0 +1,103 @@
+"""Devices as data: the vendor tables, the schema a measured device is written in, and its errors."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import blockfma as bf
+
+from helpers import REPO
+
+D = importlib.import_module("blockfma.devices")
+
+
+@pytest.fixture(autouse=True)
+def _registry_restored(monkeypatch):
+    """Devices loaded by a test stay out of the other tests' registry."""
+    monkeypatch.setattr(D, "_DEVICES", dict(D._DEVICES))
+    monkeypatch.setattr(D, "_LOOKUP", dict(D._LOOKUP))
+    sources = dict(D.SOURCES)
+    yield
+    D.SOURCES.clear()
+    D.SOURCES.update(sources)
+
+
+def test_every_vendor_table_loads_and_every_preset_is_registered():
+    names = [d.name for f in ("nvidia.json", "amd.json", "cpu.json", "reference.json")
+             for d in D.load(D._HERE / f)]
+    assert names == D.names()
+    assert {"V100", "H100", "MI300X", "Intel AMX", "exact"} <= set(names)
+    assert all(d.sources and all(s in D.SOURCES for s in d.sources) for d in bf.devices())
+
+
+def test_templates_and_grids_expand_as_written():
+    h = bf.device("H100").model("fp16", "fp32")  # the nvidia template gives the family and the special rules
+    assert (h.family.value, h.overflow, h.nan.value, h.exact_zero, h.rounded_zero) == \
+        ("truncated-fused", "inf", "canonical", "positive", "positive")
+    exact = bf.device("exact").instruction("dot")  # one grid entry: 9 inputs x 3 outputs
+    assert len(exact.models) == 27 and exact.models[("e5m2", "fp16")].name == "exact e5m2->fp16"
+
+
+def test_a_measured_device_round_trips_and_is_known_by_name_after_loading(tmp_path):
+    h100 = bf.device("H100")
+    measured = D.Device("probe-gpu", "NVIDIA", "sm_90 (measured)", h100.instructions[:1], ("blockfma-probe",),
+                        "high", notes="inferred by the probe suite", aliases=("my-gpu",),
+                        measured={"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-22"})
+    path = tmp_path / "probe-gpu.json"
+    D.save(path, [measured], sources=[D.Source("blockfma-probe", "a probe run of 2026-11-22", "hardware data")])
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == D.SCHEMA and doc["devices"][0]["measured"]["gpu"].startswith("NVIDIA")
+    got = bf.device(str(path))
+    assert got.to_dict() == measured.to_dict()
+    assert got.model("bf16", "fp32") == h100.model("bf16", "fp32")
+    assert bf.device("my-gpu") is got  # registered: every later call knows it by name
+    x = bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="probe-gpu")
+    assert float(x) == float(bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="H100"))
+
+
+def test_presets_survive_a_save_and_load(tmp_path):
+    path = tmp_path / "all.json"
+    D.save(path, bf.devices())
+    again = D.load(path)
+    assert [d.to_dict() for d in again] == [d.to_dict() for d in bf.devices()]
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda doc: doc.pop("schema"), "not a devices file"),
+    (lambda doc: doc["devices"][0].update(colour="green"), "unknown field 'colour'"),
+    (lambda doc: doc["devices"][0]["instructions"][0]["models"][0].update(Lx=3), "unknown field 'Lx'"),
+    (lambda doc: doc["devices"][0]["instructions"][0].update(template="amd"), "unknown template 'amd'"),
+    (lambda doc: doc["devices"][0].update(sources=["Nobody2030"]), "unknown source 'Nobody2030'"),
+    (lambda doc: doc["devices"][0]["instructions"][0]["models"][0].update(L=0), "block_width must be"),
+])
+def test_schema_errors_name_the_place_and_the_fix(tmp_path, change, message):
+    doc = json.loads((D._HERE / "nvidia.json").read_text())
+    doc["devices"] = doc["devices"][:1]
+    change(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(D.DeviceFileError, match=message) as err:
+        D.load(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_file_with_several_devices_needs_a_name(tmp_path):
+    path = tmp_path / "two.json"
+    D.save(path, [bf.device("V100"), bf.device("T4")])
+    with pytest.raises(ValueError, match="holds 2 devices"):
+        bf.device(str(path))
+
+
+def test_device_path_variable_loads_files_for_every_command(tmp_path):
+    measured = D.Device("lab-gpu", "NVIDIA", "measured", bf.device("A100").instructions, ("KM",), "medium")
+    D.save(tmp_path / "lab.json", [measured])
+    env = dict(os.environ, BLOCKFMA_DEVICE_PATH=str(tmp_path), PYTHONPATH=str(REPO / "src"))
+    out = subprocess.run([sys.executable, "-m", "blockfma", "devices", "lab-gpu"], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    assert "lab-gpu" in out and "truncated-fused fp16->fp32 L=8" in out
