@@ -301,10 +301,16 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
     for :func:`dot`.  ``progress`` prints a progress line on stderr (default: for GEMMs of 4e9 products or
-    more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.
+    more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.  With dask arrays for
+    A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
+    :mod:`blockfma.engine.distributed`).
     """
     _check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
+    from . import distributed
+
+    if any(distributed.is_dask(x) for x in (A, B, C)):
+        return distributed.gemm(A, B, C, mdl, round_inputs=round_inputs, backend=backend, check=check)
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
     if A_.ndim != 2 or B_.ndim != 2:
