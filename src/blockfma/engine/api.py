@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import formats as _formats
 from ..formats import Format, RoundingMode
-from ..model import Family, Model, NaNStyle
+from ..model import Family, Model
+from . import rules
 from .kernels import KERNELS, flush
 
 __all__ = ["dot", "gemm", "resolve_model", "last_backend", "BACKENDS"]
@@ -148,15 +149,6 @@ def _input_rounding(model: Model, round_inputs: Any) -> tuple[RoundingMode | Non
     return mode, mode
 
 
-def _nan_bits(fmt: Format, style: NaNStyle) -> int:
-    t, w = fmt.fraction_bits, fmt.exponent_bits
-    exp = ((1 << w) - 1) << t
-    if style is NaNStyle.CANONICAL:
-        return exp | ((1 << t) - 1)
-    quiet = exp | (1 << (t - 1))
-    return quiet | (1 << (fmt.bits - 1)) if style is NaNStyle.INDEFINITE else quiet
-
-
 def finish(model: Model, values: np.ndarray) -> np.ndarray:
     """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern, every zero
     +0 under ``rounded_zero="positive"`` (one place for all engines: with exact_zero="positive" a zero
@@ -169,7 +161,7 @@ def finish(model: Model, values: np.ndarray) -> np.ndarray:
     if np.any(nan):
         uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
         bits = out.view(uint)
-        bits[nan] = uint(_nan_bits(fmt, model.nan))
+        bits[nan] = uint(rules.nan_bits(fmt, model.nan))
     return out
 
 
@@ -191,13 +183,6 @@ def _blocks(model: Model, k: int) -> list[slice]:
     return [slice(j, min(j + L, k)) for j in range(0, k, L)]
 
 
-def _pad(x: np.ndarray, L: int) -> np.ndarray:
-    short = L - x.shape[-1]
-    if short <= 0:
-        return x
-    return np.concatenate([x, np.zeros(x.shape[:-1] + (short,))], axis=-1)
-
-
 def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Run the model's blocks in order over the last axis (values already checked); float64 result."""
     kernel = KERNELS[model.family]
@@ -206,7 +191,7 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     for sl in _blocks(model, k):
         ab, bb = a[..., sl], b[..., sl]
         if model.block_width is not None and model.family is not Family.FMA_CHAIN:
-            ab, bb = _pad(ab, model.block_width), _pad(bb, model.block_width)
+            ab, bb = rules.pad(ab, model.block_width), rules.pad(bb, model.block_width)
         d = kernel(model, ab, bb, d)
     return np.asarray(d, dtype=np.float64)
 
@@ -364,7 +349,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     for done, sl in enumerate(blocks, 1):
         a_blk, b_blk = A_[:, sl], Bt[:, sl]
         if mdl.block_width is not None and mdl.family is not Family.FMA_CHAIN:
-            a_blk, b_blk = _pad(a_blk, L), _pad(b_blk, L)
+            a_blk, b_blk = rules.pad(a_blk, L), rules.pad(b_blk, L)
         for r in range(0, m, rows):
             rs = slice(r, min(m, r + rows))
             D[rs] = kernel(mdl, a_blk[rs, None, :], b_blk[None, :, :], D[rs])

@@ -28,13 +28,12 @@ import numpy as np
 
 from ..formats import Format, RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model
-from . import wide
-from .api import _pad
+from . import rules
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm", "round_to"]
 
 _TILE = {"cpu": 1 << 20, "cuda": 1 << 24}  # products per step (rows x cols x L), bounding a step's memory
-_NONE = -(1 << 20)  # exponent standing for "no term"
+_NONE = rules.NO_EXPONENT
 COMPILE = {"cpu": os.environ.get("BLOCKFMA_TORCH_COMPILE", "0") == "1",
            "cuda": os.environ.get("BLOCKFMA_TORCH_COMPILE", "1") == "1"}  # fuse each block with torch.compile
 _STEPS: dict[tuple, Callable[..., Any]] = {}
@@ -68,18 +67,14 @@ def torch_device(backend: str) -> Any:
     return torch.device(backend)
 
 
-def _within_binary32(fmt: Format) -> bool:
-    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin >= -126
-
-
 def supports(model: Model) -> bool:
     """Whether the GPU engine runs this model: the fused families (truncated-fused, late-c, exact-fused),
     inputs whose products are exact in float64, C and results no wider than binary32, and for the cut
     families block sums below 2**53."""
     fin = model.input_format
-    if not (fin.precision <= 26 and fin.emax <= 128 and fin.emin >= -149):
+    if not rules.products_exact_in_float64(fin):
         return False
-    if not (_within_binary32(model.c_format) and _within_binary32(model.result_format)):
+    if not (rules.values_in_binary32(model.c_format) and rules.values_in_binary32(model.result_format)):
         return False
     if model.family is Family.EXACT_FUSED:
         return True
@@ -150,31 +145,9 @@ def round_to(fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overf
     return v
 
 
-# --- special values and the sign of exact zeros (docs/semantics.md) ------------------------------------
+# --- special values and the sign of exact zeros: the shared rules -------------------------------------------
 def _specials(a: Any, b: Any, c: Any, products: bool, overflow: Any = None) -> tuple[Any, Any]:
-    """(mask, value) of blocks whose result is NaN or infinite by the fused rules.  With ``products``
-    False every a and b is known finite and only c (and ``overflow``: product overflow mask) is looked at."""
-    torch = _torch()
-    nan = torch.isnan(c)
-    pos = torch.isposinf(c)
-    neg = torch.isneginf(c)
-    if products or overflow is not None:
-        prod_neg = torch.signbit(a) ^ torch.signbit(b)
-        if products:
-            prod_nan = (torch.isnan(a) | torch.isnan(b) | (torch.isinf(a) & (b == 0))
-                        | ((a == 0) & torch.isinf(b)))
-            prod_inf = (torch.isinf(a) | torch.isinf(b)) & ~prod_nan
-            nan = nan | prod_nan.any(dim=-1)
-        else:
-            prod_nan = torch.zeros_like(overflow)
-            prod_inf = torch.zeros_like(overflow)
-        if overflow is not None:
-            prod_inf = prod_inf | (overflow & ~prod_nan)
-        pos = pos | (prod_inf & ~prod_neg).any(dim=-1)
-        neg = neg | (prod_inf & prod_neg).any(dim=-1)
-    nan = nan | (pos & neg)
-    value = torch.where(nan, float("nan"), torch.where(pos, float("inf"), torch.full_like(c, float("-inf"))))
-    return nan | pos | neg, value
+    return rules.fused_specials(_torch(), a, b, c, products=products, overflow=overflow)
 
 
 def _finite(x: Any) -> Any:
@@ -183,18 +156,7 @@ def _finite(x: Any) -> Any:
 
 
 def _exact_zero(model: Model, a: Any, b: Any, c: Any, zero: Any, value: Any) -> Any:
-    """The model's sign for blocks whose sum is exactly zero (``zero``)."""
-    torch = _torch()
-    if model.exact_zero == "positive":
-        return torch.where(zero, 0.0, value)
-    prod_zero = (a == 0) | (b == 0)
-    prod_neg = torch.signbit(a) ^ torch.signbit(b)
-    only_zeros = prod_zero.all(dim=-1) & (c == 0)
-    all_neg = prod_neg.all(dim=-1) & torch.signbit(c)
-    any_neg = prod_neg.any(dim=-1) | torch.signbit(c)
-    neg0 = wide.zero_sign(all_neg, any_neg, only_zeros, model.output_rounding)
-    signed = torch.where(neg0 & model.output_format.has_negative_zero, -0.0, torch.zeros_like(value))
-    return torch.where(zero, signed, value)
+    return rules.exact_zero(_torch(), model, a, b, c, zero, value)
 
 
 # --- block kernels -------------------------------------------------------------------------------------
@@ -348,7 +310,7 @@ KERNELS: dict[Family, Callable[..., Any]] = {
 # --- drivers -------------------------------------------------------------------------------------------
 def _on(dev: Any, x: np.ndarray, kp: int | None = None) -> Any:
     """A float64 copy of ``x`` on the device, its last axis padded with zeros to ``kp``."""
-    x = x if kp is None else _pad(x, kp)
+    x = x if kp is None else rules.pad(x, kp)
     return _torch().from_numpy(np.array(x, dtype=np.float64)).to(dev)
 
 

@@ -13,9 +13,9 @@ import numpy as np
 
 from ..formats import Format, RoundingMode, bit_length, round_integer
 from ..model import Alignment, Family, Model
-from . import wide
+from . import rules, wide
 
-_NONE = -(1 << 40)  # exponent standing for "no term" (minus infinity)
+_NONE = rules.NO_EXPONENT
 
 
 def split_format(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -44,27 +44,14 @@ def flush(fmt: Format, x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < fmt.smallest_normal, np.copysign(0.0, x), x)
 
 
-# --- special values of the fused families -------------------------------------------------------------
-def fused_specials(a: np.ndarray, b: np.ndarray, c: np.ndarray,
-                   extra_inf: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
-    """(mask, value) of blocks whose result is NaN or infinite by the fused rules, or None if none is.
-
-    ``extra_inf`` = (mask, negative) of products that overflow to infinity (late-c)."""
-    if extra_inf is None and np.all(np.isfinite(a)) and np.all(np.isfinite(b)) and np.all(np.isfinite(c)):
+# --- special values and zero signs of the fused families (the shared rules) -------------------------------
+def fused_specials(a: np.ndarray, b: np.ndarray, c: np.ndarray, overflow: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`rules.fused_specials`, or None when every input is finite and no product overflows."""
+    if overflow is None and np.all(np.isfinite(a)) and np.all(np.isfinite(b)) and np.all(np.isfinite(c)):
         return None
     with np.errstate(invalid="ignore"):
-        prod_nan = np.isnan(a) | np.isnan(b) | (np.isinf(a) & (b == 0)) | ((a == 0) & np.isinf(b))
-        prod_inf = (np.isinf(a) | np.isinf(b)) & ~prod_nan
-        prod_neg = np.signbit(a) ^ np.signbit(b)
-        if extra_inf is not None:
-            prod_inf = prod_inf | (extra_inf[0] & ~prod_nan)
-    nan = prod_nan.any(axis=-1) | np.isnan(c)
-    pos = (prod_inf & ~prod_neg).any(axis=-1) | (np.isposinf(c))
-    neg = (prod_inf & prod_neg).any(axis=-1) | (np.isneginf(c))
-    nan = nan | (pos & neg)
-    mask = nan | pos | neg
-    value = np.where(nan, np.nan, np.where(pos, np.inf, -np.inf))
-    return mask, value
+        return rules.fused_specials(np, a, b, c, overflow=overflow)
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
@@ -73,19 +60,7 @@ def _finite(x: np.ndarray) -> np.ndarray:
 
 def _exact_zero(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, zero: np.ndarray,
                 value: np.ndarray) -> np.ndarray:
-    """Apply the model's exact-zero sign where ``zero`` (the block's sum is exactly zero)."""
-    if not np.any(zero):
-        return value
-    if model.exact_zero == "positive":
-        return np.where(zero, 0.0, value)
-    prod_zero = (a == 0) | (b == 0)
-    prod_neg = np.signbit(a) ^ np.signbit(b)
-    only_zeros = prod_zero.all(axis=-1) & (c == 0)
-    all_neg = prod_neg.all(axis=-1) & np.signbit(c)
-    any_neg = prod_neg.any(axis=-1) | np.signbit(c)
-    neg0 = wide.zero_sign(all_neg, any_neg, only_zeros, model.output_rounding)
-    signed = np.where(neg0 & model.output_format.has_negative_zero, -0.0, 0.0)
-    return np.where(zero, signed, value)
+    return rules.exact_zero(np, model, a, b, c, zero, value)
 
 
 # --- families ------------------------------------------------------------------------------------------
@@ -142,7 +117,7 @@ def _op(model: Model, fmt: Format, mode: RoundingMode, addends: list[np.ndarray]
     """One IEEE operation of a step family: ``R(a*b + sum(addends))`` with the model's flushing, overflow
     and (unless ``ieee_zero``) exact-zero sign."""
     fin = model.input_format
-    exact_product = fin.precision <= 26 and fin.emax <= 128 and fin.emin >= -149
+    exact_product = rules.products_exact_in_float64(fin)
     return wide.ieee_op(fmt, mode, model.subnormals, model.overflow if not ieee_zero else "ieee", addends, a, b,
                         exact_product=exact_product,
                         positive_zero=model.exact_zero == "positive" and not ieee_zero)
@@ -194,7 +169,7 @@ def late_c(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndar
     ep = ea + eb
     # a product reaching 2**(emax+1) of the C format is infinite
     overflow = (mp != 0) & (bit_length(np.abs(mp)) - 1 + ep - low >= fc.emax + 1)
-    specials = fused_specials(a, b, c, (overflow, np.signbit(af) ^ np.signbit(bf)) if np.any(overflow) else None)
+    specials = fused_specials(a, b, c, overflow if np.any(overflow) else None)
     sums, units, tops = [], [], []
     for g in range(groups):
         mg, eg = mp[..., g::groups], ep[..., g::groups]

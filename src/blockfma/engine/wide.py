@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..formats import Format, RoundingMode, bit_length, fp16, fp32, round_integer
+from .rules import zero_sign
 
 LIMB = 30
 _MASK = (1 << LIMB) - 1
@@ -136,15 +137,6 @@ def round_sum(fmt: Format, m: np.ndarray, e: np.ndarray, mode: RoundingMode, *, 
     neg, mag, exp = exact_sum(m, e)
     value = round_integer(fmt, neg, mag, exp, mode, subnormals=subnormals, overflow=overflow)  # type: ignore[arg-type]
     return value, mag == 0
-
-
-def zero_sign(all_zero_negative: np.ndarray, any_zero_negative: np.ndarray, only_zeros: np.ndarray,
-              mode: RoundingMode) -> np.ndarray:
-    """IEEE 754 sign (True = negative) of an exactly zero sum (see docs/semantics.md).  Logical operators
-    only, so that numpy arrays and torch tensors (the GPU engine) both work."""
-    if mode is RoundingMode.TowardNegative:
-        return any_zero_negative | ~only_zeros
-    return only_zeros & all_zero_negative
 
 
 def two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

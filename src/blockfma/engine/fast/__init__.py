@@ -12,6 +12,7 @@ import numpy as np
 
 from ...formats import Format, RoundingMode
 from ...model import Alignment, Family, Model
+from .. import rules
 from ..kernels import split_format
 from . import families as _k
 from .rounding import fmt_params
@@ -21,18 +22,8 @@ __all__ = ["supports", "batched"]
 _ZERO_EXP = -(1 << 14)  # exponent stored for a zero input: far below any real one, fits int16
 
 
-def _exact_products(fmt: Format) -> bool:
-    """Products of two values of fmt are exact in float64 (and so are their power-of-two scalings)."""
-    return fmt.precision <= 26 and fmt.emax <= 128 and fmt.emin >= -149
-
-
 def _binary32(fmt: Format) -> bool:
     return (fmt.precision, fmt.emin, fmt.emax) == (24, -126, 127)
-
-
-def _in_binary32(fmt: Format) -> bool:
-    """Every value of fmt is a binary32 value."""
-    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin - fmt.precision + 1 >= -149
 
 
 def _normal_binary32_products(fmt: Format, a_range: tuple[int, int], b_range: tuple[int, int]) -> bool:
@@ -83,7 +74,7 @@ def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, out = model.family, model.input_format, model.result_format
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
-    if not _exact_products(fin) or out.precision > 51:
+    if not rules.products_exact_in_float64(fin) or out.precision > 51:
         return False
     if fam is Family.TRUNCATED_FUSED:
         return model.exact_zero == "positive" and model.product_exponent == "sum"
@@ -145,8 +136,8 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     L = model.block_width or max(k, 1)
     kp = -(-k // L) * L if fam is not Family.FMA_CHAIN else k
     if kp != k:
-        A = np.concatenate([A, np.zeros(A.shape[:2] + (kp - k,))], axis=2)
-        B = np.concatenate([B, np.zeros((B.shape[0], kp - k, B.shape[2]))], axis=1)
+        A = rules.pad(A, kp)
+        B = np.swapaxes(rules.pad(np.swapaxes(B, 1, 2), kp), 1, 2)
     A = np.ascontiguousarray(A, dtype=np.float64)
     B = np.ascontiguousarray(B, dtype=np.float64)
     C = np.ascontiguousarray(C, dtype=np.float64)
@@ -184,14 +175,14 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
         positive_zero = model.exact_zero == "positive"
         res = model.result_format
         if (_binary32(res) and _binary32(fc) and model.output_rounding is RoundingMode.TiesToEven
-                and _in_binary32(fin)):
+                and rules.values_in_binary32(fin)):
             _k.fma_chain_f32(A.astype(np.float32), B.astype(np.float32), C, out, ftz, positive_zero)
         else:
             _k.fma_chain(A, B, C, out, positive_zero, *rp)
     elif fam is Family.PAIRWISE:
         _k.pairwise(A, B, C, out, L, ftz)
     elif fam is Family.AMX:
-        if _in_binary32(fin):
+        if rules.values_in_binary32(fin):
             _k.amx_f32(A.astype(np.float32), B.astype(np.float32), C, out, L, ftz)
         else:
             _k.amx(A, B, C, out, L, ftz)

@@ -24,12 +24,13 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..rules import NO_EXPONENT
 from .rounding import (bitlen, bits32_of, bits_of, exponent_bits, float32_of, float_of, fma32, odd_toward,
                        pow2_bits, round_int, round_pair, round_row, to_f32_nearest, two_sum)
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
 F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: less loop overhead)
-NONE = -(1 << 20)  # exponent of "no term"
+NONE = NO_EXPONENT  # exponent of "no term"
 ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
 F32_TINY = 2.0**-126
 NO_EXP_LO, NO_EXP_HI = 1 << 20, -(1 << 20)  # exponent range of no values

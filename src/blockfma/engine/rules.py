@@ -1,0 +1,121 @@
+"""The rules every engine shares, each written once (docs/semantics.md states them; reference.py is the
+oracle's own, deliberately separate copy).
+
+* special values of the fused families: NaN and infinity in, NaN made (:func:`fused_specials`);
+* the sign of an exactly zero block sum (:func:`exact_zero`);
+* the bit pattern of a NaN result per NaN style (:func:`nan_bits`);
+* when products and values are exact in float64 or binary32 lanes (:func:`products_exact_in_float64`,
+  :func:`values_in_binary32`);
+* padding of a short last block with +0 products (:func:`pad`), and the exponent that stands for "no term"
+  (:data:`NO_EXPONENT`).
+
+The array functions take their array module first (``numpy`` or ``torch``; both spell the few operations
+used here alike: ``isnan``, ``isinf``, ``signbit``, ``where``, ``any``/``all`` with ``axis``, ``*_like``), so
+the numpy kernels and the GPU engine, compiled by torch.compile or not, call the same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..formats import Format, RoundingMode
+from ..model import Model, NaNStyle
+
+__all__ = ["NO_EXPONENT", "fused_specials", "exact_zero", "zero_sign", "nan_bits", "products_exact_in_float64",
+           "values_in_binary32", "pad"]
+
+NO_EXPONENT = -(1 << 20)  # the exponent of "no term" (a zero product in a maximum): below every real one
+
+
+# --- special values ----------------------------------------------------------------------------------------
+def fused_specials(xp: Any, a: Any, b: Any, c: Any, *, products: bool = True, overflow: Any = None
+                   ) -> tuple[Any, Any]:
+    """(mask, value) of the blocks whose result is NaN or infinite by the fused families' rules
+    (docs/semantics.md, "Special values"): a NaN input, or a product inf * 0, gives NaN; otherwise infinite
+    products (sign: xor of the factors') and an infinite C give that infinity, or NaN if both signs occur.
+
+    ``a``, ``b``: (..., L) float64; ``c``: (...).  ``products=False`` says every a and b is finite (only C is
+    looked at); ``overflow`` is a mask (..., L) of finite products that overflow to infinity (late-c)."""
+    nan = xp.isnan(c)
+    pos = xp.isinf(c) & ~xp.signbit(c)
+    neg = xp.isinf(c) & xp.signbit(c)
+    if products or overflow is not None:
+        prod_neg = xp.signbit(a) ^ xp.signbit(b)
+        prod_inf = xp.zeros_like(prod_neg)
+        prod_nan = xp.zeros_like(prod_neg)
+        if products:
+            prod_nan = (xp.isnan(a) | xp.isnan(b) | (xp.isinf(a) & (b == 0)) | ((a == 0) & xp.isinf(b)))
+            prod_inf = (xp.isinf(a) | xp.isinf(b)) & ~prod_nan
+            nan = nan | xp.any(prod_nan, axis=-1)
+        if overflow is not None:
+            prod_inf = prod_inf | (overflow & ~prod_nan)
+        pos = pos | xp.any(prod_inf & ~prod_neg, axis=-1)
+        neg = neg | xp.any(prod_inf & prod_neg, axis=-1)
+    nan = nan | (pos & neg)
+    mask = nan | pos | neg
+    value = xp.where(nan, xp.full_like(mask, float("nan"), dtype=c.dtype),
+                     xp.where(pos, xp.full_like(mask, float("inf"), dtype=c.dtype),
+                              xp.full_like(mask, float("-inf"), dtype=c.dtype)))
+    return mask, value
+
+
+# --- the sign of zero --------------------------------------------------------------------------------------
+def zero_sign(all_zero_negative: Any, any_zero_negative: Any, only_zeros: Any, mode: RoundingMode) -> Any:
+    """IEEE 754 sign (True = negative) of an exactly zero sum: when every term is a zero, negative if all are
+    -0 (TowardNegative: if any is); when nonzero terms cancel, +0 (TowardNegative: -0)."""
+    if mode is RoundingMode.TowardNegative:
+        return any_zero_negative | ~only_zeros
+    return only_zeros & all_zero_negative
+
+
+def exact_zero(xp: Any, model: Model, a: Any, b: Any, c: Any, zero: Any, value: Any) -> Any:
+    """``value`` with the model's sign written where the block's sum is exactly zero (``zero``):
+    ``exact_zero="positive"`` gives +0, ``"ieee"`` the IEEE sign of :func:`zero_sign` over the block's
+    products (sign: xor of the factors') and C; formats without -0 give +0."""
+    plus = xp.zeros_like(value)
+    if model.exact_zero == "positive":
+        return xp.where(zero, plus, value)
+    prod_zero = (a == 0) | (b == 0)
+    prod_neg = xp.signbit(a) ^ xp.signbit(b)
+    only_zeros = xp.all(prod_zero, axis=-1) & (c == 0)
+    all_neg = xp.all(prod_neg, axis=-1) & xp.signbit(c)
+    any_neg = xp.any(prod_neg, axis=-1) | xp.signbit(c)
+    neg0 = zero_sign(all_neg, any_neg, only_zeros, model.output_rounding)
+    if not model.output_format.has_negative_zero:
+        return xp.where(zero, plus, value)
+    return xp.where(zero, xp.where(neg0, -plus, plus), value)
+
+
+# --- NaN bit patterns --------------------------------------------------------------------------------------
+def nan_bits(fmt: Format, style: NaNStyle) -> int:
+    """The bit pattern of a NaN result in ``fmt``: canonical (positive, every payload bit set: 0x7FFFFFFF),
+    default (positive quiet NaN: 0x7FC00000) or indefinite (negative quiet NaN: 0xFFC00000)."""
+    t, w = fmt.fraction_bits, fmt.exponent_bits
+    exp = ((1 << w) - 1) << t
+    if style is NaNStyle.CANONICAL:
+        return exp | ((1 << t) - 1)
+    quiet = exp | (1 << (t - 1))
+    return quiet | (1 << (fmt.bits - 1)) if style is NaNStyle.INDEFINITE else quiet
+
+
+# --- exactness predicates ----------------------------------------------------------------------------------
+def products_exact_in_float64(fmt: Format) -> bool:
+    """A product of two values of ``fmt`` is exactly a float64 (at most 52 significant bits, no overflow or
+    underflow): precision <= 26 and exponents within binary32's reach twice over."""
+    return fmt.precision <= 26 and fmt.emax <= 128 and fmt.emin >= -149
+
+
+def values_in_binary32(fmt: Format) -> bool:
+    """Every value of ``fmt``, subnormals included, is a binary32 value."""
+    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin - fmt.precision + 1 >= -149
+
+
+# --- blocks ------------------------------------------------------------------------------------------------
+def pad(x: np.ndarray, L: int) -> np.ndarray:
+    """``x`` with its last axis padded with zeros to length ``L`` (a short last block: +0 * +0 products)."""
+    short = L - x.shape[-1]
+    if short <= 0:
+        return x
+    return np.concatenate([x, np.zeros(x.shape[:-1] + (short,), dtype=x.dtype)], axis=-1)
