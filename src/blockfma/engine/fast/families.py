@@ -102,7 +102,9 @@ def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_al
         inv = np.empty((R, J), np.int64)
         S = np.empty((R, J))
         Y = np.empty(J)
+        keep = np.empty(J)
         flags = np.empty(J, np.bool_)
+        room = 53 - bitlen(L + 1)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -174,7 +176,9 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
         S32 = np.zeros((R, J), np.int32)
         S = np.empty((R, J))
         Y = np.empty(J)
+        keep = np.empty(J)
         flags = np.empty(J, np.bool_)
+        room = 53 - bitlen(L + 1)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -284,6 +288,7 @@ def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
         Sg = np.empty((groups, R, J))
         Y = np.empty(J)
         T = np.empty(J)
+        keep = np.empty(J)
         flags = np.empty(J, np.bool_)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
@@ -336,7 +341,8 @@ def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
                     T[j] = s_units + c_units
                     y = T[j] * float_of(pow2_bits(E - F2))
                     Yi[j] = bits_of(y) if math.isfinite(dr[j]) else di[j]
-                keep = dr.copy()
+                if ieee_zero:
+                    keep[:] = dr
                 round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
                 if ieee_zero:  # an exact zero is -0 only when every term is a -0
                     for j in range(J):
@@ -449,7 +455,9 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, c_emin, c_p, zero_sign,
         hi = np.empty((R, J), np.int32)
         S = np.empty((R, J))
         Y = np.empty(J)
+        keep = np.empty(J)
         flags = np.empty(J, np.bool_)
+        room = 53 - bitlen(L + 1)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -481,11 +489,14 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, c_emin, c_p, zero_sign,
                         sr[j] += a * bk[j]
             for r in range(R):
                 dr = d[r]
-                keep = dr.copy()
-                room = 53 - bitlen(L + 1)
+                wide = False
                 for j in range(J):
+                    keep[j] = dr[j]
                     Y[j] = S[r, j] if math.isfinite(dr[j]) else dr[j]
+                    wide |= hi[r, j] - lo[r, j] > room
                 round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow, zero_sign)
+                if not wide:
+                    continue
                 for j in range(J):
                     if hi[r, j] - lo[r, j] > room and math.isfinite(keep[j]):
                         dr[j] = _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i0 + r, j0 + j, k0, L, keep[j],
