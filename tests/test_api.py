@@ -275,3 +275,8 @@ def test_dispatch_says_what_ran_and_never_falls_back_silently():
         bf.dot(a, b, 0.0, device="MI300X", input_format="bf16", backend="numba")
     with pytest.raises(ValueError, match="compiled kernels do not run"):
         bf.gemm(np.array([a]), np.array([b]).T, device="MI300X", input_format="bf16", backend="numba")
+
+
+def test_empty_dot_product_gives_c_as_given_even_where_zeros_are_positive():
+    assert int(bits(bf.dot(np.zeros((0,)), np.zeros((0,)), -0.0, device="H100"))) == 0x80000000
+    assert int(bits(bf.gemm(np.zeros((1, 0)), np.zeros((0, 1)), -0.0, device="H100"))[0, 0]) == 0x80000000

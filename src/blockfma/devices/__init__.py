@@ -226,6 +226,8 @@ def _device(entry: dict, templates: dict, where: str) -> Device:
     for ins in entry.get("instructions", []):
         iwhere = f"{where}, instruction {ins.get('name')!r}"
         _unknown(iwhere, ins, _INSTRUCTION_FIELDS)
+        if not ins.get("name"):
+            raise DeviceFileError(f"{iwhere}: an instruction needs a 'name'")
         models: dict[tuple[str, str], Model] = {}
         for m in ins.get("models", []):
             for model in _models(m, templates, ins.get("template"), iwhere):
@@ -256,6 +258,7 @@ def load(path: str | os.PathLike) -> list[Device]:
 def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[Source] = ()) -> None:
     """Write devices as a ``blockfma-devices/1`` file (atomically), every model written out in full."""
     doc: dict[str, Any] = {"schema": SCHEMA}
+    sources = list(sources)
     if sources:
         doc["sources"] = [{"key": s.key, "citation": s.citation, "kind": s.kind} for s in sources]
     doc["devices"] = [d.to_dict() for d in devs]

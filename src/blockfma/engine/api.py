@@ -149,12 +149,13 @@ def _input_rounding(model: Model, round_inputs: Any) -> tuple[RoundingMode | Non
     return mode, mode
 
 
-def finish(model: Model, values: np.ndarray) -> np.ndarray:
-    """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern, every zero
-    +0 under ``rounded_zero="positive"`` (one place for all engines: with exact_zero="positive" a zero
-    block result only ever meets the next block as a zero C, whose sign then cannot matter)."""
+def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.ndarray:
+    """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern, every
+    computed zero +0 under ``rounded_zero="positive"`` (one place for all engines: with exact_zero="positive"
+    a zero block result only ever meets the next block as a zero C, whose sign then cannot matter).
+    ``computed=False``: no product was summed (k = 0), C comes back as given."""
     fmt = model.output_format
-    if model.rounded_zero == "positive":
+    if computed and model.rounded_zero == "positive":
         values = np.where(values == 0, 0.0, values)
     out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values))
     nan = np.isnan(values)
@@ -232,7 +233,7 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     if A.shape[-1] == 0:  # an empty dot product is c itself, as given
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
         _ran("numpy")
-        return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64))
+        return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
     A, B, C = _prepare(m, A, B, C, round_inputs, check)
     k = A.shape[-1]
     rows = int(np.prod(lead, dtype=np.int64))
@@ -312,7 +313,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
         raise ValueError(f"C has shape {C_.shape}; it must be ({m}, {n}) or broadcast to it") from None
     if k == 0:  # no products: D is C as given
         _ran("numpy")
-        return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])))
+        return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
+                      computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check)
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
