@@ -60,6 +60,8 @@ def _finite(x: np.ndarray) -> np.ndarray:
 
 def _exact_zero(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, zero: np.ndarray,
                 value: np.ndarray) -> np.ndarray:
+    if not np.any(zero):
+        return value
     return rules.exact_zero(np, model, a, b, c, zero, value)
 
 

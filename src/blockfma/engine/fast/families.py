@@ -102,9 +102,7 @@ def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_al
         inv = np.empty((R, J), np.int64)
         S = np.empty((R, J))
         Y = np.empty(J)
-        keep = np.empty(J)
         flags = np.empty(J, np.bool_)
-        room = 53 - bitlen(L + 1)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -176,9 +174,7 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
         S32 = np.zeros((R, J), np.int32)
         S = np.empty((R, J))
         Y = np.empty(J)
-        keep = np.empty(J)
         flags = np.empty(J, np.bool_)
-        room = 53 - bitlen(L + 1)
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
