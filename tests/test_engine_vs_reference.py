@@ -236,3 +236,46 @@ def test_bfdot_binary32_sums():
         assert FAST._normal_binary32_products(model.input_format, *ranges)
     check_against_reference(model, a, b, c)
     check_against_reference(model, np.concatenate([a, a], axis=1), np.concatenate([b, b], axis=1), c)  # chained over k
+
+
+@pytest.mark.parametrize("name,fmt,out", [("MI100", "fp16", "fp32"), ("MI100", "bf16", "fp32"),
+                                          ("exact", "tf32", "fp16"), ("exact", "e5m2fnuz", "fp32")])
+def test_exact_fused_narrow_and_wide_blocks_in_one_batch(name, fmt, out, monkeypatch):
+    """The array kernel sums a block in float64 when its terms span at most 53 bits less the carries, and in
+    32-bit limbs otherwise: rows of both kinds in one call, at the boundary (spans of 47 to 52 bits next
+    to a product), with cancellation down to the last bit and to zero."""
+    model = bf.device(name).model(fmt, out)
+    fin, fc = model.input_format, model.c_format
+    rng = np.random.default_rng(5)
+    L = model.block_width or 8
+    rows = 240
+    a = F.round(fin, rng.normal(size=(rows, L)), "rz")
+    b = F.round(fin, rng.normal(size=(rows, L)), "rz")
+    span = rng.integers(40, 60, size=rows)  # C's last place against the products' scale
+    c = F.round(fc, np.ldexp(rng.choice([-1.0, 1.0], size=rows) * (1 + rng.random(rows)), span - 20), "rz")
+    for r in range(0, rows, 3):  # C cancelled by the first product, leaving the small ones
+        a[r, 0], b[r, 0] = F.round(fin, np.array([2.0**10]))[0], F.round(fin, np.array([2.0**(span[r] % 6)]))[0]
+        c[r] = -a[r, 0] * b[r, 0]
+    for r in range(1, rows, 6):  # everything cancels
+        a[r, 1:], b[r, 1:] = 0.0, 0.0
+        c[r] = -a[r, 0] * b[r, 0]
+    a, b, c = sanitize(fin, a, False), sanitize(fin, b, False), sanitize(fc, c, False)
+    c = np.where(F.is_representable(fc, c), c, 0.0)
+    from blockfma.engine import array
+
+    wide_rows = []
+    limb_sum = array._limb_sum
+    monkeypatch.setattr(array, "_limb_sum", lambda xp, m, t: wide_rows.append(len(t)) or limb_sum(xp, m, t))
+    check_against_reference(model, a, b, c)
+    assert 0 < wide_rows[0] < rows, wide_rows  # both kinds of block were in the batch
+    for r in range(3):  # one dot product alone (0-d batch) as in the batch, held above to the reference
+        one = bf.dot(a[r], b[r], c[r], model=model, backend="numpy")
+        assert bits(one) == bits(bf.dot(a[r:r + 1], b[r:r + 1], c[r:r + 1], model=model, backend="numpy"))[0]
+
+
+def test_engine_names_models_beyond_its_range():
+    """A truncated-fused model with fp64 inputs has products beyond float64: the engine says so and points
+    at the reference instead of returning wrong bits."""
+    model = Model(Family.TRUNCATED_FUSED, "fp64", "fp64", block_width=4, fraction_bits=52, e_zero=-1100)
+    with pytest.raises(ValueError, match="blockfma.reference.dot"):
+        bf.dot(np.ones(4), np.ones(4), 0.0, model=model, backend="numpy")

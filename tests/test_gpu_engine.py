@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="the GPU engine needs torch: pip ins
 
 import blockfma as bf  # noqa: E402
 from blockfma import formats as F  # noqa: E402
-from blockfma.engine import gpu  # noqa: E402
+from blockfma.engine import array, gpu  # noqa: E402
 from blockfma.formats import RoundingMode  # noqa: E402
 from blockfma.model import Family, Model  # noqa: E402
 
@@ -71,7 +71,7 @@ def test_torch_gemm_equals_numpy_gemm(model: Model, monkeypatch):
     """Whole GEMMs with k not a multiple of L, tiled in rows and columns (tiles made small on purpose)."""
     L = model.block_width or 8
     A, B, C = finite_inputs(model, (13, 3 * L + 5, 11), 31)
-    monkeypatch.setitem(gpu._TILE, "cpu", gpu._width(model, L) * 4 * 3)  # 3 columns x 4 rows per step
+    monkeypatch.setitem(gpu._TILE, "cpu", array.width(model, L) * 4 * 3)  # 3 columns x 4 rows per step
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
@@ -100,11 +100,13 @@ def test_late_c_product_overflow_on_torch():
     check_against_reference(model, a, b, np.array([1.0, 0.0]), ["torch"])
 
 
+@pytest.mark.parametrize("xp", ["numpy", "torch"])
 @pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16", "e4m3fn", "e5m2fnuz", "e8m13"])
 @pytest.mark.parametrize("mode", list(RoundingMode))
-def test_round_to_matches_round_integer(fmt, mode):
-    """gpu.round_to against formats.round_integer: every mode, subnormals kept or flushed, each overflow
-    policy, on values near ties, near the subnormal range and beyond the largest finite value."""
+def test_round_to_matches_round_integer(fmt, mode, xp):
+    """array.round_to (on numpy arrays and on torch tensors) against formats.round_integer: every mode,
+    subnormals kept or flushed, each overflow policy, on values near ties, near the subnormal range and
+    beyond the largest finite value."""
     fmt = F.get(fmt)
     rng = np.random.default_rng(7)
     mag = rng.integers(1, 1 << 40, size=3000)
@@ -115,7 +117,11 @@ def test_round_to_matches_round_integer(fmt, mode):
     for subnormals in (True, False):
         for overflow in ("ieee", "inf", "saturate"):
             want = F.round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals, overflow=overflow)
-            got = gpu.round_to(fmt, torch.from_numpy(x), mode, subnormals=subnormals, overflow=overflow).numpy()
+            if xp == "torch":
+                got = array.round_to(torch, fmt, torch.from_numpy(x), mode, subnormals=subnormals,
+                                     overflow=overflow).numpy()
+            else:
+                got = array.round_to(np, fmt, x, mode, subnormals=subnormals, overflow=overflow)
             assert np.array_equal(bits(got), bits(want)), (subnormals, overflow, x[bits(got) != bits(want)][:3])
 
 
@@ -161,7 +167,7 @@ def test_compiled_blocks_equal_numpy_engine(model: Model, monkeypatch):
     bit for bit the op-by-op one, edge tiles (other shapes) and non-finite inputs included."""
     monkeypatch.setitem(gpu.COMPILE, "cpu", True)
     monkeypatch.setattr(gpu, "_STEPS", {})
-    monkeypatch.setitem(gpu._TILE, "cpu", gpu._width(model, model.block_width) * 64)  # 8 x 8 tiles of 20 x 13
+    monkeypatch.setitem(gpu._TILE, "cpu", array.width(model, model.block_width) * 64)  # 8 x 8 tiles of 20 x 13
     A, B, C = finite_inputs(model, (20, 2 * model.block_width + 3, 13), 51)
     A[3, 1], B[2, 7] = np.inf, np.nan
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))

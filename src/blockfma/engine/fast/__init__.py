@@ -13,7 +13,6 @@ import numpy as np
 from ...formats import Format, RoundingMode
 from ...model import Alignment, Family, Model
 from .. import rules
-from ..kernels import split_format
 from . import families as _k
 from .rounding import fmt_params
 
@@ -99,6 +98,15 @@ def _exponents(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> np.ndarray
     return _exponents_and_range(fmt, x, dtype)[0]
 
 
+def _split_format(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Finite values of ``fmt`` as ``(m, E)``: ``x == m * 2**(E - p + 1)``, ``E = E_fmt(x)`` (emin for
+    subnormals), ``m`` a signed integer with ``|m| < 2**p``.  Zeros give ``m = 0`` (and E = emin)."""
+    _, e = np.frexp(x)
+    big_e = np.where(x == 0, fmt.emin, np.maximum(e.astype(np.int64) - 1, fmt.emin))
+    m = np.ldexp(x, (fmt.precision - 1 - big_e).astype(np.int32)).astype(np.int64)
+    return m, big_e
+
+
 def _exponents_and_range(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> tuple[np.ndarray, tuple[int, int]]:
     """E_fmt(x) (_ZERO_EXP for zeros), and the least and greatest floor(log2 |x|) of the nonzero x (the
     first above the second if there is none)."""
@@ -109,7 +117,7 @@ def _exponents_and_range(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> 
         return out, (int(lo), int(hi))
     nonzero = np.abs(x[x != 0])
     rng = (int(np.frexp(nonzero.min())[1]) - 1, int(np.frexp(nonzero.max())[1]) - 1) if nonzero.size else (1, 0)
-    return np.where(x == 0, _ZERO_EXP, split_format(fmt, x)[1]).astype(dtype), rng
+    return np.where(x == 0, _ZERO_EXP, _split_format(fmt, x)[1]).astype(dtype), rng
 
 
 def _any_zero_per_block(x: np.ndarray, L: int, axis: int) -> np.ndarray:
@@ -122,7 +130,7 @@ def _any_zero_per_block(x: np.ndarray, L: int, axis: int) -> np.ndarray:
 def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(m, lsb, top): x == m * 2**lsb with |m| < 2**p, and |x| < 2**top; a zero gets an empty span
     (lsb far above top) so that it never widens a sum's span."""
-    m, big_e = split_format(fmt, x)
+    m, big_e = _split_format(fmt, x)
     zero = x == 0
     return (m, np.where(zero, _k.ZERO_LSB // 2, big_e - (fmt.precision - 1)).astype(np.int32),
             np.where(zero, _k.ZERO_TOP // 2, big_e + 1).astype(np.int32))
