@@ -279,3 +279,27 @@ def test_engine_names_models_beyond_its_range():
     model = Model(Family.TRUNCATED_FUSED, "fp64", "fp64", block_width=4, fraction_bits=52, e_zero=-1100)
     with pytest.raises(ValueError, match="blockfma.reference.dot"):
         bf.dot(np.ones(4), np.ones(4), 0.0, model=model, backend="numpy")
+
+
+@pytest.mark.parametrize("model,a_range,b_range,binary32", [
+    (bf.device("MI300X").model("bf16", "fp32"), (-51, 63), (-51, 61), True),  # products from 2**-102 to 2**126
+    (bf.device("MI300X").model("bf16", "fp32"), (-51, 64), (-51, 63), False),  # products reach 2**128
+    (bf.device("MI300X").model("bf16", "fp32"), (-64, 10), (-63, 10), False),  # and 2**-127
+    (bf.device("MI300X").model("bf16", "fp32").replace(groups=2, block_width=16), (-50, 50), (-50, 40), True),
+    (bf.device("MI300X").model("e4m3fnuz", "fp32"), (-10, 7), (-10, 7), True),
+], ids=["bf16 inside", "bf16 too large", "bf16 too small", "bf16 grouped", "fp8 grouped"])
+def test_late_c_binary32_range(model, a_range, b_range, binary32):
+    """Late-c cuts products in binary32 and sums a group in int32 when the inputs' exponent range allows it
+    (the truncated-fused condition with e_zero 0 and no floor): inputs at the edges of that range."""
+    fast = FAST
+    if not fast:
+        pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
+    path = fast._binary32_products(model.input_format, model.fraction_bits, 0, False, a_range, b_range)
+    assert (path is not None) == binary32
+    L = model.block_width
+    fin = model.input_format
+    for k, seed in ((L, 1), (2 * L + 1, 2)):
+        a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
+        a, b = sanitize(fin, a, False), sanitize(fin, b, False)
+        assert fast._exponents_and_range(fin, a)[1] == a_range
+        check_against_reference(model, a, b, c)

@@ -38,6 +38,8 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
                        b_range: tuple[int, int]) -> tuple[int, int, int] | None:
     """(kmin, kmax, G) when truncated-fused can cut these products in binary32 and sum them in int32, else
     None.  a_range, b_range: the least and greatest floor(log2 |x|) of the nonzero values of A and of B.
+    Late-c asks the same with e_zero = 0 and no floor: its cut is toward zero at 2**(top - F), top the
+    group's largest E_a + E_b over nonzero products, so the argument below holds with e_max = top.
 
     Needs every nonzero product a*b to be an exact binary32 normal value: at most 24 significant bits,
     2**pmin <= |a*b| < 2**pmax within binary32's normal range (always so for fp16 and fp8; for bf16 and
@@ -173,12 +175,21 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     elif fam is Family.LATE_C:
         if A.size and B.size and np.max(np.abs(A)) * np.max(np.abs(B)) >= 2.0 ** (fc.emax + 1):
             return None  # a product may overflow to infinity: the numpy engine handles it
-        _k.late_c(A, _exponents(fin, A), B, _exponents(fin, B), C, out, L, model.fraction_bits,
-                  model.late_fraction_bits, model.groups, fc.emin, ieee_zero, *rp)
+        F, F2, groups = model.fraction_bits, model.late_fraction_bits, model.groups
+        EA, a_range = _exponents_and_range(fin, A, np.int16)
+        EB, b_range = _exponents_and_range(fin, B, np.int16)
+        f32 = _binary32_products(fin, F, 0, False, a_range, b_range)
+        if f32 is not None and L // groups <= f32[2]:  # a group's int32 sum cannot overflow
+            _k.late_c_f32(A.astype(np.float32), EA, B.astype(np.float32), EB, C, out, L, F, F2, groups, f32[0],
+                          f32[1], fc.emin, ieee_zero, *rp)
+        else:
+            _k.late_c(A, EA.astype(np.int32), B, EB.astype(np.int32), C, out, L, F, F2, groups, fc.emin, ieee_zero,
+                      *rp)
     elif fam is Family.EXACT_FUSED:
         MA, LA, HA = _integers(fin, A)
         MB, LB, HB = _integers(fin, B)
-        _k.exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, fc.emin, fc.precision, ieee_zero, *rp)
+        _k.exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, fin.precision, fc.emin, fc.precision, ieee_zero,
+                       *rp)
     elif fam is Family.FMA_CHAIN:
         positive_zero = model.exact_zero == "positive"
         res = model.result_format

@@ -271,6 +271,54 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
 
 
 # --- late-c (AMD CDNA3) ---------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, c_emin, ieee_zero, Y, T, keep, flags,
+                p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """The end of a late-c block for one row of outputs: the group sums (integers in units of 2**(eg - F),
+    any dtype) merged, C added at F2 bits below the common exponent, one rounding into ``dr`` in place."""
+    J = dr.shape[0]
+    di = dr.view(np.int64)
+    if groups == 1:  # the common case, written so that the loop vectorises
+        eg0 = eg[0, r]
+        s0 = Sg[0, r]
+        for j in range(J):
+            e_dot = np.int64(eg0[j])
+            c = dr[j]
+            e_c = max(exponent_bits(di[j]), np.int64(c_emin))
+            E = max(e_dot, e_c)
+            s_units = np.floor(np.float64(s0[j]) * float_of(pow2_bits(max(e_dot - E + (F2 - F), -1000))))
+            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
+            t = s_units + c_units
+            T[j] = t
+            y = t * float_of(pow2_bits(E - F2))
+            Y[j] = y if math.isfinite(c) else c
+    else:
+        for j in range(J):  # the halves floored at the common 2**(e_dot - F) and added
+            e0 = np.int64(eg[0, r, j])
+            e1 = np.int64(eg[1, r, j])
+            e_dot = max(e0, e1)
+            s = (np.floor(np.float64(Sg[0, r, j]) * float_of(pow2_bits(max(e0 - e_dot, -1000))))
+                 + np.floor(np.float64(Sg[1, r, j]) * float_of(pow2_bits(max(e1 - e_dot, -1000)))))
+            c = dr[j]
+            e_c = max(exponent_bits(di[j]), np.int64(c_emin))
+            E = max(e_dot, e_c)
+            c = 0.0 if e_c < E - F - 1 else c  # C far below the products' unit is dropped
+            s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + (F2 - F), -1000))))
+            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
+            t = s_units + c_units
+            T[j] = t
+            y = t * float_of(pow2_bits(E - F2))
+            Y[j] = y if math.isfinite(dr[j]) else dr[j]
+    if ieee_zero:
+        keep[:] = dr
+    round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+    if ieee_zero:  # an exact zero is -0 only when every term is a -0
+        for j in range(J):
+            if T[j] == 0.0 and keep[j] == 0.0 and math.copysign(1.0, keep[j]) < 0:
+                if _all_products_negative_zero(A, B, bt, i, j0 + j, k0, k0 + L):
+                    dr[j] = -0.0
+
+
 @njit(parallel=True, cache=True)
 def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
            p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
@@ -317,34 +365,61 @@ def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
                     for j in range(J):
                         sr[j] += np.trunc(a * bk[j] * scf[j])
             for r in range(R):
-                dr = d[r]
-                di = dr.view(np.int64)
-                Yi = Y.view(np.int64)
-                for j in range(J):  # S and C floored at the common exponent E, in units of 2**(E - F2)
-                    e_dot = eg[0, r, j]
-                    s = Sg[0, r, j]
-                    if groups == 2:  # the halves floored at the common 2**(e_dot - F) and added
-                        e_dot = max(eg[0, r, j], eg[1, r, j])
-                        s = (np.floor(s * float_of(pow2_bits(max(eg[0, r, j] - e_dot, -1000))))
-                             + np.floor(Sg[1, r, j] * float_of(pow2_bits(max(eg[1, r, j] - e_dot, -1000)))))
-                    c = dr[j]
-                    e_c = max(np.int32(exponent_bits(di[j])), c_emin)
-                    e_c = c_emin if c == 0.0 else e_c
-                    E = max(e_dot, e_c)
-                    c = 0.0 if (groups == 2 and e_c < E - F - 1) else c
-                    s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + F2 - F, -1000))))
-                    c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
-                    T[j] = s_units + c_units
-                    y = T[j] * float_of(pow2_bits(E - F2))
-                    Yi[j] = bits_of(y) if math.isfinite(dr[j]) else di[j]
-                if ieee_zero:
-                    keep[:] = dr
-                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
-                if ieee_zero:  # an exact zero is -0 only when every term is a -0
+                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, c_emin, ieee_zero, Y, T,
+                            keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+        out[bt, i0:i0 + R, j0:j0 + J] = d
+
+
+@njit(parallel=True, cache=True)
+def late_c_f32(A, EA, B, EB, C, out, L, F, F2, groups, kmin, kmax, c_emin, ieee_zero,
+               p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """late_c for inputs whose products are exact binary32 normal values (fp16, fp8; bf16 and tf32 within
+    a range): A and B float32, EA and EB int16.  Each product is scaled by 2**(F - top) in binary32 and cut
+    toward zero to an int32, 8 lanes per AVX2 instruction; ``batched`` says why that is exact and why a
+    group's int32 sum cannot overflow."""
+    nbatch, m, kp = A.shape
+    n = B.shape[2]
+    for task in prange(_ntasks(nbatch, m, n, F32_ROWS, F32_COLS)):
+        bt, i0, j0, R, J = _tile(task, m, n, F32_ROWS, F32_COLS)
+        d = np.empty((R, J))
+        eg = np.empty((groups, R, J), np.int16)
+        sc = np.empty((groups, R, J), np.int32)
+        Sg = np.empty((groups, R, J), np.int32)
+        Y = np.empty(J)
+        T = np.empty(J)
+        keep = np.empty(J)
+        flags = np.empty(J, np.bool_)
+        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+        for blk in range(kp // L):
+            k0 = blk * L
+            eg[:, :, :] = -(1 << 15)  # below every sum of two exponents, zeros' included
+            Sg[:, :, :] = 0
+            for kk in range(k0, k0 + L):  # each group's largest product exponent (zeros' sums lie below)
+                g = (kk - k0) % groups
+                ebk = EB[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    ea = EA[bt, i0 + r, kk]
+                    em = eg[g, r]
                     for j in range(J):
-                        if T[j] == 0.0 and keep[j] == 0.0 and math.copysign(1.0, keep[j]) < 0:
-                            if _all_products_negative_zero(A, B, bt, i0 + r, j0 + j, k0, k0 + L):
-                                dr[j] = -0.0
+                        em[j] = max(em[j], np.int16(ea + ebk[j]))
+            for g in range(groups):  # each group's quantum's inverse 2**(F - top) in binary32 (clamped)
+                for r in range(R):
+                    em = eg[g, r]
+                    scr = sc[g, r]
+                    for j in range(J):
+                        scr[j] = np.int32(min(max(F - em[j], kmin), kmax) + 127) << 23
+            for kk in range(k0, k0 + L):  # products cut toward zero at their group's quantum, in int32
+                g = (kk - k0) % groups
+                bk = B[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    a = A[bt, i0 + r, kk]
+                    sr = Sg[g, r]
+                    scf = sc[g, r].view(np.float32)
+                    for j in range(J):
+                        sr[j] += np.int32(a * bk[j] * scf[j])
+            for r in range(R):
+                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, c_emin, ieee_zero, Y, T,
+                            keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
@@ -440,20 +515,28 @@ def _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i, j, k0, L, d, c_emin, c_p,
 
 
 @njit(parallel=True, cache=True)
-def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, c_emin, c_p, zero_sign,
+def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, in_p, c_emin, c_p, zero_sign,
                 p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """Each block's products and C summed in float64, which is exact when every partial sum fits 53 bits
+    above the terms' least last bit; the other blocks go through the integer terms (MA * 2**LA, ...).
+
+    The check costs two vector operations per product: the sum of magnitudes U bounds every partial sum
+    (|s| <= U_exact < 2**(floor(log2 U) + 2), U rounded up to L + 1 times), and the least nonzero product
+    magnitude bounds the products' last bits (a product q is a multiple of 2**(E_a + E_b - 2(p_in - 1))
+    and below 2**(E_a + E_b + 2), so its last bit lies at or above floor(log2 |q|) - 1 - 2(p_in - 1))."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
     for task in prange(_ntasks(nbatch, m, n)):
         bt, i0, j0, R, J = _tile(task, m, n)
         d = np.empty((R, J))
-        lo = np.empty((R, J), np.int32)
-        hi = np.empty((R, J), np.int32)
+        lo = np.empty((R, J), np.int64)
         S = np.empty((R, J))
+        U = np.empty((R, J))
+        Mn = np.empty((R, J))
         Y = np.empty(J)
         keep = np.empty(J)
         flags = np.empty(J, np.bool_)
-        room = 53 - bitlen(L + 1)
+        spread = np.empty(J, np.bool_)  # the float64 sum may be inexact: sum the integer terms
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
@@ -461,40 +544,41 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, c_emin, c_p, zero_sign,
                 dr = d[r]
                 di = dr.view(np.int64)
                 for j in range(J):
-                    e = max(np.int32(exponent_bits(di[j])), c_emin)
+                    e = max(exponent_bits(di[j]), np.int64(c_emin))
                     lo[r, j] = ZERO_LSB if dr[j] == 0.0 else e - (c_p - 1)
-                    hi[r, j] = ZERO_TOP if dr[j] == 0.0 else e + 1
                     S[r, j] = dr[j]
-            for kk in range(k0, k0 + L):  # the span of the terms' bits
-                lbk = LB[bt, kk, j0:j0 + J]
-                hbk = HB[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    la = LA[bt, i0 + r, kk]
-                    ha = HA[bt, i0 + r, kk]
-                    lor = lo[r]
-                    hir = hi[r]
-                    for j in range(J):
-                        lor[j] = min(lor[j], la + lbk[j])
-                        hir[j] = max(hir[j], ha + hbk[j])
-            for kk in range(k0, k0 + L):  # the products, summed in float64: exact while the span fits
+                    U[r, j] = abs(dr[j])
+                    Mn[r, j] = math.inf
+            for kk in range(k0, k0 + L):  # the products: their sum, sum of magnitudes, least magnitude
                 bk = B[bt, kk, j0:j0 + J]
-                for r in range(R):
+                for r in range(R):  # zero products are added too: float64's sum of zeros has the IEEE sign
                     a = A[bt, i0 + r, kk]
                     sr = S[r]
+                    ur = U[r]
+                    mn = Mn[r]
                     for j in range(J):
-                        sr[j] += a * bk[j]
+                        q = a * bk[j]
+                        sr[j] += q
+                        aq = abs(q)
+                        ur[j] += aq
+                        mn[j] = min(mn[j], aq if aq != 0.0 else math.inf)
             for r in range(R):
                 dr = d[r]
-                wide = False
-                for j in range(J):
+                ui = U[r].view(np.int64)
+                mni = Mn[r].view(np.int64)
+                for j in range(J):  # branch-free, so that it vectorises (Mn = inf gives a huge bound)
                     keep[j] = dr[j]
                     Y[j] = S[r, j] if math.isfinite(dr[j]) else dr[j]
-                    wide |= hi[r, j] - lo[r, j] > room
+                    low = min(lo[r, j], exponent_bits(mni[j]) - 1 - 2 * (in_p - 1))
+                    spread[j] = (U[r, j] != 0.0) & (exponent_bits(ui[j]) + 2 - low > 53)
+                wide = False
+                for j in range(J):
+                    wide |= spread[j]
                 round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow, zero_sign)
                 if not wide:
                     continue
                 for j in range(J):
-                    if hi[r, j] - lo[r, j] > room and math.isfinite(keep[j]):
+                    if spread[j] and math.isfinite(keep[j]):
                         dr[j] = _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i0 + r, j0 + j, k0, L, keep[j],
                                                     c_emin, c_p, p, emin, maxval, has_inf, neg_zero, subnormals,
                                                     mode, overflow)
