@@ -168,12 +168,16 @@ def test_compiled_blocks_equal_numpy_engine(model: Model, monkeypatch):
     monkeypatch.setitem(gpu.COMPILE, "cpu", True)
     monkeypatch.setattr(gpu, "_STEPS", {})
     monkeypatch.setitem(gpu._TILE, "cpu", array.width(model, model.block_width) * 64)  # 8 x 8 tiles of 20 x 13
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     A, B, C = finite_inputs(model, (20, 2 * model.block_width + 3, 13), 51)
     A[3, 1], B[2, 7] = np.inf, np.nan
     got = bits(bf.gemm(A, B, C, model=model, backend="torch"))
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
     assert gpu._STEPS and all(step is not None for step in gpu._STEPS.values())
+    assert not counters["graph_break"], dict(counters["graph_break"])  # one graph per block, no Python between
 
 
 def test_a_failing_compile_falls_back_to_op_by_op(monkeypatch):
@@ -191,3 +195,25 @@ def test_a_failing_compile_falls_back_to_op_by_op(monkeypatch):
     with pytest.warns(RuntimeWarning, match="no compiler here"):
         got = bf.gemm(A, B, C, model=model, backend="torch")
     assert np.array_equal(bits(got), bits(bf.gemm(A, B, C, model=model, backend="numpy")))
+
+
+def test_auto_moves_only_large_calls_that_numba_cannot_run_to_the_gpu(monkeypatch):
+    """backend='auto' with a CUDA GPU (simulated here: the 'cuda' device is the CPU): numba keeps what it
+    runs; a large call it cannot run goes to the GPU engine, a small one to numpy; last_backend says which."""
+    from blockfma.engine import api
+
+    monkeypatch.setattr(gpu, "available", lambda: True)
+    monkeypatch.setattr(gpu, "torch_device", lambda backend: torch.device("cpu"))
+    model = bf.device("H100").model("fp16", "fp32")
+    A, B, C = finite_inputs(model, (256, 256, 256), 71)  # 2**24 products: api.GPU_MIN_WORK
+    want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
+    if api._fast_module():
+        assert np.array_equal(bits(bf.gemm(A, B, C, model=model)), want)
+        assert bf.engine.last_backend() == "numba"
+    monkeypatch.setattr(api, "_FAST", False)  # as without numba
+    assert np.array_equal(bits(bf.gemm(A, B, C, model=model)), want)
+    assert bf.engine.last_backend() == "cuda"
+    bf.gemm(A[:8], B, C[:8], model=model)
+    assert bf.engine.last_backend() == "numpy"
+    bf.gemm(A, B, C, device="MI250X")  # pairwise: not on the GPU engine
+    assert bf.engine.last_backend() == "numpy"

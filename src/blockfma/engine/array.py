@@ -70,7 +70,7 @@ def flags(model: Model, a: np.ndarray, b: np.ndarray) -> tuple[bool, bool]:
     fa = np.abs(a[np.isfinite(a)])
     fb = np.abs(b[np.isfinite(b)])
     big = (fa.max() if fa.size else 0.0) * (fb.max() if fb.size else 0.0)
-    return products, big >= 2.0 ** (model.c_format.emax + 1)
+    return products, bool(big >= 2.0 ** (model.c_format.emax + 1))  # Python bools: torch.compile folds them
 
 
 def width(model: Model, L: int) -> int:
