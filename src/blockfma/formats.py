@@ -261,6 +261,25 @@ def overflow_to_infinity(mode: RoundingMode, overflow: Overflow) -> tuple[bool, 
     return mode is RoundingMode.TowardPositive, mode is RoundingMode.TowardNegative
 
 
+def signed_result(xp: Any, fmt: Format, magnitude: Any, negative: Any, tiny: Any, mode: RoundingMode,
+                  overflow: Overflow, *, subnormals: bool) -> Any:
+    """The last steps of every rounding to ``fmt`` (one place for all of them): ``magnitude`` (float64, the
+    rounded |x|) beyond the largest finite value becomes an infinity or the largest finite value as
+    :func:`overflow_to_infinity` says (NaN for formats without infinities); with ``subnormals=False`` a
+    result whose exact magnitude was below the smallest normal (``tiny``) becomes zero; then the sign, and
+    +0 for formats without -0.  ``xp`` is the array module (numpy or torch)."""
+    pos_inf, neg_inf = overflow_to_infinity(mode, overflow)
+    to_inf = (negative & neg_inf) | (~negative & pos_inf)
+    big = float("inf") if fmt.has_infinities else float("nan")
+    v = xp.where(magnitude > fmt.max, xp.where(to_inf, big, xp.full_like(magnitude, fmt.max)), magnitude)
+    if not subnormals:
+        v = xp.where(tiny, 0.0, v)
+    v = xp.where(negative, -v, v)
+    if not fmt.has_negative_zero:
+        v = xp.where(v == 0, 0.0, v)
+    return v
+
+
 def round_integer(
     fmt: Format | str,
     sign: Any,
@@ -326,21 +345,8 @@ def round_integer(
     with np.errstate(over="ignore"):
         value = np.ldexp(keep.astype(np.float64), scale.astype(np.int32) if scale.size else scale)
 
-    # overflow
-    over = value > fmt.max
-    if np.any(over):
-        pos_inf, neg_inf = overflow_to_infinity(mode, overflow)
-        to_inf = (sign & neg_inf) | (~sign & pos_inf)
-        big = np.inf if fmt.has_infinities else np.nan
-        value = np.where(over, np.where(to_inf, big, fmt.max), value)
-
-    if not keep_subnormals:
-        value = np.where((mag > 0) & (lead < fmt.emin), 0.0, value)
-
-    value = np.where(sign, -value, value)
-    if not fmt.has_negative_zero:
-        value = np.where(value == 0, 0.0, value)
-    return value
+    return signed_result(np, fmt, value, sign, (mag > 0) & (lead < fmt.emin), mode, overflow,
+                         subnormals=keep_subnormals)
 
 
 def round_fraction(fmt: Format | str, x: Fraction | int, mode: RoundingMode | str = RoundingMode.TiesToEven,

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import Format, RoundingMode, overflow_to_infinity
+from ..formats import Format, RoundingMode, signed_result
 from ..model import Alignment, Family, Model
 from . import rules
 
@@ -157,16 +157,8 @@ def round_to(xp: Any, fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bo
         t = xp.trunc(y)
         r = t + _as(xp, (t != y) & (xp.fmod(t, 2) == 0), y.dtype)
     v = r * _pow2(xp, q)
-    pos_inf, neg_inf = overflow_to_infinity(mode, overflow)  # type: ignore[arg-type]
-    to_inf = (neg & neg_inf) | (~neg & pos_inf)
-    limit = xp.where(to_inf, float("inf") if fmt.has_infinities else float("nan"), xp.full_like(v, fmt.max))
-    v = xp.where(v > fmt.max, limit, v)
-    if not subnormals:
-        v = xp.where((ax > 0) & (ax < fmt.smallest_normal), 0.0, v)
-    v = xp.where(neg, -v, v)
-    if not fmt.has_negative_zero:
-        v = xp.where(v == 0, 0.0, v)
-    return v
+    return signed_result(xp, fmt, v, neg, (ax > 0) & (ax < fmt.smallest_normal), mode, overflow,  # type: ignore[arg-type]
+                         subnormals=subnormals)
 
 
 def _exponents(xp: Any, model: Model, a: Any, b: Any, ea: Any, eb: Any) -> tuple[Any, Any]:

@@ -319,6 +319,21 @@ def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, c_emin, ie
                     dr[j] = -0.0
 
 
+@njit(cache=True, inline="always")
+def _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg):
+    """eg[g, r, j]: the largest E_a + E_b over group g's products of the block (the int dtype of eg;
+    products with a zero factor sum to far below any other, through the zeros' exponent)."""
+    R, J = eg.shape[1], eg.shape[2]
+    for kk in range(k0, k0 + L):
+        g = (kk - k0) % groups
+        ebk = EB[bt, kk, j0:j0 + J]
+        for r in range(R):
+            ea = EA[bt, i0 + r, kk]
+            em = eg[g, r]
+            for j in range(J):  # in eg's own width, so that the loop vectorises
+                em[j] = max(em[j], eg.dtype.type(ea + ebk[j]))
+
+
 @njit(parallel=True, cache=True)
 def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
            p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
@@ -339,14 +354,7 @@ def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
             k0 = blk * L
             eg[:, :, :] = NONE
             Sg[:, :, :] = 0.0
-            for kk in range(k0, k0 + L):  # each group's largest product exponent (zeros excluded)
-                g = (kk - k0) % groups
-                ebk = EB[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    ea = EA[bt, i0 + r, kk]
-                    em = eg[g, r]
-                    for j in range(J):
-                        em[j] = max(em[j], ea + ebk[j])
+            _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg)
             for g in range(groups):  # each group's quantum 2**(e - F) (any power of two for an empty group)
                 for r in range(R):
                     em = eg[g, r]
@@ -394,14 +402,7 @@ def late_c_f32(A, EA, B, EB, C, out, L, F, F2, groups, kmin, kmax, c_emin, ieee_
             k0 = blk * L
             eg[:, :, :] = -(1 << 15)  # below every sum of two exponents, zeros' included
             Sg[:, :, :] = 0
-            for kk in range(k0, k0 + L):  # each group's largest product exponent (zeros' sums lie below)
-                g = (kk - k0) % groups
-                ebk = EB[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    ea = EA[bt, i0 + r, kk]
-                    em = eg[g, r]
-                    for j in range(J):
-                        em[j] = max(em[j], np.int16(ea + ebk[j]))
+            _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg)
             for g in range(groups):  # each group's quantum's inverse 2**(F - top) in binary32 (clamped)
                 for r in range(R):
                     em = eg[g, r]
