@@ -563,6 +563,32 @@ def test_late_c_groups1() -> None:
     assert dot_bits(cdna3, [128.0], [1.0], -(2.0**-20)) == b32(128 - 2.0**-17)
 
 
+def test_late_c_cut_after_carry_and_cancellation() -> None:
+    """MI300X's late-C cut as MMA-Sim 2.1.1 computes it (tr_fdpa; its authors hold it to MI300X hardware):
+    S kept to 32 bits below the common exponent, the sum S + C then floored at 31 bits below its own leading
+    bit.  The expected bits are MMA-Sim's outputs for these inputs (MFMA CDNA3 f32_16x16x16_f16, run
+    2026-11-22); ``late_cut="common"`` is blockfma's first reading (S and the sum at 31 bits below E)."""
+    h = float.fromhex
+    mi300 = Model(Family.LATE_C, "fp16", "fp32", block_width=8, fraction_bits=24, late_fraction_bits=31,
+                  output_rounding=RNE)
+    common = mi300.replace(late_cut="common")
+    # carry: S = 2^-5 + 2^-23 + 2^-31, C = 0x1.f8p+0; the sum 2 + 2^-23 + 2^-31 carries to 2^1 and is cut at
+    # 2^-30 to 2 + 2^-23, a tie that rounds to 2 (issue 8's example); cut at 2^-31 it rounds up
+    a = [h("0x1.8p-4"), h("0x1.cp-4"), 2.0**-12, 2.0**-16]
+    b = [h("0x1.8p-3"), 2.0**-3, 2.0**-11, 2.0**-15]
+    assert dot_bits(mi300, a, b, h("0x1.f8p+0")) == 0x40000000
+    assert dot_bits(common, a, b, h("0x1.f8p+0")) == 0x40000001
+    # cancellation: C near -1 and products near 2^-8 and 2^-32; the sum falls below 1, so the bit of S at
+    # 2^-32, which the common cut floors away, decides the rounding
+    for a, b, c, want, want_common in (
+            ([h("0x1.d6p-4"), h("0x1.c3p-16")], [h("0x1.6ecp-4"), h("0x1.01p-16")], h("-0x1.0247c8p+0"),
+             0xBF7FA673, 0xBF7FA674),
+            ([h("0x1.7ep-4"), h("0x1.61p-16")], [h("0x1.a5cp-4"), h("0x1.34p-16")], h("-0x1.000514p+0"),
+             0xBF7D8FBF, 0xBF7D8FC0)):
+        assert dot_bits(mi300, a, b, c) == want
+        assert dot_bits(common, a, b, c) == want_common
+
+
 def test_late_c_groups2() -> None:
     fp8 = Model(Family.LATE_C, "e4m3fnuz", "fp32", block_width=16, fraction_bits=24, late_fraction_bits=31,
                 groups=2, output_rounding=RNE)

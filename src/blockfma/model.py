@@ -91,6 +91,10 @@ class Model:
     IEEE 754.  ``exact_zero``: sign of an exactly zero result, ``"positive"`` (+0, NVIDIA) or ``"ieee"``.
     ``rounded_zero``: sign of a zero result that comes from rounding a nonzero sum, ``"signed"`` (the
     sum's sign, IEEE) or ``"positive"`` (+0: every zero result is +0; H100 record and MMA-Sim).
+    ``late_cut`` (late-c only): where the sum of S and C is cut before its rounding, ``"leading"`` (S kept
+    to F2 + 1 bits below the common exponent, the sum then floored at F2 bits below its own leading bit:
+    MMA-Sim's reading, held to MI300X hardware) or ``"common"`` (S and the sum at F2 bits below the common
+    exponent, blockfma's first reading); they differ when the sum carries out or cancels.
     """
 
     family: Family
@@ -112,6 +116,7 @@ class Model:
     late_fraction_bits: int | None = None
     groups: int = 1
     product_exponent: Literal["sum", "normalized"] = "sum"
+    late_cut: Literal["leading", "common"] = "leading"
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +174,7 @@ class Model:
                  f"output_fraction_bits must lie in [0, {self.output_format.fraction_bits}]")
         need(self.overflow in ("ieee", "inf"), "overflow must be 'ieee' or 'inf'")
         need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
+        need(self.late_cut in ("leading", "common"), f"late_cut must be 'leading' or 'common', not {self.late_cut!r}")
         need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
              "product_exponent applies to the truncated-fused family only")
         need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
@@ -224,6 +230,7 @@ class Model:
             "late_fraction_bits": self.late_fraction_bits,
             "groups": self.groups,
             "product_exponent": self.product_exponent,
+            "late_cut": self.late_cut if self.family is Family.LATE_C else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -254,6 +261,7 @@ class Model:
             late_fraction_bits=d.get("late_fraction_bits"),
             groups=d.get("groups", 1),
             product_exponent=d.get("product_exponent", "sum"),
+            late_cut=d.get("late_cut") or "leading",
             name=d.get("name", ""),
         )
 
@@ -285,4 +293,6 @@ class Model:
             parts.append(f"groups={self.groups}")
         if self.product_exponent != "sum":
             parts.append("normalized-products")
+        if self.family is Family.LATE_C and self.late_cut != "leading":
+            parts.append(f"cut={self.late_cut}")
         return " ".join(parts)

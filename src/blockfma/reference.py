@@ -401,11 +401,17 @@ def _late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float
     c_value = to_fraction(c)
     if model.groups == 2 and e_c < E - F - 1:
         c_value = Fraction(0)
-    # 4. S floored at 2**(E - F2), C floored at 2**(E - F)
-    S = cut(S, pow2(E - F2), Alignment.FLOOR)
+    # 4. C floored at 2**(E - F); S floored at 2**(E - F2) ("common") or at 2**(E - F2 - 1) and the sum then
+    #    floored at F2 bits below its own leading bit, its exponent at least fc.emin ("leading")
     c_value = cut(c_value, pow2(E - F), Alignment.FLOOR)
+    if model.late_cut == "common":
+        total = cut(S, pow2(E - F2), Alignment.FLOOR) + c_value
+    else:
+        total = cut(S, pow2(E - F2 - 1), Alignment.FLOOR) + c_value
+        if total != 0:
+            total = cut(total, pow2(max(floor_log2(abs(total)), fc.emin) - F2), Alignment.FLOOR)
     # 5. one rounding
-    return _R(model, S + c_value, products + [_term(c)])
+    return _R(model, total, products + [_term(c)])
 
 
 def _fma_chain_step(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:

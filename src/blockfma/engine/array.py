@@ -56,8 +56,16 @@ def supports(model: Model) -> bool:
         return model.fraction_bits is not None and model.fraction_bits + headroom <= 53
     if model.family is Family.LATE_C:
         F, F2 = model.fraction_bits, model.late_fraction_bits
-        return F is not None and F2 is not None and F2 >= F and F2 + headroom <= 53
+        return F is not None and F2 is not None and F2 >= F and late_sum_bits(model) + headroom <= 53
     return False
+
+
+def late_sum_bits(model: Model) -> int:
+    """Late-c: the bits below the common exponent at which S is cut before C is added, F2 + 1 under
+    ``late_cut="leading"`` (the sum is cut again at F2 bits below its own leading bit) and F2 under
+    ``"common"``."""
+    assert model.late_fraction_bits is not None
+    return model.late_fraction_bits + (model.late_cut == "leading")
 
 
 def flags(model: Model, a: np.ndarray, b: np.ndarray) -> tuple[bool, bool]:
@@ -229,12 +237,17 @@ def late_c(xp: Any, model: Model, a: Any, b: Any, c: Any, *, ea: Any = None, eb:
     ec = xp.clip(_exponent(xp, c), fc.emin, None)  # E_fc(c); emin for a zero
     big_e = xp.maximum(e_dot, ec)
     cc = xp.where(ec < big_e - F - 1, 0.0, c) if groups > 1 else c
-    # the products' sum, at unit e_dot - F, moved to unit big_e - F2 (only ever to a finer unit or the
+    # the products' sum, at unit e_dot - F, moved to unit big_e - G (only ever to a finer unit or the
     # same one when e_dot is the larger exponent: cut toward minus infinity); C cut at big_e - F
-    s = xp.floor(s * _pow2(xp, xp.clip(e_dot - big_e + F2 - F, -1022, None)))
-    cterm = xp.floor(cc * _pow2(xp, F - big_e)) * float(2 ** (F2 - F))
+    G = late_sum_bits(model)
+    s = xp.floor(s * _pow2(xp, xp.clip(e_dot - big_e + G - F, -1022, None)))
+    cterm = xp.floor(cc * _pow2(xp, F - big_e)) * float(2 ** (G - F))
     total = s + cterm
-    value = round_to(xp, model.result_format, total * _pow2(xp, big_e - F2), model.output_rounding,
+    if model.late_cut == "leading":  # the sum floored at F2 bits below its leading bit (exponent >= emin)
+        lead = _exponent(xp, xp.abs(total)) + big_e - G  # a zero total gives a lead far below emin
+        sh = xp.clip(xp.clip(lead, fc.emin, None) - F2 - (big_e - G), 0, None)
+        total = xp.floor(total * _pow2(xp, -sh)) * _pow2(xp, sh)
+    value = round_to(xp, model.result_format, total * _pow2(xp, big_e - G), model.output_rounding,
                      subnormals=model.subnormals, overflow=model.overflow)
     value = rules.exact_zero(xp, model, a, b, xp.where(cc == 0, xp.copysign(xp.zeros_like(c), c), cc),
                              total == 0, value)

@@ -13,6 +13,8 @@ import numpy as np
 from ...formats import Format, RoundingMode
 from ...model import Alignment, Family, Model
 from .. import rules
+from ..array import late_sum_bits
+from ..array import supports as array_supports
 from . import families as _k
 from .rounding import fmt_params
 
@@ -79,8 +81,8 @@ def supports(model: Model) -> bool:
         return False
     if fam is Family.TRUNCATED_FUSED:
         return model.exact_zero == "positive" and model.product_exponent == "sum"
-    if fam is Family.LATE_C:
-        return ieee_zero_ok
+    if fam is Family.LATE_C:  # the same sums in float64 as the array kernel: the same bound on F2
+        return ieee_zero_ok and array_supports(model)
     if fam is Family.EXACT_FUSED:
         return ieee_zero_ok
     if fam is Family.FMA_CHAIN:
@@ -176,15 +178,16 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
         if A.size and B.size and np.max(np.abs(A)) * np.max(np.abs(B)) >= 2.0 ** (fc.emax + 1):
             return None  # a product may overflow to infinity: the numpy engine handles it
         F, F2, groups = model.fraction_bits, model.late_fraction_bits, model.groups
+        G = late_sum_bits(model)
         EA, a_range = _exponents_and_range(fin, A, np.int16)
         EB, b_range = _exponents_and_range(fin, B, np.int16)
         f32 = _binary32_products(fin, F, 0, False, a_range, b_range)
         if f32 is not None and L // groups <= f32[2]:  # a group's int32 sum cannot overflow
-            _k.late_c_f32(A.astype(np.float32), EA, B.astype(np.float32), EB, C, out, L, F, F2, groups, f32[0],
+            _k.late_c_f32(A.astype(np.float32), EA, B.astype(np.float32), EB, C, out, L, F, F2, G, groups, f32[0],
                           f32[1], fc.emin, ieee_zero, *rp)
         else:
-            _k.late_c(A, EA.astype(np.int32), B, EB.astype(np.int32), C, out, L, F, F2, groups, fc.emin, ieee_zero,
-                      *rp)
+            _k.late_c(A, EA.astype(np.int32), B, EB.astype(np.int32), C, out, L, F, F2, G, groups, fc.emin,
+                      ieee_zero, *rp)
     elif fam is Family.EXACT_FUSED:
         MA, LA, HA = _integers(fin, A)
         MB, LB, HB = _integers(fin, B)

@@ -272,10 +272,13 @@ def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zer
 
 # --- late-c (AMD CDNA3) ---------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, c_emin, ieee_zero, Y, T, keep, flags,
+def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero, Y, T, keep, flags,
                 p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     """The end of a late-c block for one row of outputs: the group sums (integers in units of 2**(eg - F),
-    any dtype) merged, C added at F2 bits below the common exponent, one rounding into ``dr`` in place."""
+    any dtype) merged and floored at G bits below the common exponent E, C added at F bits below it; with
+    G = F2 + 1 (late_cut="leading") the sum is floored again at F2 bits below its own leading bit (its
+    exponent at least c_emin); one rounding into ``dr`` in place."""
+    renorm = np.int64(G - F2)  # 1 or 0: branch-free, so that the loops vectorise
     J = dr.shape[0]
     di = dr.view(np.int64)
     if groups == 1:  # the common case, written so that the loop vectorises
@@ -286,11 +289,13 @@ def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, c_emin, ie
             c = dr[j]
             e_c = max(exponent_bits(di[j]), np.int64(c_emin))
             E = max(e_dot, e_c)
-            s_units = np.floor(np.float64(s0[j]) * float_of(pow2_bits(max(e_dot - E + (F2 - F), -1000))))
-            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
+            s_units = np.floor(np.float64(s0[j]) * float_of(pow2_bits(max(e_dot - E + (G - F), -1000))))
+            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(G - F))
             t = s_units + c_units
+            sh = max(max(exponent_bits(bits_of(t)) + E - G, np.int64(c_emin)) - F2 - (E - G), 0) * renorm
+            t = np.floor(t * float_of(pow2_bits(-sh))) * float_of(pow2_bits(sh))
             T[j] = t
-            y = t * float_of(pow2_bits(E - F2))
+            y = t * float_of(pow2_bits(E - G))
             Y[j] = y if math.isfinite(c) else c
     else:
         for j in range(J):  # the halves floored at the common 2**(e_dot - F) and added
@@ -303,11 +308,13 @@ def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, c_emin, ie
             e_c = max(exponent_bits(di[j]), np.int64(c_emin))
             E = max(e_dot, e_c)
             c = 0.0 if e_c < E - F - 1 else c  # C far below the products' unit is dropped
-            s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + (F2 - F), -1000))))
-            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(F2 - F))
+            s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + (G - F), -1000))))
+            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(G - F))
             t = s_units + c_units
+            sh = max(max(exponent_bits(bits_of(t)) + E - G, np.int64(c_emin)) - F2 - (E - G), 0) * renorm
+            t = np.floor(t * float_of(pow2_bits(-sh))) * float_of(pow2_bits(sh))
             T[j] = t
-            y = t * float_of(pow2_bits(E - F2))
+            y = t * float_of(pow2_bits(E - G))
             Y[j] = y if math.isfinite(dr[j]) else dr[j]
     if ieee_zero:
         keep[:] = dr
@@ -335,7 +342,7 @@ def _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg):
 
 
 @njit(parallel=True, cache=True)
-def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
+def late_c(A, EA, B, EB, C, out, L, F, F2, G, groups, c_emin, ieee_zero,
            p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     nbatch, m, kp = A.shape
     n = B.shape[2]
@@ -373,13 +380,13 @@ def late_c(A, EA, B, EB, C, out, L, F, F2, groups, c_emin, ieee_zero,
                     for j in range(J):
                         sr[j] += np.trunc(a * bk[j] * scf[j])
             for r in range(R):
-                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, c_emin, ieee_zero, Y, T,
+                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero, Y, T,
                             keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
 @njit(parallel=True, cache=True)
-def late_c_f32(A, EA, B, EB, C, out, L, F, F2, groups, kmin, kmax, c_emin, ieee_zero,
+def late_c_f32(A, EA, B, EB, C, out, L, F, F2, G, groups, kmin, kmax, c_emin, ieee_zero,
                p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     """late_c for inputs whose products are exact binary32 normal values (fp16, fp8; bf16 and tf32 within
     a range): A and B float32, EA and EB int16.  Each product is scaled by 2**(F - top) in binary32 and cut
@@ -419,7 +426,7 @@ def late_c_f32(A, EA, B, EB, C, out, L, F, F2, groups, kmin, kmax, c_emin, ieee_
                     for j in range(J):
                         sr[j] += np.int32(a * bk[j] * scf[j])
             for r in range(R):
-                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, c_emin, ieee_zero, Y, T,
+                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero, Y, T,
                             keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
