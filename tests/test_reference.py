@@ -721,3 +721,23 @@ def test_golden_hardware_rows(device: str, fmt: str, model: Model) -> None:
         b = [_f32(w) for w in rb.split()]
         c = struct.unpack(">f", struct.pack(">I", int(rc.strip(), 2)))[0]
         assert dot_bits(model, a, b, c) == int(rd.strip(), 2)
+
+
+def test_c_added_after_the_block() -> None:
+    """c_entry="after": the block sums its products from +0 and rounds (here toward zero), then C is added
+    by an IEEE addition rounded to nearest even.  Products 1 and 3 * 2^-25 (0.75 ulp of binary32 at 1),
+    C = 2^-24 (half an ulp): after, the block gives 1 and 1 + 2^-24 is a tie that stays at 1; fused, the
+    sum 1 + 1.25 ulp is cut toward zero to 1 + 2^-23."""
+    fused = Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=2, fraction_bits=25, e_zero=-133,
+                  output_rounding=RoundingMode.TowardZero)
+    after = fused.replace(c_entry="after")
+    a, b = [1.0, 3 * 2.0**-13], [1.0, 2.0**-12]
+    assert dot_bits(fused, a, b, 2.0**-24) == 0x3F800001
+    assert dot_bits(after, a, b, 2.0**-24) == 0x3F800000
+    # chained blocks: each block from +0, then its own addition (k = 4: two blocks of 2)
+    assert dot_bits(after, a + a, b + b, 2.0**-24) == b32(2.0)  # 1 + (1 + 2^-24 -> 1) = 2
+    # the addition follows IEEE: -0 + -0 = -0 (the block of zero products gives +0 here, so +0)
+    assert dot_bits(after, [0.0, 0.0], [1.0, 1.0], -0.0) == 0x00000000
+    assert math.isnan(dot(after, [INF, 1.0], [1.0, 1.0], -INF))
+    with pytest.raises(ValueError, match="c_entry='after' needs a fused family"):
+        Model(Family.FMA_CHAIN, "fp16", "fp32", block_width=1, c_entry="after")

@@ -95,6 +95,9 @@ class Model:
     to F2 + 1 bits below the common exponent, the sum then floored at F2 bits below its own leading bit:
     MMA-Sim's reading, held to MI300X hardware) or ``"common"`` (S and the sum at F2 bits below the common
     exponent, blockfma's first reading); they differ when the sum carries out or cancels.
+    ``c_entry`` (fused families): ``"fused"``, C is one of the block's terms; ``"after"``, the block sums its
+    products from +0 (rounded as above) and C is then added by one IEEE addition rounded to nearest even
+    in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends in such an FADD).
     """
 
     family: Family
@@ -117,6 +120,7 @@ class Model:
     groups: int = 1
     product_exponent: Literal["sum", "normalized"] = "sum"
     late_cut: Literal["leading", "common"] = "leading"
+    c_entry: Literal["fused", "after"] = "fused"
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -175,6 +179,9 @@ class Model:
         need(self.overflow in ("ieee", "inf"), "overflow must be 'ieee' or 'inf'")
         need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
         need(self.late_cut in ("leading", "common"), f"late_cut must be 'leading' or 'common', not {self.late_cut!r}")
+        need(self.c_entry in ("fused", "after"), f"c_entry must be 'fused' or 'after', not {self.c_entry!r}")
+        need(self.c_entry == "fused" or self.family in _FUSED,
+             "c_entry='after' needs a fused family (truncated-fused, exact-fused, late-c)")
         need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
              "product_exponent applies to the truncated-fused family only")
         need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
@@ -231,6 +238,7 @@ class Model:
             "groups": self.groups,
             "product_exponent": self.product_exponent,
             "late_cut": self.late_cut if self.family is Family.LATE_C else None,
+            "c_entry": self.c_entry,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -262,6 +270,7 @@ class Model:
             groups=d.get("groups", 1),
             product_exponent=d.get("product_exponent", "sum"),
             late_cut=d.get("late_cut") or "leading",
+            c_entry=d.get("c_entry", "fused"),
             name=d.get("name", ""),
         )
 
@@ -295,4 +304,6 @@ class Model:
             parts.append("normalized-products")
         if self.family is Family.LATE_C and self.late_cut != "leading":
             parts.append(f"cut={self.late_cut}")
+        if self.c_entry != "fused":
+            parts.append("C-after")
         return " ".join(parts)

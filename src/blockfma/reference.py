@@ -440,6 +440,15 @@ def _bfdot_block(model: Model, a: Sequence[float], b: Sequence[float], c: float)
     return _ieee_operation(model, _R, [], [c, s])
 
 
+def _A(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
+    """The IEEE addition of C after a block (``c_entry="after"``): TiesToEven into the output format,
+    IEEE zero signs; with ``rounded_zero="positive"`` a zero is +0."""
+    mode = RoundingMode.TiesToEven
+    value = round_exact(model.output_format, x, mode, negative=_zero_is_negative(terms, mode, "ieee"),
+                        subnormals=model.subnormals, overflow="ieee")
+    return 0.0 if value == 0 and model.rounded_zero == "positive" else value
+
+
 Block = Callable[[Model, Sequence[float], Sequence[float], float], float]
 
 _BLOCKS: dict[Family, Block] = {
@@ -478,7 +487,10 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
         padding = [0.0] * (L - len(a_block))
         a_block = [_flush_input(model, fin, x) for x in a_block] + padding
         b_block = [_flush_input(model, fin, x) for x in b_block] + padding
-        d = block(model, a_block, b_block, _flush_input(model, fc, d))
+        if model.c_entry == "after":  # the block from +0, then C added by one IEEE addition
+            d = _ieee_operation(model, _A, [], [block(model, a_block, b_block, 0.0), _flush_input(model, fc, d)])
+        else:
+            d = block(model, a_block, b_block, _flush_input(model, fc, d))
     return d
 
 

@@ -13,7 +13,7 @@ from .. import formats as _formats
 from ..formats import Format, RoundingMode
 from ..model import Family, Model
 from . import rules
-from .kernels import KERNELS, flush
+from .kernels import block_kernel, flush
 
 __all__ = ["dot", "gemm", "resolve_model", "last_backend", "BACKENDS"]
 
@@ -95,17 +95,13 @@ def _auto_uses_gpu(model: Model, work: int, *arrays: np.ndarray) -> bool:
     fast = _fast_module()
     if fast and fast.supports(model) and all(np.isfinite(x).all() for x in arrays):
         return False
-    from . import array
-
-    if not array.supports(model):
-        return False
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:  # do not import torch only to learn it is absent
         return False
     from . import gpu
 
-    return gpu.available()
+    return gpu.supports(model) and gpu.available()
 
 
 def resolve_model(device: Any = "H100", input_format: str | Format | None = None,
@@ -214,7 +210,7 @@ def _blocks(model: Model, k: int) -> list[slice]:
 
 def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Run the model's blocks in order over the last axis (values already checked); float64 result."""
-    kernel = KERNELS[model.family]
+    kernel = block_kernel(model)
     k = max(a.shape[-1], b.shape[-1])
     d = c
     for sl in _blocks(model, k):
@@ -377,7 +373,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
         if backend == "numba":
             raise _no_fallback(mdl)
         D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
-    kernel = KERNELS[mdl.family]
+    kernel = block_kernel(mdl)
     L = mdl.block_width or k
     rows = max(1, _TILE // max(1, n * L))
     blocks = _blocks(mdl, k)

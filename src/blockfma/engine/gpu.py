@@ -58,7 +58,10 @@ def torch_device(backend: str) -> Any:
     return torch.device(backend)
 
 
-supports = array.supports
+def supports(model: Model) -> bool:
+    """Whether the GPU engine runs this model: what the array kernels run (:func:`.array.supports`), with C
+    fused into the block (``c_entry="after"`` runs on the CPU engines)."""
+    return array.supports(model) and model.c_entry == "fused"
 
 
 # --- drivers -------------------------------------------------------------------------------------------

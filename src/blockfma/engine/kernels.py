@@ -14,6 +14,8 @@ each family computes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..formats import Format, RoundingMode
@@ -111,3 +113,17 @@ KERNELS = {
     Family.AMX: amx,
     Family.BFDOT: bfdot,
 }
+
+
+def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """The numpy engine's kernel for one block of ``model``: its family's, and with ``c_entry="after"`` the
+    family's block from +0 followed by the IEEE addition of C (TiesToEven into the output format)."""
+    kernel = KERNELS[model.family]
+    if model.c_entry == "fused":
+        return kernel
+
+    def block_then_add(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        s = kernel(model, a, b, np.zeros(np.shape(c)))
+        return wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
+
+    return block_then_add

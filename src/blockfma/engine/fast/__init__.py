@@ -14,6 +14,7 @@ from ...formats import Format, RoundingMode
 from ...model import Alignment, Family, Model
 from .. import rules
 from ..array import late_sum_bits
+from ..wide import ieee_op
 from ..array import supports as array_supports
 from . import families as _k
 from .rounding import fmt_params
@@ -76,6 +77,8 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, out = model.family, model.input_format, model.result_format
+    if model.c_entry != "fused":  # each block from +0 (the fused kernel), then the IEEE addition of C
+        return supports(model.replace(c_entry="fused"))
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
     if not rules.products_exact_in_float64(fin) or out.precision > 51:
         return False
@@ -140,9 +143,25 @@ def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
             np.where(zero, _k.ZERO_TOP // 2, big_e + 1).astype(np.int32))
 
 
+def _blocks_then_add(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
+    """c_entry="after": each block by the compiled fused kernel from C = +0, then C added by one IEEE
+    addition (TiesToEven, the output format) in numpy."""
+    inner = model.replace(c_entry="fused")
+    L = model.block_width or max(A.shape[2], 1)
+    D = np.asarray(C, dtype=np.float64)
+    for j in range(0, A.shape[2], L):
+        block = batched(inner, A[:, :, j:j + L], B[:, j:j + L, :], np.zeros(C.shape))
+        if block is None:
+            return None
+        D = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
+    return D
+
+
 def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
     """float64 D (batch, m, n) for finite A (batch, m, k), B (batch, k, n), C (batch, m, n), values already
     checked, flushed and in the model's formats; None if these inputs need the numpy engine."""
+    if model.c_entry != "fused":
+        return _blocks_then_add(model, A, B, C)
     fam = model.family
     k = A.shape[2]
     L = model.block_width or max(k, 1)
