@@ -19,3 +19,20 @@ def assert_bits():
         assert bits(got).tolist() == bits(want).tolist(), (got, want)
 
     return check
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line on the MMA-Sim differential (tests/test_mmasim.py), when it ran."""
+    import sys
+
+    module = sys.modules.get("test_mmasim")
+    results = getattr(module, "RESULTS", None)
+    if not results:
+        return
+    kinds = ("zero sign", "nan bits", "special inputs", "value")
+    total = {k: sum(r[k] for r in results.values() if not r["departure"]) for k in kinds}
+    departed = sum(r["value"] for r in results.values() if r["departure"])
+    rows = sum(r["rows"] for r in results.values())
+    terminalreporter.write_line(
+        f"MMA-Sim differential: {len(results)} configurations, {rows} rows; mismatches " +
+        ", ".join(f"{k} {v}" for k, v in total.items()) + f"; values where a preset departs on purpose: {departed}")
