@@ -280,3 +280,107 @@ def test_dispatch_says_what_ran_and_never_falls_back_silently():
 def test_empty_dot_product_gives_c_as_given_even_where_zeros_are_positive():
     assert int(bits(bf.dot(np.zeros((0,)), np.zeros((0,)), -0.0, device="H100"))) == 0x80000000
     assert int(bits(bf.gemm(np.zeros((1, 0)), np.zeros((0, 1)), -0.0, device="H100"))[0, 0]) == 0x80000000
+
+
+# --- bad input, tried as a new user would (issue 8, item 7) ----------------------------------------------------
+def test_model_fields_are_checked_by_type_and_range():
+    base = dict(block_width=8, fraction_bits=24, e_zero=-133)
+    for change, message in ((dict(carry_bits=1.5), "carry_bits must be an integer"),
+                            (dict(block_width=True), "block_width must be an integer"),
+                            (dict(subnormals="no"), "subnormals must be True or False"),
+                            (dict(e_zero=2**14), r"e_zero must lie in \[-2400, 2400\]")):
+        with pytest.raises(ValueError, match=message):
+            Model(Family.TRUNCATED_FUSED, "fp16", "fp32", **{**base, **change})
+    with pytest.raises(ValueError, match="late_fraction_bits above 52"):
+        Model(Family.LATE_C, "fp16", "fp32", block_width=8, fraction_bits=24, late_fraction_bits=62)
+    assert Model(Family.TRUNCATED_FUSED, "fp16", "fp32", **{**base, "block_width": np.int64(8)}).block_width == 8
+    d = bf.device("V100").model().to_dict()
+    assert Model.from_dict({**d, "output_rounding": "rz"}) == bf.device("V100").model()
+
+
+def test_models_beyond_the_engines_range_raise_instead_of_returning_garbage():
+    for model in (Model(Family.LATE_C, "fp64", "fp64", block_width=2, fraction_bits=24, late_fraction_bits=31),
+                  Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=1024, fraction_bits=52, e_zero=-133),
+                  Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=24, e_zero=2000)):
+        for backend in ("auto", "numpy"):
+            with pytest.raises(ValueError, match="blockfma.reference.dot"):
+                bf.dot(np.ones(4), np.ones(4), 0.0, model=model, backend=backend)
+
+
+def test_exact_numbers_are_read_exactly_or_refused():
+    from fractions import Fraction
+
+    a100 = dict(device="A100", input_format="bf16")
+    with pytest.raises(ValueError, match=r"a\[0\] = 1152921504606846977 is not exactly a binary64 value"):
+        bf.dot([2**60 + 1], [1], 0.0, **a100)  # float64 would round it to 2**60, a bf16 value
+    assert bf.dot([2**60], [1], 0.0, **a100) == np.float32(2.0**60)
+    with pytest.raises(ValueError, match=r"b\[0\] = 1.000000000000000000\d* is not exactly a binary64"):
+        bf.dot([1.0], np.array([np.longdouble(1) + np.longdouble(2) ** -60]), **a100)
+    assert bits(bf.dot([Fraction(3, 4), Fraction(1, 8)], [2, 8], Fraction(1, 2**20), **a100)) == \
+        bits(np.float32(1.5 + 1 + 2.0**-20))
+    with pytest.raises(ValueError, match=r"a\[0\] = Fraction\(1, 3\) is not exactly a binary64"):
+        bf.dot([Fraction(1, 3)], [1], **a100)
+    with pytest.raises(ValueError, match=r"a\[1\] = None is not a number"):
+        bf.dot([1.0, None], [1, 1], **a100)
+    assert bits(bf.dot([1.0], [-0.0])) == 0x00000000  # c=None is +0, as gemm's C=None
+
+
+def test_gemm_names_the_index_of_b_as_given():
+    B = np.ones((8, 5))
+    B[0, 4] = 1 / 3
+    with pytest.raises(ValueError, match=r"B\[0, 4\] = 0.333"):
+        bf.gemm(np.ones((2, 8)), B)
+
+
+def test_smaller_surprises_are_errors_or_right():
+    with pytest.raises(ValueError, match="masked array"):
+        bf.dot(np.ma.masked_array([1.0, 2.0], [0, 1]), [1.0, 1.0])
+    for name in ("input_format", "instruction"):
+        with pytest.raises(ValueError, match=f"{name}='' names nothing"):
+            bf.dot([1.0], [1.0], **{name: ""})
+    with pytest.raises(ValueError, match="either model= or device="):
+        bf.dot([1.0], [1.0], device="A100", model=bf.device("V100").model())
+    bf.dot([1.0], [1.0], backend="NumPy")
+    assert bf.engine.last_backend() == "numpy"
+
+
+def test_one_nan_leaves_the_other_rows_of_a_gemm_alone():
+    """A NaN sends a GEMM to another engine path; every other row must keep its bits (all presets)."""
+    from helpers import preset_models
+
+    rng = np.random.default_rng(1)
+    for m in preset_models():
+        L = m.block_width or 8
+        A = F.round(m.input_format, rng.normal(size=(4, 2 * L + 3)) * 4, saturate=True)
+        B = F.round(m.input_format, rng.normal(size=(2 * L + 3, 3)) * 4, saturate=True)
+        C = F.round(m.c_format, rng.normal(size=(4, 3)))
+        clean = bits(bf.gemm(A, B, C, model=m))
+        A[0, 0] = np.nan
+        assert np.array_equal(bits(bf.gemm(A, B, C, model=m))[1:], clean[1:]), m.summary()
+
+
+def test_formats_round_reads_exact_numbers_once():
+    from fractions import Fraction
+
+    # 1 + 2^-11 + 2^-40 lies just above the fp16 midpoint 1 + 2^-11: up, where float64 would see a tie
+    assert F.round("fp16", [Fraction(2049, 2048) + Fraction(1, 2**40)])[0] == 1 + 2.0**-10
+    assert F.round("bf16", [Fraction(1) + Fraction(1, 2**8) + Fraction(1, 2**60)])[0] == 1 + 2.0**-7
+    assert np.signbit(F.round("fp16", [Fraction(-1, 2**40)])[0])  # rounds to -0
+    with pytest.raises(ValueError, match="None is not a number"):
+        F.round("fp16", [None])
+    assert F.round_integer("fp16", False, 1, 2**40) == np.inf  # exponents no longer wrap through int32
+    assert F.round_integer("fp16", False, 1, -2**40) == 0.0
+    with pytest.raises(ValueError, match="not a value of fp16"):
+        F.to_numpy("fp16", [0.1])
+
+
+def test_calls_that_cannot_fit_are_refused_up_front(monkeypatch):
+    from blockfma.engine import api
+
+    monkeypatch.setattr(api, "_available_memory", lambda: 2**30)  # a machine with 1 GiB free
+    with pytest.raises(MemoryError, match=r"gemm 20000x16x20000 needs about 2[0-9.]+ GiB .* 1.0 GiB available; "
+                                          "pass dask arrays"):
+        bf.gemm(np.ones((20000, 16)), np.ones((16, 20000)))
+    with pytest.raises(MemoryError, match="dot of 40000000 rows of length 16"):
+        bf.dot(np.ones((40000, 1, 16)), np.ones((1, 1000, 16)))
+    assert bf.gemm(np.ones((100, 16)), np.ones((16, 100)))[0, 0] == 16  # small calls run

@@ -159,6 +159,43 @@ def test_dot_bad_names(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2
 
 
+def test_hostile_literals_and_streams(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    """A nested power that would take hours is refused at once; an unwritable stdout and Ctrl-C end with a
+    line on stderr, not a traceback."""
+    code, _, err = run(capsys, "dot", "H100", "--a", "(10^10000)^10000", "--b", "1")
+    assert code == 2 and "bits" in err and "Traceback" not in err
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+        def fileno(self) -> int:
+            return sys.__stdout__.fileno()
+
+    import os
+
+    saved = os.dup(sys.__stdout__.fileno())  # main() points a broken stdout at /dev/null: restore it after
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(sys, "stdout", Full())
+            code = main(["dot", "H100", "--a", "1", "--b", "1"])
+    finally:
+        os.dup2(saved, sys.__stdout__.fileno())
+        os.close(saved)
+    assert code == 1 and "cannot write the output (No space left on device)" in capsys.readouterr().err
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    from blockfma import cli
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["devices"].set_defaults(func=interrupted)
+    code, _, err = run(capsys, "devices")
+    assert code == 130 and "interrupted" in err and "Traceback" not in err
+
+
 def test_compare(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "compare", "V100", "A100", "H100", "MI100", "Intel AMX", *FASI,
                          "--c", "1-2^-24", "--json")

@@ -323,11 +323,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, _Usage) as exc:
         print(f"blockfma {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (results files are written atomically)
+        print(f"blockfma {args.command}: interrupted", file=sys.stderr)
+        return 130
     try:
         print(text)
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # a full disk, a closed terminal
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        print(f"blockfma {args.command}: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
     return 0

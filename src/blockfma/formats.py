@@ -343,7 +343,8 @@ def round_integer(
     keep = keep + up.astype(np.int64)
     scale = np.where(drop > 0, quantum, exp)
     with np.errstate(over="ignore"):
-        value = np.ldexp(keep.astype(np.float64), scale.astype(np.int32) if scale.size else scale)
+        # exponents beyond +-2000 give 0 or infinity either way; the clip keeps them from wrapping in int32
+        value = np.ldexp(keep.astype(np.float64), np.clip(scale, -2000, 2000).astype(np.int32))
 
     return signed_result(np, fmt, value, sign, (mag > 0) & (lead < fmt.emin), mode, overflow,
                          subnormals=keep_subnormals)
@@ -387,7 +388,10 @@ def round(
     finite value with ``saturate=True``).  See :func:`round_integer` for subnormals and overflow.
     """
     fmt = get(fmt)
-    x = np.asarray(x, dtype=np.float64)
+    arr = np.asarray(x)
+    if arr.dtype.kind == "O":  # exact numbers (ints, Fractions): one rounding each, no detour through float64
+        return _round_objects(fmt, arr, RoundingMode.parse(mode), subnormals, saturate)
+    x = np.asarray(arr, dtype=np.float64)
     finite = np.isfinite(x)
     sign, mag, exp = _decompose(np.where(finite, x, 0.0))
     out = round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals,
@@ -398,6 +402,27 @@ def round(
             np.inf if fmt.has_infinities else (fmt.max if saturate else np.nan))
         out = np.where(np.isinf(x), inf_value, out)
         out = np.where(np.isnan(x), np.nan, out)
+    return out
+
+
+def _round_objects(fmt: Format, arr: np.ndarray, mode: RoundingMode, subnormals: bool | None,
+                   saturate: bool) -> np.ndarray:
+    from numbers import Rational
+
+    out = np.empty(arr.shape)
+    for idx, v in np.ndenumerate(arr):
+        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+            out[idx] = round(fmt, np.array(float(v)), mode, subnormals=subnormals, saturate=saturate)[()]
+            continue
+        if isinstance(v, bool) or not isinstance(v, (Rational, float, np.integer, np.floating)):
+            where = f"[{', '.join(map(str, idx))}]" if idx else ""
+            raise ValueError(f"x{where} = {v!r} is not a number; formats.round takes floats, ints and Fractions")
+        value = round_fraction(fmt, Fraction(v), mode, subnormals=subnormals)
+        if saturate and np.isinf(value):
+            value = np.copysign(fmt.max, value)
+        if value == 0 and Fraction(v) < 0 and fmt.has_negative_zero:
+            value = -0.0
+        out[idx] = value
     return out
 
 
@@ -514,10 +539,17 @@ def decode(fmt: Format | str, code: Any) -> np.ndarray:
 
 
 # --- storage arrays ---------------------------------------------------------------------------------------
-def to_numpy(fmt: Format | str, x: Any) -> np.ndarray:
-    """Store values of ``fmt`` in its numpy dtype (exact: the values must be representable)."""
+def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
+    """Store values of ``fmt`` in its numpy dtype, exactly: ValueError for a value ``fmt`` does not hold
+    (``check=False`` skips that test for values the caller built in the format)."""
     fmt = get(fmt)
     x = np.asarray(x, dtype=np.float64)
+    if check:
+        ok = is_representable(fmt, x) | np.isnan(x)
+        if not np.all(ok):
+            idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+            raise ValueError(f"x{list(idx) if idx else ''} = {float(x[idx])!r} is not a value of {fmt.name}; "
+                             f"round it first with blockfma.formats.round({fmt.name!r}, x)")
     if fmt.dtype_name in ("float64", "float32", "float16"):
         return x.astype(fmt.dtype)
     # ml_dtypes types: go through the bit patterns so no cast can round
@@ -525,10 +557,37 @@ def to_numpy(fmt: Format | str, x: Any) -> np.ndarray:
     return codes.astype(np.uint8 if fmt.bits <= 8 else np.uint16).view(fmt.dtype)
 
 
-def from_numpy(x: Any) -> np.ndarray:
-    """float64 copy of an array of any float dtype (numpy or ml_dtypes), exactly."""
+def from_numpy(x: Any, what: str = "x") -> np.ndarray:
+    """float64 copy of an array of any float dtype (numpy or ml_dtypes) or integer dtype, exactly:
+    ValueError (naming ``what`` and the index) for an integer of more than 53 significant bits or a long
+    double that float64 cannot hold."""
     x = np.asarray(x)
-    if x.dtype in (np.float16, np.float32, np.float64) or x.dtype.kind in "iub":
+    if x.dtype in (np.float16, np.float32, np.float64) or x.dtype.kind == "b":
         return x.astype(np.float64)
+    if x.dtype.kind in "iu":
+        out = x.astype(np.float64)
+        for idx in np.argwhere(np.abs(out) > 2.0**53):  # only there can float64 have rounded
+            idx = tuple(int(i) for i in idx)
+            if int(out[idx]) != int(x[idx]):
+                not_binary64(what, idx, x[idx])
+        return out
+    if x.dtype.kind == "f" and x.dtype.itemsize > 8:  # long double
+        out = x.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = (out.astype(x.dtype) != x) & ~np.isnan(x)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            not_binary64(what, idx, x[idx])
+        return out
     with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN in casts; the NaN itself carries over
         return x.astype(np.float32).astype(np.float64)  # ml_dtypes types widen exactly to float32
+
+
+def not_binary64(what: str, idx: tuple, value: Any) -> None:
+    """Raise the error for an input value that float64 (and so every format here) cannot hold."""
+    where = f"[{', '.join(str(int(i)) for i in idx)}]" if idx else ""
+    shown = repr(value.item()) if isinstance(value, np.integer) else str(value) if isinstance(value, np.floating) \
+        else repr(value)
+    raise ValueError(f"{what}{where} = {shown} is not exactly a binary64 value (it needs more than 53 "
+                     "significant bits or a wider exponent), so no supported format holds it; round it first "
+                     "with blockfma.formats.round(fmt, x) or pass round_inputs='rne'")

@@ -158,11 +158,18 @@ def _div(x: Value, y: Value) -> Value:
     return _norm(_proxy(x) / _proxy(y))
 
 
+_MAX_POWER_BITS = 1 << 17  # a power's exact result may have this many bits (float64 needs about 1100)
+
+
 def _pow(x: Value, e: int) -> Value:
     _check_exponent(e)
     if x == 0 and e < 0:
         raise _ParseError("zero to a negative power")
     if isinstance(x, Fraction):
+        size = (x.numerator.bit_length() + x.denominator.bit_length()) * abs(e)
+        if size > _MAX_POWER_BITS:
+            raise _ParseError(f"the power's exact value would have about {size} bits, beyond the {_MAX_POWER_BITS} "
+                              "this parser keeps (every format here is far narrower); write a smaller number")
         return x**e
     return _norm(x**e)
 

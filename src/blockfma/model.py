@@ -35,6 +35,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from . import formats as _formats
 from .formats import Format, RoundingMode
 
@@ -70,6 +72,8 @@ class NaNStyle(enum.Enum):
 
 _FAMILIES_WITH_F = (Family.TRUNCATED_FUSED, Family.LATE_C)
 _FUSED = (Family.TRUNCATED_FUSED, Family.EXACT_FUSED, Family.LATE_C)
+_INTEGER_FIELDS = ("block_width", "fraction_bits", "e_zero", "carry_bits", "output_fraction_bits",
+                   "late_fraction_bits", "groups")
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,10 @@ class Model:
         if self.input_rounding is not None:
             set_(self, "input_rounding", RoundingMode.parse(self.input_rounding))
         set_(self, "nan", NaNStyle(self.nan))
+        for name in _INTEGER_FIELDS:  # numpy integers (from arrays, JSON readers) become ints
+            value = getattr(self, name)
+            if isinstance(value, np.integer):
+                set_(self, name, int(value))
         self._validate()
 
     def _validate(self) -> None:
@@ -142,7 +150,16 @@ class Model:
             if not cond:
                 raise ValueError(f"{where}: {msg}")
 
-        need(self.block_width is None or (isinstance(self.block_width, int) and self.block_width >= 1),
+        def integer(x: Any) -> bool:  # an int, not a bool (True is an int to Python, not to a user)
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        for name in _INTEGER_FIELDS:
+            value = getattr(self, name)
+            need(value is None or integer(value), f"{name} must be an integer{'' if name == 'groups' else ' or None'}, "
+                 f"not {value!r} ({type(value).__name__})")
+        need(isinstance(self.subnormals, (bool, np.bool_)),
+             f"subnormals must be True or False, not {self.subnormals!r}")
+        need(self.block_width is None or self.block_width >= 1,
              f"block_width must be a positive integer or None, not {self.block_width!r}")
         need(self.block_width is not None or self.family is Family.EXACT_FUSED,
              "only the exact-fused family may leave block_width unset (one block for the whole dot product)")
@@ -153,12 +170,16 @@ class Model:
                  "fraction_bits above 52 are not supported (the engine keeps sums in 64-bit integers)")
         if self.family is Family.TRUNCATED_FUSED:
             need(isinstance(self.e_zero, int), "e_zero must be given (the exponent of zero terms)")
+            need(self.e_zero is None or -2400 <= self.e_zero <= 2400,
+                 f"e_zero must lie in [-2400, 2400] (the presets use -133 to -19), not {self.e_zero}")
             need(self.carry_bits is None or self.carry_bits >= 0, "carry_bits must be None or >= 0")
         else:
             need(self.carry_bits is None, "carry_bits applies to the truncated-fused family only")
         if self.family is Family.LATE_C:
             need(isinstance(self.late_fraction_bits, int) and self.late_fraction_bits >= (self.fraction_bits or 0),
                  "late_fraction_bits (F2) must be an integer >= fraction_bits")
+            need(self.late_fraction_bits is None or self.late_fraction_bits <= 52,
+                 "late_fraction_bits above 52 are not supported (the engine keeps sums in float64)")
             need(self.groups in (1, 2), "groups must be 1 or 2 (even/odd products)")
             need(self.block_width is not None and self.block_width % self.groups == 0,
                  "block_width must be a multiple of groups")
@@ -258,9 +279,9 @@ class Model:
             e_zero=d.get("e_zero"),
             alignment=Alignment(d.get("alignment") or "truncate"),
             carry_bits=d.get("carry_bits"),
-            output_rounding=RoundingMode[d.get("output_rounding", "TiesToEven")],
+            output_rounding=RoundingMode.parse(d.get("output_rounding", "TiesToEven")),
             output_fraction_bits=d.get("output_fraction_bits"),
-            input_rounding=None if d.get("input_rounding") is None else RoundingMode[d["input_rounding"]],
+            input_rounding=None if d.get("input_rounding") is None else RoundingMode.parse(d["input_rounding"]),
             subnormals=d.get("subnormals", True),
             overflow=d.get("overflow", "ieee"),
             nan=NaNStyle(d.get("nan", "default")),

@@ -35,9 +35,12 @@ def _fast_module() -> Any:
     return _FAST
 
 
-def _check_backend(backend: Any) -> None:
-    if not (backend in BACKENDS or (isinstance(backend, str) and backend.startswith("cuda:"))):
+def _check_backend(backend: Any) -> str:
+    """The backend's name, lower-cased (as device and format names are), or ValueError."""
+    name = backend.strip().lower() if isinstance(backend, str) else backend
+    if not (name in BACKENDS or (isinstance(name, str) and name.startswith("cuda:"))):
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))} (or 'cuda:N'), not {backend!r}")
+    return name
 
 
 def _on_torch(backend: str) -> bool:
@@ -104,13 +107,20 @@ def _auto_uses_gpu(model: Model, work: int, *arrays: np.ndarray) -> bool:
     return gpu.supports(model) and gpu.available()
 
 
-def resolve_model(device: Any = "H100", input_format: str | Format | None = None,
+def resolve_model(device: Any = None, input_format: str | Format | None = None,
                   output_format: str | Format | None = None, instruction: str | None = None,
                   model: Model | None = None) -> Model:
-    """The Model that ``dot``/``gemm`` use for these arguments."""
+    """The Model that ``dot``/``gemm`` use for these arguments (``device`` defaults to the H100)."""
+    for given, what in ((input_format, "input_format"), (output_format, "output_format"),
+                        (instruction, "instruction")):
+        if isinstance(given, str) and not given.strip():
+            raise ValueError(f"{what}='' names nothing; leave it out for the default or name one")
     if model is not None:
         if not isinstance(model, Model):
             raise TypeError(f"model= takes a blockfma.Model, not {type(model).__name__}")
+        if device is not None or instruction is not None:
+            raise ValueError(f"pass either model= or device=/instruction=, not both (model={model.summary()!r}, "
+                             f"device={device!r}, instruction={instruction!r})")
         for given, have, what in ((input_format, model.input_format, "input_format"),
                                   (output_format, model.output_format, "output_format")):
             if given is not None and _formats.get(given) != have:
@@ -119,7 +129,8 @@ def resolve_model(device: Any = "H100", input_format: str | Format | None = None
         return model
     from ..devices import device as _device
 
-    return _device(device).model(input_format or "fp16", output_format or "fp32", instruction)
+    dev = _device("H100" if device is None else device)
+    return dev.model(input_format or "fp16", output_format or "fp32", instruction)
 
 
 def _is_ml_float(dtype: np.dtype) -> bool:
@@ -133,26 +144,60 @@ def _is_ml_float(dtype: np.dtype) -> bool:
 
 
 def _as_float64(x: Any, what: str) -> np.ndarray:
+    """float64 values of an input, exactly: float arrays of any width (numpy, ml_dtypes), integers, and
+    exact numbers (Python ints, Fractions, the output of ``blockfma.literals.parse``); ValueError for a
+    value that float64 cannot hold (an integer of more than 53 significant bits, a long double between
+    two float64 values, a Fraction that is not a binary fraction), which no supported format holds either."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError(f"{what} is a masked array; matrix units have no masks: fill it first "
+                         "(np.ma.filled(x, 0.0)) or drop the masked rows")
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{what} is not an array of numbers: {exc}") from None
     if arr.dtype.kind == "V" and not _is_ml_float(arr.dtype):
         raise ValueError(f"{what} has dtype {arr.dtype}, which is not a floating-point type")
-    if arr.dtype.kind in "OUS":
+    if arr.dtype.kind in "US":
         raise ValueError(f"{what} must hold numbers (got dtype {arr.dtype}); parse strings with "
                          "blockfma.literals.parse")
     if arr.dtype.kind == "c":
         raise ValueError(f"{what} is complex; matrix units take real values")
-    return _formats.from_numpy(arr)
+    if arr.dtype.kind == "O":
+        return _exact_objects(arr, what)
+    return _formats.from_numpy(arr, what)
 
 
-def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMode | None) -> np.ndarray:
+def _exact_objects(arr: np.ndarray, what: str) -> np.ndarray:
+    """float64 values of an object array of exact numbers (ints, Fractions, floats), each checked exact."""
+    from fractions import Fraction
+    from numbers import Rational
+
+    out = np.empty(arr.shape)
+    for idx, v in np.ndenumerate(arr):
+        if isinstance(v, (float, np.floating)):
+            out[idx] = float(v)
+            continue
+        if not isinstance(v, (Rational, np.integer)) or isinstance(v, bool):
+            where = f"[{', '.join(map(str, idx))}]" if idx else ""
+            raise ValueError(f"{what}{where} = {v!r} is not a number; pass floats, ints or Fractions "
+                             "(blockfma.literals.parse reads strings)")
+        f = float(Fraction(v)) if abs(Fraction(v)) < 2**1024 else float("inf")
+        if Fraction(f) != Fraction(v):
+            _formats.not_binary64(what, idx, v)
+        out[idx] = f
+    return out
+
+
+def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMode | None,
+                  transposed: bool = False) -> np.ndarray:
+    """x, or ValueError naming the first value ``fmt`` does not hold (index as the caller passed it: reversed
+    for a ``transposed`` view); with ``round_with``, x rounded instead."""
     if round_with is not None:
         return _formats.round(fmt, x, round_with)
     ok = _formats.is_representable(fmt, x)
     if not np.all(ok):
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+        x, idx = (x.T, idx[::-1]) if transposed else (x, idx)
         where = f"[{', '.join(map(str, idx))}]" if idx else ""
         raise ValueError(
             f"{what}{where} = {float(x[idx])!r} is not representable in {fmt.name}; round it first with "
@@ -181,7 +226,7 @@ def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.nda
     fmt = model.output_format
     if computed and model.rounded_zero == "positive":
         values = np.where(values == 0, 0.0, values)
-    out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values))
+    out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values), check=False)  # engine-made values
     nan = np.isnan(values)
     if np.any(nan):
         uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
@@ -190,14 +235,14 @@ def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.nda
     return out
 
 
-def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any, check: bool = True
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any, check: bool = True,
+             names: str = "abc", b_transposed: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     mode_ab, mode_c = _input_rounding(model, round_inputs)
     if check or mode_ab is not None:
-        a = _check_format(model.input_format, a, "a", mode_ab)
-        b = _check_format(model.input_format, b, "b", mode_ab)
+        a = _check_format(model.input_format, a, names[0], mode_ab)
+        b = _check_format(model.input_format, b, names[1], mode_ab, transposed=b_transposed)
     if check or mode_c is not None:
-        c = _check_format(model.c_format, c, "c", mode_c)
+        c = _check_format(model.c_format, c, names[2], mode_c)
     if not model.subnormals:
         a, b, c = flush(model.input_format, a), flush(model.input_format, b), flush(model.c_format, c)
     return a, b, c
@@ -221,12 +266,13 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     return np.asarray(d, dtype=np.float64)
 
 
-def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str | Format | None = None,
+def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: str | Format | None = None,
         output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
         round_inputs: Any = None, backend: str = "auto", check: bool = True) -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
-    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format.
+    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format
+    (None: +0).  Exact numbers are accepted: Python ints, Fractions, long doubles, as long as float64 holds them.
     Values must be exactly representable in ``input_format`` (c in the output format), else ValueError;
     ``round_inputs`` rounds them instead: a rounding mode (``"rne"``, ``"rz"``, ...) or ``"device"`` (a and
     b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
@@ -240,11 +286,11 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
     models) on a CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
     """
-    _check_backend(backend)
+    backend = _check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
     A = _as_float64(a, "a")
     B = _as_float64(b, "b")
-    C = _as_float64(c, "c")
+    C = np.zeros(()) if c is None else _as_float64(c, "c")  # None: +0, as gemm's C=None
     if A.ndim == 0 or B.ndim == 0:
         raise ValueError(f"a and b need a last axis of length k; got shapes {A.shape} and {B.shape}")
     if A.shape[-1] != B.shape[-1]:
@@ -259,9 +305,10 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
         _ran("numpy")
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
+    rows = int(np.prod(lead, dtype=np.int64))
+    _check_memory(rows, 2 * rows * A.shape[-1], f"dot of {rows} rows of length {A.shape[-1]}")  # broadcasts copy
     A, B, C = _prepare(m, A, B, C, round_inputs, check)
     k = A.shape[-1]
-    rows = int(np.prod(lead, dtype=np.int64))
     if backend == "auto" and _auto_uses_gpu(m, rows * k, A, B, C):
         backend = "cuda"
     if _on_torch(backend):
@@ -288,6 +335,33 @@ def dot(a: Any, b: Any, c: Any = 0.0, *, device: Any = "H100", input_format: str
     return out
 
 
+MEMORY_FACTOR = 7  # peak bytes per float64 of an m x n result (measured: 4 numpy, 6.3 numba, 3000^2 x 16)
+
+
+def _available_memory() -> int | None:
+    """Bytes the machine can still give (Linux MemAvailable), or None where that is unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _check_memory(outputs: int, inputs: int, label: str) -> None:
+    """Refuse up front a call whose working set (about MEMORY_FACTOR float64 per output, 3 per input value)
+    exceeds the memory available, instead of dying in numpy's MemoryError halfway (or being killed)."""
+    need = 8 * (MEMORY_FACTOR * outputs + 3 * inputs)
+    have = _available_memory()
+    if have is not None and need > have:
+        gib = 2.0**30
+        raise MemoryError(f"{label} needs about {need / gib:.1f} GiB ({outputs} outputs in float64 and their "
+                          f"temporaries), and this machine has {have / gib:.1f} GiB available; pass dask arrays "
+                          "(bf.gemm runs them tile by tile, see the README) or split the call")
+
+
 class _Progress:
     """A one-line progress report on stderr for long GEMMs (off unless asked for or long and on a TTY)."""
 
@@ -305,7 +379,7 @@ class _Progress:
                   file=sys.stderr, flush=True)
 
 
-def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: str | Format | None = None,
+def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: str | Format | None = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
          round_inputs: Any = None, backend: str = "auto", progress: bool | None = None, check: bool = True
          ) -> np.ndarray:
@@ -318,7 +392,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
-    _check_backend(backend)
+    backend = _check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     from . import distributed
 
@@ -333,6 +407,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
                          "B's rows)")
     m, k = A_.shape
     n = B_.shape[1]
+    _check_memory(m * n, A_.size + B_.size, f"gemm {m}x{k}x{n}")
     C_ = np.zeros((m, n)) if C is None else _as_float64(C, "C")
     try:
         C_ = np.broadcast_to(C_, (m, n))
@@ -342,7 +417,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = "H100", input_format: s
         _ran("numpy")
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
-    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check)
+    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True)
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
         _ran("numpy")

@@ -52,8 +52,9 @@ def supports(model: Model) -> bool:
     if model.block_width is None:
         return False
     headroom = 2 + (model.block_width + 1).bit_length()  # bits of a sum of L + 1 terms below 2**(F+2)
-    if model.family is Family.TRUNCATED_FUSED:
-        return model.fraction_bits is not None and model.fraction_bits + headroom <= 53
+    if model.family is Family.TRUNCATED_FUSED:  # e_zero within reach of float64's powers of two
+        return (model.fraction_bits is not None and model.fraction_bits + headroom <= 53
+                and model.e_zero is not None and abs(model.e_zero) <= 900)
     if model.family is Family.LATE_C:
         F, F2 = model.fraction_bits, model.late_fraction_bits
         return F is not None and F2 is not None and F2 >= F and late_sum_bits(model) + headroom <= 53

@@ -82,8 +82,8 @@ def supports(model: Model) -> bool:
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
     if not rules.products_exact_in_float64(fin) or out.precision > 51:
         return False
-    if fam is Family.TRUNCATED_FUSED:
-        return model.exact_zero == "positive" and model.product_exponent == "sum"
+    if fam is Family.TRUNCATED_FUSED:  # sums in float64, powers of two within its reach: the array kernel's bounds
+        return model.exact_zero == "positive" and model.product_exponent == "sum" and array_supports(model)
     if fam is Family.LATE_C:  # the same sums in float64 as the array kernel: the same bound on F2
         return ieee_zero_ok and array_supports(model)
     if fam is Family.EXACT_FUSED:
