@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import blockfma as bf
@@ -101,3 +102,48 @@ def test_device_path_variable_loads_files_for_every_command(tmp_path):
     out = subprocess.run([sys.executable, "-m", "blockfma", "devices", "lab-gpu"], capture_output=True, text=True,
                          env=env, check=True).stdout
     assert "lab-gpu" in out and "truncated-fused fp16->fp32 L=8" in out
+
+
+def test_open_questions_name_real_devices_and_their_variants_run():
+    """Every open question names presets that exist; where its other reading is a Model parameter the
+    variant '<device>~<id>' loads, changes at least one model, and runs."""
+    import importlib
+
+    D = importlib.import_module("blockfma.devices")
+    assert len(D.OPEN_QUESTIONS) >= 8
+    for q in D.OPEN_QUESTIONS:
+        for name in q.devices:
+            dev = bf.device(name)
+            assert dev.name == name, (q.id, name)
+            if not q.change:
+                with pytest.raises(ValueError, match="not a Model parameter yet"):
+                    bf.device(f"{name}~{q.id}")
+                continue
+            variant = bf.device(f"{name}~{q.id}")
+            assert variant.variant_of == name and variant.name == f"{name}~{q.id}"
+            changed = [key for ins, vins in zip(dev.instructions, variant.instructions)
+                       for key in ins.models if ins.models[key] != vins.models[key]]
+            assert changed, (q.id, name)
+            model = variant.model(*changed[0])
+            k = model.block_width or 4
+            bf.dot(np.ones(k), np.ones(k), model=model)
+    with pytest.raises(ValueError, match="has no open question 'nope'"):
+        bf.device("MI100~nope")
+
+
+def test_all_zero_block_sign_variant_gives_plus_zero():
+    """MI100 fp16, one block of four -0 products and C = -0: the preset follows IEEE (-0), the variant
+    gives +0 (MMA-Sim's reading)."""
+    a, b = [1.0, 1.0, 1.0, 1.0], [-0.0, -0.0, -0.0, -0.0]
+    assert bf.dot(a, b, -0.0, device="MI100").view(np.uint32) == 0x80000000
+    assert bf.dot(a, b, -0.0, device="MI100~all-zero-block-sign").view(np.uint32) == 0x00000000
+
+
+def test_devices_command_lists_open_questions(capsys):
+    from blockfma.cli import main
+
+    assert main(["devices", "MI300X"]) == 0
+    out = capsys.readouterr().out
+    assert "open question late-c-cut" in out and "variant: 'MI300X~late-c-cut'" in out and "to settle:" in out
+    assert main(["devices"]) == 0
+    assert "open questions: rounded-zero-sign" in capsys.readouterr().out

@@ -137,3 +137,22 @@ def test_presets_agree_with_mmasim(device, instruction, fin, fout, k):
 
 
 RESULTS: dict[str, dict[str, int]] = {}  # per configuration; conftest prints a one-line summary at the end
+
+
+@pytest.mark.parametrize("device,instruction,fin", [("MI100", "mfma", "bf16"), ("MI100", "mfma", "fp16"),
+                                                    ("MI250X", "mfma", "fp16"), ("MI250X", "mfma", "bf16"),
+                                                    ("MI250X", "mfma.bf16", "bf16"), ("MI300X", "mfma", "bf16")])
+def test_the_open_zero_sign_question_is_the_whole_zero_sign_difference(device, instruction, fin):
+    """The variant '<device>~all-zero-block-sign' (+0 where every term is a zero) agrees with MMA-Sim on
+    every zero sign: that one reading is all that separates the AMD presets' zeros from MMA-Sim's."""
+    model = bf.device(f"{device}~all-zero-block-sign").instruction(instruction).models[(fin, "fp32")]
+    k = bf.device(device).instruction(instruction).k[fin]
+    peer = _peer(device, instruction, fin, "fp32", k)
+    for kk, seed in ((k, 1), (2 * k, 2)):
+        a, b, c = draw_rows(model, 400, kk, seed)
+        want = peer.dpa(torch.from_numpy(a).to(TORCH_DTYPE[fin]), torch.from_numpy(b).to(TORCH_DTYPE[fin]),
+                        torch.from_numpy(c).float()).numpy().view(np.uint32)
+        got = bf.dot(a, b, c, model=model).view(np.uint32)
+        special = ~(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1) & np.isfinite(c))
+        counts = classify(F.fp32, got, want, special)
+        assert counts["zero sign"] == 0 and counts["value"] == 0, counts

@@ -26,7 +26,7 @@ import numpy as np
 from . import __version__
 from . import formats as _formats
 from . import literals, report as _report
-from .devices import SOURCES, Device, device as _device, devices as _devices
+from .devices import SOURCES, Device, device as _device, devices as _devices, open_questions as _questions
 from .engine import dot as _dot
 from .formats import RoundingMode
 from .model import Model
@@ -152,12 +152,26 @@ def _device_lines(dev: Device, detail: bool) -> list[str]:
         lines.append(f"  sources: {', '.join(dev.sources)}")
     if dev.notes:
         lines += _wrap("notes: ", dev.notes)
+    questions = _questions(dev.name) if dev.variant_of is None else []
+    if questions and not detail:
+        listed = [f"{q.id}{' (settled)' if q.settled else ''}" for q in questions]
+        lines += _wrap("open questions: ", ", ".join(listed) + f" (blockfma devices {dev.name!r} explains)")
+    for q in questions if detail else []:
+        lines += _wrap(f"{'settled' if q.settled else 'open'} question {q.id}: ", q.question)
+        lines += _wrap("preset: ", q.preset, 4) + _wrap("other: ", q.other, 4)
+        variant = q.variant(dev.name)
+        lines += _wrap("variant: ", f"{variant!r} runs the other reading" if variant else
+                       "none yet (the other reading is not a Model parameter)", 4)
+        lines += _wrap("evidence: ", q.evidence, 4) + _wrap("to settle: ", q.settle, 4)
     return lines
 
 
 def _device_json(dev: Device) -> dict[str, Any]:
     d = dev.describe()
     d["source_keys"] = list(dev.sources)
+    d["open_questions"] = [{"id": q.id, "settled": q.settled, "question": q.question, "preset": q.preset,
+                            "other": q.other, "variant": q.variant(dev.name), "evidence": q.evidence,
+                            "settle": q.settle} for q in _questions(dev.name)] if dev.variant_of is None else []
     d["default_instruction"] = dev.default_instruction.name
     for ins, entry in zip(dev.instructions, d["instructions"]):
         entry["summaries"] = {f"{i}->{o}": m.summary() for (i, o), m in ins.models.items()}

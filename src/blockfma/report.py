@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import __version__
-from .devices import Device, device as _device, devices as _devices
+from .devices import Device, device as _device, devices as _devices, open_questions as _questions
 from .experiments import fttn as _fttn
 
 __all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "Section", "sections", "report",
@@ -34,6 +34,7 @@ FEATURE_COLUMNS = ["device", "instruction", "pair", "family", "L", "F", "e_zero"
                    "subnormals", "nan", "confidence", "sources"]
 FTTN_COLUMNS = ["device", "D_fp16", "D_bf16", "FTTN", "match"]
 CONFIDENCE_COLUMNS = ["device", "confidence", "sources", "why"]
+QUESTION_COLUMNS = ["question", "devices", "variant"]  # the rows also carry preset, other reading, to settle
 
 
 # --- tables ----------------------------------------------------------------------------------------------
@@ -197,12 +198,28 @@ class Section:
                 "rows": self.rows, "notes": list(self.notes)}
 
 
+def question_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str, Any]]:
+    """The open questions of these devices (default: every hardware preset), one row each; settled ones
+    are left out (``blockfma devices NAME`` shows them with their evidence)."""
+    names = {d.name for d in _resolve(devices, hardware())}
+    rows = []
+    for q in _questions(settled=False):
+        shown = [d for d in q.devices if d in names]
+        if shown:
+            rows.append({"question": q.id, "text": q.question, "devices": shown, "preset": q.preset,
+                         "other reading": q.other,
+                         "variant": q.variant(shown[0]).replace(shown[0], "<device>") if q.change else "not yet",
+                         "to settle": q.settle})
+    return rows
+
+
 def sections(devices: Iterable[str | Device] | None = None,
              fttn_inputs: Sequence[str] = ("fp16", "bf16")) -> list[Section]:
-    """The report's sections, in order: features, FTTN porting example, confidence."""
+    """The report's sections, in order: features, FTTN porting example, confidence, open questions."""
     devs = None if devices is None else _resolve(devices, [])
     hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
     fttn = fttn_rows(devs, fttn_inputs)
+    questions = question_rows(hw)
     shown = {r["device"] for r in fttn}
     fttn_notes = []
     if "MI250X" in shown:
@@ -226,6 +243,11 @@ def sections(devices: Iterable[str | Device] | None = None,
                 notes=tuple(fttn_notes)),
         Section("confidence", "Presets resting on thin evidence", CONFIDENCE_COLUMNS, confidence_rows(hw),
                 intro="Presets resting on one source, on a vendor manual only, or with confidence below high."),
+        Section("questions", "Open questions", QUESTION_COLUMNS, questions,
+                intro="Readings no hardware data settle yet: the preset keeps one; where the other is a Model "
+                      "parameter, the variant '<device>~<question>' runs it (bf.device('MI100~all-zero-block-sign')).",
+                notes=tuple(f"{r['question']}: {r['text']} Preset: {r['preset']}. Other: {r['other reading']}. "
+                            f"To settle: {r['to settle']}" for r in questions)),
     ]
     return out
 

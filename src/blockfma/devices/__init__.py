@@ -32,7 +32,8 @@ from typing import Any
 from .. import formats as _formats
 from ..model import Model
 
-__all__ = ["Source", "Instruction", "Device", "SOURCES", "SCHEMA", "device", "devices", "names", "load", "save"]
+__all__ = ["Source", "Instruction", "Device", "OpenQuestion", "SOURCES", "SCHEMA", "device", "devices", "names",
+           "load", "save", "open_questions"]
 
 SCHEMA = "blockfma-devices/1"
 _HERE = Path(__file__).resolve().parent
@@ -54,6 +55,44 @@ def _load_sources(path: Path) -> dict[str, Source]:
 
 
 SOURCES: dict[str, Source] = _load_sources(_HERE / "sources.json")
+
+
+@dataclass(frozen=True)
+class OpenQuestion:
+    """A reading of a device that no evidence settles yet (or that evidence settled, kept for the record):
+    the preset's reading, the other one, the Model fields that turn the first into the second (empty where
+    the other reading is not a parameter yet), the evidence so far and how to settle it on hardware."""
+
+    id: str
+    devices: tuple[str, ...]
+    question: str
+    preset: str
+    other: str
+    change: Mapping[str, Any] = field(hash=False)
+    evidence: str
+    settle: str
+    formats: tuple[str, ...] = ()  # input formats it concerns; empty: every model of the devices
+    settled: bool = False
+
+    def variant(self, device_name: str) -> str | None:
+        """The name of the preset variant with the other reading (``"MI100~all-zero-sign"``), or None."""
+        return f"{device_name}~{self.id}" if self.change else None
+
+
+def _load_questions(path: Path) -> tuple[OpenQuestion, ...]:
+    doc = json.loads(path.read_text())
+    return tuple(OpenQuestion(q["id"], tuple(q["devices"]), q["question"], q["preset"], q["other"],
+                              dict(q.get("change", {})), q["evidence"], q["settle"], tuple(q.get("formats", ())),
+                              bool(q.get("settled", False))) for q in doc["questions"])
+
+
+OPEN_QUESTIONS: tuple[OpenQuestion, ...] = _load_questions(_HERE / "open_questions.json")
+
+
+def open_questions(device_name: str | None = None, *, settled: bool = True) -> list[OpenQuestion]:
+    """The open questions (and, with ``settled``, the settled ones) of a device, or of every device."""
+    name = None if device_name is None else device(device_name).name
+    return [q for q in OPEN_QUESTIONS if (name is None or name in q.devices) and (settled or not q.settled)]
 
 
 @dataclass(frozen=True)
@@ -118,6 +157,30 @@ class Device:
         where = f"instruction {instruction!r} of {self.name}" if instruction else self.name
         have = ", ".join(f"{i}->{o}" for i, o in (candidates[0].pairs() if instruction else self.pairs()))
         raise ValueError(f"{where} has no model for {key[0]} inputs with {key[1]} output; available: {have}")
+
+    def reading(self, question: str) -> Device:
+        """This device with an open question's other reading applied to the models it concerns: the preset
+        variant ``"<device>~<question id>"``."""
+        q = next((q for q in OPEN_QUESTIONS if q.id == question and self.name in q.devices), None)
+        if q is None:
+            ids = [q.id for q in OPEN_QUESTIONS if self.name in q.devices]
+            raise ValueError(f"{self.name} has no open question {question!r}; it has {', '.join(ids) or 'none'}")
+        if not q.change:
+            raise ValueError(f"{self.name}: the other reading of {question!r} ({q.other}) is not a Model parameter "
+                             "yet, so there is no variant to run")
+        instructions = []
+        for ins in self.instructions:
+            models = {}
+            for key, m in ins.models.items():
+                concerned = not q.formats or key[0] in q.formats
+                try:
+                    models[key] = m.replace(**q.change) if concerned else m
+                except ValueError:  # the change does not apply to this family (e.g. late_cut on fma-chain)
+                    models[key] = m
+            instructions.append(Instruction(ins.name, models, dict(ins.k), ins.ptx))
+        return Device(q.variant(self.name) or self.name, self.vendor, f"{self.arch} ({q.other})", tuple(instructions),
+                      self.sources, "low", f"The other reading of '{q.id}': {q.other}. {q.evidence}",
+                      variant_of=self.name)
 
     def instruction_for(self, input_format: str, output_format: str) -> Instruction:
         """The instruction :meth:`model` would use for the pair."""
@@ -313,6 +376,9 @@ def device(name: str | os.PathLike | Device) -> Device:
                              f"({', '.join(d.name for d in found)}); pass one of their names after loading it")
         _register(found[0])
         return found[0]
+    if "~" in str(name):  # a preset with an open question's other reading: "MI100~all-zero-sign"
+        base, _, question = str(name).partition("~")
+        return device(base).reading(question.strip())
     k = _key(name)
     if k in _LOOKUP:
         return _DEVICES[_LOOKUP[k]]
