@@ -384,3 +384,25 @@ def test_calls_that_cannot_fit_are_refused_up_front(monkeypatch):
     with pytest.raises(MemoryError, match="dot of 40000000 rows of length 16"):
         bf.dot(np.ones((40000, 1, 16)), np.ones((1, 1000, 16)))
     assert bf.gemm(np.ones((100, 16)), np.ones((16, 100)))[0, 0] == 16  # small calls run
+
+
+def test_ampere_m8n8k4_is_a_chain_of_fmas():
+    """Volta's mma.m8n8k4 on an A100 runs as CUDA-core FMAs (Valpey et al. sec. 3.1).  Fasi et al.'s row
+    a = (1, 1, 1, 1), b = 2^-24 each, c = 1 - 2^-24: the FMA chain rounds to nearest at every step
+    (1 - 2^-24 + 2^-24 = 1, then 1 + 2^-24 is a tie that stays at 1), the tensor-core block keeps all four
+    products (quantum 2^-25) and truncates 1 + 3 * 2^-24 to 1 + 2^-23."""
+    a, b, c = [1.0] * 4, [2.0**-24] * 4, 1 - 2.0**-24
+    assert bits(bf.dot(a, b, c, device="A100", instruction="mma.m8n8k4")) == 0x3F800000
+    assert bits(bf.dot(a, b, c, device="A100")) == 0x3F800001
+
+
+def test_new_configurations_have_models():
+    """Issue 8's missing configurations: Ada and RTX 5090 fp64 mma, RTX 5090 tf32 and fp8 (fp32 and fp16
+    outputs, MMA-Sim's sm_120 reading: one 32-product block, F = 25), B200 tcgen05 fp8 with fp16 output."""
+    rtx = bf.device("RTX 5090")
+    assert rtx.model("e4m3fn", "fp32").block_width == 32 and rtx.model("e4m3fn", "fp32").fraction_bits == 25
+    assert rtx.model("e5m2", "fp16").output_rounding is F.RoundingMode.TiesToEven
+    assert rtx.model("tf32", "fp32").block_width == 8
+    for name in ("Ada", "RTX 5090"):
+        assert bf.device(name).model("fp64", "fp64").family is Family.FMA_CHAIN
+    assert bf.device("B200").instruction("tcgen05").models[("e5m2", "fp16")].e_zero == -21
