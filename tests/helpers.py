@@ -115,7 +115,7 @@ def sanitize(fmt: F.Format, x: np.ndarray, allow_special: bool) -> np.ndarray:
 def draw_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rows x k inputs, one style per row (see module docstring)."""
     rng = np.random.default_rng(seed)
-    fin, fc = model.input_format, model.c_format
+    fin, fb, fc = model.input_format, model.b_format, model.c_format  # A's, B's and C's formats
     a = np.empty((rows, k))
     b = np.empty((rows, k))
     c = np.empty(rows)
@@ -123,39 +123,40 @@ def draw_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, n
         style = r % 8
         special = rng.random() < 0.15
         if style == 0:  # random codes: anything, specials included
-            a[r], b[r], c[r] = _from_codes(fin, rng, k), _from_codes(fin, rng, k), _from_codes(fc, rng, ())
+            a[r], b[r], c[r] = _from_codes(fin, rng, k), _from_codes(fb, rng, k), _from_codes(fc, rng, ())
         elif style == 1:  # coarse grid near 1: ties and alignment cuts
-            a[r], b[r] = _grid(fin, rng, k, -3, 3), _grid(fin, rng, k, -3, 3)
+            a[r], b[r] = _grid(fin, rng, k, -3, 3), _grid(fb, rng, k, -3, 3)
             c[r] = _grid(fc, rng, (), -2, 4)[()] if rng.random() < 0.7 else F.round(fc, rng.normal() * 8, "rz")
         elif style == 2:  # wide spread: one big product, many tiny ones
-            a[r], b[r] = _grid(fin, rng, k, fin.emin, 2), _grid(fin, rng, k, fin.emin, 2)
-            a[r, 0], b[r, 0] = F.round(fin, [rng.uniform(1, 2) * 2.0**min(8, fin.emax)] * 2, "rz")
+            a[r], b[r] = _grid(fin, rng, k, fin.emin, 2), _grid(fb, rng, k, fb.emin, 2)
+            big = rng.uniform(1, 2) * 2.0**min(8, fin.emax, fb.emax)
+            a[r, 0], b[r, 0] = F.round(fin, [big], "rz")[0], F.round(fb, [big], "rz")[0]
             c[r] = F.round(fc, rng.choice([0.0, -1.0, 2.0**-20, rng.normal()]), "rne")
         elif style == 3:  # heavy cancellation: products in cancelling pairs, C near minus their sum
-            x, y = _grid(fin, rng, k, -6, 6), _grid(fin, rng, k, -6, 6)
+            x, y = _grid(fin, rng, k, -6, 6), _grid(fb, rng, k, -6, 6)
             half = k // 2
             x[half:2 * half], y[half:2 * half] = x[:half], -y[:half]
             perm = rng.permutation(k)
             a[r], b[r] = x[perm], y[perm]
             c[r] = F.round(fc, -float(np.sum(a[r] * b[r])) + rng.choice([0.0, 2.0**-24, -(2.0**-30)]), "rne")
         elif style == 4:  # subnormal inputs and C
-            a[r], b[r] = _subnormals(fin, rng, k), _grid(fin, rng, k, -2, 10)
+            a[r], b[r] = _subnormals(fin, rng, k), _grid(fb, rng, k, -2, 10)
             c[r] = _subnormals(fc, rng, ())[()] if rng.random() < 0.5 else 0.0
         elif style == 5:  # zeros of both signs
             a[r] = rng.choice([0.0, -0.0, 1.0, -2.0], size=k)
             b[r] = rng.choice([0.0, -0.0, 0.5], size=k)
             c[r] = rng.choice([0.0, -0.0, 1.0])
         elif style == 6:  # large values: overflow of sums and products
-            a[r], b[r] = _grid(fin, rng, k, fin.emax - 3, fin.emax), _grid(fin, rng, k, fin.emax - 3, fin.emax)
+            a[r], b[r] = _grid(fin, rng, k, fin.emax - 3, fin.emax), _grid(fb, rng, k, fb.emax - 3, fb.emax)
             c[r] = F.round(fc, rng.choice([fc.max, -fc.max, 0.0]), "rz")
         else:  # C dominating, products around its last bits
             c[r] = F.round(fc, rng.uniform(0.5, 2) * rng.choice([1.0, -1.0]), "rz")
-            a[r], b[r] = _grid(fin, rng, k, -14, -8), _grid(fin, rng, k, -14, -8)
+            a[r], b[r] = _grid(fin, rng, k, -14, -8), _grid(fb, rng, k, -14, -8)
         if special:
-            for arr in (a[r], b[r]):
+            for arr, fmt in ((a[r], fin), (b[r], fb)):
                 if rng.random() < 0.5:
-                    arr[rng.integers(k)] = rng.choice([np.nan, np.inf, -np.inf]) if fin.has_infinities else np.nan
-        a[r], b[r] = sanitize(fin, a[r], special or style == 0), sanitize(fin, b[r], special or style == 0)
+                    arr[rng.integers(k)] = rng.choice([np.nan, np.inf, -np.inf]) if fmt.has_infinities else np.nan
+        a[r], b[r] = sanitize(fin, a[r], special or style == 0), sanitize(fb, b[r], special or style == 0)
         c[r] = sanitize(fc, np.array(c[r]), special or style == 0)
     return a, b, c
 
@@ -205,7 +206,7 @@ def dot_cases(draw):
     model = draw(st.sampled_from(MODELS))
     L = model.block_width or 5
     k = draw(st.integers(1, min(2 * L + 1, 40)))
-    fin, fc = model.input_format, model.c_format
+    fin, fb, fc = model.input_format, model.b_format, model.c_format
 
     def value(fmt):
         code = draw(st.integers(0, (1 << fmt.bits) - 1))
@@ -213,22 +214,22 @@ def dot_cases(draw):
         return 0.0 if (v == 0 and not fmt.has_negative_zero) else v
 
     a = [value(fin) for _ in range(k)]
-    b = [value(fin) for _ in range(k)]
+    b = [value(fb) for _ in range(k)]
     if draw(st.booleans()):  # make two products cancel
         i, j = draw(st.integers(0, k - 1)), draw(st.integers(0, k - 1))
-        a[j], b[j] = a[i], -b[i] if (b[i] != 0 or fin.has_negative_zero) else b[i]
+        a[j], b[j] = a[i], -b[i] if (b[i] != 0 or fb.has_negative_zero) else b[i]
     return model, a, b, value(fc)
 
 
 def finite_inputs(model: Model, shape: tuple[int, int, int], seed: int):
     rng = np.random.default_rng(seed)
     m, k, n = shape
-    fin, fc = model.input_format, model.c_format
+    fin, fb, fc = model.input_format, model.b_format, model.c_format
     spread = min(12, fin.emax - 2)
     A = F.round(fin, rng.standard_normal((m, k)) * 2.0 ** rng.integers(-spread, spread, (m, k)), saturate=True)
-    B = F.round(fin, rng.standard_normal((k, n)) * 2.0 ** rng.integers(-4, 4, (k, n)), saturate=True)
+    B = F.round(fb, rng.standard_normal((k, n)) * 2.0 ** rng.integers(-4, 4, (k, n)), saturate=True)
     A[rng.random((m, k)) < 0.05] = 0.0
-    if fin.has_negative_zero:
+    if fb.has_negative_zero:
         B[rng.random((k, n)) < 0.05] = -0.0
     C = F.round(fc, rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 4, (m, n)), saturate=True)
     C[rng.random((m, n)) < 0.05] = 0.0

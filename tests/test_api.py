@@ -169,7 +169,7 @@ def test_every_preset_is_documented():
             assert bf.device(v).variant_of == dev.name
         for ins in dev.instructions:
             for (i, o), m in ins.models.items():
-                assert (m.input_format.name, m.output_format.name) == (i, o)
+                assert (m.input_name, m.output_format.name) == (i, o)
                 L = m.block_width
                 if L and i in ins.k:
                     assert ins.k[i] % L == 0 or L % ins.k[i] == 0, (dev.name, ins.name, i)
@@ -352,7 +352,7 @@ def test_one_nan_leaves_the_other_rows_of_a_gemm_alone():
     for m in preset_models():
         L = m.block_width or 8
         A = F.round(m.input_format, rng.normal(size=(4, 2 * L + 3)) * 4, saturate=True)
-        B = F.round(m.input_format, rng.normal(size=(2 * L + 3, 3)) * 4, saturate=True)
+        B = F.round(m.b_format, rng.normal(size=(2 * L + 3, 3)) * 4, saturate=True)
         C = F.round(m.c_format, rng.normal(size=(4, 3)))
         clean = bits(bf.gemm(A, B, C, model=m))
         A[0, 0] = np.nan
@@ -406,3 +406,24 @@ def test_new_configurations_have_models():
     for name in ("Ada", "RTX 5090"):
         assert bf.device(name).model("fp64", "fp64").family is Family.FMA_CHAIN
     assert bf.device("B200").instruction("tcgen05").models[("e5m2", "fp16")].e_zero == -21
+
+
+def test_mixed_operand_formats_and_a_narrower_c():
+    """A in e4m3, B in e5m2 (Hopper wgmma, Ada, Blackwell, MI300X fp8 x bf8): each operand is checked in
+    its own format and its exponent read in it.  a = 448 (e4m3's largest) and b = 57344 (e5m2's largest):
+    the product 448 * 57344 = 25690112 is exact; neither value is in the other's format."""
+    want = bits(np.float32(448.0 * 57344.0))
+    got = bf.dot([448.0], [57344.0], 0.0, device="H100", input_format=("e4m3fn", "e5m2"), instruction="wgmma")
+    assert bits(got) == want
+    got = bf.dot([448.0], [57344.0], 0.0, device="H100", input_format="e4m3fn*e5m2", instruction="wgmma")
+    assert bits(got) == want
+    with pytest.raises(ValueError, match=r"b\[0\] = 57344.0 is not representable in e4m3fn"):
+        bf.dot([448.0], [57344.0], device="H100", input_format="e4m3fn", instruction="wgmma")
+    with pytest.raises(ValueError, match="has no model for e5m2\\*e4m3fn inputs"):
+        bf.dot([1.0], [1.0], device="V100", input_format=("e5m2", "e4m3fn"))
+    # Volta's m8n8k4.f32.f16.f16.f16: C in fp16, D in fp32
+    assert bits(bf.dot([1.0], [1.0], 0.5, device="V100", c_format="fp16")) == bits(np.float32(1.5))
+    with pytest.raises(ValueError, match=r"c = 0.1 is not representable in fp16"):
+        bf.dot([1.0], [1.0], 0.1, device="V100", c_format="fp16")
+    with pytest.raises(ValueError, match="c_format='fp64' holds values"):
+        bf.dot([1.0], [1.0], 0.5, device="V100", c_format="fp64")

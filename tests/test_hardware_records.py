@@ -36,12 +36,10 @@ def _value(h: str) -> float:
 def _preset(name: str, formats: dict):
     """The current preset model for a recorded path, or a reason why there is none."""
     fa, fb, fd = formats["a"], formats["b"], formats["d"]
-    if fa != fb:
-        return None, "mixed fp8 operands: the engine takes one input format (issue 8)"
     instruction = "wgmma" if name.startswith("wgmma") else "mma"
     if instruction == "mma" and fa in ("e4m3fn", "e5m2"):
         return None, "mma.sync fp8 on Hopper is an fp16 HMMA emulation (h100-mma-fp8.json), not a preset"
-    return H100.model(fa, fd, instruction), None
+    return H100.model((fa, fb), fd, instruction), None
 
 
 def _rows(entry: dict):

@@ -36,22 +36,29 @@ PTX = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "e4m3fn": "e4m3", "e5m2": 
        "fp64": "f64"}
 
 
+def _formats(fin: str) -> tuple[str, str]:
+    """A's and B's format names of an input name ("e4m3fn" or "e4m3fn*e5m2")."""
+    a, _, b = fin.partition("*")
+    return a, b or a
+
+
 def _nv(device: str, instruction: str, fin: str, fout: str, k: int):
-    arch, i, o = NV_ARCH[device], PTX[fin], PTX[fout]
+    fa, fb = _formats(fin)
+    arch, i, j, o = NV_ARCH[device], PTX[fa], PTX[fb], PTX[fout]
     if instruction == "wgmma":
-        return WGMMA(arch, f"m64n8k{k}.{o}.{i}.{i}")
+        return WGMMA(arch, f"m64n8k{k}.{o}.{i}.{j}")
     if instruction == "tcgen05":
-        kind = {"tf32": "tf32", "fp16": "f16", "bf16": "f16"}.get(fin, "f8f6f4")
-        return TCGen05MMA(arch, f"m64n8k{k}.kind::{kind}.{o}.{i}.{i}")
+        kind = {"tf32": "tf32", "fp16": "f16", "bf16": "f16"}.get(fa, "f8f6f4")
+        return TCGen05MMA(arch, f"m64n8k{k}.kind::{kind}.{o}.{i}.{j}")
     if fin == "fp64":
         return MMA(arch, "m8n8k4.f64.f64.f64.f64")
     if device == "V100" or instruction == "mma.m8n8k4":
         return MMA(arch, f"m8n8k4.{o}.f16.f16.{o}")
     if device == "T4":
         return MMA(arch, f"m16n8k8.{o}.f16.f16.{o}")
-    if device == "RTX 5090" and fin in ("e4m3fn", "e5m2"):
-        return MMA(arch, f"m16n8k32.kind::f8f6f4.{o}.{i}.{i}.{o}")
-    return MMA(arch, f"m16n8k{k}.{o}.{i}.{i}.{o}")
+    if device == "RTX 5090" and fa in ("e4m3fn", "e5m2"):
+        return MMA(arch, f"m16n8k32.kind::f8f6f4.{o}.{i}.{j}.{o}")
+    return MMA(arch, f"m16n8k{k}.{o}.{i}.{j}.{o}")
 
 
 AMD_SUFFIX = {
@@ -65,13 +72,15 @@ AMD_SUFFIX = {
     ("MI300X", "mfma", "tf32"): ("CDNA3", "f32_16x16x8_xf32"),
     ("MI300X", "mfma", "e4m3fnuz"): ("CDNA3", "f32_16x16x32_fp8_fp8"),
     ("MI300X", "mfma", "e5m2fnuz"): ("CDNA3", "f32_16x16x32_bf8_bf8"),
+    ("MI300X", "mfma", "e4m3fnuz*e5m2fnuz"): ("CDNA3", "f32_16x16x32_fp8_bf8"),
+    ("MI300X", "mfma", "e5m2fnuz*e4m3fnuz"): ("CDNA3", "f32_16x16x32_bf8_fp8"),
     ("MI300X", "mfma", "fp32"): ("CDNA3", "f32_16x16x4_f32"), ("MI300X", "mfma", "fp64"): ("CDNA3", "f64_16x16x4_f64"),
 }
 
 # Presets that depart from MMA-Sim on purpose, with the evidence (value mismatches allowed there).
 DEPARTURES = {
-    ("B200", "mma", "e4m3fn", "fp32"): "K&M's B200 hardware rows fit C added after the block (golden tests)",
-    ("B200", "mma", "e5m2", "fp32"): "K&M's B200 hardware rows fit C added after the block (golden tests)",
+    **{("B200", "mma", fin, "fp32"): "K&M's B200 hardware rows fit C added after the block (golden tests)"
+       for fin in ("e4m3fn", "e5m2", "e4m3fn*e5m2", "e5m2*e4m3fn")},
 }
 
 
@@ -95,7 +104,7 @@ def _configs() -> list:
 
 def _peer(device: str, instruction: str, fin: str, fout: str, k: int):
     if device in NV_ARCH:
-        if device == "B200" and instruction == "mma" and fin in ("e4m3fn", "e5m2"):
+        if device == "B200" and instruction == "mma" and _formats(fin)[0] in ("e4m3fn", "e5m2"):
             return _nv(device, "tcgen05", fin, fout, k)  # MMA-Sim has no mma.sync fp8 on Blackwell
         return _nv(device, instruction, fin, fout, k)
     return MFMA(*AMD_SUFFIX[(device, instruction, fin)])
@@ -122,9 +131,10 @@ def test_presets_agree_with_mmasim(device, instruction, fin, fout, k):
     uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[fmt_out.dtype.itemsize]
     counts = dict.fromkeys(("zero sign", "nan bits", "special inputs", "value"), 0)
     first = []
+    fa, fb = _formats(fin)
     for kk, seed in ((k, 1), (2 * k, 2)):
         a, b, c = draw_rows(model, 400, kk, seed)
-        want = peer.dpa(torch.from_numpy(a).to(TORCH_DTYPE[fin]), torch.from_numpy(b).to(TORCH_DTYPE[fin]),
+        want = peer.dpa(torch.from_numpy(a).to(TORCH_DTYPE[fa]), torch.from_numpy(b).to(TORCH_DTYPE[fb]),
                         torch.from_numpy(c).to(TORCH_DTYPE[fout])).numpy().view(uint)
         got = bf.dot(a, b, c, model=model).view(uint)
         special = ~(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1) & np.isfinite(c))

@@ -78,7 +78,7 @@ def _operands(model: Model, a: list[str], b: list[str], c: str, round_inputs: st
     if len(a) != len(b):
         raise _Usage(f"--a has {len(a)} values and --b has {len(b)}; they must have the same length k")
     mode_ab, mode_c = _modes(model, round_inputs)
-    return (_values(a, model.input_format, mode_ab, "--a"), _values(b, model.input_format, mode_ab, "--b"),
+    return (_values(a, model.input_format, mode_ab, "--a"), _values(b, model.b_format, mode_ab, "--b"),
             _values([c], model.c_format, mode_c, "--c")[0])
 
 
@@ -98,7 +98,7 @@ def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
     a, b, c = _operands(model, _split(args.a), _split(args.b), args.c, args.round_inputs)
     d = _dot(a, b, c, model=model)
     return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
-            "input": model.input_format.name, "output": model.output_format.name, "k": len(a),
+            "input": model.input_name, "output": model.output_format.name, "k": len(a),
             "a": a, "b": b, "c": c, "result": _result(d, model)}
 
 

@@ -102,6 +102,7 @@ class Model:
     ``c_entry`` (fused families): ``"fused"``, C is one of the block's terms; ``"after"``, the block sums its
     products from +0 (rounded as above) and C is then added by one IEEE addition rounded to nearest even
     in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends in such an FADD).
+    ``b_input_format``: B's format where it differs from A's (``input_format``): fp8 units take e4m3 x e5m2.
     """
 
     family: Family
@@ -125,6 +126,7 @@ class Model:
     product_exponent: Literal["sum", "normalized"] = "sum"
     late_cut: Literal["leading", "common"] = "leading"
     c_entry: Literal["fused", "after"] = "fused"
+    b_input_format: Format | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -132,6 +134,9 @@ class Model:
         set_(self, "family", Family(self.family))
         set_(self, "input_format", _formats.get(self.input_format))
         set_(self, "output_format", _formats.get(self.output_format))
+        if self.b_input_format is not None:
+            b = _formats.get(self.b_input_format)
+            set_(self, "b_input_format", None if b == self.input_format else b)
         set_(self, "alignment", Alignment(self.alignment))
         set_(self, "output_rounding", RoundingMode.parse(self.output_rounding))
         if self.input_rounding is not None:
@@ -144,7 +149,7 @@ class Model:
         self._validate()
 
     def _validate(self) -> None:
-        where = f"Model({self.family.value}, {self.input_format.name} -> {self.output_format.name})"
+        where = f"Model({self.family.value}, {self.input_name} -> {self.output_format.name})"
 
         def need(cond: bool, msg: str) -> None:
             if not cond:
@@ -216,6 +221,17 @@ class Model:
 
     # --- derived ----------------------------------------------------------------------------------
     @property
+    def b_format(self) -> Format:
+        """B's format: ``b_input_format``, or A's (``input_format``) when they are the same."""
+        return self.b_input_format or self.input_format
+
+    @property
+    def input_name(self) -> str:
+        """The inputs' name: ``"fp16"``, or ``"e4m3fn*e5m2"`` for A and B in different formats."""
+        return self.input_format.name if self.b_input_format is None else \
+            f"{self.input_format.name}*{self.b_input_format.name}"
+
+    @property
     def c_format(self) -> Format:
         """Format of C (and of each block's result, which is the next block's C)."""
         return self.output_format
@@ -241,6 +257,7 @@ class Model:
         return {
             "family": self.family.value,
             "input": self.input_format.name,
+            "input_b": None if self.b_input_format is None else self.b_input_format.name,
             "output": self.output_format.name,
             "L": self.block_width,
             "F": self.fraction_bits,
@@ -292,13 +309,14 @@ class Model:
             product_exponent=d.get("product_exponent", "sum"),
             late_cut=d.get("late_cut") or "leading",
             c_entry=d.get("c_entry", "fused"),
+            b_input_format=d.get("input_b"),
             name=d.get("name", ""),
         )
 
     def summary(self) -> str:
         """One line: family and the parameters that matter for it."""
         f = self.features()
-        parts = [self.family.value, f"{f['input']}->{f['output']}"]
+        parts = [self.family.value, f"{self.input_name}->{f['output']}"]
         if self.block_width is not None:
             parts.append(f"L={self.block_width}")
         else:

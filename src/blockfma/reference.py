@@ -316,7 +316,7 @@ def _truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float],
     special = _special_result(list(zip(a, b)), [c])
     if special is not None:
         return special
-    fin, fc, F = model.input_format, model.c_format, model.fraction_bits
+    fa, fb, fc, F = model.input_format, model.b_format, model.c_format, model.fraction_bits
     assert F is not None and model.e_zero is not None
     # 1. exact products, exponent = sum of the factors' exponents (not renormalised), or with
     #    product_exponent="normalized" the product's own exponent floor(log2 |p|); zeros at e_zero
@@ -324,7 +324,7 @@ def _truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float],
     if model.product_exponent == "normalized":
         exps = [floor_log2(abs(p)) if p != 0 else model.e_zero for p, _ in products]
     else:
-        exps = [exponent(fin, ai) + exponent(fin, bi) if p != 0 else model.e_zero
+        exps = [exponent(fa, ai) + exponent(fb, bi) if p != 0 else model.e_zero
                 for (p, _), ai, bi in zip(products, a, b)]
     # 2. C's exponent
     e_c = exponent(fc, c) if c != 0 else model.e_zero
@@ -357,7 +357,7 @@ def _pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: flo
 
 def _late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """late-c (AMD CDNA3), steps 1-5 of its section."""
-    fin, fc = model.input_format, model.c_format
+    fa, fb, fc = model.input_format, model.b_format, model.c_format
     F, F2 = model.fraction_bits, model.late_fraction_bits
     assert F is not None and F2 is not None
     pairs = list(zip(a, b))
@@ -372,7 +372,7 @@ def _late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float
 
     # 2. the products' sum S, aligned on their own maximum exponent e_dot
     def e_prod(i: int) -> int:
-        return exponent(fin, a[i]) + exponent(fin, b[i])
+        return exponent(fa, a[i]) + exponent(fb, b[i])
 
     def aligned_sum(indices: Sequence[int]) -> tuple[Fraction, float]:
         """Sum of the products at ``indices`` cut toward zero at 2**(e - F), e their maximum exponent."""
@@ -470,11 +470,11 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
     a short last block is padded with (+0) * (+0), and each block's result is the next block's C.  With
     ``subnormals=False`` subnormal inputs are flushed to zeros of their sign before each block.
     """
-    fin, fc = model.input_format, model.c_format
+    fa, fb, fc = model.input_format, model.b_format, model.c_format
     if len(a) != len(b):
         raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
-    a_values = [_value_of(fin, x, f"a[{i}]") for i, x in enumerate(a)]
-    b_values = [_value_of(fin, x, f"b[{i}]") for i, x in enumerate(b)]
+    a_values = [_value_of(fa, x, f"a[{i}]") for i, x in enumerate(a)]
+    b_values = [_value_of(fb, x, f"b[{i}]") for i, x in enumerate(b)]
     d = _value_of(fc, c, "c")
     k = len(a_values)
     if k == 0:
@@ -485,8 +485,8 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
         a_block = a_values[start:start + L]
         b_block = b_values[start:start + L]
         padding = [0.0] * (L - len(a_block))
-        a_block = [_flush_input(model, fin, x) for x in a_block] + padding
-        b_block = [_flush_input(model, fin, x) for x in b_block] + padding
+        a_block = [_flush_input(model, fa, x) for x in a_block] + padding
+        b_block = [_flush_input(model, fb, x) for x in b_block] + padding
         if model.c_entry == "after":  # the block from +0, then C added by one IEEE addition
             d = _ieee_operation(model, _A, [], [block(model, a_block, b_block, 0.0), _flush_input(model, fc, d)])
         else:

@@ -33,7 +33,7 @@ from .. import formats as _formats
 from ..model import Model
 
 __all__ = ["Source", "Instruction", "Device", "OpenQuestion", "SOURCES", "SCHEMA", "device", "devices", "names",
-           "load", "save", "open_questions"]
+           "load", "save", "open_questions", "input_key"]
 
 SCHEMA = "blockfma-devices/1"
 _HERE = Path(__file__).resolve().parent
@@ -55,6 +55,19 @@ def _load_sources(path: Path) -> dict[str, Source]:
 
 
 SOURCES: dict[str, Source] = _load_sources(_HERE / "sources.json")
+
+
+def input_key(input_format: Any) -> str:
+    """The inputs' name as models are filed: ``"fp16"``, or ``"e4m3fn*e5m2"`` for A and B in different
+    formats (given as that name, as a pair of names or Formats)."""
+    if isinstance(input_format, (tuple, list)):
+        if len(input_format) != 2:
+            raise ValueError(f"input_format takes one format or a pair (A's, B's), not {input_format!r}")
+        a, b = (_formats.get(f).name for f in input_format)
+        return a if a == b else f"{a}*{b}"
+    if isinstance(input_format, str) and "*" in input_format:
+        return input_key(tuple(part.strip() for part in input_format.split("*", 1)))
+    return _formats.get(input_format).name
 
 
 @dataclass(frozen=True)
@@ -145,11 +158,12 @@ class Device:
         """Every (input, output) format pair some instruction of the device takes."""
         return list(dict.fromkeys(p for ins in self.instructions for p in ins.models))
 
-    def model(self, input_format: str = "fp16", output_format: str = "fp32",
+    def model(self, input_format: Any = "fp16", output_format: str = "fp32",
               instruction: str | None = None) -> Model:
         """The Model for a format pair: from ``instruction`` if given, else from the default instruction,
-        else from the first instruction that takes the pair."""
-        key = (_formats.get(input_format).name, _formats.get(output_format).name)
+        else from the first instruction that takes the pair.  A and B in different formats: a pair
+        ``("e4m3fn", "e5m2")`` or the name ``"e4m3fn*e5m2"``."""
+        key = (input_key(input_format), _formats.get(output_format).name)
         candidates = [self.instruction(instruction)] if instruction else list(self.instructions)
         for ins in candidates:
             if key in ins.models:
@@ -182,9 +196,9 @@ class Device:
                       self.sources, "low", f"The other reading of '{q.id}': {q.other}. {q.evidence}",
                       variant_of=self.name)
 
-    def instruction_for(self, input_format: str, output_format: str) -> Instruction:
+    def instruction_for(self, input_format: Any, output_format: str) -> Instruction:
         """The instruction :meth:`model` would use for the pair."""
-        key = (_formats.get(input_format).name, _formats.get(output_format).name)
+        key = (input_key(input_format), _formats.get(output_format).name)
         for ins in self.instructions:
             if key in ins.models:
                 return ins
@@ -235,7 +249,7 @@ class Device:
 # --- the schema: files of devices ---------------------------------------------------------------------------
 _DEVICE_FIELDS = {"name", "vendor", "arch", "confidence", "sources", "aliases", "variants", "variant_of",
                   "specification_only", "notes", "instructions", "measured"}
-_INSTRUCTION_FIELDS = {"name", "ptx", "k", "template", "models"}
+_INSTRUCTION_FIELDS = {"name", "ptx", "k", "template", "models", "mixed"}
 _MODEL_FIELDS = set(Model.from_dict({"family": "exact-fused", "input": "fp16", "output": "fp32"}).to_dict())
 
 
@@ -294,8 +308,19 @@ def _device(entry: dict, templates: dict, where: str) -> Device:
         models: dict[tuple[str, str], Model] = {}
         for m in ins.get("models", []):
             for model in _models(m, templates, ins.get("template"), iwhere):
-                models[(model.input_format.name, model.output_format.name)] = model
-        instructions.append(Instruction(ins["name"], models, dict(ins.get("k", {})), ins.get("ptx", "")))
+                models[(model.input_name, model.output_format.name)] = model
+        k = dict(ins.get("k", {}))
+        # "mixed": [[A's format, B's format], ...]: the instruction also takes A and B in different formats,
+        # through the datapath of A's format (MMA-Sim's reading of every mixed fp8 path)
+        for pair in ins.get("mixed", []):
+            a, b = (_formats.get(f).name for f in pair)
+            for (i, o), model in list(models.items()):
+                if i == a:
+                    mixed = model.replace(b_input_format=b, name=f"{model.name} ({a}*{b})" if model.name else "")
+                    models[(mixed.input_name, o)] = mixed
+                    if a in k:
+                        k.setdefault(mixed.input_name, k[a])
+        instructions.append(Instruction(ins["name"], models, k, ins.get("ptx", "")))
     if not instructions:
         raise DeviceFileError(f"{where}: a device needs at least one instruction with models")
     return Device(name, entry.get("vendor", ""), entry.get("arch", ""), tuple(instructions),

@@ -107,7 +107,7 @@ def _auto_uses_gpu(model: Model, work: int, *arrays: np.ndarray) -> bool:
     return gpu.supports(model) and gpu.available()
 
 
-def resolve_model(device: Any = None, input_format: str | Format | None = None,
+def resolve_model(device: Any = None, input_format: Any = None,
                   output_format: str | Format | None = None, instruction: str | None = None,
                   model: Model | None = None) -> Model:
     """The Model that ``dot``/``gemm`` use for these arguments (``device`` defaults to the H100)."""
@@ -121,10 +121,13 @@ def resolve_model(device: Any = None, input_format: str | Format | None = None,
         if device is not None or instruction is not None:
             raise ValueError(f"pass either model= or device=/instruction=, not both (model={model.summary()!r}, "
                              f"device={device!r}, instruction={instruction!r})")
-        for given, have, what in ((input_format, model.input_format, "input_format"),
-                                  (output_format, model.output_format, "output_format")):
-            if given is not None and _formats.get(given) != have:
-                raise ValueError(f"{what}={_formats.get(given).name!r} contradicts the model's {have.name!r}; "
+        from ..devices import input_key
+
+        for given, name, have, what in ((input_format, input_key, model.input_name, "input_format"),
+                                        (output_format, lambda f: _formats.get(f).name, model.output_format.name,
+                                         "output_format")):
+            if given is not None and name(given) != have:
+                raise ValueError(f"{what}={name(given)!r} contradicts the model's {have!r}; "
                                  f"leave {what} out when passing model=")
         return model
     from ..devices import device as _device
@@ -206,6 +209,19 @@ def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMod
     return x
 
 
+def _check_c_format(model: Model, c_format: Any, c: np.ndarray, what: str) -> np.ndarray:
+    """C as given, checked against a narrower ``c_format`` when the instruction takes one (Volta's
+    m8n8k4.f32.f16.f16.f16: an fp16 C, an fp32 D): the unit widens it exactly, so only the check differs."""
+    if c_format is None:
+        return c
+    fc = _formats.get(c_format)
+    wide = model.c_format
+    if fc.precision > wide.precision or fc.emax > wide.emax or fc.emin - fc.precision < wide.emin - wide.precision:
+        raise ValueError(f"c_format={fc.name!r} holds values the model's C format {wide.name!r} does not; "
+                         "c_format names a narrower format of C (e.g. fp16 C with fp32 output)")
+    return _check_format(fc, c, what, None)
+
+
 def _input_rounding(model: Model, round_inputs: Any) -> tuple[RoundingMode | None, RoundingMode | None]:
     """(mode for a and b, mode for c) from the user's ``round_inputs``."""
     if round_inputs is None or round_inputs is False:
@@ -240,11 +256,11 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
     mode_ab, mode_c = _input_rounding(model, round_inputs)
     if check or mode_ab is not None:
         a = _check_format(model.input_format, a, names[0], mode_ab)
-        b = _check_format(model.input_format, b, names[1], mode_ab, transposed=b_transposed)
+        b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed)
     if check or mode_c is not None:
         c = _check_format(model.c_format, c, names[2], mode_c)
     if not model.subnormals:
-        a, b, c = flush(model.input_format, a), flush(model.input_format, b), flush(model.c_format, c)
+        a, b, c = flush(model.input_format, a), flush(model.b_format, b), flush(model.c_format, c)
     return a, b, c
 
 
@@ -266,9 +282,9 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     return np.asarray(d, dtype=np.float64)
 
 
-def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: str | Format | None = None,
+def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any = None,
         output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-        round_inputs: Any = None, backend: str = "auto", check: bool = True) -> np.ndarray:
+        round_inputs: Any = None, backend: str = "auto", check: bool = True, c_format: Any = None) -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
     ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format
@@ -278,6 +294,9 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: str 
     b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
     are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
     in the output format's dtype (float16, float32, float64), so results compare bit for bit.
+    ``input_format`` may name A's and B's formats apart: ``("e4m3fn", "e5m2")`` or ``"e4m3fn*e5m2"``, where
+    the device's instruction takes them.  ``c_format`` checks C against a narrower format the instruction
+    takes it in (``"fp16"`` for Volta's ``m8n8k4.f32.f16.f16.f16``); C is then widened exactly.
     ``check=False`` is the trusted path for callers that built their values in the formats themselves
     (multiword splitting, probes): it skips the representability check; values outside the format then
     give unspecified bits.
@@ -290,7 +309,7 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: str 
     m = resolve_model(device, input_format, output_format, instruction, model)
     A = _as_float64(a, "a")
     B = _as_float64(b, "b")
-    C = np.zeros(()) if c is None else _as_float64(c, "c")  # None: +0, as gemm's C=None
+    C = np.zeros(()) if c is None else _check_c_format(m, c_format, _as_float64(c, "c"), "c")  # None: +0
     if A.ndim == 0 or B.ndim == 0:
         raise ValueError(f"a and b need a last axis of length k; got shapes {A.shape} and {B.shape}")
     if A.shape[-1] != B.shape[-1]:
@@ -379,10 +398,10 @@ class _Progress:
                   file=sys.stderr, flush=True)
 
 
-def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: str | Format | None = None,
+def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-         round_inputs: Any = None, backend: str = "auto", progress: bool | None = None, check: bool = True
-         ) -> np.ndarray:
+         round_inputs: Any = None, backend: str = "auto", progress: bool | None = None, check: bool = True,
+         c_format: Any = None) -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
@@ -408,7 +427,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: str
     m, k = A_.shape
     n = B_.shape[1]
     _check_memory(m * n, A_.size + B_.size, f"gemm {m}x{k}x{n}")
-    C_ = np.zeros((m, n)) if C is None else _as_float64(C, "C")
+    C_ = np.zeros((m, n)) if C is None else _check_c_format(mdl, c_format, _as_float64(C, "C"), "C")
     try:
         C_ = np.broadcast_to(C_, (m, n))
     except ValueError:

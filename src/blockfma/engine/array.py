@@ -43,7 +43,7 @@ def supports(model: Model) -> bool:
     """Whether the array kernels run this model: a fused family (truncated-fused, late-c, exact-fused),
     inputs whose products are exact in float64, C and results no wider than binary32, and for the cut
     families block sums below 2**53."""
-    if not rules.products_exact_in_float64(model.input_format):
+    if not rules.products_exact_in_float64(model.input_format, model.b_format):
         return False
     if not (rules.values_in_binary32(model.c_format) and rules.values_in_binary32(model.result_format)):
         return False
@@ -171,8 +171,8 @@ def round_to(xp: Any, fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bo
 
 
 def _exponents(xp: Any, model: Model, a: Any, b: Any, ea: Any, eb: Any) -> tuple[Any, Any]:
-    fin = model.input_format
-    return (fmt_exponent(xp, fin, a) if ea is None else ea, fmt_exponent(xp, fin, b) if eb is None else eb)
+    return (fmt_exponent(xp, model.input_format, a) if ea is None else ea,
+            fmt_exponent(xp, model.b_format, b) if eb is None else eb)
 
 
 # --- block kernels -----------------------------------------------------------------------------------------
@@ -259,9 +259,9 @@ def _limb_span(model: Model, L: int) -> tuple[int, int]:
     """(lo, n): exponent of the accumulator's lowest bit and its number of limbs, for sums of L products
     and C.  Two zero limbs lie below every term's last bit and two limbs above its largest sum (carries,
     sign), so the leading three limbs always exist and the top limb's sign is the sum's."""
-    fin, fc = model.input_format, model.c_format
-    lsb = min(2 * (fin.emin - fin.precision + 1), fc.emin - fc.precision + 1)
-    top = max(2 * (fin.emax + 1), fc.emax + 1) + (L + 1).bit_length()
+    fa, fb, fc = model.input_format, model.b_format, model.c_format
+    lsb = min(fa.emin - fa.precision + 1 + fb.emin - fb.precision + 1, fc.emin - fc.precision + 1)
+    top = max(fa.emax + 1 + fb.emax + 1, fc.emax + 1) + (L + 1).bit_length()
     lo = lsb - 2 * LIMB
     return lo, -(-(top - lo) // LIMB) + 2
 
@@ -277,12 +277,12 @@ def exact_fused(xp: Any, model: Model, a: Any, b: Any, c: Any, *, ea: Any = None
     if products:
         a, b = finite(xp, a), finite(xp, b)
     c = finite(xp, c)
-    fin, fc = model.input_format, model.c_format
+    fa, fb, fc = model.input_format, model.b_format, model.c_format
     ea, eb = _exponents(xp, model, a, b, ea, eb)
     p = a * b  # exact
     terms = xp.concatenate([p, xp.broadcast_to(c[..., None], p.shape[:-1] + (1,))], axis=-1)
     big = 1 << 30
-    lsb_p = xp.where(p == 0, big, ea + eb - 2 * (fin.precision - 1))  # p is a multiple of 2**lsb_p
+    lsb_p = xp.where(p == 0, big, ea + eb - (fa.precision - 1) - (fb.precision - 1))  # p: a multiple of 2**lsb_p
     lsb_c = xp.where(c == 0, big, xp.clip(_exponent(xp, c), fc.emin, None) - (fc.precision - 1))
     lo = xp.minimum(xp.amin(lsb_p, axis=-1), lsb_c)
     hi = xp.amax(xp.where(terms == 0, -big, _exponent(xp, terms) + 1), axis=-1)  # |term| < 2**hi

@@ -127,11 +127,10 @@ def _operands(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend
     L = model.block_width or max(k, 1)
     kp = -(-k // L) * L
     step = _step(model, *array.flags(model, A, B), dev.type)
-    fin = model.input_format
     At, Bd, D = _on(dev, A, kp), _on(dev, B, kp), _on(dev, C)
     torch = _torch()
-    EA = array.fmt_exponent(torch, fin, array.finite(torch, At))
-    EB = array.fmt_exponent(torch, fin, array.finite(torch, Bd))
+    EA = array.fmt_exponent(torch, model.input_format, array.finite(torch, At))
+    EB = array.fmt_exponent(torch, model.b_format, array.finite(torch, Bd))
     return dev, L, step, At, Bd, EA, EB, D
 
 

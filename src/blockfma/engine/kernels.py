@@ -65,8 +65,7 @@ def _op(model: Model, fmt: Format, mode: RoundingMode, addends: list[np.ndarray]
         a: np.ndarray | None = None, b: np.ndarray | None = None, *, ieee_zero: bool = False) -> np.ndarray:
     """One IEEE operation of a step family: ``R(a*b + sum(addends))`` with the model's flushing, overflow
     and (unless ``ieee_zero``) exact-zero sign."""
-    fin = model.input_format
-    exact_product = rules.products_exact_in_float64(fin)
+    exact_product = rules.products_exact_in_float64(model.input_format, model.b_format)
     return wide.ieee_op(fmt, mode, model.subnormals, model.overflow if not ieee_zero else "ieee", addends, a, b,
                         exact_product=exact_product,
                         positive_zero=model.exact_zero == "positive" and not ieee_zero)

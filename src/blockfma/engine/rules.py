@@ -101,10 +101,11 @@ def nan_bits(fmt: Format, style: NaNStyle) -> int:
 
 
 # --- exactness predicates ----------------------------------------------------------------------------------
-def products_exact_in_float64(fmt: Format) -> bool:
-    """A product of two values of ``fmt`` is exactly a float64 (at most 52 significant bits, no overflow or
-    underflow): precision <= 26 and exponents within binary32's reach twice over."""
-    return fmt.precision <= 26 and fmt.emax <= 128 and fmt.emin >= -149
+def products_exact_in_float64(fmt: Format, other: Format | None = None) -> bool:
+    """A product of a value of ``fmt`` and one of ``other`` (default: ``fmt``) is exactly a float64 (at most
+    52 significant bits, no overflow or underflow): precision <= 26 and exponents within binary32's reach
+    twice over, for both."""
+    return all(f.precision <= 26 and f.emax <= 128 and f.emin >= -149 for f in (fmt, other or fmt))
 
 
 def values_in_binary32(fmt: Format) -> bool:

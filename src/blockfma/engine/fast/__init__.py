@@ -28,17 +28,19 @@ def _binary32(fmt: Format) -> bool:
     return (fmt.precision, fmt.emin, fmt.emax) == (24, -126, 127)
 
 
-def _normal_binary32_products(fmt: Format, a_range: tuple[int, int], b_range: tuple[int, int]) -> bool:
-    """Every nonzero product of a value of A and one of B (a_range, b_range: the least and greatest
-    floor(log2 |x|) of their nonzero values) is an exact binary32 normal value: at most 24 significant
-    bits, 2**-126 <= |a*b| < 2**128 (below the largest finite value, with at most 24 bits)."""
+def _normal_binary32_products(fmt: Format, a_range: tuple[int, int], b_range: tuple[int, int],
+                              fb: Format | None = None) -> bool:
+    """Every nonzero product of a value of A (``fmt``) and one of B (``fb``, default ``fmt``) (a_range,
+    b_range: the least and greatest floor(log2 |x|) of their nonzero values) is an exact binary32 normal
+    value: at most 24 significant bits, 2**-126 <= |a*b| < 2**128 (below the largest finite value)."""
+    narrow = fmt.precision + (fb or fmt).precision <= 24
     if a_range[0] > a_range[1] or b_range[0] > b_range[1]:  # A or B all zeros: so is every product
-        return 2 * fmt.precision <= 24
-    return 2 * fmt.precision <= 24 and a_range[0] + b_range[0] >= -126 and a_range[1] + b_range[1] + 2 <= 128
+        return narrow
+    return narrow and a_range[0] + b_range[0] >= -126 and a_range[1] + b_range[1] + 2 <= 128
 
 
 def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: tuple[int, int],
-                       b_range: tuple[int, int]) -> tuple[int, int, int] | None:
+                       b_range: tuple[int, int], fb: Format | None = None) -> tuple[int, int, int] | None:
     """(kmin, kmax, G) when truncated-fused can cut these products in binary32 and sum them in int32, else
     None.  a_range, b_range: the least and greatest floor(log2 |x|) of the nonzero values of A and of B.
     Late-c asks the same with e_zero = 0 and no floor: its cut is toward zero at 2**(top - F), top the
@@ -67,8 +69,9 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
     pmin = a_range[0] + b_range[0]
     pmax = a_range[1] + b_range[1] + 2
     kmin, kmax = -pmax, 127
-    least_sum = max(a_range[0], fmt.emin) + max(b_range[0], fmt.emin)
-    if (2 * fmt.precision > 24 or pmin < -126 or pmax > 128 or floor and pmin + kmin < -149 or F - kmax > least_sum
+    fb = fb or fmt  # B's format (A's unless the operands' formats differ)
+    least_sum = max(a_range[0], fmt.emin) + max(b_range[0], fb.emin)
+    if (fmt.precision + fb.precision > 24 or pmin < -126 or pmax > 128 or floor and pmin + kmin < -149 or F - kmax > least_sum
             or not 0 <= F <= 28 or not -(1 << 14) < e_zero < (1 << 14)):
         return None
     return kmin, kmax, ((1 << 31) - 1) // ((1 << (F + 2)) - 1)
@@ -76,11 +79,11 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
 
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
-    fam, fin, out = model.family, model.input_format, model.result_format
+    fam, fin, fb, out = model.family, model.input_format, model.b_format, model.result_format
     if model.c_entry != "fused":  # each block from +0 (the fused kernel), then the IEEE addition of C
         return supports(model.replace(c_entry="fused"))
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
-    if not rules.products_exact_in_float64(fin) or out.precision > 51:
+    if not rules.products_exact_in_float64(fin, fb) or out.precision > 51:
         return False
     if fam is Family.TRUNCATED_FUSED:  # sums in float64, powers of two within its reach: the array kernel's bounds
         return model.exact_zero == "positive" and model.product_exponent == "sum" and array_supports(model)
@@ -173,16 +176,16 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
     B = np.ascontiguousarray(B, dtype=np.float64)
     C = np.ascontiguousarray(C, dtype=np.float64)
     out = np.empty(C.shape)
-    fin, fc = model.input_format, model.c_format
+    fin, fb, fc = model.input_format, model.b_format, model.c_format
     rp = fmt_params(model.result_format, model.output_rounding, model.subnormals, model.overflow)
     ieee_zero = model.exact_zero == "ieee"
     ftz = not model.subnormals
     if fam is Family.TRUNCATED_FUSED:
         carry_mod = 0.0 if model.carry_bits is None else float(2.0 ** (model.fraction_bits + 1 + model.carry_bits))
         EA, a_range = _exponents_and_range(fin, A, np.int16)
-        EB, b_range = _exponents_and_range(fin, B, np.int16)
+        EB, b_range = _exponents_and_range(fb, B, np.int16)
         floor = model.alignment is Alignment.FLOOR
-        f32 = _binary32_products(fin, model.fraction_bits, model.e_zero, floor, a_range, b_range)
+        f32 = _binary32_products(fin, model.fraction_bits, model.e_zero, floor, a_range, b_range, fb)
         if f32 is not None:
             kmin, kmax, group = f32
             _k.truncated_fused_f32(A.astype(np.float32), EA, _any_zero_per_block(A, L, 2), B.astype(np.float32), EB,
@@ -199,8 +202,8 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
         F, F2, groups = model.fraction_bits, model.late_fraction_bits, model.groups
         G = late_sum_bits(model)
         EA, a_range = _exponents_and_range(fin, A, np.int16)
-        EB, b_range = _exponents_and_range(fin, B, np.int16)
-        f32 = _binary32_products(fin, F, 0, False, a_range, b_range)
+        EB, b_range = _exponents_and_range(fb, B, np.int16)
+        f32 = _binary32_products(fin, F, 0, False, a_range, b_range, fb)
         if f32 is not None and L // groups <= f32[2]:  # a group's int32 sum cannot overflow
             _k.late_c_f32(A.astype(np.float32), EA, B.astype(np.float32), EB, C, out, L, F, F2, G, groups, f32[0],
                           f32[1], fc.emin, ieee_zero, *rp)
@@ -209,29 +212,29 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
                       ieee_zero, *rp)
     elif fam is Family.EXACT_FUSED:
         MA, LA, HA = _integers(fin, A)
-        MB, LB, HB = _integers(fin, B)
-        _k.exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, fin.precision, fc.emin, fc.precision, ieee_zero,
-                       *rp)
+        MB, LB, HB = _integers(fb, B)
+        _k.exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, fin.precision + fb.precision - 2, fc.emin,
+                       fc.precision, ieee_zero, *rp)
     elif fam is Family.FMA_CHAIN:
         positive_zero = model.exact_zero == "positive"
         res = model.result_format
         if (_binary32(res) and _binary32(fc) and model.output_rounding is RoundingMode.TiesToEven
-                and rules.values_in_binary32(fin)):
+                and rules.values_in_binary32(fin) and rules.values_in_binary32(fb)):
             _k.fma_chain_f32(A.astype(np.float32), B.astype(np.float32), C, out, ftz, positive_zero)
         else:
             _k.fma_chain(A, B, C, out, positive_zero, *rp)
     elif fam is Family.PAIRWISE:
         _k.pairwise(A, B, C, out, L, ftz)
     elif fam is Family.AMX:
-        if rules.values_in_binary32(fin):
+        if rules.values_in_binary32(fin) and rules.values_in_binary32(fb):
             _k.amx_f32(A.astype(np.float32), B.astype(np.float32), C, out, L, ftz)
         else:
             _k.amx(A, B, C, out, L, ftz)
     elif fam is Family.BFDOT:
         if ftz:
             a_range = _exponents_and_range(fin, A)[1]
-            b_range = _exponents_and_range(fin, B)[1]
-            if _binary32(fc) and _normal_binary32_products(fin, a_range, b_range):
+            b_range = _exponents_and_range(fb, B)[1]
+            if _binary32(fc) and _normal_binary32_products(fin, a_range, b_range, fb):
                 _k.bfdot_ftz_f32(A.astype(np.float32), B.astype(np.float32), C, out)
             else:
                 _k.bfdot_ftz(A, B, C, out)

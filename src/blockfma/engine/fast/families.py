@@ -523,15 +523,16 @@ def _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i, j, k0, L, d, c_emin, c_p,
 
 
 @njit(parallel=True, cache=True)
-def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, in_p, c_emin, c_p, zero_sign,
+def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, frac, c_emin, c_p, zero_sign,
                 p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     """Each block's products and C summed in float64, which is exact when every partial sum fits 53 bits
     above the terms' least last bit; the other blocks go through the integer terms (MA * 2**LA, ...).
 
     The check costs two vector operations per product: the sum of magnitudes U bounds every partial sum
     (|s| <= U_exact < 2**(floor(log2 U) + 2), U rounded up to L + 1 times), and the least nonzero product
-    magnitude bounds the products' last bits (a product q is a multiple of 2**(E_a + E_b - 2(p_in - 1))
-    and below 2**(E_a + E_b + 2), so its last bit lies at or above floor(log2 |q|) - 1 - 2(p_in - 1))."""
+    magnitude bounds the products' last bits (a product q is a multiple of 2**(E_a + E_b - frac), frac =
+    (p_a - 1) + (p_b - 1), and below 2**(E_a + E_b + 2), so its last bit lies at or above
+    floor(log2 |q|) - 1 - frac)."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
     for task in prange(_ntasks(nbatch, m, n)):
@@ -577,7 +578,7 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, in_p, c_emin, c_p, zero
                 for j in range(J):  # branch-free, so that it vectorises (Mn = inf gives a huge bound)
                     keep[j] = dr[j]
                     Y[j] = S[r, j] if math.isfinite(dr[j]) else dr[j]
-                    low = min(lo[r, j], exponent_bits(mni[j]) - 1 - 2 * (in_p - 1))
+                    low = min(lo[r, j], exponent_bits(mni[j]) - 1 - frac)
                     spread[j] = (U[r, j] != 0.0) & (exponent_bits(ui[j]) + 2 - low > 53)
                 wide = False
                 for j in range(J):
