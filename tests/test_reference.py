@@ -741,3 +741,17 @@ def test_c_added_after_the_block() -> None:
     assert math.isnan(dot(after, [INF, 1.0], [1.0, 1.0], -INF))
     with pytest.raises(ValueError, match="c_entry='after' needs a fused family"):
         Model(Family.FMA_CHAIN, "fp16", "fp32", block_width=1, c_entry="after")
+
+
+def test_fp16_output_through_an_fp32_accumulator() -> None:
+    """AMD MFMA with an fp16 D (FTTN's Table IV, through rocWMMA): the block in fp32, then rounded to
+    nearest even into fp16.  Products 1, 2^-11 and 2^-30 (MI100, exact-fused): the fp32 sum is 1 + 2^-11
+    (2^-30 lies below half an ulp), a tie in fp16 that goes to the even 1.0; rounding the exact sum to
+    fp16 at once would give 1 + 2^-10."""
+    mi100 = Model(Family.EXACT_FUSED, "fp16", "fp16", block_width=4, accumulator_format="fp32")
+    a, b = [1.0, 2.0**-11, 2.0**-15], [1.0, 1.0, 2.0**-15]
+    assert dot_bits(mi100, a, b, 0.0) == 0x3C00
+    assert dot_bits(mi100.replace(accumulator_format=None), a, b, 0.0) == 0x3C01
+    assert dot_bits(mi100, [1.0] * 4, [-0.0] * 4, -0.0) == 0x8000  # the sign of zero survives the store
+    with pytest.raises(ValueError, match="accumulator_format must be at least as wide"):
+        Model(Family.EXACT_FUSED, "fp16", "fp32", block_width=4, accumulator_format="fp16")

@@ -103,6 +103,9 @@ class Model:
     products from +0 (rounded as above) and C is then added by one IEEE addition rounded to nearest even
     in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends in such an FADD).
     ``b_input_format``: B's format where it differs from A's (``input_format``): fp8 units take e4m3 x e5m2.
+    ``accumulator_format``: where the unit computes in a wider format than it stores (AMD MFMA through
+    rocWMMA with fp16/bf16 outputs): each block is computed as the model says with this output format, then
+    rounded to nearest even into ``output_format``.
     """
 
     family: Family
@@ -127,6 +130,7 @@ class Model:
     late_cut: Literal["leading", "common"] = "leading"
     c_entry: Literal["fused", "after"] = "fused"
     b_input_format: Format | None = None
+    accumulator_format: Format | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -134,6 +138,8 @@ class Model:
         set_(self, "family", Family(self.family))
         set_(self, "input_format", _formats.get(self.input_format))
         set_(self, "output_format", _formats.get(self.output_format))
+        if self.accumulator_format is not None:
+            set_(self, "accumulator_format", _formats.get(self.accumulator_format))
         if self.b_input_format is not None:
             b = _formats.get(self.b_input_format)
             set_(self, "b_input_format", None if b == self.input_format else b)
@@ -206,6 +212,9 @@ class Model:
         need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
         need(self.late_cut in ("leading", "common"), f"late_cut must be 'leading' or 'common', not {self.late_cut!r}")
         need(self.c_entry in ("fused", "after"), f"c_entry must be 'fused' or 'after', not {self.c_entry!r}")
+        acc = self.accumulator_format
+        need(acc is None or (acc.precision >= self.output_format.precision and acc.emax >= self.output_format.emax),
+             f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
         need(self.c_entry == "fused" or self.family in _FUSED,
              "c_entry='after' needs a fused family (truncated-fused, exact-fused, late-c)")
         need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
@@ -220,6 +229,13 @@ class Model:
              "fp16, bf16, fp32 or fp64")
 
     # --- derived ----------------------------------------------------------------------------------
+    def accumulator_model(self) -> Model:
+        """The model of one block as the unit computes it: with ``accumulator_format``, this model writing
+        that format (the rounding to ``output_format`` follows each block); else the model itself."""
+        if self.accumulator_format is None:
+            return self
+        return self.replace(output_format=self.accumulator_format, accumulator_format=None)
+
     @property
     def b_format(self) -> Format:
         """B's format: ``b_input_format``, or A's (``input_format``) when they are the same."""
@@ -277,6 +293,7 @@ class Model:
             "product_exponent": self.product_exponent,
             "late_cut": self.late_cut if self.family is Family.LATE_C else None,
             "c_entry": self.c_entry,
+            "accumulator": None if self.accumulator_format is None else self.accumulator_format.name,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -310,6 +327,7 @@ class Model:
             late_cut=d.get("late_cut") or "leading",
             c_entry=d.get("c_entry", "fused"),
             b_input_format=d.get("input_b"),
+            accumulator_format=d.get("accumulator"),
             name=d.get("name", ""),
         )
 
@@ -345,4 +363,6 @@ class Model:
             parts.append(f"cut={self.late_cut}")
         if self.c_entry != "fused":
             parts.append("C-after")
+        if self.accumulator_format is not None:
+            parts.append(f"via {self.accumulator_format.name}")
         return " ".join(parts)

@@ -487,10 +487,14 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
         padding = [0.0] * (L - len(a_block))
         a_block = [_flush_input(model, fa, x) for x in a_block] + padding
         b_block = [_flush_input(model, fb, x) for x in b_block] + padding
+        unit = model.accumulator_model()  # the model itself, or the block in the wider accumulator
         if model.c_entry == "after":  # the block from +0, then C added by one IEEE addition
-            d = _ieee_operation(model, _A, [], [block(model, a_block, b_block, 0.0), _flush_input(model, fc, d)])
+            d = _ieee_operation(model, _A, [], [block(unit, a_block, b_block, 0.0), _flush_input(model, fc, d)])
         else:
-            d = block(model, a_block, b_block, _flush_input(model, fc, d))
+            d = block(unit, a_block, b_block, _flush_input(model, fc, d))
+        if unit is not model:  # the accumulator's result, rounded to nearest even into the output format
+            d = d if not math.isfinite(d) else round_exact(fc, to_fraction(d), RoundingMode.TiesToEven,
+                                                           negative=is_negative(d), subnormals=model.subnormals)
     return d
 
 

@@ -249,7 +249,7 @@ class Device:
 # --- the schema: files of devices ---------------------------------------------------------------------------
 _DEVICE_FIELDS = {"name", "vendor", "arch", "confidence", "sources", "aliases", "variants", "variant_of",
                   "specification_only", "notes", "instructions", "measured"}
-_INSTRUCTION_FIELDS = {"name", "ptx", "k", "template", "models", "mixed"}
+_INSTRUCTION_FIELDS = {"name", "ptx", "k", "template", "models", "mixed", "store"}
 _MODEL_FIELDS = set(Model.from_dict({"family": "exact-fused", "input": "fp16", "output": "fp32"}).to_dict())
 
 
@@ -320,6 +320,15 @@ def _device(entry: dict, templates: dict, where: str) -> Device:
                     models[(mixed.input_name, o)] = mixed
                     if a in k:
                         k.setdefault(mixed.input_name, k[a])
+        # "store": {input: output}: results also stored in a narrower output (AMD MFMA through rocWMMA with
+        # fp16/bf16 D, FTTN's Table IV): each block as the fp32 model, then rounded to nearest even
+        for inp, out in ins.get("store", {}).items():
+            inp, out = _formats.get(inp).name, _formats.get(out).name
+            for (i, o), model in list(models.items()):
+                if i.split("*")[0] == inp and o == "fp32":
+                    stored = model.replace(output_format=out, accumulator_format=o,
+                                           name=f"{model.name} stored as {out}" if model.name else "")
+                    models[(i, out)] = stored
         instructions.append(Instruction(ins["name"], models, k, ins.get("ptx", "")))
     if not instructions:
         raise DeviceFileError(f"{where}: a device needs at least one instruction with models")

@@ -60,8 +60,8 @@ def torch_device(backend: str) -> Any:
 
 def supports(model: Model) -> bool:
     """Whether the GPU engine runs this model: what the array kernels run (:func:`.array.supports`), with C
-    fused into the block (``c_entry="after"`` runs on the CPU engines)."""
-    return array.supports(model) and model.c_entry == "fused"
+    fused into the block and no separate accumulator format (those run on the CPU engines)."""
+    return array.supports(model) and model.c_entry == "fused" and model.accumulator_format is None
 
 
 # --- drivers -------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..formats import Format, RoundingMode
+from ..formats import round as round_values
 from ..model import Family, Model
 from . import array, rules, wide
 
@@ -116,14 +117,24 @@ KERNELS = {
 
 
 def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """The numpy engine's kernel for one block of ``model``: its family's, and with ``c_entry="after"`` the
-    family's block from +0 followed by the IEEE addition of C (TiesToEven into the output format)."""
+    """The numpy engine's kernel for one block of ``model``: its family's; with ``c_entry="after"`` the
+    family's block from +0 followed by the IEEE addition of C (TiesToEven into the output format); with an
+    ``accumulator_format`` the block computed in it, then rounded to nearest even into the output format."""
     kernel = KERNELS[model.family]
-    if model.c_entry == "fused":
-        return kernel
+    unit = model.accumulator_model()
 
-    def block_then_add(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        s = kernel(model, a, b, np.zeros(np.shape(c)))
-        return wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
+    def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        if model.c_entry == "fused":
+            s = kernel(unit, a, b, c)
+        else:
+            s = kernel(unit, a, b, np.zeros(np.shape(c)))
+            s = wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
+        return s if unit is model else store(model, s)
 
-    return block_then_add
+    return kernel if model.c_entry == "fused" and unit is model else block
+
+
+def store(model: Model, values: np.ndarray) -> np.ndarray:
+    """An accumulator's results rounded to nearest even into the model's output format (NaN, infinities and
+    the sign of zero kept)."""
+    return round_values(model.output_format, values, RoundingMode.TiesToEven, subnormals=model.subnormals)

@@ -80,8 +80,8 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, fb, out = model.family, model.input_format, model.b_format, model.result_format
-    if model.c_entry != "fused":  # each block from +0 (the fused kernel), then the IEEE addition of C
-        return supports(model.replace(c_entry="fused"))
+    if model.c_entry != "fused" or model.accumulator_format is not None:  # block by block, see _blockwise
+        return supports(model.accumulator_model().replace(c_entry="fused"))
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
     if not rules.products_exact_in_float64(fin, fb) or out.precision > 51:
         return False
@@ -146,25 +146,32 @@ def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
             np.where(zero, _k.ZERO_TOP // 2, big_e + 1).astype(np.int32))
 
 
-def _blocks_then_add(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
-    """c_entry="after": each block by the compiled fused kernel from C = +0, then C added by one IEEE
-    addition (TiesToEven, the output format) in numpy."""
-    inner = model.replace(c_entry="fused")
+def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
+    """Models whose blocks end outside the fused kernels, run block by block: c_entry="after" (the block
+    from C = +0, then C added by one IEEE addition, TiesToEven in the output format) and an
+    accumulator_format (the block in it, then rounded to nearest even into the output format); the
+    compiled fused kernel computes each block, numpy the step after it (the numpy engine's own code)."""
+    from ..kernels import store
+
+    inner = model.accumulator_model().replace(c_entry="fused")
     L = model.block_width or max(A.shape[2], 1)
     D = np.asarray(C, dtype=np.float64)
     for j in range(0, A.shape[2], L):
-        block = batched(inner, A[:, :, j:j + L], B[:, j:j + L, :], np.zeros(C.shape))
+        c_in = np.zeros(C.shape) if model.c_entry == "after" else D
+        block = batched(inner, A[:, :, j:j + L], B[:, j:j + L, :], c_in)
         if block is None:
             return None
-        D = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
+        if model.c_entry == "after":
+            block = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
+        D = block if model.accumulator_format is None else store(model, block)
     return D
 
 
 def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
     """float64 D (batch, m, n) for finite A (batch, m, k), B (batch, k, n), C (batch, m, n), values already
     checked, flushed and in the model's formats; None if these inputs need the numpy engine."""
-    if model.c_entry != "fused":
-        return _blocks_then_add(model, A, B, C)
+    if model.c_entry != "fused" or model.accumulator_format is not None:
+        return _blockwise(model, A, B, C)
     fam = model.family
     k = A.shape[2]
     L = model.block_width or max(k, 1)
