@@ -755,3 +755,12 @@ def test_fp16_output_through_an_fp32_accumulator() -> None:
     assert dot_bits(mi100, [1.0] * 4, [-0.0] * 4, -0.0) == 0x8000  # the sign of zero survives the store
     with pytest.raises(ValueError, match="accumulator_format must be at least as wide"):
         Model(Family.EXACT_FUSED, "fp16", "fp32", block_width=4, accumulator_format="fp16")
+
+
+def test_flushed_inputs_keep_their_sign_or_become_plus_zero() -> None:
+    """MI250X flushes subnormal inputs and C: four products of -2^-24 (a subnormal fp16) and 1 with C = -0
+    give -0 when the flushed zeros keep their sign, +0 with flush_zero="positive" (MMA-Sim's reading)."""
+    mi250 = Model(Family.PAIRWISE, "fp16", "fp32", block_width=4, subnormals=False)
+    a, b = [-(2.0**-24)] * 4, [1.0] * 4
+    assert dot_bits(mi250, a, b, -0.0) == 0x80000000
+    assert dot_bits(mi250.replace(flush_zero="positive"), a, b, -0.0) == 0x00000000

@@ -106,6 +106,8 @@ class Model:
     ``accumulator_format``: where the unit computes in a wider format than it stores (AMD MFMA through
     rocWMMA with fp16/bf16 outputs): each block is computed as the model says with this output format, then
     rounded to nearest even into ``output_format``.
+    ``flush_zero`` (with ``subnormals=False``): a flushed subnormal input or C becomes a zero of its own sign
+    (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
     """
 
     family: Family
@@ -131,6 +133,7 @@ class Model:
     c_entry: Literal["fused", "after"] = "fused"
     b_input_format: Format | None = None
     accumulator_format: Format | None = None
+    flush_zero: Literal["signed", "positive"] = "signed"
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -212,6 +215,8 @@ class Model:
         need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
         need(self.late_cut in ("leading", "common"), f"late_cut must be 'leading' or 'common', not {self.late_cut!r}")
         need(self.c_entry in ("fused", "after"), f"c_entry must be 'fused' or 'after', not {self.c_entry!r}")
+        need(self.flush_zero in ("signed", "positive"), f"flush_zero must be 'signed' or 'positive', not "
+             f"{self.flush_zero!r}")
         acc = self.accumulator_format
         need(acc is None or (acc.precision >= self.output_format.precision and acc.emax >= self.output_format.emax),
              f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
@@ -294,6 +299,7 @@ class Model:
             "late_cut": self.late_cut if self.family is Family.LATE_C else None,
             "c_entry": self.c_entry,
             "accumulator": None if self.accumulator_format is None else self.accumulator_format.name,
+            "flush_zero": self.flush_zero,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -328,6 +334,7 @@ class Model:
             c_entry=d.get("c_entry", "fused"),
             b_input_format=d.get("input_b"),
             accumulator_format=d.get("accumulator"),
+            flush_zero=d.get("flush_zero", "signed"),
             name=d.get("name", ""),
         )
 

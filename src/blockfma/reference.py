@@ -223,9 +223,10 @@ def _value_of(fmt: Format, x: Number, what: str) -> float:
 
 
 def _flush_input(model: Model, fmt: Format, x: float) -> float:
-    """With subnormals=False a subnormal input becomes a zero of its own sign ("Special values")."""
+    """With subnormals=False a subnormal input becomes a zero of its own sign, or +0 with
+    flush_zero="positive" ("Special values")."""
     if not model.subnormals and math.isfinite(x) and x != 0 and abs(Fraction(x)) < pow2(fmt.emin):
-        return math.copysign(0.0, x)
+        return 0.0 if model.flush_zero == "positive" else math.copysign(0.0, x)
     return x
 
 

@@ -260,7 +260,9 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
     if check or mode_c is not None:
         c = _check_format(model.c_format, c, names[2], mode_c)
     if not model.subnormals:
-        a, b, c = flush(model.input_format, a), flush(model.b_format, b), flush(model.c_format, c)
+        plus = model.flush_zero == "positive"
+        a, b, c = (flush(model.input_format, a, plus), flush(model.b_format, b, plus),
+                   flush(model.c_format, c, plus))
     return a, b, c
 
 

@@ -24,9 +24,12 @@ from ..model import Family, Model
 from . import array, rules, wide
 
 
-def flush(fmt: Format, x: np.ndarray) -> np.ndarray:
-    """Subnormal values of ``fmt`` replaced by zeros of their sign."""
-    return np.where(np.abs(x) < fmt.smallest_normal, np.copysign(0.0, x), x)
+def flush(fmt: Format, x: np.ndarray, positive: bool = False) -> np.ndarray:
+    """Subnormal values of ``fmt`` replaced by zeros of their sign (by +0 with ``positive``)."""
+    tiny = np.abs(x) < fmt.smallest_normal
+    if positive:
+        return np.where(tiny & (x != 0), 0.0, x)
+    return np.where(tiny, np.copysign(0.0, x), x)
 
 
 # --- fused families: the shared array kernels -------------------------------------------------------------
