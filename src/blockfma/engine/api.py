@@ -177,17 +177,18 @@ def _exact_objects(arr: np.ndarray, what: str) -> np.ndarray:
 
     out = np.empty(arr.shape)
     for idx, v in np.ndenumerate(arr):
-        if isinstance(v, (float, np.floating)):
-            out[idx] = float(v)
+        if isinstance(v, (float, np.floating)):  # a long double is checked like an array of them
+            out[idx] = _formats.from_numpy(np.asarray(v), f"{what}{list(idx)}") if isinstance(v, np.floating) \
+                else v
             continue
         if not isinstance(v, (Rational, np.integer)) or isinstance(v, bool):
             where = f"[{', '.join(map(str, idx))}]" if idx else ""
             raise ValueError(f"{what}{where} = {v!r} is not a number; pass floats, ints or Fractions "
                              "(blockfma.literals.parse reads strings)")
-        f = float(Fraction(v)) if abs(Fraction(v)) < 2**1024 else float("inf")
-        if Fraction(f) != Fraction(v):
+        exact = Fraction(v)
+        if abs(exact) >= 2**1024 or Fraction(float(exact)) != exact:
             _formats.not_binary64(what, idx, v)
-        out[idx] = f
+        out[idx] = float(exact)
     return out
 
 

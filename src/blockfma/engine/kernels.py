@@ -38,8 +38,8 @@ def _fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndar
         if model.family is Family.EXACT_FUSED:
             return _exact_fused_wide(model, a, b, c)
         raise ValueError(f"the engine does not run {model.summary()}: its products or block sums do not fit "
-                         "float64 (the engine takes inputs of at most 26 bits, F + log2(L) below about 48 and |e_zero| up "
-                         "to 900); "
+                         "float64 (the engine takes inputs of at most 26 bits, F + log2(L) below about 48 and "
+                         "|e_zero| up to 900); "
                          "blockfma.reference.dot computes it exactly, row by row")
     products, overflow = array.flags(model, a, b)
     with np.errstate(invalid="ignore", over="ignore"):

@@ -71,7 +71,8 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
     kmin, kmax = -pmax, 127
     fb = fb or fmt  # B's format (A's unless the operands' formats differ)
     least_sum = max(a_range[0], fmt.emin) + max(b_range[0], fb.emin)
-    if (fmt.precision + fb.precision > 24 or pmin < -126 or pmax > 128 or floor and pmin + kmin < -149 or F - kmax > least_sum
+    if (fmt.precision + fb.precision > 24 or pmin < -126 or pmax > 128 or floor and pmin + kmin < -149
+            or F - kmax > least_sum
             or not 0 <= F <= 28 or not -(1 << 14) < e_zero < (1 << 14)):
         return None
     return kmin, kmax, ((1 << 31) - 1) // ((1 << (F + 2)) - 1)
