@@ -130,7 +130,6 @@ def _tf(m: Model, **kw: Any) -> Model:
 def models_for(fa: str, fb: str, fout: str, instruction: str, k: int = 0) -> tuple[list[tuple[str, Any]], bool]:
     """The preset's model first, then variants that the data may settle."""
     H = bf.device("H100")
-    mixed = fa != fb
     fin = fa
     out: list[tuple[str, Model]] = []
     if fin in ("fp16", "bf16", "tf32"):
@@ -150,22 +149,19 @@ def models_for(fa: str, fb: str, fout: str, instruction: str, k: int = 0) -> tup
         base = H.model("fp64", "fp64", "mma")
         out.append(("H100 mma preset (FMA chain)", base))
         out.append(("exact dot, one rounding", bf.device("exact").model("fp64", "fp64")))
-    else:  # fp8
-        h = H.model(fin, fout, "wgmma")
+    else:  # fp8, A and B in the same or in different formats (the engine takes both)
+        h = H.model((fa, fb), fout, "wgmma")
         out.append(("H100 wgmma preset", h))
         if instruction == "mma":  # SASS: F2FP unpack to fp16, HMMA twice, FADD of C
             out.insert(0, ("fp16 HMMA emulation (SASS) [fp16 inputs]", Fp8ViaHmma(fout, k)))
-        out.append(("Ada preset (L=16)", bf.device("Ada").model(fin, fout)))
+        out.append(("Ada preset (L=16)", bf.device("Ada").model((fa, fb), fout)))
         if fout == "fp32":
             out.append(("L=32,F=25 RZ (B200 tcgen05)", _tf(h, fraction_bits=25, output_fraction_bits=None)))
             out.append(("F=13, fp32 result not cut", _tf(h, output_fraction_bits=None)))
         out.append(("exact_zero=ieee", _tf(h, exact_zero="ieee", rounded_zero="signed")))
         if fout == "fp16":
             out.append(("e_zero=-133", _tf(h, e_zero=-133)))
-    if mixed:  # the engine takes one input format: fp16 holds every e4m3fn and e5m2 value exactly
-        out = [(label, m) if not isinstance(m, Model) else
-               (label + " [fp16 stand-in]", m.replace(input_format="fp16")) for label, m in out]
-    return out, mixed
+    return out, False  # no stand-in since the engine takes mixed operand formats (kept for old records)
 
 
 def own_paths() -> list[Instr]:
