@@ -109,9 +109,13 @@ def feature_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str
                 rounding = f["output_rounding"]
                 if f["output_fraction_bits"] is not None:
                     rounding += f"@{f['output_fraction_bits']}b"
+                if f["accumulator"] is not None:
+                    rounding = f"{rounding} via {f['accumulator']}, then RNE"
+                family = f["family"] + (", C after" if f["c_entry"] == "after" else "") + (
+                    ", common cut" if f["late_cut"] == "common" else "")
                 row = {
                     "device": dev.name, "instruction": ins.name, "pair": f"{inp}->{out}",
-                    "family": f["family"], "L": f["L"], "F": f["F"], "e_zero": f["e_zero"],
+                    "family": family, "L": f["L"], "F": f["F"], "e_zero": f["e_zero"],
                     "alignment": f["alignment"], "rounding": rounding, "subnormals": f["subnormals"],
                     "nan": f["nan"], "confidence": dev.confidence, "sources": list(dev.sources),
                     "output_rounding": f["output_rounding"], "output_fraction_bits": f["output_fraction_bits"],
