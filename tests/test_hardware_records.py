@@ -37,8 +37,8 @@ def _preset(name: str, formats: dict):
     """The current preset model for a recorded path, or a reason why there is none."""
     fa, fb, fd = formats["a"], formats["b"], formats["d"]
     instruction = "wgmma" if name.startswith("wgmma") else "mma"
-    if instruction == "mma" and fa in ("e4m3fn", "e5m2"):
-        return None, "mma.sync fp8 on Hopper is an fp16 HMMA emulation (h100-mma-fp8.json), not a preset"
+    if instruction == "mma" and fa in ("e4m3fn", "e5m2"):  # fp16 HMMAs (the SASS), per shape
+        instruction = "mma.m16n8k16.fp8" if ".m16n8k16." in name else "mma.m16n8k32.fp8"
     return H100.model((fa, fb), fd, instruction), None
 
 

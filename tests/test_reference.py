@@ -764,3 +764,21 @@ def test_flushed_inputs_keep_their_sign_or_become_plus_zero() -> None:
     a, b = [-(2.0**-24)] * 4, [1.0] * 4
     assert dot_bits(mi250, a, b, -0.0) == 0x80000000
     assert dot_bits(mi250.replace(flush_zero="positive"), a, b, -0.0) == 0x00000000
+
+
+def test_instruction_steps_product_order_and_unpacking() -> None:
+    """Hopper's fp8 mma.sync (held to 491 hardware rows by tests/test_hardware_records.py): products in the
+    order of the register halves, index mod 4 in {0, 1} first; the fields are checked on construction."""
+    m = Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=4, fraction_bits=25, e_zero=-133,
+              output_rounding=RoundingMode.TowardZero, c_entry="after", instruction_k=8, product_order="halves")
+    assert m.order(8) == [0, 1, 4, 5, 2, 3, 6, 7] and m.step_width == 8
+    # one step of two chained blocks from +0, then C: 2^-20 enters the second block (index 2) after 1
+    # (index 0) was rounded alone, so the block sums are 1 and 1 + 2^-20, then + C = 2^-30 (RNE: 1 + 2^-20)
+    a = [1.0, 0.0, 2.0**-10, 0.0, 0.0, 0.0, 0.0, 0.0]
+    b = [1.0, 0.0, 2.0**-10, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert dot_bits(m, a, b, 2.0**-30) == b32(1 + 2.0**-20)
+    with pytest.raises(ValueError, match="instruction_k needs c_entry='after'"):
+        Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=2, fraction_bits=23, e_zero=-133, instruction_k=4)
+    with pytest.raises(ValueError, match="unpack_format must hold every value"):
+        Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=2, fraction_bits=23, e_zero=-133,
+              unpack_format="e4m3fn")

@@ -73,7 +73,7 @@ class NaNStyle(enum.Enum):
 _FAMILIES_WITH_F = (Family.TRUNCATED_FUSED, Family.LATE_C)
 _FUSED = (Family.TRUNCATED_FUSED, Family.EXACT_FUSED, Family.LATE_C)
 _INTEGER_FIELDS = ("block_width", "fraction_bits", "e_zero", "carry_bits", "output_fraction_bits",
-                   "late_fraction_bits", "groups")
+                   "late_fraction_bits", "groups", "instruction_k")
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,12 @@ class Model:
     ``accumulator_format``: where the unit computes in a wider format than it stores (AMD MFMA through
     rocWMMA with fp16/bf16 outputs): each block is computed as the model says with this output format, then
     rounded to nearest even into ``output_format``.
+    ``instruction_k`` (with ``c_entry="after"``): products per instruction, a multiple of block_width; its
+    blocks chain from +0 and C is added after the last (default: after each block).  ``product_order``:
+    ``"halves"`` feeds each instruction's products with index mod 4 in {0, 1} first, then those in {2, 3}
+    (Hopper's fp8 mma.sync, which runs as two fp16 HMMAs on register halves).
+    ``unpack_format``: the format the unit converts A and B to (exactly) before any arithmetic, whose
+    exponents and datapath then apply (Hopper's fp8 mma.sync unpacks fp8 to fp16, F2FP).
     ``flush_zero`` (with ``subnormals=False``): a flushed subnormal input or C becomes a zero of its own sign
     (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
     """
@@ -134,6 +140,9 @@ class Model:
     b_input_format: Format | None = None
     accumulator_format: Format | None = None
     flush_zero: Literal["signed", "positive"] = "signed"
+    instruction_k: int | None = None
+    product_order: Literal["natural", "halves"] = "natural"
+    unpack_format: Format | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -143,6 +152,8 @@ class Model:
         set_(self, "output_format", _formats.get(self.output_format))
         if self.accumulator_format is not None:
             set_(self, "accumulator_format", _formats.get(self.accumulator_format))
+        if self.unpack_format is not None:
+            set_(self, "unpack_format", _formats.get(self.unpack_format))
         if self.b_input_format is not None:
             b = _formats.get(self.b_input_format)
             set_(self, "b_input_format", None if b == self.input_format else b)
@@ -217,6 +228,18 @@ class Model:
         need(self.c_entry in ("fused", "after"), f"c_entry must be 'fused' or 'after', not {self.c_entry!r}")
         need(self.flush_zero in ("signed", "positive"), f"flush_zero must be 'signed' or 'positive', not "
              f"{self.flush_zero!r}")
+        need(self.instruction_k is None or (self.c_entry == "after" and self.block_width is not None
+                                            and self.instruction_k % self.block_width == 0),
+             "instruction_k needs c_entry='after' and a multiple of block_width")
+        need(self.product_order in ("natural", "halves"), f"product_order must be 'natural' or 'halves', not "
+             f"{self.product_order!r}")
+        need(self.product_order == "natural" or self.step_width % 4 == 0,
+             "product_order='halves' needs instructions of a multiple of 4 products")
+        up = self.unpack_format
+        need(up is None or all(f.precision <= up.precision and f.emax <= up.emax and
+                               f.emin - f.precision >= up.emin - up.precision for f in (self.input_format,
+                                                                                          self.b_format)),
+             f"unpack_format must hold every value of the input formats exactly")
         acc = self.accumulator_format
         need(acc is None or (acc.precision >= self.output_format.precision and acc.emax >= self.output_format.emax),
              f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
@@ -234,6 +257,25 @@ class Model:
              "fp16, bf16, fp32 or fp64")
 
     # --- derived ----------------------------------------------------------------------------------
+    @property
+    def step_width(self) -> int | None:
+        """Products per step of the chain: an instruction (``instruction_k``) where C is added after its
+        blocks, else a block (``block_width``; None: the whole dot product)."""
+        return self.instruction_k or self.block_width
+
+    def order(self, n: int) -> list[int]:
+        """The order in which one step's n products enter its blocks (``product_order``)."""
+        if self.product_order == "halves":
+            return [i for i in range(n) if i % 4 < 2] + [i for i in range(n) if i % 4 >= 2]
+        return list(range(n))
+
+    def arithmetic_model(self) -> Model:
+        """The model the datapath runs: with ``unpack_format``, this model with A and B in that format
+        (their values unchanged, their exponents read in it); else the model itself."""
+        if self.unpack_format is None:
+            return self
+        return self.replace(input_format=self.unpack_format, b_input_format=None, unpack_format=None)
+
     def accumulator_model(self) -> Model:
         """The model of one block as the unit computes it: with ``accumulator_format``, this model writing
         that format (the rounding to ``output_format`` follows each block); else the model itself."""
@@ -300,6 +342,9 @@ class Model:
             "c_entry": self.c_entry,
             "accumulator": None if self.accumulator_format is None else self.accumulator_format.name,
             "flush_zero": self.flush_zero,
+            "instruction_k": self.instruction_k,
+            "product_order": self.product_order,
+            "unpack": None if self.unpack_format is None else self.unpack_format.name,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -335,6 +380,9 @@ class Model:
             b_input_format=d.get("input_b"),
             accumulator_format=d.get("accumulator"),
             flush_zero=d.get("flush_zero", "signed"),
+            instruction_k=d.get("instruction_k"),
+            product_order=d.get("product_order", "natural"),
+            unpack_format=d.get("unpack"),
             name=d.get("name", ""),
         )
 
@@ -369,7 +417,11 @@ class Model:
         if self.family is Family.LATE_C and self.late_cut != "leading":
             parts.append(f"cut={self.late_cut}")
         if self.c_entry != "fused":
-            parts.append("C-after")
+            parts.append("C-after" if self.instruction_k is None else f"C-after-{self.instruction_k}")
+        if self.product_order != "natural":
+            parts.append(f"order={self.product_order}")
+        if self.unpack_format is not None:
+            parts.append(f"as {self.unpack_format.name}")
         if self.accumulator_format is not None:
             parts.append(f"via {self.accumulator_format.name}")
         return " ".join(parts)

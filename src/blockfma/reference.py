@@ -480,19 +480,27 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
     k = len(a_values)
     if k == 0:
         return d
+    model = model.arithmetic_model()  # operands unpacked to a wider format keep their values
+    fa, fb = model.input_format, model.b_format
     L = model.block_width or k
+    step = model.step_width or k  # a block, or with instruction_k an instruction of several blocks
     block = _BLOCKS[model.family]
-    for start in range(0, k, L):
-        a_block = a_values[start:start + L]
-        b_block = b_values[start:start + L]
-        padding = [0.0] * (L - len(a_block))
-        a_block = [_flush_input(model, fa, x) for x in a_block] + padding
-        b_block = [_flush_input(model, fb, x) for x in b_block] + padding
+    for start in range(0, k, step):
+        a_step = a_values[start:start + step]
+        b_step = b_values[start:start + step]
+        padding = [0.0] * (step - len(a_step))
+        a_step = [_flush_input(model, fa, x) for x in a_step] + padding
+        b_step = [_flush_input(model, fb, x) for x in b_step] + padding
+        order = model.order(step)
+        a_step, b_step = [a_step[i] for i in order], [b_step[i] for i in order]
         unit = model.accumulator_model()  # the model itself, or the block in the wider accumulator
-        if model.c_entry == "after":  # the block from +0, then C added by one IEEE addition
-            d = _ieee_operation(model, _A, [], [block(unit, a_block, b_block, 0.0), _flush_input(model, fc, d)])
+        if model.c_entry == "after":  # the step's blocks chained from +0, then C added by one IEEE addition
+            s = 0.0
+            for j in range(0, step, L):
+                s = block(unit, a_step[j:j + L], b_step[j:j + L], s)
+            d = _ieee_operation(model, _A, [], [s, _flush_input(model, fc, d)])
         else:
-            d = block(unit, a_block, b_block, _flush_input(model, fc, d))
+            d = block(unit, a_step, b_step, _flush_input(model, fc, d))
         if unit is not model:  # the accumulator's result, rounded to nearest even into the output format
             d = d if not math.isfinite(d) else round_exact(fc, to_fraction(d), RoundingMode.TiesToEven,
                                                            negative=is_negative(d), subnormals=model.subnormals)

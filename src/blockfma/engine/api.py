@@ -268,7 +268,8 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
 
 
 def _blocks(model: Model, k: int) -> list[slice]:
-    L = model.block_width or max(k, 1)
+    """The steps of the chain over k: blocks, or instructions of several blocks (``instruction_k``)."""
+    L = model.step_width or max(k, 1)
     return [slice(j, min(j + L, k)) for j in range(0, k, L)]
 
 
@@ -279,8 +280,8 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     d = c
     for sl in _blocks(model, k):
         ab, bb = a[..., sl], b[..., sl]
-        if model.block_width is not None and model.family is not Family.FMA_CHAIN:
-            ab, bb = rules.pad(ab, model.block_width), rules.pad(bb, model.block_width)
+        if model.step_width is not None and model.family is not Family.FMA_CHAIN:
+            ab, bb = rules.pad(ab, model.step_width), rules.pad(bb, model.step_width)
         d = kernel(model, ab, bb, d)
     return np.asarray(d, dtype=np.float64)
 
@@ -330,6 +331,7 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     rows = int(np.prod(lead, dtype=np.int64))
     _check_memory(rows, 2 * rows * A.shape[-1], f"dot of {rows} rows of length {A.shape[-1]}")  # broadcasts copy
     A, B, C = _prepare(m, A, B, C, round_inputs, check)
+    m = m.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     k = A.shape[-1]
     if backend == "auto" and _auto_uses_gpu(m, rows * k, A, B, C):
         backend = "cuda"
@@ -440,6 +442,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True)
+    mdl = mdl.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
         _ran("numpy")
@@ -471,12 +474,12 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
             raise _no_fallback(mdl)
         D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
     kernel = block_kernel(mdl)
-    L = mdl.block_width or k
+    L = mdl.step_width or k
     rows = max(1, _TILE // max(1, n * L))
     blocks = _blocks(mdl, k)
     for done, sl in enumerate(blocks, 1):
         a_blk, b_blk = A_[:, sl], Bt[:, sl]
-        if mdl.block_width is not None and mdl.family is not Family.FMA_CHAIN:
+        if mdl.step_width is not None and mdl.family is not Family.FMA_CHAIN:
             a_blk, b_blk = rules.pad(a_blk, L), rules.pad(b_blk, L)
         for r in range(0, m, rows):
             rs = slice(r, min(m, r + rows))

@@ -129,8 +129,13 @@ def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.nd
     def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         if model.c_entry == "fused":
             s = kernel(unit, a, b, c)
-        else:
-            s = kernel(unit, a, b, np.zeros(np.shape(c)))
+        else:  # one step (a block, or an instruction of blocks in product_order) from +0, then C
+            order = model.order(a.shape[-1])
+            a, b = a[..., order], b[..., order]
+            L = model.block_width or a.shape[-1]
+            s = np.zeros(np.broadcast_shapes(np.shape(c), a.shape[:-1], b.shape[:-1]))
+            for j in range(0, a.shape[-1], L):
+                s = kernel(unit, a[..., j:j + L], b[..., j:j + L], s)
             s = wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
         return s if unit is model else store(model, s)
 

@@ -82,7 +82,8 @@ def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, fb, out = model.family, model.input_format, model.b_format, model.result_format
     if model.c_entry != "fused" or model.accumulator_format is not None:  # block by block, see _blockwise
-        return supports(model.accumulator_model().replace(c_entry="fused"))
+        return supports(model.accumulator_model().replace(c_entry="fused", instruction_k=None,
+                                                           product_order="natural"))
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
     if not rules.products_exact_in_float64(fin, fb) or out.precision > 51:
         return False
@@ -154,16 +155,28 @@ def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.
     compiled fused kernel computes each block, numpy the step after it (the numpy engine's own code)."""
     from ..kernels import store
 
-    inner = model.accumulator_model().replace(c_entry="fused")
-    L = model.block_width or max(A.shape[2], 1)
+    inner = model.accumulator_model().replace(c_entry="fused", instruction_k=None, product_order="natural")
+    step = model.step_width or max(A.shape[2], 1)
+    L = model.block_width or step
     D = np.asarray(C, dtype=np.float64)
-    for j in range(0, A.shape[2], L):
-        c_in = np.zeros(C.shape) if model.c_entry == "after" else D
-        block = batched(inner, A[:, :, j:j + L], B[:, j:j + L, :], c_in)
-        if block is None:
-            return None
-        if model.c_entry == "after":
+    for j in range(0, A.shape[2], step):
+        a, b = A[:, :, j:j + step], B[:, j:j + step, :]
+        if model.c_entry == "after":  # the step's blocks from +0 in product_order, then C
+            if a.shape[2] < step:
+                a = rules.pad(a, step)
+                b = np.swapaxes(rules.pad(np.swapaxes(b, 1, 2), step), 1, 2)
+            order = model.order(step)
+            a, b = a[:, :, order], b[:, order, :]
+            block = np.zeros(C.shape)
+            for i in range(0, step, L):
+                block = batched(inner, a[:, :, i:i + L], b[:, i:i + L, :], block)
+                if block is None:
+                    return None
             block = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
+        else:
+            block = batched(inner, a, b, D)
+            if block is None:
+                return None
         D = block if model.accumulator_format is None else store(model, block)
     return D
 
