@@ -239,7 +239,7 @@ class Model:
         need(up is None or all(f.precision <= up.precision and f.emax <= up.emax and
                                f.emin - f.precision >= up.emin - up.precision for f in (self.input_format,
                                                                                           self.b_format)),
-             f"unpack_format must hold every value of the input formats exactly")
+             "unpack_format must hold every value of the input formats exactly")
         acc = self.accumulator_format
         need(acc is None or (acc.precision >= self.output_format.precision and acc.emax >= self.output_format.emax),
              f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
