@@ -407,20 +407,23 @@ def round(
 
 def _round_objects(fmt: Format, arr: np.ndarray, mode: RoundingMode, subnormals: bool | None,
                    saturate: bool) -> np.ndarray:
+    """:func:`round` of an object array: floats as floats, exact numbers (ints, Fractions) by one rounding
+    of their exact value (:func:`round_fraction`), the sign of a zero result kept."""
     from numbers import Rational
 
     out = np.empty(arr.shape)
     for idx, v in np.ndenumerate(arr):
-        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+        if isinstance(v, (float, np.floating)):
             out[idx] = round(fmt, np.array(float(v)), mode, subnormals=subnormals, saturate=saturate)[()]
             continue
-        if isinstance(v, bool) or not isinstance(v, (Rational, float, np.integer, np.floating)):
-            where = f"[{', '.join(map(str, idx))}]" if idx else ""
-            raise ValueError(f"x{where} = {v!r} is not a number; formats.round takes floats, ints and Fractions")
-        value = round_fraction(fmt, Fraction(v), mode, subnormals=subnormals)
+        if isinstance(v, bool) or not isinstance(v, (Rational, np.integer)):
+            raise ValueError(f"x{index_text(idx)} = {v!r} is not a number; formats.round takes floats, ints and "
+                             "Fractions")
+        exact = Fraction(v)
+        value = round_fraction(fmt, exact, mode, subnormals=subnormals)
         if saturate and np.isinf(value):
             value = np.copysign(fmt.max, value)
-        if value == 0 and Fraction(v) < 0 and fmt.has_negative_zero:
+        if value == 0 and exact < 0 and fmt.has_negative_zero:
             value = -0.0
         out[idx] = value
     return out
@@ -548,7 +551,7 @@ def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
         ok = is_representable(fmt, x) | np.isnan(x)
         if not np.all(ok):
             idx = tuple(int(i) for i in np.argwhere(~ok)[0])
-            raise ValueError(f"x{list(idx) if idx else ''} = {float(x[idx])!r} is not a value of {fmt.name}; "
+            raise ValueError(f"x{index_text(idx)} = {float(x[idx])!r} is not a value of {fmt.name}; "
                              f"round it first with blockfma.formats.round({fmt.name!r}, x)")
     if fmt.dtype_name in ("float64", "float32", "float16"):
         return x.astype(fmt.dtype)
@@ -583,9 +586,21 @@ def from_numpy(x: Any, what: str = "x") -> np.ndarray:
         return x.astype(np.float32).astype(np.float64)  # ml_dtypes types widen exactly to float32
 
 
+def index_text(idx: tuple) -> str:
+    """An element's index as error messages write it: ``[1, 4]``, nothing for a scalar."""
+    return f"[{', '.join(str(int(i)) for i in idx)}]" if idx else ""
+
+
+def holds(wide: Format | str, narrow: Format | str) -> bool:
+    """Every value of ``narrow``, subnormals included, is a value of ``wide`` (fp32 holds fp16 and bf16)."""
+    wide, narrow = get(wide), get(narrow)
+    return (narrow.precision <= wide.precision and narrow.emax <= wide.emax
+            and narrow.emin - narrow.precision >= wide.emin - wide.precision)
+
+
 def not_binary64(what: str, idx: tuple, value: Any) -> None:
     """Raise the error for an input value that float64 (and so every format here) cannot hold."""
-    where = f"[{', '.join(str(int(i)) for i in idx)}]" if idx else ""
+    where = index_text(idx)
     shown = repr(value.item()) if isinstance(value, np.integer) else str(value) if isinstance(value, np.floating) \
         else repr(value)
     raise ValueError(f"{what}{where} = {shown} is not exactly a binary64 value (it needs more than 53 "

@@ -236,12 +236,10 @@ class Model:
         need(self.product_order == "natural" or self.step_width % 4 == 0,
              "product_order='halves' needs instructions of a multiple of 4 products")
         up = self.unpack_format
-        need(up is None or all(f.precision <= up.precision and f.emax <= up.emax and
-                               f.emin - f.precision >= up.emin - up.precision for f in (self.input_format,
-                                                                                          self.b_format)),
+        need(up is None or (_formats.holds(up, self.input_format) and _formats.holds(up, self.b_format)),
              "unpack_format must hold every value of the input formats exactly")
         acc = self.accumulator_format
-        need(acc is None or (acc.precision >= self.output_format.precision and acc.emax >= self.output_format.emax),
+        need(acc is None or _formats.holds(acc, self.output_format),
              f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
         need(self.c_entry == "fused" or self.family in _FUSED,
              "c_entry='after' needs a fused family (truncated-fused, exact-fused, late-c)")

@@ -178,13 +178,11 @@ def _exact_objects(arr: np.ndarray, what: str) -> np.ndarray:
     out = np.empty(arr.shape)
     for idx, v in np.ndenumerate(arr):
         if isinstance(v, (float, np.floating)):  # a long double is checked like an array of them
-            out[idx] = _formats.from_numpy(np.asarray(v), f"{what}{list(idx)}") if isinstance(v, np.floating) \
-                else v
+            out[idx] = _formats.from_numpy(np.asarray(v), f"{what}{_formats.index_text(idx)}")
             continue
         if not isinstance(v, (Rational, np.integer)) or isinstance(v, bool):
-            where = f"[{', '.join(map(str, idx))}]" if idx else ""
-            raise ValueError(f"{what}{where} = {v!r} is not a number; pass floats, ints or Fractions "
-                             "(blockfma.literals.parse reads strings)")
+            raise ValueError(f"{what}{_formats.index_text(idx)} = {v!r} is not a number; pass floats, ints or "
+                             "Fractions (blockfma.literals.parse reads strings)")
         exact = Fraction(v)
         if abs(exact) >= 2**1024 or Fraction(float(exact)) != exact:
             _formats.not_binary64(what, idx, v)
@@ -202,9 +200,8 @@ def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMod
     if not np.all(ok):
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
         x, idx = (x.T, idx[::-1]) if transposed else (x, idx)
-        where = f"[{', '.join(map(str, idx))}]" if idx else ""
         raise ValueError(
-            f"{what}{where} = {float(x[idx])!r} is not representable in {fmt.name}; round it first with "
+            f"{what}{_formats.index_text(idx)} = {float(x[idx])!r} is not representable in {fmt.name}; round it first with "
             f"blockfma.formats.round({fmt.name!r}, x) or pass round_inputs='rne' (or 'device' to read it as "
             f"the device does)")
     return x
@@ -217,7 +214,7 @@ def _check_c_format(model: Model, c_format: Any, c: np.ndarray, what: str) -> np
         return c
     fc = _formats.get(c_format)
     wide = model.c_format
-    if fc.precision > wide.precision or fc.emax > wide.emax or fc.emin - fc.precision < wide.emin - wide.precision:
+    if not _formats.holds(wide, fc):
         raise ValueError(f"c_format={fc.name!r} holds values the model's C format {wide.name!r} does not; "
                          "c_format names a narrower format of C (e.g. fp16 C with fp32 output)")
     return _check_format(fc, c, what, None)

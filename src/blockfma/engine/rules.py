@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import Format, RoundingMode
+from ..formats import Format, RoundingMode, fp32, holds
 from ..model import Model, NaNStyle
 
 __all__ = ["NO_EXPONENT", "fused_specials", "exact_zero", "zero_sign", "nan_bits", "products_exact_in_float64",
@@ -110,7 +110,7 @@ def products_exact_in_float64(fmt: Format, other: Format | None = None) -> bool:
 
 def values_in_binary32(fmt: Format) -> bool:
     """Every value of ``fmt``, subnormals included, is a binary32 value."""
-    return fmt.precision <= 24 and fmt.emax <= 127 and fmt.emin - fmt.precision + 1 >= -149
+    return holds(fp32, fmt)
 
 
 # --- blocks ------------------------------------------------------------------------------------------------
