@@ -274,12 +274,16 @@ class Model:
             return self
         return self.replace(input_format=self.unpack_format, b_input_format=None, unpack_format=None)
 
-    def accumulator_model(self) -> Model:
-        """The model of one block as the unit computes it: with ``accumulator_format``, this model writing
-        that format (the rounding to ``output_format`` follows each block); else the model itself."""
-        if self.accumulator_format is None:
+    def block_model(self) -> Model:
+        """One block as a fused kernel computes it: C fused, products in their given order, written in the
+        accumulator format where there is one.  What a step does around its blocks (``c_entry="after"``,
+        ``instruction_k``, ``product_order``, the store into ``output_format``) is the chain's job; a model
+        with none of these is its own block model."""
+        if (self.accumulator_format is None and self.c_entry == "fused" and self.instruction_k is None
+                and self.product_order == "natural"):
             return self
-        return self.replace(output_format=self.accumulator_format, accumulator_format=None)
+        return self.replace(output_format=self.accumulator_format or self.output_format, accumulator_format=None,
+                            c_entry="fused", instruction_k=None, product_order="natural")
 
     @property
     def b_format(self) -> Format:

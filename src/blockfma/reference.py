@@ -485,6 +485,7 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
     L = model.block_width or k
     step = model.step_width or k  # a block, or with instruction_k an instruction of several blocks
     block = _BLOCKS[model.family]
+    unit = model.block_model()  # one block: C fused, in the accumulator format where there is one
     for start in range(0, k, step):
         a_step = a_values[start:start + step]
         b_step = b_values[start:start + step]
@@ -493,7 +494,6 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
         b_step = [_flush_input(model, fb, x) for x in b_step] + padding
         order = model.order(step)
         a_step, b_step = [a_step[i] for i in order], [b_step[i] for i in order]
-        unit = model.accumulator_model()  # the model itself, or the block in the wider accumulator
         if model.c_entry == "after":  # the step's blocks chained from +0, then C added by one IEEE addition
             s = 0.0
             for j in range(0, step, L):
@@ -501,7 +501,7 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
             d = _ieee_operation(model, _A, [], [s, _flush_input(model, fc, d)])
         else:
             d = block(unit, a_step, b_step, _flush_input(model, fc, d))
-        if unit is not model:  # the accumulator's result, rounded to nearest even into the output format
+        if model.accumulator_format is not None:  # the accumulator's result, RNE into the output format
             d = d if not math.isfinite(d) else round_exact(fc, to_fraction(d), RoundingMode.TiesToEven,
                                                            negative=is_negative(d), subnormals=model.subnormals)
     return d

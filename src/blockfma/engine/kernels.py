@@ -124,7 +124,8 @@ def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.nd
     family's block from +0 followed by the IEEE addition of C (TiesToEven into the output format); with an
     ``accumulator_format`` the block computed in it, then rounded to nearest even into the output format."""
     kernel = KERNELS[model.family]
-    unit = model.accumulator_model()
+    unit = model.block_model()
+    stored = model.accumulator_format is not None
 
     def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         if model.c_entry == "fused":
@@ -137,9 +138,9 @@ def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.nd
             for j in range(0, a.shape[-1], L):
                 s = kernel(unit, a[..., j:j + L], b[..., j:j + L], s)
             s = wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
-        return s if unit is model else store(model, s)
+        return store(model, s) if stored else s
 
-    return kernel if model.c_entry == "fused" and unit is model else block
+    return kernel if unit is model else block
 
 
 def store(model: Model, values: np.ndarray) -> np.ndarray:

@@ -81,9 +81,9 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, fb, out = model.family, model.input_format, model.b_format, model.result_format
-    if model.c_entry != "fused" or model.accumulator_format is not None:  # block by block, see _blockwise
-        return supports(model.accumulator_model().replace(c_entry="fused", instruction_k=None,
-                                                           product_order="natural"))
+    block = model.block_model()
+    if block is not model:  # block by block, see _blockwise
+        return supports(block)
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
     if not rules.products_exact_in_float64(fin, fb) or out.precision > 51:
         return False
@@ -155,7 +155,7 @@ def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.
     compiled fused kernel computes each block, numpy the step after it (the numpy engine's own code)."""
     from ..kernels import store
 
-    inner = model.accumulator_model().replace(c_entry="fused", instruction_k=None, product_order="natural")
+    inner = model.block_model()
     step = model.step_width or max(A.shape[2], 1)
     L = model.block_width or step
     D = np.asarray(C, dtype=np.float64)
@@ -184,7 +184,7 @@ def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.
 def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
     """float64 D (batch, m, n) for finite A (batch, m, k), B (batch, k, n), C (batch, m, n), values already
     checked, flushed and in the model's formats; None if these inputs need the numpy engine."""
-    if model.c_entry != "fused" or model.accumulator_format is not None:
+    if model.block_model() is not model:
         return _blockwise(model, A, B, C)
     fam = model.family
     k = A.shape[2]
