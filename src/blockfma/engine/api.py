@@ -88,15 +88,13 @@ def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
 GPU_MIN_WORK = 1 << 24  # products below which backend="auto" never moves a call to the GPU (launch costs)
 
 
-def _auto_uses_gpu(model: Model, work: int, *arrays: np.ndarray) -> bool:
-    """Whether ``backend="auto"`` runs this call on the GPU engine: only where the compiled kernels cannot
-    (numba missing, the model or the inputs outside them), the call is large, the GPU engine runs the model
-    and torch sees a CUDA GPU.  Where numba runs, it stays: on the H100 we measured (data/hardware) the GPU
-    engine at 2 GMAC/s against numba's 2 to 20 on two CPU cores, but against numpy's 0.04 to 0.1 it wins."""
+def _auto_uses_gpu(model: Model, work: int) -> bool:
+    """Whether ``backend="auto"`` runs on the GPU engine a call the compiled kernels do not run (numba
+    missing, the model or the inputs outside them; the caller asks :func:`_use_fast` first): only if the
+    call is large, the GPU engine runs the model and torch sees a CUDA GPU.  Where numba runs, it stays: on
+    the H100 we measured (data/hardware) the GPU engine at 2 GMAC/s against numba's 2 to 20 on two CPU
+    cores, but against numpy's 0.04 to 0.1 it wins."""
     if work < GPU_MIN_WORK:
-        return False
-    fast = _fast_module()
-    if fast and fast.supports(model) and all(np.isfinite(x).all() for x in arrays):
         return False
     import importlib.util
 
@@ -330,7 +328,8 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     A, B, C = _prepare(m, A, B, C, round_inputs, check)
     m = m.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     k = A.shape[-1]
-    if backend == "auto" and _auto_uses_gpu(m, rows * k, A, B, C):
+    fast = None if _on_torch(backend) else _use_fast(m, backend, A, B, C)
+    if backend == "auto" and not fast and _auto_uses_gpu(m, rows * k):
         backend = "cuda"
     if _on_torch(backend):
         from . import gpu
@@ -340,7 +339,6 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         out = finish(m, gpu.dot(m, A2, B2, np.broadcast_to(C, lead).reshape(rows), backend).reshape(lead))
         _ran(backend)
         return out
-    fast = _use_fast(m, backend, A, B, C)
     if fast:
         A3 = np.broadcast_to(A, lead + (k,)).reshape(rows, 1, k)
         B3 = np.broadcast_to(B, lead + (k,)).reshape(rows, k, 1)
@@ -445,7 +443,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         _ran("numpy")
         return finish(mdl, D)
     report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
-    if backend == "auto" and _auto_uses_gpu(mdl, m * n * k, A_, Bt, D):
+    fast = None if _on_torch(backend) else _use_fast(mdl, backend, A_, Bt, D)
+    if backend == "auto" and not fast and _auto_uses_gpu(mdl, m * n * k):
         backend = "cuda"
     if _on_torch(backend):
         from . import gpu
@@ -453,7 +452,6 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         out = finish(mdl, gpu.gemm(mdl, A_, Bt, D, backend, progress=report if report.on else None))
         _ran(backend)
         return out
-    fast = _use_fast(mdl, backend, A_, Bt, D)
     if fast:
         B3 = np.ascontiguousarray(Bt.T)[None]
         chunk = m if not report.on else max(8, -(-m // 50))
