@@ -199,8 +199,8 @@ def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMod
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
         x, idx = (x.T, idx[::-1]) if transposed else (x, idx)
         raise ValueError(
-            f"{what}{_formats.index_text(idx)} = {float(x[idx])!r} is not representable in {fmt.name}; round it first with "
-            f"blockfma.formats.round({fmt.name!r}, x) or pass round_inputs='rne' (or 'device' to read it as "
+            f"{what}{_formats.index_text(idx)} = {float(x[idx])!r} is not representable in {fmt.name}; round it "
+            f"first with blockfma.formats.round({fmt.name!r}, x) or pass round_inputs='rne' (or 'device' to read it as "
             f"the device does)")
     return x
 
