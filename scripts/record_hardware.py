@@ -152,8 +152,9 @@ def models_for(fa: str, fb: str, fout: str, instruction: str, k: int = 0) -> tup
     else:  # fp8, A and B in the same or in different formats (the engine takes both)
         h = H.model((fa, fb), fout, "wgmma")
         out.append(("H100 wgmma preset", h))
-        if instruction == "mma":  # SASS: F2FP unpack to fp16, HMMA twice, FADD of C
-            out.insert(0, ("fp16 HMMA emulation (SASS) [fp16 inputs]", Fp8ViaHmma(fout, k)))
+        if instruction == "mma":  # SASS: F2FP unpack to fp16, HMMA twice, FADD of C (the preset since issue 8)
+            out.insert(0, (f"H100 mma.m16n8k{k}.fp8 preset", H.model((fa, fb), fout, f"mma.m16n8k{k}.fp8")))
+            out.insert(1, ("fp16 HMMA emulation (SASS, script's own composite)", Fp8ViaHmma(fout, k)))
         out.append(("Ada preset (L=16)", bf.device("Ada").model((fa, fb), fout)))
         if fout == "fp32":
             out.append(("L=32,F=25 RZ (B200 tcgen05)", _tf(h, fraction_bits=25, output_fraction_bits=None)))
