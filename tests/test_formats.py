@@ -79,6 +79,41 @@ def test_every_code_decodes_like_the_storage_dtype(name):
                           codes[finite].astype(np.uint8 if f.bits == 8 else np.uint16))
 
 
+def test_nan_codes_keep_sign_and_payload():
+    """An IEEE NaN code decodes to the float64 NaN numpy's own widening gives (payload left-aligned), quieted,
+    and encodes back to its code, quieted; float64 NaNs move into narrower formats the same way."""
+    codes = np.arange(0x7C01, 0x8000, dtype=np.uint64)
+    codes = np.concatenate([codes, codes | np.uint64(0x8000)])  # every binary16 NaN, both signs
+    widened = codes.astype(np.uint16).view(np.float16).astype(np.float64)  # numpy keeps signalling NaNs so
+    quiet_bit = np.uint64(1 << 51)
+    assert np.array_equal(F.decode("fp16", codes).view(np.uint64), widened.view(np.uint64) | quiet_bit)
+    assert np.array_equal(F.encode("fp16", F.decode("fp16", codes)), codes | np.uint64(0x0200))
+    assert F.encode("fp32", -np.nan) == 0xFFC00000 and F.encode("fp32", np.nan) == 0x7FC00000
+    x = np.array([0xFFF0000020000001, 0x7FF0000000000001], dtype=np.uint64).view(np.float64)
+    assert F.nan_codes("fp32", x).tolist() == [0xFFC00001, 0x7FC00000]  # bits below binary32's 23 dropped
+    assert F.round("fp32", x).view(np.uint64).tolist() == [0xFFF8000020000000, 0x7FF8000000000000]
+    with np.errstate(all="raise"):  # widening quiets signalling NaNs without a floating-point exception
+        quiet = F.from_numpy(np.array([0x7F800001], dtype=np.uint32).view(np.float32))
+        assert quiet.view(np.uint64).tolist() == [0x7FF8000020000000]
+        assert F.from_numpy(x).view(np.uint64).tolist() == [0xFFF8000020000001, 0x7FF8000000000001]
+
+
+def test_read_register_truncates_codes():
+    """tf32 read from binary32 registers by truncation (the H100, data/hardware): the 13 low bits of the code
+    go, so a NaN whose payload lies only there is an infinity; a float64 NaN is cut at its own width."""
+    b32 = np.array([0x7F800001, 0xFF801FFF, 0x7F802000, 0x7FC00001, 0xFFA00000, 0x3F801FFF, 0xBF800001,
+                    0x7F800000], dtype=np.uint32).view(np.float32)
+    got = F.read_register("tf32", b32, "rz")
+    assert got[:2].tolist() == [np.inf, -np.inf]
+    assert np.isnan(got[2:5]).all() and np.signbit(got[4])
+    assert got[5:].tolist() == [1.0, -1.0, np.inf]  # 1 + 8191 * 2^-23 and -(1 + 2^-23) lose their low bits
+    b64 = np.array([0x7FF8000000000000, 0x7FF0000000000001, 0xFFF0000000200000, 0x7FF0040000000000],
+                   dtype=np.uint64).view(np.float64)
+    got = F.read_register("tf32", b64, "rz")  # tf32 keeps binary64 fraction bits 51..42
+    assert np.isnan(got[0]) and got[1:3].tolist() == [np.inf, -np.inf] and np.isnan(got[3])
+    assert np.isnan(F.read_register("tf32", b32[:1], "rne")).all()  # a rounding, not the unit's read
+
+
 def test_encode_nan_and_bad_values():
     assert F.encode("fp16", np.nan) == 0x7E00
     assert F.encode("e4m3fn", [np.nan, -448.0]).tolist() == [0x7F, 0xFE]

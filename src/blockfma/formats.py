@@ -36,6 +36,10 @@ __all__ = [
     "is_representable",
     "to_numpy",
     "from_numpy",
+    "read_register",
+    "quiet_nans",
+    "cut_nans",
+    "nan_codes",
     "bit_length",
     "fp64",
     "fp32",
@@ -384,7 +388,8 @@ def round(
 ) -> np.ndarray:
     """Round float64 values to ``fmt`` in ``mode``; returns float64 values of ``fmt`` (same shape).
 
-    NaN stays NaN; infinities stay infinite where ``fmt`` has them, else become NaN (or the largest
+    NaN stays NaN, quiet, with its sign and the leading payload bits ``fmt`` holds (an IEEE conversion:
+    :func:`cut_nans`); infinities stay infinite where ``fmt`` has them, else become NaN (or the largest
     finite value with ``saturate=True``).  See :func:`round_integer` for subnormals and overflow.
     """
     fmt = get(fmt)
@@ -401,7 +406,81 @@ def round(
         inf_value = np.where(np.signbit(x), -1.0, 1.0) * (
             np.inf if fmt.has_infinities else (fmt.max if saturate else np.nan))
         out = np.where(np.isinf(x), inf_value, out)
-        out = np.where(np.isnan(x), np.nan, out)
+        out = np.where(np.isnan(x), cut_nans(fmt, x), out)
+    return out
+
+
+# --- NaN payloads --------------------------------------------------------------------------------------
+# A NaN travels in float64 with its payload left-aligned, the way IEEE 754 (sec. 6.2.3) and every common
+# conversion move it between binary formats: the quiet bit (the fraction's top bit) onto the quiet bit, the
+# rest below it, bits the narrower format lacks dropped.  NaNs are carried quiet: a signalling NaN would
+# raise the invalid flag in the first cast or arithmetic it met.
+_QUIET64 = np.uint64(1 << 51)
+
+
+def quiet_nans(x: Any) -> np.ndarray:
+    """A float64 copy of ``x`` with every NaN quieted (fraction bit 51 set; sign and payload kept)."""
+    return _quiet_in_place(np.array(x, dtype=np.float64))
+
+
+def _quiet_in_place(out: np.ndarray) -> np.ndarray:
+    nan = np.isnan(out)
+    if nan.any():
+        out.view(np.uint64)[nan] |= _QUIET64
+    return out
+
+
+def cut_nans(fmt: Format | str, x: Any) -> np.ndarray:
+    """float64 ``x`` with each NaN replaced by the quiet NaN of ``fmt`` it converts to, still as a float64:
+    sign kept, the payload cut to ``fmt``'s fraction bits (left-aligned), the quiet bit set.  Formats
+    without IEEE NaNs (fn, fnuz) have one NaN code, so their NaNs lose the payload.  Other values pass."""
+    fmt = get(fmt)
+    out = quiet_nans(x)
+    nan = np.isnan(out)
+    if nan.any():
+        keep = fmt.fraction_bits if fmt.nan == "ieee" else 1
+        out.view(np.uint64)[nan] &= ~np.uint64((1 << (52 - keep)) - 1)
+    return out
+
+
+def nan_codes(fmt: Format | str, x: Any) -> np.ndarray:
+    """The codes (uint64) in ``fmt``, an IEEE format, of the float64 NaNs ``x``: sign, all-ones exponent,
+    the payload left-aligned into the fraction (bits ``fmt`` lacks dropped), the quiet bit set."""
+    fmt = get(fmt)
+    if fmt.nan != "ieee":
+        raise ValueError(f"nan_codes: {fmt.name} has one NaN code, no payloads")
+    t = fmt.fraction_bits
+    u = quiet_nans(x).view(np.uint64)
+    sign = (u >> np.uint64(63)) << np.uint64(fmt.bits - 1)
+    frac = (u & np.uint64((1 << 52) - 1)) >> np.uint64(52 - t)
+    return sign | np.uint64(((1 << fmt.exponent_bits) - 1) << t) | frac
+
+
+def read_register(fmt: Format | str, x: Any, mode: RoundingMode | str) -> np.ndarray:
+    """Values of a register wider than ``fmt`` as a unit reads them as ``fmt`` (``Model.input_rounding``);
+    float64 results.  What counts is the array's own encoding: a float32 array holds binary32 codes, a
+    float16 one binary16 codes, anything else (float64 arrays, Python floats) binary64 codes.
+
+    Numbers and infinities are rounded in ``mode`` (:func:`round`).  With TowardZero the unit drops the low
+    bits of the code, NaN or not (the H100's tf32 read of binary32 registers, data/hardware): a NaN keeps
+    its sign and the leading payload bits ``fmt`` holds, and a NaN whose payload lies wholly in the dropped
+    bits is read as an infinity of its sign (binary32 0x7F800001 as tf32 is +inf).  A float64 NaN is cut
+    the same way at its own width: ``numpy.nan`` (0x7FF8000000000000, its quiet bit among the kept bits)
+    stays NaN; only one whose leading fraction bits are all zero becomes an infinity.  In the other modes a
+    NaN stays NaN (:func:`round`).  NaNs come back quiet."""
+    fmt = get(fmt)
+    mode = RoundingMode.parse(mode)
+    arr = np.asarray(x)
+    source = arr if arr.dtype in (np.float16, np.float32, np.float64) else np.asarray(from_numpy(arr))
+    values = from_numpy(source)
+    out = round(fmt, values, mode)
+    nan = np.isnan(values)
+    if mode is RoundingMode.TowardZero and fmt.nan == "ieee" and nan.any():
+        t_src = np.finfo(source.dtype).nmant
+        u = source.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[source.dtype.itemsize]).astype(np.uint64)
+        kept = (u & np.uint64((1 << t_src) - 1)) >> np.uint64(max(t_src - fmt.fraction_bits, 0))
+        to_inf = nan & (kept == 0)
+        out = np.where(to_inf, np.copysign(np.inf, values), out)
     return out
 
 
@@ -478,8 +557,9 @@ def _representable_by_rounding(fmt: Format, x: np.ndarray) -> np.ndarray:
 def encode(fmt: Format | str, x: Any) -> np.ndarray:
     """Bit patterns (uint64, in the low ``fmt.bits`` bits) of values exactly representable in ``fmt``.
 
-    NaN encodes as the format's default NaN: quiet positive NaN for IEEE formats (0x7E00 for binary16),
-    the all-ones code for fn formats, 0x80 for fnuz formats.
+    NaN encodes as a quiet NaN of ``fmt`` with the float64 NaN's sign and payload, left-aligned and cut to
+    ``fmt``'s width (:func:`nan_codes`; ``numpy.nan`` gives the default NaN, 0x7E00 for binary16); fn
+    formats have the all-ones code, fnuz formats 0x80.
     """
     fmt = get(fmt)
     x = np.asarray(x, dtype=np.float64)
@@ -506,7 +586,7 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
     all_ones_exp = np.uint64(((1 << w) - 1) << t)
     if fmt.nan == "ieee":
         code = np.where(np.isinf(x), all_ones_exp | np.where(x < 0, sign_bit, np.uint64(0)), code)
-        nan_code = all_ones_exp | (np.uint64(1) << np.uint64(t - 1)) if t > 0 else all_ones_exp | np.uint64(1)
+        nan_code = nan_codes(fmt, x)
     elif fmt.nan == "fn":
         nan_code = all_ones_exp | np.uint64((1 << t) - 1)
     else:
@@ -515,7 +595,8 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
 
 
 def decode(fmt: Format | str, code: Any) -> np.ndarray:
-    """Values (float64) of bit patterns of ``fmt``; every code decodes (NaN codes to NaN)."""
+    """Values (float64) of bit patterns of ``fmt``; every code decodes.  An IEEE NaN code decodes to a
+    quiet float64 NaN with its sign and payload (left-aligned, as numpy widens binary16 and binary32)."""
     fmt = get(fmt)
     code = np.asarray(code).astype(np.uint64)
     if np.any(code >> np.uint64(fmt.bits)):
@@ -538,7 +619,12 @@ def decode(fmt: Format | str, code: Any) -> np.ndarray:
         value = np.where((exp_field == top) & (frac == (1 << t) - 1), np.nan, value)
     else:
         value = np.where(negative & (exp_field == 0) & (frac == 0), np.nan, value)
-    return np.where(negative, -value, value)
+    value = np.where(negative, -value, value)
+    if fmt.nan == "ieee" and t > 0 and np.any(np.isnan(value)):
+        payload = (np.where(negative, np.uint64(1 << 63), np.uint64(0)) | np.uint64(0x7FF << 52)
+                   | np.uint64(1 << 51) | (frac.astype(np.uint64) << np.uint64(52 - t)))
+        value = np.where(np.isnan(value), payload.view(np.float64), value)
+    return value
 
 
 # --- storage arrays ---------------------------------------------------------------------------------------
@@ -563,10 +649,12 @@ def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
 def from_numpy(x: Any, what: str = "x") -> np.ndarray:
     """float64 copy of an array of any float dtype (numpy or ml_dtypes) or integer dtype, exactly:
     ValueError (naming ``what`` and the index) for an integer of more than 53 significant bits or a long
-    double that float64 cannot hold."""
+    double that float64 cannot hold.  NaNs keep their sign and payload (left-aligned) and come out quiet,
+    so that no signalling NaN reaches arithmetic; :func:`read_register` looks at the codes themselves."""
     x = np.asarray(x)
     if x.dtype in (np.float16, np.float32, np.float64) or x.dtype.kind == "b":
-        return x.astype(np.float64)
+        with np.errstate(invalid="ignore"):  # widening quiets a signalling NaN: meant, not an error
+            return _quiet_in_place(x.astype(np.float64))
     if x.dtype.kind in "iu":
         out = x.astype(np.float64)
         for idx in np.argwhere(np.abs(out) > 2.0**53):  # only there can float64 have rounded
@@ -581,9 +669,9 @@ def from_numpy(x: Any, what: str = "x") -> np.ndarray:
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             not_binary64(what, idx, x[idx])
-        return out
+        return _quiet_in_place(out)
     with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN in casts; the NaN itself carries over
-        return x.astype(np.float32).astype(np.float64)  # ml_dtypes types widen exactly to float32
+        return _quiet_in_place(x.astype(np.float32).astype(np.float64))  # ml_dtypes widen exactly to float32
 
 
 def index_text(idx: tuple) -> str:
