@@ -73,6 +73,8 @@ def variant_models() -> list[Model]:
         Model(Family.FMA_CHAIN, "bf16", "fp32", block_width=1, subnormals=False, name="fma chain FTZ"),
         Model(Family.FMA_CHAIN, "fp16", "fp32", block_width=1, output_rounding="rz", exact_zero="positive",
               name="fma chain rz +0"),
+        Model(Family.FMA_CHAIN, "fp32", "fp32", block_width=1, nan="propagate", name="fma chain fp32 NaN-propagate"),
+        Model(Family.FMA_CHAIN, "fp16", "fp32", block_width=1, nan="propagate", name="fma chain fp16 NaN-propagate"),
         Model(Family.EXACT_FUSED, "fp16", "fp16", block_width=3, output_rounding="rd", name="exact rd"),
         Model(Family.EXACT_FUSED, "e5m2", "fp32", block_width=None, output_rounding="ro", name="exact odd"),
         Model(Family.AMX, "bf16", "fp32", block_width=4, subnormals=False, name="amx small"),

@@ -114,6 +114,66 @@ def test_nan_patterns(device, out, pattern):
         assert int(bits(bf.dot(a, b, c, device=device, output_format=out))) == pattern, (a, b, c)
 
 
+def _codes(dtype, *codes):
+    uint = {4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+    return np.array(codes, dtype=uint).view(dtype)
+
+
+def test_dmma_nans_carry_the_input_payload():
+    """H100 fp64 DMMA (data/hardware): B's NaN, else the accumulator's, else A's, quieted; inf * 0 gives
+    0xFFF8000000000000.  dot and gemm alike, whatever else is in the GEMM."""
+    qa, sb, qc = _codes(np.float64, 0x7FF800000000000A, 0xFFF000000000000B, 0x7FF800000000000C)
+    dot = lambda a, b, c: int(bits(bf.dot(a, b, c, device="H100", input_format="fp64", output_format="fp64")))
+    assert dot([qa, 1.0], [1.0, sb], qc) == 0xFFF800000000000B
+    assert dot([qa, 1.0], [1.0, 1.0], qc) == 0x7FF800000000000C
+    assert dot([qa, 1.0], [1.0, 1.0], 0.0) == 0x7FF800000000000A
+    assert dot([np.inf, 1.0], [0.0, 1.0], 0.0) == 0xFFF8000000000000
+    A = np.array([[qa, 1.0], [np.inf, 2.0]])
+    B = np.array([[1.0, 0.0], [sb, 3.0]])
+    D = bits(bf.gemm(A, B, np.array([[qc, 1.0], [qc, 0.0]]), device="H100", input_format="fp64",
+                     output_format="fp64"))
+    assert D.tolist() == [[0xFFF800000000000B, 0x7FF800000000000A], [0xFFF800000000000B, 0xFFF8000000000000]]
+
+
+def test_propagate_runs_on_the_compiled_kernels():
+    """The compiled kernels take finite inputs only, from which an FMA chain makes no NaN (an FMA's exact
+    product of finite values is finite, and inf + finite stays inf): they run nan='propagate' as they are."""
+    from blockfma.engine import last_backend
+    from helpers import FAST
+
+    m = Model(Family.FMA_CHAIN, "fp32", "fp32", block_width=1, nan="propagate")
+    a, b = [2.0**100, 2.0**100], [2.0**100, -(2.0**100)]  # +inf after the first step, and it stays
+    for backend in ["numpy"] + (["numba"] if FAST else []):
+        assert int(bits(bf.dot(a, b, 0.0, model=m, backend=backend))) == 0x7F800000, backend
+        assert last_backend() == backend
+
+
+def test_tf32_register_read_drops_the_low_bits_of_nans_too():
+    """The H100 reads a binary32 register as tf32 by dropping its 13 low bits (data/hardware): a NaN whose
+    payload lies only there is an infinity.  float32 arrays keep those bits; float64 NaNs are cut at their
+    own width (numpy.nan stays NaN)."""
+    a = _codes(np.float32, 0x7F800001, 0x3F800000, 0x3F800000, 0x3F800000, 0, 0, 0, 0)
+    ones = np.ones(8, np.float32)
+    tf32 = dict(device="H100", input_format="tf32", round_inputs="device")
+    assert int(bits(bf.dot(a, ones, 1.0, **tf32))) == 0x7F800000
+    assert int(bits(bf.dot(a, -ones, 1.0, **tf32))) == 0xFF800000
+    assert int(bits(bf.dot(a, np.r_[np.float32(0), ones[1:]], 1.0, **tf32))) == 0x7FFFFFFF  # inf * 0
+    a[0] = _codes(np.float32, 0x7FC00001)[0]  # the quiet bit is among the kept bits: NaN
+    assert int(bits(bf.dot(a, ones, 1.0, **tf32))) == 0x7FFFFFFF
+    a64 = a.astype(np.float64)
+    a64[0] = _codes(np.float64, 0x7FF0000000000001)[0]
+    assert int(bits(bf.dot(a64, ones, 1.0, **tf32))) == 0x7F800000
+    a64[0] = np.nan
+    assert int(bits(bf.dot(a64, ones, 1.0, **tf32))) == 0x7FFFFFFF
+    B = np.ones((8, 2), np.float32)
+    B[0, 1] = _codes(np.float32, 0xFF800001)[0]  # B read in place: the column's -inf times 1, plus 1
+    D = bf.gemm(np.ones((1, 8), np.float32), B, np.ones((1, 2)), **tf32)
+    assert bits(D).tolist() == [[0x41100000, 0xFF800000]]
+    # without the device read a NaN is a NaN (values must be tf32 values; a NaN's payload is not checked)
+    assert int(bits(bf.dot(_codes(np.float32, 0x7F800001), [1.0], 1.0, device="H100", input_format="tf32"))) \
+        == 0x7FFFFFFF
+
+
 def test_amx_nan_is_x86_indefinite():
     assert int(bits(bf.dot([np.inf, 0.0], [0.0, 0.0], 0.0, device="AMX", input_format="bf16"))) == 0xFFC00000
 

@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import blockfma as bf
 from blockfma import formats as F
@@ -45,6 +46,49 @@ def test_engine_matches_reference_bulk_long(model: Model):
 def test_engine_matches_reference_hypothesis(case):
     model, a, b, c = case
     check_against_reference(model, np.array([a]), np.array([b]), np.array([c]))
+
+
+PROPAGATE = [m for m in MODELS if m.nan.value == "propagate"]
+
+
+@st.composite
+def nan_rich_cases(draw):
+    """A model with nan='propagate' and rows where NaNs of random sign, payload and kind (quiet or
+    signalling, as codes of A's, B's and C's formats) meet infinities, zeros and finite values."""
+    model = draw(st.sampled_from(PROPAGATE))
+    k = draw(st.integers(1, 6))
+
+    def value(fmt):
+        kind = draw(st.sampled_from(["nan", "nan", "inf", "zero", "finite"]))
+        t = fmt.fraction_bits
+        if kind == "nan":
+            code = (draw(st.integers(0, 1)) << (fmt.bits - 1)) | (((1 << fmt.exponent_bits) - 1) << t) \
+                | draw(st.integers(1, (1 << t) - 1))
+            return float(F.decode(fmt, code))
+        if kind == "inf":
+            return draw(st.sampled_from([np.inf, -np.inf]))
+        if kind == "zero":
+            return draw(st.sampled_from([0.0, -0.0]))
+        return float(F.decode(fmt, draw(st.integers(0, (1 << (fmt.bits - 1)) - 1))))  # any positive code
+
+    a = [value(model.input_format) for _ in range(k)]
+    b = [value(model.b_format) for _ in range(k)]
+    return model, a, b, value(model.c_format)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nan_rich_cases())
+def test_propagated_nans_engine_matches_reference_hypothesis(case):
+    """nan='propagate': which NaN an FMA passes on, with its payload, engine and reference alike."""
+    model, a, b, c = case
+    check_against_reference(model, np.array([a]), np.array([b]), np.array([c]))
+
+
+def test_propagate_models_are_covered():
+    """The NaN-propagating models the property tests draw from: the NVIDIA fp64 presets and two variants
+    whose payloads change format (fp16 -> fp32) or run in the compiled kernels (fp32)."""
+    assert bf.device("H100").model("fp64", "fp64") in PROPAGATE  # a preset (one of equal NVIDIA DMMA models)
+    assert {"fma chain fp32 NaN-propagate", "fma chain fp16 NaN-propagate"} <= {m.name for m in PROPAGATE}
 
 
 @pytest.mark.parametrize("name", ["V100", "H100", "MI300X", "MI250X", "MI100"])

@@ -455,6 +455,46 @@ def test_nan_bit_patterns(out: str, style: NaNStyle, expected: int) -> None:
     assert dot_bits(fma, [INF], [1.0], -INF) == expected
 
 
+def f64(code: int) -> float:
+    """The Python float of a binary64 code (NaN payloads kept)."""
+    return struct.unpack("<d", struct.pack("<Q", code))[0]
+
+
+def test_propagated_nan_payloads() -> None:
+    """nan='propagate' ("Special values", the H100's DMMA): in each FMA B's NaN, else the accumulator's,
+    else A's, quieted with sign and payload kept; an invalid operation gives the indefinite NaN."""
+    m = Model(Family.FMA_CHAIN, "fp64", "fp64", block_width=1, nan=NaNStyle.PROPAGATE)
+    qa, sb, qc = f64(0x7FF800000000000A), f64(0xFFF000000000000B), f64(0x7FF800000000000C)
+    assert dot_bits(m, [qa], [2.0], 1.0) == 0x7FF800000000000A  # A's NaN alone
+    assert dot_bits(m, [1.0], [sb], 1.0) == 0xFFF800000000000B  # B's signalling NaN, quieted, sign kept
+    assert dot_bits(m, [1.0], [1.0], qc) == 0x7FF800000000000C  # C's
+    assert dot_bits(m, [qa], [sb], qc) == 0xFFF800000000000B  # B first
+    assert dot_bits(m, [qa], [1.0], qc) == 0x7FF800000000000C  # then the accumulator, then A
+    assert dot_bits(m, [f64(0x7FF0000000000001)], [1.0], qc) == 0x7FF800000000000C  # no signalling priority
+    # in a chain a later B NaN replaces the accumulated NaN, a later A NaN does not
+    assert dot_bits(m, [qa, 1.0], [1.0, sb], 0.0) == 0xFFF800000000000B
+    assert dot_bits(m, [1.0, qa], [sb, 1.0], 0.0) == 0xFFF800000000000B
+    # invalid operations, then a B NaN replacing their NaN; a NaN operand wins over the invalid product
+    assert dot_bits(m, [INF], [0.0], 1.0) == 0xFFF8000000000000
+    assert dot_bits(m, [INF, INF], [1.0, -1.0], 0.0) == 0xFFF8000000000000
+    assert dot_bits(m, [INF, 1.0], [0.0, sb], 0.0) == 0xFFF800000000000B
+    assert dot_bits(m, [INF], [0.0], qc) == 0x7FF800000000000C
+    assert dot_bits(m, [], [], f64(0x7FF0000000000001)) == 0x7FF8000000000001  # k = 0: C, quieted
+    # between formats the payload is left-aligned: binary16 0x7C01 (its last fraction bit) is binary64
+    # 0x7FF8040000000000 once quieted, and binary32 0x7FC02000 (quiet bit and fraction bit 13)
+    m16 = Model(Family.FMA_CHAIN, "fp16", "fp32", block_width=1, nan=NaNStyle.PROPAGATE)
+    assert dot_bits(m16, [f64(0x7FF0040000000000)], [1.0], 0.0) == 0x7FC02000
+    assert dot_bits(m16, [INF], [0.0], 0.0) == 0xFFC00000
+    # binary64 payload bits below binary32's 23 are dropped: 0xFFF0000020000001 -> 0xFFC00001
+    m32 = Model(Family.FMA_CHAIN, "fp32", "fp32", block_width=1, nan=NaNStyle.PROPAGATE)
+    assert dot_bits(m32, [1.0], [1.0], f64(0xFFF0000020000001)) == 0xFFC00001
+
+
+def test_propagate_is_for_fma_chains_only() -> None:
+    with pytest.raises(ValueError, match="fma-chain family only"):
+        Model(Family.EXACT_FUSED, "fp16", "fp32", block_width=4, nan="propagate")
+
+
 def test_exact_zero_signs() -> None:
     ieee1 = Model(Family.EXACT_FUSED, "fp16", "fp32", block_width=1)
     assert dot_bits(ieee1, [-0.0], [1.0], -0.0) == 0x80000000  # every term -0

@@ -63,11 +63,25 @@ class Alignment(enum.Enum):
 
 
 class NaNStyle(enum.Enum):
-    """Bit pattern of a NaN result."""
+    """Bit pattern of a NaN result.
+
+    The first three write one fixed pattern whatever made the NaN.  ``PROPAGATE`` (fma-chain only) keeps an
+    input NaN's payload, as the H100's fp64 DMMA does (data/hardware/h100-mma-wgmma.json, all four DMMA
+    shapes): in each step ``d = fma(a_i, b_i, d)`` a NaN result is B's NaN if ``b_i`` is one, else the
+    accumulator's if ``d`` is one (C for the first step), else A's, always quieted (quiet bit set, sign and
+    the rest of the payload kept; a signalling NaN has no priority over a quiet one); with no NaN operand
+    (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative quiet: 0xFFF8000000000000).  The order
+    B, accumulator, A is the only one of the 16 rules tried (six operand orders, each with and without
+    signalling NaNs first, and four payload comparisons) that fits the record: the recorded examples bit
+    for bit and, with the NaN inputs recovered by replaying the record's seeded generator, the exact number
+    of rows per family whose NaN differs from 0x7FF8000000000000 on every DMMA shape
+    (data/hardware/h100-mma-wgmma-nan-inputs.json).  A payload moves between formats left-aligned (the
+    quiet bit onto the quiet bit; bits the narrower format lacks are dropped)."""
 
     CANONICAL = "canonical"  # positive, all payload bits set: 0x7FFFFFFF, 0x7FFF (NVIDIA; AMD CDNA3)
     DEFAULT = "default"  # IEEE default quiet NaN, positive: 0x7FC00000, 0x7E00 (Arm default NaN)
     INDEFINITE = "indefinite"  # x86 "QNaN floating-point indefinite": 0xFFC00000
+    PROPAGATE = "propagate"  # an input NaN's payload, quieted (B, then the accumulator, then A); else indefinite
 
 
 _FAMILIES_WITH_F = (Family.TRUNCATED_FUSED, Family.LATE_C)
@@ -114,6 +128,7 @@ class Model:
     exponents and datapath then apply (Hopper's fp8 mma.sync unpacks fp8 to fp16, F2FP).
     ``flush_zero`` (with ``subnormals=False``): a flushed subnormal input or C becomes a zero of its own sign
     (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
+    ``nan``: how a NaN result is written (:class:`NaNStyle`: a fixed pattern, or the input NaN's payload).
     """
 
     family: Family
@@ -215,6 +230,9 @@ class Model:
             need(bw & (bw - 1) == 0, "the pairwise family needs a power-of-two block_width")
         if self.family is Family.FMA_CHAIN:
             need(self.block_width == 1, "an FMA chain has block_width 1")
+        need(self.nan is not NaNStyle.PROPAGATE or self.family is Family.FMA_CHAIN,
+             "nan='propagate' is defined for the fma-chain family only (measured on the H100's fp64 DMMA); "
+             "no data say which of several NaNs a fused block or another step family passes on")
         if self.family is Family.BFDOT:
             need(self.block_width == 2, "BFDOT has block_width 2")
         if self.family is Family.AMX:
@@ -424,6 +442,8 @@ class Model:
             parts.append(f"order={self.product_order}")
         if self.unpack_format is not None:
             parts.append(f"as {self.unpack_format.name}")
+        if self.nan is NaNStyle.PROPAGATE:
+            parts.append("NaN-propagate")
         if self.accumulator_format is not None:
             parts.append(f"via {self.accumulator_format.name}")
         return " ".join(parts)

@@ -16,6 +16,7 @@ Section names in the docstrings refer to ``docs/semantics.md``.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Literal
@@ -23,7 +24,8 @@ from typing import Literal
 from .formats import Format, RoundingMode
 from .model import Alignment, Family, Model, NaNStyle
 
-__all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite"]
+__all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite",
+           "binary64_bits", "from_binary64_bits"]
 
 NAN = math.nan
 INF = math.inf
@@ -171,12 +173,31 @@ def round_exact(
 
 
 # --- bit patterns ------------------------------------------------------------------------------------------
+def binary64_bits(x: float) -> int:
+    """The binary64 code of a Python float, NaN payloads and signalling NaNs included."""
+    return int(struct.unpack("<Q", struct.pack("<d", x))[0])
+
+
+def from_binary64_bits(code: int) -> float:
+    """The Python float of a binary64 code (a NaN keeps its payload)."""
+    return float(struct.unpack("<d", struct.pack("<Q", code))[0])
+
+
+def quiet(x: float) -> float:
+    """A NaN with its quiet bit (binary64 fraction bit 51) set, sign and payload kept."""
+    return from_binary64_bits(binary64_bits(x) | (1 << 51))
+
+
+INVALID = from_binary64_bits(0xFFF8000000000000)  # the NaN of an invalid operation under nan="propagate"
+
+
 def encode(fmt: Format, x: float, nan: NaNStyle = NaNStyle.DEFAULT) -> int:
     """Bit pattern of a value of fmt (IEEE-style layout: sign, exponent field, fraction field).
 
     A NaN is written in the style ``nan`` ("Notation"): canonical (positive, all fraction bits set),
-    default (positive, top fraction bit set) or indefinite (negative, top fraction bit set).  Only formats
-    with infinities (the output formats) take NaN styles; others get their own NaN code.
+    default (positive, top fraction bit set), indefinite (negative, top fraction bit set) or propagate
+    (x's own sign and binary64 payload, left-aligned into fmt's fraction, cut to its width, quiet bit
+    set).  Only formats with infinities (the output formats) take NaN styles; others get their own NaN code.
     """
     t = fmt.fraction_bits
     sign_bit = 1 << (fmt.bits - 1)
@@ -186,11 +207,15 @@ def encode(fmt: Format, x: float, nan: NaNStyle = NaNStyle.DEFAULT) -> int:
             return sign_bit
         if fmt.nan == "fn":
             return all_ones_exp | ((1 << t) - 1)
-        quiet = 1 << (t - 1) if t > 0 else 1
+        quiet_bit = 1 << (t - 1) if t > 0 else 1
+        if NaNStyle(nan) is NaNStyle.PROPAGATE:
+            code = binary64_bits(x)
+            payload = (code & ((1 << 52) - 1)) >> (52 - t)
+            return (sign_bit if code >> 63 else 0) | all_ones_exp | payload | quiet_bit
         return {
             NaNStyle.CANONICAL: all_ones_exp | ((1 << t) - 1),
-            NaNStyle.DEFAULT: all_ones_exp | quiet,
-            NaNStyle.INDEFINITE: sign_bit | all_ones_exp | quiet,
+            NaNStyle.DEFAULT: all_ones_exp | quiet_bit,
+            NaNStyle.INDEFINITE: sign_bit | all_ones_exp | quiet_bit,
         }[NaNStyle(nan)]
     sign = sign_bit if is_negative(x) and (x != 0 or fmt.has_negative_zero) else 0
     if math.isinf(x):
@@ -415,11 +440,24 @@ def _late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float
     return _R(model, total, products + [_term(c)])
 
 
+def _propagated_nan(a: float, b: float, d: float) -> float:
+    """The NaN one FMA d' = fma(a, b, d) writes under nan="propagate" ("Special values"): b if it is a
+    NaN, else d, else a, quieted; with no NaN operand (inf * 0, inf - inf) the invalid NaN, negative quiet."""
+    for x in (b, d, a):
+        if math.isnan(x):
+            return quiet(x)
+    return INVALID
+
+
 def _fma_chain_step(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
-    """fma-chain: d = R(a_i * b_i + d), one IEEE fusedMultiplyAdd (L = 1)."""
+    """fma-chain: d = R(a_i * b_i + d), one IEEE fusedMultiplyAdd (L = 1); a NaN result carries the NaN
+    the model's style passes on (only "propagate" looks at the operands)."""
     d = c
     for ai, bi in zip(a, b):
-        d = _ieee_operation(model, _R, [(ai, bi)], [d])
+        result = _ieee_operation(model, _R, [(ai, bi)], [d])
+        if math.isnan(result) and model.nan is NaNStyle.PROPAGATE:
+            result = _propagated_nan(ai, bi, d)
+        d = result
     return d
 
 

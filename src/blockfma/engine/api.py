@@ -230,8 +230,14 @@ def _input_rounding(model: Model, round_inputs: Any) -> tuple[RoundingMode | Non
     return mode, mode
 
 
+def _reads_registers(model: Model, round_inputs: Any) -> bool:
+    """Whether A and B are read as the unit reads its registers (``round_inputs="device"`` with a model that
+    says how: ``input_rounding``), rather than rounded as numbers."""
+    return isinstance(round_inputs, str) and round_inputs.lower() == "device" and model.input_rounding is not None
+
+
 def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.ndarray:
-    """float64 results -> the output format's dtype, NaNs written with the model's NaN pattern, every
+    """float64 results -> the output format's dtype, NaNs written with the model's NaN style, every
     computed zero +0 under ``rounded_zero="positive"`` (one place for all engines: with exact_zero="positive"
     a zero block result only ever meets the next block as a zero C, whose sign then cannot matter).
     ``computed=False``: no product was summed (k = 0), C comes back as given."""
@@ -243,14 +249,31 @@ def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.nda
     if np.any(nan):
         uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
         bits = out.view(uint)
-        bits[nan] = uint(rules.nan_bits(fmt, model.nan))
+        bits[nan] = rules.nan_codes(fmt, model.nan, values[nan]).astype(uint)
     return out
 
 
+def _register_codes(given: Any, values: np.ndarray, transposed: bool = False) -> np.ndarray:
+    """The array whose codes a register read looks at (:func:`formats.read_register`): the caller's own
+    float16/float32/float64 array (a float32 NaN's low payload bits survive there, not in its float64
+    copy), else the float64 values (Python floats are binary64 already)."""
+    if given is None:
+        return values
+    arr = np.asarray(given).T if transposed else np.asarray(given)
+    return arr if arr.dtype in (np.float16, np.float32, np.float64) and arr.shape == values.shape else values
+
+
 def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any, check: bool = True,
-             names: str = "abc", b_transposed: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             names: str = "abc", b_transposed: bool = False, given: tuple[Any, Any] = (None, None)
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a, b, c checked against the model's formats (or rounded per ``round_inputs``; ``"device"`` reads A
+    and B from ``given``, the arrays as the caller passed them, as the unit reads its registers) and flushed
+    where the model flushes."""
     mode_ab, mode_c = _input_rounding(model, round_inputs)
-    if check or mode_ab is not None:
+    if _reads_registers(model, round_inputs):
+        a = _formats.read_register(model.input_format, _register_codes(given[0], a), mode_ab)
+        b = _formats.read_register(model.b_format, _register_codes(given[1], b, b_transposed), mode_ab)
+    elif check or mode_ab is not None:
         a = _check_format(model.input_format, a, names[0], mode_ab)
         b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed)
     if check or mode_c is not None:
@@ -325,7 +348,7 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
     rows = int(np.prod(lead, dtype=np.int64))
     _check_memory(rows, 2 * rows * A.shape[-1], f"dot of {rows} rows of length {A.shape[-1]}")  # broadcasts copy
-    A, B, C = _prepare(m, A, B, C, round_inputs, check)
+    A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b))
     m = m.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     k = A.shape[-1]
     fast = None if _on_torch(backend) else _use_fast(m, backend, A, B, C)
@@ -436,7 +459,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         _ran("numpy")
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
-    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True)
+    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B))
     mdl = mdl.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:

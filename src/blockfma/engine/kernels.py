@@ -3,7 +3,8 @@
 Each kernel takes float64 arrays ``a`` and ``b`` of shape ``(..., L)`` and ``c`` of shape ``(...)`` (all
 broadcastable; values already in the model's formats and already flushed where the model flushes) and
 returns the block's result, float64 of the broadcast shape ``(...)``, a value of the model's C format.
-NaN results are plain float64 NaN here; the caller writes the model's NaN bit pattern at the end.
+NaN results are plain float64 NaN here (under ``nan="propagate"`` the fma chain carries the NaN it passes on,
+payload and all); the caller writes the model's NaN bit pattern at the end.
 
 The fused families (truncated-fused, late-c, exact-fused) are the array kernels of :mod:`.array`, the same
 code the GPU engine runs on torch tensors, called here with numpy; exact-fused models beyond their reach
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..formats import Format, RoundingMode
 from ..formats import round as round_values
-from ..model import Family, Model
+from ..model import Family, Model, NaNStyle
 from . import array, rules, wide
 
 
@@ -84,9 +85,13 @@ def pairwise(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
 
 
 def fma_chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    propagate = model.nan is NaNStyle.PROPAGATE
     d = c
     for i in range(a.shape[-1]):
-        d = _op(model, model.result_format, model.output_rounding, [d], a[..., i], b[..., i])
+        step = _op(model, model.result_format, model.output_rounding, [d], a[..., i], b[..., i])
+        if propagate and np.isnan(step).any():  # which NaN this FMA passes on
+            step = np.where(np.isnan(step), rules.fma_nan(a[..., i], b[..., i], d), step)
+        d = step
     return d
 
 

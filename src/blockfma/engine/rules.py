@@ -3,7 +3,8 @@ oracle's own, deliberately separate copy).
 
 * special values of the fused families: NaN and infinity in, NaN made (:func:`fused_specials`);
 * the sign of an exactly zero block sum (:func:`exact_zero`);
-* the bit pattern of a NaN result per NaN style (:func:`nan_bits`);
+* the bit pattern of a NaN result per NaN style (:func:`nan_bits`, :func:`nan_codes`), and which NaN an FMA
+  passes on under ``nan="propagate"`` (:func:`fma_nan`);
 * when products and values are exact in float64 or binary32 lanes (:func:`products_exact_in_float64`,
   :func:`values_in_binary32`);
 * padding of a short last block with +0 products (:func:`pad`), and the exponent that stands for "no term"
@@ -20,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import formats as _formats
 from ..formats import Format, RoundingMode, fp32, holds
 from ..model import Model, NaNStyle
 
-__all__ = ["NO_EXPONENT", "fused_specials", "exact_zero", "zero_sign", "nan_bits", "products_exact_in_float64",
-           "values_in_binary32", "pad"]
+__all__ = ["NO_EXPONENT", "fused_specials", "exact_zero", "zero_sign", "nan_bits", "nan_codes", "INVALID_NAN",
+           "fma_nan", "products_exact_in_float64", "values_in_binary32", "pad"]
 
 NO_EXPONENT = -(1 << 20)  # the exponent of "no term" (a zero product in a maximum): below every real one
 
@@ -91,13 +93,36 @@ def exact_zero(xp: Any, model: Model, a: Any, b: Any, c: Any, zero: Any, value: 
 # --- NaN bit patterns --------------------------------------------------------------------------------------
 def nan_bits(fmt: Format, style: NaNStyle) -> int:
     """The bit pattern of a NaN result in ``fmt``: canonical (positive, every payload bit set: 0x7FFFFFFF),
-    default (positive quiet NaN: 0x7FC00000) or indefinite (negative quiet NaN: 0xFFC00000)."""
+    default (positive quiet NaN: 0x7FC00000) or indefinite (negative quiet NaN: 0xFFC00000) for every NaN;
+    ``propagate`` keeps input NaNs (:func:`nan_codes`) and writes the NaN of an invalid operation, which no
+    input passed on, as indefinite (0xFFF8000000000000 in binary64)."""
     t, w = fmt.fraction_bits, fmt.exponent_bits
     exp = ((1 << w) - 1) << t
     if style is NaNStyle.CANONICAL:
         return exp | ((1 << t) - 1)
     quiet = exp | (1 << (t - 1))
-    return quiet | (1 << (fmt.bits - 1)) if style is NaNStyle.INDEFINITE else quiet
+    return quiet | (1 << (fmt.bits - 1)) if style in (NaNStyle.INDEFINITE, NaNStyle.PROPAGATE) else quiet
+
+
+INVALID_NAN = float(np.uint64(nan_bits(_formats.fp64, NaNStyle.PROPAGATE)).view(np.float64))  # 0xFFF8...
+
+
+def nan_codes(fmt: Format, style: NaNStyle, values: np.ndarray) -> np.ndarray:
+    """The codes (uint64) in ``fmt`` of the NaN results ``values`` (float64 NaNs): the style's one pattern,
+    or with ``propagate`` each NaN's own sign and payload moved into ``fmt`` (:func:`formats.nan_codes`:
+    left-aligned, quieted), which the engine carried from the input NaN (:func:`fma_nan`)."""
+    if style is NaNStyle.PROPAGATE:
+        return _formats.nan_codes(fmt, values)
+    return np.full(np.shape(values), nan_bits(fmt, style), dtype=np.uint64)
+
+
+def fma_nan(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The NaN one step ``fma(a, b, d)`` of a chain writes under ``nan="propagate"`` (the H100's DMMA, see
+    :class:`~blockfma.model.NaNStyle`): B's NaN where ``b`` is one, else the accumulator's where ``d`` is one,
+    else A's where ``a`` is one, quieted; else (``inf * 0``, ``inf - inf``) :data:`INVALID_NAN`.  float64
+    arrays (numpy; broadcast), meaningful where the step's result is NaN."""
+    a, b, d = np.broadcast_arrays(*(_formats.quiet_nans(x) for x in (a, b, d)))
+    return np.where(np.isnan(b), b, np.where(np.isnan(d), d, np.where(np.isnan(a), a, INVALID_NAN)))
 
 
 # --- exactness predicates ----------------------------------------------------------------------------------
