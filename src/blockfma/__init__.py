@@ -14,6 +14,7 @@ from .devices import Device, device, devices
 from .engine import dot, gemm
 from .formats import Format, RoundingMode
 from .model import Alignment, Family, Model, NaNStyle
+from .probes import probe
 
 __version__ = "0.1.0"
 
@@ -31,5 +32,6 @@ __all__ = [
     "devices",
     "dot",
     "gemm",
+    "probe",
     "__version__",
 ]

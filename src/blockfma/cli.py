@@ -6,6 +6,9 @@
     blockfma compare DEV [DEV ...|all] --a ... --b ... [--c ...]
                                               the same on several presets, next to the exact answer
     blockfma report [--json]                  cross-device feature table and the FTTN porting example
+    blockfma probe TARGET [--input fp16] [--output fp32] [--k N] [--json FILE] [--record FILE]
+                                              measure a target (sim:DEVICE, cuda, torch) and infer its model
+    blockfma probe --all [TARGET]             every preset (sim), every mma.sync path (cuda) or dtype (torch)
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.  Bad input (an unknown
@@ -261,6 +264,91 @@ def cmd_report(args: argparse.Namespace) -> str:
     return _report.dumps(out) if args.json else str(out).rstrip("\n")
 
 
+def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | None]]:
+    """(target, input format, output format, instruction) for one probe or for --all."""
+    spec = args.target or "sim"
+    if not args.all:
+        if not args.target:
+            raise _Usage("name a TARGET (sim:DEVICE, cuda, torch) or pass --all")
+        return [(spec, _input_arg(args.input), args.output, args.instruction)]
+    kind = spec.split(":")[0].lower()
+    if kind == "sim" and ":" not in spec:
+        jobs = []
+        for dev in _report.hardware():
+            if dev.variant_of:
+                continue
+            for ins in dev.instructions:
+                for (inp, out), m in ins.models.items():
+                    if m.input_rounding is None:  # tf32 read from fp32 registers: probed through fp32 values
+                        jobs.append((f"sim:{dev.name}:{ins.name}", _input_arg(inp), out, None))
+        return jobs
+    if kind == "sim":
+        dev = _device(spec.split(":", 1)[1])
+        return [(f"sim:{dev.name}:{ins.name}", _input_arg(inp), out, None) for ins in dev.instructions
+                for (inp, out), m in ins.models.items() if m.input_rounding is None]
+    if kind == "cuda":
+        from .probes import cuda
+
+        cc = cuda.compute_capability() if cuda.available() else 0
+        return [(f"cuda:{p.name}", (p.a_format, p.b_format), p.d_format, None) for p in cuda.PATHS.values()
+                if p.sm <= cc] or [("cuda", _input_arg(args.input), args.output, None)]
+    if kind == "torch":
+        return [(spec, f, f, None) for f in ("fp16", "bf16", "fp32")]
+    raise _Usage(f"--all takes sim, sim:DEVICE, cuda or torch, not {spec!r}")
+
+
+def _input_arg(text: Any) -> Any:
+    if isinstance(text, str) and ("*" in text or "," in text):
+        return tuple(t.strip() for t in text.replace("*", ",").split(","))
+    return text
+
+
+def cmd_probe(args: argparse.Namespace) -> str:
+    from .probes import ProbeError, TargetError, probe
+
+    jobs = _probe_jobs(args)
+    say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    rows, docs = [], []
+    for n, (spec, inp, out, ins) in enumerate(jobs, 1):
+        if say and len(jobs) > 1:
+            say(f"[{n}/{len(jobs)}] {spec} {inp}->{out}")
+        try:
+            f = probe(spec, inp, out, k=args.k, instruction=ins, verify=args.verify, priors=args.priors,
+                      seed=args.seed, progress=say or False)
+        except TargetError as exc:
+            raise _Usage(str(exc)) from None
+        rows.append(f.row())
+        docs.append(f.to_json())
+        if args.json:  # after every finding, atomically: an interrupted --all keeps what it finished
+            _write_json(args.json, docs if args.all else docs[0])
+        if args.record and f.verified and not args.all:
+            f.save(args.record)
+    cols = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "alignment", "output_rounding",
+            "subnormals", "nan", "calls", "rows", "seconds"]
+    text = _report.table(rows, cols)
+    if not args.all:
+        f_doc = docs[0]
+        if f_doc["verified"]:
+            text += "\n\nModel: " + Model.from_dict(f_doc["model"]).summary()
+        else:
+            last = f_doc["verification"][-1] if f_doc["verification"] else {}
+            text += (f"\n\nNo Model passed verification ({last.get('mismatches')} of {last.get('rows')} rows "
+                     f"differ); first counterexample: {last.get('first_counterexample')}")
+        if args.record and not f_doc["verified"]:
+            text += f"\n(no record written to {args.record}: the run did not verify)"
+    return text
+
+
+def _write_json(path: str, doc: Any) -> None:
+    import json
+
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
 # --- parser ----------------------------------------------------------------------------------------------
 def _operand_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", default="fp16", help="input format of a and b (default fp16)")
@@ -307,6 +395,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
                    help="input formats of the FTTN GEMM (default fp16,bf16)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("probe", help="measure a target through its outputs and infer its model (verified)",
+                       epilog="Targets: sim:DEVICE[:INSTRUCTION] (the simulator), a devices file (.json), cuda "
+                              "(this GPU's mma.sync, needs CuPy), cuda:INSTRUCTION, torch[:cpu|:cuda] "
+                              "(torch.baddbmm). Example: blockfma probe sim:A100 --input bf16 --output fp32")
+    p.add_argument("target", nargs="?", metavar="TARGET", help="sim:DEVICE, cuda, torch, ...")
+    p.add_argument("--input", "-i", default="fp16", help="input format of a and b, or A,B (default fp16)")
+    p.add_argument("--output", "-o", default="fp32", help="output format (default fp32)")
+    p.add_argument("--instruction", help="instruction of a sim target (default: the device's for the pair)")
+    p.add_argument("--k", type=int, help="products per call (default: the instruction's k)")
+    p.add_argument("--verify", type=int, default=10_000, metavar="N", help="rows of the final check (default 10000)")
+    p.add_argument("--priors", choices=("presets", "none"), default="presets",
+                   help="let the presets that take these formats join the candidates (default) or not")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the generated inputs")
+    p.add_argument("--all", action="store_true", help="every preset and pair (sim), mma.sync path (cuda) or dtype "
+                                                      "(torch)")
+    p.add_argument("--json", metavar="FILE", help="write the findings (JSON, atomically, after every target)")
+    p.add_argument("--record", metavar="FILE", help="write the verified model as a devices file (bf.device(FILE))")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_probe)
     return parser
 
 

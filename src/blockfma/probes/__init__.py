@@ -1,6 +1,20 @@
-"""Probes: measure a matrix unit through a black box.
+"""Probes: measure a matrix unit through a black box and infer its Model, verified in a closed loop.
 
-``probes.cuda`` runs real tensor-core instructions (``mma.sync``) on tiles of our own choosing, with every
-fragment placed where the PTX ISA says; it is the ``"cuda"`` target of the probe suite and the source of the
-hardware records in ``data/hardware/``.
+The data path inside: :mod:`~blockfma.probes.targets` (one protocol for the simulator, any callable, this
+GPU's ``mma.sync`` through :mod:`~blockfma.probes.cuda`, and ``torch``) -> :mod:`~blockfma.probes.features`
+(the feature tests as data, built from the formats; :mod:`~blockfma.probes.seeds` holds the seeds' published
+cases) -> :mod:`~blockfma.probes.infer` (candidate Models narrowed stage by stage, separated by simulated
+inputs, verified on random and adversarial rows) -> :mod:`~blockfma.probes.findings` (the feature-table row,
+the verified Model, a device record).  :mod:`~blockfma.probes.order` infers the summation tree of a whole
+GEMM over K (FPRev's method), e.g. what ``torch.matmul`` does with split-K.
+
+    >>> import blockfma as bf
+    >>> f = bf.probe("sim:V100", "fp16", "fp32", verify=500)
+    >>> f.model() == bf.device("V100").model("fp16", "fp32")
+    True
 """
+
+from .findings import Findings, ProbeError, probe
+from .targets import Target, TargetError, target
+
+__all__ = ["probe", "Findings", "ProbeError", "target", "Target", "TargetError"]

@@ -1,0 +1,468 @@
+"""Feature tests as data: the inputs that reveal one feature of a matrix unit, built from its formats.
+
+Each :class:`FeatureTest` names the feature, the paper it comes from, the Model parameters it informs, a
+builder that turns the target's formats, its k and the findings so far into rows (a, b, c), and a reader
+that states what the outputs say in words a numerical analyst would use.  The probe runner
+(:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models.  The seeds'
+published cases live as data in :mod:`blockfma.probes.seeds`: the seed tests check the presets against
+them, and the ``seeds`` test here feeds the ones that fit a target to the same runner.  Nothing here is written per GPU: every value follows from the formats
+(powers of two placed where both input formats hold them, the output's ulp, its smallest subnormal).
+
+FTTN's tests (Li et al., sec. III) map onto these as follows: T_si_no, T_ni_so and T_sa are
+``subnormals``; T_1_bit, T_rnd_dir and T_3_bits_fin_rnd are ``rounding`` (the eighths of an ulp on both
+semi-axes settle all three at once); T_prod is ``products``; T_pres_extra_acc and Fasi et al.'s
+accumulation-precision test are ``precision`` (the working form: the big terms cancel exactly, so the
+small one survives precisely when it lies above the alignment cut); T_blk_fma_width and T_acc_order are
+``order`` (M at one position, -M at another, unit terms elsewhere: the output counts the unit terms outside
+the smallest block that joins the two positions, as in FPRev).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import formats as _formats
+from ..formats import Format
+from .inputs import Formats
+
+__all__ = ["Row", "FeatureTest", "FEATURE_TESTS", "feature_test", "Builder", "Context"]
+
+NAN = float("nan")
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One dot product: a label saying what it tests, a and b (k values each) and c."""
+
+    label: str
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    c: float
+
+
+@dataclass
+class Context:
+    """What a builder may use: the formats, k, and readings of earlier tests (``F``, ``L``, ...)."""
+
+    formats: Formats
+    k: int
+    known: dict[str, Any] = field(default_factory=dict)
+
+
+class Builder:
+    """Collects rows, skipping any whose values the formats do not hold (so one builder serves all formats)."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.rows: list[Row] = []
+
+    def product(self, value: float) -> tuple[float, float] | None:
+        """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible."""
+        return _product(self.ctx.formats, value)
+
+    def add(self, label: str, terms: dict[int, float] | Sequence[float], c: float = 0.0) -> bool:
+        """A row whose products at the given positions equal ``terms`` (the rest 0) and whose C is ``c``."""
+        k = self.ctx.k
+        items = terms.items() if isinstance(terms, dict) else enumerate(terms)
+        a, b = [0.0] * k, [0.0] * k
+        for pos, value in items:
+            if pos >= k:
+                return False
+            ab = self.product(value)
+            if ab is None:
+                return False
+            a[pos], b[pos] = ab
+        if not _holds(self.ctx.formats.c, c):
+            return False
+        self.rows.append(Row(label, tuple(a), tuple(b), c))
+        return True
+
+    def raw(self, label: str, a: dict[int, float], b: dict[int, float], c: float = 0.0) -> bool:
+        """A row given by its factors (for products that must not be rebuilt, e.g. inf·0)."""
+        k = self.ctx.k
+        f = self.ctx.formats
+        aa, bb = [0.0] * k, [0.0] * k
+        for pos, v in a.items():
+            aa[pos] = v
+        for pos, v in b.items():
+            bb[pos] = v
+        if max([*a, *b], default=0) >= k or not (all(_holds(f.a, v) for v in aa) and all(_holds(f.b, v) for v in bb)
+                                                 and _holds(f.c, c)):
+            return False
+        self.rows.append(Row(label, tuple(aa), tuple(bb), c))
+        return True
+
+
+def _holds(fmt: Format, x: float) -> bool:
+    """Whether ``fmt`` holds the float ``x`` exactly (NaN: every format has one)."""
+    if math.isnan(x):
+        return True
+    if math.isinf(x):
+        return fmt.has_infinities
+    if x == 0:
+        return fmt.has_negative_zero or math.copysign(1.0, x) > 0
+    if abs(x) > fmt.max:
+        return False
+    m, e = math.frexp(abs(x))  # |x| = m 2^e, m in [0.5, 1): leading bit 2^(e-1)
+    lead = e - 1
+    if lead >= fmt.emin:
+        return (m * 2 ** fmt.precision).is_integer()
+    return fmt.subnormals and math.ldexp(abs(x), fmt.fraction_bits - fmt.emin).is_integer()
+
+
+@lru_cache(maxsize=65536)
+def _product(f: Formats, value: float) -> tuple[float, float] | None:
+    """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible."""
+    if value == 0 or not math.isfinite(value):
+        return (value, 1.0) if _holds(f.a, value) else None
+    m, e = math.frexp(abs(value))  # value = m 2^e, m in [0.5, 1)
+    sig, ex = m * 2, e - 1  # sig in [1, 2)
+    best = None
+    a_lo, a_hi = f.a.emin - f.a.fraction_bits, f.a.emax
+    for eb in range(max(f.b.emin - f.b.fraction_bits, ex - a_hi), min(f.b.emax, ex - a_lo) + 1):
+        a = math.copysign(math.ldexp(sig, ex - eb), value)
+        b = math.ldexp(1.0, eb)
+        if _holds(f.a, a) and _holds(f.b, b):
+            normal = abs(a) >= f.a.smallest_normal and b >= f.b.smallest_normal
+            score = (normal, -abs((ex - eb) - eb))
+            if best is None or score > best[0]:
+                best = (score, a, b)
+    return None if best is None else (best[1], best[2])
+
+
+def _product_range(f: Formats) -> tuple[int, int]:
+    """Exponents e for which 2^e is a product of normal inputs."""
+    return f.a.emin + f.b.emin, f.a.emax + f.b.emax
+
+
+def _top(ctx: Context) -> int:
+    """A large product exponent E whose cancellation M - M stays clear of overflow in the C/D formats."""
+    f = ctx.formats
+    lo, hi = _product_range(f)
+    return max(lo, min(hi - 1, f.d.emax - 2, f.c.emax - 2))
+
+
+def _ulp_exp(fmt: Format) -> int:
+    return 1 - fmt.precision  # ulp(1) = 2^(1-p)
+
+
+# --- the tests -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FeatureTest:
+    """One feature test: rows from the formats (``build``) and a reading of the target's outputs (``read``)."""
+
+    id: str
+    title: str
+    source: str
+    params: tuple[str, ...]
+    build: Callable[[Context], list[Row]]
+    read: Callable[[Context, list[Row], np.ndarray], Any]
+
+
+def _hex(x: float) -> str:
+    return "nan" if x != x else float(x).hex()
+
+
+def _build_specials(ctx: Context) -> list[Row]:
+    B = Builder(ctx)
+    f = ctx.formats
+    B.raw("NaN in a", {0: NAN, 1: 1.0}, {0: 1.0, 1: 1.0}, 1.0)
+    B.raw("NaN in b", {0: 1.0}, {0: NAN}, 1.0)
+    B.raw("NaN in c", {0: 1.0}, {0: 1.0}, NAN)
+    if f.a.has_infinities and f.b.has_infinities:
+        B.raw("inf * 0", {0: INF}, {0: 0.0}, 1.0)
+        B.raw("inf - inf (products)", {0: INF, 1: INF}, {0: 1.0, 1: -1.0}, 1.0)
+        B.raw("inf product", {0: INF}, {0: 1.0}, 1.0)
+        B.raw("-inf product", {0: INF}, {0: -1.0}, 1.0)
+        B.raw("inf product + (-inf) c", {0: INF}, {0: 1.0}, -INF)
+    B.raw("inf c", {0: 1.0}, {0: 1.0}, INF)
+    B.raw("largest * largest (overflow)", {0: f.a.max, 1: f.a.max}, {0: f.b.max, 1: f.b.max}, 0.0)
+    B.raw("-largest * largest (overflow)", {0: -f.a.max, 1: -f.a.max}, {0: f.b.max, 1: f.b.max}, 0.0)
+    return B.rows
+
+
+def _read_specials(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, str]:
+    from .targets import bits
+
+    return {r.label: f"{_hex(float(x))} (0x{int(u):0{2 * d.dtype.itemsize}X})" for r, x, u in zip(rows, d, bits(d))}
+
+
+def _build_zeros(ctx: Context) -> list[Row]:
+    B = Builder(ctx)
+    k = ctx.k
+    for sa in (0.0, -0.0):
+        for sc in (0.0, -0.0):
+            B.raw(f"every product {sa!r}*1, c={sc!r}", dict.fromkeys(range(k), sa), dict.fromkeys(range(k), 1.0), sc)
+            B.raw(f"product {sa!r}*1 at 0, the rest +0*1, c={sc!r}", {0: sa}, {0: 1.0}, sc)
+    for sc in (0.0, -0.0):
+        B.add(f"1 - 1, c={sc!r}", {0: 1.0, 1: -1.0}, sc)
+        B.add(f"-1 + 1, c={sc!r}", {0: -1.0, 1: 1.0}, sc)
+        B.raw(f"1*1 with c=-1, then {sc!r}", {0: 1.0}, {0: 1.0}, -1.0)
+    x = (ctx.known.get("F") or 30) + 8  # below the alignment cut of 1 - 1
+    for s in (1.0, -1.0):
+        for sc in (0.0, -0.0):
+            B.add(f"1 - 1 {'+' if s > 0 else '-'} 2^-{x} (cut by the alignment), c={sc!r}",
+                  {0: 1.0, 1: -1.0, 2: s * math.ldexp(1.0, -x)}, sc)
+    d = ctx.formats.d
+    tiny = math.ldexp(1.0, d.emin - d.fraction_bits - 3)  # a quarter of the output's smallest subnormal
+    for s in (1.0, -1.0):
+        for sc in (0.0, -0.0):
+            B.add(f"nonzero sum {s * tiny!r} rounds to zero, c={sc!r}", {0: s * tiny}, sc)
+    return B.rows
+
+
+def _read_signs(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, str]:
+    return {r.label: _hex(float(x)) for r, x in zip(rows, d)}
+
+
+def _build_products(ctx: Context) -> list[Row]:
+    B = Builder(ctx)
+    f = ctx.formats
+    ua, ub = math.ldexp(1.0, -f.a.fraction_bits), math.ldexp(1.0, -f.b.fraction_bits)
+    for s in (1.0, -1.0):
+        B.raw(f"(1+ulp_a)(1+ulp_b), sign {s:+.0f}", {0: s * (1 + ua)}, {0: 1 + ub}, 0.0)
+        B.raw(f"(1+ulp_a)(1+ulp_b) - 1, sign {s:+.0f}", {0: s * (1 + ua)}, {0: 1 + ub}, -s)
+        B.raw(f"(2-ulp_a)(2-ulp_b) - 4, sign {s:+.0f}", {0: s * (2 - 2 * ua)}, {0: 2 - 2 * ub}, -4.0 * s)
+    return B.rows
+
+
+def _read_products(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r, x in zip(rows, d):
+        exact = sum(a * b for a, b in zip(r.a, r.b)) + r.c  # float64 holds these products and sums exactly
+        out[r.label] = {"output": _hex(float(x)), "exact": _hex(exact), "exact_kept": float(x) == exact}
+    out["products exact"] = all(v["exact_kept"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
+def _build_precision(ctx: Context) -> list[Row]:
+    """[2^E, -2^E, ±2^(E-x)]: the third term survives iff it lies above the cut; also with 1.5·1.5 leading."""
+    B = Builder(ctx)
+    E = _top(ctx)
+    for x in range(1, 60):
+        for s in (1.0, -1.0):
+            small = s * math.ldexp(1.0, E - x)
+            B.add(f"2^E - 2^E {'+' if s > 0 else '-'} 2^(E-{x})", {0: math.ldexp(1.0, E), 1: -math.ldexp(1.0, E),
+                                                                     2: small})
+            B.add(f"2.25*2^(E-2) - 2.25*2^(E-2) {'+' if s > 0 else '-'} 2^(E-{x})",
+                  {0: 2.25 * math.ldexp(1.0, E - 2), 1: -2.25 * math.ldexp(1.0, E - 2), 2: small})
+            B.add(f"2^E {'+' if s > 0 else '-'} 2^(E-{x}), c=-2^E", {0: math.ldexp(1.0, E), 1: small},
+                  -math.ldexp(1.0, E))
+    return B.rows
+
+
+def _read_precision(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
+    kept = [int(r.label.split("E-")[1].split(")")[0]) for r, x in zip(rows, d)
+            if r.label.startswith("2^E - 2^E +") and float(x) != 0]
+    return {"bits kept below the largest term (F)": max(kept) if kept else 0}
+
+
+def _build_rounding(ctx: Context) -> list[Row]:
+    """1 + (j/8) ulp for j = 1..15 on both semi-axes, the fraction spread over power-of-two products; C = ±1
+    or a product of 1 (T_1_bit, T_rnd_dir, T_3_bits_fin_rnd)."""
+    B = Builder(ctx)
+    f = ctx.formats
+    p = f.d.precision
+    # scale everything by 2^e0 so that the eighths of an ulp are products the input formats reach
+    tiny = f.a.emin - f.a.fraction_bits + f.b.emin - f.b.fraction_bits
+    e0 = max(0, tiny - (_ulp_exp(f.d) - 3))
+    one = math.ldexp(1.0, e0)
+    for j in range(1, 16):
+        parts = [math.ldexp(one, _ulp_exp(f.d) - 3 + i) for i in range(4) if j >> i & 1]
+        for s in (1.0, -1.0):
+            frac = {1 + n: s * v for n, v in enumerate(parts)}
+            B.add(f"{'-' if s < 0 else ''}(1 + {j}/8 ulp) 2^{e0}, 1 as a product", {0: s * one, **frac})
+            B.add(f"{'-' if s < 0 else ''}(1 + {j}/8 ulp) 2^{e0}, 1 as C", dict(enumerate(frac.values())), s * one)
+    # ties with a sticky bit far below (round to nearest sees it, a 3-bit design may not)
+    for s in (1.0, -1.0):
+        B.add(f"{'-' if s < 0 else ''}(1 + ulp/2 + 2^-{p + 8}) 2^{e0}",
+              {0: s * one, 1: s * math.ldexp(one, -p), 2: s * math.ldexp(one, -p - 8)})
+    return B.rows
+
+
+def _read_rounding(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
+    out = {}
+    for r, x in zip(rows, d):
+        if "as a product" in r.label:
+            one = abs(r.a[0] * r.b[0])
+            ulp = math.ldexp(one, _ulp_exp(ctx.formats.d))
+            v = float(x)
+            out[r.label] = f"1 + {(abs(v) - one) / ulp:g} ulp" if math.isfinite(v) and v else _hex(v)
+    return out
+
+
+def _build_order(ctx: Context) -> list[Row]:
+    """M = 2^E at position i, -M at j, unit terms u everywhere else (u below the cut when M is present)."""
+    B = Builder(ctx)
+    k = ctx.k
+    E = _top(ctx)
+    F = ctx.known.get("F") or 30
+    d = ctx.formats.d
+    u_exp = max(E - F - max(k, 2).bit_length() - 3, d.emin - d.fraction_bits + 2,
+                _product_range(ctx.formats)[0] - 2 * max(ctx.formats.a.fraction_bits, 1))
+    u = math.ldexp(1.0, u_exp)
+    M = math.ldexp(1.0, E)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    if len(pairs) > 600:
+        pairs = [(0, j) for j in range(1, k)] + [(i, k - 1) for i in range(1, k - 1)] + \
+                [(i, i + 1) for i in range(1, k - 2)]
+    for i, j in pairs:
+        terms = {p: u for p in range(k)}
+        terms[i], terms[j] = M, -M
+        B.add(f"M at {i}, -M at {j}, u elsewhere", terms)
+    B.add("u everywhere", {p: u for p in range(k)})
+    return B.rows
+
+
+def _read_order(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
+    u = next((v for r in rows if r.label == "u everywhere" for v in
+              [abs(r.a[0] * r.b[0])]), None)
+    if not u:
+        return {}
+    counts = {r.label: float(x) / u for r, x in zip(rows, d)}
+    first = [counts.get(f"M at 0, -M at {j}, u elsewhere") for j in range(1, ctx.k)]
+    return {"unit terms counted, M at 0 and -M at j = 1..k-1": first,
+            "all unit terms": counts.get("u everywhere")}
+
+
+def _build_subnormals(ctx: Context) -> list[Row]:
+    B = Builder(ctx)
+    f = ctx.formats
+    sa = f.a.smallest_subnormal if f.a.subnormals else None
+    if sa is not None and sa < f.a.smallest_normal:
+        for eb in (f.b.emax, f.b.emax // 2, 0):
+            for s in (1.0, -1.0):
+                B.raw(f"T_si_no: {'-' if s < 0 else ''}subnormal a * 2^{eb}", {0: s * sa}, {0: math.ldexp(1.0, eb)}, 0.0)
+        B.raw("T_sa: four subnormal products", {i: sa * 3 if 3 * sa < f.a.smallest_normal else sa for i in range(4)},
+              {i: 1.0 for i in range(4)}, 0.0)
+    sc = f.c.smallest_subnormal
+    for s in (1.0, -1.0):
+        B.raw(f"subnormal c {'-' if s < 0 else '+'}", {}, {}, s * sc)
+        B.raw(f"subnormal c {'-' if s < 0 else '+'} plus 1*1", {0: 1.0}, {0: 1.0}, s * sc)
+    d = f.d
+    for m in (1, 3, 5):
+        v = m * d.smallest_subnormal
+        for s in (1.0, -1.0):
+            B.add(f"T_ni_so: {'-' if s < 0 else ''}{m} x smallest subnormal of D", {0: s * v})
+            B.add(f"T_ni_so: {'-' if s < 0 else ''}{m} x smallest subnormal of D, split", {0: s * 2 * v, 1: -s * v})
+    B.add("half the smallest normal of D, twice", {0: d.smallest_normal / 2, 1: d.smallest_normal / 2})
+    return B.rows
+
+
+def _read_subnormals(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
+    res = {r.label: _hex(float(x)) for r, x in zip(rows, d)}
+    si = [float(x) != 0 for r, x in zip(rows, d) if r.label.startswith("T_si_no")]
+    so = [float(x) != 0 for r, x in zip(rows, d) if r.label.startswith("T_ni_so") and "split" not in r.label]
+    return {"subnormal inputs kept (T_si_no)": all(si) if si else None,
+            "subnormal outputs (T_ni_so)": all(so) if so else None, **res}
+
+
+def _build_e_zero(ctx: Context) -> list[Row]:
+    """Tiny products only, C = ±0: 2^y ± 2^(y-x) near the output's smallest subnormal; whether the small one
+    survives tells where the alignment cut lies when every term is below the zero-term exponent."""
+    B = Builder(ctx)
+    d = ctx.formats.d
+    lo = d.emin - d.fraction_bits
+    F = ctx.known.get("F") or 30
+    for y in (lo - 1, lo, lo + 1, lo + 4, d.emin, d.emin + 4):
+        for x in range(1, F + 8):
+            for s in (1.0, -1.0):
+                B.add(f"2^{y} {'+' if s > 0 else '-'} 2^{y - x}", {0: math.ldexp(1.0, y), 1: s * math.ldexp(1.0, y - x)})
+    # C alone (every product zero), all its significand bits set: the zero products' exponent decides
+    # where C is cut when it lies below it
+    cf = ctx.formats.c
+    for y in range(cf.emin - cf.fraction_bits, min(cf.emax, cf.emin + F + 40) + 1):
+        v = math.ldexp(1.0, y + 1) - math.ldexp(1.0, max(y - cf.fraction_bits, cf.emin - cf.fraction_bits))
+        for s in (1.0, -1.0):
+            B.add(f"C = {'-' if s < 0 else ''}(2^{y + 1} - ulp) alone", {}, s * v)
+    return B.rows
+
+
+def _build_carry(ctx: Context) -> list[Row]:
+    """Every product near the top of one binade, all of one sign (Fasi et al.'s carry-bit test)."""
+    B = Builder(ctx)
+    f = ctx.formats
+    k = ctx.k
+    top = (2 - math.ldexp(1.0, -f.a.fraction_bits)) * (2 - math.ldexp(1.0, -f.b.fraction_bits))
+    e = min(min(f.d.emax, f.c.emax) - 3 - max(k, 2).bit_length(), f.a.emax + f.b.emax)
+    for n in sorted({2, 3, 4, 5, 8, 9, 16, 17, k} & set(range(2, k + 1))):
+        v = top * math.ldexp(1.0, e - 2)
+        B.add(f"{n} products of (2-ulp)^2 2^{e - 2}", {i: v for i in range(n)})
+        B.add(f"{n} products of (2-ulp)^2 2^{e - 2}, C the same", {i: v for i in range(n)},
+              float(_formats.round(f.c, np.float64(v))))
+        B.add(f"{n} products of 2^{e - 1} and one 1.5 2^{e - 1}", {**{i: math.ldexp(1.0, e - 1) for i in range(n - 1)},
+                                                                  n - 1: 1.5 * math.ldexp(1.0, e - 1)})
+    return B.rows
+
+
+def _build_seeds(ctx: Context) -> list[Row]:
+    """The seed papers' published cases that fit the target's formats and k (:mod:`.seeds`)."""
+    from . import seeds
+
+    f = ctx.formats
+    if f.a != f.b or f.c != f.d:
+        return []
+    return seeds.rows(seeds.cases(input_format=f.a.name, output_format=f.d.name), ctx.k)
+
+
+def _read_seeds(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
+    """Per case: the target's output and the devices whose published output it reproduces."""
+    from . import seeds
+    from .targets import bits
+
+    out = {}
+    for r, x, u in zip(rows, d, bits(d)):
+        case = seeds.seed_case(r.label)
+        same = [dev for dev in case.expected if seeds.expected_bits(case, dev) == int(u)]
+        out[r.label] = {"output": _hex(float(x)), "as published for": same}
+    return out
+
+
+FEATURE_TESTS: dict[str, FeatureTest] = {t.id: t for t in [
+    FeatureTest("precision", "bits kept below the largest term (accumulation precision, extra alignment bits)",
+                "Fasi et al. 2021 sec. 4; FTTN T_pres_extra_acc", ("fraction_bits", "alignment", "product_exponent"),
+                _build_precision, _read_precision),
+    FeatureTest("order", "block width and order of accumulation (T_blk_fma_width, T_acc_order)",
+                "FTTN sec. III; FPRev (Xie et al. 2025) for the pair form", ("block_width", "product_order"),
+                _build_order, _read_order),
+    FeatureTest("rounding", "rounding of the result on both semi-axes (T_1_bit, T_rnd_dir, T_3_bits_fin_rnd)",
+                "FTTN Fig. 1 and Table III; Fasi et al. 2021 sec. 4", ("output_rounding", "fraction_bits"),
+                _build_rounding, _read_rounding),
+    FeatureTest("products", "exact products (T_prod)", "Fasi et al. 2021 sec. 4; FTTN T_prod",
+                ("fraction_bits",), _build_products, _read_products),
+    FeatureTest("specials", "NaN and infinity results, overflow", "IEEE 754; H100 record (data/hardware)",
+                ("nan", "overflow"), _build_specials, _read_specials),
+    FeatureTest("zeros", "sign of zero results (exact and rounded)", "IEEE 754 sec. 6.3; H100 record",
+                ("exact_zero", "rounded_zero"), _build_zeros, _read_signs),
+    FeatureTest("subnormals", "subnormal inputs, C and outputs (T_si_no, T_ni_so, T_sa)",
+                "FTTN sec. III; Fasi et al. 2021 sec. 4", ("subnormals", "flush_zero"), _build_subnormals,
+                _read_subnormals),
+    FeatureTest("e_zero", "exponent a zero term takes in the alignment (tiny sums)",
+                "Khattak & Mikaitis; H100 record e_zero scan", ("e_zero",), _build_e_zero, _read_signs),
+    FeatureTest("carry", "carry bits above the largest term", "Fasi et al. 2021 sec. 4 (carry test); Valpey et al.",
+                ("carry_bits",), _build_carry, _read_signs),
+    FeatureTest("seeds", "the seed papers' published cases that fit the formats and k",
+                "Fasi et al. 2021; FTTN; Valpey et al. (probes/seeds.py)", (), _build_seeds, _read_seeds),
+]}
+
+
+def feature_test(name: str) -> FeatureTest:
+    try:
+        return FEATURE_TESTS[name]
+    except KeyError:
+        raise ValueError(f"unknown feature test {name!r}; known: {', '.join(FEATURE_TESTS)}") from None
+
+
+def arrays(rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a (n, k), b (n, k), c (n,) as float64 arrays."""
+    if not rows:
+        return np.zeros((0, 0)), np.zeros((0, 0)), np.zeros(0)
+    return (np.array([r.a for r in rows], dtype=np.float64), np.array([r.b for r in rows], dtype=np.float64),
+            np.array([r.c for r in rows], dtype=np.float64))

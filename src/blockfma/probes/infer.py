@@ -1,0 +1,562 @@
+"""Inference: from a target's outputs on the feature tests to a verified, executable Model.
+
+The search keeps a version space of candidate Models and every (input, output) pair seen so far:
+
+1. **stages** in a decision order (structure: family, L, F, rounding, alignment; specials; zero signs;
+   subnormals; e_zero; details: carry bits, product exponents, output bits, C entry, product order, unpack
+   and accumulator formats).  Each stage sends its feature tests' rows to the target in one call, builds
+   candidates that vary its parameters around the current best Model, and keeps those that reproduce
+   every output seen (early stages compare values, treating ±0 and NaN payloads alike; from the zero-sign
+   stage on, bits);
+2. **separation**: when several candidates survive, the simulator finds inputs on which they disagree
+   (random rows of every input family) and the target decides, one call a round, until the survivors agree
+   on every row tried;
+3. **verification**: the chosen Model against the target on ``verify`` fresh random and adversarial rows
+   (adversarial: rows that tell the Model from its one-parameter neighbours).  A mismatch starts a repair
+   round (the neighbours that fit everything seen, then verification again); a Model that still fails is
+   never reported as the target's model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import formats as _formats
+from ..devices import devices as _devices
+from ..engine import dot
+from ..formats import RoundingMode
+from ..model import Alignment, Family, Model, NaNStyle
+from . import inputs as _inputs
+from .features import FEATURE_TESTS, Context, Row, arrays
+from .targets import Target, bits
+
+__all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbours", "DEFAULT_VERIFY"]
+
+DEFAULT_VERIFY = 10_000
+ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
+             RoundingMode.TowardPositive)
+
+# comparison levels: 0 values (±0 alike, NaNs alike), 1 bits but ±0 alike, 2 bits
+LOOSE, NAN_BITS, STRICT = 0, 1, 2
+
+
+@dataclass
+class Evidence:
+    """Every row sent to the target and the bits it returned."""
+
+    k: int
+    a: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    b: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    c: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    d: np.ndarray | None = None  # bits
+    source: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.a = np.zeros((0, self.k))
+        self.b = np.zeros((0, self.k))
+
+    def add(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray, source: str) -> None:
+        self.a = np.concatenate([self.a, a])
+        self.b = np.concatenate([self.b, b])
+        self.c = np.concatenate([self.c, c])
+        self.d = bits(d).copy() if self.d is None else np.concatenate([self.d, bits(d)])
+        self.source += [source] * len(c)
+
+    def __len__(self) -> int:
+        return len(self.c)
+
+
+def _mask(fmt_bits: int) -> tuple[int, int]:
+    sign = 1 << (fmt_bits - 1)
+    return sign, sign - 1
+
+
+def _agree(x: np.ndarray, y: np.ndarray, level: int, dtype: np.dtype) -> np.ndarray:
+    """Rows where candidate bits ``x`` and target bits ``y`` agree at the comparison level."""
+    same = x == y
+    if level == STRICT:
+        return same
+    nb = dtype.itemsize * 8
+    _, mag = _mask(nb)
+    m = x.dtype.type(mag)
+    both_zero = ((x & m) == 0) & ((y & m) == 0)
+    same |= both_zero
+    if level == LOOSE:
+        vx, vy = x.view(dtype).astype(np.float64), y.view(dtype).astype(np.float64)
+        same |= np.isnan(vx) & np.isnan(vy)
+    return same
+
+
+def _run(m: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, c_format: Any) -> np.ndarray | None:
+    """The model's bits on rows, or None where the engine cannot run it (the candidate is dropped)."""
+    try:
+        with np.errstate(all="ignore"):
+            return bits(dot(a, b, c, model=m, check=False, c_format=c_format)).copy()
+    except (ValueError, NotImplementedError, OverflowError, ArithmeticError):
+        return None
+
+
+def candidates_agree(cands: list[Model], ev: Evidence, level: int, c_format: Any, dtype: np.dtype,
+                     first: np.ndarray | None = None) -> tuple[list[Model], dict[Model, int]]:
+    """The candidates that reproduce every row of the evidence, and mismatch counts.
+
+    With ``first`` (row indices, e.g. the stage's own rows), every candidate is first run on those rows
+    alone; only the ones that fit them best are run on all the evidence (most candidates fall at once)."""
+    pool = cands
+    if first is not None and len(first) < len(ev):
+        sub = np.asarray(first)
+        pre: dict[Model, int] = {}
+        for m in cands:
+            out = _run(m, ev.a[sub], ev.b[sub], ev.c[sub], c_format)
+            if out is not None:
+                pre[m] = int(np.count_nonzero(~_agree(out, ev.d[sub], level, dtype)))
+        if not pre:
+            return [], {}
+        least = min(pre.values())
+        pool = [m for m, n in pre.items() if n == least]
+        if least > 0:  # nothing fits even these rows: the counts on them rank the candidates
+            return [], {m: least for m in pool}
+    ok, misses = [], {}
+    for m in pool:
+        out = _run(m, ev.a, ev.b, ev.c, c_format)
+        if out is None:
+            continue
+        n = int(np.count_nonzero(~_agree(out, ev.d, level, dtype)))
+        misses[m] = n
+        if n == 0:
+            ok.append(m)
+    return ok, misses
+
+
+# --- candidate spaces ----------------------------------------------------------------------------------------
+def _has_f(m: Model) -> bool:
+    return m.family in (Family.TRUNCATED_FUSED, Family.LATE_C)
+
+
+def domains(f: _inputs.Formats, k: int, m: Model) -> dict[str, list[Any]]:
+    """The values each parameter may take for this target (those that apply to ``m``'s family)."""
+    d = f.d
+    Ls = sorted({2 ** i for i in range(8) if 2 ** i <= k} | {k})
+    out: dict[str, list[Any]] = {
+        "block_width": Ls,
+        "output_rounding": list(ROUNDINGS),
+        "nan": list(NaNStyle),
+        "overflow": ["inf", "ieee"],
+        "exact_zero": ["positive", "ieee"],
+        "rounded_zero": ["signed", "positive"],
+        "subnormals": [True, False],
+        "flush_zero": ["signed", "positive"],
+        "c_entry": ["fused", "after"],
+    }
+    if k % 4 == 0 and k >= 4:
+        out["product_order"] = ["natural", "halves"]
+    if _has_f(m):
+        out["fraction_bits"] = list(range(max(1, d.precision - 14), 41))
+        out["alignment"] = [Alignment.TRUNCATE, Alignment.FLOOR]
+    if m.family is Family.TRUNCATED_FUSED:
+        lo = d.emin - d.fraction_bits
+        out["e_zero"] = list(range(lo - 12, 2))
+        out["carry_bits"] = [None, 0, 1, 2, 3, 4]
+        out["product_exponent"] = ["sum", "normalized"]
+        if d.precision > 12:
+            out["output_fraction_bits"] = [None] + list(range(8, d.fraction_bits))
+    if m.family is Family.LATE_C:
+        out["late_fraction_bits"] = list(range(d.precision, 40))
+        out["groups"] = [g for g in (1, 2, 4) if (m.block_width or 1) % g == 0]
+        out["late_cut"] = ["leading", "common"]
+    if f.d.precision < 24:
+        out["accumulator_format"] = [None, _formats.fp32]
+    if max(f.a.bits, f.b.bits) == 8:
+        out["unpack_format"] = [None, _formats.get("fp16")]
+    return out
+
+
+def _try(m: Model, **changes: Any) -> Model | None:
+    try:
+        return m.replace(**changes)
+    except (ValueError, TypeError):
+        return None
+
+
+def neighbours(m: Model, f: _inputs.Formats, k: int, params: Iterable[str] | None = None) -> list[Model]:
+    """Models one parameter away from ``m`` (over :func:`domains`)."""
+    dom = domains(f, k, m)
+    out: dict[Model, None] = {}
+    for p in (params or dom):
+        for v in dom.get(p, []):
+            if getattr(m, p) != v:
+                n = _try(m, **{p: v})
+                if n is not None and n != m:
+                    out[n] = None
+    return list(out)
+
+
+def grid(m: Model, f: _inputs.Formats, k: int, params: Iterable[str]) -> list[Model]:
+    """Every combination of the given parameters' values around ``m``."""
+    dom = domains(f, k, m)
+    names = [p for p in params if p in dom]
+    out: dict[Model, None] = {}
+    for values in itertools.product(*(dom[p] for p in names)):
+        n = _try(m, **dict(zip(names, values)))
+        if n is not None:
+            out[n] = None
+    return list(out)
+
+
+#: parameters that act together (each alone may fit no better than the current reading)
+PAIRS = (("output_rounding", "output_fraction_bits"), ("fraction_bits", "output_fraction_bits"),
+         ("block_width", "fraction_bits"), ("output_rounding", "fraction_bits"), ("exact_zero", "rounded_zero"))
+
+
+def pair_moves(m: Model, f: _inputs.Formats, k: int) -> list[Model]:
+    """Models that change one of :data:`PAIRS` jointly around ``m``."""
+    out: dict[Model, None] = {}
+    for pair in PAIRS:
+        out.update(dict.fromkeys(grid(m, f, k, pair)))
+    out.pop(m, None)
+    return list(out)
+
+
+def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Model]]:
+    """(presets, generic bases): the presets that take these formats (with ``priors="presets"``), and one
+    Model per family fitted to the formats, to be varied by the structure stage."""
+    presets: list[Model] = []
+    per_family: dict[Family, Model] = {}
+    for dev in _devices():
+        if dev.vendor == "reference" and dev.name != "exact":
+            continue
+        for ins in dev.instructions:
+            for m in ins.models.values():
+                if priors == "presets" and (m.input_format, m.b_format, m.output_format) == (f.a, f.b, f.d) \
+                        and m.input_rounding is None and m not in presets:
+                    presets.append(m)
+                per_family.setdefault(m.family, m)
+    d = f.d
+    generic = []
+    fitted = {"input_format": f.a, "b_input_format": f.b, "output_format": d, "input_rounding": None,
+              "accumulator_format": None, "unpack_format": None, "instruction_k": None, "name": ""}
+    try:  # the engine holds truncated-fused sums in 64-bit integers: no such model for fp64 outputs
+        generic.append(Model(Family.TRUNCATED_FUSED, f.a, d, block_width=min(k, 8),
+                             fraction_bits=min(d.precision + 1, 40),
+                             e_zero=max(min(d.emin - d.fraction_bits, f.a.emin + f.b.emin) - 12, -900),
+                             b_input_format=f.b, name=""))
+    except ValueError:
+        pass
+    for fam in (Family.EXACT_FUSED, Family.LATE_C, Family.PAIRWISE, Family.FMA_CHAIN, Family.BFDOT, Family.AMX):
+        if fam in per_family:
+            g = _try(per_family[fam], **fitted)
+            if g is not None:
+                generic.append(g)
+    return presets, generic
+
+
+# --- stages ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stage:
+    """One step of the decision order: its feature tests, the parameters it varies, how it compares."""
+
+    name: str
+    tests: tuple[str, ...]
+    params: tuple[str, ...]
+    level: int
+    joint: bool = True  # vary the parameters jointly (grid) or one at a time (neighbours)
+
+
+STAGES = (
+    Stage("structure", ("precision", "order", "rounding", "products"),
+          ("block_width", "fraction_bits", "output_rounding", "alignment"), LOOSE),
+    Stage("specials", ("specials",), ("nan", "overflow"), NAN_BITS),
+    Stage("zeros", ("zeros",), ("exact_zero", "rounded_zero"), STRICT),
+    Stage("subnormals", ("subnormals",), ("subnormals", "flush_zero"), STRICT),
+    Stage("e_zero", ("e_zero",), ("e_zero",), STRICT),
+    Stage("details", ("carry", "seeds"), ("carry_bits", "product_exponent", "output_fraction_bits", "c_entry",
+                                  "product_order", "unpack_format", "accumulator_format", "late_fraction_bits",
+                                  "groups", "late_cut", "alignment"), STRICT, joint=False),
+)
+
+# tried when no plain candidate fits the structure rows: how products and C enter the blocks
+# (instruction_k=None: C after every block; "k": C after the instruction's last block)
+STRUCTURE_EXTRAS = ({"product_order": "halves"}, {"unpack_format": "fp16"}, {"c_entry": "after"},
+                    {"c_entry": "after", "instruction_k": "k"},
+                    {"unpack_format": "fp16", "product_order": "halves", "c_entry": "after", "instruction_k": "k"})
+
+
+@dataclass
+class Log:
+    """What the search did, stage by stage (JSON-ready)."""
+
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    readings: dict[str, Any] = field(default_factory=dict)
+    observations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+
+def _say(progress: Callable[[str], None] | None, text: str) -> None:
+    if progress:
+        progress(text)
+
+
+def _hexrow(r: Row, d: Any) -> dict[str, str]:
+    def h(x: float) -> str:
+        return "nan" if x != x else float(x).hex()
+    nz = [i for i in range(len(r.a)) if r.a[i] != 0 or r.b[i] != 0 or math.copysign(1, r.a[i]) < 0]
+    return {"label": r.label, "a": {str(i): h(r.a[i]) for i in nz}, "b": {str(i): h(r.b[i]) for i in nz},
+            "c": h(r.c), "d": h(float(d))}
+
+
+class Search:
+    """State of one inference (see the module docstring)."""
+
+    def __init__(self, target: Target, *, priors: str = "presets", seed: int = 0,
+                 progress: Callable[[str], None] | None = None):
+        self.t = target
+        self.f = target.formats
+        self.k = target.k
+        self.ev = Evidence(self.k)
+        self.rng = np.random.default_rng(seed)
+        self.priors = priors
+        self.progress = progress
+        self.log = Log()
+        self.c_format = self.f.c if self.f.c != self.f.d else None
+        self.dtype = self.f.d.dtype
+        self.best: Model | None = None
+        self.alternatives: list[Model] = []
+        self.stage_rows: np.ndarray | None = None
+
+    # -- talking to the target ---------------------------------------------------------------------------
+    def ask(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, source: str) -> np.ndarray:
+        d = self.t(a, b, c)
+        self.ev.add(a, b, c, d, source)
+        return d
+
+    def run_tests(self, names: Iterable[str]) -> None:
+        known = {}
+        if self.best is not None and self.best.fraction_bits is not None:
+            known["F"] = self.best.fraction_bits
+        ctx = Context(self.f, self.k, known)
+        rows: list[Row] = []
+        spans = []
+        for name in names:
+            rs = FEATURE_TESTS[name].build(ctx)
+            spans.append((name, len(rows), len(rows) + len(rs)))
+            rows += rs
+        if not rows:
+            return
+        a, b, c = arrays(rows)
+        start = len(self.ev)
+        d = self.ask(a, b, c, "+".join(n for n, _, _ in spans))
+        # the rows a stage's candidates meet first: its own, thinned to at most 256
+        self.stage_rows = np.arange(start, len(self.ev))[::max(1, len(rows) // 256)]
+        for name, s, e in spans:
+            test = FEATURE_TESTS[name]
+            self.log.readings[name] = test.read(ctx, rows[s:e], d[s:e])
+            self.log.observations[name] = [_hexrow(r, x) for r, x in zip(rows[s:e], d[s:e])]
+
+    # -- narrowing ---------------------------------------------------------------------------------------------
+    def keep(self, cands: list[Model], level: int, first: np.ndarray | None = None) -> tuple[list[Model], int]:
+        ok, misses = candidates_agree(cands, self.ev, level, self.c_format, self.dtype, first)
+        if ok:
+            return ok, 0
+        if not misses:
+            return [], -1
+        least = min(misses.values())
+        return [m for m in cands if misses.get(m) == least], least
+
+    def separate(self, cands: list[Model], level: int, families: tuple[str, ...] = _inputs.FAMILIES,
+                 rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000) -> list[Model]:
+        """Random rows on which the candidates disagree go to the target until the survivors agree.
+
+        Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the
+        candidates would differ in parameters that later stages have not set yet."""
+        for _ in range(rounds):
+            if len(cands) < 2:
+                return cands
+            a, b, c = _inputs.mixed_rows(self.f, self.k, pool, self.rng, families)
+            outs = [(m, _run(m, a, b, c, self.c_format)) for m in cands]
+            outs = [(m, o) for m, o in outs if o is not None]
+            ref = outs[0][1]
+            differ = np.zeros(len(c), bool)
+            for _, o in outs[1:]:
+                differ |= ~_agree(o, ref, level, self.dtype)
+                if len(outs) > 1:
+                    pass
+            idx = np.nonzero(differ)[0]
+            if len(idx) == 0:
+                break
+            idx = idx[:ask_at_most]
+            self.ask(a[idx], b[idx], c[idx], "separation")
+            cands, _ = self.keep([m for m, _ in outs], level)
+        return cands
+
+    # -- the stages ------------------------------------------------------------------------------------------
+    def structure(self, stage: Stage) -> None:
+        presets, generic = bases(self.f, self.k, self.priors)
+        cands = list(presets)
+        for g in generic:
+            cands += grid(g, self.f, self.k, stage.params)
+        ok, least = self.keep(cands, stage.level, self.stage_rows)
+        if least != 0:  # exotic structure: the grid again with the extras that change how products enter
+            extra = []
+            for g in generic[:1]:
+                for ch in STRUCTURE_EXTRAS:
+                    h = _try(g, **{p: (self.k if v == "k" else v) for p, v in ch.items()})
+                    if h is not None:
+                        extra += grid(h, self.f, self.k, stage.params)
+            ok2, least2 = self.keep(extra, stage.level, self.stage_rows)
+            if least2 != -1 and (least == -1 or least2 < least):
+                ok, least = ok2, least2
+            cands += extra
+        if least != 0:
+            ok, least, more = self.widen(ok, stage.level)
+            cands += more
+        self._settle(stage, cands, ok, least)
+
+    def widen(self, best: list[Model], level: int) -> tuple[list[Model], int, list[Model]]:
+        """No candidate fits: try the one- and then two-parameter neighbours (every parameter) of the
+        candidates that miss fewest rows (a parameter of a later stage, e.g. carry bits, can change the
+        structure rows)."""
+        tried: list[Model] = []
+        ok, least = best, -1
+        for step in range(2):
+            seen: dict[Model, None] = {}
+            for i, m in enumerate(ok[:8]):
+                seen.update(dict.fromkeys(neighbours(m, self.f, self.k)))
+                if step == 0 and i == 0:
+                    seen.update(dict.fromkeys(pair_moves(m, self.f, self.k)))
+            cands = [m for m in seen if m not in tried]
+            tried += cands
+            ok2, least2 = self.keep(cands, level, self.stage_rows)
+            if least2 == -1:
+                break
+            ok, least = ok2, least2
+            if least == 0:
+                break
+        return ok, least, tried
+
+    def vary(self, stage: Stage) -> None:
+        assert self.best is not None
+        base = [self.best] + self.alternatives
+        seen: dict[Model, None] = dict.fromkeys(base)  # the current readings first: kept where nothing tells
+        for m in base:
+            more = grid(m, self.f, self.k, stage.params) if stage.joint else neighbours(m, self.f, self.k, stage.params)
+            seen.update(dict.fromkeys(more))
+        cands = list(seen)
+        ok, least = self.keep(cands, stage.level, self.stage_rows)
+        if least != 0:
+            ok, least, more = self.widen(ok, stage.level)
+            cands += more
+        self._settle(stage, cands, ok, least)
+
+    def _settle(self, stage: Stage, cands: list[Model], ok: list[Model], least: int) -> None:
+        t0 = time.perf_counter()
+        n_ok = len(ok)
+        if len(ok) > 1 and stage.name == "structure":
+            ok = self.separate(ok, stage.level, ("normal", "cancel"))
+        elif len(ok) > 1 and stage is STAGES[-1]:
+            ok = self.separate(ok, stage.level)
+        if not ok:
+            raise RuntimeError("no candidate Model could be evaluated")
+        self.best, self.alternatives = ok[0], ok[1:4]
+        entry = {"stage": stage.name, "candidates": len(cands), "consistent": n_ok if least == 0 else 0,
+                 "after_separation": len(ok), "best_mismatches": least, "rows_seen": len(self.ev),
+                 "chosen": {p: _plain(getattr(self.best, p, None)) for p in stage.params if hasattr(self.best, p)},
+                 "family": self.best.family.value}
+        self.log.stages.append(entry)
+        fit = "fits every row" if least == 0 else f"best misses {least} rows"
+        _say(self.progress, f"  {stage.name}: {len(cands)} candidates, {n_ok if least == 0 else 0} consistent, "
+             f"{len(ok)} after separation; {fit}; {entry['family']} "
+             + ", ".join(f"{k}={v}" for k, v in entry["chosen"].items()) + f" ({time.perf_counter() - t0:.1f} s)")
+
+    # -- verification ---------------------------------------------------------------------------------------
+    def adversarial(self, m: Model, n: int) -> tuple[np.ndarray, ...]:
+        """Rows on which ``m``'s one-parameter neighbours disagree with it (found by the simulator)."""
+        a, b, c = _inputs.mixed_rows(self.f, self.k, 4 * n, self.rng)
+        ref = _run(m, a, b, c, self.c_format)
+        differ = np.zeros(len(c), bool)
+        for nb in neighbours(m, self.f, self.k):
+            o = _run(nb, a, b, c, self.c_format)
+            if o is not None:
+                new = ~_agree(o, ref, STRICT, self.dtype) & ~differ
+                # keep a few rows per neighbour so that every neighbour is challenged
+                idx = np.nonzero(new)[0][:max(4, n // 64)]
+                differ[idx] = True
+        idx = np.nonzero(differ)[0][:n]
+        return a[idx], b[idx], c[idx]
+
+    def verify(self, m: Model, n: int) -> dict[str, Any]:
+        n_adv = min(n // 5, 2000)
+        aa, ba, ca = self.adversarial(m, n_adv)
+        a, b, c = _inputs.mixed_rows(self.f, self.k, n - len(ca), self.rng)
+        a, b, c = np.concatenate([aa, a]), np.concatenate([ba, b]), np.concatenate([ca, c])
+        start = len(self.ev)
+        d = self.ask(a, b, c, "verification")
+        out = _run(m, a, b, c, self.c_format)
+        bad = np.nonzero(out != bits(d))[0] if out is not None else np.arange(len(c))
+        self.stage_rows = start + bad[:256]  # a repair's candidates meet these rows first
+        res: dict[str, Any] = {"rows": int(len(c)), "adversarial": int(len(ca)), "mismatches": int(len(bad))}
+        if len(bad):
+            i = int(bad[0])
+            dt = self.dtype
+            res["first_counterexample"] = {
+                "a": [float(x).hex() if x == x else "nan" for x in a[i]],
+                "b": [float(x).hex() if x == x else "nan" for x in b[i]],
+                "c": float(c[i]).hex() if c[i] == c[i] else "nan",
+                "target": _hexbits(bits(d)[i], dt), "model": _hexbits(out[i], dt) if out is not None else None}
+        return res
+
+
+def _hexbits(u: Any, dtype: np.dtype) -> str:
+    x = float(np.array([u]).astype(bits(np.zeros(1, dtype)).dtype).view(dtype)[0])
+    return f"{'nan' if x != x else x.hex()} (0x{int(u):0{2 * dtype.itemsize}X})"
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "value") and not isinstance(v, (int, float)):
+        return v.value if not hasattr(v, "name") or not isinstance(v, _formats.Format) else v.name
+    if isinstance(v, _formats.Format):
+        return v.name
+    return v
+
+
+def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, priors: str = "presets",
+           seed: int = 0, progress: Callable[[str], None] | None = None) -> tuple[Model | None, Search, list[dict]]:
+    """Run the stages, separation and closed-loop verification; returns (verified Model or None, the search
+    state, the verification results of each round)."""
+    s = Search(target, priors=priors, seed=seed, progress=progress)
+    for stage in STAGES:
+        s.run_tests(stage.tests)
+        if stage.name == "structure":
+            s.structure(stage)
+        else:
+            s.vary(stage)
+    assert s.best is not None
+    verifications = []
+    model: Model | None = s.best
+    for r in range(rounds):
+        res = s.verify(model, verify)
+        verifications.append(res)
+        _say(progress, f"  verification {r + 1}: {res['rows']} rows ({res['adversarial']} adversarial), "
+             f"{res['mismatches']} mismatches")
+        if res["mismatches"] == 0:
+            return model, s, verifications
+        # repair: the neighbours of the current model (and of the alternatives) that fit everything seen
+        ok, least, _ = s.widen([model] + s.alternatives, STRICT)
+        if least != 0 or not ok:
+            _say(progress, "  repair: no Model one or two parameters away fits every row seen")
+            return None, s, verifications
+        ok = s.separate(ok, STRICT)
+        model, s.alternatives = ok[0], ok[1:4]
+        _say(progress, f"  repair: {len(ok)} candidate(s) fit; trying {model.family.value} "
+             f"L={model.block_width} F={model.fraction_bits}")
+    return None, s, verifications
+
+
+def stderr_progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

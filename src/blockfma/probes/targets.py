@@ -1,0 +1,367 @@
+"""Probe targets: one protocol, "compute d = a·b + c for a batch of (a, b, c) with this instruction's k".
+
+A :class:`Target` takes ``a``, ``b`` of shape (n, k) and ``c`` of shape (n,), float64 values exactly
+representable in its A, B and C formats, and returns d (n,) in the D format's numpy dtype, so results
+compare bit for bit.  It counts its calls, rows and seconds: a call to a real GPU is a kernel launch, so the
+probes batch every round's rows into one call.
+
+* ``"sim:H100"`` (``"sim:H100:wgmma"`` names an instruction) or a :class:`~blockfma.model.Model`: the
+  engine, :func:`blockfma.dot`;
+* any callable ``f(a, b, c) -> d`` with ``k=``: a user's emulator, another simulator, an FPGA model;
+  learnt only through its outputs (checked for shape, format and determinism);
+* ``"cuda"`` (``"cuda:mma.m16n8k16.f32.f16.f16.f32"``): real tensor cores through our own ``mma.sync``
+  kernels (:mod:`blockfma.probes.cuda`), one dot product per row of a tile's diagonal, the rest zero;
+* ``"torch"`` (``"torch:cpu"``, ``"torch:cuda"``): what ``torch`` (cuBLAS on a GPU) returns for the same
+  dot products, as diagonals of batched 16-row GEMMs (``torch.baddbmm``), the path users take.
+
+    >>> t = target("sim:A100", "fp16", "fp32")
+    >>> t.k, t.formats.input_name
+    (8, 'fp16')
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import formats as _formats
+from ..devices import Device, device as _device
+from ..engine import dot
+from ..model import Model
+from .inputs import Formats
+
+__all__ = ["Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
+           "bits"]
+
+UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+class TargetError(RuntimeError):
+    """A target cannot be reached or misbehaves (the message says what is missing and how to get it)."""
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    """Bit patterns of a float array (its own width), for bit-for-bit comparisons."""
+    x = np.asarray(x)
+    return x.view(UINT[x.dtype.itemsize * 8])
+
+
+class Target:
+    """Base class: subclasses set ``name``, ``formats``, ``k`` and implement :meth:`_compute`."""
+
+    name: str = "target"
+    formats: Formats
+    k: int
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.rows = 0
+        self.seconds = 0.0
+
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def __call__(self, a: Any, b: Any, c: Any) -> np.ndarray:
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        c = np.asarray(c, dtype=np.float64)
+        n = c.shape[0] if c.ndim == 1 else -1
+        if a.shape != (n, self.k) or b.shape != (n, self.k):
+            raise ValueError(f"{self.name}: a and b must have shape (n, {self.k}) and c shape (n,); got "
+                             f"{a.shape}, {b.shape} and {c.shape}")
+        t0 = time.perf_counter()
+        d = self._compute(a, b, c) if n else np.zeros(0, self.formats.d.dtype)
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        self.rows += n
+        return d
+
+    def metadata(self) -> dict[str, Any]:
+        """What the target is and where it ran (for the device record)."""
+        from .. import __version__
+
+        return {"target": self.name, "k": self.k, "formats": self.describe_formats(),
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "blockfma": __version__, "host": platform.node(), "numpy": np.__version__}
+
+    def describe_formats(self) -> str:
+        f = self.formats
+        return f"{f.input_name} -> {f.d.name} (C in {f.c.name})"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} k={self.k} {self.describe_formats()}>"
+
+
+class SimTarget(Target):
+    """The engine running one Model."""
+
+    def __init__(self, model: Model, k: int, name: str | None = None, c_format: Any = None):
+        super().__init__()
+        self.model = model
+        self.k = int(k)
+        self.name = name or f"sim:{model.name or model.family.value}"
+        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.output_format,
+                                  model.output_format)
+
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return dot(a, b, c, model=self.model, c_format=self.formats.c)
+
+    def metadata(self) -> dict[str, Any]:
+        return {**super().metadata(), "model": self.model.to_dict()}
+
+
+class CallableTarget(Target):
+    """Any Python callable ``f(a, b, c) -> d``; its first call is repeated to check it is deterministic."""
+
+    def __init__(self, f: Callable[..., Any], k: int, formats: Formats, name: str | None = None):
+        super().__init__()
+        self.f = f
+        self.k = int(k)
+        self.formats = formats
+        self.name = name or f"callable:{getattr(f, '__qualname__', type(f).__name__)}"
+
+    def _once(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        call = f"call {self.calls + 1} of {self.name} (a, b of shape {a.shape})"
+        try:
+            out = self.f(a.copy(), b.copy(), c.copy())
+        except Exception as exc:  # the user's code: say which call broke, keep the cause attached
+            raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
+        d = np.asarray(out)
+        if d.shape != c.shape:
+            raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {c.shape}")
+        fmt = self.formats.d
+        if d.dtype == fmt.dtype:
+            return d
+        if d.dtype.kind != "f" and d.dtype.kind != "V":
+            raise TargetError(f"{call} returned dtype {d.dtype}; return floats in {fmt.name} ({fmt.dtype})")
+        try:
+            return _formats.to_numpy(fmt, d.astype(np.float64))
+        except ValueError as exc:
+            raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        d = self._once(a, b, c)
+        if self.calls == 0:
+            again = self._once(a, b, c)
+            diff = np.nonzero(bits(d) != bits(again))[0]
+            if len(diff):
+                i = int(diff[0])
+                raise TargetError(f"{self.name} is not deterministic: row {i} gave {d[i]!r} and then {again[i]!r} "
+                                  "for the same inputs; a probe needs the same bits every time")
+        return d
+
+
+class CudaTarget(Target):
+    """One ``mma.sync`` instruction on this GPU, through :mod:`blockfma.probes.cuda` (CuPy, NVRTC)."""
+
+    CHUNK = 1 << 18
+
+    def __init__(self, instruction: str):
+        super().__init__()
+        from . import cuda
+
+        self._cuda = cuda
+        self.path = cuda.path(instruction)
+        p = self.path
+        self.k = p.k
+        self.name = f"cuda:{p.name}"
+        self.formats = Formats.of(p.a_format, p.b_format, p.c_format, p.d_format)
+        if not cuda.available():
+            raise TargetError("target 'cuda' needs an NVIDIA GPU and CuPy: pip install 'blockfma[cuda]' "
+                              "(cupy-cuda12x or cupy-cuda13x), and a working driver")
+        cc = cuda.compute_capability()
+        if cc < p.sm:
+            raise TargetError(f"{p.name} needs compute capability {p.sm / 10:.1f} or later; this GPU has {cc / 10:.1f}")
+
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        p = self.path
+        r = min(p.m, p.n)  # dot products per tile: the diagonal of D
+        out = []
+        for s in range(0, len(c), self.CHUNK):
+            aa, bb, cc = a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK]
+            n = len(cc)
+            T = -(-n // r)
+            A = np.zeros((T, p.m, p.k))
+            B = np.zeros((T, p.k, p.n))
+            C = np.zeros((T, p.m, p.n))
+            t, i = np.divmod(np.arange(n), r)
+            A[t, i, :] = aa
+            B[t, :, i] = bb
+            C[t, i, i] = cc
+            D = self._cuda.run(p, A, B, C)
+            out.append(D[t, i, i])
+        return np.concatenate(out)
+
+    def metadata(self) -> dict[str, Any]:
+        return {**super().metadata(), "instruction": self.path.ptx, **gpu_metadata()}
+
+
+class TorchTarget(Target):
+    """``torch.baddbmm`` (cuBLAS on a GPU) on batches of 16 x k x 16 GEMMs, one dot product per diagonal
+    element; D in the inputs' dtype (fp16, bf16 or fp32), as ``torch.matmul`` gives it."""
+
+    TILE = 16
+    DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+    def __init__(self, input_format: str, k: int, device: str = "cuda", allow_tf32: bool = False,
+                 reduced_precision_reduction: bool = False):
+        super().__init__()
+        try:
+            import torch
+        except ImportError:
+            raise TargetError("target 'torch' needs PyTorch: pip install torch") from None
+        fmt = _formats.get(input_format)
+        if fmt.name not in self.DTYPES:
+            raise TargetError(f"target 'torch' takes fp16, bf16 or fp32 inputs, not {fmt.name}")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise TargetError("target 'torch:cuda' needs a GPU that torch sees (torch.cuda.is_available() is False); "
+                              "use 'torch:cpu' for the CPU path")
+        self.torch = torch
+        self.device = device
+        self.k = int(k)
+        self.allow_tf32 = allow_tf32
+        self.reduced = reduced_precision_reduction
+        self.dtype = getattr(torch, self.DTYPES[fmt.name])
+        self.formats = Formats.of(fmt, fmt, fmt, fmt)
+        flags = (",tf32" if allow_tf32 else "") + (",reduced" if reduced_precision_reduction else "")
+        self.name = f"torch:{device}{flags}"
+
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        torch, r = self.torch, self.TILE
+        n = len(c)
+        T = -(-n // r)
+        t, i = np.divmod(np.arange(n), r)
+        A = np.zeros((T, r, self.k))
+        B = np.zeros((T, self.k, r))
+        C = np.zeros((T, r, r))
+        A[t, i, :] = a
+        B[t, :, i] = b
+        C[t, i, i] = c
+        be = torch.backends.cuda.matmul
+        saved = (be.allow_tf32, be.allow_fp16_reduced_precision_reduction, be.allow_bf16_reduced_precision_reduction)
+        try:
+            be.allow_tf32 = self.allow_tf32
+            be.allow_fp16_reduced_precision_reduction = self.reduced
+            be.allow_bf16_reduced_precision_reduction = self.reduced
+            as_t = lambda x: torch.from_numpy(x).to(self.device).to(self.dtype)  # noqa: E731 - exact casts
+            D = torch.baddbmm(as_t(C), as_t(A), as_t(B))
+        finally:
+            be.allow_tf32, be.allow_fp16_reduced_precision_reduction, be.allow_bf16_reduced_precision_reduction = saved
+        d = D[torch.from_numpy(t).to(self.device), torch.from_numpy(i).to(self.device),
+              torch.from_numpy(i).to(self.device)]
+        return _formats.to_numpy(self.formats.d, d.float().cpu().numpy().astype(np.float64), check=False)
+
+    def metadata(self) -> dict[str, Any]:
+        torch = self.torch
+        meta = {**super().metadata(), "torch": torch.__version__, "call": "torch.baddbmm, 16 x k x 16 tiles",
+                "allow_tf32": self.allow_tf32, "reduced_precision_reduction": self.reduced}
+        if self.device.startswith("cuda"):
+            meta.update(gpu_metadata())
+        return meta
+
+
+def gpu_metadata() -> dict[str, Any]:
+    """GPU name, compute capability, driver and CUDA versions, as far as CuPy or torch can tell."""
+    out: dict[str, Any] = {}
+    try:
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        out.update(gpu=props["name"].decode(), compute_capability=f"{props['major']}{props['minor']}",
+                   cuda_runtime=cp.cuda.runtime.runtimeGetVersion(), cuda_driver=cp.cuda.runtime.driverGetVersion(),
+                   cupy=cp.__version__)
+    except Exception:  # noqa: BLE001 - metadata only: whatever can be read
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out.setdefault("gpu", torch.cuda.get_device_name(0))
+            out["torch"] = torch.__version__
+            out["torch_cuda"] = torch.version.cuda
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def _device_k(dev: Device, model: Model, instruction: str | None) -> int | None:
+    try:
+        ins = dev.instruction_for(model.input_name, model.output_format.name) if instruction is None else next(
+            i for i in dev.instructions if i.name == instruction)
+    except (ValueError, StopIteration):
+        return None
+    ks = dict(ins.k or {})
+    return ks.get(model.input_name) or ks.get(model.input_format.name)
+
+
+def default_k(model: Model) -> int:
+    """A k that shows a Model's chaining: its instruction's k, else twice its block width (at least 8)."""
+    if model.instruction_k:
+        return model.instruction_k
+    L = model.block_width or 8
+    return max(2 * L, 8)
+
+
+def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *, k: int | None = None,
+           instruction: str | None = None, c_format: Any = None, **options: Any) -> Target:
+    """A :class:`Target` from ``spec``: a Target, a Model, ``"sim:DEVICE[:INSTRUCTION]"``, a callable (needs
+    ``k``), ``"cuda[:INSTRUCTION]"`` or ``"torch[:DEVICE]"`` (``options``: ``allow_tf32``,
+    ``reduced_precision_reduction``)."""
+    if isinstance(spec, Target):
+        return spec
+    if isinstance(spec, Model):
+        return SimTarget(spec, k or default_k(spec), c_format=c_format)
+    if callable(spec):
+        if k is None:
+            raise ValueError("a callable target needs k=, the number of products its instruction takes "
+                             "(a and b come as arrays of shape (n, k))")
+        fa, _, fb = str(_formats.get(input_format).name if not isinstance(input_format, (tuple, list)) else
+                        "*".join(_formats.get(f).name for f in input_format)).partition("*")
+        d = _formats.get(output_format)
+        return CallableTarget(spec, k, Formats.of(fa, fb or fa, c_format or d, d))
+    if not isinstance(spec, str):
+        raise TypeError(f"a probe target is a Model, a callable, 'sim:DEVICE', 'cuda' or 'torch', not {type(spec).__name__}")
+    kind, _, rest = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "sim":
+        name, _, ins = rest.partition(":")
+        if not name:
+            raise ValueError("'sim:' needs a device name, e.g. 'sim:H100' (blockfma devices lists them)")
+        dev = _device(name)
+        ins = ins or instruction
+        model = dev.model(input_format, output_format, ins) if ins else dev.model(input_format, output_format)
+        kk = k or _device_k(dev, model, ins) or default_k(model)
+        return SimTarget(model, kk, name=f"sim:{dev.name}" + (f":{ins}" if ins else ""), c_format=c_format)
+    if kind == "cuda":
+        from . import cuda
+
+        name = rest or instruction
+        if not name:
+            name = _cuda_path(cuda, input_format, output_format, k)
+        return CudaTarget(name)
+    if kind == "torch":
+        dev = rest or "cuda"
+        out = _formats.get(output_format)
+        if out != _formats.get(input_format if isinstance(input_format, str) else input_format[0]):
+            raise ValueError(f"target 'torch' returns D in the input format ({input_format}); ask for "
+                             f"output_format={input_format!r}, not {out.name!r}")
+        return TorchTarget(input_format, k or 64, dev, **options)
+    raise ValueError(f"unknown probe target {spec!r}: use 'sim:DEVICE', 'cuda', 'torch', a Model or a callable")
+
+
+def _cuda_path(cuda: Any, input_format: Any, output_format: Any, k: int | None) -> str:
+    fa, _, fb = (input_format if isinstance(input_format, str) else "*".join(input_format)).partition("*")
+    fa, fb = _formats.get(fa).name, _formats.get(fb or fa).name
+    d = _formats.get(output_format).name
+    found = [p for p in cuda.PATHS.values() if (p.a_format, p.b_format, p.d_format) == (fa, fb, d)
+             and (k is None or p.k == k)]
+    if not found:
+        have = sorted({f"{p.a_format}*{p.b_format}->{p.d_format} k={p.k}" for p in cuda.PATHS.values()})
+        raise TargetError(f"no mma.sync path for {fa}*{fb} -> {d}" + (f" with k={k}" if k else "") +
+                          f"; the cuda target has: {', '.join(have)}")
+    return max(found, key=lambda p: p.k).name

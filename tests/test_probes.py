@@ -1,0 +1,213 @@
+"""The probe suite: targets, feature tests as data, inference and closed-loop verification.
+
+Black boxes built from hand-made Models the probes were not written for must be recovered up to bit
+identity on random inputs with k larger than the block width; presets too (all of them: ``-m slow``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import blockfma as bf
+from blockfma import cli
+from blockfma.model import Family, Model
+from blockfma.probes import ProbeError, TargetError, probe, target
+from blockfma.probes import features, inputs
+from blockfma.probes.features import FEATURE_TESTS, Context
+from blockfma.probes.inputs import Formats
+
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def same_bits_on_random_rows(m1: Model, m2: Model, k: int, n: int = 4000, seed: int = 11) -> int:
+    """Rows (of every input family) where two Models give different bits."""
+    f = Formats.of(m1.input_format, m1.b_format, m1.output_format, m1.output_format)
+    a, b, c = inputs.mixed_rows(f, k, n, np.random.default_rng(seed))
+    x, y = bf.dot(a, b, c, model=m1), bf.dot(a, b, c, model=m2)
+    u = UINT[x.itemsize]
+    return int(np.count_nonzero(x.view(u) != y.view(u)))
+
+
+def black_box(m: Model):
+    def f(a, b, c):
+        return bf.dot(a, b, c, model=m)
+    return f
+
+
+# --- inputs and feature tests ----------------------------------------------------------------------------
+@pytest.mark.parametrize("fmts", [("fp16", "fp16", "fp32", "fp32"), ("bf16", "bf16", "bf16", "bf16"),
+                                  ("e4m3fn", "e5m2", "fp16", "fp16"), ("e4m3fnuz", "e5m2fnuz", "fp32", "fp32"),
+                                  ("fp64", "fp64", "fp64", "fp64")])
+@pytest.mark.parametrize("family", inputs.FAMILIES)
+def test_input_families_hold_their_formats(fmts, family):
+    f = Formats.of(*fmts)
+    a, b, c = inputs.rows(family, f, 16, 200, np.random.default_rng(3))
+    assert a.shape == b.shape == (200, 16) and c.shape == (200,)
+    for x, fmt in ((a, f.a), (b, f.b), (c, f.c)):
+        ok = bf.formats.is_representable(fmt, x) | np.isnan(x)
+        assert ok.all(), (fmt.name, x[~ok][:3])
+
+
+@pytest.mark.parametrize("fmts", [("fp16", "fp16", "fp32", "fp32"), ("e4m3fn", "e4m3fn", "fp32", "fp32"),
+                                  ("bf16", "bf16", "fp32", "fp32"), ("tf32", "tf32", "fp32", "fp32"),
+                                  ("fp16", "fp16", "fp16", "fp16")])
+@pytest.mark.parametrize("name", list(FEATURE_TESTS))
+def test_feature_rows_are_exact_and_nonempty(fmts, name):
+    f = Formats.of(*fmts)
+    rows = FEATURE_TESTS[name].build(Context(f, 16, {"F": 24}))
+    if name == "seeds" and f.a.name not in ("fp16", "bf16", "tf32"):
+        assert not rows  # the seeds publish fp16, bf16 and tf32 cases only
+        return
+    assert rows, f"{name} built no rows for {fmts}"
+    a, b, c = features.arrays(rows)
+    for x, fmt in ((a, f.a), (b, f.b), (c, f.c)):
+        assert (bf.formats.is_representable(fmt, x) | np.isnan(x)).all()
+
+
+def test_precision_rows_follow_the_formats():
+    """The big terms cancel exactly and the small one is a power of two that both formats reach."""
+    f = Formats.of("e4m3fn", "e4m3fn", "fp32", "fp32")
+    rows = [r for r in FEATURE_TESTS["precision"].build(Context(f, 32)) if r.label.startswith("2^E - 2^E +")]
+    prods = [[x * y for x, y in zip(r.a, r.b)] for r in rows]
+    assert all(p[0] == -p[1] and p[2] > 0 for p in prods)
+    gaps = [int(np.log2(p[0] / p[2])) for p in prods]
+    assert gaps == list(range(1, len(gaps) + 1)) and gaps[-1] >= 30  # e4m3: 2^15 down to 2^-18
+
+
+# --- targets ------------------------------------------------------------------------------------------------
+def test_sim_target_uses_the_instruction_k():
+    assert target("sim:A100", "fp16", "fp32").k == 16
+    assert target("sim:V100", "fp16", "fp32").k == 4
+
+
+def test_callable_target_errors_name_the_call():
+    f = Formats.of("fp16", "fp16", "fp32", "fp32")
+    a, b, c = np.zeros((3, 4)), np.zeros((3, 4)), np.zeros(3)
+
+    def boom(a, b, c):
+        raise KeyError("no unit")
+    with pytest.raises(TargetError, match="call 1 .* raised KeyError"):
+        target(boom, k=4)(a, b, c)
+    with pytest.raises(TargetError, match="returned shape"):
+        target(lambda a, b, c: np.zeros(2), k=4)(a, b, c)
+    with pytest.raises(TargetError, match="dtype int64"):
+        target(lambda a, b, c: np.zeros(3, np.int64), k=4)(a, b, c)
+    with pytest.raises(TargetError, match="not a fp32 number"):
+        target(lambda a, b, c: np.full(3, 0.1), k=4)(a, b, c)
+    rng = np.random.default_rng(0)
+    with pytest.raises(TargetError, match="not deterministic"):
+        target(lambda a, b, c: rng.integers(0, 4, 3).astype(np.float32), k=4)(a, b, c)
+    with pytest.raises(ValueError, match="needs k="):
+        target(lambda a, b, c: c)
+    assert f.input_name == "fp16"
+
+
+def test_unreachable_targets_say_what_is_missing():
+    with pytest.raises(ValueError, match="unknown probe target"):
+        target("fpga", "fp16", "fp32")
+    with pytest.raises(ValueError, match="unknown device"):
+        target("sim:H1000", "fp16", "fp32")
+    with pytest.raises((TargetError, ValueError)):  # no GPU here (CI), or no such path on a GPU
+        target("cuda", "fp16", "fp64")
+
+
+# --- inference ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device, pair", [("V100", ("fp16", "fp32")), ("MI250X", ("fp16", "fp32")),
+                                          ("MI100", ("fp16", "fp32"))])
+def test_presets_recovered_without_priors(device, pair):
+    f = probe(f"sim:{device}", *pair, verify=500, priors="none")
+    assert f.verified, f.verification
+    preset = bf.device(device).model(*pair)
+    assert same_bits_on_random_rows(f.model(), preset, 3 * f.k) == 0
+    assert f.calls <= 12
+
+
+HAND_MADE = {
+    "odd F, RNE, high e_zero": Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=19,
+                                     e_zero=-40, output_rounding="rne"),
+    "floor alignment": Model(Family.TRUNCATED_FUSED, "bf16", "fp32", block_width=4, fraction_bits=22,
+                             e_zero=-140, alignment="floor", output_rounding="rz"),
+    "no subnormals": Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=24, e_zero=-133,
+                           subnormals=False, output_rounding="rz"),
+    "one carry bit": Model(Family.TRUNCATED_FUSED, "fp16", "fp16", block_width=8, fraction_bits=23, e_zero=-21,
+                           carry_bits=1),
+    "normalised product exponents": Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=4,
+                                          fraction_bits=24, e_zero=-133, product_exponent="normalized",
+                                          output_rounding="rz"),
+    "exact family, L=2": Model(Family.EXACT_FUSED, "bf16", "fp32", block_width=2),
+}
+
+
+@pytest.mark.parametrize("name", list(HAND_MADE))
+def test_hand_made_black_boxes_recovered(name):
+    m = HAND_MADE[name]
+    k = 2 * m.block_width
+    f = probe(black_box(m), m.input_format, m.output_format, k=k, verify=500, priors="none")
+    assert f.verified, (name, f.verification)
+    assert same_bits_on_random_rows(f.model(), m, 3 * k) == 0
+
+
+def test_a_target_no_model_fits_is_never_reported():
+    """A unit that adds one extra ulp to odd rows: no candidate fits, and .model() refuses."""
+    m = bf.device("V100").model("fp16", "fp32")
+
+    def odd(a, b, c):
+        d = bf.dot(a, b, c, model=m)
+        with np.errstate(all="ignore"):
+            bump = (np.abs(a).sum(axis=1) * 8 % 2 == 1) & np.isfinite(d) & (d != 0)
+        return np.where(bump, np.nextafter(d, np.float32(np.inf)), d).astype(np.float32)
+    f = probe(odd, "fp16", "fp32", k=4, verify=300, rounds=1, priors="none")
+    assert not f.verified
+    with pytest.raises(ProbeError, match="no Model passed verification"):
+        f.model()
+    ce = f.verification[-1]["first_counterexample"]
+    assert ce["target"] != ce["model"]
+    with pytest.raises(ProbeError):
+        f.record()
+
+
+def test_findings_row_and_record_round_trip(tmp_path):
+    f = probe("sim:V100", "fp16", "fp32", verify=300)
+    row = f.row()
+    assert (row["family"], row["L"], row["F"], row["verified"]) == ("truncated-fused", 4, 23, True)
+    assert row["products exact"] is True
+    path = f.save(tmp_path / "v100.json", name="probed V100 (sim)")
+    dev = bf.device(path)
+    assert dev.model("fp16", "fp32") == bf.device("V100").model("fp16", "fp32")
+    assert dev.measured["verification"]["mismatches"] == 0
+    doc = f.to_json()
+    assert json.dumps(doc) and doc["readings"]["precision"]["bits kept below the largest term (F)"] == 23
+
+
+def test_cli_probe(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    rec = tmp_path / "r.json"
+    assert cli.main(["probe", "sim:MI100", "--verify", "200", "--json", str(out), "--record", str(rec), "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "exact-fused" in text and "Model:" in text
+    assert json.loads(out.read_text())["verified"] is True
+    assert bf.device(str(rec)).model("fp16", "fp32").family is Family.EXACT_FUSED
+    assert cli.main(["probe"]) == 2
+    assert "TARGET" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("priors", ["presets", "none"])
+def test_every_preset_recovered(priors):
+    """Every hardware preset and format pair (tf32 read from fp32 registers aside), k = its instruction's."""
+    failures = []
+    for dev in bf.devices():
+        if dev.vendor == "reference" or dev.variant_of:
+            continue
+        for ins in dev.instructions:
+            for (inp, out), m in ins.models.items():
+                if m.input_rounding is not None:
+                    continue
+                fi = tuple(inp.split("*")) if "*" in inp else inp
+                f = probe(f"sim:{dev.name}:{ins.name}", fi, out, verify=1000, priors=priors)
+                if not f.verified or same_bits_on_random_rows(f.model(), m, 3 * f.k, n=3000):
+                    failures.append((dev.name, ins.name, inp, out, f.verified))
+    assert not failures, failures
