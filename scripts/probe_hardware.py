@@ -1,0 +1,113 @@
+"""The probe suite on this GPU: infer every mma.sync path's Model through ``blockfma.probe`` and hold it to
+the preset, then the same for ``torch`` (cuBLAS).  One JSON file per target kind, written atomically after
+every path, so an interrupted run keeps what it finished.
+
+    python scripts/probe_hardware.py --out data/hardware --verify 1000000 --budget 480
+
+For each path: the findings (feature-table row, stage log, readings of every feature test, verification
+with the first counterexample), the inferred Model, and the count of rows (of a fresh random sample with k
+three times the instruction's) where the inferred Model and the device's preset give different bits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import blockfma as bf
+from blockfma.probes import inputs, targets
+
+PRESET_DEVICE = {"90": "H100", "100": "B200", "89": "Ada", "80": "A100", "120": "RTX5090"}
+
+
+def write(path: Path, doc: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def differ(m1: bf.Model, m2: bf.Model, k: int, n: int = 100_000) -> int:
+    f = inputs.Formats.of(m1.input_format, m1.b_format, m1.output_format, m1.output_format)
+    a, b, c = inputs.mixed_rows(f, k, n, np.random.default_rng(7))
+    x, y = bf.dot(a, b, c, model=m1), bf.dot(a, b, c, model=m2)
+    u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.itemsize]
+    return int(np.count_nonzero(x.view(u) != y.view(u)))
+
+
+def preset_for(dev: str | None, path_name: str, fa: str, fb: str, fd: str, k: int) -> bf.Model | None:
+    if dev is None:
+        return None
+    d = bf.device(dev)
+    inp = fa if fa == fb else (fa, fb)
+    for ins in [i.name for i in d.instructions if i.name.endswith(f"k{k}.fp8")] + ["mma", None]:
+        try:
+            return d.model(inp, fd, ins) if ins else d.model(inp, fd)
+        except ValueError:
+            continue
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for probe-cuda.json and probe-torch.json")
+    ap.add_argument("--verify", type=int, default=1_000_000, help="verification rows per path")
+    ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
+    ap.add_argument("--only", help="substring: probe only the cuda paths whose names hold it")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--simulate", action="store_true", help="the H100 presets in place of the GPU (pipeline test)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    meta = {"simulated": "H100 presets"} if args.simulate else targets.gpu_metadata()
+    dev = "H100" if args.simulate else PRESET_DEVICE.get(str(meta.get("compute_capability")))
+    say = lambda s: print(f"[{time.time() - t0:6.1f}s] {s}", file=sys.stderr, flush=True)  # noqa: E731
+    from blockfma.probes import cuda
+
+    cc = 90 if args.simulate else cuda.compute_capability()
+    paths = [p for p in cuda.PATHS.values() if p.sm <= cc and (not args.only or args.only in p.name)]
+    doc = {"what": "blockfma.probe on this GPU's mma.sync paths (own kernels), each inferred model held to the "
+                   "preset", "metadata": meta, "preset_device": dev, "verify_rows": args.verify, "paths": []}
+    for i, p in enumerate(paths):
+        if time.time() - t0 > args.budget * 0.8:
+            say(f"budget: stopping before {p.name}")
+            break
+        say(f"{p.name} ({i + 1}/{len(paths)})")
+        preset = preset_for(dev, p.name, p.a_format, p.b_format, p.d_format, p.k)
+        spec = targets.SimTarget(preset, p.k, name=f"sim:{p.name}") if args.simulate else f"cuda:{p.name}"
+        f = bf.probe(spec, verify=args.verify, progress=lambda s: say(s))
+        entry = f.to_json()
+        entry["preset"] = preset.to_dict() if preset else None
+        if f.verified and preset is not None:
+            entry["rows_differing_from_preset_k3"] = differ(f.model(), preset, 3 * p.k)
+            say(f"  verified; differs from the {dev} preset on {entry['rows_differing_from_preset_k3']} of "
+                f"100000 rows (k = {3 * p.k})")
+        doc["paths"].append(entry)
+        write(out / "probe-cuda.json", doc)
+    if not args.no_torch and not args.simulate:
+        tdoc = {"what": "blockfma.probe on torch.baddbmm (cuBLAS), per-dot-product models", "metadata": meta,
+                "runs": []}
+        for fmt, flags in (("fp16", {}), ("fp16", {"reduced_precision_reduction": True}), ("bf16", {}),
+                           ("fp32", {}), ("fp32", {"allow_tf32": True})):
+            if time.time() - t0 > args.budget * 0.95:
+                break
+            say(f"torch {fmt} {flags}")
+            try:
+                f = bf.probe("torch:cuda", fmt, fmt, k=64, verify=min(args.verify, 100_000),
+                             progress=lambda s: say(s), **flags)
+                tdoc["runs"].append({"format": fmt, "flags": flags, **f.to_json()})
+            except Exception as exc:  # noqa: BLE001 - a finding too: keep going
+                tdoc["runs"].append({"format": fmt, "flags": flags, "error": f"{type(exc).__name__}: {exc}"})
+            write(out / "probe-torch.json", tdoc)
+    say("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
