@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,7 +59,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="folder for probe-cuda.json and probe-torch.json")
     ap.add_argument("--verify", type=int, default=1_000_000, help="verification rows per path")
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
-    ap.add_argument("--only", help="substring: probe only the cuda paths whose names hold it")
+    ap.add_argument("--only", help="regular expression: probe only the cuda paths whose names match it")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="the H100 presets in place of the GPU (pipeline test)")
     args = ap.parse_args()
@@ -71,7 +72,7 @@ def main() -> int:
     from blockfma.probes import cuda
 
     cc = 90 if args.simulate else cuda.compute_capability()
-    paths = [p for p in cuda.PATHS.values() if p.sm <= cc and (not args.only or args.only in p.name)]
+    paths = [p for p in cuda.PATHS.values() if p.sm <= cc and (not args.only or re.search(args.only, p.name))]
     doc = {"what": "blockfma.probe on this GPU's mma.sync paths (own kernels), each inferred model held to the "
                    "preset", "metadata": meta, "preset_device": dev, "verify_rows": args.verify, "paths": []}
     for i, p in enumerate(paths):

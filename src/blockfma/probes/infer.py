@@ -545,7 +545,7 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, pri
         _say(progress, f"  verification {r + 1}: {res['rows']} rows ({res['adversarial']} adversarial), "
              f"{res['mismatches']} mismatches")
         if res["mismatches"] == 0:
-            return model, s, verifications
+            return _instruction_width(model, s), s, verifications
         # repair: the neighbours of the current model (and of the alternatives) that fit everything seen
         ok, least, _ = s.widen([model] + s.alternatives, STRICT)
         if least != 0 or not ok:
@@ -556,6 +556,19 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, pri
         _say(progress, f"  repair: {len(ok)} candidate(s) fit; trying {model.family.value} "
              f"L={model.block_width} F={model.fraction_bits}")
     return None, s, verifications
+
+
+def _instruction_width(m: Model, s: Search) -> Model:
+    """A block wider than the target's k cannot be seen through it: one instruction rounds its result, so
+    as a model of the instruction (chained over a longer k) the block is k wide.  Kept only if it gives the
+    same bits on every row seen."""
+    if m.block_width is None or m.block_width <= s.k or m.instruction_k is not None:
+        return m
+    n = _try(m, block_width=s.k)
+    if n is None:
+        return m
+    ok, _ = candidates_agree([n], s.ev, STRICT, s.c_format, s.dtype)
+    return n if ok else m
 
 
 def stderr_progress(text: str) -> None:
