@@ -83,8 +83,11 @@ def _rows(entry: dict):
 
 
 CASES = []
+NO_NAN_CODES = set()  # records that say their NaN inputs were not kept (rows that need them are skipped)
 for _rec in RECORDS:
     _data = json.loads(_rec.read_text())
+    if str(_data.get("nan_inputs", "")).startswith("not recorded"):
+        NO_NAN_CODES.add(_rec.name)
     for _name, _entry in _data.get("paths", {}).items():
         if "formats" in _entry and "superseded_by" not in _entry:
             CASES.append(pytest.param(_rec.name, _name, _entry, id=f"{_rec.stem}:{_name}"))
@@ -103,17 +106,20 @@ def test_preset_matches_recorded_rows(record, name, entry):
     uint = {16: np.uint16, 32: np.uint32, 64: np.uint64}[F.get(fd).bits]
     codes = NAN_INPUTS.get((record, name), {})
     wrong = []
-    n = 0
+    n = skipped = 0
     for label, a, b, c, c_bits, hw in _rows(entry):
         n += 1
         a_codes, b_codes = codes.get((tuple(a), tuple(b), c), (None, None))
-        if label == "example" and "nan" in a + b and a_codes is None:
-            assert fa not in PAYLOAD_MATTERS and fb not in PAYLOAD_MATTERS, \
+        if label == "example" and "nan" in a + b and a_codes is None and (fa in PAYLOAD_MATTERS or
+                                                                          fb in PAYLOAD_MATTERS):
+            assert record in NO_NAN_CODES, \
                 f"{name}: no codes for the NaN inputs of {a} {b} (run scripts/recover_nan_inputs.py)"
+            skipped += 1
+            continue
         A, B = _operand(fa, a, a_codes), _operand(fb, b, b_codes)
         C = _operand(fc, [c], None if c_bits is None else [c_bits])[0]
         got = int(np.asarray(bf.dot(A, B, C, model=model, **kw)).view(uint))
         if got != int(hw, 16):
             wrong.append((label, a, b, c, hw, hex(got)))
-    assert n > 0
+    assert n > skipped
     assert not wrong, f"{len(wrong)} of {n} recorded rows differ from the preset, e.g. {wrong[:2]}"

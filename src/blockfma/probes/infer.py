@@ -562,6 +562,12 @@ def _instruction_width(m: Model, s: Search) -> Model:
     """A block wider than the target's k cannot be seen through it: one instruction rounds its result, so
     as a model of the instruction (chained over a longer k) the block is k wide.  Kept only if it gives the
     same bits on every row seen."""
+    if m.instruction_k is not None and m.instruction_k != s.k:  # a prior from an instruction of another k
+        for L in dict.fromkeys((m.block_width, s.k // 2, s.k)):
+            n = _try(m, instruction_k=s.k, block_width=L)
+            if n is not None and candidates_agree([n], s.ev, STRICT, s.c_format, s.dtype)[0]:
+                return n
+        return m
     if m.block_width is None or m.block_width <= s.k or m.instruction_k is not None:
         return m
     n = _try(m, block_width=s.k)
