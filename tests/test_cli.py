@@ -243,6 +243,7 @@ def test_report(report_text: str) -> None:
     assert fttn["H100"][1] == "191.875" and fttn["H100"][-1] == "yes"
     assert fttn["MI100"][1] == "255.875" and fttn["MI100"][-1] == "yes"
     assert fttn["V100"][1] == "0.0"
+    assert "Probes: presets inferred as black boxes" in report_text
 
 
 def test_report_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -254,3 +255,6 @@ def test_report_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert row == {"device": "H100", "D_fp16": 191.875, "D_bf16": None, "FTTN": 191.875, "match": True}
     features = data["sections"]["features"]["rows"]
     assert {"pair": "fp16->fp32", "L": 16, "F": 25}.items() <= features[0].items()
+    probed = data["sections"]["probes"]["rows"]
+    assert [r["target"] for r in probed] == ["sim:H100", "sim:H100:mma.m16n8k32.fp8"]
+    assert all(r["verified"] and r["same as preset"] for r in probed)

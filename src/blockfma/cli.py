@@ -260,7 +260,7 @@ def cmd_compare(args: argparse.Namespace) -> str:
 def cmd_report(args: argparse.Namespace) -> str:
     devs = _split([args.devices]) if args.devices else None
     inputs = tuple(_formats.get(f).name for f in _split([args.fttn_inputs]))
-    out = _report.report(json=args.json, devices=devs, fttn_inputs=inputs)
+    out = _report.report(json=args.json, devices=devs, fttn_inputs=inputs, probes=not args.no_probes)
     return _report.dumps(out) if args.json else str(out).rstrip("\n")
 
 
@@ -304,7 +304,7 @@ def _input_arg(text: Any) -> Any:
 
 
 def cmd_probe(args: argparse.Namespace) -> str:
-    from .probes import ProbeError, TargetError, probe
+    from .probes import TargetError, probe
 
     jobs = _probe_jobs(args)
     say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
@@ -394,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", metavar="NAMES", help="comma-separated presets (default: all)")
     p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
                    help="input formats of the FTTN GEMM (default fp16,bf16)")
+    p.add_argument("--no-probes", action="store_true", help="leave out the probe section (some seconds a target)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("probe", help="measure a target through its outputs and infer its model (verified)",

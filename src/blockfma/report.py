@@ -25,8 +25,8 @@ from . import __version__
 from .devices import Device, device as _device, devices as _devices, open_questions as _questions
 from .experiments import fttn as _fttn
 
-__all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "Section", "sections", "report",
-           "dumps", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS"]
+__all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
+           "report", "dumps", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
 
 DATA_PATH = "formats -> Model -> engine (bit-exact simulation) -> devices (presets with sources) -> report"
 
@@ -217,9 +217,59 @@ def question_rows(devices: Iterable[str | Device] | None = None) -> list[dict[st
     return rows
 
 
+#: presets the report probes as black boxes (one or two per family), with the pair and instruction
+PROBED = (("V100", "fp16", "fp32", None), ("A100", "bf16", "fp32", None), ("H100", "fp16", "fp16", None),
+          ("H100", "e4m3fn", "fp32", "mma.m16n8k32.fp8"), ("B200", "e5m2", "fp32", None),
+          ("MI100", "fp16", "fp32", None), ("MI250X", "bf16", "fp32", None), ("MI300X", "fp16", "fp32", None),
+          ("Intel AMX", "bf16", "fp32", None), ("Arm BFDOT", "bf16", "fp32", None))
+PROBE_COLUMNS = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "rounding", "same as preset",
+                 "calls", "rows", "seconds"]
+
+
+def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2000,
+               gpu: bool = True) -> list[dict[str, Any]]:
+    """The probe suite on presets it treats as black boxes (``priors="none"``: it infers them from the
+    generic families alone), one row each: what it inferred, whether that verified, and whether the
+    inferred model gives the preset's bits on fresh random rows with k three times the instruction's.  With
+    ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too."""
+    import numpy as np
+
+    from .engine import dot
+    from .probes import inputs as _inputs, probe
+
+    names = None if devices is None else {d.name for d in _resolve(devices, [])}
+    jobs: list[tuple[Any, Any, str, Any]] = []
+    for name, inp, out, ins in PROBED:
+        if names is None or name in names:
+            m = _device(name).model(inp, out, ins) if ins else _device(name).model(inp, out)
+            jobs.append((f"sim:{name}" + (f":{ins}" if ins else ""), inp, out, m))
+    if gpu:
+        from .probes import cuda
+
+        if cuda.available():
+            jobs.append(("cuda", "fp16", "fp32", None))
+    rows = []
+    for spec, inp, out, preset in jobs:
+        f = probe(spec, inp, out, verify=verify, priors="none")
+        row = {k: v for k, v in f.row().items() if k in PROBE_COLUMNS}
+        row["rounding"] = f.row().get("output_rounding")
+        same = None
+        if f.verified and preset is not None:
+            m = f.model()
+            fm = _inputs.Formats.of(m.input_format, m.b_format, m.output_format, m.output_format)
+            a, b, c = _inputs.mixed_rows(fm, 3 * f.k, 2000, np.random.default_rng(1))
+            x, y = dot(a, b, c, model=m), dot(a, b, c, model=preset)
+            u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.itemsize]
+            same = bool(np.array_equal(x.view(u), y.view(u)))
+        row["same as preset"] = same
+        rows.append(row)
+    return rows
+
+
 def sections(devices: Iterable[str | Device] | None = None,
-             fttn_inputs: Sequence[str] = ("fp16", "bf16")) -> list[Section]:
-    """The report's sections, in order: features, FTTN porting example, confidence, open questions."""
+             fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True) -> list[Section]:
+    """The report's sections, in order: features, FTTN porting example, probes (presets as black boxes,
+    and this GPU where there is one), confidence, open questions."""
     devs = None if devices is None else _resolve(devices, [])
     hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
     fttn = fttn_rows(devs, fttn_inputs)
@@ -245,6 +295,17 @@ def sections(devices: Iterable[str | Device] | None = None,
                       f"the matrix unit: the exact answer is {_fttn.EXACT!r}; each device loses a different part "
                       "of it. FTTN: value FTTN published; match: D_fp16 equals it.",
                 notes=tuple(fttn_notes)),
+    ]
+    if probes:
+        out.append(Section(
+            "probes", "Probes: presets inferred as black boxes", PROBE_COLUMNS, probe_rows(hw),
+            intro="blockfma.probe measured each target through its outputs alone (feature tests built from the "
+                  "formats, candidate models narrowed and separated by simulated inputs, then verified on "
+                  "random and adversarial rows), with no preset among its candidates. same as preset: the "
+                  "inferred model gives the preset's bits on 2000 fresh rows with k three times the target's.",
+            notes=("Real hardware: data/hardware/h100-probe-cuda.json.gz holds the same inference on 22 of an "
+                   "H100's mma.sync paths, each verified on 10^6 rows (blockfma probe cuda --all on a GPU).",)))
+    out += [
         Section("confidence", "Presets resting on thin evidence", CONFIDENCE_COLUMNS, confidence_rows(hw),
                 intro="Presets resting on one source, on a vendor manual only, or with confidence below high."),
         Section("questions", "Open questions", QUESTION_COLUMNS, questions,
@@ -257,14 +318,15 @@ def sections(devices: Iterable[str | Device] | None = None,
 
 
 def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
-           fttn_inputs: Sequence[str] = ("fp16", "bf16")) -> str | dict[str, Any]:
+           fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True) -> str | dict[str, Any]:
     """The cross-device report: header, feature table, FTTN porting example, confidence notes.
 
     ``json=True`` returns a JSON-ready dict (``{"blockfma": version, "data_path": ..., "sections": {key:
     section}}``) instead of text.  ``devices`` restricts every section to those presets; ``fttn_inputs``
-    chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device).
+    chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device); ``probes``
+    runs the probe section (:func:`probe_rows`, some seconds per target).
     """
-    secs = sections(devices, fttn_inputs)
+    secs = sections(devices, fttn_inputs, probes)
     if json:
         return {"blockfma": __version__, "data_path": DATA_PATH,
                 "sections": {s.key: s.to_json() for s in secs}}

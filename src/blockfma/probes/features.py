@@ -210,11 +210,16 @@ def _build_zeros(ctx: Context) -> list[Row]:
         for sc in (0.0, -0.0):
             B.add(f"1 - 1 {'+' if s > 0 else '-'} 2^-{x} (cut by the alignment), c={sc!r}",
                   {0: 1.0, 1: -1.0, 2: s * math.ldexp(1.0, -x)}, sc)
-    d = ctx.formats.d
-    tiny = math.ldexp(1.0, d.emin - d.fraction_bits - 3)  # a quarter of the output's smallest subnormal
-    for s in (1.0, -1.0):
-        for sc in (0.0, -0.0):
-            B.add(f"nonzero sum {s * tiny!r} rounds to zero, c={sc!r}", {0: s * tiny}, sc)
+    f = ctx.formats
+    d = f.d
+    # a nonzero sum that rounds to zero: a quarter of the output's smallest subnormal, or the smallest
+    # product where the inputs reach no lower (half the smallest subnormal still ties to zero)
+    least = math.ldexp(1.0, f.a.emin - f.a.fraction_bits + f.b.emin - f.b.fraction_bits)
+    tiny = max(math.ldexp(1.0, d.emin - d.fraction_bits - 3), least)
+    if tiny <= math.ldexp(1.0, d.emin - d.fraction_bits - 1):
+        for s in (1.0, -1.0):
+            for sc in (0.0, -0.0):
+                B.add(f"nonzero sum {s * tiny!r} rounds to zero, c={sc!r}", {0: s * tiny}, sc)
     return B.rows
 
 
@@ -284,6 +289,20 @@ def _build_rounding(ctx: Context) -> list[Row]:
     for s in (1.0, -1.0):
         B.add(f"{'-' if s < 0 else ''}(1 + ulp/2 + 2^-{p + 8}) 2^{e0}",
               {0: s * one, 1: s * math.ldexp(one, -p), 2: s * math.ldexp(one, -p - 8)})
+    # one product of two multi-bit factors just off a rounding midpoint of C = 1 + ulp or 1 + 2 ulp: its
+    # low bits (up to 2 t below the midpoint) decide the rounding where the unit keeps them (an FMA does,
+    # a truncating alignment may not)
+    ta, tb = f.a.fraction_bits, f.b.fraction_bits
+    ea = (_ulp_exp(f.d) - 1) // 2
+    pairs = [(i, j) for i in sorted({1, 2, ta // 2, ta} - {0}) for j in sorted({1, tb // 2, tb} - {0})]
+    pairs += [(i, -i) for i in range(1, min(ta, tb + 1) + 1)]  # (1+2^-i)(1-2^-i) = 1 - 2^-2i: one far bit
+    for i, j in pairs:
+        for m in (1, 2):
+            for s in (1.0, -1.0):
+                a = -s * (1 + math.ldexp(1.0, -i)) * math.ldexp(one, ea)
+                b = (1 + math.copysign(math.ldexp(1.0, -abs(j)), j)) * math.ldexp(1.0, _ulp_exp(f.d) - 1 - ea)
+                B.raw(f"{'-' if s < 0 else ''}(1 + {m} ulp) - (1+2^-{i})(1{'+' if j > 0 else '-'}2^-{abs(j)}) ulp/2, "
+                      "C the first term", {0: a}, {0: b}, s * (one + m * math.ldexp(one, _ulp_exp(f.d))))
     return B.rows
 
 

@@ -240,9 +240,16 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
                     presets.append(m)
                 per_family.setdefault(m.family, m)
     d = f.d
-    generic = []
+    generic: list[Model] = []
     fitted = {"input_format": f.a, "b_input_format": f.b, "output_format": d, "input_rounding": None,
               "accumulator_format": None, "unpack_format": None, "instruction_k": None, "name": ""}
+    # the exact families first: where the rows cannot tell them from a truncating datapath with a wide
+    # alignment (an FMA chain against L = 1 with F = 34), the model with fewer parameters is kept
+    for fam in (Family.FMA_CHAIN, Family.EXACT_FUSED):
+        if fam in per_family:
+            g = _try(per_family[fam], **fitted)
+            if g is not None:
+                generic.append(g)
     try:  # the engine holds truncated-fused sums in 64-bit integers: no such model for fp64 outputs
         generic.append(Model(Family.TRUNCATED_FUSED, f.a, d, block_width=min(k, 8),
                              fraction_bits=min(d.precision + 1, 40),
@@ -250,7 +257,7 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
                              b_input_format=f.b, name=""))
     except ValueError:
         pass
-    for fam in (Family.EXACT_FUSED, Family.LATE_C, Family.PAIRWISE, Family.FMA_CHAIN, Family.BFDOT, Family.AMX):
+    for fam in (Family.LATE_C, Family.PAIRWISE, Family.BFDOT, Family.AMX):
         if fam in per_family:
             g = _try(per_family[fam], **fitted)
             if g is not None:
@@ -404,7 +411,7 @@ class Search:
         ok, least = self.keep(cands, stage.level, self.stage_rows)
         if least != 0:  # exotic structure: the grid again with the extras that change how products enter
             extra = []
-            for g in generic[:1]:
+            for g in [g for g in generic if g.family is Family.TRUNCATED_FUSED][:1]:
                 for ch in STRUCTURE_EXTRAS:
                     h = _try(g, **{p: (self.k if v == "k" else v) for p, v in ch.items()})
                     if h is not None:
