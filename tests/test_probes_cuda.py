@@ -80,3 +80,23 @@ def test_hardware_equals_the_preset(name):
     want = bf.dot(A[:, :, None, :], np.swapaxes(B, 1, 2)[:, None, :, :], C, device="H100",
                   input_format=p.a_format, output_format=p.d_format)
     assert np.array_equal(bits(D), bits(want))
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("name", ["mma.m16n8k16.f32.f16.f16.f32", "mma.m16n8k8.f32.tf32.tf32.f32"])
+def test_probe_infers_the_preset_from_the_gpu(name):
+    """The probe suite through this GPU's mma.sync: the inferred model, verified on the hardware, is the
+    H100 preset on one instruction (data/hardware/h100-probe-cuda.json.gz holds the 10^6-row runs)."""
+    if cuda.compute_capability() != 90:
+        pytest.skip("the presets compared are the H100's")
+    p = cuda.path(name)
+    f = bf.probe(f"cuda:{name}", verify=20_000)
+    assert f.verified, f.verification
+    m = f.model()
+    rng = np.random.default_rng(3)
+    a = F.round(p.a_format, rng.standard_normal((2000, p.k)))
+    b = F.round(p.b_format, rng.standard_normal((2000, p.k)))
+    c = F.round(p.c_format, rng.standard_normal(2000))
+    preset = bf.device("H100").model(p.a_format, p.d_format)
+    assert np.array_equal(bits(bf.dot(a, b, c, model=m)), bits(bf.dot(a, b, c, model=preset)))
