@@ -5,8 +5,9 @@ builder that turns the target's formats, its k and the findings so far into rows
 that states what the outputs say in words a numerical analyst would use.  The probe runner
 (:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models.  The seeds'
 published cases live as data in :mod:`blockfma.probes.seeds`: the seed tests check the presets against
-them, and the ``seeds`` test here feeds the ones that fit a target to the same runner.  Nothing here is written per GPU: every value follows from the formats
-(powers of two placed where both input formats hold them, the output's ulp, its smallest subnormal).
+them, and the ``seeds`` test here feeds the ones that fit a target to the same runner.  Nothing here is
+written per GPU: every value follows from the formats (powers of two placed where both input formats hold
+them, the output's ulp, its smallest subnormal).
 
 FTTN's tests (Li et al., sec. III) map onto these as follows: T_si_no, T_ni_so and T_sa are
 ``subnormals``; T_1_bit, T_rnd_dir and T_3_bits_fin_rnd are ``rounding`` (the eighths of an ulp on both
@@ -358,7 +359,8 @@ def _build_subnormals(ctx: Context) -> list[Row]:
     if sa is not None and sa < f.a.smallest_normal:
         for eb in (f.b.emax, f.b.emax // 2, 0):
             for s in (1.0, -1.0):
-                B.raw(f"T_si_no: {'-' if s < 0 else ''}subnormal a * 2^{eb}", {0: s * sa}, {0: math.ldexp(1.0, eb)}, 0.0)
+                B.raw(f"T_si_no: {'-' if s < 0 else ''}subnormal a * 2^{eb}", {0: s * sa},
+                      {0: math.ldexp(1.0, eb)}, 0.0)
         B.raw("T_sa: four subnormal products", {i: sa * 3 if 3 * sa < f.a.smallest_normal else sa for i in range(4)},
               {i: 1.0 for i in range(4)}, 0.0)
     sc = f.c.smallest_subnormal
@@ -393,7 +395,8 @@ def _build_e_zero(ctx: Context) -> list[Row]:
     for y in (lo - 1, lo, lo + 1, lo + 4, d.emin, d.emin + 4):
         for x in range(1, F + 8):
             for s in (1.0, -1.0):
-                B.add(f"2^{y} {'+' if s > 0 else '-'} 2^{y - x}", {0: math.ldexp(1.0, y), 1: s * math.ldexp(1.0, y - x)})
+                B.add(f"2^{y} {'+' if s > 0 else '-'} 2^{y - x}",
+                      {0: math.ldexp(1.0, y), 1: s * math.ldexp(1.0, y - x)})
     # C alone (every product zero), all its significand bits set: the zero products' exponent decides
     # where C is cut when it lies below it
     cf = ctx.formats.c

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ..devices import SCHEMA
 from ..model import Model
 from .infer import DEFAULT_VERIFY, search, stderr_progress
-from .targets import Target, target as _target
+from .targets import target as _target
 
 __all__ = ["Findings", "ProbeError", "probe"]
 
@@ -133,7 +133,3 @@ def probe(target: Any, input_format: Any = "fp16", output_format: Any = "fp32", 
                     verification=ver, stages=s.log.stages, readings=s.log.readings,
                     observations=s.log.observations, calls=t.calls, rows=t.rows,
                     seconds=time.perf_counter() - t0, target_seconds=t.seconds, _model=model)
-
-
-def _target_of(spec: Any, *args: Any, **kw: Any) -> Target:
-    return _target(spec, *args, **kw)

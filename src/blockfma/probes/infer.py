@@ -336,6 +336,7 @@ class Search:
         self.best: Model | None = None
         self.alternatives: list[Model] = []
         self.stage_rows: np.ndarray | None = None
+        self.stage_t0 = time.perf_counter()
 
     # -- talking to the target ---------------------------------------------------------------------------
     def ask(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, source: str) -> np.ndarray:
@@ -344,6 +345,7 @@ class Search:
         return d
 
     def run_tests(self, names: Iterable[str]) -> None:
+        self.stage_t0 = time.perf_counter()
         known = {}
         if self.best is not None and self.best.fraction_bits is not None:
             known["F"] = self.best.fraction_bits
@@ -392,8 +394,6 @@ class Search:
             differ = np.zeros(len(c), bool)
             for _, o in outs[1:]:
                 differ |= ~_agree(o, ref, level, self.dtype)
-                if len(outs) > 1:
-                    pass
             idx = np.nonzero(differ)[0]
             if len(idx) == 0:
                 break
@@ -462,7 +462,6 @@ class Search:
         self._settle(stage, cands, ok, least)
 
     def _settle(self, stage: Stage, cands: list[Model], ok: list[Model], least: int) -> None:
-        t0 = time.perf_counter()
         n_ok = len(ok)
         if len(ok) > 1 and stage.name == "structure":
             ok = self.separate(ok, stage.level, ("normal", "cancel"))
@@ -474,12 +473,12 @@ class Search:
         entry = {"stage": stage.name, "candidates": len(cands), "consistent": n_ok if least == 0 else 0,
                  "after_separation": len(ok), "best_mismatches": least, "rows_seen": len(self.ev),
                  "chosen": {p: _plain(getattr(self.best, p, None)) for p in stage.params if hasattr(self.best, p)},
-                 "family": self.best.family.value}
+                 "family": self.best.family.value, "seconds": round(time.perf_counter() - self.stage_t0, 3)}
         self.log.stages.append(entry)
         fit = "fits every row" if least == 0 else f"best misses {least} rows"
         _say(self.progress, f"  {stage.name}: {len(cands)} candidates, {n_ok if least == 0 else 0} consistent, "
              f"{len(ok)} after separation; {fit}; {entry['family']} "
-             + ", ".join(f"{k}={v}" for k, v in entry["chosen"].items()) + f" ({time.perf_counter() - t0:.1f} s)")
+             + ", ".join(f"{k}={v}" for k, v in entry["chosen"].items()) + f" ({entry['seconds']:.1f} s)")
 
     # -- verification ---------------------------------------------------------------------------------------
     def adversarial(self, m: Model, n: int) -> tuple[np.ndarray, ...]:

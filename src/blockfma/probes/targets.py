@@ -325,7 +325,8 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
         d = _formats.get(output_format)
         return CallableTarget(spec, k, Formats.of(fa, fb or fa, c_format or d, d))
     if not isinstance(spec, str):
-        raise TypeError(f"a probe target is a Model, a callable, 'sim:DEVICE', 'cuda' or 'torch', not {type(spec).__name__}")
+        raise TypeError("a probe target is a Model, a callable, 'sim:DEVICE', 'cuda' or 'torch', not "
+                        f"{type(spec).__name__}")
     kind, _, rest = spec.partition(":")
     kind = kind.strip().lower()
     if kind == "sim":
