@@ -198,7 +198,19 @@ class CudaTarget(Target):
         return np.concatenate(out)
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "instruction": self.path.ptx, **gpu_metadata()}
+        return {**super().metadata(), "instruction": self.path.ptx, "sass": self.sass_ops(), **gpu_metadata()}
+
+    def sass_ops(self) -> list[str] | str:
+        """The matrix and conversion instructions in the compiled kernel's SASS (HMMA, DMMA, HGMMA, QMMA,
+        F2FP...), as Fasi et al. and FTTN checked theirs: whether the PTX instruction runs on the tensor
+        cores (on Ampere ``mma.m8n8k4`` becomes FFMAs).  A string saying why where nvcc or cuobjdump fail."""
+        import re
+
+        try:
+            text = self._cuda.sass(self.path)
+        except Exception as exc:  # noqa: BLE001 - metadata: say why it is missing
+            return f"not read: {type(exc).__name__}: {exc}"[:200]
+        return sorted(set(re.findall(r"\b((?:[HDIQ]MMA|HGMMA|QGMMA|F2FP|FFMA|DFMA)(?:\.[\w]+)*)", text)))
 
 
 class TorchTarget(Target):
