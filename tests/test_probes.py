@@ -190,6 +190,10 @@ def test_cli_probe(tmp_path, capsys):
     assert "exact-fused" in text and "Model:" in text
     assert json.loads(out.read_text())["verified"] is True
     assert bf.device(str(rec)).model("fp16", "fp32").family is Family.EXACT_FUSED
+    # the record and the preset side by side
+    assert cli.main(["compare", "MI100", str(rec), "--a", "1,2^-15,2^-15,2^-15", "--b", "1,2^-15,2^-15,2^-15"]) == 0
+    table = capsys.readouterr().out
+    assert "probed sim:MI100" in table and table.count("0x3f800000") == 3  # 1 + 3*2^-30 rounds to 1 (RNE)
     assert cli.main(["probe"]) == 2
     assert "TARGET" in capsys.readouterr().err
 
