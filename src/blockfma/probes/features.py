@@ -89,13 +89,14 @@ class Builder:
         """A row given by its factors (for products that must not be rebuilt, e.g. inf·0)."""
         k = self.ctx.k
         f = self.ctx.formats
+        if max([*a, *b], default=0) >= k:  # more positions than the target's k
+            return False
         aa, bb = [0.0] * k, [0.0] * k
         for pos, v in a.items():
             aa[pos] = v
         for pos, v in b.items():
             bb[pos] = v
-        if max([*a, *b], default=0) >= k or not (all(_holds(f.a, v) for v in aa) and all(_holds(f.b, v) for v in bb)
-                                                 and _holds(f.c, c)):
+        if not (all(_holds(f.a, v) for v in aa) and all(_holds(f.b, v) for v in bb) and _holds(f.c, c)):
             return False
         self.rows.append(Row(label, tuple(aa), tuple(bb), c))
         return True
