@@ -262,6 +262,10 @@ def _build_precision(ctx: Context) -> list[Row]:
                   {0: 2.25 * math.ldexp(1.0, E - 2), 1: -2.25 * math.ldexp(1.0, E - 2), 2: small})
             B.add(f"2^E {'+' if s > 0 else '-'} 2^(E-{x}), c=-2^E", {0: math.ldexp(1.0, E), 1: small},
                   -math.ldexp(1.0, E))
+            # the same three terms at positions 0, 1 and 4: one block also where a unit feeds the products
+            # by register halves (k mod 4 in {0, 1} first, Hopper's fp8 mma.sync)
+            B.add(f"2^E at 0, -2^E at 4, {'+' if s > 0 else '-'}2^(E-{x}) at 1",
+                  {0: math.ldexp(1.0, E), 4: -math.ldexp(1.0, E), 1: small})
     return B.rows
 
 

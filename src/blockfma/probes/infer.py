@@ -123,7 +123,7 @@ def candidates_agree(cands: list[Model], ev: Evidence, level: int, c_format: Any
         least = min(pre.values())
         pool = [m for m, n in pre.items() if n == least]
         if least > 0:  # nothing fits even these rows: the counts on them rank the candidates
-            return [], {m: least for m in pool}
+            return [], pre
     ok, misses = [], {}
     for m in pool:
         out = _run(m, ev.a, ev.b, ev.c, c_format)
@@ -262,6 +262,12 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
             g = _try(per_family[fam], **fitted)
             if g is not None:
                 generic.append(g)
+    if d.precision < 24:  # AMD units with fp16/bf16 outputs compute in fp32, then round (rocWMMA)
+        for g in list(generic):
+            if g.family in (Family.EXACT_FUSED, Family.LATE_C, Family.PAIRWISE):
+                h = _try(g, accumulator_format=_formats.fp32)
+                if h is not None:
+                    generic.append(h)
     return presets, generic
 
 
@@ -279,7 +285,7 @@ class Stage:
 
 STAGES = (
     Stage("structure", ("precision", "order", "rounding", "products"),
-          ("block_width", "fraction_bits", "output_rounding", "alignment"), LOOSE),
+          ("block_width", "fraction_bits", "output_rounding", "alignment", "groups"), LOOSE),
     Stage("specials", ("specials",), ("nan", "overflow"), NAN_BITS),
     Stage("zeros", ("zeros",), ("exact_zero", "rounded_zero"), STRICT),
     Stage("subnormals", ("subnormals",), ("subnormals", "flush_zero"), STRICT),
@@ -337,6 +343,7 @@ class Search:
         self.alternatives: list[Model] = []
         self.stage_rows: np.ndarray | None = None
         self.stage_t0 = time.perf_counter()
+        self.misses: dict[Model, int] = {}
 
     # -- talking to the target ---------------------------------------------------------------------------
     def ask(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, source: str) -> np.ndarray:
@@ -371,12 +378,21 @@ class Search:
     # -- narrowing ---------------------------------------------------------------------------------------------
     def keep(self, cands: list[Model], level: int, first: np.ndarray | None = None) -> tuple[list[Model], int]:
         ok, misses = candidates_agree(cands, self.ev, level, self.c_format, self.dtype, first)
+        self.misses = misses
         if ok:
             return ok, 0
         if not misses:
             return [], -1
         least = min(misses.values())
         return [m for m in cands if misses.get(m) == least], least
+
+    def best_per_family(self) -> list[Model]:
+        """The candidate of each family that missed fewest rows in the last :meth:`keep`."""
+        best: dict[Family, tuple[int, Model]] = {}
+        for m, n in self.misses.items():
+            if m.family not in best or n < best[m.family][0]:
+                best[m.family] = (n, m)
+        return [m for _, m in sorted(best.values(), key=lambda t: t[0])]
 
     def separate(self, cands: list[Model], level: int, families: tuple[str, ...] = _inputs.FAMILIES,
                  rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000) -> list[Model]:
@@ -433,7 +449,8 @@ class Search:
         ok, least = best, -1
         for step in range(2):
             seen: dict[Model, None] = {}
-            for i, m in enumerate(ok[:8]):
+            seeds = list(dict.fromkeys(ok[:8] + self.best_per_family()))
+            for i, m in enumerate(seeds):
                 seen.update(dict.fromkeys(neighbours(m, self.f, self.k)))
                 if step == 0 and i == 0:
                     seen.update(dict.fromkeys(pair_moves(m, self.f, self.k)))
