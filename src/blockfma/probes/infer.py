@@ -204,7 +204,9 @@ def grid(m: Model, f: _inputs.Formats, k: int, params: Iterable[str]) -> list[Mo
     dom = domains(f, k, m)
     names = [p for p in params if p in dom]
     out: dict[Model, None] = {}
-    for values in itertools.product(*(dom[p] for p in names)):
+    # each parameter's domain, with the base's own value (e.g. a preset's round-to-odd) kept in it
+    values_of = [list(dict.fromkeys([getattr(m, p)] + list(dom[p]))) for p in names]
+    for values in itertools.product(*values_of):
         n = _try(m, **dict(zip(names, values)))
         if n is not None:
             out[n] = None
