@@ -409,7 +409,7 @@ class Simulated:
 
     def run(self, p: Instr, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
         a, b, c, _, _ = rows_of(p, A, B, C, np.zeros(C.shape, C.dtype))
-        return model_bits(p, p.models[0][1], a, b, c).reshape(C.shape[0], p.m, p.n)
+        return model_bits(p, p.models[0][1], a, b, c, codes_of(p, A, B)).reshape(C.shape[0], p.m, p.n)
 
 
 class Peer:
@@ -548,11 +548,25 @@ def rows_of(p: Instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, D: np.ndarray
     return a, b, decode(p.fc, C).reshape(-1), C.reshape(-1), D.reshape(-1)
 
 
-def model_bits(p: Instr, model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The model's results as bit patterns; finite rows through the compiled kernels, the rest apart."""
+def codes_of(p: Instr, A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A's and B's bit patterns per dot product (as rows_of orders them): kept for rows with NaN inputs,
+    whose payloads decide a DMMA's NaN and a tf32 read (a record keeps them, so no replay is needed)."""
+    T = A.shape[0]
+    a = np.broadcast_to(A[:, :, None, :], (T, p.m, p.n, p.k)).reshape(-1, p.k)
+    b = np.broadcast_to(np.swapaxes(B, 1, 2)[:, None, :, :], (T, p.m, p.n, p.k)).reshape(-1, p.k)
+    return a, b
+
+
+def model_bits(p: Instr, model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+               codes: tuple | None = None) -> np.ndarray:
+    """The model's results as bit patterns; finite rows through the compiled kernels, the rest apart.
+    tf32 operands go in as the binary32 registers held them (their codes, where given), so that NaN
+    payloads reach the unit's read as they did on the GPU."""
     if not isinstance(model, Model):
         return model.bits(a, b, c)
     kw = {"round_inputs": "device"} if p.fa == "tf32" else {}
+    if p.fa == "tf32" and codes is not None:
+        a, b = codes[0].astype(np.uint32).view(np.float32), codes[1].astype(np.uint32).view(np.float32)
     out_bits = F.get(p.fd).bits
     res = np.zeros(len(c), UINT[out_bits])
     finite = np.isfinite(a).all(1) & np.isfinite(b).all(1) & np.isfinite(c)
@@ -572,17 +586,23 @@ def classify(p: Instr, hw: np.ndarray, sim: np.ndarray) -> dict[str, np.ndarray]
     return {"nan_bits": nan, "zero_sign": zero, "other": diff & ~nan & ~zero}
 
 
-def example(p: Instr, a, b, c, ccode, hw, sim) -> dict:
+def example(p: Instr, a, b, c, ccode, hw, sim, codes: tuple | None = None) -> dict:
     f = F.get(p.fd)
     w = f.bits // 4
-    return {"a": [hexval(x) for x in a], "b": [hexval(x) for x in b], "c": hexval(c),
-            "c_bits": f"0x{int(ccode):0{storage(p.fc).bits // 4}x}",
-            "hardware": f"0x{int(hw):0{w}x}", "hardware_value": hexval(F.decode(f, np.uint64(hw))),
-            "model": f"0x{int(sim):0{w}x}", "model_value": hexval(F.decode(f, np.uint64(sim)))}
+    out = {"a": [hexval(x) for x in a], "b": [hexval(x) for x in b], "c": hexval(c),
+           "c_bits": f"0x{int(ccode):0{storage(p.fc).bits // 4}x}",
+           "hardware": f"0x{int(hw):0{w}x}", "hardware_value": hexval(F.decode(f, np.uint64(hw))),
+           "model": f"0x{int(sim):0{w}x}", "model_value": hexval(F.decode(f, np.uint64(sim)))}
+    if codes is not None and (np.isnan(a).any() or np.isnan(b).any()):
+        wa, wb = storage(p.fa).bits // 4, storage(p.fb).bits // 4
+        out["a_codes"] = [f"0x{int(x):0{wa}x}" for x in codes[0]]
+        out["b_codes"] = [f"0x{int(x):0{wb}x}" for x in codes[1]]
+    return out
 
 
-def compare(p: Instr, model: Model, a, b, c, ccode, hw, fam_of_row: np.ndarray, keep: int = 8) -> dict:
-    sim = model_bits(p, model, a, b, c)
+def compare(p: Instr, model: Model, a, b, c, ccode, hw, fam_of_row: np.ndarray, keep: int = 8,
+            codes: tuple | None = None) -> dict:
+    sim = model_bits(p, model, a, b, c, codes)
     kinds = classify(p, hw, sim)
     out = {"rows": int(len(hw)), "match": int((hw == sim).sum()),
            "mismatch": {k: int(v.sum()) for k, v in kinds.items()}}
@@ -596,7 +616,8 @@ def compare(p: Instr, model: Model, a, b, c, ccode, hw, fam_of_row: np.ndarray, 
     ex = []
     for kname in ("other", "zero_sign", "nan_bits"):
         for i in np.flatnonzero(kinds[kname])[:keep]:
-            e = example(p, a[i], b[i], c[i], ccode[i], hw[i], sim[i])
+            e = example(p, a[i], b[i], c[i], ccode[i], hw[i], sim[i],
+                        None if codes is None else (codes[0][i], codes[1][i]))
             e["kind"], e["family"] = kname, str(fam_of_row[i])
             ex.append(e)
     if ex:
@@ -627,22 +648,26 @@ def run_path(p: Instr, runner: Any, per_path: int, rng: np.random.Generator, log
     ccode = np.concatenate([x[3] for x in a_parts])
     hw = np.concatenate([x[4] for x in a_parts])
     fam_of_row = np.concatenate(fam_rows)
+    c_parts = [codes_of(p, q[0], q[1]) for q in parts]
+    codes = (np.concatenate([x[0] for x in c_parts]), np.concatenate([x[1] for x in c_parts]))
     rec["dot_products"] = int(len(hw))
     rec["families"] = {f: tiles * p.per_tile for f in fams}
     res = []
     label, model = p.models[0]
     t1 = time.monotonic()
-    first = compare(p, model, a, b, c, ccode, hw, fam_of_row)
+    first = compare(p, model, a, b, c, ccode, hw, fam_of_row, codes=codes)
     first.update({"label": label, "model": model.to_dict(), "summary": model.summary()})
     res.append(first)
     log(f"  {label}: {first['match']}/{first['rows']} bit-identical {first['mismatch']} "
         f"({time.monotonic() - t1:.1f} s)")
     # variants: on every row the preset missed and on a random sample of the rest
-    bad = (hw != model_bits(p, model, a, b, c)) if first["match"] != first["rows"] else np.zeros(len(hw), bool)
+    bad = (hw != model_bits(p, model, a, b, c, codes)) if first["match"] != first["rows"] else \
+        np.zeros(len(hw), bool)
     sample = rng.random(len(hw)) < min(1.0, 60000 / len(hw))
     sel = bad | sample
     for label, model in p.models[1:]:
-        r = compare(p, model, a[sel], b[sel], c[sel], ccode[sel], hw[sel], fam_of_row[sel], keep=3)
+        r = compare(p, model, a[sel], b[sel], c[sel], ccode[sel], hw[sel], fam_of_row[sel], keep=3,
+                    codes=(codes[0][sel], codes[1][sel]))
         r.update({"label": label, "model": model.to_dict(), "summary": model.summary(),
                   "on": "rows the preset missed plus a random sample"})
         res.append(r)
