@@ -12,33 +12,18 @@ three times the instruction's) where the inferred Model and the device's preset 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import blockfma as bf
-from blockfma.probes import inputs, targets
+from blockfma.probes import targets
+from blockfma.probes.infer import disagreements
+from blockfma.report import write_json
 
 PRESET_DEVICE = {"90": "H100", "100": "B200", "89": "Ada", "80": "A100", "120": "RTX5090"}
-
-
-def write(path: Path, doc: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def differ(m1: bf.Model, m2: bf.Model, k: int, n: int = 100_000) -> int:
-    f = inputs.Formats.of(m1.input_format, m1.b_format, m1.output_format, m1.output_format)
-    a, b, c = inputs.mixed_rows(f, k, n, np.random.default_rng(7))
-    x, y = bf.dot(a, b, c, model=m1), bf.dot(a, b, c, model=m2)
-    u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.itemsize]
-    return int(np.count_nonzero(x.view(u) != y.view(u)))
 
 
 def preset_for(dev: str | None, path_name: str, fa: str, fb: str, fd: str, k: int) -> bf.Model | None:
@@ -86,11 +71,11 @@ def main() -> int:
         entry = f.to_json()
         entry["preset"] = preset.to_dict() if preset else None
         if f.verified and preset is not None:
-            entry["rows_differing_from_preset_k3"] = differ(f.model(), preset, 3 * p.k)
+            entry["rows_differing_from_preset_k3"] = disagreements(f.model(), preset, 3 * p.k, 100_000, seed=7)
             say(f"  verified; differs from the {dev} preset on {entry['rows_differing_from_preset_k3']} of "
                 f"100000 rows (k = {3 * p.k})")
         doc["paths"].append(entry)
-        write(out / "probe-cuda.json", doc)
+        write_json(out / "probe-cuda.json", doc)
     if not args.no_torch and not args.simulate:
         tdoc = {"what": "blockfma.probe on torch.baddbmm (cuBLAS), per-dot-product models", "metadata": meta,
                 "runs": []}
@@ -105,7 +90,7 @@ def main() -> int:
                 tdoc["runs"].append({"format": fmt, "flags": flags, **f.to_json()})
             except Exception as exc:  # noqa: BLE001 - a finding too: keep going
                 tdoc["runs"].append({"format": fmt, "flags": flags, "error": f"{type(exc).__name__}: {exc}"})
-            write(out / "probe-torch.json", tdoc)
+            write_json(out / "probe-torch.json", tdoc)
     say("done")
     return 0
 

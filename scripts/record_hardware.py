@@ -542,15 +542,14 @@ class Gpu:
 # --- comparing ---------------------------------------------------------------------------------------------
 def rows_of(p: Instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, D: np.ndarray):
     """(a, b, c values; c, d codes) per dot product, in tile order (t, i, j)."""
-    T = A.shape[0]
-    a = np.broadcast_to(decode(p.fa, A)[:, :, None, :], (T, p.m, p.n, p.k)).reshape(-1, p.k)
-    b = np.broadcast_to(np.swapaxes(decode(p.fb, B), 1, 2)[:, None, :, :], (T, p.m, p.n, p.k)).reshape(-1, p.k)
+    a, b = codes_of(p, decode(p.fa, A), decode(p.fb, B))
     return a, b, decode(p.fc, C).reshape(-1), C.reshape(-1), D.reshape(-1)
 
 
 def codes_of(p: Instr, A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A's and B's bit patterns per dot product (as rows_of orders them): kept for rows with NaN inputs,
-    whose payloads decide a DMMA's NaN and a tf32 read (a record keeps them, so no replay is needed)."""
+    """A's and B's entries per dot product, in tile order (t, i, j) as :func:`rows_of` gives them: the
+    codes, kept for rows with NaN inputs, whose payloads decide a DMMA's NaN and a tf32 read (a record
+    keeps them, so no replay is needed); rows_of passes the decoded values."""
     T = A.shape[0]
     a = np.broadcast_to(A[:, :, None, :], (T, p.m, p.n, p.k)).reshape(-1, p.k)
     b = np.broadcast_to(np.swapaxes(B, 1, 2)[:, None, :, :], (T, p.m, p.n, p.k)).reshape(-1, p.k)

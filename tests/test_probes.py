@@ -17,18 +17,10 @@ from blockfma.model import Family, Model
 from blockfma.probes import ProbeError, TargetError, probe, target
 from blockfma.probes import features, inputs
 from blockfma.probes.features import FEATURE_TESTS, Context
+from blockfma.probes.infer import disagreements
+from blockfma.probes.targets import sim_jobs
 from blockfma.probes.inputs import Formats
 
-UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def same_bits_on_random_rows(m1: Model, m2: Model, k: int, n: int = 4000, seed: int = 11) -> int:
-    """Rows (of every input family) where two Models give different bits."""
-    f = Formats.of(m1.input_format, m1.b_format, m1.output_format, m1.output_format)
-    a, b, c = inputs.mixed_rows(f, k, n, np.random.default_rng(seed))
-    x, y = bf.dot(a, b, c, model=m1), bf.dot(a, b, c, model=m2)
-    u = UINT[x.itemsize]
-    return int(np.count_nonzero(x.view(u) != y.view(u)))
 
 
 def black_box(m: Model):
@@ -130,7 +122,7 @@ def test_presets_recovered_without_priors(device, pair):
     f = probe(f"sim:{device}", *pair, verify=500, priors="none")
     assert f.verified, f.verification
     preset = bf.device(device).model(*pair)
-    assert same_bits_on_random_rows(f.model(), preset, 3 * f.k) == 0
+    assert disagreements(f.model(), preset, 3 * f.k) == 0
     assert f.calls <= 12
 
 
@@ -156,7 +148,7 @@ def test_hand_made_black_boxes_recovered(name):
     k = 2 * m.block_width
     f = probe(black_box(m), m.input_format, m.output_format, k=k, verify=500, priors="none")
     assert f.verified, (name, f.verification)
-    assert same_bits_on_random_rows(f.model(), m, 3 * k) == 0
+    assert disagreements(f.model(), m, 3 * k) == 0
 
 
 def test_a_target_no_model_fits_is_never_reported():
@@ -212,19 +204,14 @@ def test_cli_probe(tmp_path, capsys):
 def test_every_preset_recovered(priors):
     """Every hardware preset and format pair (tf32 read from fp32 registers aside), k = its instruction's."""
     failures = []
-    for dev in bf.devices():
-        if dev.vendor == "reference" or dev.variant_of:
+    jobs = sim_jobs()
+    assert len(jobs) >= 100
+    for spec, inp, out, m in jobs:
+        try:
+            f = probe(spec, inp, out, verify=1000, priors=priors)
+        except Exception as exc:  # noqa: BLE001 - collect every failure, not only the first
+            failures.append((spec, inp, out, repr(exc)[:200]))
             continue
-        for ins in dev.instructions:
-            for (inp, out), m in ins.models.items():
-                if m.input_rounding is not None:
-                    continue
-                fi = tuple(inp.split("*")) if "*" in inp else inp
-                try:
-                    f = probe(f"sim:{dev.name}:{ins.name}", fi, out, verify=1000, priors=priors)
-                except Exception as exc:  # noqa: BLE001 - collect every failure, not only the first
-                    failures.append((dev.name, ins.name, inp, out, repr(exc)[:200]))
-                    continue
-                if not f.verified or same_bits_on_random_rows(f.model(), m, 3 * f.k, n=3000):
-                    failures.append((dev.name, ins.name, inp, out, f.verified))
+        if not f.verified or disagreements(f.model(), m, 3 * f.k, n=3000):
+            failures.append((spec, inp, out, f.verified))
     assert not failures, failures

@@ -272,20 +272,11 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
             raise _Usage("name a TARGET (sim:DEVICE, cuda, torch) or pass --all")
         return [(spec, _input_arg(args.input), args.output, args.instruction)]
     kind = spec.split(":")[0].lower()
-    if kind == "sim" and ":" not in spec:
-        jobs = []
-        for dev in _report.hardware():
-            if dev.variant_of:
-                continue
-            for ins in dev.instructions:
-                for (inp, out), m in ins.models.items():
-                    if m.input_rounding is None:  # tf32 read from fp32 registers: probed through fp32 values
-                        jobs.append((f"sim:{dev.name}:{ins.name}", _input_arg(inp), out, None))
-        return jobs
     if kind == "sim":
-        dev = _device(spec.split(":", 1)[1])
-        return [(f"sim:{dev.name}:{ins.name}", _input_arg(inp), out, None) for ins in dev.instructions
-                for (inp, out), m in ins.models.items() if m.input_rounding is None]
+        from .probes.targets import sim_jobs
+
+        devs = [spec.split(":", 1)[1]] if ":" in spec else None
+        return [(s, inp, out, None) for s, inp, out, _ in sim_jobs(devs)]
     if kind == "cuda":
         from .probes import cuda
 
@@ -320,7 +311,7 @@ def cmd_probe(args: argparse.Namespace) -> str:
         rows.append(f.row())
         docs.append(f.to_json())
         if args.json:  # after every finding, atomically: an interrupted --all keeps what it finished
-            _write_json(args.json, docs if args.all else docs[0])
+            _report.write_json(args.json, docs if args.all else docs[0])
         if args.record and f.verified and not args.all:
             f.save(args.record)
     cols = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "alignment", "output_rounding",
@@ -337,16 +328,6 @@ def cmd_probe(args: argparse.Namespace) -> str:
         if args.record and not f_doc["verified"]:
             text += f"\n(no record written to {args.record}: the run did not verify)"
     return text
-
-
-def _write_json(path: str, doc: Any) -> None:
-    import json
-
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
 
 
 # --- parser ----------------------------------------------------------------------------------------------

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json as _json
 import math
+import os
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from . import __version__
@@ -26,7 +28,7 @@ from .devices import Device, device as _device, devices as _devices, open_questi
 from .experiments import fttn as _fttn
 
 __all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
-           "report", "dumps", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
+           "report", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
 
 DATA_PATH = "formats -> Model -> engine (bit-exact simulation) -> devices (presets with sources) -> report"
 
@@ -232,10 +234,8 @@ def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2
     generic families alone), one row each: what it inferred, whether that verified, and whether the
     inferred model gives the preset's bits on fresh random rows with k three times the instruction's.  With
     ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too."""
-    import numpy as np
-
-    from .engine import dot
-    from .probes import inputs as _inputs, probe
+    from .probes import probe
+    from .probes.infer import disagreements
 
     names = None if devices is None else {d.name for d in _resolve(devices, [])}
     jobs: list[tuple[Any, Any, str, Any]] = []
@@ -251,17 +251,11 @@ def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2
     rows = []
     for spec, inp, out, preset in jobs:
         f = probe(spec, inp, out, verify=verify, priors="none")
-        row = {k: v for k, v in f.row().items() if k in PROBE_COLUMNS}
-        row["rounding"] = f.row().get("output_rounding")
-        same = None
-        if f.verified and preset is not None:
-            m = f.model()
-            fm = _inputs.Formats.of(m.input_format, m.b_format, m.output_format, m.output_format)
-            a, b, c = _inputs.mixed_rows(fm, 3 * f.k, 2000, np.random.default_rng(1))
-            x, y = dot(a, b, c, model=m), dot(a, b, c, model=preset)
-            u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.itemsize]
-            same = bool(np.array_equal(x.view(u), y.view(u)))
-        row["same as preset"] = same
+        found = f.row()
+        row = {k: v for k, v in found.items() if k in PROBE_COLUMNS}
+        row["rounding"] = found.get("output_rounding")
+        row["same as preset"] = (disagreements(f.model(), preset, 3 * f.k, 2000, seed=1) == 0
+                                 if f.verified and preset is not None else None)
         rows.append(row)
     return rows
 
@@ -339,7 +333,19 @@ def dumps(obj: Any) -> str:
     return _json.dumps(_jsonable(obj), indent=2)
 
 
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write :func:`dumps` of ``obj`` to ``path`` atomically (a temporary file, then a rename), so an
+    interrupted run leaves the last complete file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(dumps(obj) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "item") and hasattr(obj, "dtype") and getattr(obj, "shape", None) == ():  # numpy scalars
+        obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
         return repr(obj)
     if isinstance(obj, dict):

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import formats as _formats
 from ..formats import Format
+from ..literals import bits_hex, hex_float
 from .inputs import Formats
 
 __all__ = ["Row", "FeatureTest", "FEATURE_TESTS", "feature_test", "Builder", "Context"]
@@ -102,21 +103,16 @@ class Builder:
         return True
 
 
+@lru_cache(maxsize=1 << 16)
 def _holds(fmt: Format, x: float) -> bool:
-    """Whether ``fmt`` holds the float ``x`` exactly (NaN: every format has one)."""
+    """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`, cached: the
+    builders ask about the same powers of two over and over); a NaN always, -0 only where the format has
+    a negative zero (a builder must not place one where the unit cannot receive it)."""
     if math.isnan(x):
         return True
-    if math.isinf(x):
-        return fmt.has_infinities
-    if x == 0:
-        return fmt.has_negative_zero or math.copysign(1.0, x) > 0
-    if abs(x) > fmt.max:
+    if x == 0 and math.copysign(1.0, x) < 0 and not fmt.has_negative_zero:
         return False
-    m, e = math.frexp(abs(x))  # |x| = m 2^e, m in [0.5, 1): leading bit 2^(e-1)
-    lead = e - 1
-    if lead >= fmt.emin:
-        return (m * 2 ** fmt.precision).is_integer()
-    return fmt.subnormals and math.ldexp(abs(x), fmt.fraction_bits - fmt.emin).is_integer()
+    return bool(_formats.is_representable(fmt, np.float64(x)))
 
 
 @lru_cache(maxsize=65536)
@@ -168,10 +164,6 @@ class FeatureTest:
     read: Callable[[Context, list[Row], np.ndarray], Any]
 
 
-def _hex(x: float) -> str:
-    return "nan" if x != x else float(x).hex()
-
-
 def _build_specials(ctx: Context) -> list[Row]:
     B = Builder(ctx)
     f = ctx.formats
@@ -191,9 +183,7 @@ def _build_specials(ctx: Context) -> list[Row]:
 
 
 def _read_specials(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, str]:
-    from .targets import bits
-
-    return {r.label: f"{_hex(float(x))} (0x{int(u):0{2 * d.dtype.itemsize}X})" for r, x, u in zip(rows, d, bits(d))}
+    return {r.label: f"{hex_float(x)} ({bits_hex(x, ctx.formats.d)})" for r, x in zip(rows, d)}
 
 
 def _build_zeros(ctx: Context) -> list[Row]:
@@ -226,7 +216,7 @@ def _build_zeros(ctx: Context) -> list[Row]:
 
 
 def _read_signs(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, str]:
-    return {r.label: _hex(float(x)) for r, x in zip(rows, d)}
+    return {r.label: hex_float(float(x)) for r, x in zip(rows, d)}
 
 
 def _build_products(ctx: Context) -> list[Row]:
@@ -244,7 +234,7 @@ def _read_products(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, An
     out: dict[str, Any] = {}
     for r, x in zip(rows, d):
         exact = sum(a * b for a, b in zip(r.a, r.b)) + r.c  # float64 holds these products and sums exactly
-        out[r.label] = {"output": _hex(float(x)), "exact": _hex(exact), "exact_kept": float(x) == exact}
+        out[r.label] = {"output": hex_float(float(x)), "exact": hex_float(exact), "exact_kept": float(x) == exact}
     out["products exact"] = all(v["exact_kept"] for v in out.values() if isinstance(v, dict))
     return out
 
@@ -319,7 +309,7 @@ def _read_rounding(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, An
             one = abs(r.a[0] * r.b[0])
             ulp = math.ldexp(one, _ulp_exp(ctx.formats.d))
             v = float(x)
-            out[r.label] = f"1 + {(abs(v) - one) / ulp:g} ulp" if math.isfinite(v) and v else _hex(v)
+            out[r.label] = f"1 + {(abs(v) - one) / ulp:g} ulp" if math.isfinite(v) and v else hex_float(v)
     return out
 
 
@@ -383,7 +373,7 @@ def _build_subnormals(ctx: Context) -> list[Row]:
 
 
 def _read_subnormals(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
-    res = {r.label: _hex(float(x)) for r, x in zip(rows, d)}
+    res = {r.label: hex_float(float(x)) for r, x in zip(rows, d)}
     si = [float(x) != 0 for r, x in zip(rows, d) if r.label.startswith("T_si_no")]
     so = [float(x) != 0 for r, x in zip(rows, d) if r.label.startswith("T_ni_so") and "split" not in r.label]
     return {"subnormal inputs kept (T_si_no)": all(si) if si else None,
@@ -448,7 +438,7 @@ def _read_seeds(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
     for r, x, u in zip(rows, d, bits(d)):
         case = seeds.seed_case(r.label)
         same = [dev for dev in case.expected if seeds.expected_bits(case, dev) == int(u)]
-        out[r.label] = {"output": _hex(float(x)), "as published for": same}
+        out[r.label] = {"output": hex_float(float(x)), "as published for": same}
     return out
 
 

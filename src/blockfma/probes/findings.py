@@ -8,7 +8,6 @@ the result as a ``blockfma-devices/1`` file, so ``bf.device("record.json")`` and
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -89,12 +88,9 @@ class Findings:
 
     def save(self, path: str | os.PathLike, name: str | None = None) -> Path:
         """Write :meth:`record` (verified runs) or :meth:`to_json` (failed runs) atomically."""
-        path = Path(path)
-        doc = self.record(name) if self.verified else self.to_json()
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, path)
-        return path
+        from ..report import write_json
+
+        return write_json(path, self.record(name) if self.verified else self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         """Everything, as plain values."""

@@ -33,12 +33,14 @@ from .. import formats as _formats
 from ..devices import devices as _devices
 from ..engine import dot
 from ..formats import RoundingMode
+from ..literals import bits_hex, hex_float
 from ..model import Alignment, Family, Model, NaNStyle
 from . import inputs as _inputs
 from .features import FEATURE_TESTS, Context, Row, arrays
 from .targets import Target, bits
 
-__all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbours", "DEFAULT_VERIFY"]
+__all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbours", "disagreements",
+           "DEFAULT_VERIFY"]
 
 DEFAULT_VERIFY = 10_000
 ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
@@ -319,11 +321,9 @@ def _say(progress: Callable[[str], None] | None, text: str) -> None:
 
 
 def _hexrow(r: Row, d: Any) -> dict[str, str]:
-    def h(x: float) -> str:
-        return "nan" if x != x else float(x).hex()
     nz = [i for i in range(len(r.a)) if r.a[i] != 0 or r.b[i] != 0 or math.copysign(1, r.a[i]) < 0]
-    return {"label": r.label, "a": {str(i): h(r.a[i]) for i in nz}, "b": {str(i): h(r.b[i]) for i in nz},
-            "c": h(r.c), "d": h(float(d))}
+    return {"label": r.label, "a": {str(i): hex_float(r.a[i]) for i in nz},
+            "b": {str(i): hex_float(r.b[i]) for i in nz}, "c": hex_float(r.c), "d": hex_float(d)}
 
 
 class Search:
@@ -528,18 +528,23 @@ class Search:
         res: dict[str, Any] = {"rows": int(len(c)), "adversarial": int(len(ca)), "mismatches": int(len(bad))}
         if len(bad):
             i = int(bad[0])
-            dt = self.dtype
             res["first_counterexample"] = {
-                "a": [float(x).hex() if x == x else "nan" for x in a[i]],
-                "b": [float(x).hex() if x == x else "nan" for x in b[i]],
-                "c": float(c[i]).hex() if c[i] == c[i] else "nan",
-                "target": _hexbits(bits(d)[i], dt), "model": _hexbits(out[i], dt) if out is not None else None}
+                "a": [hex_float(x) for x in a[i]], "b": [hex_float(x) for x in b[i]], "c": hex_float(c[i]),
+                "target": self._shown(d[i:i + 1]),
+                "model": self._shown(out[i:i + 1].view(self.dtype)) if out is not None else None}
         return res
 
+    def _shown(self, x: np.ndarray) -> str:
+        """One output as its value and its bits in the D format."""
+        return f"{hex_float(x[0])} ({bits_hex(x[0], self.f.d)})"
 
-def _hexbits(u: Any, dtype: np.dtype) -> str:
-    x = float(np.array([u]).astype(bits(np.zeros(1, dtype)).dtype).view(dtype)[0])
-    return f"{'nan' if x != x else x.hex()} (0x{int(u):0{2 * dtype.itemsize}X})"
+
+def disagreements(m1: Model, m2: Model, k: int, n: int = 4000, seed: int = 11) -> int:
+    """Rows, of ``n`` random rows of every input family with length ``k``, where two Models give
+    different bits (how the probes' results are held to presets at a k the probe did not see)."""
+    f = _inputs.Formats.of(m1.input_format, m1.b_format, m1.output_format, m1.output_format)
+    a, b, c = _inputs.mixed_rows(f, k, n, np.random.default_rng(seed))
+    return int(np.count_nonzero(bits(dot(a, b, c, model=m1)) != bits(dot(a, b, c, model=m2))))
 
 
 def _plain(v: Any) -> Any:

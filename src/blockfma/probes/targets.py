@@ -36,7 +36,7 @@ from ..model import Model
 from .inputs import Formats
 
 __all__ = ["Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
-           "bits"]
+           "bits", "sim_jobs"]
 
 UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -309,6 +309,24 @@ def _device_k(dev: Device, model: Model, instruction: str | None) -> int | None:
         return None
     ks = dict(ins.k or {})
     return ks.get(model.input_name) or ks.get(model.input_format.name)
+
+
+def sim_jobs(devices: Any = None) -> list[tuple[str, Any, str, Model]]:
+    """(target spec, input format, output format, preset Model) for every instruction and format pair of
+    the given presets (default: every hardware preset but the variants).  Pairs that read wider registers
+    (tf32 from binary32, ``input_rounding``) are left out: a probe sends values of the input format.
+    Mixed inputs come as (A's format, B's format)."""
+    from ..devices import devices as _devices
+
+    devs = [d for d in _devices() if d.vendor != "reference" and not d.variant_of] if devices is None else \
+        [_device(d) for d in devices]
+    jobs = []
+    for dev in devs:
+        for ins in dev.instructions:
+            for (inp, out), m in ins.models.items():
+                if m.input_rounding is None:
+                    jobs.append((f"sim:{dev.name}:{ins.name}", tuple(inp.split("*")) if "*" in inp else inp, out, m))
+    return jobs
 
 
 def default_k(model: Model) -> int:
