@@ -1,0 +1,460 @@
+"""discriminate, equivalent and worst_error: questions about Models answered by an SMT solver.
+
+Every answer that holds an input is checked by the engine (``blockfma.dot``) before it is returned: the
+witness's outputs are recomputed bit for bit and must be what the formula said, so a witness is a fact about
+the simulator, not only about the encoding.  A time-out gives an ``unknown`` answer with the time spent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import z3
+
+from .. import formats as _formats
+from ..literals import bits_hex, hex_float
+from ..model import Model
+from . import constraints as _cons
+from . import encode as _enc
+from .encode import _or
+from . import solve as _solve
+
+__all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent",
+           "worst_error", "default_k"]
+
+
+class EncodingError(RuntimeError):
+    """The formula and the engine disagree on a witness: a bug in blockfma (please report it)."""
+
+
+# --- results -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Witness:
+    """An input on which two computations differ: ``a``, ``b`` (float64 arrays of values of the input
+    formats), ``c``, the outputs ``d_a`` and ``d_b`` as the engine computes them (numpy scalars of the output
+    formats, so their bits compare), and which solver found it in how many seconds."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: float
+    d_a: Any
+    d_b: Any
+    solver: str
+    seconds: float
+    names: tuple[str, str] = ("a", "b")
+    formats: tuple[str, str, str, str] = ("fp16", "fp16", "fp32", "fp32")  # A, B, C, D
+
+    def lines(self) -> list[str]:
+        fa, fb, fc, fd = self.formats
+        out = [f"a = [{', '.join(hex_float(x) for x in self.a)}]  ({fa})",
+               f"b = [{', '.join(hex_float(x) for x in self.b)}]  ({fb})",
+               f"c = {hex_float(self.c)}  ({fc})"]
+        for name, d in zip(self.names, (self.d_a, self.d_b)):
+            out.append(f"{name}: d = {hex_float(d)}  {bits_hex(d, fd)}")
+        out.append(f"(found by {self.solver} in {self.seconds:.3f} s; checked by the engine)")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of :func:`equivalent`: ``status`` "proved" (no input tells them apart), "refuted" (with
+    ``witness``) or "unknown" (the solver gave up or ran out of time: ``reason``, ``seconds``).
+    ``bool(verdict)`` is True only when proved."""
+
+    status: str
+    seconds: float
+    solver: str
+    k: int
+    witness: Witness | None = None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.status == "proved"
+
+    @property
+    def unknown(self) -> bool:
+        return self.status == "unknown"
+
+    def __str__(self) -> str:
+        if self.status == "proved":
+            return f"equivalent for k = {self.k}: proved by {self.solver} in {self.seconds:.3f} s"
+        if self.status == "refuted":
+            return f"not equivalent for k = {self.k}:\n{self.witness}"
+        return f"unknown for k = {self.k} after {self.seconds:.1f} s ({self.solver}: {self.reason})"
+
+
+@dataclass(frozen=True)
+class WorstError:
+    """The largest error of a model's d = a·b + c against the exact value, with the input that reaches it.
+
+    ``value``: the error at ``a``, ``b``, ``c`` (exact; relative to sum |a_i b_i| + |c| with
+    ``relative=True``, else absolute); ``bound``: no input has an error above it (proved: every larger
+    threshold was unsatisfiable) or None when the search stopped first; ``status`` "exact" when
+    ``value == bound`` to the bisection's resolution, else "lower bound"."""
+
+    value: Fraction
+    bound: Fraction | None
+    relative: bool
+    a: np.ndarray
+    b: np.ndarray
+    c: float
+    d: Any
+    exact: Fraction
+    status: str
+    solver: str
+    seconds: float
+    queries: int
+    log: list[tuple[str, str, float]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        kind = "relative to sum|a_i b_i| + |c|" if self.relative else "absolute"
+        b = "not proved" if self.bound is None else f"{float(self.bound):.6g} (= {_frac_text(self.bound)})"
+        return "\n".join([
+            f"worst error ({kind}): {float(self.value):.6g} (= {_frac_text(self.value)}), status {self.status}",
+            f"proved upper bound: {b}",
+            f"a = [{', '.join(hex_float(x) for x in self.a)}]",
+            f"b = [{', '.join(hex_float(x) for x in self.b)}]",
+            f"c = {hex_float(self.c)}; d = {hex_float(self.d)}; exact = {_frac_text(self.exact)}",
+            f"({self.queries} solver queries, {self.solver}, {self.seconds:.1f} s)"])
+
+
+def _floor_log2(x: Fraction) -> int:
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    return e if x >= Fraction(2) ** e else e - 1
+
+
+def _frac_text(x: Fraction) -> str:
+    if x == 0:
+        return "0"
+    n, d = x.numerator, x.denominator
+    if d & (d - 1) == 0:
+        e = d.bit_length() - 1
+        while n % 2 == 0 and n:
+            n //= 2
+            e -= 1
+        return f"{n}*2^{-e}" if n != 1 else f"2^{-e}"
+    return f"{n}/{d}"
+
+
+# --- models ------------------------------------------------------------------------------------------------
+def resolve(model: Model | str, input_format: Any = None, output_format: Any = None) -> Model:
+    """A Model, or a preset's named as "DEVICE" or "DEVICE:INSTRUCTION" with the formats given."""
+    if isinstance(model, Model):
+        return model
+    if not isinstance(model, str):
+        raise TypeError(f"expected a blockfma.Model or a device name, not {type(model).__name__}")
+    from ..devices import device
+
+    name, _, instruction = model.partition(":")
+    if input_format is None:
+        raise ValueError(f"{model!r} names a device: give input_format= (and output_format=) too")
+    return device(name).model(input_format, output_format or "fp32", instruction=instruction or None)
+
+
+def default_k(*models: Model) -> int:
+    """One step of the widest model (its instruction or block), at least 4."""
+    return max([m.step_width or 8 for m in models] + [4])
+
+
+def _refuse(model: Model) -> None:
+    why = _enc.unsupported(model)
+    if why is not None:
+        raise NotImplementedError(f"{model.name or 'model'}: {why}")
+
+
+def _same_inputs(ma: Model, mb: Model) -> None:
+    for what, x, y in (("A's format", ma.input_format, mb.input_format), ("B's format", ma.b_format, mb.b_format),
+                       ("C's format", ma.c_format, mb.c_format), ("output format", ma.output_format,
+                                                                    mb.output_format)):
+        if x != y:
+            raise ValueError(f"the models differ in {what} ({x.name} and {y.name}): compare models of the same "
+                             "formats")
+
+
+def _check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, not {k!r}")
+    if k > 256:
+        raise ValueError(f"k = {k} is too long for a formula (at most 256 products)")
+    return int(k)
+
+
+def _codes(values: dict[str, int], names: Sequence[str]) -> np.ndarray:
+    return np.array([values[n] for n in names], dtype=np.int64)
+
+
+def _witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
+                    ) -> tuple[np.ndarray, np.ndarray, float]:
+    a = _formats.decode(model.input_format, _codes(values, [str(x) for x in inputs.bits_a])).astype(np.float64)
+    b = _formats.decode(model.b_format, _codes(values, [str(x) for x in inputs.bits_b])).astype(np.float64)
+    c = float(_formats.decode(model.c_format, np.array([values[str(inputs.bits_c)]]))[0])
+    return a, b, c
+
+
+def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[Any, int]:
+    """The engine's d for one row, and its bit pattern."""
+    from ..engine import dot
+
+    d = dot(np.asarray(a)[None], np.asarray(b)[None], np.asarray([c]), model=model)[0]
+    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[d.dtype.itemsize]
+    return d, int(np.asarray(d).view(uint))
+
+
+def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
+    bits_a, bits_b, bits_c = _enc.input_vars(model, k, prefix)
+    return _cons.Inputs.of(model.input_format, model.b_format, model.c_format, bits_a, bits_b, bits_c)
+
+
+def _pair(ma: Model, mb: Model, k: int, constraints: Any, order_b: Sequence[int] | None = None
+          ) -> tuple[list[z3.BoolRef], list[z3.BitVecRef], _cons.Inputs, z3.BitVecRef, z3.BitVecRef]:
+    """The formula "d_a != d_b" over shared inputs; model b sees the inputs in ``order_b``."""
+    v = _inputs(ma, k)
+    fd = ma.output_format
+    d_a, d_b = z3.BitVec("d_a", fd.bits), z3.BitVec("d_b", fd.bits)
+    perm = list(range(k)) if order_b is None else list(order_b)
+    form = [d_a == _enc.dot(ma, v.bits_a, v.bits_b, v.bits_c),
+            d_b == _enc.dot(mb, [v.bits_a[i] for i in perm], [v.bits_b[i] for i in perm], v.bits_c),
+            d_a != d_b] + _cons.apply(constraints, v)
+    return form, [*v.bits_a, *v.bits_b, v.bits_c, d_a, d_b], v, d_a, d_b
+
+
+def _checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
+                     order_b: Sequence[int] | None = None) -> Witness:
+    a, b, c = _witness_inputs(ma, out.values, v)
+    perm = list(range(len(a))) if order_b is None else list(order_b)
+    da, bits_da = engine_bits(ma, a, b, c)
+    db, bits_db = engine_bits(mb, a[perm], b[perm], c)
+    if (bits_da, bits_db) != (out.values["d_a"], out.values["d_b"]):
+        raise EncodingError(f"the formula and the engine disagree on a = {list(a)}, b = {list(b)}, c = {c}: "
+                            f"formula {out.values['d_a']:#x}, {out.values['d_b']:#x}; engine {bits_da:#x}, "
+                            f"{bits_db:#x} ({ma.name} / {mb.name}); please report this")
+    if bits_da == bits_db:
+        raise EncodingError("the solver's witness gives the same bits on both models; please report this")
+    return Witness(a, b, c, da, db, out.solver, out.seconds, (ma.name or "model a", mb.name or "model b"),
+                   (ma.input_format.name, ma.b_format.name, ma.c_format.name, ma.output_format.name))
+
+
+# --- the questions -----------------------------------------------------------------------------------------
+def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = None, timeout: float = 60,
+                 constraints: Any = None, solver: str = "auto", input_format: Any = None,
+                 output_format: Any = None, order_b: Sequence[int] | None = None) -> Witness | None:
+    """Inputs a, b (length k) and c on which the two models give different bits, or None when there are none
+    (proved) or the solver found none within ``timeout`` seconds (use :func:`equivalent` to tell which).
+
+    ``constraints``: side conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model
+    b reads the products in this order (a permutation of range(k)).  Devices may be named instead of Models,
+    with ``input_format``/``output_format``."""
+    verdict = equivalent(model_a, model_b, k=k, timeout=timeout, constraints=constraints, solver=solver,
+                         input_format=input_format, output_format=output_format, order_b=order_b)
+    return verdict.witness
+
+
+def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = None, timeout: float = 60,
+               constraints: Any = None, solver: str = "auto", input_format: Any = None,
+               output_format: Any = None, order_b: Sequence[int] | None = None) -> Verdict:
+    """Do two models give the same bits on every input of length k (under ``constraints``)?  A
+    :class:`Verdict`: proved, refuted with a witness the engine has checked, or unknown after ``timeout``."""
+    ma = resolve(model_a, input_format, output_format)
+    mb = resolve(model_b, input_format, output_format)
+    for m in (ma, mb):
+        _refuse(m)
+    _same_inputs(ma, mb)
+    k = _check_k(default_k(ma, mb) if k is None else k)
+    if order_b is not None and sorted(order_b) != list(range(k)):
+        raise ValueError(f"order_b must be a permutation of range({k}), not {list(order_b)}")
+    form, variables, v, _, _ = _pair(ma, mb, k, constraints, order_b)
+    out = _solve.check(form, variables, solver=solver, timeout=timeout)
+    if out.status == "unsat":
+        return Verdict("proved", out.seconds, out.solver, k)
+    if out.status == "unknown":
+        return Verdict("unknown", out.seconds, out.solver, k, reason=out.reason)
+    return Verdict("refuted", out.seconds, out.solver, k, _checked_witness(ma, mb, out, v, order_b))
+
+
+def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Up to 8 rows of finite inputs (normal ones with ``normal_inputs``) with finite results whose error,
+    ranked in binary64 with math.fsum, is largest among ``n`` rows of the probes' input families."""
+    import math
+
+    from ..engine import dot
+    from ..probes.inputs import Formats, mixed_rows
+
+    if n <= 0:
+        return []
+    f = Formats.of(model.input_format, model.b_format, model.c_format, model.output_format)
+    a, b, c = mixed_rows(f, k, n, np.random.default_rng(7), ("normal", "cancel", "extremes", "wide"))
+    ok = np.isfinite(a).all(1) & np.isfinite(b).all(1) & np.isfinite(c)
+    if normal_inputs:
+        for x, fmt in ((a, model.input_format), (b, model.b_format), (c[:, None], model.c_format)):
+            ok &= ((x == 0) | (np.abs(x) >= 2.0 ** fmt.emin)).all(1)
+    a, b, c = a[ok], b[ok], c[ok]
+    if len(c) == 0:
+        return []
+    d = dot(a, b, c, model=model).astype(np.float64)
+    with np.errstate(all="ignore"):
+        p = a * b
+    score = np.zeros(len(c))
+    for i in range(len(c)):
+        if not math.isfinite(d[i]):
+            score[i] = -1.0
+            continue
+        x = math.fsum(list(p[i]) + [c[i]])
+        mag = math.fsum(list(np.abs(p[i])) + [abs(c[i])])
+        score[i] = abs(d[i] - x) / mag if mag else 0.0
+    top = np.argsort(score)[::-1][:8]
+    return [(a[i], b[i], float(c[i])) for i in top if score[i] >= 0]
+
+
+def _exact_of(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[Fraction, Fraction]:
+    """(a·b + c, sum |a_i b_i| + |c|) exactly."""
+    terms = [Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)] + [Fraction(c)]
+    return sum(terms, Fraction(0)), sum((abs(t) for t in terms), Fraction(0))
+
+
+def worst_error(model: Model | str, *, k: int | None = None, reference: str = "exact", relative: bool = True,
+                constraints: Any = None, timeout: float = 60, total_timeout: float = 600, solver: str = "auto",
+                digits: int = 6, normal_inputs: bool = True, seed_rows: int = 4000, input_format: Any = None,
+                output_format: Any = None, progress: Any = None) -> WorstError:
+    """The largest error |d - (a·b + c)| of a model over all finite inputs of length k whose result is finite
+    (and ``constraints``), relative to sum |a_i b_i| + |c| (``relative=True``) or absolute.
+
+    Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over
+    powers of two, then ``digits`` bits of T's significand; each satisfiable answer raises the lower bound
+    to the error of the input found (exact, recomputed with the engine and Fractions), each unsatisfiable
+    one proves an upper bound.  ``timeout`` bounds each query and ``total_timeout`` the whole search.
+
+    ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
+    emin, above its value, so the alignment can drop C whole (on the V100 preset a relative error of 2**-9
+    with the product 2**-22 * 2**-24, and up to about 1/9 in principle), which would hide every other
+    error; pass False to include them.  Without ``constraints`` the search starts from the largest error
+    the engine finds on ``seed_rows`` random and adversarial rows (the solver then only has to beat it)."""
+    if reference != "exact":
+        raise ValueError(f"reference={reference!r}: only 'exact' (the exact a·b + c) is supported")
+    m = resolve(model, input_format, output_format)
+    _refuse(m)
+    k = _check_k(default_k(m) if k is None else k)
+    v = _inputs(m, k)
+    fd = m.output_format
+    d = z3.BitVec("d", fd.bits)
+    N, LSB, finite, M, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c)
+    W = N.size() + 2
+    dv = _enc.value_in_frame(fd, d, LSB, W)
+    err = dv - z3.SignExt(2, N)
+    abs_err = z3.If(err < 0, -err, err)
+    out_finite = z3.Not(_or(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf))
+    base = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), finite, out_finite] + _cons.apply(constraints, v)
+    if normal_inputs:
+        base += _cons.apply(_cons.normal(), v)
+    variables = [*v.bits_a, *v.bits_b, v.bits_c, d]
+    scale_bits = 80  # thresholds go down to 2**-80 (relative)
+
+    def above(T: Fraction) -> list[z3.BoolRef]:
+        """error > T, T = n / 2**s dyadic: |err| * 2**s > n * M (relative), |err| * 2**(s + LSB) > n (absolute)."""
+        n, den = T.numerator, T.denominator
+        assert den & (den - 1) == 0, T
+        s = den.bit_length() - 1
+        if relative:
+            w = abs_err.size() + s + n.bit_length() + 2
+            return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << s, z3.ZeroExt(w - M.size(), M) * n)]
+        up, down = max(0, s + LSB), max(0, -(s + LSB))
+        w = abs_err.size() + up + n.bit_length() + down + 2
+        return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << up, z3.BitVecVal(n << down, w))]
+
+    start = time.perf_counter()
+    log: list[tuple[str, str, float]] = []
+    best: tuple[Fraction, np.ndarray, np.ndarray, float, Any, Fraction] | None = None
+    lo, hi = Fraction(-1), None  # errors <= lo are reached; none exceed hi
+    queries = 0
+    name = _solve.pick(solver)
+
+
+    def dyadic(x: Fraction) -> Fraction:
+        """x rounded up to a dyadic threshold (2**-(scale_bits + digits + 8) relative, 2**LSB absolute)."""
+        q = Fraction(1, 2 ** (scale_bits + digits + 8)) if relative else Fraction(2) ** LSB
+        return Fraction(-(-x // q)) * q
+
+    def error_of(a: np.ndarray, b: np.ndarray, c: float) -> tuple[Fraction, Any, Fraction]:
+        dd, _ = engine_bits(m, a, b, c)
+        x, mag = _exact_of(m, a, b, c)
+        e = abs(Fraction(float(dd)) - x)
+        return (e / mag if relative and mag else e), dd, x
+
+    if constraints is None:  # a first lower bound from the engine on adversarial rows: no solver needed
+        for a, b, c in _seed_rows(m, k, normal_inputs, seed_rows):
+            e_row, dd, x = error_of(a, b, c)
+            if best is None or e_row > best[0]:
+                best = (e_row, a, b, c, dd, x)
+        if best is not None:
+            lo = best[0]
+            log.append(("engine rows", f"{seed_rows} rows: best {float(lo):.4g}", 0.0))
+
+    def ask(T: Fraction) -> str:
+        nonlocal best, lo, hi, queries
+        left = total_timeout - (time.perf_counter() - start)
+        if left <= 0:
+            return "stop"
+        out = _solve.check(base + above(T), variables, solver=name, timeout=min(timeout, left))
+        queries += 1
+        log.append((_frac_text(T), out.status, round(out.seconds, 3)))
+        if progress is not None:
+            progress(f"  error > {float(T):.4g}? {out.status} ({out.seconds:.2f} s)")
+        if out.status == "sat":
+            a, b, c = _witness_inputs(m, out.values, v)
+            dd, bits = engine_bits(m, a, b, c)
+            if bits != out.values["d"]:
+                raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")
+            e, dd, x = error_of(a, b, c)
+            if e <= T:
+                raise EncodingError(f"the solver's input has error {e}, not above {T}; please report this")
+            if best is None or e > best[0]:
+                best = (e, a, b, c, dd, x)
+            lo = max(lo, e)
+        elif out.status == "unsat":
+            hi = T if hi is None else min(hi, T)
+        return out.status
+
+    # Upward from an error every rounding reaches (satisfiable queries are the fast ones): each witness
+    # sets the next threshold to the power of two above its error; the first threshold not reached (proved
+    # or timed out) caps the search; then bisection between the best error and the cap.
+    e = (_floor_log2(lo) + 1) if lo > 0 else -(m.result_format.precision + 2) if relative else 0
+    status = ask(dyadic(lo) if lo > 0 else Fraction(2) ** e)
+    while status == "unsat" and e > (-scale_bits if relative else LSB):
+        e -= 1
+        status = ask(Fraction(2) ** e)
+    cap = Fraction(2) ** e if status != "sat" else None
+    while status == "sat":
+        e = _floor_log2(lo) + 1
+        status = ask(Fraction(2) ** e)
+        if status != "sat":
+            cap = Fraction(2) ** e
+    for _ in range(digits):  # bisection between the best error found and the cap
+        if status == "stop" or cap is None or lo <= 0 or lo >= cap:
+            break
+        mid = dyadic((lo + cap) / 2)
+        status = ask(mid)
+        if status != "sat":
+            cap = mid
+    seconds = time.perf_counter() - start
+    if best is None:
+        zero = np.zeros(k)
+        dd, _ = engine_bits(m, zero, zero, 0.0)
+        return WorstError(Fraction(0), hi, relative, zero, zero, 0.0, dd, Fraction(0),
+                          "exact" if hi is not None else "lower bound", name, seconds, queries, log)
+    e_best, a, b, c, dd, x = best
+    exact = hi is not None and (hi - e_best) <= hi / 2 ** digits
+    return WorstError(e_best, hi, relative, a, b, c, dd, x, "exact" if exact else "lower bound", name, seconds,
+                      queries, log)
+
+
+def inputs_for(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
+    """Fresh symbolic inputs of length k in a model's formats (for queries built by hand)."""
+    return _inputs(model, k, prefix)
+

@@ -1,0 +1,614 @@
+"""Bit-vector encoding of a Model: d = a·b + c as a formula over the inputs' bit patterns.
+
+This is the formal twin of ``reference.py`` (docs/semantics.md is the spec both follow): every input is a
+bit-vector of its format's width, every exact value a fixed-point integer, and every rounding is written with
+integer operations only, so the formula stays in the quantifier-free bit-vector theory (QF_BV) that z3,
+cvc5 and bitwuzla bit-blast fast.  No floating-point theory is used: the units' arithmetic is not IEEE.
+
+Two fixed-point frames carry the exact values:
+
+* the *aligned frame* of a truncated-fused block: integers in units of 2**(e_max - F), F + 3 bits plus the
+  carries, whatever the inputs' exponents (the cut terms are what the unit adds, so this is exact for it);
+* the *exact frame* of the IEEE-operation families (exact-fused, fma-chain, pairwise, amx, bfdot and the
+  addition of C after a block): integers in units of 2**LSB, LSB the lowest bit any term can have, wide
+  enough for the whole exponent range of the terms (about 280 bits for fp16 products and an fp32 C).
+
+Which models are covered is :func:`unsupported`'s answer: every family but late-c, and every parameter of the
+others but ``nan="propagate"`` and float64 in an exact frame (4,000-bit integers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import z3
+
+from ..formats import Format, RoundingMode
+from ..model import Alignment, Family, Model, NaNStyle
+
+__all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars"]
+
+EW = 16  # width of the signed exponent arithmetic: every exponent and shift here lies in [-2**15, 2**15)
+_EXACT_FRAME_LIMIT = 1400  # bits; wider exact frames (float64 terms) are refused
+
+
+# --- small helpers -----------------------------------------------------------------------------------------
+def _and(*xs: z3.BoolRef) -> z3.BoolRef:
+    """Conjunction that SMT-LIB readers take for any number of terms (bitwuzla wants two or more)."""
+    return z3.BoolVal(True) if not xs else xs[0] if len(xs) == 1 else z3.And(*xs)
+
+
+def _or(*xs: z3.BoolRef) -> z3.BoolRef:
+    return z3.BoolVal(False) if not xs else xs[0] if len(xs) == 1 else z3.Or(*xs)
+
+
+def _e(v: int) -> z3.BitVecRef:
+    """An exponent constant."""
+    return z3.BitVecVal(v, EW)
+
+
+def _resize(x: z3.BitVecRef, w: int) -> z3.BitVecRef:
+    """x (unsigned) zero-extended or cut to w bits."""
+    n = x.size()
+    if n == w:
+        return x
+    return z3.ZeroExt(w - n, x) if n < w else z3.Extract(w - 1, 0, x)
+
+
+def _sresize(x: z3.BitVecRef, w: int) -> z3.BitVecRef:
+    """x (signed) sign-extended to w bits (never cut)."""
+    n = x.size()
+    assert n <= w
+    return x if n == w else z3.SignExt(w - n, x)
+
+
+def _shr(x: z3.BitVecRef, amount: z3.BitVecRef) -> z3.BitVecRef:
+    """x >> amount (logical) for a signed EW-bit amount >= 0; 0 when amount >= width."""
+    w = x.size()
+    if w >= EW:
+        return z3.LShR(x, _resize(amount, w))
+    big = z3.UGE(amount, _e(w))
+    return z3.If(big, z3.BitVecVal(0, w), z3.LShR(x, _resize(amount, w)))
+
+
+def _shl(x: z3.BitVecRef, amount: z3.BitVecRef) -> z3.BitVecRef:
+    """x << amount for a signed EW-bit amount >= 0; 0 when amount >= width."""
+    w = x.size()
+    if w >= EW:
+        return x << _resize(amount, w)
+    big = z3.UGE(amount, _e(w))
+    return z3.If(big, z3.BitVecVal(0, w), x << _resize(amount, w))
+
+
+def _max(xs: Sequence[z3.BitVecRef]) -> z3.BitVecRef:
+    m = xs[0]
+    for x in xs[1:]:
+        m = z3.If(x > m, x, m)
+    return m
+
+
+def _normalize(x: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BitVecRef]:
+    """(x shifted left until its top bit is set, the shift) for x != 0: count-leading-zeros in log2(width)
+    stages of a barrel shifter (x = 0 gives x and some shift)."""
+    w = x.size()
+    lz = _e(0)
+    step = 1
+    while step * 2 < w:
+        step *= 2
+    while step >= 1:
+        if step < w:
+            top_zero = z3.Extract(w - 1, w - step, x) == 0
+            x = z3.If(top_zero, x << step, x)
+            lz = z3.If(top_zero, lz + step, lz)
+        step //= 2
+    return x, lz
+
+
+def _msb(x: z3.BitVecRef) -> z3.BitVecRef:
+    """Position of the highest set bit of x != 0 (an EW-bit exponent)."""
+    _, lz = _normalize(x)
+    return _e(x.size() - 1) - lz
+
+
+# --- symbolic values of a format ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sym:
+    """A value of ``fmt``, symbolically: flags, sign, and for a finite nonzero value
+    ``sig * 2**(exp - (p - 1))`` with ``exp`` = E_f(x) = max(floor(log2 |x|), emin) ("Notation")."""
+
+    fmt: Format
+    nan: z3.BoolRef
+    inf: z3.BoolRef
+    zero: z3.BoolRef
+    neg: z3.BoolRef
+    sig: z3.BitVecRef  # fmt.precision bits
+    exp: z3.BitVecRef  # EW bits, signed
+
+    @property
+    def lsb(self) -> z3.BitVecRef:
+        return self.exp - (self.fmt.precision - 1)
+
+
+def decode(fmt: Format, bits: z3.BitVecRef) -> Sym:
+    """The value of a bit pattern of ``fmt`` (IEEE layout; "fn" and "fnuz" NaN encodings)."""
+    t, eb = fmt.fraction_bits, fmt.exponent_bits
+    assert bits.size() == fmt.bits, (fmt, bits.size())
+    sign = z3.Extract(fmt.bits - 1, fmt.bits - 1, bits) == 1
+    field = z3.Extract(t + eb - 1, t, bits)
+    frac = z3.Extract(t - 1, 0, bits) if t > 0 else None
+    top = (1 << eb) - 1
+    frac_zero = z3.BoolVal(True) if frac is None else frac == 0
+    if fmt.nan == "ieee":
+        nan = _and(field == top, z3.Not(frac_zero))
+        inf = _and(field == top, frac_zero)
+    elif fmt.nan == "fn":
+        nan = _and(field == top, z3.BoolVal(True) if frac is None else frac == (1 << t) - 1)
+        inf = z3.BoolVal(False)
+    else:  # fnuz: the negative-zero code is the NaN
+        nan = bits == (1 << (fmt.bits - 1))
+        inf = z3.BoolVal(False)
+    sub = field == 0
+    zero = _and(sub, frac_zero, z3.Not(nan))
+    hidden = z3.If(sub, z3.BitVecVal(0, 1), z3.BitVecVal(1, 1))
+    sig = hidden if frac is None else z3.Concat(hidden, frac)
+    exp = z3.If(sub, _e(fmt.emin), z3.ZeroExt(EW - eb, field) - fmt.bias)
+    return Sym(fmt, nan, inf, zero, sign, sig, exp)
+
+
+def _flush(model: Model, x: Sym) -> Sym:
+    """With subnormals=False a subnormal becomes a zero of its sign (+0 with flush_zero="positive")."""
+    if model.subnormals:
+        return x
+    fmt = x.fmt
+    sub = _and(z3.Not(x.zero), z3.Not(x.nan), z3.Not(x.inf),
+                 z3.Extract(fmt.precision - 1, fmt.precision - 1, x.sig) == 0)
+    neg = _and(x.neg, z3.Not(sub)) if model.flush_zero == "positive" else x.neg
+    return Sym(fmt, x.nan, x.inf, _or(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig),
+               x.exp)
+
+
+def _widen(x: Sym, fmt: Format) -> Sym:
+    """The same value read in a format that holds it (``unpack_format``): exponent and significand anew."""
+    if fmt == x.fmt:
+        return x
+    p, q = x.fmt.precision, fmt.precision
+    wide = z3.ZeroExt(q - p, x.sig) if q > p else x.sig
+    lead = x.lsb + _msb(wide)  # floor(log2 |x|)
+    exp = z3.If(lead < fmt.emin, _e(fmt.emin), lead)
+    lsb_new = exp - (q - 1)
+    sig = _shl(wide, x.lsb - lsb_new)
+    return Sym(fmt, x.nan, x.inf, x.zero, x.neg, z3.If(x.zero, z3.BitVecVal(0, q), sig), exp)
+
+
+def encode_bits(fmt: Format, x: Sym, nan: NaNStyle) -> z3.BitVecRef:
+    """The bit pattern of x in ``fmt`` (an output format, with infinities); x is a value of ``fmt`` or of a
+    format with its exponent range and fewer fraction bits (``output_fraction_bits``), whose fraction is
+    then left-aligned.  A NaN is written in the style ``nan`` (one fixed pattern)."""
+    if nan is NaNStyle.PROPAGATE:
+        raise NotImplementedError("nan='propagate' is not encoded")
+    t, eb, n = fmt.fraction_bits, fmt.exponent_bits, fmt.bits
+    top = (1 << eb) - 1
+    quiet = 1 << (t - 1)
+    nan_code = {NaNStyle.CANONICAL: (top << t) | ((1 << t) - 1),
+                NaNStyle.DEFAULT: (top << t) | quiet,
+                NaNStyle.INDEFINITE: (1 << (n - 1)) | (top << t) | quiet}[nan]
+    p_src = x.fmt.precision
+    sign = z3.If(x.neg, z3.BitVecVal(1 << (n - 1), n), z3.BitVecVal(0, n))
+    normal = z3.Extract(p_src - 1, p_src - 1, x.sig) == 1
+    field = z3.If(normal, _resize(x.exp + fmt.bias, n), z3.BitVecVal(0, n))
+    frac = _resize(z3.Extract(p_src - 2, 0, x.sig), n) << (t - (p_src - 1)) if p_src > 1 else z3.BitVecVal(0, n)
+    finite = sign | (field << t) | frac
+    zero = sign
+    inf = sign | z3.BitVecVal(top << t, n)
+    return z3.If(x.nan, z3.BitVecVal(nan_code, n), z3.If(x.inf, inf, z3.If(x.zero, zero, finite)))
+
+
+# --- rounding ----------------------------------------------------------------------------------------------
+def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: RoundingMode, *, subnormals: bool,
+           overflow: str, zero_neg: z3.BoolRef, rounded_zero: str = "signed") -> Sym:
+    """R(N * 2**unit) in ``fmt`` (``reference.round_exact``): N a signed fixed-point integer, rounded once in
+    ``mode`` with an unbounded exponent range, then subnormals (or a flush to zero when ``subnormals`` is
+    False: tininess before rounding) and overflow (``"ieee"`` or ``"inf"``).  ``zero_neg`` is the sign of an
+    exact zero (N == 0); a nonzero N that rounds to zero keeps N's sign, or is +0 with
+    ``rounded_zero="positive"``."""
+    p = fmt.precision
+    unit = _e(unit) if isinstance(unit, int) else unit
+    w = N.size()
+    neg = N < 0
+    mag = z3.If(neg, -z3.SignExt(1, N), z3.SignExt(1, N))  # w + 1 bits: |N| even for the most negative N
+    W = max(w + 1, p + 2)
+    mag = _resize(mag, W)
+    norm, lz = _normalize(mag)  # the leading bit at position W - 1
+    lead = unit + (W - 1) - lz  # floor(log2 |x|)
+    nonzero = mag != 0
+    tiny = lead < fmt.emin
+    # drop = W - p (+ the subnormal shift): the bits of norm below the kept significand
+    extra = z3.If(tiny, _e(fmt.emin) - lead, _e(0)) if subnormals else _e(0)
+    drop = extra + (W - p)
+    kept = _resize(_shr(norm, drop), p + 1)
+    rest_mask = _shl(z3.BitVecVal(1, W), drop) - 1  # all ones when drop >= W
+    rest_mask = z3.If(z3.UGE(drop, _e(W)), z3.BitVecVal((1 << W) - 1, W), rest_mask)
+    rest = norm & rest_mask
+    half = z3.If(z3.UGE(drop, _e(W + 1)), z3.BitVecVal(0, W), _shl(z3.BitVecVal(1, W), drop - 1))
+    half_big = z3.UGE(drop, _e(W + 1))  # half is 2**W or more: rest < half
+    inexact = rest != 0
+    above = _and(z3.Not(half_big), z3.UGT(rest, half))
+    tie = _and(z3.Not(half_big), rest == half)
+    odd = z3.Extract(0, 0, kept) == 1
+    if mode is RoundingMode.TiesToEven:
+        inc = _or(above, _and(tie, odd))
+    elif mode is RoundingMode.TiesAway:
+        inc = _or(above, tie)
+    elif mode is RoundingMode.TowardZero:
+        inc = z3.BoolVal(False)
+    elif mode is RoundingMode.TowardPositive:
+        inc = _and(inexact, z3.Not(neg))
+    elif mode is RoundingMode.TowardNegative:
+        inc = _and(inexact, neg)
+    elif mode is RoundingMode.ToOdd:
+        inc = z3.BoolVal(False)
+        kept = z3.If(inexact, kept | 1, kept)
+    else:  # pragma: no cover
+        raise ValueError(f"unknown rounding mode {mode!r}")
+    kept = kept + z3.If(inc, z3.BitVecVal(1, p + 1), z3.BitVecVal(0, p + 1))
+    # the exponent of the kept significand's leading bit: lead (normal), emin (subnormal)
+    exp = z3.If(tiny, _e(fmt.emin), lead) if subnormals else lead
+    carry = z3.Extract(p, p, kept) == 1  # rounding carried into a new binade
+    exp = z3.If(carry, exp + 1, exp)
+    sig = z3.If(carry, z3.Extract(p, 1, kept), z3.Extract(p - 1, 0, kept))
+    result_zero = sig == 0
+    if not subnormals:
+        result_zero = _or(result_zero, tiny)
+        sig = z3.If(tiny, z3.BitVecVal(0, p), sig)
+    result_zero = _or(result_zero, z3.Not(nonzero))
+    over = _and(z3.Not(result_zero), exp > fmt.emax)
+    if overflow == "inf":
+        to_inf = z3.BoolVal(True)
+    else:
+        to_inf = {RoundingMode.TiesToEven: z3.BoolVal(True), RoundingMode.TiesAway: z3.BoolVal(True),
+                  RoundingMode.TowardZero: z3.BoolVal(False), RoundingMode.ToOdd: z3.BoolVal(False),
+                  RoundingMode.TowardPositive: z3.Not(neg), RoundingMode.TowardNegative: neg}[mode]
+    big_sig = z3.BitVecVal((1 << p) - 1, p)
+    sig = z3.If(over, big_sig, sig)
+    exp = z3.If(over, _e(fmt.emax), exp)
+    if rounded_zero == "positive":
+        sign = _and(neg, z3.Not(result_zero))
+        zero_sign = z3.BoolVal(False)
+    else:
+        sign = neg
+        zero_sign = z3.If(nonzero, neg, zero_neg)
+    sign = z3.If(result_zero, zero_sign, sign)
+    if not fmt.has_negative_zero:
+        sign = _and(sign, z3.Not(result_zero))
+    return Sym(fmt, z3.BoolVal(False), _and(over, to_inf), result_zero, sign,
+               z3.If(result_zero, z3.BitVecVal(0, p), sig), exp)
+
+
+# --- terms and sums ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Term:
+    """An exact term sig * 2**lsb of a sum, with its static bounds: lsb >= lsb_min, |value| < 2**top."""
+
+    zero: z3.BoolRef
+    neg: z3.BoolRef
+    sig: z3.BitVecRef
+    lsb: z3.BitVecRef
+    lsb_min: int
+    top: int
+
+
+def _product(x: Sym, y: Sym) -> _Term:
+    px, py = x.fmt.precision, y.fmt.precision
+    sig = z3.ZeroExt(py, x.sig) * z3.ZeroExt(px, y.sig)
+    lsb_min = x.fmt.emin - (px - 1) + y.fmt.emin - (py - 1)
+    top = x.fmt.emax + 1 + y.fmt.emax + 1
+    return _Term(_or(x.zero, y.zero), z3.Xor(x.neg, y.neg), sig, x.lsb + y.lsb, lsb_min, top)
+
+
+def _addend(x: Sym) -> _Term:
+    f = x.fmt
+    return _Term(x.zero, x.neg, x.sig, x.lsb, f.emin - (f.precision - 1), f.emax + 1)
+
+
+def _exact_sum(terms: Sequence[_Term]) -> tuple[z3.BitVecRef, int]:
+    """(N, LSB): the exact sum of finite terms as N * 2**LSB."""
+    LSB = min(t.lsb_min for t in terms)
+    top = max(t.top for t in terms)
+    W = top - LSB + len(terms).bit_length() + 1
+    if W > _EXACT_FRAME_LIMIT:
+        raise NotImplementedError(f"an exact sum over {W} bits (float64 terms) is not encoded")
+    total = z3.BitVecVal(0, W)
+    for t in terms:
+        placed = _shl(_resize(t.sig, W), t.lsb - LSB)
+        placed = z3.If(t.zero, z3.BitVecVal(0, W), placed)
+        total = total + z3.If(t.neg, -placed, placed)
+    return total, LSB
+
+
+def _zero_is_negative(terms: Sequence[_Term], mode: RoundingMode, exact_zero: str) -> z3.BoolRef:
+    """Sign of an exactly zero sum ("Sign of an exact zero"); the twin of reference._zero_is_negative."""
+    if exact_zero == "positive":
+        return z3.BoolVal(False)
+    only_zeros = _and(*[t.zero for t in terms])
+    if mode is RoundingMode.TowardNegative:
+        return _or(z3.Not(only_zeros), _or(*[t.neg for t in terms]))
+    return _and(only_zeros, *[t.neg for t in terms])
+
+
+def _specials(pairs: Sequence[tuple[Sym, Sym]], addends: Sequence[Sym],
+              more_inf: Sequence[tuple[z3.BoolRef, z3.BoolRef]] = ()) -> tuple[z3.BoolRef, z3.BoolRef, z3.BoolRef]:
+    """(nan, inf, negative) by the rules of "Special values" (reference._special_result)."""
+    nan = [x.nan for pair in pairs for x in pair] + [x.nan for x in addends]
+    pos, neg = [], []
+    for x, y in pairs:
+        nan.append(_or(_and(x.inf, y.zero), _and(x.zero, y.inf)))
+        inf = _or(x.inf, y.inf)
+        sign = z3.Xor(x.neg, y.neg)
+        pos.append(_and(inf, z3.Not(sign)))
+        neg.append(_and(inf, sign))
+    for x in addends:
+        pos.append(_and(x.inf, z3.Not(x.neg)))
+        neg.append(_and(x.inf, x.neg))
+    for inf, sign in more_inf:
+        pos.append(_and(inf, z3.Not(sign)))
+        neg.append(_and(inf, sign))
+    any_pos, any_neg = _or(*pos) if pos else z3.BoolVal(False), _or(*neg) if neg else z3.BoolVal(False)
+    is_nan = _or(*nan, _and(any_pos, any_neg))
+    return is_nan, _or(any_pos, any_neg), any_neg
+
+
+def _special(fmt: Format, base: Sym, nan: z3.BoolRef, inf: z3.BoolRef, neg: z3.BoolRef) -> Sym:
+    """``base`` with NaN and infinite results put in."""
+    special = _or(nan, inf)
+    return Sym(fmt, nan, z3.If(special, z3.Not(nan), base.inf), _and(base.zero, z3.Not(special)),
+               z3.If(special, neg, base.neg), base.sig, base.exp)
+
+
+# --- the families ------------------------------------------------------------------------------------------
+def _R(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
+    """R(x) of the model: into the result format, the model's rounding, zeros and overflow."""
+    mode = model.output_rounding
+    return _round(model.result_format, N, unit, mode, subnormals=model.subnormals, overflow=model.overflow,
+                  zero_neg=_zero_is_negative(terms, mode, model.exact_zero), rounded_zero=model.rounded_zero)
+
+
+def _P(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
+    """P(x) of the pairwise family: IEEE, to nearest even in the C format."""
+    mode = RoundingMode.TiesToEven
+    return _round(model.c_format, N, unit, mode, subnormals=model.subnormals, overflow="ieee",
+                  zero_neg=_zero_is_negative(terms, mode, "ieee"))
+
+
+def _A(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
+    """The IEEE addition of C after a block (c_entry="after")."""
+    mode = RoundingMode.TiesToEven
+    return _round(model.output_format, N, unit, mode, subnormals=model.subnormals, overflow="ieee",
+                  zero_neg=_zero_is_negative(terms, mode, "ieee"), rounded_zero=model.rounded_zero)
+
+
+def _ieee_operation(model: Model, rounder, pairs: Sequence[tuple[Sym, Sym]], addends: Sequence[Sym],
+                    fmt: Format) -> Sym:
+    """sum(x*y for pairs) + sum(addends) with one rounding, special values first."""
+    nan, inf, neg = _specials(pairs, addends)
+    terms = [_product(x, y) for x, y in pairs] + [_addend(x) for x in addends]
+    N, LSB = _exact_sum(terms)
+    return _special(fmt, rounder(model, N, LSB, terms), nan, inf, neg)
+
+
+def _truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    """truncated-fused, steps 1-6 (reference._truncated_fused_block)."""
+    F = model.fraction_bits
+    nan, inf, neg = _specials(list(zip(a, b)), [c])
+    products = [_product(x, y) for x, y in zip(a, b)]
+    ez = _e(model.e_zero)
+    # 1.-2. the terms' exponents, zeros at e_zero
+    exps = []
+    for t in products:
+        if model.product_exponent == "normalized":
+            e = t.lsb + _msb(t.sig)
+        else:
+            e = t.lsb + (t.sig.size() - 2)  # E_a + E_b
+        exps.append(z3.If(t.zero, ez, e))
+    c_term = _addend(c)
+    exps.append(z3.If(c.zero, ez, c.exp))
+    terms = products + [c_term]
+    # 3. the block's maximum exponent
+    e_max = _max(exps)
+    # 4. every term cut at 2**(e_max - F): magnitude in units of the quantum, then signed
+    width = F + 4  # |product| < 2**(e_max + 2): F + 2 bits, and one spare
+    n_sum = width + len(terms).bit_length() + 1
+    if model.carry_bits is not None:
+        n_sum = max(n_sum, F + 2 + model.carry_bits + 1)
+    S = z3.BitVecVal(0, n_sum)
+    for t in terms:
+        left = F + 2  # the most a term's lsb can sit above the quantum: lsb - (e_max - F) <= F
+        wide = _resize(t.sig, t.sig.size() + left) << left
+        shift = e_max - F - t.lsb + left  # >= 0
+        mag = _shr(wide, shift)
+        mag = z3.If(t.zero, z3.BitVecVal(0, wide.size()), mag)
+        if model.alignment is Alignment.FLOOR:
+            lost = _shl(mag, shift) != wide
+            mag = mag + z3.If(_and(t.neg, lost, z3.Not(t.zero)), z3.BitVecVal(1, wide.size()),
+                              z3.BitVecVal(0, wide.size()))
+        mag = _resize(mag, n_sum)
+        S = S + z3.If(t.neg, -mag, mag)
+    # 5. carries beyond carry_bits above the leading bit are lost: |S| mod 2**(F + 1 + carry_bits) units
+    if model.carry_bits is not None:
+        m = F + 1 + model.carry_bits
+        s_neg = S < 0
+        absS = z3.If(s_neg, -S, S)
+        wrapped = absS & ((1 << m) - 1)
+        S = z3.If(s_neg, -wrapped, wrapped)
+    # 6. one rounding
+    return _special(model.result_format, _R(model, S, e_max - F, terms), nan, inf, neg)
+
+
+def _exact_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    return _ieee_operation(model, _R, list(zip(a, b)), [c], model.result_format)
+
+
+def _pairwise_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    fc = model.c_format
+    level = [_ieee_operation(model, _P, [(x, y)], [], fc) for x, y in zip(a, b)]
+    while len(level) > 1:
+        level = [_ieee_operation(model, _P, [], [level[i], level[i + 1]], fc) for i in range(0, len(level), 2)]
+    return _ieee_operation(model, _R, [], [c, level[0]], model.result_format)
+
+
+def _fma_chain_step(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    d = c
+    for x, y in zip(a, b):
+        d = _ieee_operation(model, _R, [(x, y)], [d], model.result_format)
+    return d
+
+
+def _amx_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    fmt = model.result_format
+    even = odd = _zero(fmt)
+    for j in range(len(a) // 2):
+        even = _ieee_operation(model, _R, [(a[2 * j], b[2 * j])], [even], fmt)
+        odd = _ieee_operation(model, _R, [(a[2 * j + 1], b[2 * j + 1])], [odd], fmt)
+    t = _ieee_operation(model, _R, [], [even, odd], fmt)
+    return _ieee_operation(model, _R, [], [c, t], fmt)
+
+
+def _bfdot_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    fmt = model.result_format
+    p0 = _ieee_operation(model, _R, [(a[0], b[0])], [], fmt)
+    p1 = _ieee_operation(model, _R, [(a[1], b[1])], [], fmt)
+    s = _ieee_operation(model, _R, [], [p0, p1], fmt)
+    return _ieee_operation(model, _R, [], [c, s], fmt)
+
+
+_BLOCKS = {
+    Family.TRUNCATED_FUSED: _truncated_fused_block,
+    Family.EXACT_FUSED: _exact_fused_block,
+    Family.PAIRWISE: _pairwise_block,
+    Family.FMA_CHAIN: _fma_chain_step,
+    Family.AMX: _amx_block,
+    Family.BFDOT: _bfdot_block,
+}
+
+
+def _zero(fmt: Format) -> Sym:
+    """+0 in fmt."""
+    f = z3.BoolVal(False)
+    return Sym(fmt, f, f, z3.BoolVal(True), f, z3.BitVecVal(0, fmt.precision), _e(fmt.emin))
+
+
+def _as_output(model: Model, x: Sym) -> Sym:
+    """A block's result (a value of the result format) read as a value of the C format, for the next block;
+    with an accumulator format, rounded to nearest even into the output format ("Blocks and chaining")."""
+    fc = model.output_format
+    if model.accumulator_format is not None:
+        acc = x
+        N = z3.If(acc.neg, -z3.ZeroExt(1, acc.sig), z3.ZeroExt(1, acc.sig))
+        r = _round(fc, N, acc.lsb, RoundingMode.TiesToEven, subnormals=model.subnormals, overflow="ieee",
+                   zero_neg=acc.neg)
+        return Sym(fc, acc.nan, _or(acc.inf, r.inf), _or(acc.zero, r.zero),
+                   z3.If(_or(acc.nan, acc.inf, acc.zero), acc.neg, r.neg), r.sig, r.exp)
+    return _reformat(x, fc)
+
+
+def _reformat(x: Sym, fmt: Format) -> Sym:
+    """A value of a format with fmt's exponent range and at most its precision, as a value of fmt."""
+    if x.fmt == fmt:
+        return x
+    q, p = fmt.precision, x.fmt.precision
+    return Sym(fmt, x.nan, x.inf, x.zero, x.neg, z3.ZeroExt(q - p, x.sig) << (q - p), x.exp)
+
+
+# --- the model ---------------------------------------------------------------------------------------------
+def unsupported(model: Model) -> str | None:
+    """None when :func:`dot` encodes ``model``, else one line naming what is missing."""
+    if model.family not in _BLOCKS:
+        return f"the {model.family.value} family is not encoded yet (encoded: " \
+               f"{', '.join(f.value for f in _BLOCKS)})"
+    if model.nan is NaNStyle.PROPAGATE:
+        return "nan='propagate' (NaN payloads passed on) is not encoded; NaN results with a fixed pattern are"
+    fmts = [model.input_format, model.b_format, model.output_format] + \
+        [f for f in (model.unpack_format, model.accumulator_format) if f is not None]
+    if any(f.bits > 32 for f in fmts) and model.family is not Family.TRUNCATED_FUSED:
+        return "float64 values in an exact sum (4,000-bit integers) are not encoded"
+    if model.output_format.bits > 32 and model.family is Family.TRUNCATED_FUSED:
+        return "float64 outputs are not encoded"
+    return None
+
+
+def input_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRef], list[z3.BitVecRef],
+                                                                 z3.BitVecRef]:
+    """Fresh bit-vector inputs a[0..k), b[0..k), c in the model's formats (c in the C format)."""
+    a = [z3.BitVec(f"{prefix}a{i}", model.input_format.bits) for i in range(k)]
+    b = [z3.BitVec(f"{prefix}b{i}", model.b_format.bits) for i in range(k)]
+    c = z3.BitVec(f"{prefix}c", model.c_format.bits)
+    return a, b, c
+
+
+def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef) -> z3.BitVecRef:
+    """The bit pattern of d = a·b + c in ``model.output_format`` as the model computes it
+    (reference.dot_bits): blocks of L chained, a short last block padded with +0 products, inputs flushed
+    when subnormals=False, A and B unpacked where the model says, C added after the blocks with
+    c_entry="after"."""
+    why = unsupported(model)
+    if why is not None:
+        raise NotImplementedError(f"{model.name or model.family.value}: {why}")
+    if len(a) != len(b):
+        raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
+    k = len(a)
+    fa, fb, fc = model.input_format, model.b_format, model.c_format
+    xs = [decode(fa, x) for x in a]
+    ys = [decode(fb, y) for y in b]
+    d = decode(fc, c)
+    if k == 0:
+        return encode_bits(fc, d, model.nan)
+    arith = model.arithmetic_model()
+    if arith is not model:
+        xs = [_widen(x, arith.input_format) for x in xs]
+        ys = [_widen(y, arith.b_format) for y in ys]
+    L = model.block_width or k
+    step = model.step_width or k
+    block = _BLOCKS[model.family]
+    unit = arith.block_model()
+    pad = _zero(arith.input_format), _zero(arith.b_format)
+    for start in range(0, k, step):
+        xa = [_flush(model, x) for x in xs[start:start + step]]
+        yb = [_flush(model, y) for y in ys[start:start + step]]
+        xa += [pad[0]] * (step - len(xa))
+        yb += [pad[1]] * (step - len(yb))
+        order = model.order(step)
+        xa, yb = [xa[i] for i in order], [yb[i] for i in order]
+        if model.c_entry == "after":
+            s = _zero(unit.c_format)
+            for j in range(0, step, L):
+                s = _reformat(block(unit, xa[j:j + L], yb[j:j + L], s), unit.c_format)
+            d = _ieee_operation(model, _A, [], [s, _flush(model, d)], model.output_format)
+        else:
+            d = block(unit, xa, yb, _widen(_flush(model, d), unit.c_format))
+        d = _as_output(model, d)
+    return encode_bits(fc, d, model.nan)
+
+
+def exact_value(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef
+                ) -> tuple[z3.BitVecRef, int, z3.BoolRef, z3.BitVecRef, int]:
+    """The exact a·b + c and sum |a_i b_i| + |c| of finite inputs, as fixed-point integers over one frame:
+    (value N, LSB, all inputs finite, magnitude M, LSB) with value = N * 2**LSB."""
+    xs = [decode(model.input_format, x) for x in a]
+    ys = [decode(model.b_format, y) for y in b]
+    z = decode(model.c_format, c)
+    terms = [_product(x, y) for x, y in zip(xs, ys)] + [_addend(z)]
+    N, LSB = _exact_sum(terms)
+    mags = [_Term(t.zero, z3.BoolVal(False), t.sig, t.lsb, t.lsb_min, t.top) for t in terms]
+    M, _ = _exact_sum(mags)
+    finite = _and(*[z3.Not(_or(v.nan, v.inf)) for v in xs + ys + [z]])
+    return N, LSB, finite, M, LSB
+
+
+def value_in_frame(fmt: Format, bits: z3.BitVecRef, LSB: int, width: int) -> z3.BitVecRef:
+    """A finite value of fmt (its bit pattern) as a signed integer in units of 2**LSB (LSB at most the
+    format's lowest bit), ``width`` bits."""
+    x = decode(fmt, bits)
+    assert LSB <= fmt.emin - (fmt.precision - 1)
+    placed = _shl(_resize(x.sig, width), x.lsb - LSB)
+    placed = z3.If(x.zero, z3.BitVecVal(0, width), placed)
+    return z3.If(x.neg, -placed, placed)

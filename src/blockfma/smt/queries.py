@@ -1,0 +1,414 @@
+"""The named queries: Valpey et al.'s Properties 1-5 and every row of their Table 4, and a few beyond them.
+
+Each query is a formula over the inputs of one or two Models (the presets, or the paper's variants of them),
+the answer it should have ("sat": a witness exists; "unsat": a proof), and a check that the engine makes
+of the witness (the property, recomputed with ``blockfma.dot`` and Fractions).  ``queries()`` lists them,
+``run(name)`` answers one.  The seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are
+kept beside each for benchmarks/bench_smt.py.
+
+The paper's tensor core (its Algorithm 1) normalises each product to fp32 before alignment; the presets give
+a product the sum of its factors' exponents (significand in [1, 4)), which the H100 data fit.  The carry
+queries use the paper's reading (``product_exponent="normalized"``) and, beyond the paper, the preset's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import z3
+
+from .. import formats as _formats
+from ..formats import RoundingMode
+from ..literals import hex_float
+from ..model import Family, Model
+from . import constraints as C
+from . import encode as _enc
+from . import solve as _solve
+from .api import _checked_witness, _frac_text, _pair, _witness_inputs, engine_bits
+
+__all__ = ["Query", "QueryResult", "queries", "get", "run"]
+
+RZ, RN = RoundingMode.TowardZero, RoundingMode.TiesToEven
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A query's answer: ``status`` (sat/unsat/unknown), whether it is the ``expected`` one and the engine's
+    check of the witness held (``ok``), the witness or proof in exact form (``lines``)."""
+
+    name: str
+    status: str
+    expected: str
+    ok: bool
+    solver: str
+    seconds: float
+    lines: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        head = f"{self.name}: {self.status} in {self.seconds:.3f} s ({self.solver}); expected {self.expected}"
+        return "\n".join([head + ("" if self.ok else "  ** NOT AS EXPECTED **")] + ["  " + x for x in self.lines])
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    title: str
+    source: str
+    expected: str  # "sat" (a witness) or "unsat" (a proof)
+    build: Callable[[], tuple[list[Any], list[Any], Callable[[_solve.Outcome], list[str]]]]
+    seed_seconds: tuple[float | None, float | None] | None = None  # (z3, cvc5) in Valpey et al.'s Table 4
+    slow: bool = False  # left out of the default test run
+
+
+# --- models the queries speak of ---------------------------------------------------------------------------
+def _v100(out: str = "fp32", **changes: Any) -> Model:
+    from ..devices import device
+
+    m = device("V100").model("fp16", out)
+    return m.replace(**changes) if changes else m
+
+
+def _paper_volta(carry: int | None) -> Model:
+    """Valpey et al.'s Algorithm 1 for Volta: products normalised, 24-bit significands, 3 carry bits."""
+    return _v100(product_exponent="normalized", carry_bits=carry, name=f"Volta (paper), {carry} carry bits")
+
+
+def _paper_ampere(carry: int | None) -> Model:
+    """Algorithm 1 for Ampere: 8 products, one shifted bit kept (F = 24), 4 carry bits."""
+    from ..devices import device
+
+    m = device("A100").model("fp16", "fp32")
+    return m.replace(product_exponent="normalized", carry_bits=carry, fraction_bits=24,
+                     name=f"Ampere (paper), {carry} carry bits")
+
+
+def _ieee(family: Family, out: str, mode: RoundingMode, L: int, name: str, inp: str = "fp16") -> Model:
+    return Model(family, inp, out, block_width=L, output_rounding=mode, name=name)
+
+
+def _zeros_after(n: int, k: int, c: bool = False) -> C.Constraint:
+    return C.zeros(a=range(n, k), b=range(n, k), c=c)
+
+
+def _value(fmt: Any, bits: z3.BitVecRef, LSB: int, W: int) -> z3.BitVecRef:
+    return _enc.value_in_frame(_formats.get(fmt), bits, LSB, W)
+
+
+def _exact(a: np.ndarray, b: np.ndarray, c: float) -> Fraction:
+    return sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)), Fraction(c))
+
+
+def _f(x: Any) -> Fraction:
+    return Fraction(float(x))
+
+
+# --- a query from two models -------------------------------------------------------------------------------
+def _pair_query(ma: Model, mb: Model, k: int, cons: Any = None, order_b: list[int] | None = None,
+                check: Callable[[Any], list[str]] | None = None):
+    def build():
+        form, variables, v, _, _ = _pair(ma, mb, k, cons, order_b)
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            w = _checked_witness(ma, mb, out, v, order_b)
+            return w.lines() + (check(w) if check else [])
+        return form, variables, finish
+    return build
+
+
+def _pair_proof(ma: Model, mb: Model, k: int, cons: Any = None, order_b: list[int] | None = None):
+    def build():
+        form, variables, v, _, _ = _pair(ma, mb, k, cons, order_b)
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            w = _checked_witness(ma, mb, out, v, order_b)
+            return ["counterexample:"] + w.lines()
+        return form, variables, finish
+    return build
+
+
+class NotShown(Exception):
+    """A witness that satisfies the formula but not the property the engine checks (a query to fix)."""
+
+
+def _need(cond: bool, what: str) -> None:
+    if not cond:
+        raise NotShown(f"the engine's check failed: the witness does not show {what}")
+
+
+# --- Table 4 -----------------------------------------------------------------------------------------------
+def _exact_multiplication():
+    """a, b in fp16 whose product is not an fp16 value, and the unit returns the product exactly."""
+    m = _v100()
+    k = 4
+
+    def build():
+        v = _enc_inputs(m, k)
+        d = z3.BitVec("d", 32)
+        N, LSB, _, _, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c)
+        form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), _value("fp32", d, LSB, N.size()) == N]
+        form += C.apply([_zeros_after(1, k, c=True), C.product_in_range("fp16", [0]),
+                         C.product_not_in("fp16", [0])], v)
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            a, b, c = _witness_inputs(m, out.values, v)
+            dd, _ = engine_bits(m, a, b, c)
+            p = _f(a[0]) * _f(b[0])
+            half = _formats.round_fraction("fp16", p, RN)
+            _need(_f(dd) == p and Fraction(half) != p, "exact product, not an fp16 value")
+            return [f"a = {hex_float(a[0])}, b = {hex_float(b[0])} (fp16)",
+                    f"exact product {hex_float(float(p))}; in fp16 {hex_float(half)}; "
+                    f"V100 d = {hex_float(dd)} (exact)"]
+        return form, [*v.bits_a, *v.bits_b, v.bits_c, d], finish
+    return build
+
+
+def _enc_inputs(m: Model, k: int):
+    from .api import _inputs
+
+    return _inputs(m, k)
+
+
+def _exact_addition():
+    """Property 1: products not in fp16 whose sum is; fp16 arithmetic gets it wrong, the unit does not."""
+    fp16_arith = _ieee(Family.PAIRWISE, "fp16", RN, 4, "fp16 arithmetic (products and sums rounded to fp16)")
+    unit = _v100("fp16")
+    k = 4
+    cons = [_zeros_after(2, k, c=True), C.product_in_range("fp16", [0, 1]), C.product_not_in("fp16", [0, 1]),
+            C.sum_in("fp16")]
+
+    def check(w) -> list[str]:
+        x = _exact(w.a, w.b, w.c)
+        _need(_f(w.d_b) == x and _f(w.d_a) != x, "the unit exact, fp16 arithmetic not")
+        return [f"exact sum {hex_float(float(x))} (an fp16 value): the unit accumulates in fp32"]
+    return _pair_query(fp16_arith, unit, k, cons, check=check)
+
+
+def _rounding_final():
+    """Property 2: the fp16 output is rounded to nearest: a single product where RN and RZ differ."""
+    unit = _v100("fp16")
+    rz = _v100("fp16", output_rounding=RZ, name="V100 fp16->fp16 with RZ output")
+    k = 4
+
+    def check(w) -> list[str]:
+        p = _f(w.a[0]) * _f(w.b[0])
+        _need(_f(w.d_a) == Fraction(_formats.round_fraction("fp16", p, RN)), "the unit rounds to nearest")
+        return [f"exact {hex_float(float(p))}: RN gives the unit's result"]
+    return _pair_query(unit, rz, k, [_zeros_after(1, k, c=True), C.product_in_range("fp16", [0])], check=check)
+
+
+def _rounding_accumulator():
+    """Table 3: the accumulator truncates its terms, which is not IEEE round-toward-zero: a result above
+    the exact value in magnitude."""
+    unit = _v100()
+    rz = _ieee(Family.EXACT_FUSED, "fp32", RZ, 4, "IEEE round-toward-zero (exact sum, one RZ)")
+    k = 4
+
+    def build():
+        form, variables, v, d_a, d_b = _pair(unit, rz, k, [_zeros_after(1, k)])
+        N, LSB, _, _, _ = _enc.exact_value(unit, v.bits_a, v.bits_b, v.bits_c)
+        W = N.size() + 2
+        da = _value("fp32", d_a, LSB, W)
+        x = z3.SignExt(2, N)
+        form += [z3.Not(_enc.decode(_formats.fp32, d_a).nan), z3.Not(_enc.decode(_formats.fp32, d_a).inf),
+                 z3.If(da < 0, -da, da) > z3.If(x < 0, -x, x)]
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            w = _checked_witness(unit, rz, out, v)
+            x = _exact(w.a, w.b, w.c)
+            _need(abs(_f(w.d_a)) > abs(x), "|d| above the exact |a·b + c|")
+            return w.lines() + [f"exact {_frac_text(x)}: the unit's |d| exceeds it, which no round-toward-zero does"]
+        return form, variables, finish
+    return build
+
+
+def _accumulation_order():
+    """Property 3: (p1 + p2) + p3 and p1 + (p2 + p3) in fp32 with RZ differ; the unit gives one result."""
+    seq = _ieee(Family.FMA_CHAIN, "fp32", RZ, 1, "sequential fp32 RZ additions")
+    k = 3
+
+    def check(w) -> list[str]:
+        unit = _v100()
+        a4, b4 = np.append(w.a, 0.0), np.append(w.b, 0.0)
+        d1, bits1 = engine_bits(unit, a4, b4, w.c)
+        d2, bits2 = engine_bits(unit, a4[[2, 1, 0, 3]], b4[[2, 1, 0, 3]], w.c)
+        _need(bits1 == bits2, "the unit's result does not depend on the order")
+        return [f"V100 gives {hex_float(d1)} in both orders"]
+    return _pair_query(seq, seq, k, [C.zeros(c=True)], order_b=[2, 1, 0], check=check)
+
+
+def _normalisation():
+    """Property 4: (a1 b1 + a2 b2) + c with a normalisation (RZ) after each addition differs from the unit's
+    sum without one, all inputs positive."""
+    unit = _v100()
+    seq = _ieee(Family.FMA_CHAIN, "fp32", RZ, 1, "fp32 RZ with normalisation")
+    add = _ieee(Family.EXACT_FUSED, "fp32", RZ, 1, "fp32 RZ addition", inp="fp32")
+    k = 4
+
+    def build():
+        v = _enc_inputs(unit, k)
+        s = _enc.dot(seq, v.bits_a[:2], v.bits_b[:2], z3.BitVecVal(0, 32))
+        one = z3.BitVecVal(_formats.encode("fp32", np.float64(1.0)).item(), 32)
+        d_seq = z3.BitVec("d_seq", 32)
+        d_unit = z3.BitVec("d_unit", 32)
+        form = [d_seq == _enc.dot(add, [s], [one], v.bits_c), d_unit == _enc.dot(unit, v.bits_a, v.bits_b, v.bits_c),
+                d_seq != d_unit]
+        form += C.apply([_zeros_after(2, k), C.positive("c"), C.positive("ab", positions=[0, 1])], v)
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            a, b, c = _witness_inputs(unit, out.values, v)
+            du, bu = engine_bits(unit, a, b, c)
+            s_, _ = engine_bits(seq, a[:2], b[:2], 0.0)
+            ds, bs = engine_bits(add, np.array([float(s_)]), np.array([1.0]), c)
+            _need((bu, bs) == (out.values["d_unit"], out.values["d_seq"]) and bu != bs, "the two sums differ")
+            return [f"a = [{hex_float(a[0])}, {hex_float(a[1])}], b = [{hex_float(b[0])}, {hex_float(b[1])}] "
+                    f"(fp16), c = {hex_float(c)}",
+                    f"(a1 b1 + a2 b2) + c with normalisation: {hex_float(ds)}; the unit: {hex_float(du)}"]
+        return form, [*v.bits_a, *v.bits_b, v.bits_c, d_seq, d_unit], finish
+    return build
+
+
+def _carry_check(w) -> list[str]:
+    """Which of the two results unlimited carries give (the correct sum, as Valpey et al. saw on hardware)."""
+    a_model = _CARRY_MODELS[w.names[0]]
+    full, _ = engine_bits(a_model.replace(carry_bits=None), w.a, w.b, w.c)
+    agree = [n for n, d in zip(w.names, (w.d_a, w.d_b)) if _f(d) == _f(full)]
+    return [f"with unlimited carries: {hex_float(full)}, as {' and '.join(agree) or 'neither'}"]
+
+
+_CARRY_MODELS: dict[str, Model] = {}
+
+
+def _carry_pair(ma: Model, mb: Model, k: int):
+    _CARRY_MODELS[ma.name] = ma
+    return _pair_query(ma, mb, k, check=_carry_check)
+
+
+# --- Property 5 --------------------------------------------------------------------------------------------
+def _markidis_ootomo(pinned: bool):
+    """Property 5: inputs where Ootomo-Yokota's product (accumulation outside the unit, RN) is less accurate
+    than Markidis's (C accumulated inside the unit).  With fp16-valued A and B the residuals vanish:
+    Markidis = TC(a, b, c), Ootomo-Yokota = RN(TC(a, b, 0) + c).  ``pinned``: the outcome Table 5 reports
+    (exact = Markidis = 1 + 2**-23, Ootomo-Yokota = 1)."""
+    unit = _v100()
+    add = _ieee(Family.EXACT_FUSED, "fp32", RN, 1, "fp32 RN addition", inp="fp32")
+    k = 4
+
+    def build():
+        v = _enc_inputs(unit, k)
+        dm, s, doy = z3.BitVec("d_markidis", 32), z3.BitVec("s", 32), z3.BitVec("d_ootomo", 32)
+        one = z3.BitVecVal(_formats.encode("fp32", np.float64(1.0)).item(), 32)
+        form = [dm == _enc.dot(unit, v.bits_a, v.bits_b, v.bits_c),
+                s == _enc.dot(unit, v.bits_a, v.bits_b, z3.BitVecVal(0, 32)),
+                doy == _enc.dot(add, [s], [one], v.bits_c)]
+        N, LSB, _, _, _ = _enc.exact_value(unit, v.bits_a, v.bits_b, v.bits_c)
+        W = N.size() + 2
+        x = z3.SignExt(2, N)
+        em, eo = _value("fp32", dm, LSB, W) - x, _value("fp32", doy, LSB, W) - x
+        form += [z3.If(em < 0, -em, em) < z3.If(eo < 0, -eo, eo)]
+        for d in (dm, doy):
+            form += [z3.Not(_enc.decode(_formats.fp32, d).nan), z3.Not(_enc.decode(_formats.fp32, d).inf)]
+        form += C.apply([C.exponents(-15, 14, "ab"), C.finite()], v)
+        if pinned:
+            top = Fraction(1) + Fraction(1, 2**23)
+            form += [N == int(top / Fraction(2) ** LSB), dm == _bits32(top), doy == _bits32(Fraction(1))]
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            a, b, c = _witness_inputs(unit, out.values, v)
+            m_, _ = engine_bits(unit, a, b, c)
+            s_, _ = engine_bits(unit, a, b, 0.0)
+            oy = _formats.round_fraction("fp32", _f(s_) + Fraction(c), RN)
+            x_ = _exact(a, b, c)
+            _need(abs(_f(m_) - x_) < abs(Fraction(oy) - x_), "Markidis closer to the exact value")
+            return [f"a = [{', '.join(hex_float(t) for t in a)}] (fp16 values: residuals 0)",
+                    f"b = [{', '.join(hex_float(t) for t in b)}]",
+                    f"c = {hex_float(c)} (fp32)",
+                    f"exact {hex_float(float(x_))}{'' if Fraction(float(x_)) == x_ else ' (rounded)'}; "
+                    f"Markidis {hex_float(m_)}; Ootomo-Yokota {hex_float(oy)}"]
+        return form, [*v.bits_a, *v.bits_b, v.bits_c, dm, s, doy], finish
+    return build
+
+
+def _bits32(x: Fraction) -> int:
+    return int(_formats.encode("fp32", np.float64(float(x))).item())
+
+
+# --- the registry ------------------------------------------------------------------------------------------
+def _registry() -> dict[str, Query]:
+    V = "Valpey et al. 2024"
+    volta3, volta2, volta4 = _paper_volta(3), _paper_volta(2), _paper_volta(4)
+    amp4, amp3 = _paper_ampere(4), _paper_ampere(3)
+    v100 = _v100()
+    qs = [
+        Query("exact-multiplication", "fp16 products are exact in the unit (Table 1)", f"{V}, Table 4 row 1",
+              "sat", _exact_multiplication(), (0.55, 0.027)),
+        Query("exact-addition-fp16", "Property 1: fp16 x fp16 -> fp16 accumulates in fp32",
+              f"{V}, Table 4 row 2", "sat", _exact_addition(), (27.59, 0.12)),
+        Query("rounding-final-result", "Property 2: the fp16 output is rounded to nearest",
+              f"{V}, Table 4 row 3", "sat", _rounding_final(), (0.52, 0.008)),
+        Query("rounding-accumulator", "Table 3: truncation of the terms is not IEEE round-toward-zero",
+              f"{V}, Table 4 row 4", "sat", _rounding_accumulator(), (0.34, 0.017)),
+        Query("accumulation-order", "Property 3: sequential RZ sums depend on the order; the unit does not",
+              f"{V}, Table 4 row 5", "sat", _accumulation_order(), (9.87, 0.25)),
+        Query("normalisation", "Property 4: no normalisation of the partial sums (all inputs positive)",
+              f"{V}, Table 4 row 6", "sat", _normalisation(), (9.63, 0.25)),
+        Query("carry-3", "a 5-term accumulator needs 3 carry bits (2 give another result)",
+              f"{V}, Table 4 row 7", "sat", _carry_pair(volta3, volta2, 4),
+              (410.25, 72.793)),
+        Query("carry-4-as-3", "proof: 4 carry bits behave as 3 for the 5-term accumulator", f"{V}, sec. 4.3",
+              "unsat", _pair_proof(volta4, volta3, 4)),
+        Query("carry-4-ampere", "a 9-term accumulator (Ampere) needs 4 carry bits", f"{V}, Table 4 row 8",
+              "sat", _carry_pair(amp4, amp3, 8), (None, None)),
+        Query("markidis-vs-ootomo", "Property 5: Ootomo-Yokota less accurate than Markidis on some input",
+              f"{V}, sec. 6", "sat", _markidis_ootomo(False), (None, 300.0), slow=True),
+        Query("markidis-vs-ootomo-table5", "Property 5 with Table 5's outcome: exact = Markidis = 1 + 2^-23, "
+              "Ootomo-Yokota = 1", f"{V}, Table 5", "sat", _markidis_ootomo(True)),
+        # beyond the paper
+        Query("order-independence", "proof: the V100 unit's result does not depend on the order of its "
+              "products", "blockfma", "unsat", _pair_proof(v100, v100, 4, order_b=[3, 2, 1, 0]), slow=True),
+        Query("v100-carry-3", "with products in [1, 4) (the presets), 3 carry bits are not enough for V100",
+              "blockfma", "sat", _carry_pair(v100, v100.replace(carry_bits=3, name="V100, 3 carry bits"), 4)),
+        Query("v100-carry-4", "proof: with products in [1, 4), 4 carry bits suffice for V100", "blockfma",
+              "unsat", _pair_proof(v100, v100.replace(carry_bits=4), 4)),
+    ]
+    return {q.name: q for q in qs}
+
+
+_QUERIES: dict[str, Query] | None = None
+
+
+def queries() -> list[Query]:
+    """Every named query, in the paper's order, then those beyond it."""
+    global _QUERIES
+    if _QUERIES is None:
+        _QUERIES = _registry()
+    return list(_QUERIES.values())
+
+
+def get(name: str) -> Query:
+    table = {q.name: q for q in queries()}
+    if name not in table:
+        raise ValueError(f"no query named {name!r}; the queries are: {', '.join(table)}")
+    return table[name]
+
+
+def run(name: str, *, solver: str = "auto", timeout: float = 600) -> QueryResult:
+    """Answer one named query; the witness (if any) is checked by the engine."""
+    q = get(name)
+    form, variables, finish = q.build()
+    out = _solve.check(form, variables, solver=solver, timeout=timeout)
+    seconds = out.seconds
+    if out.status == "sat":
+        try:
+            lines, shown = finish(out), True
+        except NotShown as e:
+            lines, shown = [str(e)], False
+        return QueryResult(q.name, "sat", q.expected, q.expected == "sat" and shown, out.solver, seconds, lines)
+    if out.status == "unsat":
+        lines = ["proved: no input satisfies the query"] if q.expected == "unsat" else ["no witness exists"]
+        return QueryResult(q.name, "unsat", q.expected, q.expected == "unsat", out.solver, seconds, lines)
+    return QueryResult(q.name, "unknown", q.expected, False, out.solver, seconds,
+                       [f"gave up after {seconds:.1f} s ({out.reason})"])
