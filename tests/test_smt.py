@@ -252,3 +252,37 @@ def test_query_list_covers_the_seed():
         assert need in names
     with pytest.raises(ValueError, match="no query named"):
         queries.get("nope")
+
+
+# --- the command line --------------------------------------------------------------------------------------
+def _cli(capsys, *argv):
+    from blockfma.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_bf_smt_is_reachable_from_the_package():
+    assert bf.smt.discriminate is smt.discriminate
+
+
+@needs_bitwuzla
+def test_cli_smt(capsys):
+    code, out, _ = _cli(capsys, "smt", "diff", "V100", "T4", "--k", "8", "--solver", "bitwuzla")
+    assert code == 0 and "not equivalent for k = 8" in out and "checked by the engine" in out
+    code, out, _ = _cli(capsys, "smt", "prove", "V100", "V100", "--set", "carry_bits=4", "--solver", "bitwuzla")
+    assert code == 0 and "proved" in out
+    code, out, _ = _cli(capsys, "smt", "query", "carry-3", "--solver", "bitwuzla")
+    assert code == 0 and "carry-3: sat" in out and "NOT AS EXPECTED" not in out
+    code, out, _ = _cli(capsys, "smt", "list")
+    assert code == 0 and "carry-4-ampere" in out
+
+
+def test_cli_smt_bad_input(capsys):
+    code, _, err = _cli(capsys, "smt", "diff", "V100", "V100", "--set", "carry_bitz=3")
+    assert code == 2 and "parameters:" in err and "carry_bits" in err
+    code, _, err = _cli(capsys, "smt", "diff", "NoSuchGPU", "V100")
+    assert code == 2 and "NoSuchGPU" in err
+    code, _, err = _cli(capsys, "smt", "query", "nope")
+    assert code == 2 and "no query named" in err

@@ -4,6 +4,8 @@ The data path, one module each:
 
     formats -> model -> engine -> devices -> probes / smt / multiword -> cli
 
+``bf.smt`` (formal questions about models, through an SMT solver) loads on first use.
+
 >>> import blockfma as bf
 >>> float(bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="V100"))
 1.0
@@ -17,6 +19,14 @@ from .model import Alignment, Family, Model, NaNStyle
 from .probes import probe
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # bf.smt loads on first use (it builds formulas with z3)
+    if name == "smt":
+        import importlib
+
+        return importlib.import_module(".smt", __name__)
+    raise AttributeError(f"module 'blockfma' has no attribute {name!r}")
 
 __all__ = [
     "formats",
@@ -33,5 +43,6 @@ __all__ = [
     "dot",
     "gemm",
     "probe",
+    "smt",
     "__version__",
 ]

@@ -9,6 +9,11 @@
     blockfma probe TARGET [--input fp16] [--output fp32] [--k N] [--json FILE] [--record FILE]
                                               measure a target (sim:DEVICE, cuda, torch) and infer its model
     blockfma probe --all [TARGET]             every preset (sim), every mma.sync path (cuda) or dtype (torch)
+    blockfma smt diff DEV1 DEV2 --input fp16 [--output fp32] [--k N] [--timeout S] [--set PARAM=VALUE]
+                                              an input on which two models differ (SMT), checked by the engine
+    blockfma smt prove DEV1 DEV2 ...          a proof that they agree on every input (or a counterexample)
+    blockfma smt worst DEV --input fp16 ...   the largest error against the exact a·b + c, with its input
+    blockfma smt list | query NAME|all        the seed's named queries (Valpey et al.)
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.  Bad input (an unknown
@@ -330,6 +335,70 @@ def cmd_probe(args: argparse.Namespace) -> str:
     return text
 
 
+# --- smt ---------------------------------------------------------------------------------------------------
+def _setting(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise _Usage(f"--set takes PARAM=VALUE (e.g. carry_bits=3), not {text!r}")
+    v = value.strip()
+    if v.lower() == "none":
+        return name.strip(), None
+    if v.lower() in ("true", "false"):
+        return name.strip(), v.lower() == "true"
+    try:
+        return name.strip(), int(v)
+    except ValueError:
+        return name.strip(), v
+
+
+def _smt_models(args: argparse.Namespace) -> list[Model]:
+    from . import smt
+
+    names = [args.dev1] + ([args.dev2] if getattr(args, "dev2", None) else [])
+    models = [smt.api.resolve(n, _input_arg(args.input), args.output) for n in names]
+    if getattr(args, "set", None):
+        changes = dict(_setting(t) for t in args.set)
+        last = models[-1]
+        try:
+            models[-1] = last.replace(**changes, name=f"{last.name} with " + ", ".join(args.set))
+        except TypeError as exc:
+            import dataclasses
+
+            fields = ", ".join(f.name for f in dataclasses.fields(Model) if f.name != "name")
+            raise _Usage(f"--set: {exc} (parameters: {fields})") from None
+    return models
+
+
+def cmd_smt(args: argparse.Namespace) -> str:
+    from . import smt
+    from .smt import queries
+
+    try:
+        if args.action == "list":
+            rows = [{"query": q.name, "expects": "witness" if q.expected == "sat" else "proof",
+                     "ci": "slow" if q.slow else "yes", "source": q.source, "what": q.title} for q in queries.queries()]
+            return _report.table(rows, ["query", "expects", "ci", "source", "what"])
+        if args.action == "query":
+            names = [q.name for q in queries.queries()] if args.name == "all" else [args.name]
+            return "\n".join(str(queries.run(n, solver=args.solver, timeout=args.timeout)) for n in names)
+        models = _smt_models(args)
+        if args.action == "worst":
+            say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+            w = smt.worst_error(models[0], k=args.k, relative=not args.absolute, timeout=args.timeout,
+                                total_timeout=args.total_timeout, solver=args.solver, progress=say)
+            return f"{models[0].name}, k = {args.k or smt.default_k(models[0])}\n{w}"
+        ma, mb = models
+        v = smt.equivalent(ma, mb, k=args.k, timeout=args.timeout, solver=args.solver)
+        head = f"{ma.name} vs {mb.name}"
+        if args.action == "diff" and v.status == "proved":
+            return f"{head}: no input of length {v.k} tells them apart (proved by {v.solver} in {v.seconds:.3f} s)"
+        return f"{head}\n{v}"
+    except NotImplementedError as exc:
+        raise _Usage(str(exc)) from None
+    except ImportError as exc:
+        raise _Usage(str(exc)) from None
+
+
 # --- parser ----------------------------------------------------------------------------------------------
 def _operand_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", default="fp16", help="input format of a and b (default fp16)")
@@ -397,6 +466,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record", metavar="FILE", help="write the verified model as a devices file (bf.device(FILE))")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("smt", help="formal questions about models: witnesses, proofs, worst errors (SMT)",
+                       epilog="Example: blockfma smt diff V100 T4 --input fp16 --output fp32 --k 8")
+    ssub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def _solver_options(q: argparse.ArgumentParser, timeout: float) -> None:
+        q.add_argument("--timeout", type=float, default=timeout, metavar="S", help=f"seconds (default {timeout:g})")
+        q.add_argument("--solver", default="auto", choices=("auto", "bitwuzla", "cvc5", "z3"),
+                       help="SMT solver (default auto: the fastest installed)")
+
+    for action, text in (("diff", "inputs on which two models give different bits"),
+                         ("prove", "prove two models equal on every input of length k")):
+        q = ssub.add_parser(action, help=text)
+        q.add_argument("dev1", metavar="DEV1", help="device (or DEVICE:INSTRUCTION)")
+        q.add_argument("dev2", metavar="DEV2", help="device (or DEVICE:INSTRUCTION)")
+        q.add_argument("--input", "-i", default="fp16", help="input format (default fp16)")
+        q.add_argument("--output", "-o", default="fp32", help="output format (default fp32)")
+        q.add_argument("--k", type=int, help="products (default: one step of the wider model)")
+        q.add_argument("--set", action="append", metavar="PARAM=VALUE",
+                       help="change a parameter of DEV2's model (repeatable), e.g. --set carry_bits=3")
+        _solver_options(q, 60)
+    q = ssub.add_parser("worst", help="largest error against the exact a·b + c, with its input")
+    q.add_argument("dev1", metavar="DEV", help="device (or DEVICE:INSTRUCTION)")
+    q.add_argument("--input", "-i", default="fp16", help="input format (default fp16)")
+    q.add_argument("--output", "-o", default="fp32", help="output format (default fp32)")
+    q.add_argument("--k", type=int, help="products (default: one step)")
+    q.add_argument("--set", action="append", metavar="PARAM=VALUE", help="change a parameter of the model")
+    q.add_argument("--absolute", action="store_true", help="absolute error (default: relative to sum|a_i b_i|+|c|)")
+    q.add_argument("--total-timeout", type=float, default=300, metavar="S", help="seconds for the whole search")
+    q.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    _solver_options(q, 30)
+    q = ssub.add_parser("list", help="the named queries")
+    q = ssub.add_parser("query", help="answer a named query (or 'all')")
+    q.add_argument("name", metavar="NAME", help="a query name (blockfma smt list), or all")
+    _solver_options(q, 600)
+    p.set_defaults(func=cmd_smt)
     return parser
 
 

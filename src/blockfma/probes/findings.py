@@ -44,6 +44,7 @@ class Findings:
     rows: int
     seconds: float
     target_seconds: float
+    smt: list[dict[str, Any]] = field(default_factory=list)  # SMT separations (pairs, answers, seconds)
     _model: Model | None = field(default=None, repr=False)
 
     def model(self) -> Model:
@@ -98,7 +99,7 @@ class Findings:
                 "verified": self.verified, "model": self.candidate, "verification": self.verification,
                 "stages": self.stages, "readings": self.readings, "observations": self.observations,
                 "calls": self.calls, "rows": self.rows, "seconds": self.seconds,
-                "target_seconds": self.target_seconds, "row": self.row()}
+                "target_seconds": self.target_seconds, "smt": self.smt, "row": self.row()}
 
 
 def probe(target: Any, input_format: Any = "fp16", output_format: Any = "fp32", k: int | None = None, *,
@@ -128,4 +129,4 @@ def probe(target: Any, input_format: Any = "fp16", output_format: Any = "fp32", 
                     verified=model is not None, candidate=last.to_dict() if last is not None else None,
                     verification=ver, stages=s.log.stages, readings=s.log.readings,
                     observations=s.log.observations, calls=t.calls, rows=t.rows,
-                    seconds=time.perf_counter() - t0, target_seconds=t.seconds, _model=model)
+                    seconds=time.perf_counter() - t0, target_seconds=t.seconds, smt=s.log.smt, _model=model)

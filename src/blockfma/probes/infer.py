@@ -43,6 +43,7 @@ __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbo
            "DEFAULT_VERIFY"]
 
 DEFAULT_VERIFY = 10_000
+SMT_TIMEOUT = 10.0  # seconds the SMT layer may spend on one pair of candidates that no random row separates
 ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
              RoundingMode.TowardPositive)
 
@@ -311,6 +312,7 @@ class Log:
     """What the search did, stage by stage (JSON-ready)."""
 
     stages: list[dict[str, Any]] = field(default_factory=list)
+    smt: list[dict[str, Any]] = field(default_factory=list)  # the solver's separating inputs and proofs
     readings: dict[str, Any] = field(default_factory=dict)
     observations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
@@ -397,11 +399,12 @@ class Search:
         return [m for _, m in sorted(best.values(), key=lambda t: t[0])]
 
     def separate(self, cands: list[Model], level: int, families: tuple[str, ...] = _inputs.FAMILIES,
-                 rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000) -> list[Model]:
+                 rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000, smt: bool = False) -> list[Model]:
         """Random rows on which the candidates disagree go to the target until the survivors agree.
 
         Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the
-        candidates would differ in parameters that later stages have not set yet."""
+        candidates would differ in parameters that later stages have not set yet.  With ``smt`` (the last
+        stage), candidates that agree on every random row go to the SMT layer (:meth:`smt_separate`)."""
         for _ in range(rounds):
             if len(cands) < 2:
                 return cands
@@ -414,11 +417,44 @@ class Search:
                 differ |= ~_agree(o, ref, level, self.dtype)
             idx = np.nonzero(differ)[0]
             if len(idx) == 0:
-                break
+                if not (smt and self.smt_separate([m for m, _ in outs])):
+                    break
+                cands, _ = self.keep([m for m, _ in outs], level)
+                continue
             idx = idx[:ask_at_most]
             self.ask(a[idx], b[idx], c[idx], "separation")
             cands, _ = self.keep([m for m, _ in outs], level)
         return cands
+
+    def smt_separate(self, cands: list[Model], pairs: int = 3, timeout: float = SMT_TIMEOUT) -> bool:
+        """Candidates agree on every random row: ask the SMT layer (blockfma.smt.discriminate) for an input
+        on which the best one and each of the next ``pairs`` differ, and send those inputs to the target.
+        True if any was found; a pair proved equivalent is logged (the target cannot tell them apart)."""
+        if timeout <= 0 or self.c_format is not None or self.k > 64:
+            return False
+        try:
+            from .. import smt
+        except ImportError:  # pragma: no cover - z3 is a core dependency
+            return False
+        best = cands[0]
+        found = False
+        for other in cands[1:1 + pairs]:
+            if smt.unsupported(best) or smt.unsupported(other):
+                continue
+            t0 = time.perf_counter()
+            v = smt.equivalent(best, other, k=self.k, timeout=timeout)
+            fa, fb = best.features(), other.features()
+            entry = {"model": best.summary(), "other": {p: fb[p] for p in fa if fa[p] != fb[p]},
+                     "answer": v.status, "seconds": round(time.perf_counter() - t0, 3), "solver": v.solver}
+            self.log.smt.append(entry)
+            _say(self.progress, f"  smt: {v.status} for the candidate with "
+                                + ", ".join(f"{p}={x}" for p, x in entry["other"].items())
+                                + f", which agrees on every random row ({entry['seconds']:.1f} s, {v.solver})")
+            if v.witness is not None:
+                w = v.witness
+                self.ask(w.a[None], w.b[None], np.array([w.c]), "smt")
+                found = True
+        return found
 
     # -- the stages ------------------------------------------------------------------------------------------
     def structure(self, stage: Stage) -> None:
@@ -485,7 +521,7 @@ class Search:
         if len(ok) > 1 and stage.name == "structure":
             ok = self.separate(ok, stage.level, ("normal", "cancel"))
         elif len(ok) > 1 and stage is STAGES[-1]:
-            ok = self.separate(ok, stage.level)
+            ok = self.separate(ok, stage.level, smt=True)
         if not ok:
             raise RuntimeError("no candidate Model could be evaluated")
         self.best, self.alternatives = ok[0], ok[1:4]

@@ -9,10 +9,10 @@ patterns, the formal twin of the exact reference; :mod:`.solve` hands it to z3, 
     queries() / query(name)                                                  the seed's named queries
 """
 
-from . import constraints
+from . import constraints, queries
 from .api import EncodingError, Verdict, WorstError, Witness, default_k, discriminate, equivalent, worst_error
 from .encode import unsupported
 from .solve import SOLVERS, available
 
-__all__ = ["constraints", "discriminate", "equivalent", "worst_error", "Witness", "Verdict", "WorstError",
+__all__ = ["constraints", "queries", "discriminate", "equivalent", "worst_error", "Witness", "Verdict", "WorstError",
            "EncodingError", "unsupported", "SOLVERS", "available", "default_k"]

@@ -444,6 +444,93 @@ def _truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: 
     return _special(model.result_format, _R(model, S, e_max - F, terms), nan, inf, neg)
 
 
+def _sar(x: z3.BitVecRef, amount: z3.BitVecRef) -> z3.BitVecRef:
+    """floor(x / 2**amount) for a signed x and a signed EW-bit amount >= 0 (-1 or 0 when amount >= width)."""
+    w = x.size()
+    if w >= EW:
+        return x >> _resize(amount, w)
+    return z3.If(z3.UGE(amount, _e(w)), x >> (w - 1), x >> _resize(amount, w))
+
+
+def _late_c_group(model: Model, products: Sequence[_Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef,
+                                                                                  z3.BitVecRef]:
+    """(any nonzero product, e, S): e the largest E(a_i) + E(b_i) over the nonzero products (``lowest``, the
+    least such exponent, when there is none) and S the sum of the products cut toward zero at 2**(e - F), a
+    signed integer in units of 2**(e - F) (reference._late_c_block, aligned_sum)."""
+    F = model.fraction_bits
+    nonzero = _or(*[z3.Not(t.zero) for t in products])
+    # E(a) + E(b) = lsb + (pa - 1) + (pb - 1); a zero product takes no part in the maximum
+    exps = [z3.If(t.zero, _e(lowest), t.lsb + (t.sig.size() - 2)) for t in products]
+    e = _max(exps)
+    # |p| < 2**(E(a) + E(b) + 2) <= 2**(e + 2): below 2**(F + 2) units each
+    width = F + 3 + len(products).bit_length()
+    S = z3.BitVecVal(0, width)
+    for t in products:
+        left = max(0, F - (t.sig.size() - 2))  # the most the product's lsb can sit above the quantum
+        wide = _resize(t.sig, t.sig.size() + left) << left
+        mag = _shr(wide, e - F - t.lsb + left)  # the shift is >= 0 for a nonzero product
+        mag = _resize(z3.If(t.zero, z3.BitVecVal(0, wide.size()), mag), width)
+        S = S + z3.If(t.neg, -mag, mag)
+    return nonzero, e, S
+
+
+def _late_c_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    """late-c, steps 1-5 (reference._late_c_block): products cut at F below their own maximum exponent
+    e_dot (per even/odd group with groups=2, the groups' sums then floored at 2**(e_dot - F)); C floored at
+    2**(E - F), E = max(e_dot, E(c)); the products' sum floored at 2**(E - F2) ("common") or at
+    2**(E - F2 - 1) with the total then floored at F2 bits below its own leading bit ("leading"); one
+    rounding.  All frames are in units of a variable quantum, so every integer is a few bits over F2."""
+    fc, F, F2 = model.c_format, model.fraction_bits, model.late_fraction_bits
+    pairs = list(zip(a, b))
+    products = [_product(x, y) for x, y in pairs]
+    # 1. a finite product of magnitude >= 2**(fc.emax + 1) is an infinity of its sign
+    overflowing = []
+    for (x, y), t in zip(pairs, products):
+        if t.top > fc.emax + 1:  # else no product of these formats is that large
+            finite = z3.Not(_or(x.nan, x.inf, y.nan, y.inf))
+            big = _and(finite, z3.Not(t.zero), t.lsb + _msb(t.sig) >= fc.emax + 1)
+            overflowing.append((big, t.neg))
+    nan, inf, neg = _specials(pairs, [c], overflowing)
+    # 2. the products' sum S in units of 2**(e_dot - F); has_dot False when every product is zero
+    lowest = model.input_format.emin + model.b_format.emin
+    if model.groups == 1:
+        has_dot, e_dot, S = _late_c_group(model, products, lowest)
+    else:
+        has_even, e_even, S_even = _late_c_group(model, products[0::2], lowest)
+        has_odd, e_odd, S_odd = _late_c_group(model, products[1::2], lowest)
+        has_dot = _or(has_even, has_odd)
+        e_dot = _max([e_even, e_odd])  # an empty group's e is the least exponent: it never wins
+        w = max(S_even.size(), S_odd.size()) + 1
+        S = _sar(_sresize(S_even, w), e_dot - e_even) + _sar(_sresize(S_odd, w), e_dot - e_odd)
+    # 3. C's exponent (fc.emin for a zero C) and the common exponent E
+    e_c = z3.If(c.zero, _e(fc.emin), c.exp)
+    E = z3.If(_and(has_dot, e_dot > e_c), e_dot, e_c)
+    c_zero = c.zero
+    if model.groups == 2:
+        c_zero = _or(c_zero, e_c < E - F - 1)
+    # 4. everything in units of 2**(E - G): G = F2 ("common") or F2 + 1 ("leading")
+    G = F2 if model.late_cut == "common" else F2 + 1
+    pc = fc.precision
+    c_left = max(0, F - (pc - 1))  # |C| < 2**(E + 1): below 2**(F + 1) units of 2**(E - F)
+    c_wide = _resize(c.sig, pc + 1 + c_left) << c_left
+    c_wide = z3.If(c.neg, -c_wide, c_wide)
+    c_cut = _sar(c_wide, E - F - c.lsb + c_left)  # floored at 2**(E - F); the shift is >= 0 for a nonzero C
+    c_cut = z3.If(c_zero, z3.BitVecVal(0, c_wide.size()), c_cut)
+    width = max(S.size(), c_cut.size()) + G - F + 2  # the sum, and the floor of a negative T, fit
+    c_units = _sresize(c_cut, width) << (G - F)
+    S_units = _sar(_sresize(S, width) << (G - F), z3.If(has_dot, E - e_dot, _e(0)))  # floored at 2**(E - G)
+    T = S_units + c_units
+    if model.late_cut == "leading":
+        # floored at 2**(e_T - F2), e_T = max(floor(log2 |T|), fc.emin): k = e_T - F2 - (E - G) units
+        lead = _msb(z3.If(T < 0, -T, T))  # floor(log2 |T|) - (E - G)
+        floor_at = _e(fc.emin) - E + G
+        k = z3.If(lead > floor_at, lead, floor_at) - F2
+        k = z3.If(_and(T != 0, k > 0), k, _e(0))
+        T = _sar(T, k) << _resize(k, width)
+    # 5. one rounding
+    return _special(model.result_format, _R(model, T, E - G, products + [_addend(c)]), nan, inf, neg)
+
+
 def _exact_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     return _ieee_operation(model, _R, list(zip(a, b)), [c], model.result_format)
 
@@ -485,6 +572,7 @@ _BLOCKS = {
     Family.TRUNCATED_FUSED: _truncated_fused_block,
     Family.EXACT_FUSED: _exact_fused_block,
     Family.PAIRWISE: _pairwise_block,
+    Family.LATE_C: _late_c_block,
     Family.FMA_CHAIN: _fma_chain_step,
     Family.AMX: _amx_block,
     Family.BFDOT: _bfdot_block,
