@@ -61,6 +61,7 @@ def _preset(dev: str, inp, out: str, instruction: str | None = None) -> Model:
 FAST = [
     ("V100", "fp16", "fp32", None),  # truncated-fused, RZ output, L = 4
     ("A100", "bf16", "fp32", None),
+    ("A100", "tf32", "fp32", None),  # tf32 (19-bit codes)
     ("H100", "fp16", "fp16", None),  # RN into fp16
     ("H100", "e4m3fn", "fp32", None),  # e8m13 output (output_fraction_bits)
     ("H100", ("e4m3fn", "e5m2"), "fp16", "mma.m16n8k32.fp8"),  # unpack to fp16, halves order, C after the blocks
@@ -70,6 +71,9 @@ FAST = [
     ("MI250X", "fp32", "fp32", None),  # fma-chain in fp32
     ("AMX", "bf16", "fp32", None),
     ("Arm BFDOT", "bf16", "fp32", None),
+    ("MI300X", "fp16", "fp32", None),  # late-c, leading cut
+    ("MI300X", "e4m3fnuz", "fp32", None),  # late-c with even/odd groups (groups=2)
+    ("MI300X", ("e4m3fnuz", "e5m2fnuz"), "fp32", None),  # mixed fp8, groups=2
 ]
 
 
@@ -187,9 +191,9 @@ def test_a_timeout_is_unknown_with_the_time_spent():
 
 
 def test_what_is_not_encoded_is_refused_in_one_line():
-    mi300 = _preset("MI300X", "fp16", "fp32")
-    with pytest.raises(NotImplementedError, match="late-c family is not encoded"):
-        smt.discriminate(mi300, mi300, k=4)
+    fp64_mfma = _preset("MI300X", "fp64", "fp64")
+    with pytest.raises(NotImplementedError, match="float64 values in an exact sum"):
+        smt.discriminate(fp64_mfma, fp64_mfma, k=4)
     dmma = _preset("H100", "fp64", "fp64")
     with pytest.raises(NotImplementedError, match="propagate"):
         smt.equivalent(dmma, dmma, k=4)
@@ -286,3 +290,16 @@ def test_cli_smt_bad_input(capsys):
     assert code == 2 and "NoSuchGPU" in err
     code, _, err = _cli(capsys, "smt", "query", "nope")
     assert code == 2 and "no query named" in err
+
+
+@needs_bitwuzla
+def test_symmetry_breaking_keeps_the_answers():
+    """Sorted products inside each block lose no witness (fused blocks do not depend on the order) and no
+    proof: the same answers as without, and the witness comes sorted."""
+    m = _v100()
+    w = smt.discriminate(m, m.replace(carry_bits=3), k=8, solver="bitwuzla", timeout=120, symmetry=True)
+    assert w is not None
+    codes = formats.encode("fp16", w.a).astype(np.int64)
+    assert all(codes[i] <= codes[i + 1] for i in (0, 1, 2, 4, 5, 6))
+    assert smt.equivalent(m, m.replace(carry_bits=4), k=4, solver="bitwuzla", timeout=120, symmetry=True)
+    assert smt.api.symmetry_breaking([_preset("MI250X", "fp16", "fp32")], smt.api.inputs_for(m, 4)) == []

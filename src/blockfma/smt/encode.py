@@ -9,12 +9,14 @@ Two fixed-point frames carry the exact values:
 
 * the *aligned frame* of a truncated-fused block: integers in units of 2**(e_max - F), F + 3 bits plus the
   carries, whatever the inputs' exponents (the cut terms are what the unit adds, so this is exact for it);
+  a late-c block has two such frames, the products' in units of 2**(e_dot - F) and the late sum's in units
+  of 2**(E - F2) or 2**(E - F2 - 1), a few bits over F2;
 * the *exact frame* of the IEEE-operation families (exact-fused, fma-chain, pairwise, amx, bfdot and the
   addition of C after a block): integers in units of 2**LSB, LSB the lowest bit any term can have, wide
   enough for the whole exponent range of the terms (about 280 bits for fp16 products and an fp32 C).
 
-Which models are covered is :func:`unsupported`'s answer: every family but late-c, and every parameter of the
-others but ``nan="propagate"`` and float64 in an exact frame (4,000-bit integers).
+Which models are covered is :func:`unsupported`'s answer: every family, and every parameter but
+``nan="propagate"`` and float64 in an exact frame (4,000-bit integers) or in a late-c block.
 """
 
 from __future__ import annotations
