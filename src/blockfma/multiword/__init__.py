@@ -1,0 +1,12 @@
+"""Accurate matrix products from low-precision units: multiword (Fasi et al.), Markidis, Ootomo-Yokota,
+3xTF32/4xTF32 and TF64 (Valero-Lara et al.), bf16x9, FABsum, and the Ozaki schemes, with error metrics and
+bounds.  Every method runs its word products on a simulated unit (a device preset's Model) by default.
+
+    split(A, fmt, p, *, scale=0)              the words of A (Fasi et al., eq. 2.2)
+    matmul(A, B, *, method, device=None, model=None, summation=None, block=None, order=None)
+"""
+
+from .methods import METHODS, TF64_UNIT, Method, matmul, methods, unit_model
+from .split import RangeWarning, split
+
+__all__ = ["matmul", "methods", "METHODS", "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]
