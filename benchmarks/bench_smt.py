@@ -45,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"> {args.timeout:.0f}" if r.status == "unknown" else
                          f"{r.seconds:.3f}{'' if r.ok else ' !'}")
         seed = q.seed_seconds
-        seed_cells = ["" if seed is None else ("-" if seed[i] is None else f"{seed[i]:g}") for i in range(2)] \
-            if seed else ["", ""]
+        seed_cells = [_seed_cell(seed[i]) for i in range(2)] if seed else ["", ""]
         print(f"{name:28s}" + "".join(f"{c:>12s}" for c in cells) + f"{seed_cells[0]:>12s}{seed_cells[1]:>12s}")
         sys.stdout.flush()
         rows.append({"query": name, "expected": q.expected, "times": times,
-                     "seed_seconds": None if seed is None else {"z3": seed[0], "cvc5": seed[1]}})
-    print("\n'!' marks an answer other than the expected one; '-' in the seed's columns: no answer in 6 hours.")
+                     "seed_seconds": None if seed is None else dict(zip(("z3", "cvc5"), map(_seed_cell, seed)))})
+    print("\n'!' marks an answer other than the expected one; in the seed's columns '-' is no answer in 6 hours,\n"
+          "blank not reported, '< 300' the paper's 'less than 5 minutes'.")
     if args.json:
         meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                 "python": platform.python_version(), "timeout_s": args.timeout}
@@ -62,6 +62,14 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
         os.replace(f.name, args.json)
     return 0
+
+
+def _seed_cell(t: float | None) -> str:
+    if t is None:
+        return ""
+    if t == float("inf"):
+        return "-"
+    return "< 300" if t == 300.0 else f"{t:g}"
 
 
 def _version(solver: str) -> str:
