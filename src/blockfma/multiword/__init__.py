@@ -6,7 +6,8 @@ bounds.  Every method runs its word products on a simulated unit (a device prese
     matmul(A, B, *, method, device=None, model=None, summation=None, block=None, order=None)
 """
 
+from . import ozaki
 from .methods import METHODS, TF64_UNIT, Method, matmul, methods, unit_model
 from .split import RangeWarning, split
 
-__all__ = ["matmul", "methods", "METHODS", "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]
+__all__ = ["ozaki", "matmul", "methods", "METHODS", "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]

@@ -1,0 +1,508 @@
+"""The Ozaki schemes: fp64-accurate matrix products from int8 matrix units with exact int32 accumulation.
+
+A "unit" here is what an int8 tensor core (or matrix core, or CPU int8 dot-product unit) computes:
+``C = A @ B`` for int8 ``A`` (m x k) and ``B`` (k x n), each element the exact sum of k products held in
+an int32 accumulator.  Two ways build a float64 GEMM from such a unit:
+
+**Ozaki scheme I** (:func:`ozaki1`; Ozaki, Ogita, Oishi, Rump, "Error-free transformations of matrix
+multiplication by using fast routines of matrix multiplication and its applications", Numer. Algorithms 59,
+2012; with int8 units: Mukunoki, Ozaki, Ogita, Imamura, "DGEMM using Tensor Cores, and Its Accurate and
+Reproducible Versions", ISC 2020, and Ootomo, Ozaki, Yokota, "DGEMM on integer matrix multiplication unit"
+(ozIMMU), IJHPCA 2024).  Each row of A and each column of B is cut, without error, into ``slices`` int8
+slices of ``w`` bits below the row's (column's) leading exponent; the products of slice pairs (s, t) with
+s + t <= slices + 1 are exact integer GEMMs on the unit; they are scaled back by powers of two and added
+in float64.  Accuracy grows by about ``w`` bits per slice; the cost is slices * (slices + 1) / 2 unit GEMMs.
+
+**Ozaki scheme II** (:func:`ozaki2`; Uchino, Ozaki, Imamura, "Performance enhancement of the Ozaki Scheme on
+integer matrix multiplication unit" / "Ozaki Scheme II: A GEMM-oriented emulation of floating-point matrix
+multiplication using an integer modular technique", arXiv:2504.08009, 2025; the GEMMul8 library,
+github.com/RIKEN-RCCS/GEMMul8).  Rows of A and columns of B are scaled by powers of two and truncated to
+integers A', B' small enough that every element of A' @ B' lies strictly inside (-P/2, P/2), P the product
+of pairwise coprime moduli m_l <= 256.  One unit GEMM per modulus computes A' @ B' modulo m_l (residues
+centred into int8); the Chinese remainder theorem gives A' @ B' back exactly; one rounding to float64 and
+an exact power-of-two scaling finish.  Accuracy grows by about 4 bits per modulus (half of log2 m_l for A
+and half for B); the cost is one unit GEMM per modulus.
+
+Exactness: the slicing, the residues, every unit GEMM and the CRT reconstruction are exact; what is
+rounded is said in each function's docstring.  Both schemes lose accuracy on rows (columns) of wide
+dynamic range: bits are counted below the row's largest element (Ozaki I) or its norm (Ozaki II), so an
+element 2**-d below them keeps d fewer bits (a subnormal next to a normal value usually keeps none).  This
+is the scheme's known limitation, not a defect of this code.
+
+Units: ``unit=None`` is :func:`exact_unit` (the exact integer product, checked against int32 overflow);
+:func:`model_unit` runs the blockfma engine with :func:`int8_model`; :func:`torch_unit` calls
+``torch._int_mm`` (a GPU's int8 tensor cores on CUDA).  Any callable ``f(Ai8, Bi8) -> int array`` works.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from .. import formats as _formats
+
+__all__ = [
+    "MODULI",
+    "Unit",
+    "exact_unit",
+    "int8_model",
+    "model_unit",
+    "torch_unit",
+    "slice_width",
+    "slices_needed",
+    "row_exponents",
+    "slice_rows",
+    "ozaki1",
+    "ozaki2",
+    "ozaki2_shifts",
+]
+
+Unit = Callable[[np.ndarray, np.ndarray], Any]
+"""An int8 unit: f(A, B) with int8 arrays A (m x k), B (k x n) -> the (m x n) exact integer product."""
+
+INT32_MAX = 2**31 - 1
+MODULI: tuple[int, ...] = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
+                           223, 217, 211, 199, 197, 193, 191, 181, 179, 173)
+"""Default moduli of Ozaki II, pairwise coprime, in the order they are used (GEMMul8's int8 table)."""
+
+DEFAULT_N_MODULI = 16  # fp64-level accuracy on random normal matrices up to k of several thousand (see ozaki2)
+_RESIDUE_K = INT32_MAX // (128 * 128)  # 131071: products of centred residues (|r| <= 128) summed in int32
+_BOUND_BITS = 6  # Ozaki II accurate scaling: |A''| <= 2**6 = 64
+_BOUND_K = INT32_MAX // (64 * 64)  # 524287
+
+
+# --------------------------------------------------------------------------------------------------- inputs
+
+def _matrix(x: Any, what: str) -> np.ndarray:
+    """float64 copy of a 2-D real matrix, exactly; ValueError naming the first non-finite element."""
+    arr = np.asarray(x)
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{what} is complex; the Ozaki schemes here take real matrices")
+    if arr.dtype.kind in "US":
+        raise ValueError(f"{what} must hold numbers, not strings (dtype {arr.dtype})")
+    if arr.dtype.kind == "O":
+        try:
+            arr = np.asarray(arr, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what} is not an array of real numbers") from None
+    out = _formats.from_numpy(arr, what)
+    if out.ndim != 2:
+        raise ValueError(f"{what} must be a 2-D matrix; got shape {out.shape}")
+    bad = ~np.isfinite(out)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{what}{_formats.index_text(idx)} = {float(out[idx])!r} is not finite; the Ozaki schemes "
+                         "take finite float64 values")
+    return out
+
+
+def _operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
+    A_, B_ = _matrix(A, "A"), _matrix(B, "B")
+    if A_.shape[1] != B_.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
+                         "B's rows)")
+    return A_, B_
+
+
+def _positive_int(value: Any, what: str, low: int = 1, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an integer, not {value!r} ({type(value).__name__})")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{what} must be {span}; got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------- units
+
+def exact_unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """What an int8 unit with exact int32 accumulation computes: ``A @ B`` exactly, as int64.
+
+    A (m x k) and B (k x n) hold integers in [-128, 127].  The product is computed in float64 BLAS, which is
+    exact here whatever the summation order, because every partial sum is an integer of magnitude at most
+    k * 2**14 < 2**53; it equals the int64 matmul (tests/test_multiword_ozaki.py checks it) and runs at BLAS
+    speed.  OverflowError if an element leaves the int32 range [-2**31, 2**31 - 1]: the unit's accumulator
+    would wrap (a two's-complement accumulator that wraps in between but ends in range gives the exact
+    result, so only the final value is checked)."""
+    A, B = np.asarray(A), np.asarray(B)
+    for x, what in ((A, "A"), (B, "B")):
+        if x.ndim != 2:
+            raise ValueError(f"the int8 unit takes 2-D {what}; got shape {x.shape}")
+        if x.dtype != np.int8 and (x.dtype.kind not in "iu" or (x.size and (x.min() < -128 or x.max() > 127))):
+            raise ValueError(f"the int8 unit takes integers in [-128, 127]; {what} has dtype {x.dtype}")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"inner dimensions differ: {A.shape} @ {B.shape}")
+    k = A.shape[1]
+    if k * 2**14 < 2**53:
+        C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.int64)
+    else:  # beyond any realistic k, but keep the function exact
+        C = A.astype(np.int64) @ B.astype(np.int64)
+    _check_int32(C, "the exact int8 unit", k)
+    return C
+
+
+def _check_int32(C: np.ndarray, who: str, k: int) -> None:
+    if C.size and (C.max() > INT32_MAX or C.min() < -INT32_MAX - 1):
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.abs(C))), C.shape))
+        raise OverflowError(f"{who}: C{_formats.index_text(idx)} = {int(C[idx])} does not fit the int32 "
+                            f"accumulator (k = {k}); use fewer bits per slice (a smaller width) or split k")
+
+
+def _run_unit(unit: Unit | None, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """The unit's product of int8 A and B as int64, checked: shape, integers, int32 range."""
+    if unit is None:
+        return exact_unit(A, B)
+    out = unit(A, B)
+    if hasattr(out, "detach"):  # a torch tensor
+        out = out.detach().cpu().numpy()
+    C = np.asarray(out)
+    m, n = A.shape[0], B.shape[1]
+    if C.shape != (m, n):
+        raise ValueError(f"the unit returned shape {C.shape} for a ({m} x {A.shape[1]}) @ ({A.shape[1]} x {n}) "
+                         "product")
+    if C.dtype.kind == "f":
+        if not np.isfinite(C).all() or (C != np.trunc(C)).any() or (C.size and np.abs(C).max() >= 2.0**53):
+            raise ValueError("the unit returned non-integer (or inexact) values; an int8 unit's products are "
+                             "integers")
+        C = C.astype(np.int64)
+    elif C.dtype.kind in "iu":
+        C = C.astype(np.int64)
+    else:
+        raise ValueError(f"the unit returned dtype {C.dtype}; it must return integers")
+    _check_int32(C, f"the unit {getattr(unit, '__name__', unit)!s}", A.shape[1])
+    return C
+
+
+def _unit_chunked(unit: Unit | None, A: np.ndarray, B: np.ndarray, chunk: int) -> np.ndarray:
+    """Sum over k-chunks of at most ``chunk`` of the unit's products, in int64 (exact)."""
+    k = A.shape[1]
+    if k <= chunk:
+        return _run_unit(unit, A, B)
+    C = np.zeros((A.shape[0], B.shape[1]), dtype=np.int64)
+    for lo in range(0, k, chunk):
+        C += _run_unit(unit, np.ascontiguousarray(A[:, lo:lo + chunk]), np.ascontiguousarray(B[lo:lo + chunk]))
+    return C
+
+
+def int8_model() -> Any:
+    """A :class:`blockfma.Model` that computes an int8 unit's product with the engine.
+
+    int8 values are exactly representable in bf16 (8-bit precision), and ``EXACT_FUSED`` with
+    ``block_width=None`` rounds the exact sum of all k products once to float64: exact while the sum stays
+    below 2**53 in magnitude, which int32 results always are.  So ``blockfma.gemm(Ai.astype(float),
+    Bi.astype(float), None, model=int8_model())`` equals the integer product."""
+    from ..model import Family, Model
+
+    return Model(Family.EXACT_FUSED, "bf16", "fp64", block_width=None, name="int8 unit, exact int32 accumulation")
+
+
+def model_unit(model: Any = None, *, backend: str = "auto") -> Unit:
+    """A unit that runs ``blockfma.gemm`` with ``model`` (default :func:`int8_model`) on the int8 operands
+    read as floats; its float64 results must be integers (they are for :func:`int8_model`)."""
+    from ..engine import gemm
+
+    mdl = int8_model() if model is None else model
+
+    def unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return gemm(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64), None, model=mdl,
+                    backend=backend)
+
+    unit.__name__ = f"model_unit({mdl.summary()})"
+    return unit
+
+
+def torch_unit(device: str | None = None) -> Unit:
+    """A unit that calls ``torch._int_mm`` (int8 x int8 -> int32) on ``device`` (default: "cuda" where torch
+    sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
+    multiples of 8; k at least 32, as torchao's safe_int_mm advises), which leaves the product unchanged.
+    Checked here on the CPU only."""
+    import torch
+
+    dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    def unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        m, k = A.shape
+        n = B.shape[1]
+        mp, kp, np_ = max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
+        Ap = np.zeros((mp, kp), dtype=np.int8)
+        Bp = np.zeros((kp, np_), dtype=np.int8)
+        Ap[:m, :k] = A
+        Bp[:k, :n] = B
+        C = torch._int_mm(torch.from_numpy(Ap).to(dev), torch.from_numpy(Bp).to(dev))
+        return C[:m, :n].cpu().numpy()
+
+    unit.__name__ = f"torch_unit({dev})"
+    return unit
+
+
+# ---------------------------------------------------------------------------------------------- Ozaki I
+
+def _ceil_log2(k: int) -> int:
+    return max(0, (k - 1).bit_length())
+
+
+def slice_width(k: int) -> int:
+    """Bits per int8 slice for inner dimension k: the largest w <= 7 with 2*w + ceil(log2 k) <= 31.
+
+    Slices hold integers of magnitude at most 2**w - 1 <= 127, so a unit GEMM's element is at most
+    k * (2**w - 1)**2 < 2**(ceil(log2 k) + 2*w) <= 2**31: no int32 overflow.  w = 7 up to k = 2**17, 6 up
+    to 2**19, ...; ValueError beyond k = 2**29 (w would be 0: split k first)."""
+    k = _positive_int(k, "k", low=0)
+    w = min(7, (31 - _ceil_log2(k)) // 2)
+    if w < 1:
+        raise ValueError(f"k = {k} is too long for exact int32 accumulation even with 1-bit slices "
+                         "(2*w + ceil(log2 k) <= 31 needs k <= 2**29); split the product along k")
+    return w
+
+
+def slices_needed(bits: int, k: int) -> int:
+    """Slices that keep ``bits`` bits below each row's leading bit for inner dimension k:
+    ceil(bits / slice_width(k)).  53 bits (a float64 element in the row's top binade) need 8 slices for
+    k <= 2**17."""
+    bits = _positive_int(bits, "bits")
+    return -(-bits // slice_width(k))
+
+
+def row_exponents(A: np.ndarray) -> np.ndarray:
+    """e_i with max_j |a_ij| < 2**e_i <= 2 * max_j |a_ij| (frexp's exponent of the row maximum), as int64;
+    0 for an all-zero row.  (ceil(log2 max) except at powers of two, where it is one more, so that the top
+    slice stays below 2**w.)"""
+    A = np.asarray(A, dtype=np.float64)
+    if A.shape[1] == 0:
+        return np.zeros(A.shape[0], dtype=np.int64)
+    return np.frexp(np.abs(A).max(axis=1))[1].astype(np.int64)
+
+
+def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cut each row of A into int8 slices without error: returns ``(S, e)``, S of shape (slices, m, k)
+    and int8, e of shape (m,) (:func:`row_exponents`), such that
+
+        A = sum_{s=1..slices} 2**(e_i - s*width) * S[s-1] + R,   |R_ij| < 2**(e_i - slices*width),
+
+    where slice s holds bits e_i - (s-1)*width - 1 down to e_i - s*width of |a_ij| (with a_ij's sign:
+    truncation, so every slice and R have the sign of a_ij and |S| <= 2**width - 1).  Everything is exact
+    (each step keeps bits of a_ij, which float64 holds); R = 0 once slices*width reaches the distance from
+    2**e_i down to the lowest set bit in the row, e.g. 53 bits for a row within one binade."""
+    A = _matrix(A, "A")
+    slices = _positive_int(slices, "slices")
+    width = _positive_int(width, "width", 1, 7)
+    e = row_exponents(A)
+    out = np.zeros((slices,) + A.shape, dtype=np.int8)
+    r = A.copy()
+    for s in range(1, slices + 1):
+        shift = (s * width - e)[:, None]
+        with np.errstate(under="ignore"):  # an underflowing value is < 2**-1022 and truncates to 0 anyway
+            d = np.trunc(np.ldexp(r, shift))
+        out[s - 1] = d
+        r -= np.ldexp(d, -shift)  # the bits just taken: exactly representable, so exact
+    return out, e
+
+
+def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int | None = None) -> np.ndarray:
+    """C ~ A @ B in float64 by Ozaki scheme I on an int8 unit.
+
+    A's rows and B's columns are cut by :func:`slice_rows` into ``slices`` slices of ``width`` bits (default
+    :func:`slice_width` (k): 7 for k <= 2**17).  For each level g = s + t from slices + 1 down to 2, the
+    unit products A_s @ B_t of the pairs with s + t = g (the triangular set s + t <= slices + 1) are summed
+    exactly in int64, converted exactly to float64 (|sum| < slices * 2**31 < 2**53) and scaled exactly by
+    2**(e_i + f_j - g*width); the levels are added in float64 from the smallest (g = slices + 1) to the
+    largest (g = 2).  Rounded: those slices - 1 float64 additions, and the scaling where it under- or
+    overflows (a result whose terms overflow comes out inf or nan, as from a float64 GEMM).  Dropped: the
+    slice remainders and the pairs with s + t > slices + 1, at most about (slices + 1) * k *
+    2**(e_i + f_j - slices*width) in element (i, j); once every row and column is sliced exactly (R = 0 in
+    :func:`slice_rows`) and slices >= 2 * (slices used) - 1, nothing nonzero is dropped and only the float64
+    additions round.
+
+    ``unit``: a callable ``f(Ai8, Bi8) -> int array`` (default :func:`exact_unit`); OverflowError from the
+    unit if an int32 accumulator would overflow (possible only with a ``width`` wider than the rule)."""
+    A, B = _operands(A, B)
+    slices = _positive_int(slices, "slices")
+    m, k = A.shape
+    n = B.shape[1]
+    w = slice_width(k) if width is None else _positive_int(width, "width", 1, 7)
+    if m == 0 or n == 0 or k == 0:
+        return np.zeros((m, n))
+    SA, ea = slice_rows(A, slices, w)
+    SBt, eb = slice_rows(B.T, slices, w)
+    SB = [np.ascontiguousarray(SBt[t].T) for t in range(slices)]
+    live_a = [bool(SA[s].any()) for s in range(slices)]
+    live_b = [bool(SB[t].any()) for t in range(slices)]
+    base = ea[:, None] + eb[None, :]
+    C = np.zeros((m, n))
+    for g in range(slices + 1, 1, -1):  # smallest terms first
+        level = np.zeros((m, n), dtype=np.int64)
+        for s in range(max(1, g - slices), min(slices, g - 1) + 1):
+            t = g - s
+            if live_a[s - 1] and live_b[t - 1]:
+                level += _run_unit(unit, SA[s - 1], SB[t - 1])
+        if level.any():
+            with np.errstate(under="ignore", over="ignore", invalid="ignore"):  # inf - inf: as float64 GEMM
+                C += np.ldexp(level.astype(np.float64), base - g * w)
+    return C
+
+
+# --------------------------------------------------------------------------------------------- Ozaki II
+
+def _moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int, ...]:
+    if moduli is not None and n_moduli is not None:
+        raise ValueError("pass moduli= or n_moduli=, not both")
+    if moduli is None:
+        n = DEFAULT_N_MODULI if n_moduli is None else _positive_int(n_moduli, "n_moduli", 1, len(MODULI))
+        return MODULI[:n]
+    mods = tuple(_positive_int(m, "each modulus", 2, 256) for m in moduli)
+    if not mods:
+        raise ValueError("moduli is empty; give at least one modulus")
+    for i, a in enumerate(mods):
+        for b in mods[i + 1:]:
+            if math.gcd(a, b) != 1:
+                raise ValueError(f"moduli must be pairwise coprime; {a} and {b} share the factor {math.gcd(a, b)}")
+    return mods
+
+
+def _half_bits(P: int) -> float:
+    """L with 2**(2L) < P/2, a little below (log2 P - 1)/2 (the margin covers float64's log2)."""
+    return (math.log2(P) - 1) / 2 - 2.0**-20
+
+
+def _norm_shifts(X: np.ndarray, L: float) -> np.ndarray:
+    """s_i = the largest integer with 2**s_i * ||x_i||_2 <= 2**L, from a rigorous upper bound of the norm."""
+    m, k = X.shape
+    e = row_exponents(X)
+    with np.errstate(under="ignore"):
+        Y = np.ldexp(X, -e[:, None])  # |y| < 1, max|y| >= 1/2; underflow moves y by < 2**-1074
+        sq = np.einsum("ij,ij->i", Y, Y)  # rounding: relative gamma_k; underflow: < k * 2**-1074 absolute
+    ub = sq * (1 + (k + 2) * 2.0**-52) + 2.0**-1000
+    s = np.floor(L - 0.5 * np.log2(ub)).astype(np.int64) - e
+    return np.where(sq > 0, s, 0)
+
+
+def _max_shifts(C2: np.ndarray, L: float, axis: int) -> np.ndarray:
+    """c with 2**c * sqrt(max C2 along axis) <= 2**L (0 where the maximum is 0)."""
+    mx = C2.max(axis=axis).astype(np.float64) if C2.size else np.zeros(C2.shape[1 - axis])
+    with np.errstate(divide="ignore"):
+        c = np.floor(L - 0.5 * np.log2(np.where(mx > 0, mx, 1.0)) * (1 + 2.0**-40)).astype(np.int64)
+    return np.where(mx > 0, c, 0)
+
+
+def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] = "fast",
+                  unit: Unit | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Power-of-two shifts (sa, sb) for Ozaki II such that A' = trunc(2**sa_i a_ij), B' = trunc(2**sb_j b_ij)
+    give |(A' @ B')_ij| <= sum_l |A'_il| |B'_lj| < P/2, with 2**L = sqrt(P/2) (a hair less):
+
+    ``"fast"`` (GEMMul8's fast mode, Cauchy-Schwarz): 2**sa_i ||a_i||_2 <= 2**L and 2**sb_j ||b_j||_2 <= 2**L,
+    from rigorous upper bounds of the 2-norms.
+    ``"accurate"`` (Uchino-Ozaki-Imamura's scaling): first A'' = ceil(2**u_i |a_ij|) <= 64 with u_i = 6 - e_i
+    (and B'' alike), C'' = A'' @ B'' on the unit (>= 2**(u_i+v_j) (|A| |B|)_ij); then sa_i = u_i + c_i with
+    2**c_i sqrt(max_j C''_ij) <= 2**L, sb_j = v_j + d_j with 2**d_j sqrt(max_i C''_ij) <= 2**L; so
+    2**(sa_i+sb_j) (|A||B|)_ij <= 2**(2L) C''_ij / sqrt(max_j C''_ij max_i C''_ij) <= 2**(2L).  One more unit
+    GEMM; more bits where the Cauchy-Schwarz bound is loose (rows and columns of very different shapes), about
+    as many on random dense matrices (the 6-bit bounds cost what Cauchy-Schwarz costs there)."""
+    A, B = _operands(A, B)
+    L = _half_bits(P)
+    if scaling == "fast":
+        return _norm_shifts(A, L), _norm_shifts(B.T, L)
+    if scaling != "accurate":
+        raise ValueError(f"scaling must be 'fast' or 'accurate', not {scaling!r}")
+    ua = _BOUND_BITS - row_exponents(A)
+    vb = _BOUND_BITS - row_exponents(B.T)
+    with np.errstate(under="ignore"):
+        Ab = np.ceil(np.ldexp(np.abs(A), ua[:, None]))
+        Bb = np.ceil(np.ldexp(np.abs(B), vb[None, :]))
+    Ab = np.where((Ab == 0) & (A != 0), 1.0, Ab).astype(np.int8)  # a value lost to underflow still counts 1
+    Bb = np.where((Bb == 0) & (B != 0), 1.0, Bb).astype(np.int8)
+    C2 = _unit_chunked(unit, Ab, Bb, _BOUND_K)
+    return ua + _max_shifts(C2, L, 1), vb + _max_shifts(C2, L, 0)
+
+
+def _integer_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M, E), int64, with X = M * 2**E exactly, |M| < 2**53 and E >= 0, for X holding integers in float64."""
+    frac, exp = np.frexp(X)
+    M = np.ldexp(frac, 53).astype(np.int64)  # exact: |frac| < 1 has 53 significant bits
+    E = exp.astype(np.int64) - 53
+    neg = E < 0  # X < 2**53: M is a multiple of 2**-E (X is an integer), so the shift is exact
+    M = np.where(neg, M >> np.where(neg, -E, 0), M)
+    return M, np.maximum(E, 0)
+
+
+def _residues(parts: tuple[np.ndarray, np.ndarray], m: int) -> np.ndarray:
+    """X = M * 2**E modulo m, centred into [-(m // 2), m - 1 - m // 2] (so within int8), in int64 arithmetic:
+    ((M mod m) * (2**E mod m)) mod m, every intermediate below 2**16."""
+    M, E = parts
+    h = m // 2
+    pow2 = np.array([pow(2, int(e), m) for e in range(int(E.max(initial=0)) + 1)], dtype=np.int64)
+    return (np.mod(np.mod(M, m) * pow2[E] + h, m) - h).astype(np.int8)
+
+
+def _crt(residues: list[np.ndarray], mods: tuple[int, ...], P: int) -> np.ndarray:
+    """The integers X with |X| < P/2 and X = residues[l] (mod mods[l]), as an object array of Python ints.
+
+    Garner's algorithm in int64 (all values below 2**17) gives mixed-radix digits of Y = X + P//2 in [0, P);
+    digits are gathered into int64 groups (radix product < 2**62), and the groups into Python ints."""
+    H = P // 2
+    N = len(mods)
+    W = [1]
+    for mo in mods[:-1]:
+        W.append(W[-1] * mo)
+    digits: list[np.ndarray] = []
+    for l_, (r, mo) in enumerate(zip(residues, mods)):
+        y = np.mod(r + H % mo, mo)
+        t = np.zeros_like(y)
+        for j in range(l_ - 1, -1, -1):  # Horner: v_0 + m_0 (v_1 + m_1 (...)) modulo mo
+            t = np.mod(t * mods[j] + digits[j], mo)
+        inv = pow(W[l_] % mo, -1, mo) if l_ else 1
+        digits.append(np.mod((y - t) * inv, mo))
+    groups: list[tuple[int, np.ndarray]] = []  # (first digit index, group value)
+    start = 0
+    while start < N:
+        end, radix = start, 1
+        while end < N and radix * mods[end] < 2**62:
+            radix *= mods[end]
+            end += 1
+        z = np.zeros_like(digits[0])
+        for j in range(end - 1, start - 1, -1):
+            z = z * mods[j] + digits[j]
+        groups.append((start, z))
+        start = end
+    if len(groups) == 1 and P < 2**62:
+        return groups[0][1] - H
+    Y = groups[-1][1].astype(object)
+    for (start, z), (nxt, _) in zip(groups[-2::-1], groups[:0:-1]):
+        Y = Y * (W[nxt] // W[start]) + z.astype(object)
+    return Y - H
+
+
+def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int | None = None,
+           unit: Unit | None = None, scaling: Literal["fast", "accurate"] = "fast") -> np.ndarray:
+    """C ~ A @ B in float64 by Ozaki scheme II (integer modular technique, CRT) on an int8 unit.
+
+    ``moduli``: pairwise coprime integers in [2, 256], or ``n_moduli``: the first n of :data:`MODULI`
+    (default 16).  With P their product: shifts from :func:`ozaki2_shifts` (``scaling``), A' = trunc(2**sa_i
+    a_ij) and B' = trunc(2**sb_j b_ij) (integers held in float64, so |A' @ B'| < P/2); for each modulus one
+    unit GEMM of the centred int8 residues (k split into chunks of at most 131071, where 131071 * 128**2 <
+    2**31, summed in int64) gives A' @ B' mod m_l; the CRT (:func:`_crt`) gives A' @ B' exactly; it is
+    rounded once to float64 (nearest even) and scaled by 2**-(sa_i + sb_j), exactly unless the result
+    under- or overflows.  So the only errors are the truncations of 2**sa A and 2**sb B to integers (about
+    2**-L relative to each row's and column's 2-norm, L ~ (log2 P - 1)/2 ~ 3.95 bits per modulus) and the
+    final rounding.  Bits per element: L minus the element's distance below its row's norm (a wide dynamic
+    range costs bits)."""
+    A, B = _operands(A, B)
+    mods = _moduli(moduli, n_moduli)
+    P = math.prod(mods)
+    m, k = A.shape
+    n = B.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        return np.zeros((m, n))
+    sa, sb = ozaki2_shifts(A, B, P, scaling, unit)
+    with np.errstate(under="ignore"):
+        Ai = np.trunc(np.ldexp(A, sa[:, None]))
+        Bi = np.trunc(np.ldexp(B, sb[None, :]))
+    pa, pb = _integer_parts(Ai), _integer_parts(Bi)
+    residues = [np.mod(_unit_chunked(unit, _residues(pa, mo), _residues(pb, mo), _RESIDUE_K), mo) for mo in mods]
+    X = _crt(residues, mods, P)
+    Xf = X.astype(np.float64)  # one rounding (Python int -> float rounds to nearest even)
+    with np.errstate(under="ignore", over="ignore"):
+        return np.ldexp(Xf, -(sa[:, None] + sb[None, :]))
