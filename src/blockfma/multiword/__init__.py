@@ -4,10 +4,15 @@ bounds.  Every method runs its word products on a simulated unit (a device prese
 
     split(A, fmt, p, *, scale=0)              the words of A (Fasi et al., eq. 2.2)
     matmul(A, B, *, method, device=None, model=None, summation=None, block=None, order=None)
+    errors(C_hat, C, A, B)                    componentwise (eq. 3.1) and normwise errors
+    reference(A, B, exact=False)              float64, or correctly rounded exact products
+    bound(method, n, ...)                     Theorem 2.1, Table 2.1, FABsum and probabilistic bounds
 """
 
-from . import ozaki
+from . import bounds, metrics, ozaki
+from .bounds import bound
+from .metrics import errors, reference
 from .methods import METHODS, TF64_UNIT, Method, matmul, methods, unit_model
 from .split import RangeWarning, split
 
-__all__ = ["ozaki", "matmul", "methods", "METHODS", "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]
+__all__ = ["bounds", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS", "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]

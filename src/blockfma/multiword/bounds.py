@@ -1,0 +1,713 @@
+"""Error bounds for matrix products built from low-precision units, per method.
+
+Every bound here is on the componentwise relative error that :func:`.metrics.componentwise` measures,
+max_ij |C_hat - C|_ij / (|A||B|)_ij (Fasi et al., eq. 3.1), unless a docstring says otherwise.
+
+Sources:
+
+* [FHLMM] M. Fasi, N. J. Higham, F. Lopez, T. Mary, M. Mikaitis, "Matrix multiplication in multiword
+  arithmetic: error analysis and application to GPU tensor cores", SIAM J. Sci. Comput. 45 (2023); HAL
+  hal-03543925v2.  Block FMA model eq. (2.1); splitting (2.2)-(2.4); all p**2 products (2.5); word sizes
+  (2.6); only the products with i + j <= p + 1 (2.7); Theorem 2.1, eq. (2.8); Table 2.1; probabilistic
+  sqrt(n) bounds and round-toward-zero, sec. 4.3; FABsum v1/v2, sec. 4.4.
+* [VLJLV] P. Valero-Lara, F. Liu, J. S. Vetter, I. Jorquera, "Mixed-precision S/DGEMM using the TF32 and TF64
+  frameworks on low-precision AI tensor cores", SC-W 2023 (3xTF32/4xTF32, TF64).
+* [HM19] N. J. Higham, T. Mary, "A new approach to probabilistic rounding error analysis", SIAM J. Sci.
+  Comput. 41 (2019) ([FHLMM] ref. 18): the probabilistic constant gamma_tilde_n(lambda).
+* [H02] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM 2002 ([FHLMM] ref. 17):
+  gamma_n = n u / (1 - n u) and Lemma 3.3 (gamma_j + gamma_k + gamma_j gamma_k <= gamma_{j+k}).
+* Ozaki scheme I: K. Ozaki, T. Ogita, S. Oishi, S. M. Rump, Numer. Algorithms 59 (2012); with int8 units
+  H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit", IJHPCA 2024 (ozIMMU).  No
+  seed states a bound or slice-count rule for it; :func:`ozaki_bound` and :func:`ozaki_slices` are derived
+  here, by the argument of [FHLMM] sec. 2 applied to the slices (see their docstrings).
+
+Assumptions throughout (as in [FHLMM]): no underflow or overflow, in the splitting or anywhere else; every
+rounding obeys the standard model fl(x) = x (1 + delta), |delta| <= u.  [FHLMM] take u_high = 2**-24 for
+the tensor cores although these round toward zero; strictly, round-toward-zero obeys the model only with
+u = 2**(1 - precision) (twice the unit roundoff: :func:`unit_roundoff` (fmt, "rz")), so pass that as
+``u_high`` for a bound that covers a truncating unit.  The NVIDIA units also truncate while aligning the
+addends of a block, which is not the standard model at all; measured errors stay well below these bounds
+in practice, but they are not proved bounds for such units.
+"""
+
+from __future__ import annotations
+
+import math
+import operator as _operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from .. import formats as _formats
+
+__all__ = [
+    "FORMATS",
+    "unit_roundoff",
+    "gamma",
+    "gamma_tilde",
+    "mmm_bound",
+    "DominantTerm",
+    "Table21Row",
+    "TABLE_2_1",
+    "dominant_term",
+    "dominant_expression",
+    "fabsum_bound",
+    "ozaki_max_inner",
+    "ozaki_bound",
+    "ozaki_slices",
+    "exponent_spread",
+    "MethodSpec",
+    "METHODS",
+    "methods",
+    "bound",
+]
+
+FORMATS = ("fp16", "bf16", "tf32", "fp32", "fp64")
+"""The formats whose unit roundoff the tables here use (any name :func:`blockfma.formats.get` knows works)."""
+
+Rounding = Literal["rn", "rz"]
+Terms = Literal["theorem", "full", "paper"]
+
+
+# ------------------------------------------------------------------------------------------- constants
+
+def unit_roundoff(fmt: str | _formats.Format, rounding: str = "rn") -> float:
+    """u = 2**-precision of ``fmt`` (precision counting the implicit bit: fp16 2**-11, bf16 2**-8, tf32
+    2**-11, fp32 2**-24, fp64 2**-53), the constant of the standard model for round to nearest.
+    ``rounding="rz"`` (or any directed rounding: "ru", "rd") gives 2**(1 - precision): a directed rounding
+    can err by a whole ulp."""
+    p = _formats.get(fmt).precision
+    key = str(rounding).strip().lower()
+    if key in ("rn", "rne", "nearest"):
+        return math.ldexp(1.0, -p)
+    if key in ("rz", "ru", "rd", "directed", "truncate"):
+        return math.ldexp(1.0, 1 - p)
+    raise ValueError(f"rounding must be 'rn' or a directed rounding ('rz', 'ru', 'rd'), not {rounding!r}")
+
+
+def _count(n: Any, what: str = "n", low: int = 1) -> int:
+    """A nonnegative integer count (an integral float such as 1e6 is accepted)."""
+    if isinstance(n, bool):
+        raise TypeError(f"{what} must be an integer, not {n!r}")
+    try:
+        v = _operator.index(n)
+    except TypeError:
+        if isinstance(n, float) and n.is_integer():
+            v = int(n)
+        else:
+            raise TypeError(f"{what} must be an integer, not {n!r}") from None
+    if v < low:
+        raise ValueError(f"{what} must be >= {low}; got {v}")
+    return v
+
+
+def _u(value: Any, what: str) -> float:
+    u = float(value)
+    if not (0.0 <= u < 1.0):
+        raise ValueError(f"{what} must be a unit roundoff in [0, 1); got {value!r}")
+    return u
+
+
+def gamma(k: float, u: float) -> float:
+    """gamma_k = k u / (1 - k u) ([H02], sec. 3.1); math.inf where k u >= 1 (the bound says nothing)."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0; got {k}")
+    ku = k * u
+    return math.inf if ku >= 1.0 else ku / (1.0 - ku)
+
+
+def gamma_tilde(k: float, u: float, lam: float = 1.0) -> float:
+    """The probabilistic counterpart of gamma_k: min(gamma_k, exp(lam sqrt(k) u + k u**2 / (1 - u)) - 1).
+
+    [HM19]'s gamma_tilde_k(lambda) bounds |theta_k| for k independent mean-zero rounding errors with
+    probability at least 1 - 2 exp(-lambda**2 (1 - u)**2 / 2); to first order it is lambda sqrt(k) u,
+    which is [FHLMM] sec. 4.3's "replace n by sqrt(n)".  The worst-case gamma_k always holds, hence the
+    min (which keeps a probabilistic bound <= its worst-case one, also for tiny k)."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0; got {k}")
+    if lam <= 0:
+        raise ValueError(f"lam must be > 0; got {lam}")
+    if k == 0:
+        return 0.0
+    return min(gamma(k, u), math.expm1(lam * math.sqrt(k) * u + k * u * u / (1.0 - u)))
+
+
+def _g(k: float, u: float, probabilistic: bool, lam: float) -> float:
+    return gamma_tilde(k, u, lam) if probabilistic else gamma(k, u)
+
+
+def _check_rounding(rounding: str) -> str:
+    key = str(rounding).strip().lower()
+    if key not in ("rn", "rz"):
+        raise ValueError(f"rounding must be 'rn' (errors of mean zero assumed) or 'rz'; got {rounding!r}")
+    return key
+
+
+# -------------------------------------------------------------------------------- multiword (Theorem 2.1)
+
+Pair = tuple[int, int]
+
+
+def _pairs(p: int, products: str) -> list[Pair]:
+    if products == "triangle":
+        return [(i, j) for i in range(1, p + 1) for j in range(1, p + 1) if i + j <= p + 1]
+    if products == "all":
+        return [(i, j) for i in range(1, p + 1) for j in range(1, p + 1)]
+    raise ValueError(f"products must be 'triangle' (i + j <= p + 1, eq. 2.7) or 'all' (p**2, eq. 2.5); "
+                     f"got {products!r}")
+
+
+def _smallest_first(pairs: Sequence[Pair]) -> list[Pair]:
+    """The cuBLAS order of [FHLMM] Algorithm 4.1: the smallest products first, A1B1 last."""
+    return sorted(pairs, key=lambda t: (-(t[0] + t[1]), -t[0]))
+
+
+def _schedule(pairs: list[Pair], accumulate: str, schedule: Any) -> list[list[Pair]]:
+    """Groups of word products (1-based pairs) in execution order: each group chained through the unit's
+    accumulator in the listed order, the groups' results added in u_high rounding to nearest."""
+    if schedule is not None:
+        groups = [[(int(i), int(j)) for i, j in g] for g in schedule]
+        flat = sorted(t for g in groups for t in g)
+        if flat != sorted(pairs):
+            raise ValueError(f"schedule must name each of the products {sorted(pairs)} once; got {groups}")
+        return groups
+    if accumulate == "outside":
+        return [[t] for t in pairs]
+    if accumulate == "inside":
+        return [_smallest_first(pairs)]
+    raise ValueError(f"accumulate must be 'outside' (Algorithm 2.1) or 'inside' (Algorithm 4.1); got "
+                     f"{accumulate!r}")
+
+
+def _split_state(input_format: Any, p: int, u_low: float) -> str:
+    """'general' (eq. 2.3: |Delta A| <= u_low**p |A|), 'exact' (the p words hold A exactly) or 'low' (A is
+    already in the low format: one nonzero word)."""
+    if input_format is None:
+        return "general"
+    t = _formats.get(input_format).precision
+    if u_low <= 0:
+        return "low"
+    p_low = -math.log2(u_low)
+    if not p_low.is_integer():
+        raise ValueError("input_format needs u_low to be a power of two (2**-precision of the low format)")
+    if t <= p_low:
+        return "low"
+    # Rounding to nearest, each word takes at least p_low bits off the significand (the residual of a
+    # t-bit number after one p_low-bit word has at most t - p_low bits), so p words hold t <= p p_low bits.
+    return "exact" if t <= p * p_low else "general"
+
+
+def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_block: float | None = None,
+              products: str = "triangle", terms: Terms = "theorem", input_format: Any = None,
+              accumulate: str = "outside", schedule: Sequence[Sequence[Pair]] | None = None,
+              probabilistic: bool = False, lam: float = 1.0, rounding: Rounding = "rn") -> float:
+    """Bound on max_ij |C - C_hat|_ij / (|A||B|)_ij for [FHLMM] Algorithm 2.1: p words of precision u_low,
+    the word products on a block FMA satisfying eq. (2.1) with u_high, added in u_high.
+
+    ``terms``:
+
+    * ``"theorem"`` (default): Theorem 2.1, eq. (2.8), without its O(u_high u_low + u_low**(p+1)) remainder:
+      (p+1) u_low**p + gamma_{n+p**2-1}(u_high).  With ``products="all"`` (p**2 products, eq. 2.5) the
+      constant is 2 u_low**p.  (A schedule that chains A_1B_1 through r > 1 unit calls, as Markidis's order
+      does, makes it gamma_{r n + p**2 - 1}: the seed's algorithms never do that.)
+    * ``"paper"``: the first line of eq. (2.7) exactly as printed: 2u**p + u**2p + (gamma_{n+p**2-1}
+      (1 + sum_{k=1}^{p-1} u**k) + sum_{i=1}^{p-1} (p-i) u**(p+i-1)) (1+u)**2 (u = u_low).  (For
+      ``products="all"``: eq. (2.5) with (2.6), 2u**p + u**2p + gamma_{n+p**2-1} (sum_{k<p} u**k)**2 (1+u)**2.)
+    * ``"full"``: a rigorous bound with every term, derived as (2.5)-(2.7) but counting each kept product
+      once: the kept products A_iB_j with i + j - 2 = k number k + 1, where (2.7) prints a factor 1 for each
+      k, and each product carries the rounding errors of its own path (``accumulate``/``schedule``) instead
+      of the common gamma_{n+p**2-1}.
+
+    ``input_format``: the format A and B are given in.  None (default): any (eq. 2.3, |Delta A| <=
+    u_low**p |A|).  A format that fits in p words (precision <= p * precision(low), e.g. fp32 in three bf16
+    words) drops the splitting error 2u**p + u**2p; one that fits in one word (e.g. fp16 data for the fp16
+    method) leaves only the block FMA's error, gamma_n(u_high) by eq. (2.1).
+
+    ``b`` and ``u_block``: eq. (2.1) takes the block FMA's internal precision equal to u_high, and then
+    the width b of the block does not matter (each entry goes through n additions: gamma_n).  Given
+    u_block != u_high (e.g. 0 for a unit that adds a block exactly and rounds once), the block FMA's factor
+    is (1 + gamma_n(u_block)) (1 + gamma_{ceil(n/b)}(u_high)) - 1 (derived here in the standard model; the
+    seed uses only u_block = u_high).
+
+    ``accumulate`` / ``schedule`` (``terms="full"``; the theorem form only through A_1B_1's depth):
+    "outside" (Algorithm 2.1: each product from zero, then C <- C + C_ij in u_high), "inside" (Algorithm
+    4.1: every product chained into the unit's C, the smallest first, so that A_1B_1 goes through one unit
+    call and the product r-th from the end through r), or an explicit ``schedule``: groups of 1-based
+    (i, j) pairs in execution order, each group chained in the unit, the groups added in u_high (rounding
+    to nearest).
+
+    ``probabilistic=True`` ([FHLMM] sec. 4.3): every gamma_k over roundings to nearest becomes
+    gamma_tilde_k(lam) (about lam sqrt(k) u; see :func:`gamma_tilde`).  ``rounding="rz"`` says the unit
+    rounds toward zero: then its errors all have the sign of the partial sums, which for data of one sign
+    stays the same throughout, so the mean-zero hypothesis fails and the unit's gammas stay worst-case (the
+    paper's explanation of double-fp16's loss on (0, 1] data); additions outside the unit still get sqrt.
+    """
+    n = _count(n, "n")
+    p = _count(p, "p")
+    b = _count(b, "b")
+    u = _u(u_low, "u_low")
+    uh = _u(u_high, "u_high")
+    ub = None if u_block is None else _u(u_block, "u_block")
+    rnd = _check_rounding(rounding)
+    pairs = _pairs(p, products)
+    state = _split_state(input_format, p, u)
+    unit_prob = probabilistic and rnd == "rn"
+
+    def block(r: int) -> float:
+        """The relative error factor of r chained unit calls of inner dimension n."""
+        if ub is None or ub == uh:
+            return _g(r * n, uh, unit_prob, lam)
+        return (1 + _g(r * n, ub, unit_prob, lam)) * (1 + _g(r * -(-n // b), uh, unit_prob, lam)) - 1
+
+    if state == "low":  # A = A_1, B = B_1: one nonzero product, the other ones add exact zeros
+        return block(1)
+    groups = _schedule(pairs, accumulate, schedule)
+    if terms == "theorem":
+        # r1: the unit calls A_1B_1 goes through (1 unless a schedule chains it before other products)
+        r1 = next(len(g) - g.index((1, 1)) for g in groups if (1, 1) in g)
+        if ub is None or ub == uh:
+            acc = _g(r1 * n + p * p - 1, uh, unit_prob, lam)
+        else:
+            acc = (1 + block(r1)) * (1 + _g(p * p - 1, uh, unit_prob, lam)) - 1
+        if products == "triangle":
+            const = (p + 1 if state == "general" else p - 1) * u**p
+        else:
+            const = 2 * u**p if state == "general" else 0.0
+        return const + acc
+    split = 2 * u**p + u ** (2 * p) if state == "general" else 0.0
+    if products == "triangle":
+        dropped = sum((p - i) * u ** (p + i - 1) for i in range(1, p))
+    else:
+        dropped = 0.0
+    if terms == "paper":
+        if ub is None or ub == uh:
+            acc = _g(n + p * p - 1, uh, unit_prob, lam)
+        else:
+            acc = (1 + block(1)) * (1 + _g(p * p - 1, uh, unit_prob, lam)) - 1
+        if products == "triangle":
+            kept = 1 + sum(u**k for k in range(1, p))
+        else:
+            kept = sum(u**k for k in range(p)) ** 2
+        return split + (acc * kept + dropped) * (1 + u) ** 2
+    if terms != "full":
+        raise ValueError(f"terms must be 'theorem' (eq. 2.8), 'paper' (eq. 2.7 as printed) or 'full'; "
+                         f"got {terms!r}")
+    G = len(groups)
+    weighted = 0.0
+    for g, group in enumerate(groups, start=1):
+        outside = G - 1 if g == 1 else G - g + 1  # u_high additions this group's value goes through
+        for pos, (i, j) in enumerate(group):
+            r = len(group) - pos  # unit calls this product goes through
+            phi = (1 + block(r)) * (1 + _g(outside, uh, probabilistic, lam)) - 1
+            weighted += phi * u ** (i + j - 2)
+    return split + (weighted + dropped) * (1 + u) ** 2
+
+
+# ------------------------------------------------------------------------------------ Table 2.1, dominant
+
+@dataclass(frozen=True)
+class DominantTerm:
+    """constant + per_n * n (or per_n * sqrt(n) when ``sqrt_n``): a bound's dominant term, as in Table 2.1.
+    ``text`` writes it as the paper does."""
+
+    constant: float
+    per_n: float
+    sqrt_n: bool = False
+    text: str = ""
+
+    def __call__(self, n: float) -> float:
+        if n < 0:
+            raise ValueError(f"n must be >= 0; got {n}")
+        return self.constant + self.per_n * (math.sqrt(n) if self.sqrt_n else n)
+
+    def __str__(self) -> str:
+        return self.text or f"{self.constant!r} + {'sqrt(n)' if self.sqrt_n else 'n'} x {self.per_n!r}"
+
+
+def _pow2_text(x: float) -> str:
+    """2^k for a power of two x = 2**k, as Table 2.1 writes them; repr(x) otherwise."""
+    frac, e = math.frexp(x)
+    return f"2^{e - 1}" if frac == 0.5 else repr(x)
+
+
+def _dominant(u_low: float, p: int, u_high: float, products: str = "triangle", probabilistic: bool = False,
+              negligible: float = 4.0) -> DominantTerm:
+    """The dominant term of eq. (2.8): (p+1) u_low**p + n u_high, the constant dropped when u_low**p <=
+    ``negligible`` * u_high (it is then O(u_high) and n u_high dominates: [FHLMM] drop 3 x 2^-22 for
+    double-fp16, where u_low**2 = 4 u_high, and 4 x 2^-24 for triple-bf16)."""
+    coeff = p + 1 if products == "triangle" else 2
+    const = coeff * u_low**p
+    if u_low**p <= negligible * u_high:
+        const = 0.0
+    nsym = "sqrt(n)" if probabilistic else "n"
+    text = f"{nsym} x {_pow2_text(u_high)}"
+    if const:
+        text = f"{coeff} x {_pow2_text(u_low**p)} + " + text
+    return DominantTerm(const, u_high, probabilistic, text)
+
+
+@dataclass(frozen=True)
+class Table21Row:
+    """One row of [FHLMM] Table 2.1: the formats, the number of words p, the number of word products
+    p(p+1)/2 (sec. 2: i + j <= p + 1), and the dominant term of the bound (2.8), written as in the table."""
+
+    name: str
+    high: str
+    low: str
+    p: int
+    products: int
+    constant: float
+    per_n: float
+    text: str
+
+    @property
+    def term(self) -> DominantTerm:
+        return DominantTerm(self.constant, self.per_n, False, self.text)
+
+
+TABLE_2_1: tuple[Table21Row, ...] = (
+    Table21Row("fp16", "fp32", "fp16", 1, 1, 2 * 2**-11, 2**-24, "2 x 2^-11 + n x 2^-24"),
+    Table21Row("double-fp16", "fp32", "fp16", 2, 3, 0.0, 2**-24, "n x 2^-24"),
+    Table21Row("bf16", "fp32", "bf16", 1, 1, 2 * 2**-8, 2**-24, "2 x 2^-8 + n x 2^-24"),
+    Table21Row("double-bf16", "fp32", "bf16", 2, 3, 3 * 2**-16, 2**-24, "3 x 2^-16 + n x 2^-24"),
+    Table21Row("triple-bf16", "fp32", "bf16", 3, 6, 0.0, 2**-24, "n x 2^-24"),
+)
+"""[FHLMM] Table 2.1 (u_high = 2^-24, fp32), row by row, with the product counts of sec. 2."""
+
+
+def dominant_expression(method: str | tuple[Any, int], *, probabilistic: bool = False,
+                        **params: Any) -> DominantTerm:
+    """The dominant term of a method's bound (Table 2.1's column "Bound", eq. 2.8), as a
+    :class:`DominantTerm`.  ``method``: a name of :data:`METHODS` (its p, formats and products) or a pair
+    (u_low or low format name, p) with u_high = 2**-24 (``u_high=`` to change it).  ``probabilistic``:
+    n -> sqrt(n) (sec. 4.3).  FABsum: b u_block + (n/b) u_acc (sec. 4.4), sqrt(n/b) when probabilistic.
+    """
+    if isinstance(method, tuple):
+        if len(method) != 2:
+            raise ValueError("method as a tuple is (u_low or format name, p)")
+        low, p = method
+        u_low = unit_roundoff(low) if isinstance(low, (str, _formats.Format)) else _u(low, "u_low")
+        u_high = _u(params.pop("u_high", 2**-24), "u_high")
+        products = params.pop("products", "triangle")
+        if params:
+            raise TypeError(f"unexpected arguments {sorted(params)}")
+        return _dominant(u_low, _count(p, "p"), u_high, products, probabilistic)
+    spec = _spec(method)
+    if spec.kind == "fabsum":
+        b = _count(params.pop("b"), "b") if "b" in params else None
+        if b is None:
+            raise ValueError(f"{method} needs b= (the block size)")
+        u_blk = _u(params.pop("u_block", 2**-24), "u_block")
+        u_acc = _u(params.pop("u_acc", spec.acc_u), "u_acc")
+        if params:
+            raise TypeError(f"unexpected arguments {sorted(params)}")
+        per = u_acc / (math.sqrt(b) if probabilistic else b)
+        nsym = "sqrt(n)" if probabilistic else "n"
+        text = f"{b} x {_pow2_text(u_blk)} + {nsym}/{math.sqrt(b) if probabilistic else b:g} x {_pow2_text(u_acc)}"
+        return DominantTerm(b * u_blk, per, probabilistic, text)
+    if spec.kind != "mmm":
+        raise ValueError(f"no dominant term for {method!r} (its bound does not grow with n that way)")
+    p = params.pop("p", spec.p)
+    low = params.pop("low", spec.low)
+    high = params.pop("high", spec.high)
+    u_low = params.pop("u_low", None)
+    u_high = params.pop("u_high", None)
+    if p is None or (low is None and u_low is None):
+        raise ValueError("method 'mmm' needs p= and low= (or u_low=)")
+    u_low = _u(unit_roundoff(low) if u_low is None else u_low, "u_low")
+    u_high = _u(unit_roundoff(high) if u_high is None else u_high, "u_high")
+    p = _count(p, "p")
+    products = params.pop("products", spec.products)
+    if params:
+        raise TypeError(f"unexpected arguments {sorted(params)}")
+    return _dominant(u_low, p, u_high, products, probabilistic)
+
+
+def dominant_term(method: str | tuple[Any, int], n: int, *, probabilistic: bool = False, **params: Any) -> float:
+    """The dominant term of ``method``'s bound at inner dimension n (see :func:`dominant_expression`)."""
+    return dominant_expression(method, probabilistic=probabilistic, **params)(_count(n, "n"))
+
+
+# ------------------------------------------------------------------------------------------------- FABsum
+
+def fabsum_bound(n: int, b: int, *, version: int = 1, u_block: float = 2**-24, u_acc: float | None = None,
+                 terms: Literal["paper", "full"] = "paper", probabilistic: bool = False, lam: float = 1.0,
+                 rounding: Rounding = "rz", u_out: float = 2**-24) -> float:
+    """Bound on |C - C_hat| / (|A||B|) for FABsum ([FHLMM] sec. 4.4, Algorithms 4.2 and 4.3) on inputs
+    already in the unit's format: blocks of b inner products on the block FMA (precision ``u_block``,
+    fp32), the n/b block sums added in fp32 (``version=1``) or fp64 (``version=2``) rounding to nearest.
+
+    ``terms="paper"``: the forms of sec. 4.4, (b + n/b) u_fp32 (v1) and b u_fp32 + (n/b) u_fp64 (v2);
+    ``probabilistic=True`` replaces n/b by sqrt(n/b) (the inter-block sums round to nearest) and, with
+    ``rounding="rn"`` only, b by sqrt(b) (the paper's tensor cores round toward zero, the default, so the
+    intra-block term stays b u).  ``terms="full"``: the rigorous (1 + gamma_b') (1 + gamma_{N-1}) - 1, N =
+    ceil(n/b) blocks (the first block is added to zero exactly), b' = min(b, n), and for v2 the final
+    rounding to fp32 (Algorithm 4.3, line 7): + u_out (1 + that), which the paper's form leaves out.
+    """
+    n = _count(n, "n")
+    b = _count(b, "b")
+    if version not in (1, 2):
+        raise ValueError(f"version must be 1 (fp32 inter-block sums) or 2 (fp64); got {version!r}")
+    ub = _u(u_block, "u_block")
+    ua = _u(u_acc if u_acc is not None else (2**-24 if version == 1 else 2**-53), "u_acc")
+    rnd = _check_rounding(rounding)
+    bb = min(b, n)
+    blocks = -(-n // b)
+    block_prob = probabilistic and rnd == "rn"
+    if terms == "paper":
+        x = n / b
+        inter = min(x, lam * math.sqrt(x)) if probabilistic else x
+        intra = min(bb, lam * math.sqrt(bb)) if block_prob else bb
+        return intra * ub + inter * ua
+    if terms != "full":
+        raise ValueError(f"terms must be 'paper' or 'full'; got {terms!r}")
+    err = (1 + _g(bb, ub, block_prob, lam)) * (1 + _g(blocks - 1, ua, probabilistic, lam)) - 1
+    if version == 2:
+        err = err + _u(u_out, "u_out") * (1 + err)
+    return err
+
+
+# -------------------------------------------------------------------------------------------- Ozaki I
+
+def ozaki_max_inner(slice_bits: int = 7, acc_bits: int = 31) -> int:
+    """The longest inner dimension k whose slice products add up exactly in a signed (acc_bits + 1)-bit
+    accumulator: k (2**w - 1)**2 <= 2**acc_bits - 1, w = slice_bits (int8 slices of 7 bits and int32:
+    133144)."""
+    w = _count(slice_bits, "slice_bits")
+    return (2 ** _count(acc_bits, "acc_bits") - 1) // (2**w - 1) ** 2
+
+
+def _ozaki_parts(s: int, w: int, products: str) -> tuple[float, float]:
+    """(truncation + dropped products, sum over the computed products of 2**-(t+u-2)w), in units of
+    n 2**e_i 2**f_j."""
+    v = 2.0**-w
+    trunc = 2 * v**s + v ** (2 * s)
+    pairs = _pairs(s, products)
+    dropped = 0.0 if products == "all" else sum((2 * s - 1 - k) * v**k for k in range(s, 2 * s - 1))
+    kept = sum(v ** (t + u - 2) for t, u in pairs)
+    return trunc + dropped, kept
+
+
+def ozaki_bound(n: int, slices: int, *, slice_bits: int = 7, products: str = "triangle",
+                exponent_spread: int = 0, fp64_terms: int | None = None, acc_bits: int = 31,
+                u_acc: float = 2**-53, probabilistic: bool = False, lam: float = 1.0) -> float:
+    """Bound on |C - C_hat|_ij / (|A||B|)_ij for Ozaki scheme I with truncated slices (derived here; no
+    seed states one).
+
+    The scheme (as :func:`blockfma.multiword.ozaki.ozaki1` computes it): row i of A is scaled by
+    2**e_i, max_k |a_ik| < 2**e_i <= 2 max_k |a_ik|, and cut by truncation into ``slices`` integer slices
+    of w = ``slice_bits`` bits, A = sum_t 2**(e_i - t w) S_t + R with |2**(e_i - t w) S_t| < 2**(e_i - (t-1) w)
+    and |R| < 2**(e_i - slices w); likewise the columns of B (scale 2**f_j).  The slice products with
+    t + u <= slices + 1 (``products="triangle"``; "all" for every pair) are exact integer GEMMs (int32,
+    k <= :func:`ozaki_max_inner`), and their scaled results are added in float64.  As in [FHLMM] (2.5)-(2.7)
+    with u_low = 2**-w, relative to n 2**e_i 2**f_j:
+
+        |C - C_hat| <= 2 v**s + v**2s + sum_{k=s}^{2s-2} (2s-1-k) v**k + gamma_{T-1}(u_acc) sum_kept v**(t+u-2),
+
+    v = 2**-w, T = ``fp64_terms`` float64 terms added per entry (default ``slices``: ozaki1 sums each level
+    t + u = const exactly in int64 first; one float64 term per product gives s(s+1)/2); with
+    k > ozaki_max_inner the product is split along k and T multiplies accordingly (blockfma's ozaki1 narrows
+    the slices instead: pass its ``slice_width(k)`` as slice_bits).  Converting to the componentwise
+    measure: if every nonzero a_ik has |a_ik| >= 2**-d_A max_k |a_ik| (each row of A spans at most d_A
+    binades) and likewise d_B for the columns of B, then 2**e_i 2**f_j <= 2**(2 + d_A + d_B) |a_ik b_kj|
+    for every k with a_ik b_kj != 0, and every error term above comes from such k; so the bound above
+    times 2**(2 + exponent_spread), exponent_spread = d_A + d_B, and without the factor n, bounds the
+    componentwise error.  That is what this returns.  ``probabilistic`` applies to the float64 additions
+    only (the rest is truncation, not rounding).
+    """
+    n = _count(n, "n")
+    s = _count(slices, "slices")
+    w = _count(slice_bits, "slice_bits")
+    spread = _count(exponent_spread, "exponent_spread", low=0)
+    chunks = -(-n // ozaki_max_inner(w, acc_bits))
+    T = (s if fp64_terms is None else _count(fp64_terms, "fp64_terms")) * chunks
+    cut, kept = _ozaki_parts(s, w, products)
+    total = cut + _g(T - 1, _u(u_acc, "u_acc"), probabilistic, lam) * kept
+    return math.ldexp(total, 2 + spread)
+
+
+def exponent_spread(A: Any, B: Any) -> int:
+    """d_A + d_B for :func:`ozaki_bound`: the least integers with |a_ik| >= 2**-d_A max_k |a_ik| for every
+    nonzero a_ik (each row of A) and likewise d_B for the columns of B."""
+
+    def d(X: Any, axis: int) -> int:
+        X = np.abs(np.asarray(X, dtype=np.float64))
+        if X.size == 0 or not X.any():
+            return 0
+        top = X.max(axis=axis, keepdims=True)
+        with np.errstate(divide="ignore"):
+            ratio = np.where(X > 0, top / np.where(X > 0, X, 1.0), 1.0)
+        return int(math.ceil(math.log2(float(ratio.max()))))
+
+    return d(A, 1) + d(B, 0)
+
+
+def ozaki_slices(target_bits: float, slice_bits: int = 7, *, exponent_spread: int = 0,
+                 products: str = "triangle", rule: Literal["bound", "bits"] = "bound") -> int:
+    """The number of int8 slices Ozaki scheme I needs for a componentwise error of 2**-target_bits.
+
+    ``rule="bound"`` (default; derived here): the smallest s whose truncation and dropped-product part of
+    :func:`ozaki_bound`, 2**(2 + spread) ((s + 1) v**s + ...) with v = 2**-slice_bits, is at most
+    2**-target_bits.  (The float64 additions' gamma_{T-1}(2**-53) part does not shrink with s; fp64-level
+    targets are limited by it as by any fp64 GEMM.)  ``rule="bits"``: the bit count
+    ceil((target_bits + spread) / slice_bits), i.e. slices that keep that many bits below each row's leading
+    bit (:func:`blockfma.multiword.ozaki.slices_needed`), which ignores the constant (s + 1) and the factor
+    4 of the power-of-two scaling: usually one slice fewer.  For fp64 (target 53) with 7-bit slices: 9 by
+    "bound", 8 by "bits".
+    """
+    if not target_bits > 0:
+        raise ValueError(f"target_bits must be > 0; got {target_bits!r}")
+    w = _count(slice_bits, "slice_bits")
+    spread = _count(exponent_spread, "exponent_spread", low=0)
+    if rule == "bits":
+        return max(1, math.ceil((target_bits + spread) / w))
+    if rule != "bound":
+        raise ValueError(f"rule must be 'bound' or 'bits'; got {rule!r}")
+    goal = 2.0**-target_bits
+    for s in range(1, 2000):
+        if math.ldexp(_ozaki_parts(s, w, products)[0], 2 + spread) <= goal:
+            return s
+    raise ValueError(f"no slice count up to 2000 reaches 2**-{target_bits}")
+
+
+# ---------------------------------------------------------------------------------------- the dispatcher
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """How :func:`bound` bounds a method: its kind ("mmm", "fabsum", "ozaki1"), words and formats, the word
+    products and where they are accumulated (as :mod:`blockfma.multiword.methods` runs them), its source."""
+
+    name: str
+    kind: str
+    p: int | None = None
+    low: str | None = None
+    high: str = "fp32"
+    products: str = "triangle"
+    accumulate: str = "outside"
+    schedule: tuple[tuple[Pair, ...], ...] | None = None
+    input_format: str | None = None
+    acc_u: float = 2**-24
+    source: str = ""
+    notes: str = ""
+
+
+_FASI = "[FHLMM] Theorem 2.1, Table 2.1"
+METHODS: dict[str, MethodSpec] = {s.name: s for s in [
+    MethodSpec("fp16", "mmm", 1, "fp16", source=_FASI, notes="fp16 inputs (rounded from any format) to a block "
+               "FMA accumulating in fp32: 2 u_fp16 + gamma_n(u_fp32); input_format='fp16' leaves gamma_n"),
+    MethodSpec("bf16", "mmm", 1, "bf16", source=_FASI),
+    MethodSpec("tf32", "mmm", 1, "tf32", source="[FHLMM] Theorem 2.1 with u_low = 2^-11; [VLJLV] 1xTF32"),
+    MethodSpec("fp32", "mmm", 1, "fp32", source="[FHLMM] eq. (2.1) with a scalar FMA (b = 1); [H02] sec. 3.1",
+               notes="plain fp32 GEMM: gamma_n(2^-24) for fp32 inputs (recursive summation in any order, with "
+               "or without FMA), plus 2 u + u^2 for rounding inputs of another format to fp32"),
+    MethodSpec("fp64", "mmm", 1, "fp64", high="fp64", input_format="fp64", source="[H02] sec. 3.1",
+               notes="plain fp64 GEMM: gamma_n(2^-53)"),
+    MethodSpec("double-fp16", "mmm", 2, "fp16", source=_FASI),
+    MethodSpec("double-bf16", "mmm", 2, "bf16", source=_FASI),
+    MethodSpec("triple-bf16", "mmm", 3, "bf16", source=_FASI),
+    MethodSpec("mmm", "mmm", source="[FHLMM] Theorem 2.1 (p= and low= required)"),
+    MethodSpec("markidis", "mmm", 2, "fp16", products="all", schedule=(((1, 1), (1, 2), (2, 1), (2, 2)),),
+               source="Markidis et al. 2018 as [FHLMM] sec. 2 describe it: all four products; eq. (2.5)",
+               notes="the four products chained in the unit with A1B1 first (as blockfma.multiword.methods "
+               "runs it), so A1B1's terms go through 4 unit calls: gamma_{4n+3} where Algorithm 2.1 has "
+               "gamma_{n+3}"),
+    MethodSpec("ootomo", "mmm", 2, "fp16", schedule=(((1, 2), (2, 1)), ((1, 1),)),
+               source="Ootomo and Yokota 2022; [FHLMM] Theorem 2.1 (residual scaling only avoids underflow)",
+               notes="corrections chained in the unit, then added to A1B1 outside, rounding to nearest"),
+    MethodSpec("3xtf32", "mmm", 2, "tf32", accumulate="inside",
+               source="[VLJLV] 3xTF32; [FHLMM] Theorem 2.1 with u_low = 2^-11"),
+    MethodSpec("4xtf32", "mmm", 2, "tf32", products="all", accumulate="inside",
+               source="[VLJLV] 4xTF32; [FHLMM] eq. (2.5)"),
+    MethodSpec("bf16x9", "mmm", 3, "bf16", products="all", accumulate="inside",
+               source="cuBLAS FP32 emulation with 9 bf16 products; [FHLMM] eq. (2.5) with p = 3",
+               notes="fp32 inputs fit in three bf16 words: input_format='fp32' drops the splitting error"),
+    MethodSpec("tf64", "mmm", 2, "fp32", high="fp64", accumulate="inside",
+               source="[VLJLV] TF64 (3 products; products='all' for their 4dsgemm); [FHLMM] Theorem 2.1 with "
+               "u_low = 2^-24, u_high = 2^-53",
+               notes="assumes the proposed TF64 unit: fp32 x fp32 products exact in fp64 (48 <= 53 bits), "
+               "accumulated in fp64 rounding to nearest (eq. 2.1 with u_high = 2^-53)"),
+    MethodSpec("fabsum-v1", "fabsum", acc_u=2**-24, source="[FHLMM] sec. 4.4, Algorithm 4.2"),
+    MethodSpec("fabsum-v2", "fabsum", acc_u=2**-53, source="[FHLMM] sec. 4.4, Algorithm 4.3"),
+    MethodSpec("ozaki1", "ozaki1", source="derived here (see ozaki_bound)"),
+]}
+"""The methods :func:`bound` knows, by name (those of :func:`blockfma.multiword.methods`, where they exist)."""
+
+
+def methods() -> list[str]:
+    """The names :func:`bound` takes."""
+    return list(METHODS)
+
+
+def _spec(method: str) -> MethodSpec:
+    key = str(method).strip().lower()
+    if key not in METHODS:
+        raise ValueError(f"unknown method {method!r}; the known methods are: {', '.join(METHODS)}")
+    return METHODS[key]
+
+
+_MMM_PARAMS = {"p", "low", "high", "u_low", "u_high", "b", "u_block", "products", "terms", "input_format",
+               "accumulate", "schedule", "probabilistic", "lam", "rounding"}
+_FABSUM_PARAMS = {"b", "u_block", "u_acc", "terms", "probabilistic", "lam", "rounding", "u_out"}
+_OZAKI_PARAMS = {"slices", "target_bits", "slice_bits", "products", "exponent_spread", "fp64_terms",
+                 "acc_bits", "u_acc", "probabilistic", "lam"}
+
+
+def bound(method: str, n: int, **params: Any) -> float:
+    """The worst-case (or, with ``probabilistic=True``, probabilistic) bound on the componentwise error
+    max |C - C_hat| / (|A||B|) of ``method`` at inner dimension n.
+
+    Multiword methods ("fp16", "bf16", "tf32", "fp32", "fp64", "double-fp16", "double-bf16", "triple-bf16",
+    "mmm", "markidis", "ootomo", "3xtf32", "4xtf32", "bf16x9", "tf64") go to :func:`mmm_bound` with the
+    method's p, low format, u_high (fp32; fp64 for "tf64" and "fp64"), products and accumulation; any of
+    its arguments can be overridden (``low=``/``high=`` take format names, ``u_low=``/``u_high=`` numbers;
+    "mmm" needs ``p=`` and ``low=``).  "fabsum-v1"/"fabsum-v2" go to :func:`fabsum_bound` (``b=`` needed).
+    "ozaki1" goes to :func:`ozaki_bound` with ``slices=`` or ``target_bits=`` (then
+    :func:`ozaki_slices` picks them).  An unknown method is a ValueError listing the known ones; an argument
+    the method does not take is a TypeError.
+    """
+    spec = _spec(method)
+    kw = dict(params)
+    if spec.kind == "mmm":
+        bad = set(kw) - _MMM_PARAMS
+        if bad:
+            raise TypeError(f"bound({spec.name!r}) got unexpected arguments {sorted(bad)}; it takes "
+                            f"{sorted(_MMM_PARAMS)}")
+        p = kw.pop("p", spec.p)
+        low = kw.pop("low", spec.low)
+        high = kw.pop("high", spec.high)
+        if p is None or (low is None and "u_low" not in kw):
+            raise ValueError("method 'mmm' needs p= (words) and low= (their format) or u_low=")
+        u_low = kw.pop("u_low", None)
+        u_low = unit_roundoff(low) if u_low is None else u_low
+        u_high = kw.pop("u_high", None)
+        u_high = unit_roundoff(high) if u_high is None else u_high
+        kw.setdefault("products", spec.products)
+        kw.setdefault("input_format", spec.input_format)
+        if "schedule" not in kw and "accumulate" not in kw and spec.schedule is not None:
+            kw["schedule"] = spec.schedule
+        kw.setdefault("accumulate", spec.accumulate)
+        if kw.get("schedule") is not None and kw.get("products") != spec.products:
+            kw["schedule"] = None  # the method's schedule names its own products
+        return mmm_bound(n, p=p, u_low=u_low, u_high=u_high, **kw)
+    if spec.kind == "fabsum":
+        bad = set(kw) - _FABSUM_PARAMS
+        if bad:
+            raise TypeError(f"bound({spec.name!r}) got unexpected arguments {sorted(bad)}; it takes "
+                            f"{sorted(_FABSUM_PARAMS)}")
+        if "b" not in kw:
+            raise ValueError(f"{spec.name} needs b= (the block size)")
+        b = kw.pop("b")
+        return fabsum_bound(n, b, version=1 if spec.name == "fabsum-v1" else 2, **kw)
+    bad = set(kw) - _OZAKI_PARAMS
+    if bad:
+        raise TypeError(f"bound('ozaki1') got unexpected arguments {sorted(bad)}; it takes {sorted(_OZAKI_PARAMS)}")
+    slices = kw.pop("slices", None)
+    target = kw.pop("target_bits", None)
+    if (slices is None) == (target is None):
+        raise ValueError("ozaki1 needs exactly one of slices= and target_bits=")
+    if slices is None:
+        slices = ozaki_slices(target, kw.get("slice_bits", 7), exponent_spread=kw.get("exponent_spread", 0),
+                              products=kw.get("products", "triangle"))
+    return ozaki_bound(n, slices, **kw)
