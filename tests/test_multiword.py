@@ -186,3 +186,39 @@ def test_bad_input():
         mw.matmul(np.array([[np.inf, 1.0]]), B[:2], method="fp16")
     with pytest.raises(ValueError, match="needs p="):
         mw.matmul(A, B, method="mmm")
+
+
+def test_the_tf64_fast_path_is_the_engine():
+    """TF64's unit runs as float64 rank-one updates; bit for bit the engine's FMA chain on TF64_UNIT,
+    signed zeros and cancellation included."""
+    from blockfma.multiword.methods import _fma_chain_fp64
+
+    rng = np.random.default_rng(9)
+    A = _fp32(rng.standard_normal((6, 40)) * np.exp2(rng.integers(-30, 30, (6, 40))))
+    B = _fp32(rng.standard_normal((40, 5)) * np.exp2(rng.integers(-30, 30, (40, 5))))
+    A[0] = -0.0
+    C = rng.standard_normal((6, 5))
+    for c in (None, C):
+        want = bf.gemm(A, B, c, model=mw.TF64_UNIT)
+        assert bits(_fma_chain_fp64(A, B, c)).tolist() == bits(want).tolist()
+
+
+def _cli(capsys, *argv):
+    from blockfma.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_multiword(capsys):
+    code, out, err = _cli(capsys, "multiword", "double-fp16", "--device", "V100", "--n", "64", "--m", "8")
+    assert code == 0 and "double-fp16" in out and "componentwise" in out and "double-fp16 on V100" in err
+    code, out, _ = _cli(capsys, "multiword", "--compare", "--n", "32", "--m", "4", "--dist", "uniform-half", "-q")
+    assert code == 0
+    for name in ("fp16", "3xtf32", "bf16x9", "tf64", "ozaki2", "fp64"):
+        assert f"\n{name} " in out
+    code, _, err = _cli(capsys, "multiword", "bf16", "--device", "V100", "-q")
+    assert code == 2 and "V100 has no bf16" in err
+    code, _, err = _cli(capsys, "multiword", "-q")
+    assert code == 2 and "name a METHOD" in err

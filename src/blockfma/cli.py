@@ -14,6 +14,9 @@
     blockfma smt prove DEV1 DEV2 ...          a proof that they agree on every input (or a counterexample)
     blockfma smt worst DEV --input fp16 ...   the largest error against the exact a·b + c, with its input
     blockfma smt list | query NAME|all        the seed's named queries (Valpey et al.)
+    blockfma multiword METHOD [--device V100] [--n 1024] [--dist uniform01|uniform-half]
+                                              accurate GEMM from low-precision units: the error table
+    blockfma multiword --compare [...]        every method on its unit (fp16 on --device, bf16/tf32 on A100)
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.  Bad input (an unknown
@@ -399,6 +402,75 @@ def cmd_smt(args: argparse.Namespace) -> str:
         raise _Usage(str(exc)) from None
 
 
+# --- multiword ---------------------------------------------------------------------------------------------
+_MW_DEVICE_FOR = {"fp16": None, "bf16": "A100", "tf32": "A100", "fp32": None}  # None: the --device given
+
+
+def _mw_data(m: int, n: int, q: int, dist: str, seed: int, fp64: bool) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if dist == "uniform01":
+        A, B = 1.0 - rng.random((m, n)), 1.0 - rng.random((n, q))  # (0, 1]
+    else:
+        A, B = 0.5 - rng.random((m, n)), 0.5 - rng.random((n, q))  # (-0.5, 0.5]
+    if not fp64:  # the seeds' data are fp32 matrices
+        A, B = A.astype(np.float32).astype(np.float64), B.astype(np.float32).astype(np.float64)
+    return A, B
+
+
+def cmd_multiword(args: argparse.Namespace) -> str:
+    import time
+    import warnings
+
+    from . import multiword as mw
+
+    names = [x for x in mw.methods() if x != "mmm"] if args.compare else [args.method]
+    if not args.compare and args.method is None:
+        raise _Usage("name a METHOD (one of: " + ", ".join(mw.methods()) + ") or pass --compare")
+    if args.n < 1 or (args.m is not None and args.m < 1):
+        raise _Usage(f"--n and --m must be positive, not {args.n} and {args.m}")
+    m = args.m or min(args.n, 256)
+    say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    rows = []
+    for name in names:
+        fp64 = name in ("tf64", "fp64", "ozaki1", "ozaki2")
+        A, B = _mw_data(m, args.n, m, args.dist, args.seed, fp64)
+        low = mw.METHODS[name].low if name in mw.METHODS else None
+        device = args.device if low is None or _MW_DEVICE_FOR.get(low) is None or not args.compare \
+            else _MW_DEVICE_FOR[low]
+        if say:
+            say(f"{name} on {device if low else '-'}: {m}x{args.n} @ {args.n}x{m} ...")
+        t0 = time.perf_counter()
+        kw: dict[str, Any] = {}
+        if name not in ("fp32", "fp64", "ozaki1", "ozaki2"):
+            kw = dict(device=device, summation=args.summation, block=args.block, order=args.order)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", mw.RangeWarning)
+            try:
+                C_hat, info = mw.matmul(A, B, method=name, return_info=True, **kw)
+            except ValueError as exc:
+                if not args.compare:
+                    raise
+                rows.append({"method": name, "unit": f"skipped: {exc}"})
+                continue
+        seconds = time.perf_counter() - t0
+        C = mw.reference(A, B, exact=fp64)
+        e = mw.errors(C_hat, C, A, B)
+        try:
+            b = mw.bound(name, args.n) if name not in ("ozaki1", "ozaki2") else None
+        except (TypeError, ValueError):
+            b = None
+        rows.append({"method": name, "unit": info.get("unit", ""), "products": info.get("calls") or "",
+                     "componentwise": f"{e['componentwise']:.3e}", "normwise l2": f"{e['normwise_2']:.3e}",
+                     "bound": "" if b is None else f"{b:.3e}",
+                     "underflow": "words underflow" if caught else "", "seconds": round(seconds, 2)})
+    head = (f"A: {m}x{args.n}, B: {args.n}x{m}, entries uniform on "
+            f"{'(0, 1]' if args.dist == 'uniform01' else '(-0.5, 0.5]'} (fp32 values; fp64 for tf64, fp64 and "
+            f"Ozaki, whose errors are against the exact product), seed {args.seed}; componentwise = "
+            "max |C - C_hat| / (|A||B|) (Fasi et al. eq. 3.1)\n")
+    cols = ["method", "unit", "products", "componentwise", "normwise l2", "bound", "underflow", "seconds"]
+    return head + _report.table(rows, cols)
+
+
 # --- parser ----------------------------------------------------------------------------------------------
 def _operand_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", default="fp16", help="input format of a and b (default fp16)")
@@ -502,6 +574,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("name", metavar="NAME", help="a query name (blockfma smt list), or all")
     _solver_options(q, 600)
     p.set_defaults(func=cmd_smt)
+
+    p = sub.add_parser("multiword", help="accurate GEMM from low-precision units (multiword, 3xTF32, Ozaki)",
+                       epilog="Example: blockfma multiword double-fp16 --device V100 --n 1024 --dist uniform01")
+    p.add_argument("method", nargs="?", metavar="METHOD", help="fp16, double-fp16, 3xtf32, ozaki2, ... (or --compare)")
+    p.add_argument("--compare", action="store_true", help="every method (bf16 and tf32 ones on the A100 preset)")
+    p.add_argument("--device", default="V100", help="the simulated unit's preset (default V100)")
+    p.add_argument("--n", type=int, default=1024, help="inner dimension (default 1024)")
+    p.add_argument("--m", type=int, help="rows of A and columns of B (default min(n, 256))")
+    p.add_argument("--dist", choices=("uniform01", "uniform-half"), default="uniform01",
+                   help="entries uniform on (0, 1] or on (-0.5, 0.5] (the seeds' two distributions)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--summation", choices=("fabsum-v1", "fabsum-v2"), help="FABsum on the leading product")
+    p.add_argument("--block", type=int, help="FABsum block size")
+    p.add_argument("--order", choices=("alg2.1", "cublas"), help="order of the word products")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_multiword)
     return parser
 
 

@@ -15,4 +15,5 @@ from .metrics import errors, reference
 from .methods import METHODS, TF64_UNIT, Method, matmul, methods, unit_model
 from .split import RangeWarning, split
 
-__all__ = ["bounds", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS", "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]
+__all__ = ["bounds", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS", "Method",
+           "split", "RangeWarning", "unit_model", "TF64_UNIT"]

@@ -35,7 +35,7 @@ ORDERS = ("alg2.1", "cublas")
 # A unit that multiplies fp32 words exactly and accumulates in fp64 (Valero-Lara et al.'s proposed TF64):
 # an fp64 FMA chain with fp32 inputs (every fp32 x fp32 product is exact in fp64).
 TF64_UNIT = Model(Family.FMA_CHAIN, "fp32", "fp64", block_width=1,
-                  name="TF64 unit (fp32 words, exact products, fp64 accumulation; Valero-Lara et al. 2023)")
+                  name="TF64 unit (fp32 x fp32 exact, fp64 FMA chain)")
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,20 @@ class _Run:
         from ..engine import gemm
 
         self.calls += 1
+        if self.unit == TF64_UNIT:
+            return _fma_chain_fp64(A, B, C)
         out = gemm(A, B, C, model=self.unit, check=False, backend=self.backend)
         return np.asarray(out, dtype=np.float64)
+
+
+def _fma_chain_fp64(A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.ndarray:
+    """The TF64 unit's product, as the engine computes it but in k rank-one float64 updates: an fp32 x fp32
+    product is exact in binary64, so ``D + a_i b_i`` in float64 is one FMA rounded to nearest
+    (tests/test_multiword.py holds it to ``blockfma.gemm`` on TF64_UNIT bit for bit)."""
+    D = np.zeros((A.shape[0], B.shape[1])) if C is None else np.array(C, dtype=np.float64)
+    for i in range(A.shape[1]):
+        D = D + A[:, i, None] * B[None, i, :]
+    return D
 
 
 def _fl(fmt: str, x: np.ndarray) -> np.ndarray:
@@ -189,9 +201,17 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     if method in ("ozaki1", "ozaki2"):
         from . import ozaki
 
-        fn = ozaki.ozaki1 if method == "ozaki1" else ozaki.ozaki2
-        C = fn(A_, B_, **options)
-        return (C, {"method": method, "unit": "int8 x int8 -> int32 (exact)"}) if return_info else C
+        if method == "ozaki1":
+            from .bounds import ozaki_slices
+
+            options.setdefault("slices", ozaki_slices(53))  # fp64 accuracy by the slice-count rule
+            C = ozaki.ozaki1(A_, B_, **options)
+            detail = f"{options['slices']} slices"
+        else:
+            C = ozaki.ozaki2(A_, B_, **options)
+            detail = f"{len(options['moduli']) if options.get('moduli') else options.get('n_moduli') or 16} moduli"
+        info = {"method": method, "unit": f"int8 x int8 -> int32 (exact), {detail}", "calls": None}
+        return (C, info) if return_info else C
     if options:
         raise TypeError(f"matmul() got unexpected arguments {', '.join(options)} for method {method!r}")
     if method == "mmm":
