@@ -4,7 +4,8 @@ The data path, one module each:
 
     formats -> model -> engine -> devices -> probes / smt / multiword -> cli
 
-``bf.smt`` (formal questions about models, through an SMT solver) loads on first use.
+``bf.smt`` (formal questions about models, through an SMT solver) and ``bf.multiword`` (accurate GEMM from
+low-precision units) load on first use.
 
 >>> import blockfma as bf
 >>> float(bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="V100"))
@@ -21,8 +22,8 @@ from .probes import probe
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):  # bf.smt loads on first use (it builds formulas with z3)
-    if name == "smt":
+def __getattr__(name: str):  # bf.smt and bf.multiword load on first use
+    if name in ("smt", "multiword"):
         import importlib
 
         return importlib.import_module(".smt", __name__)
@@ -44,5 +45,6 @@ __all__ = [
     "gemm",
     "probe",
     "smt",
+    "multiword",
     "__version__",
 ]
