@@ -222,3 +222,7 @@ def test_cli_multiword(capsys):
     assert code == 2 and "V100 has no bf16" in err
     code, _, err = _cli(capsys, "multiword", "-q")
     assert code == 2 and "name a METHOD" in err
+
+
+def test_bf_multiword_is_reachable_from_the_package():
+    assert bf.multiword.matmul is mw.matmul

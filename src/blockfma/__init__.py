@@ -26,7 +26,7 @@ def __getattr__(name: str):  # bf.smt and bf.multiword load on first use
     if name in ("smt", "multiword"):
         import importlib
 
-        return importlib.import_module(".smt", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'blockfma' has no attribute {name!r}")
 
 __all__ = [
