@@ -80,10 +80,11 @@ def _version(solver: str) -> str:
     if solver == "cvc5":
         import cvc5
 
-        return cvc5.Solver(cvc5.TermManager()).getVersion() if hasattr(cvc5, "Solver") else "?"
+        v = cvc5.Solver(cvc5.TermManager()).getVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
     import bitwuzla
 
-    return bitwuzla.version()
+    return str(bitwuzla.version())
 
 
 if __name__ == "__main__":
