@@ -84,15 +84,19 @@ def _ref_gemm(model, A, B, C=None):
     return out
 
 
+def _fp16_words(A, B):
+    """Two fp16 words of A and of B by numpy's own casts (the oracle): A1, A2, B1, B2."""
+    A1 = A.astype(np.float16).astype(np.float64)
+    B1 = B.astype(np.float16).astype(np.float64)
+    return A1, (A - A1).astype(np.float16).astype(np.float64), B1, (B - B1).astype(np.float16).astype(np.float64)
+
+
 def test_double_fp16_is_algorithm_2_1_bit_for_bit():
     """Three products from zero on the V100 unit, added in fp32 to nearest, in the order (1,1), (1,2),
     (2,1): the same bits as the scalar reference composed with numpy float32 additions."""
     A, B = _data(3, 9, 2, "uniform01", seed=3)
     v100 = bf.device("V100").model("fp16", "fp32")
-    A1 = A.astype(np.float16).astype(np.float64)
-    A2 = (A - A1).astype(np.float16).astype(np.float64)
-    B1 = B.astype(np.float16).astype(np.float64)
-    B2 = (B - B1).astype(np.float16).astype(np.float64)
+    A1, A2, B1, B2 = _fp16_words(A, B)
     G = [_ref_gemm(v100, X, Y).astype(np.float32) for X, Y in ((A1, B1), (A1, B2), (A2, B1))]
     want = (G[0] + G[1]) + G[2]  # float32 additions: IEEE, to nearest
     with warnings.catch_warnings():
@@ -106,10 +110,7 @@ def test_inside_accumulation_chains_the_unit():
     gemm(A1, B2, gemm(A2, B1, 0))) element by element with the reference."""
     A, B = _data(2, 8, 2, "uniform01", seed=5)
     v100 = bf.device("V100").model("fp16", "fp32")
-    A1 = A.astype(np.float16).astype(np.float64)
-    A2 = (A - A1).astype(np.float16).astype(np.float64)
-    B1 = B.astype(np.float16).astype(np.float64)
-    B2 = (B - B1).astype(np.float16).astype(np.float64)
+    A1, A2, B1, B2 = _fp16_words(A, B)
     want = _ref_gemm(v100, A1, B1, _ref_gemm(v100, A1, B2, _ref_gemm(v100, A2, B1)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mw.RangeWarning)

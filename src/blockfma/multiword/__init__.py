@@ -11,8 +11,8 @@ bounds.  Every method runs its word products on a simulated unit (a device prese
 
 from . import bounds, metrics, ozaki
 from .bounds import bound
-from .metrics import errors, reference
 from .methods import METHODS, TF64_UNIT, Method, matmul, methods, unit_model
+from .metrics import errors, reference
 from .split import RangeWarning, split
 
 __all__ = ["bounds", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS", "Method",

@@ -26,7 +26,7 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import RoundingMode
 from ..model import Family, Model
-from .split import check_input, split
+from .split import check_operands, split
 
 __all__ = ["Method", "METHODS", "methods", "matmul", "unit_model", "TF64_UNIT"]
 
@@ -189,10 +189,7 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     the products in their order.  Non-finite entries, incompatible shapes and values beyond the low format
     are ValueErrors; words that underflow give a RangeWarning.
     """
-    A_ = check_input(A, "A")
-    B_ = check_input(B, "B")
-    if A_.shape[1] != B_.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape}")
+    A_, B_ = check_operands(A, B)
     backend = backend or "auto"
     if method in ("fp32", "fp64"):  # the native baselines: binary32 / binary64 matmul (numpy, BLAS)
         dt = np.float32 if method == "fp32" else np.float64

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .split import check_input, check_operands
+
 __all__ = ["componentwise", "normwise", "errors", "reference", "ORDS"]
 
 ORDS = (1, 2, np.inf, "fro")
@@ -32,35 +34,10 @@ ORDS = (1, 2, np.inf, "fro")
 
 # ------------------------------------------------------------------------------------------------ inputs
 
-def _matrix(x: Any, name: str) -> np.ndarray:
-    """x as a 2-D float64 array (exact for every real dtype here), or a ValueError."""
-    arr = np.asarray(x)
-    if arr.dtype.kind in "cUS":
-        raise ValueError(f"{name} must hold real numbers, not dtype {arr.dtype}")
-    try:
-        out = np.asarray(arr, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a matrix of real numbers ({exc})") from None
-    if out.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D matrix; got shape {out.shape}")
-    bad = np.argwhere(~np.isfinite(out))
-    if len(bad):
-        i, j = (int(t) for t in bad[0])
-        raise ValueError(f"{name}[{i}, {j}] = {float(out[i, j])!r} is not finite ({len(bad)} non-finite entries); "
-                         "the error measures take finite matrices")
-    return out
-
-
-def _product_operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
-    A_, B_ = _matrix(A, "A"), _matrix(B, "B")
-    if A_.shape[1] != B_.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
-                         "B's rows)")
-    return A_, B_
 
 
 def _same_shape(C_hat: Any, C: Any, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    Ch, C_ = _matrix(C_hat, "C_hat"), _matrix(C, "C")
+    Ch, C_ = check_input(C_hat, "C_hat"), check_input(C, "C")
     if Ch.shape != C_.shape:
         raise ValueError(f"C_hat has shape {Ch.shape} but C has shape {C_.shape}")
     if shape is not None and C_.shape != shape:
@@ -87,7 +64,7 @@ def componentwise(C_hat: Any, C: Any, A: Any, B: Any) -> float:
     The quotient is rounded once or twice in float64 (a relative error of order 1e-16 in the result);
     results that are powers of two, such as 2**-24, come out exactly.
     """
-    A_, B_ = _product_operands(A, B)
+    A_, B_ = check_operands(A, B)
     Ch, C_ = _same_shape(C_hat, C, (A_.shape[0], B_.shape[1]))
     if Ch.size == 0:
         return 0.0
@@ -170,7 +147,7 @@ def normwise(C_hat: Any, C: Any, ord: Any = 2, *, A: Any = None, B: Any = None, 
         num = _norm(diff, o, operator)
     if A is None:
         return _quotient(num, _norm(C_, o, operator))
-    A_, B_ = _product_operands(A, B)
+    A_, B_ = check_operands(A, B)
     if C_.shape != (A_.shape[0], B_.shape[1]):
         raise ValueError(f"C has shape {C_.shape}, but A @ B has shape {(A_.shape[0], B_.shape[1])}")
     return _quotient(num, _norm(A_, o, operator) * _norm(B_, o, operator))
@@ -184,7 +161,7 @@ def errors(C_hat: Any, C: Any, A: Any, B: Any) -> dict[str, float]:
     al., sec. 3.1: ||C_hat - C|| / (||A|| ||B||), elementwise norms as in their artifact); ``spectral``
     (||C_hat - C||_2 / ||C||_2 with the spectral norm).
     """
-    A_, B_ = _product_operands(A, B)
+    A_, B_ = check_operands(A, B)
     Ch, C_ = _same_shape(C_hat, C, (A_.shape[0], B_.shape[1]))
     out = {"componentwise": componentwise(Ch, C_, A_, B_)}
     for name, o in (("1", 1), ("2", 2), ("inf", np.inf)):
@@ -214,11 +191,11 @@ def reference(A: Any, B: Any, C: Any = None, *, exact: bool = False) -> np.ndarr
     dynamic range within the rows of A and columns of B (about ((53 + range) / beta)**2); when a pure
     Python-integer dot product is cheaper (small matrices, very wide ranges) that is used instead.
     """
-    A_, B_ = _product_operands(A, B)
+    A_, B_ = check_operands(A, B)
     m, q = A_.shape[0], B_.shape[1]
     C_ = None
     if C is not None:
-        C_ = _matrix(np.atleast_2d(np.asarray(C)), "C")
+        C_ = check_input(np.atleast_2d(np.asarray(C)), "C")
         try:
             C_ = np.broadcast_to(C_, (m, q))
         except ValueError:

@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import formats as _formats
+from .split import check_input, check_operands
 
 __all__ = [
     "MODULI",
@@ -76,35 +77,6 @@ _BOUND_K = INT32_MAX // (64 * 64)  # 524287
 
 # --------------------------------------------------------------------------------------------------- inputs
 
-def _matrix(x: Any, what: str) -> np.ndarray:
-    """float64 copy of a 2-D real matrix, exactly; ValueError naming the first non-finite element."""
-    arr = np.asarray(x)
-    if arr.dtype.kind == "c":
-        raise ValueError(f"{what} is complex; the Ozaki schemes here take real matrices")
-    if arr.dtype.kind in "US":
-        raise ValueError(f"{what} must hold numbers, not strings (dtype {arr.dtype})")
-    if arr.dtype.kind == "O":
-        try:
-            arr = np.asarray(arr, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what} is not an array of real numbers") from None
-    out = _formats.from_numpy(arr, what)
-    if out.ndim != 2:
-        raise ValueError(f"{what} must be a 2-D matrix; got shape {out.shape}")
-    bad = ~np.isfinite(out)
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{what}{_formats.index_text(idx)} = {float(out[idx])!r} is not finite; the Ozaki schemes "
-                         "take finite float64 values")
-    return out
-
-
-def _operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
-    A_, B_ = _matrix(A, "A"), _matrix(B, "B")
-    if A_.shape[1] != B_.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
-                         "B's rows)")
-    return A_, B_
 
 
 def _positive_int(value: Any, what: str, low: int = 1, high: int | None = None) -> int:
@@ -287,7 +259,7 @@ def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]
     truncation, so every slice and R have the sign of a_ij and |S| <= 2**width - 1).  Everything is exact
     (each step keeps bits of a_ij, which float64 holds); R = 0 once slices*width reaches the distance from
     2**e_i down to the lowest set bit in the row, e.g. 53 bits for a row within one binade."""
-    A = _matrix(A, "A")
+    A = check_input(A, "A")
     slices = _positive_int(slices, "slices")
     width = _positive_int(width, "width", 1, 7)
     e = row_exponents(A)
@@ -319,7 +291,7 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
 
     ``unit``: a callable ``f(Ai8, Bi8) -> int array`` (default :func:`exact_unit`); OverflowError from the
     unit if an int32 accumulator would overflow (possible only with a ``width`` wider than the rule)."""
-    A, B = _operands(A, B)
+    A, B = check_operands(A, B)
     slices = _positive_int(slices, "slices")
     m, k = A.shape
     n = B.shape[1]
@@ -401,7 +373,7 @@ def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] =
     2**(sa_i+sb_j) (|A||B|)_ij <= 2**(2L) C''_ij / sqrt(max_j C''_ij max_i C''_ij) <= 2**(2L).  One more unit
     GEMM; more bits where the Cauchy-Schwarz bound is loose (rows and columns of very different shapes), about
     as many on random dense matrices (the 6-bit bounds cost what Cauchy-Schwarz costs there)."""
-    A, B = _operands(A, B)
+    A, B = check_operands(A, B)
     L = _half_bits(P)
     if scaling == "fast":
         return _norm_shifts(A, L), _norm_shifts(B.T, L)
@@ -489,7 +461,7 @@ def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int
     2**-L relative to each row's and column's 2-norm, L ~ (log2 P - 1)/2 ~ 3.95 bits per modulus) and the
     final rounding.  Bits per element: L minus the element's distance below its row's norm (a wide dynamic
     range costs bits)."""
-    A, B = _operands(A, B)
+    A, B = check_operands(A, B)
     mods = _moduli(moduli, n_moduli)
     P = math.prod(mods)
     m, k = A.shape

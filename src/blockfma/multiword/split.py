@@ -18,7 +18,7 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import Format, RoundingMode
 
-__all__ = ["RangeWarning", "split", "check_input"]
+__all__ = ["RangeWarning", "split", "check_input", "check_operands"]
 
 
 class RangeWarning(UserWarning):
@@ -26,18 +26,36 @@ class RangeWarning(UserWarning):
 
 
 def check_input(A: Any, name: str = "A") -> np.ndarray:
-    """A 2-D float64 array of finite values, or a ValueError naming the first bad entry."""
-    try:
-        x = np.asarray(A, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a matrix of numbers ({exc})") from None
+    """A as a 2-D float64 array of finite real values (exact for every real dtype here, bfloat16 and fp8
+    included), or a ValueError naming the first bad entry: the one input rule of every multiword function."""
+    arr = np.asarray(A)
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{name} is complex; multiword products take real matrices")
+    if arr.dtype.kind in "USV":
+        raise ValueError(f"{name} must hold numbers, not dtype {arr.dtype}")
+    if arr.dtype.kind == "O":
+        try:
+            arr = np.asarray(arr, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} is not an array of real numbers") from None
+    x = _formats.from_numpy(arr, name)
     if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, not of shape {x.shape}")
+        raise ValueError(f"{name} must be a 2-D matrix; got shape {x.shape}")
     bad = np.argwhere(~np.isfinite(x))
     if len(bad):
         i, j = (int(t) for t in bad[0])
-        raise ValueError(f"{name}[{i}, {j}] = {x[i, j]} is not finite: multiword products take finite matrices")
+        raise ValueError(f"{name}[{i}, {j}] = {float(x[i, j])!r} is not finite ({len(bad)} non-finite entries): "
+                         "multiword products and their error measures take finite matrices")
     return x
+
+
+def check_operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_input` on A and B, and A's columns equal to B's rows."""
+    A_, B_ = check_input(A, "A"), check_input(B, "B")
+    if A_.shape[1] != B_.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
+                         "B's rows)")
+    return A_, B_
 
 
 def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: RoundingMode | str = "rne",
