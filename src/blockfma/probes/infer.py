@@ -43,7 +43,7 @@ __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbo
            "DEFAULT_VERIFY"]
 
 DEFAULT_VERIFY = 10_000
-SMT_TIMEOUT = 10.0  # seconds the SMT layer may spend on one pair of candidates that no random row separates
+SMT_TIMEOUT = 4.0  # seconds the SMT layer may spend on one pair of candidates that no random row separates
 ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
              RoundingMode.TowardPositive)
 
@@ -399,12 +399,14 @@ class Search:
         return [m for _, m in sorted(best.values(), key=lambda t: t[0])]
 
     def separate(self, cands: list[Model], level: int, families: tuple[str, ...] = _inputs.FAMILIES,
-                 rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000, smt: bool = False) -> list[Model]:
+                 rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000, smt: bool = False,
+                 smt_rounds: int = 2) -> list[Model]:
         """Random rows on which the candidates disagree go to the target until the survivors agree.
 
         Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the
         candidates would differ in parameters that later stages have not set yet.  With ``smt`` (the last
-        stage), candidates that agree on every random row go to the SMT layer (:meth:`smt_separate`)."""
+        stage), candidates that agree on every random row go to the SMT layer (:meth:`smt_separate`), at most
+        ``smt_rounds`` times."""
         for _ in range(rounds):
             if len(cands) < 2:
                 return cands
@@ -417,8 +419,9 @@ class Search:
                 differ |= ~_agree(o, ref, level, self.dtype)
             idx = np.nonzero(differ)[0]
             if len(idx) == 0:
-                if not (smt and self.smt_separate([m for m, _ in outs])):
+                if not (smt and smt_rounds > 0 and self.smt_separate([m for m, _ in outs])):
                     break
+                smt_rounds -= 1
                 cands, _ = self.keep([m for m, _ in outs], level)
                 continue
             idx = idx[:ask_at_most]
