@@ -1,0 +1,238 @@
+"""blockfma.experiments.multiword (the multiword figures as rows), blockfma.plot and
+scripts/reproduce_multiword.py, at tiny sizes: the row schema, determinism, the CSV round trip, the
+RangeWarning count, the seeds' qualitative findings on small problems, and the plots (skipped without
+matplotlib)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import blockfma as bf
+from blockfma import plot
+from blockfma.experiments import multiword as mw
+from blockfma.multiword import RangeWarning, split
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_MPL = "matplotlib is not installed (pip install 'blockfma[plot]')"
+
+
+def _strip(rows):
+    """Rows without the timing column (the only one that may change between runs)."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+def _one(rows, **match):
+    got = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    assert len(got) == 1, (match, len(got))
+    return got[0]
+
+
+@pytest.fixture(scope="module")
+def ci_rows():
+    """Every figure's rows at the ci scale, computed once."""
+    return {name: mw.run(name, scale="ci") for name in mw.FIGURES}
+
+
+# --- rows --------------------------------------------------------------------------------------------------
+def test_every_figure_has_the_core_columns(ci_rows):
+    assert set(ci_rows) == set(mw.FIGURES) == set(plot.FIGURES)
+    for name, rows in ci_rows.items():
+        assert rows, name
+        for r in rows:
+            assert r["figure"] == name
+            assert set(mw.COLUMNS) <= set(r), (name, set(mw.COLUMNS) - set(r))
+            for key in ("componentwise", "normwise_2", "l2"):
+                assert r[key] >= 0 and math.isfinite(r[key]), (name, r["series"], key)
+            assert isinstance(r["range_warnings"], int) and isinstance(r["underflowed_entries"], int)
+            assert r["reference"] in ("exact", "fp64")
+            assert r["products"] >= 1 and r["unit_calls"] >= 1
+        assert mw.sizes_note(rows)
+
+
+def test_rows_are_deterministic_for_a_seed(ci_rows):
+    for name in ("fig_3_1", "valero_lara_fig_4", "ozaki_slices"):
+        assert _strip(mw.run(name, scale="ci")) == _strip(ci_rows[name]), name
+    other = mw.run("fig_3_1", scale="ci", seed=1)
+    assert [r["componentwise"] for r in other] != [r["componentwise"] for r in ci_rows["fig_3_1"]]
+
+
+def test_unknown_names_are_errors():
+    with pytest.raises(ValueError, match="unknown figure"):
+        mw.run("fig_9_9")
+    with pytest.raises(ValueError, match="scale"):
+        mw.run("fig_3_1", scale="huge")
+    with pytest.raises(ValueError, match="unknown distribution"):
+        mw.sample("cauchy", (2, 2), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="unknown unit"):
+        mw.fig_4_3([64], units=["RZ"])
+
+
+def test_csv_round_trip(tmp_path, ci_rows):
+    rows = ci_rows["fig_4_4"]
+    path = mw.write_csv(rows, tmp_path / "sub" / "fig_4_4.csv")
+    back = mw.read_csv(path)
+    assert list(back[0])[: len(mw.COLUMNS)] == list(mw.COLUMNS)
+    assert len(back) == len(rows)
+    for r, b in zip(rows, back):
+        for k, v in r.items():
+            assert b[k] == (None if v == "" else v), (k, v, b[k])
+    assert not list(tmp_path.glob("sub/.*.tmp"))  # the temporary file was renamed
+
+
+def test_double_fp16_matrices_split_exactly_without_warnings():
+    X = mw.double_fp16(mw.sample("uniform(0,1]", (16, 512), np.random.default_rng(3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RangeWarning)
+        w1, w2 = split(X, "fp16", 2)
+    assert np.array_equal(w1 + w2, X)
+    assert np.array_equal(X.astype(np.float32).astype(np.float64), X)  # fl32(A) = A1 + A2
+
+
+def test_range_warnings_are_counted_and_others_pass_through():
+    with pytest.warns(UserWarning, match="not a range warning"):
+        with mw._range_warnings() as got:
+            split(np.array([[1e-6, 1.0, 3e-7]]), "fp16", 2)
+            warnings.warn("not a range warning", UserWarning)
+    assert (got.warnings, got.entries) == (1, 2)
+
+
+def test_rn_unit_of_width_one_is_an_fp16_fma_chain():
+    """The engine takes Fig. 3.1's unit, and it is the RN FMA chain fp16 -> fp32 it stands for."""
+    rng = np.random.default_rng(5)
+    A = mw.double_fp16(rng.random((4, 300)))
+    B = mw.double_fp16(rng.random((300, 3)))
+    A1, B1 = split(A, "fp16", 1)[0], split(B, "fp16", 1)[0]
+    chain = bf.Model(bf.Family.FMA_CHAIN, "fp16", "fp32", block_width=1)
+    got = np.asarray(bf.gemm(A1, B1, None, model=mw.RN1_UNIT), dtype=np.float32)
+    want = np.asarray(bf.gemm(A1, B1, None, model=chain), dtype=np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# --- the seeds' findings, small ---------------------------------------------------------------------------
+def test_fig_3_1_double_fp16_beats_fp16_and_a2b2_does_not_matter():
+    rows = mw.fig_3_1([4096], scale="ci")
+    for dist in ("uniform(0,1]", "uniform(-0.5,0.5]"):
+        three = _one(rows, distribution=dist, series="double-fp16")["componentwise"]
+        four = _one(rows, distribution=dist, series="double-fp16 (4 products)")["componentwise"]
+        assert abs(three - four) <= 0.1 * three
+        assert three <= _one(rows, distribution=dist, series="double-fp16")["bound"]
+    centred = "uniform(-0.5,0.5]"
+    assert (_one(rows, distribution=centred, series="double-fp16")["componentwise"]
+            < _one(rows, distribution=centred, series="fp16")["componentwise"] / 10)
+
+
+def test_fig_4_3_round_to_nearest_removes_the_penalty_on_positive_data():
+    rows = mw.fig_4_3([2**14], distributions=("uniform(0,1]",), units=("RZ (V100)", "RN"))
+    rz = _one(rows, panel="RZ (V100)", series="double-fp16")["componentwise"]
+    rn = _one(rows, panel="RN", series="double-fp16")["componentwise"]
+    fp32 = _one(rows, series="fp32 (BLAS)")["componentwise"]
+    assert rz > 10 * rn
+    assert rn < 3 * fp32
+
+
+def test_fig_4_4_fabsum_beats_the_chained_algorithm():
+    rows = mw.fig_4_4([4096], devices=("V100",), blocks=(128,), outer=8, split_k=(1,))
+    chained = _one(rows, series="double-fp16 (Alg. 4.1)")["componentwise"]
+    for v in (1, 2):
+        r = _one(rows, series=f"FABsum-v{v} b=128")
+        assert r["componentwise"] < chained / 5
+        assert r["unit_calls"] == 2 + 4096 // 128
+
+
+def test_fig_4_5_rows():
+    rows = mw.fig_4_5([1024], blocks=(128, 512), outer=8)
+    assert [r["series"] for r in rows] == ["fp32 (BLAS)", "double-fp16 FABsum-v2 b=256", "fp16 FABsum-v2 b=128",
+                                          "fp16 FABsum-v2 b=512"]
+    assert all(r["device"] in ("", "A100") for r in rows)
+
+
+def test_valero_lara_multiword_reaches_the_high_precision():
+    rows = mw.valero_lara_fig_4([128])
+    sgemm = _one(rows, series="SGEMM")["l2"]
+    assert _one(rows, series="3xTF32")["l2"] < 10 * sgemm < _one(rows, series="1xTF32")["l2"]
+    assert _one(rows, series="SGEMM")["vs_baseline_l2"] == 0.0
+    rows = mw.valero_lara_fig_5([64])
+    dgemm = _one(rows, series="DGEMM")["l2"]
+    assert _one(rows, series="3xTF64")["l2"] < 20 * dgemm
+    assert _one(rows, series="1xTF64")["l2"] > 1e6 * dgemm
+    assert _one(rows, series="4xTF64")["products"] == 4
+
+
+def test_ozaki_reaches_fp64_with_enough_slices_and_moduli():
+    rows = mw.ozaki_slices([32], distributions=("normal(0,1)",), slices=(2, 10), moduli=(4, 18),
+                           devices=("V100", "A100"))
+    fp64 = _one(rows, series="fp64 (BLAS)")["componentwise"]
+    assert _one(rows, series="Ozaki I", slices=10)["componentwise"] <= 4 * fp64
+    assert _one(rows, series="Ozaki II", moduli=18)["componentwise"] <= 4 * fp64
+    assert _one(rows, series="Ozaki I", slices=2)["componentwise"] > 1e6 * fp64
+    unit = _one(rows, series="fp64 unit (A100)")
+    assert "V100" in unit["note"]
+
+
+# --- plots -------------------------------------------------------------------------------------------------
+def test_plots_need_matplotlib_and_say_how_to_get_it(monkeypatch, ci_rows):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match=r"pip install 'blockfma\[plot\]'"):
+        plot.fig_3_1(ci_rows["fig_3_1"])
+
+
+def test_every_figure_plots_to_png(tmp_path, ci_rows):
+    pytest.importorskip("matplotlib", reason=NO_MPL)
+    for name, rows in ci_rows.items():
+        path = tmp_path / f"{name}.png"
+        fig = plot.plot(name, rows, path)
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "simulated here" in fig.get_supxlabel()
+    with pytest.raises(ValueError, match="no rows"):
+        plot.fig_3_1([])
+    with pytest.raises(ValueError, match="unknown figure"):
+        plot.plot("fig_0", [])
+
+
+def test_plots_take_rows_read_back_from_csv(tmp_path, ci_rows):
+    pytest.importorskip("matplotlib", reason=NO_MPL)
+    path = mw.write_csv(ci_rows["fig_4_3"], tmp_path / "fig_4_3.csv")
+    plot.plot("fig_4_3", mw.read_csv(path), tmp_path / "fig_4_3.png")
+    assert (tmp_path / "fig_4_3.png").stat().st_size > 1000
+
+
+# --- the script --------------------------------------------------------------------------------------------
+def _script():
+    spec = importlib.util.spec_from_file_location("reproduce_multiword", ROOT / "scripts" / "reproduce_multiword.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_script_writes_csv_and_progress(tmp_path, capsys):
+    script = _script()
+    assert script.main(["--out", str(tmp_path), "--scale", "ci", "--only", "fig_4_5", "--no-plots"]) == 0
+    err = capsys.readouterr().err
+    assert "fig_4_5" in err and "done: 1 figure(s)" in err
+    rows = mw.read_csv(tmp_path / "fig_4_5.csv")
+    assert [r["series"] for r in rows] == [r["series"] for r in mw.fig_4_5(scale="ci")]
+    assert not (tmp_path / "fig_4_5.png").exists()
+
+
+def test_script_writes_png(tmp_path):
+    pytest.importorskip("matplotlib", reason=NO_MPL)
+    script = _script()
+    out = tmp_path / "out"
+    assert script.main(["--out", str(out), "--scale", "ci", "--only", "valero_lara_fig_5", "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["valero_lara_fig_5.csv", "valero_lara_fig_5.png"]
+
+
+def test_script_without_matplotlib_still_writes_csv(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    script = _script()
+    assert script.main(["--out", str(tmp_path), "--scale", "ci", "--only", "fig_4_5", "--quiet"]) == 0
+    assert "pip install 'blockfma[plot]'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig_4_5.csv"]
