@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,26 +45,11 @@ def _figure(nrows: int, ncols: int, width: float = 5.2, height: float = 4.0) -> 
 
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    from .report import atomic_path
+
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
-        _chmod_default(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def _chmod_default(path: str) -> None:
-    """Give a temporary file (mkstemp makes it 0600) the permissions a plain open() would."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+    return Path(path)
 
 
 def _num(v: Any) -> float:

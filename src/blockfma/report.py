@@ -13,11 +13,13 @@ GPU results) by appending to :func:`sections` without touching the rest.
 
 from __future__ import annotations
 
+import contextlib
 import json as _json
 import math
 import os
+import tempfile
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -333,14 +335,32 @@ def dumps(obj: Any) -> str:
     return _json.dumps(_jsonable(obj), indent=2)
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write :func:`dumps` of ``obj`` to ``path`` atomically (a temporary file, then a rename), so an
-    interrupted run leaves the last complete file."""
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary file beside ``path`` to write; renamed onto ``path`` when the block ends (removed if it
+    raises), with the permissions a plain open() gives, so an interrupted run leaves the last complete
+    file.  The one atomic writer of JSON records, CSV tables and figures."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps(obj) + "\n")
-    os.replace(tmp, path)
-    return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write :func:`dumps` of ``obj`` to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps(obj) + "\n")
+    return Path(path)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -31,7 +31,6 @@ import dataclasses
 import math
 import os
 import re
-import tempfile
 import time
 import warnings
 import zlib
@@ -723,30 +722,15 @@ def _cell(v: Any) -> str:
 def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Write rows as CSV with a header (the core :data:`COLUMNS` first, empty cells for None), atomically:
     a temporary file in the same folder, then renamed over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from ..report import atomic_path
+
     cols = _columns(rows)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(cols)
-            for r in rows:
-                w.writerow([_cell(r.get(c)) for c in cols])
-        _chmod_default(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def _chmod_default(path: str) -> None:
-    """Give a temporary file (mkstemp makes it 0600) the permissions a plain open() would."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([_cell(r.get(c)) for c in cols])
+    return Path(path)
 
 
 def _parse(text: str) -> Any:
