@@ -101,6 +101,11 @@ def _rng(seed: int, *keys: Any) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(words))
 
 
+def _double_fp16_pair(rng: np.random.Generator, dist: str, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Double-fp16 matrices A (m x n) and B (n x m) drawn from ``dist``, A first."""
+    return double_fp16(sample(dist, (m, n), rng)), double_fp16(sample(dist, (n, m), rng))
+
+
 def _uniform01(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return 1.0 - rng.random(shape)  # (0, 1]
 
@@ -296,9 +301,7 @@ def fig_3_1(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
     rn1 = RN1_UNIT.name
     for dist in distributions:
         for n in sizes:
-            rng = _rng(seed, fig, dist, n)
-            A = double_fp16(sample(dist, (m, n), rng))
-            B = double_fp16(sample(dist, (n, m), rng))
+            A, B = _double_fp16_pair(_rng(seed, fig, dist, n), dist, m, n)
             C, ref = _reference(A, B, exact_reference)
             common = dict(distribution=dist, ref=ref, seed=seed, scale=scale, panel=dist)
             runs: list[tuple[str, str, Callable[[], Any], str, int, dict[str, Any]]] = [
@@ -374,9 +377,7 @@ def fig_4_3(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
     rows: list[dict[str, Any]] = []
     for dist in distributions:
         for n in sizes:
-            rng = _rng(seed, fig, dist, n)
-            A = double_fp16(sample(dist, (m, n), rng))
-            B = double_fp16(sample(dist, (n, m), rng))
+            A, B = _double_fp16_pair(_rng(seed, fig, dist, n), dist, m, n)
             C, ref = _reference(A, B, exact_reference)
             block = -(-n // split_k) if split_k > 1 else None
             summ = "fabsum-v1" if block is not None and block < n else None
@@ -417,8 +418,7 @@ def _fabsum_bound(version: int, n: int, b: int, probabilistic: bool = False) -> 
 
 
 def _fabsum_data(fig: str, dist: str, n: int, outer: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = _rng(seed, fig, dist, n, outer)
-    return double_fp16(sample(dist, (outer, n), rng)), double_fp16(sample(dist, (n, outer), rng))
+    return _double_fp16_pair(_rng(seed, fig, dist, n, outer), dist, outer, n)
 
 
 def fig_4_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "small",

@@ -18,7 +18,7 @@ unit and adds the blocks in fp32 (v1) or fp64 (v2) rounding to nearest (Algorith
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -133,7 +133,6 @@ class _Run:
     unit: Model
     backend: str
     calls: int = 0
-    log: list[str] = field(default_factory=list)
 
     def gemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.ndarray:
         """One product on the unit, its C chained in (None: from zero); float64 values of the unit's output."""

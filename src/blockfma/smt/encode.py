@@ -229,11 +229,9 @@ def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: Roundin
     extra = z3.If(tiny, _e(fmt.emin) - lead, _e(0)) if subnormals else _e(0)
     drop = extra + (W - p)
     kept = _resize(_shr(norm, drop), p + 1)
-    rest_mask = _shl(z3.BitVecVal(1, W), drop) - 1  # all ones when drop >= W
-    rest_mask = z3.If(z3.UGE(drop, _e(W)), z3.BitVecVal((1 << W) - 1, W), rest_mask)
-    rest = norm & rest_mask
-    half = z3.If(z3.UGE(drop, _e(W + 1)), z3.BitVecVal(0, W), _shl(z3.BitVecVal(1, W), drop - 1))
-    half_big = z3.UGE(drop, _e(W + 1))  # half is 2**W or more: rest < half
+    rest = norm & (_shl(z3.BitVecVal(1, W), drop) - 1)  # _shl gives 0 for drop >= W: the mask is all ones
+    half = _shl(z3.BitVecVal(1, W), drop - 1)
+    half_big = z3.UGE(drop, _e(W + 1))  # half is 2**W or more (then _shl gave 0): rest < half
     inexact = rest != 0
     above = _and(z3.Not(half_big), z3.UGT(rest, half))
     tie = _and(z3.Not(half_big), rest == half)

@@ -28,7 +28,7 @@ from ..model import Family, Model
 from . import constraints as C
 from . import encode as _enc
 from . import solve as _solve
-from .api import _checked_witness, _frac_text, _pair, _witness_inputs, engine_bits
+from .api import _checked_witness, inputs_for, _frac_text, _pair, _witness_inputs, engine_bits
 
 __all__ = ["Query", "QueryResult", "queries", "get", "run"]
 
@@ -149,7 +149,7 @@ def _exact_multiplication():
     k = 4
 
     def build():
-        v = _enc_inputs(m, k)
+        v = inputs_for(m, k)
         d = z3.BitVec("d", 32)
         N, LSB, _, _, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c)
         form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), _value("fp32", d, LSB, N.size()) == N]
@@ -167,12 +167,6 @@ def _exact_multiplication():
                     f"V100 d = {hex_float(dd)} (exact)"]
         return form, [*v.bits_a, *v.bits_b, v.bits_c, d], finish
     return build
-
-
-def _enc_inputs(m: Model, k: int):
-    from .api import _inputs
-
-    return _inputs(m, k)
 
 
 def _exact_addition():
@@ -252,7 +246,7 @@ def _normalisation():
     k = 4
 
     def build():
-        v = _enc_inputs(unit, k)
+        v = inputs_for(unit, k)
         s = _enc.dot(seq, v.bits_a[:2], v.bits_b[:2], z3.BitVecVal(0, 32))
         one = z3.BitVecVal(_formats.encode("fp32", np.float64(1.0)).item(), 32)
         d_seq = z3.BitVec("d_seq", 32)
@@ -274,20 +268,14 @@ def _normalisation():
     return build
 
 
-def _carry_check(w) -> list[str]:
-    """Which of the two results unlimited carries give (the correct sum, as Valpey et al. saw on hardware)."""
-    a_model = _CARRY_MODELS[w.names[0]]
-    full, _ = engine_bits(a_model.replace(carry_bits=None), w.a, w.b, w.c)
-    agree = [n for n, d in zip(w.names, (w.d_a, w.d_b)) if _f(d) == _f(full)]
-    return [f"with unlimited carries: {hex_float(full)}, as {' and '.join(agree) or 'neither'}"]
-
-
-_CARRY_MODELS: dict[str, Model] = {}
-
-
 def _carry_pair(ma: Model, mb: Model, k: int):
-    _CARRY_MODELS[ma.name] = ma
-    return _pair_query(ma, mb, k, check=_carry_check)
+    """A pair query whose check says which of the two results unlimited carries give (the correct sum, as
+    Valpey et al. saw on hardware)."""
+    def check(w) -> list[str]:
+        full, _ = engine_bits(ma.replace(carry_bits=None), w.a, w.b, w.c)
+        agree = [n for n, d in zip(w.names, (w.d_a, w.d_b)) if _f(d) == _f(full)]
+        return [f"with unlimited carries: {hex_float(full)}, as {' and '.join(agree) or 'neither'}"]
+    return _pair_query(ma, mb, k, check=check)
 
 
 # --- Property 5 --------------------------------------------------------------------------------------------
@@ -301,7 +289,7 @@ def _markidis_ootomo(pinned: bool):
     k = 4
 
     def build():
-        v = _enc_inputs(unit, k)
+        v = inputs_for(unit, k)
         dm, s, doy = z3.BitVec("d_markidis", 32), z3.BitVec("s", 32), z3.BitVec("d_ootomo", 32)
         one = z3.BitVecVal(_formats.encode("fp32", np.float64(1.0)).item(), 32)
         form = [dm == _enc.dot(unit, v.bits_a, v.bits_b, v.bits_c),
