@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,53 @@ def test_preset_reproduces_every_probe_row(target):
 def test_inferred_model_is_the_preset_on_one_instruction(target):
     p = PATHS[target]
     assert disagreements(Model.from_dict(p["model"]), preset(p), p["k"], 3000, seed=2) == 0
+
+
+# --- cuBLAS (torch.baddbmm) with fp16 output: the record keeps the probe's readings, not its rows ---------------
+TORCH_RECORD = RECORD.with_name("h100-torch-order.json.gz")
+TORCH = json.loads(gzip.open(TORCH_RECORD).read())["per_dot_probe"] if TORCH_RECORD.exists() else []
+
+
+def _normal(x):
+    """Readings with hex floats as floats (the record wrote 0x1.0080000000000p+0, today's code 0x1.008p+0)."""
+    if isinstance(x, dict):
+        return {k: _normal(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_normal(v) for v in x]
+    if isinstance(x, str):
+        return re.sub(r"-?0x[0-9a-f.]+p[+-]\d+", lambda h: repr(float.fromhex(h.group(0))), x.lower())
+    return x
+
+
+@pytest.mark.skipif(not TORCH, reason=f"{TORCH_RECORD.name} is absent")
+def test_cublas_preset_reproduces_the_torch_probe_readings():
+    """The H100 'cublas' preset (fp32 accumulation over all of K, the sum stored in fp16, then C added:
+    c_entry='end') gives every one of the 522 feature-test readings that torch.baddbmm gave on the H100, and
+    its first counterexample to the C-after fp16 chain the probe had settled on.  The rows are rebuilt as
+    the probe built them: the structure tests first, then the rest knowing F from the structure stage."""
+    from blockfma.probes import features as feat
+    from blockfma.probes.infer import STAGES
+    from blockfma.probes.inputs import Formats
+
+    rec = TORCH[0]
+    assert rec["formats"].startswith("fp16 -> fp16") and not rec["verified"]
+    m = bf.device("H100").model("fp16", "fp16", "cublas")
+    fm, k = Formats.of("fp16", "fp16", "fp16", "fp16"), rec["k"]
+    F = rec["stages"][0]["chosen"]["fraction_bits"]
+    got = {}
+    for i, stage in enumerate(STAGES):
+        ctx = feat.Context(fm, k, {} if i == 0 else {"F": F})
+        for name in stage.tests:
+            rows = feat.FEATURE_TESTS[name].build(ctx)
+            a, b, c = feat.arrays(rows)
+            got[name] = feat.FEATURE_TESTS[name].read(ctx, rows, bf.dot(a, b, c, model=m))
+    want, got = _normal(rec["readings"]), _normal(got)
+    differ = [(name, key) for name in want for key in want[name] if got[name].get(key) != want[name][key]]
+    assert sum(len(v) for v in want.values()) == 522
+    assert not differ, f"{len(differ)} readings differ, e.g. {differ[0]}: H100 {want[differ[0][0]][differ[0][1]]}, " \
+                       f"preset {got[differ[0][0]][differ[0][1]]}"
+    ce = rec["verification"][-1]["first_counterexample"]
+    d = bf.dot([float.fromhex(x) for x in ce["a"]], [float.fromhex(x) for x in ce["b"]], float.fromhex(ce["c"]),
+               model=m)
+    want_bits = int(re.search(r"\((0x[0-9A-Fa-f]+)\)", ce["target"]).group(1), 16)
+    assert int(np.asarray(d, dtype=np.float16).view(np.uint16)) == want_bits == 0x5452

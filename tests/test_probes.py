@@ -139,6 +139,9 @@ HAND_MADE = {
                                           fraction_bits=24, e_zero=-133, product_exponent="normalized",
                                           output_rounding="rz"),
     "exact family, L=2": Model(Family.EXACT_FUSED, "bf16", "fp32", block_width=2),
+    "fp32 accumulator, C at the end": Model(Family.TRUNCATED_FUSED, "bf16", "bf16", block_width=8, fraction_bits=24,
+                                            e_zero=-133, output_rounding="rz", accumulator_format="fp32",
+                                            c_entry="end"),
 }
 
 

@@ -797,6 +797,31 @@ def test_fp16_output_through_an_fp32_accumulator() -> None:
         Model(Family.EXACT_FUSED, "fp16", "fp32", block_width=4, accumulator_format="fp16")
 
 
+def test_c_at_the_end_after_an_fp32_accumulator_is_stored() -> None:
+    """c_entry="end" (cuBLAS with fp16 D on the H100): every block chains from +0 in the fp32 accumulator,
+    the sum is stored (RNE) into fp16, then C is added in fp16.  (2 - 2^-9)^2 - 4 is -2^-7 + 2^-18, an fp16
+    value; the stored product 4 - 2^-7 + 2^-18 -> 4 - 2^-7 loses the 2^-18, so the result is -2^-7 (as the
+    H100 gave, data/hardware/h100-torch-order.json.gz), where C fused into the block keeps it."""
+    m = Model(Family.TRUNCATED_FUSED, "fp16", "fp16", block_width=16, fraction_bits=25, e_zero=-133,
+              output_rounding=RoundingMode.TowardZero, accumulator_format="fp32", c_entry="end")
+    x = 2 - 2.0**-9
+    assert dot(m, [x], [x], -4.0) == -(2.0**-7)
+    assert dot(m.replace(c_entry="fused"), [x], [x], -4.0) == -(2.0**-7) + 2.0**-18
+    assert m.step_width is None and m.step(20) == 32 and m.step(0) == 1
+    # the whole dot product is one step: 1 + 2^-11 in the first block and 2^-11 in the second sum to
+    # 1 + 2^-10 in fp32 before the store, where C after each block ("after") rounds twice to 1
+    a = [1.0, 2.0**-11] + [0.0] * 14 + [2.0**-11]
+    b = [1.0] * 17
+    assert dot(m, a, b, 0.0) == 1 + 2.0**-10
+    assert dot(m.replace(c_entry="after"), a, b, 0.0) == 1.0
+    # the store keeps the sign of a tiny negative sum (-2^-27 -> -0), and -0 + -0 is -0
+    assert dot_bits(m.replace(rounded_zero="signed", exact_zero="ieee"), [-(2.0**-14)], [2.0**-13], -0.0) == 0x8000
+    with pytest.raises(ValueError, match="instruction_k needs c_entry='after'"):
+        m.replace(instruction_k=16)
+    with pytest.raises(ValueError, match="c_entry='end' has none"):
+        m.replace(product_order="halves")
+
+
 def test_flushed_inputs_keep_their_sign_or_become_plus_zero() -> None:
     """MI250X flushes subnormal inputs and C: four products of -2^-24 (a subnormal fp16) and 1 with C = -0
     give -0 when the flushed zeros keep their sign, +0 with flush_zero="positive" (MMA-Sim's reading)."""

@@ -115,7 +115,11 @@ class Model:
     exponent, blockfma's first reading); they differ when the sum carries out or cancels.
     ``c_entry`` (fused families): ``"fused"``, C is one of the block's terms; ``"after"``, the block sums its
     products from +0 (rounded as above) and C is then added by one IEEE addition rounded to nearest even
-    in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends in such an FADD).
+    in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends in such an FADD); with an
+    ``accumulator_format`` the blocks' sum is stored (rounded to nearest even into the output format) before
+    C is added; ``"end"``, the same once for the whole dot product: every block chains from +0 and C is
+    added after the last (a GEMM library's epilogue, beta·C: cuBLAS with fp16/bf16 outputs on the H100,
+    which sums in fp32, stores the sum in fp16, then adds C in fp16).
     ``b_input_format``: B's format where it differs from A's (``input_format``): fp8 units take e4m3 x e5m2.
     ``accumulator_format``: where the unit computes in a wider format than it stores (AMD MFMA through
     rocWMMA with fp16/bf16 outputs): each block is computed as the model says with this output format, then
@@ -151,7 +155,7 @@ class Model:
     groups: int = 1
     product_exponent: Literal["sum", "normalized"] = "sum"
     late_cut: Literal["leading", "common"] = "leading"
-    c_entry: Literal["fused", "after"] = "fused"
+    c_entry: Literal["fused", "after", "end"] = "fused"
     b_input_format: Format | None = None
     accumulator_format: Format | None = None
     flush_zero: Literal["signed", "positive"] = "signed"
@@ -243,7 +247,8 @@ class Model:
         need(self.overflow in ("ieee", "inf"), "overflow must be 'ieee' or 'inf'")
         need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
         need(self.late_cut in ("leading", "common"), f"late_cut must be 'leading' or 'common', not {self.late_cut!r}")
-        need(self.c_entry in ("fused", "after"), f"c_entry must be 'fused' or 'after', not {self.c_entry!r}")
+        need(self.c_entry in ("fused", "after", "end"),
+             f"c_entry must be 'fused', 'after' or 'end', not {self.c_entry!r}")
         need(self.flush_zero in ("signed", "positive"), f"flush_zero must be 'signed' or 'positive', not "
              f"{self.flush_zero!r}")
         need(self.instruction_k is None or (self.c_entry == "after" and self.block_width is not None
@@ -251,7 +256,9 @@ class Model:
              "instruction_k needs c_entry='after' and a multiple of block_width")
         need(self.product_order in ("natural", "halves"), f"product_order must be 'natural' or 'halves', not "
              f"{self.product_order!r}")
-        need(self.product_order == "natural" or self.step_width % 4 == 0,
+        need(self.product_order == "natural" or self.c_entry != "end",
+             "product_order='halves' orders the products of one instruction; c_entry='end' has none")
+        need(self.product_order == "natural" or (self.step_width is not None and self.step_width % 4 == 0),
              "product_order='halves' needs instructions of a multiple of 4 products")
         up = self.unpack_format
         need(up is None or (_formats.holds(up, self.input_format) and _formats.holds(up, self.b_format)),
@@ -260,7 +267,7 @@ class Model:
         need(acc is None or _formats.holds(acc, self.output_format),
              f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
         need(self.c_entry == "fused" or self.family in _FUSED,
-             "c_entry='after' needs a fused family (truncated-fused, exact-fused, late-c)")
+             f"c_entry={self.c_entry!r} needs a fused family (truncated-fused, exact-fused, late-c)")
         need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
              "product_exponent applies to the truncated-fused family only")
         need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
@@ -276,8 +283,25 @@ class Model:
     @property
     def step_width(self) -> int | None:
         """Products per step of the chain: an instruction (``instruction_k``) where C is added after its
-        blocks, else a block (``block_width``; None: the whole dot product)."""
+        blocks, else a block (``block_width``); None: the whole dot product (``c_entry="end"``, or one
+        exact-fused block)."""
+        if self.c_entry == "end":
+            return None
         return self.instruction_k or self.block_width
+
+    def step(self, k: int) -> int:
+        """Products per step of a dot product of length k: :attr:`step_width`, else the whole dot product,
+        rounded up to whole blocks (a short last block is padded with +0 products)."""
+        if self.step_width is not None:
+            return self.step_width
+        L = self.block_width or max(k, 1)
+        return max(-(-k // L) * L, 1)
+
+    @property
+    def accumulator(self) -> Format:
+        """The format the unit's blocks round into before their results are stored: ``accumulator_format``,
+        else the output format."""
+        return self.accumulator_format or self.output_format
 
     def order(self, n: int) -> list[int]:
         """The order in which one step's n products enter its blocks (``product_order``)."""
@@ -300,7 +324,7 @@ class Model:
         if (self.accumulator_format is None and self.c_entry == "fused" and self.instruction_k is None
                 and self.product_order == "natural"):
             return self
-        return self.replace(output_format=self.accumulator_format or self.output_format, accumulator_format=None,
+        return self.replace(output_format=self.accumulator, accumulator_format=None,
                             c_entry="fused", instruction_k=None, product_order="natural")
 
     @property
@@ -437,7 +461,8 @@ class Model:
         if self.family is Family.LATE_C and self.late_cut != "leading":
             parts.append(f"cut={self.late_cut}")
         if self.c_entry != "fused":
-            parts.append("C-after" if self.instruction_k is None else f"C-after-{self.instruction_k}")
+            parts.append({"end": "C-at-end"}.get(self.c_entry) or
+                         ("C-after" if self.instruction_k is None else f"C-after-{self.instruction_k}"))
         if self.product_order != "natural":
             parts.append(f"order={self.product_order}")
         if self.unpack_format is not None:

@@ -480,8 +480,8 @@ def _bfdot_block(model: Model, a: Sequence[float], b: Sequence[float], c: float)
 
 
 def _A(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
-    """The IEEE addition of C after a block (``c_entry="after"``): TiesToEven into the output format,
-    IEEE zero signs; with ``rounded_zero="positive"`` a zero is +0."""
+    """The IEEE addition of C after the blocks (``c_entry="after"`` or ``"end"``): TiesToEven into the
+    output format, IEEE zero signs; with ``rounded_zero="positive"`` a zero is +0."""
     mode = RoundingMode.TiesToEven
     value = round_exact(model.output_format, x, mode, negative=_zero_is_negative(terms, mode, "ieee"),
                         subnormals=model.subnormals, overflow="ieee")
@@ -521,7 +521,7 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
     model = model.arithmetic_model()  # operands unpacked to a wider format keep their values
     fa, fb = model.input_format, model.b_format
     L = model.block_width or k
-    step = model.step_width or k  # a block, or with instruction_k an instruction of several blocks
+    step = model.step(k)  # a block, an instruction of several blocks, or (c_entry="end") all of them
     block = _BLOCKS[model.family]
     unit = model.block_model()  # one block: C fused, in the accumulator format where there is one
     for start in range(0, k, step):
@@ -532,17 +532,23 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> fl
         b_step = [_flush_input(model, fb, x) for x in b_step] + padding
         order = model.order(step)
         a_step, b_step = [a_step[i] for i in order], [b_step[i] for i in order]
-        if model.c_entry == "after":  # the step's blocks chained from +0, then C added by one IEEE addition
+        if model.c_entry != "fused":  # the step's blocks chained from +0, then C added by one IEEE addition
             s = 0.0
             for j in range(0, step, L):
                 s = block(unit, a_step[j:j + L], b_step[j:j + L], s)
-            d = _ieee_operation(model, _A, [], [s, _flush_input(model, fc, d)])
+            d = _ieee_operation(model, _A, [], [_store(model, s), _flush_input(model, fc, d)])
         else:
-            d = block(unit, a_step, b_step, _flush_input(model, fc, d))
-        if model.accumulator_format is not None:  # the accumulator's result, RNE into the output format
-            d = d if not math.isfinite(d) else round_exact(fc, to_fraction(d), RoundingMode.TiesToEven,
-                                                           negative=is_negative(d), subnormals=model.subnormals)
+            d = _store(model, block(unit, a_step, b_step, _flush_input(model, fc, d)))
     return d
+
+
+def _store(model: Model, d: float) -> float:
+    """A result of the accumulator (``accumulator_format``) rounded to nearest even into the output format;
+    NaN, infinities and the sign of zero kept.  Without an accumulator format, ``d`` itself."""
+    if model.accumulator_format is None or not math.isfinite(d):
+        return d
+    return round_exact(model.output_format, to_fraction(d), RoundingMode.TiesToEven, negative=is_negative(d),
+                       subnormals=model.subnormals)
 
 
 def dot_bits(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> int:

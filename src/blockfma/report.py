@@ -115,7 +115,7 @@ def feature_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str
                     rounding += f"@{f['output_fraction_bits']}b"
                 if f["accumulator"] is not None:
                     rounding = f"{rounding} via {f['accumulator']}, then RNE"
-                family = f["family"] + (", C after" if f["c_entry"] == "after" else "") + (
+                family = f["family"] + ({"after": ", C after", "end": ", C at the end"}.get(f["c_entry"], "")) + (
                     ", common cut" if f["late_cut"] == "common" else "")
                 row = {
                     "device": dev.name, "instruction": ins.name, "pair": f"{inp}->{out}",

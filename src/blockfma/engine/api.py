@@ -286,8 +286,9 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
 
 
 def _blocks(model: Model, k: int) -> list[slice]:
-    """The steps of the chain over k: blocks, or instructions of several blocks (``instruction_k``)."""
-    L = model.step_width or max(k, 1)
+    """The steps of the chain over k: blocks, instructions of several blocks (``instruction_k``), or one
+    step of every block (``c_entry="end"``)."""
+    L = model.step(k)
     return [slice(j, min(j + L, k)) for j in range(0, k, L)]
 
 
@@ -298,8 +299,8 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     d = c
     for sl in _blocks(model, k):
         ab, bb = a[..., sl], b[..., sl]
-        if model.step_width is not None and model.family is not Family.FMA_CHAIN:
-            ab, bb = rules.pad(ab, model.step_width), rules.pad(bb, model.step_width)
+        if model.block_width is not None and model.family is not Family.FMA_CHAIN:
+            ab, bb = rules.pad(ab, model.step(k)), rules.pad(bb, model.step(k))
         d = kernel(model, ab, bb, d)
     return np.asarray(d, dtype=np.float64)
 
@@ -492,12 +493,12 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
             raise _no_fallback(mdl)
         D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
     kernel = block_kernel(mdl)
-    L = mdl.step_width or k
+    L = mdl.step(k)
     rows = max(1, _TILE // max(1, n * L))
     blocks = _blocks(mdl, k)
     for done, sl in enumerate(blocks, 1):
         a_blk, b_blk = A_[:, sl], Bt[:, sl]
-        if mdl.step_width is not None and mdl.family is not Family.FMA_CHAIN:
+        if mdl.block_width is not None and mdl.family is not Family.FMA_CHAIN:
             a_blk, b_blk = rules.pad(a_blk, L), rules.pad(b_blk, L)
         for r in range(0, m, rows):
             rs = slice(r, min(m, r + rows))

@@ -125,9 +125,10 @@ KERNELS = {
 
 
 def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """The numpy engine's kernel for one block of ``model``: its family's; with ``c_entry="after"`` the
-    family's block from +0 followed by the IEEE addition of C (TiesToEven into the output format); with an
-    ``accumulator_format`` the block computed in it, then rounded to nearest even into the output format."""
+    """The numpy engine's kernel for one step of ``model``: its family's block; with an ``accumulator_format``
+    the block computed in it, then rounded to nearest even into the output format (stored); with
+    ``c_entry="after"`` or ``"end"`` the step's blocks from +0, stored, then C added by one IEEE addition
+    (TiesToEven into the output format)."""
     kernel = KERNELS[model.family]
     unit = model.block_model()
     stored = model.accumulator_format is not None
@@ -142,7 +143,8 @@ def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.nd
             s = np.zeros(np.broadcast_shapes(np.shape(c), a.shape[:-1], b.shape[:-1]))
             for j in range(0, a.shape[-1], L):
                 s = kernel(unit, a[..., j:j + L], b[..., j:j + L], s)
-            s = wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
+            s = store(model, s) if stored else s
+            return wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
         return store(model, s) if stored else s
 
     return kernel if unit is model else block

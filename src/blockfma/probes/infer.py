@@ -157,7 +157,7 @@ def domains(f: _inputs.Formats, k: int, m: Model) -> dict[str, list[Any]]:
         "rounded_zero": ["signed", "positive"],
         "subnormals": [True, False],
         "flush_zero": ["signed", "positive"],
-        "c_entry": ["fused", "after"],
+        "c_entry": ["fused", "after", "end"],
     }
     if k % 4 == 0 and k >= 4:
         out["product_order"] = ["natural", "halves"]
@@ -301,10 +301,12 @@ STAGES = (
 )
 
 # tried when no plain candidate fits the structure rows: how products and C enter the blocks
-# (instruction_k=None: C after every block; "k": C after the instruction's last block)
+# (instruction_k=None: C after every block; "k": C after the instruction's last block; c_entry="end" with an
+# fp32 accumulator, for fp16/bf16 outputs only: a GEMM library's epilogue, cuBLAS on the H100)
 STRUCTURE_EXTRAS = ({"product_order": "halves"}, {"unpack_format": "fp16"}, {"c_entry": "after"},
                     {"c_entry": "after", "instruction_k": "k"},
-                    {"unpack_format": "fp16", "product_order": "halves", "c_entry": "after", "instruction_k": "k"})
+                    {"unpack_format": "fp16", "product_order": "halves", "c_entry": "after", "instruction_k": "k"},
+                    {"c_entry": "end", "accumulator_format": "fp32"})
 
 
 @dataclass
@@ -470,6 +472,8 @@ class Search:
             extra = []
             for g in [g for g in generic if g.family is Family.TRUNCATED_FUSED][:1]:
                 for ch in STRUCTURE_EXTRAS:
+                    if "accumulator_format" in ch and self.f.d.precision >= 24:
+                        continue  # an fp32 accumulator stores fp32 outputs unchanged
                     h = _try(g, **{p: (self.k if v == "k" else v) for p, v in ch.items()})
                     if h is not None:
                         extra += grid(h, self.f, self.k, stage.params)

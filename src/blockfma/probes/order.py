@@ -753,7 +753,7 @@ def sim_target(n: int, device: str = "H100", input_format: str = "fp16", output_
 
     mdl = model if model is not None else _device(device).model(input_format, output_format,
                                                                 instruction=instruction)
-    acc = mdl.accumulator_format or mdl.output_format
+    acc = mdl.accumulator
 
     def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return _dot(a, b, np.zeros(a.shape[0]), model=mdl)

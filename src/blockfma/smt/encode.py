@@ -381,7 +381,7 @@ def _P(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[
 
 
 def _A(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
-    """The IEEE addition of C after a block (c_entry="after")."""
+    """The IEEE addition of C after the blocks (c_entry="after" or "end"), into the output format."""
     mode = RoundingMode.TiesToEven
     return _round(model.output_format, N, unit, mode, subnormals=model.subnormals, overflow="ieee",
                   zero_neg=_zero_is_negative(terms, mode, "ieee"), rounded_zero=model.rounded_zero)
@@ -637,7 +637,7 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
     """The bit pattern of d = a·b + c in ``model.output_format`` as the model computes it
     (reference.dot_bits): blocks of L chained, a short last block padded with +0 products, inputs flushed
     when subnormals=False, A and B unpacked where the model says, C added after the blocks with
-    c_entry="after"."""
+    c_entry="after" or "end"."""
     why = unsupported(model)
     if why is not None:
         raise NotImplementedError(f"{model.name or model.family.value}: {why}")
@@ -655,7 +655,7 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
         xs = [_widen(x, arith.input_format) for x in xs]
         ys = [_widen(y, arith.b_format) for y in ys]
     L = model.block_width or k
-    step = model.step_width or k
+    step = model.step(k)
     block = _BLOCKS[model.family]
     unit = arith.block_model()
     pad = _zero(arith.input_format), _zero(arith.b_format)
@@ -666,14 +666,13 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
         yb += [pad[1]] * (step - len(yb))
         order = model.order(step)
         xa, yb = [xa[i] for i in order], [yb[i] for i in order]
-        if model.c_entry == "after":
+        if model.c_entry != "fused":
             s = _zero(unit.c_format)
             for j in range(0, step, L):
                 s = _reformat(block(unit, xa[j:j + L], yb[j:j + L], s), unit.c_format)
-            d = _ieee_operation(model, _A, [], [s, _flush(model, d)], model.output_format)
+            d = _ieee_operation(model, _A, [], [_as_output(model, s), _flush(model, d)], model.output_format)
         else:
-            d = block(unit, xa, yb, _widen(_flush(model, d), unit.c_format))
-        d = _as_output(model, d)
+            d = _as_output(model, block(unit, xa, yb, _widen(_flush(model, d), unit.c_format)))
     return encode_bits(fc, d, model.nan)
 
 

@@ -149,19 +149,19 @@ def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
-    """Models whose blocks end outside the fused kernels, run block by block: c_entry="after" (the block
-    from C = +0, then C added by one IEEE addition, TiesToEven in the output format) and an
-    accumulator_format (the block in it, then rounded to nearest even into the output format); the
+    """Models whose blocks end outside the fused kernels, run block by block: an accumulator_format (the
+    block in it, then rounded to nearest even into the output format: stored) and c_entry="after"/"end"
+    (the blocks from C = +0, stored, then C added by one IEEE addition, TiesToEven in the output format); the
     compiled fused kernel computes each block, numpy the step after it (the numpy engine's own code)."""
     from ..kernels import store
 
     inner = model.block_model()
-    step = model.step_width or max(A.shape[2], 1)
+    step = model.step(A.shape[2])
     L = model.block_width or step
     D = np.asarray(C, dtype=np.float64)
     for j in range(0, A.shape[2], step):
         a, b = A[:, :, j:j + step], B[:, j:j + step, :]
-        if model.c_entry == "after":  # the step's blocks from +0 in product_order, then C
+        if model.c_entry != "fused":  # the step's blocks from +0 in product_order, then C
             if a.shape[2] < step:
                 a = rules.pad(a, step)
                 b = np.swapaxes(rules.pad(np.swapaxes(b, 1, 2), step), 1, 2)
@@ -172,12 +172,13 @@ def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.
                 block = batched(inner, a[:, :, i:i + L], b[:, i:i + L, :], block)
                 if block is None:
                     return None
-            block = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
+            block = block if model.accumulator_format is None else store(model, block)
+            D = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
         else:
             block = batched(inner, a, b, D)
             if block is None:
                 return None
-        D = block if model.accumulator_format is None else store(model, block)
+            D = block if model.accumulator_format is None else store(model, block)
     return D
 
 
