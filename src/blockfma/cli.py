@@ -430,6 +430,12 @@ def cmd_multiword(args: argparse.Namespace) -> str:
         raise _Usage(f"--n and --m must be positive, not {args.n} and {args.m}")
     m = args.m or min(args.n, 256)
     say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    hardware = mw.hardware.is_torch(args.backend)
+    if hardware:
+        try:
+            mw.hardware.torch_device(args.backend)
+        except ImportError as exc:
+            raise _Usage(str(exc)) from None
     rows = []
     for name in names:
         fp64 = name in ("tf64", "fp64", "ozaki1", "ozaki2")
@@ -438,11 +444,13 @@ def cmd_multiword(args: argparse.Namespace) -> str:
         device = args.device if low is None or _MW_DEVICE_FOR.get(low) is None or not args.compare \
             else _MW_DEVICE_FOR[low]
         if say:
-            say(f"{name} on {device if low else '-'}: {m}x{args.n} @ {args.n}x{m} ...")
+            say(f"{name} on {args.backend if hardware else device if low else '-'}: {m}x{args.n} @ {args.n}x{m} ...")
         t0 = time.perf_counter()
-        kw: dict[str, Any] = {}
+        kw: dict[str, Any] = {"backend": args.backend}
         if name not in ("fp32", "fp64", "ozaki1", "ozaki2"):
-            kw = dict(device=device, summation=args.summation, block=args.block, order=args.order)
+            kw.update(summation=args.summation, block=args.block, order=args.order)
+            if not hardware:
+                kw["device"] = device
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", mw.RangeWarning)
             try:
@@ -580,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("method", nargs="?", metavar="METHOD", help="fp16, double-fp16, 3xtf32, ozaki2, ... (or --compare)")
     p.add_argument("--compare", action="store_true", help="every method (bf16 and tf32 ones on the A100 preset)")
     p.add_argument("--device", default="V100", help="the simulated unit's preset (default V100)")
+    p.add_argument("--backend", metavar="NAME",
+                   help="the simulator engine's backend (auto, numpy, numba, cuda; default auto), or torch, "
+                        "torch:cuda, torch:cpu: the word products on real units through torch (--device unused)")
     p.add_argument("--n", type=int, default=1024, help="inner dimension (default 1024)")
     p.add_argument("--m", type=int, help="rows of A and columns of B (default min(n, 256))")
     p.add_argument("--dist", choices=("uniform01", "uniform-half"), default="uniform01",

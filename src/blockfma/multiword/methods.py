@@ -26,6 +26,7 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import RoundingMode
 from ..model import Family, Model
+from . import hardware as _hardware
 from .split import check_operands, split
 
 __all__ = ["Method", "METHODS", "methods", "matmul", "unit_model", "TF64_UNIT"]
@@ -130,15 +131,26 @@ def unit_model(low: str, high: str = "fp32", device: Any = None, model: Model | 
 
 @dataclass
 class _Run:
-    unit: Model
+    unit: Model | None
     backend: str
     calls: int = 0
+    hw: Any = None  # a hardware.TorchUnit for backend="torch"
+
+    @property
+    def name(self) -> str:
+        return self.hw.name if self.hw is not None else self.unit.name
+
+    def extra(self) -> dict[str, Any]:
+        """The hardware unit's device and the seconds spent in its calls (nothing for a simulated unit)."""
+        return {} if self.hw is None else {"hardware": self.hw.info(), "unit_seconds": self.hw.seconds}
 
     def gemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.ndarray:
         """One product on the unit, its C chained in (None: from zero); float64 values of the unit's output."""
         from ..engine import gemm
 
         self.calls += 1
+        if self.hw is not None:
+            return self.hw.gemm(A, B, C, check=False)
         if self.unit == TF64_UNIT:
             return _fma_chain_fp64(A, B, C)
         out = gemm(A, B, C, model=self.unit, check=False, backend=self.backend)
@@ -180,6 +192,11 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     preset's Model for the words' format (default V100 for fp16, ``device="A100"`` for bf16/tf32), or
     ``model``.  Returns a float64 array of values of the method's high format (fp32; fp64 for tf64, Ozaki).
 
+    ``backend``: the simulator engine's ("auto", "numpy", "numba", "cuda", ...), or "torch" ("torch:cuda",
+    "torch:cpu") for real units through torch (:mod:`.hardware`: fp16/bf16/tf32 words with fp32 output,
+    ``torch._int_mm`` for Ozaki, torch's fp32/fp64 matmul for the baselines; no ``device``/``model``; tf64
+    has no such unit).
+
     ``order``: "alg2.1" (i, then j: A1B1, A1B2, A2B1), "cublas" (A2B1, A1B2, A1B1) or explicit 0-based
     (i, j) pairs; ``accumulate``: "outside" or "inside" (see the module docstring); ``summation``:
     "fabsum-v1"/"fabsum-v2" with ``block`` (the leading product in blocks, Algorithm 4.4);
@@ -190,13 +207,28 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     """
     A_, B_ = check_operands(A, B)
     backend = backend or "auto"
-    if method in ("fp32", "fp64"):  # the native baselines: binary32 / binary64 matmul (numpy, BLAS)
+    hw = None
+    if _hardware.is_torch(backend):
+        if device is not None or model is not None:
+            raise ValueError("device= and model= pick a simulated unit; backend='torch' runs on the hardware: "
+                             "leave them out, or use a simulator backend")
+        _hardware.torch_device(backend)  # a clear error for a bad device before any work
+    if method in ("fp32", "fp64"):  # the native baselines: binary32 / binary64 matmul (numpy, BLAS; or torch)
         dt = np.float32 if method == "fp32" else np.float64
+        if _hardware.is_torch(backend):
+            hw = _hardware.TorchUnit(method, backend)
+            C = hw.gemm(A_.astype(dt), B_.astype(dt), check=False)
+            info = {"method": method, "unit": hw.name, "calls": 1, "hardware": hw.info(), "unit_seconds": hw.seconds}
+            return (C, info) if return_info else C
         C = (A_.astype(dt) @ B_.astype(dt)).astype(np.float64)
         return (C, {"method": method, "unit": f"numpy {dt.__name__} matmul", "calls": 1}) if return_info else C
     if method in ("ozaki1", "ozaki2"):
         from . import ozaki
 
+        if _hardware.is_torch(backend):
+            if options.get("unit") is not None:
+                raise ValueError("pass unit= or backend='torch', not both (backend='torch' uses torch._int_mm)")
+            hw = options["unit"] = _hardware.Int8Unit(backend)
         if method == "ozaki1":
             from .bounds import ozaki_slices
 
@@ -207,6 +239,8 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
             C = ozaki.ozaki2(A_, B_, **options)
             detail = f"{len(options['moduli']) if options.get('moduli') else options.get('n_moduli') or 16} moduli"
         info = {"method": method, "unit": f"int8 x int8 -> int32 (exact), {detail}", "calls": None}
+        if hw is not None:
+            info.update(unit=f"{hw.name}, {detail}", calls=hw.calls, hardware=hw.info(), unit_seconds=hw.seconds)
         return (C, info) if return_info else C
     if options:
         raise TypeError(f"matmul() got unexpected arguments {', '.join(options)} for method {method!r}")
@@ -226,7 +260,13 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
         raise ValueError(f"summation must be 'fabsum-v1' or 'fabsum-v2', not {summation!r}")
     if summation and not (isinstance(block, (int, np.integer)) and block >= 1):
         raise ValueError(f"summation={summation!r} needs block= (a positive block size), not {block!r}")
-    run = _Run(unit_model(m.low, m.high, device, model), backend)
+    if _hardware.is_torch(backend):
+        if m.high == "fp64":
+            raise ValueError(f"{m.name} needs a unit with exact fp32 x fp32 products accumulated in fp64, which no "
+                             "GPU has: backend='torch' cannot run it; use the simulator (backend='auto')")
+        run = _Run(None, backend, hw=_hardware.TorchUnit(m.low, backend))
+    else:
+        run = _Run(unit_model(m.low, m.high, device, model), backend)
     rounding = split_rounding or m.split_rounding
     Aw = split(A_, m.low, m.p, scale=m.scale, rounding=rounding, name="A")
     Bw = split(B_, m.low, m.p, scale=m.scale, rounding=rounding, name="B")
@@ -244,7 +284,7 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
                 T = run.gemm(Aw[i], Bw[j], T)
             i, j = products[group[0]]
             C = _fl(high, C + scaled(i, j, T))
-        info = {"method": m.name, "unit": run.unit.name, "calls": run.calls, "products": products}
+        info = {"method": m.name, "unit": run.name, "calls": run.calls, "products": products, **run.extra()}
         return (C, info) if return_info else C
     C = None
     for i, j in products:
@@ -260,8 +300,8 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
             T = scaled(i, j, run.gemm(Aw[i], Bw[j], None))
             C = T if C is None else _fl(high, C + T)
     assert C is not None
-    info = {"method": m.name, "unit": run.unit.name, "calls": run.calls, "products": products,
-            "accumulate": acc, "summation": summation, "block": block}
+    info = {"method": m.name, "unit": run.name, "calls": run.calls, "products": products,
+            "accumulate": acc, "summation": summation, "block": block, **run.extra()}
     return (C, info) if return_info else C
 
 

@@ -1,0 +1,333 @@
+"""Word products on real matrix units through torch: ``matmul(..., backend="torch")``.
+
+``backend="torch"`` runs each word product of a multiword method on the torch device (a CUDA GPU where
+torch sees one, else the CPU); ``"torch:cuda"``, ``"torch:cuda:N"`` and ``"torch:cpu"`` pick it.  The
+words are split on the host as for the simulated units (exact values of the low format) and converted
+exactly to the unit's dtype; the result comes back as float64 values of the unit's output format.
+
+What each word product computes (:meth:`TorchUnit.product`):
+
+* **CUDA, fp16 and bf16 words**: ``torch.mm(a, b, out_dtype=torch.float32)`` (torch 2.8 or later; CUDA
+  only), i.e. cuBLAS with fp16/bf16 operands, CUBLAS_COMPUTE_32F and an fp32 D: the tensor cores' fp32
+  accumulator is written out as it is, never rounded to fp16.  A C chained in (``accumulate="inside"``)
+  goes through ``torch.baddbmm(C[None], a[None], b[None], out_dtype=torch.float32)``: the same cuBLAS call
+  with beta = 1 and an fp32 C.  (``torch.addmm(..., out_dtype=)`` is not used: some torch releases require
+  its C in the operands' dtype, which would round C to fp16.)
+* **CUDA, tf32 words**: fp32 tensors holding tf32 values, ``torch.mm`` / ``torch.addmm`` (beta = 1) with
+  TF32 allowed for the call (cuBLAS's TF32 mode): tf32 tensor cores, fp32 output.
+* **CPU**: torch's CPU kernels have no fp16 or bf16 unit with fp32 output (``out_dtype=`` is CUDA-only,
+  and an fp16 ``torch.mm`` rounds its result to fp16), so the words, exact in binary32, are multiplied by
+  torch's fp32 matmul (``torch.mm`` / ``torch.addmm``, oneDNN's fp32 precision pinned to IEEE): exact
+  products accumulated in binary32 in the CPU BLAS's order.  An fp32 unit, not a tensor core: the CPU path
+  exists to run and test the code without a GPU.
+
+How cuBLAS adds C (beta = 1) is its own: D = alpha * (A B) + beta * C in fp32 in the kernel's epilogue,
+where the simulated NVIDIA units put C into the first block; and cuBLAS picks the summation order (split-K
+included) per shape.  So the hardware's bits need not equal the simulator's; the accuracy is the unit's.
+
+During each call :func:`matmul_flags` disallows reduced-precision reductions (fp16 and bf16 split-K in
+16 bits) and fp16 accumulation, allows TF32 only for tf32 words, and restores every switch afterwards.
+The switches are process-wide, so concurrent torch work in other threads sees them for that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import formats as _formats
+
+__all__ = ["TORCH_HINT", "is_torch", "import_torch", "torch_device", "device_info", "matmul_flags", "TorchUnit",
+           "Int8Unit"]
+
+TORCH_HINT = "pip install 'blockfma[torch]'"
+FORMATS = ("fp16", "bf16", "tf32", "fp32", "fp64")
+"""Word formats a :class:`TorchUnit` takes (fp32 and fp64: the native baselines)."""
+
+
+def is_torch(backend: Any) -> bool:
+    """Whether ``backend`` names the torch hardware backend ("torch", "torch:cpu", "torch:cuda[:N]")."""
+    if not isinstance(backend, str):
+        return False
+    name = backend.strip().lower()
+    return name == "torch" or name.startswith("torch:")
+
+
+def import_torch() -> Any:
+    """The torch module, or an ImportError with the one-line install hint."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(f"backend='torch' needs PyTorch, which is not installed: {TORCH_HINT}") from None
+    return torch
+
+
+def torch_device(backend: str) -> Any:
+    """The torch device ``backend`` names: "torch" is "cuda" where ``torch.cuda.is_available()``, else "cpu";
+    "torch:cpu", "torch:cuda" (the current GPU) and "torch:cuda:N" name one.  ValueError otherwise."""
+    if not is_torch(backend):
+        raise ValueError(f"backend={backend!r} does not name torch; use 'torch', 'torch:cuda' or 'torch:cpu'")
+    torch = import_torch()
+    name = backend.strip().lower()
+    spec = name[len("torch:"):] if name != "torch" else ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(spec)
+    except (RuntimeError, ValueError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"backend={backend!r}: {spec!r} is not a device here; use 'torch', 'torch:cuda[:N]' "
+                         "or 'torch:cpu'")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"backend={backend!r} needs a CUDA GPU, and torch {torch.__version__} sees none "
+                             "(torch.cuda.is_available() is False); use 'torch:cpu' or the simulator")
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"backend={backend!r}: there are {torch.cuda.device_count()} CUDA devices "
+                             f"(0 to {torch.cuda.device_count() - 1})")
+        dev = torch.device("cuda", index)
+    return dev
+
+
+def device_info(device: Any) -> dict[str, Any]:
+    """What the unit runs on: device, name (``torch.cuda.get_device_name`` on CUDA), compute capability,
+    multiprocessors and memory on CUDA, the torch and CUDA versions, torch's CPU threads."""
+    torch = import_torch()
+    dev = torch.device(device)
+    info: dict[str, Any] = {"device": str(dev), "torch": torch.__version__}
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        info.update(name=torch.cuda.get_device_name(dev), compute_capability=f"{props.major}.{props.minor}",
+                    multiprocessors=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 2),
+                    cuda=torch.version.cuda)
+    else:
+        info.update(name=_cpu_name(), threads=torch.get_num_threads())
+    return info
+
+
+def _cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+# --- the switches ------------------------------------------------------------------------------------------
+def _readable(obj: Any, name: str) -> Any:
+    """getattr, or None where this torch has no such switch (old releases)."""
+    try:
+        return getattr(obj, name)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _switches(torch: Any, tf32: bool) -> list[tuple[Callable[[], Any], Callable[[Any], None], Any]]:
+    """(get, set, value for the call) of every switch that decides a matmul's arithmetic in this torch."""
+    out: list[tuple[Callable[[], Any], Callable[[Any], None], Any]] = []
+    get_p = getattr(torch._C, "_get_fp32_precision_getter", None)
+    set_p = getattr(torch._C, "_set_fp32_precision_setter", None)
+    if get_p is not None and set_p is not None:
+        # torch >= 2.9: per-backend fp32 precision.  Reading back gives the inherited value; writing that back
+        # would pin it, so a value equal to the parent's is restored as "none" (inherit).  Touching the legacy
+        # allow_tf32 here instead would make torch refuse later reads (legacy and new APIs mixed).
+        for backend, value in (("cuda", "tf32" if tf32 else "ieee"), ("mkldnn", "ieee")):
+            def get(b: str = backend) -> str:
+                v = get_p(b, "matmul")
+                return "none" if v == get_p(b, "all") else v
+
+            try:
+                get()
+            except RuntimeError:  # a torch without this (backend, op) pair
+                continue
+            out.append((get, lambda v, b=backend: set_p(b, "matmul", v), value))
+    else:  # older torch: the legacy switch (oneDNN's fp32 precision is left as it is)
+        m = torch.backends.cuda.matmul
+        out.append((lambda: m.allow_tf32, lambda v: setattr(m, "allow_tf32", v), tf32))
+    m = torch.backends.cuda.matmul
+    for fmt in ("fp16", "bf16"):
+        name = f"allow_{fmt}_reduced_precision_reduction"
+        if _readable(m, name) is None:
+            continue
+        if _readable(m, name + "_split_k") is not None:  # (reduced precision, split-K) pairs in newer torch
+            def get_pair(n: str = name) -> tuple[bool, bool]:
+                return (getattr(m, n), getattr(m, n + "_split_k"))
+
+            out.append((get_pair, lambda v, n=name: setattr(m, n, v), False))
+        else:
+            out.append((lambda n=name: getattr(m, n), lambda v, n=name: setattr(m, n, v), False))
+    if _readable(m, "allow_fp16_accumulation") is not None:
+        out.append((lambda: m.allow_fp16_accumulation, lambda v: setattr(m, "allow_fp16_accumulation", v), False))
+    return out
+
+
+@contextlib.contextmanager
+def matmul_flags(*, tf32: bool = False) -> Iterator[None]:
+    """For the block: TF32 for fp32 matmuls on CUDA iff ``tf32`` (``torch.backends.cuda.matmul.fp32_precision``
+    where torch has it, else ``allow_tf32``), IEEE fp32 matmuls in oneDNN (CPU), fp16/bf16 reduced-precision
+    reductions and fp16 accumulation off; every switch restored afterwards, also after an exception."""
+    torch = import_torch()
+    saved: list[tuple[Callable[[Any], None], Any]] = []
+    try:
+        for get, put, value in _switches(torch, tf32):
+            saved.append((put, get()))
+            put(value)
+        yield
+    finally:
+        for put, old in reversed(saved):
+            put(old)
+
+
+# --- the units ---------------------------------------------------------------------------------------------
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class TorchUnit:
+    """A matrix unit of the torch device ``backend`` names, for words of ``fmt`` ("fp16", "bf16", "tf32";
+    "fp32"/"fp64" for the native SGEMM/DGEMM baselines).  ``calls`` counts the products, ``seconds`` is the
+    time spent in them (synchronised; operands already on the device, transfers excluded)."""
+
+    def __init__(self, fmt: str, backend: str = "torch") -> None:
+        name = _formats.get(fmt).name if isinstance(fmt, str) and fmt.strip() else fmt
+        if name not in FORMATS:
+            raise ValueError(f"backend='torch' runs fp16, bf16 and tf32 words (and the fp32/fp64 baselines), not "
+                             f"{fmt!r}; use the simulator (backend='auto') for other formats")
+        self.fmt: str = name
+        self.device = torch_device(backend)
+        torch = self._torch = import_torch()
+        cuda = self.device.type == "cuda"
+        if name in ("fp16", "bf16") and cuda:
+            if "dtype" not in torch.ops.aten.mm.overloads() or "dtype" not in torch.ops.aten.baddbmm.overloads():
+                raise ValueError(f"{name} words with fp32 output on the GPU need torch.mm(..., out_dtype="
+                                 f"torch.float32), new in torch 2.8; this is torch {torch.__version__}: "
+                                 "pip install -U 'torch>=2.8'")
+            self.path = "out_dtype"
+            self.dtype = torch.float16 if name == "fp16" else torch.bfloat16
+        elif name == "fp64":
+            self.path, self.dtype = "fp64", torch.float64
+        else:  # tf32 words on CUDA: fp32 tensors read by the TF32 tensor cores; else an fp32 matmul
+            self.path, self.dtype = ("tf32" if name == "tf32" and cuda else "fp32"), torch.float32
+        self.calls = 0
+        self.seconds = 0.0
+        self._info: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """What the unit is, in words: the device and the torch path."""
+        where = f"{self.info()['name']} ({self.device})"
+        if self.path == "out_dtype":
+            return f"{where}: {self.fmt} -> fp32, torch.mm(out_dtype=float32)"
+        if self.path == "tf32":
+            return f"{where}: tf32 -> fp32, TF32 tensor cores"
+        if self.fmt in ("fp16", "bf16", "tf32"):
+            return f"{where}: {self.fmt} words by torch's fp32 matmul"
+        return f"{where}: torch {'fp32 matmul (no TF32)' if self.fmt == 'fp32' else 'fp64 matmul'}"
+
+    def info(self) -> dict[str, Any]:
+        """:func:`device_info` of the unit's device, with the format and the path ("out_dtype", "tf32",
+        "fp32", "fp64")."""
+        if self._info is None:
+            self._info = {**device_info(self.device), "format": self.fmt, "path": self.path}
+        return self._info
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            self._torch.cuda.synchronize(self.device)
+
+    def to_device(self, X: Any, *, check: bool = True, what: str = "A") -> Any:
+        """X (values of the unit's format) as a tensor of the unit's dtype on its device, exactly;
+        ``check=True`` raises a ValueError naming the first value the format does not hold."""
+        x = np.asarray(X, dtype=np.float64)
+        if x.ndim != 2:
+            raise ValueError(f"{what} must be a 2-D matrix; got shape {x.shape}")
+        if check:
+            ok = _formats.is_representable(self.fmt, x) & np.isfinite(x)
+            if not ok.all():
+                idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+                raise ValueError(f"{what}{_formats.index_text(idx)} = {float(x[idx])!r} is not a finite {self.fmt} "
+                                 f"value; round it first with blockfma.formats.round({self.fmt!r}, {what})")
+        host = np.ascontiguousarray(x if self.fmt == "fp64" else x.astype(np.float32))  # exact: checked above
+        t = self._torch.from_numpy(host).to(self.device)
+        return t if t.dtype == self.dtype else t.to(self.dtype)
+
+    def product(self, a: Any, b: Any, c: Any = None) -> Any:
+        """a @ b (+ c, beta = 1) on the unit, tensors on its device: fp32 out (fp64 for the fp64 unit)."""
+        torch = self._torch
+        with matmul_flags(tf32=self.fmt == "tf32"):
+            self._sync()
+            t0 = time.perf_counter()
+            try:
+                if self.path == "out_dtype":
+                    out = (torch.mm(a, b, out_dtype=torch.float32) if c is None else
+                           torch.baddbmm(c[None], a[None], b[None], out_dtype=torch.float32)[0])
+                else:
+                    out = torch.mm(a, b) if c is None else torch.addmm(c, a, b)
+                self._sync()
+            except (RuntimeError, NotImplementedError, TypeError) as exc:
+                raise RuntimeError(f"torch's {self.fmt} matmul on {self.device} failed: {_first_line(exc)}") from None
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
+        return out
+
+    def gemm(self, A: Any, B: Any, C: Any = None, *, check: bool = True) -> np.ndarray:
+        """A @ B (+ C chained into the unit, beta = 1) for float64 arrays of the format's values (C: of fp32,
+        fp64 for the fp64 unit); the result as float64.  ``check=False`` skips the exactness checks (for
+        words made by :func:`.split.split`)."""
+        a, b = self.to_device(A, check=check, what="A"), self.to_device(B, check=check, what="B")
+        if a.shape[1] != b.shape[0]:
+            raise ValueError(f"inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
+        c = None
+        if C is not None:
+            cfmt = "fp64" if self.fmt == "fp64" else "fp32"
+            Cx = np.asarray(C, dtype=np.float64)
+            if Cx.shape != (a.shape[0], b.shape[1]):
+                raise ValueError(f"C has shape {Cx.shape}, but A @ B has shape {(a.shape[0], b.shape[1])}")
+            if check and not (_formats.is_representable(cfmt, Cx) & np.isfinite(Cx)).all():
+                raise ValueError(f"C must hold finite {cfmt} values (the unit's accumulator); round it first")
+            host = np.ascontiguousarray(Cx if cfmt == "fp64" else Cx.astype(np.float32))
+            c = self._torch.from_numpy(host).to(self.device)
+        return self.product(a, b, c).cpu().numpy().astype(np.float64)
+
+
+class Int8Unit:
+    """:func:`.ozaki.torch_unit` on the torch device ``backend`` names (``torch._int_mm``: int8 tensor cores
+    on CUDA), counting its ``calls`` and their ``seconds`` (whole calls: padding and the transfers of the
+    int8 operands and the int32 result included)."""
+
+    def __init__(self, backend: str = "torch") -> None:
+        from .ozaki import torch_unit
+
+        self.device = torch_device(backend)
+        self._unit = torch_unit(str(self.device))
+        self._torch = import_torch()
+        self.calls = 0
+        self.seconds = 0.0
+        self.__name__ = f"torch._int_mm on {self.device}"
+
+    @property
+    def name(self) -> str:
+        return f"{device_info(self.device)['name']} ({self.device}): int8 -> int32, torch._int_mm"
+
+    def info(self) -> dict[str, Any]:
+        return {**device_info(self.device), "format": "int8", "path": "_int_mm"}
+
+    def __call__(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            out = self._unit(A, B)
+        except (RuntimeError, NotImplementedError) as exc:
+            raise RuntimeError(f"torch._int_mm on {self.device} failed: {_first_line(exc)}") from None
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
