@@ -176,6 +176,31 @@ def test_ozaki_reaches_fp64_with_enough_slices_and_moduli():
     assert "V100" in unit["note"]
 
 
+def mw_methods():
+    from blockfma.multiword import methods
+
+    return methods()
+
+
+def test_accuracy_table_every_method_on_each_device_under_its_bound(ci_rows):
+    rows = ci_rows["accuracy_table"]
+    got = {(r["distribution"], r["device"], r["method"]) for r in rows}
+    for dist in ("uniform(0,1]", "uniform(-0.5,0.5]"):
+        for dev in ("A100", "H100"):
+            assert {m for d, v, m in got if (d, v) == (dist, dev)} == set(mw_methods()) - {"mmm"}
+        assert not {m for d, v, m in got if (d, v) == (dist, "V100") and ("bf16" in m or "tf32" in m)}
+        assert (dist, "V100", "double-fp16") in got
+    for r in rows:
+        if r["bound"] is not None:
+            assert r["componentwise"] <= r["bound"], (r["device"], r["method"], r["distribution"])
+    for method in ("tf64", "ozaki1", "ozaki2", "fp64"):  # fp64-level, and the same on every device
+        errs = {r["componentwise"] for r in rows if r["method"] == method and r["distribution"] == "uniform(0,1]"}
+        assert len(errs) == 1 and max(errs) < 1e-14, method
+    h100 = {r["method"]: r["componentwise"] for r in rows if r["device"] == "H100"
+            and r["distribution"] == "uniform(0,1]"}
+    assert h100["double-fp16"] < h100["fp16"] / 100 and h100["3xtf32"] < h100["tf32"] / 100
+
+
 # --- plots -------------------------------------------------------------------------------------------------
 def test_plots_need_matplotlib_and_say_how_to_get_it(monkeypatch, ci_rows):
     monkeypatch.setitem(sys.modules, "matplotlib", None)

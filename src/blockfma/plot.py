@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["HINT", "FIGURES", "plot", "save", "fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
-           "valero_lara_fig_5", "ozaki_slices"]
+           "valero_lara_fig_5", "ozaki_slices", "accuracy_table"]
 
 HINT = "pip install 'blockfma[plot]'"
 Rows = Sequence[dict[str, Any]]
@@ -297,6 +297,38 @@ def ozaki_slices(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
     return _done(fig, path)
 
 
+def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
+    """Every method's componentwise error (log scale), one marker per device and one panel per
+    distribution; the worst-case bound as a dash where there is one; a device without the method's unit
+    has no marker."""
+    _empty(rows, "accuracy_table")
+    dists = _unique(rows, "distribution")
+    methods = _unique(rows, "method")
+    devices = _unique(rows, "device")
+    fig, axes = _figure(1, len(dists), width=7.5)
+    for ax, dist in zip(axes[0], dists):
+        sub = _select(rows, distribution=dist)
+        for j, dev in enumerate(devices):
+            pts = [(i + (j - (len(devices) - 1) / 2) * 0.22, _num(r.get("componentwise")))
+                   for i, m in enumerate(methods) for r in _select(sub, method=m, device=dev)]
+            pts = [(x, y) for x, y in pts if not math.isnan(y) and y > 0]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="", marker=_MARKERS[j], markersize=5,
+                    label=dev)
+        bounds = [(i, _num(r.get("bound"))) for i, m in enumerate(methods) for r in _select(sub, method=m)]
+        bounds = sorted({(x, y) for x, y in bounds if not math.isnan(y) and y > 0})
+        ax.plot([x for x, _ in bounds], [y for _, y in bounds], linestyle="", marker="_", markersize=14,
+                color="#555555", label="worst-case bound")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(methods)), [str(m) for m in methods], rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel("componentwise error")
+        ax.set_title(dist, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+        _legend(ax)
+    _note(fig, "Every method on the presets' units (fp16: each device; bf16, tf32: where the device has them)",
+          rows, "the seeds' distributions; fp64-level methods on fp64 matrices against the exact product")
+    return _done(fig, path)
+
+
 # ---------------------------------------------------------------------------------------------- dispatch
 
 def _done(fig: Any, path: str | os.PathLike[str] | None) -> Any:
@@ -313,6 +345,7 @@ FIGURES: dict[str, Callable[..., Any]] = {
     "valero_lara_fig_4": valero_lara_fig_4,
     "valero_lara_fig_5": valero_lara_fig_5,
     "ozaki_slices": ozaki_slices,
+    "accuracy_table": accuracy_table,
 }
 """The plotting function of each figure of :data:`blockfma.experiments.multiword.FIGURES`."""
 

@@ -9,6 +9,8 @@
   :func:`valero_lara_fig_5` (TF64 against DGEMM).
 * :func:`ozaki_slices`: Ozaki scheme I against the slice count and scheme II against the number of moduli,
   with native fp64 and the presets' fp64 matrix units as reference lines (no seed figure).
+* :func:`accuracy_table`: every method on the V100, A100 and H100 presets' units, on both seed
+  distributions (the table issue 11's closing note asks for).
 
 Every function returns a list of rows (dicts, one per point) with the same core columns (:data:`COLUMNS`),
 takes ``sizes=``, ``seed=`` and ``scale=`` ("ci": seconds, "small": a few minutes on two cores, "paper": as
@@ -66,6 +68,7 @@ __all__ = [
     "valero_lara_fig_4",
     "valero_lara_fig_5",
     "ozaki_slices",
+    "accuracy_table",
     "run",
     "write_csv",
     "read_csv",
@@ -682,6 +685,73 @@ def ozaki_slices(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: st
     return rows
 
 
+# ------------------------------------------------------------------------------------ accuracy table
+
+_SIZES_TABLE = {"ci": (64,), "small": (1024,), "paper": (4096,)}
+_OUTER_TABLE = {"ci": 16, "small": 64, "paper": 256}
+_DEVICE_FREE = ("tf64", "ozaki1", "ozaki2", "fp32", "fp64")  # their unit does not depend on the device
+
+
+def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "small",
+                   devices: Sequence[str] = ("V100", "A100", "H100"),
+                   distributions: Sequence[str] = ("uniform(0,1]", "uniform(-0.5,0.5]"), outer: int | None = None,
+                   progress: Progress = None) -> list[dict[str, Any]]:
+    """Every method of :func:`blockfma.multiword.methods` (but "mmm") on each device's preset units, for
+    A (outer x n) and B (n x outer) fp32 matrices from the seeds' two distributions (fp64 matrices for the
+    fp64-level methods: tf64, Ozaki, fp64).  A method whose word format the device has no unit for (the
+    V100 has no bf16 or tf32) gives no row.  tf64, Ozaki (exact int8 units) and
+    the fp32/fp64 baselines do not depend on the device: they are computed once per distribution and
+    repeated on each device's rows.  Reference: exact for the fp64-level methods; for the others exact
+    while outer^2 n <= 2**20, else float64 BLAS (see ``reference`` column)."""
+    from ..multiword import methods as _methods
+
+    sizes = tuple(_pick(sizes, _SIZES_TABLE, scale))
+    q = int(_pick(outer, _OUTER_TABLE, scale))
+    fig = "accuracy_table"
+    names = [x for x in _methods() if x != "mmm"]
+    rows: list[dict[str, Any]] = []
+    for dist in distributions:
+        for n in sizes:
+            rng = _rng(seed, fig, dist, n)
+            A64, B64 = sample(dist, (q, n), rng), sample(dist, (n, q), rng)
+            A32, B32 = (X.astype(np.float32).astype(np.float64) for X in (A64, B64))
+            refs = {False: _reference(A32, B32, "auto"), True: _reference(A64, B64, True)}
+            once: dict[str, dict[str, Any]] = {}
+            for dev in devices:
+                for name in names:
+                    fp64 = name in ("tf64", "ozaki1", "ozaki2", "fp64")
+                    A, B = (A64, B64) if fp64 else (A32, B32)
+                    C, ref = refs[fp64]
+                    common = dict(distribution=dist, ref=ref, seed=seed, scale=scale, panel=dist, device=dev)
+                    if name in once:
+                        rows.append({**once[name], "device": dev})
+                        continue
+                    kw: dict[str, Any] = {} if name in _DEVICE_FREE else {"device": dev}
+                    try:
+                        res = _timed(lambda: matmul(A, B, method=name, return_info=True, **kw))
+                    except ValueError as exc:  # the device has no unit for these words: no row
+                        if "unit" not in str(exc):
+                            raise
+                        _say(progress, f"{fig} {dist} n={n} {dev} {name}: {str(exc).split(' (')[0]}")
+                        continue
+                    prod = len(_methods_products(name)) or 1
+                    row = _row(fig, name, name, A=A, B=B, res=res, C_ref=C, products=prod,
+                               bound=_bound(name, n), bound_probabilistic=_bound(name, n, probabilistic=True),
+                               **common)
+                    rows.append(row)
+                    if name in _DEVICE_FREE:
+                        once[name] = row
+                    _say(progress, f"{fig} {dist} n={n} {dev} {name}: {row['componentwise']:.3g} "
+                                   f"({res.seconds:.2f} s)")
+    return rows
+
+
+def _methods_products(name: str) -> tuple[tuple[int, int], ...]:
+    from ..multiword.methods import METHODS
+
+    return METHODS[name].products if name in METHODS else ()
+
+
 # ---------------------------------------------------------------------------------------- registry, CSV
 
 FIGURES: dict[str, Callable[..., list[dict[str, Any]]]] = {
@@ -692,6 +762,7 @@ FIGURES: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "valero_lara_fig_4": valero_lara_fig_4,
     "valero_lara_fig_5": valero_lara_fig_5,
     "ozaki_slices": ozaki_slices,
+    "accuracy_table": accuracy_table,
 }
 """Every figure's row function, by name."""
 
