@@ -1,6 +1,6 @@
-"""The probe suite on this GPU: infer every mma.sync path's Model through ``blockfma.probe`` and hold it to
-the preset, then the same for ``torch`` (cuBLAS).  One JSON file per target kind, written atomically after
-every path, so an interrupted run keeps what it finished.
+"""The probe suite on this GPU: infer every mma.sync path's Model (and, on an H100, every wgmma path's)
+through ``blockfma.probe`` and hold it to the preset, then the same for ``torch`` (cuBLAS).  One JSON file
+per target kind, written atomically after every path, so an interrupted run keeps what it finished.
 
     python scripts/probe_hardware.py --out data/hardware --verify 1000000 --budget 480
 
@@ -31,7 +31,9 @@ def preset_for(dev: str | None, path_name: str, fa: str, fb: str, fd: str, k: in
         return None
     d = bf.device(dev)
     inp = fa if fa == fb else (fa, fb)
-    for ins in [i.name for i in d.instructions if i.name.endswith(f"k{k}.fp8")] + ["mma", None]:
+    first = ["wgmma"] if path_name.startswith("wgmma") else [i.name for i in d.instructions
+                                                              if i.name.endswith(f"k{k}.fp8")]
+    for ins in first + ["mma", None]:
         try:
             return d.model(inp, fd, ins) if ins else d.model(inp, fd)
         except ValueError:
@@ -57,9 +59,11 @@ def main() -> int:
     from blockfma.probes import cuda
 
     cc = 90 if args.simulate else cuda.compute_capability()
-    paths = [p for p in cuda.PATHS.values() if p.sm <= cc and (not args.only or re.search(args.only, p.name))]
-    doc = {"what": "blockfma.probe on this GPU's mma.sync paths (own kernels), each inferred model held to the "
-                   "preset", "metadata": meta, "preset_device": dev, "verify_rows": args.verify, "paths": []}
+    every = list(cuda.PATHS.values()) + list(cuda.WGMMA_PATHS.values())
+    paths = [p for p in every if p.runs_on(cc) and (not args.only or re.search(args.only, p.name))]
+    doc = {"what": "blockfma.probe on this GPU's mma.sync and wgmma paths (own kernels), each inferred model "
+                   "held to the preset", "metadata": meta, "preset_device": dev, "verify_rows": args.verify,
+           "paths": []}
     for i, p in enumerate(paths):
         if time.time() - t0 > args.budget * 0.8:
             say(f"budget: stopping before {p.name}")

@@ -1,10 +1,21 @@
-"""Real tensor-core instructions on tiles of our own: ``mma.sync`` through CuPy (NVRTC), many tiles a launch.
+"""Real tensor-core instructions on tiles of our own: ``mma.sync`` through CuPy (NVRTC) and Hopper's
+``wgmma`` (nvcc, sm_90a), many tiles a launch.
 
 Each :class:`MmaPath` is one PTX ``mma.sync.aligned`` variant.  A launch runs one tile per warp: warp ``t``
 computes ``D[t] = A[t] @ B[t] + C[t]`` with one instruction, after loading every register of its fragments
 from the places the PTX ISA ("Matrix fragments for mma.m16n8k*") gives for its lane (``groupID = lane >> 2``,
 ``threadID_in_group = lane % 4``).  The fragment maps are plain Python (:func:`fragment_map`), so they can be
 checked without a GPU: every element of A, B and C lands in exactly one register slot of one lane.
+
+Each :class:`WgmmaPath` is one ``wgmma.mma_async.sync.aligned.m64nNkK`` variant: one warpgroup (128 threads,
+one block) a tile.  A (64 x K) and B (stored N x K) go to shared memory in the PTX ISA's canonical K-major
+layout without swizzling (:func:`smem_offset`: core matrices of 8 rows x 16 bytes, :data:`WGMMA_LBO` bytes
+apart along K and :data:`WGMMA_SBO` along M or N) and are read through 64-bit matrix descriptors
+(:func:`wgmma_descriptor`); C is loaded into the accumulator registers where :func:`accumulator_map` puts
+it, and the instruction computes D = A B + D.  (The same layout facts, rows of 32 bytes in two core matrices
+along K, are what the peer harness mmasim-kernels uses on the H100; this code is our own.)  wgmma is an
+sm_90a feature, so its kernels are compiled with nvcc ``-arch=sm_90a`` and run on compute capability 9.0
+only.
 
 Values travel as bit patterns (no conversion on the GPU can round them); results come back in the output
 format's numpy dtype, to be compared bit for bit with :func:`blockfma.dot`.
@@ -25,7 +36,8 @@ import numpy as np
 
 from .. import formats as _formats
 
-__all__ = ["MmaPath", "PATHS", "path", "fragment_map", "available", "run", "kernel_source", "sass"]
+__all__ = ["MmaPath", "PATHS", "WgmmaPath", "WGMMA_PATHS", "path", "fragment_map", "smem_offset",
+           "wgmma_descriptor", "accumulator_map", "available", "run", "kernel_source", "sass"]
 
 WARPS_PER_BLOCK = 4
 
@@ -57,6 +69,47 @@ class MmaPath:
         d, a, b, c = self.ptx_types
         return f"mma.sync.aligned.m{self.m}n{self.n}k{self.k}.row.col.{d}.{a}.{b}.{c}"
 
+    def runs_on(self, cc: int) -> bool:
+        """Whether a GPU of compute capability ``cc`` (x10) has this instruction."""
+        return cc >= self.sm
+
+
+@dataclass(frozen=True)
+class WgmmaPath:
+    """One ``wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype`` instruction (Hopper, sm_90a): a
+    warpgroup computes D (64 x N) = A (64 x K) @ B (K x N) + C, A and B from shared memory, C and D in the
+    accumulator registers (C in the output format)."""
+
+    n: int
+    k: int
+    a_format: str
+    b_format: str
+    d_format: str
+    m: int = 64
+    sm: int = 90
+
+    @property
+    def c_format(self) -> str:
+        return self.d_format
+
+    @property
+    def ptx_types(self) -> tuple[str, str, str]:
+        return tuple(_PTX_TYPE[f] for f in (self.d_format, self.a_format, self.b_format))
+
+    @property
+    def name(self) -> str:
+        d, a, b = self.ptx_types
+        return f"wgmma.m64n{self.n}k{self.k}.{d}.{a}.{b}"
+
+    @property
+    def ptx(self) -> str:
+        d, a, b = self.ptx_types
+        return f"wgmma.mma_async.sync.aligned.m64n{self.n}k{self.k}.{d}.{a}.{b}"
+
+    def runs_on(self, cc: int) -> bool:
+        """sm_90a code runs on compute capability 9.0 only (arch-specific features do not carry forward)."""
+        return cc == 90
+
 
 _PTX_TYPE = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "fp32": "f32", "fp64": "f64", "e4m3fn": "e4m3",
              "e5m2": "e5m2"}
@@ -84,16 +137,36 @@ def _paths() -> dict[str, MmaPath]:
 
 PATHS: dict[str, MmaPath] = _paths()
 
+WGMMA_N = 64  # columns of D per tile: 64 independent dot products on its diagonal, 32 fp32 registers a thread
 
-def path(name: str | MmaPath) -> MmaPath:
-    """Look up a path by its name (``"mma.m16n8k16.f32.f16.f16.f32"``, the ``mma.sync.aligned...`` form
-    also works)."""
-    if isinstance(name, MmaPath):
+
+def _wgmma_paths() -> dict[str, WgmmaPath]:
+    ps = [WgmmaPath(WGMMA_N, 16, "fp16", "fp16", "fp32"), WgmmaPath(WGMMA_N, 16, "fp16", "fp16", "fp16"),
+          WgmmaPath(WGMMA_N, 16, "bf16", "bf16", "fp32"), WgmmaPath(WGMMA_N, 8, "tf32", "tf32", "fp32")]
+    for out in ("fp32", "fp16"):
+        for fa in ("e4m3fn", "e5m2"):
+            for fb in ("e4m3fn", "e5m2"):
+                ps.append(WgmmaPath(WGMMA_N, 32, fa, fb, out))
+    return {p.name: p for p in ps}
+
+
+WGMMA_PATHS: dict[str, WgmmaPath] = _wgmma_paths()
+
+Path = MmaPath | WgmmaPath
+
+
+def path(name: str | Path) -> Path:
+    """Look up a path by its name (``"mma.m16n8k16.f32.f16.f16.f32"``, ``"wgmma.m64n64k16.f32.f16.f16"``;
+    the ``mma.sync.aligned...`` and ``wgmma.mma_async.sync.aligned...`` forms also work)."""
+    if isinstance(name, (MmaPath, WgmmaPath)):
         return name
     key = name.replace("mma.sync.aligned.", "mma.").replace(".row.col", "")
-    if key not in PATHS:
-        raise ValueError(f"unknown mma path {name!r}; known: {', '.join(PATHS)}")
-    return PATHS[key]
+    key = key.replace("wgmma.mma_async.sync.aligned.", "wgmma.")
+    if key in PATHS:
+        return PATHS[key]
+    if key in WGMMA_PATHS:
+        return WGMMA_PATHS[key]
+    raise ValueError(f"unknown mma path {name!r}; known: {', '.join(list(PATHS) + list(WGMMA_PATHS))}")
 
 
 # --- fragment maps (PTX ISA, "Matrix fragments for mma.m16n8k*") ------------------------------------------
@@ -150,6 +223,127 @@ def _offsets(p: MmaPath, operand: str) -> np.ndarray:
     return r * p.n + c
 
 
+# --- wgmma: shared-memory layout, descriptors, accumulator fragments (PTX ISA, "Asynchronous Warpgroup Level
+# Matrix Multiply-Accumulate": canonical layouts, matrix descriptor, register fragments of D) ------------------
+WGMMA_ROW_BYTES = 32  # one row of A (or of B stored N x K) holds K values: 16 fp16/bf16, 8 tf32, 32 fp8
+WGMMA_CORE = (8, 16)  # a core matrix: 8 rows of 16 bytes, 128 contiguous bytes
+WGMMA_LBO = 128  # leading-dimension byte offset: from a core matrix to the next along K
+WGMMA_SBO = 256  # stride-dimension byte offset: from a core matrix to the next along M (or N)
+
+
+def smem_offset(row: Any, byte: Any) -> Any:
+    """Where byte ``byte`` (0..31) of row ``row`` of an operand (A: 64 x K; B: N x K) goes in shared memory:
+    the canonical K-major layout without swizzling, core matrices of 8 rows x 16 bytes, the two core
+    matrices of a row group WGMMA_LBO bytes apart along K and row groups WGMMA_SBO bytes apart."""
+    row, byte = np.asarray(row), np.asarray(byte)
+    return (row // 8) * WGMMA_SBO + (byte // 16) * WGMMA_LBO + (row % 8) * 16 + byte % 16
+
+
+def wgmma_descriptor(address: int, lbo: int = WGMMA_LBO, sbo: int = WGMMA_SBO, swizzle: int = 0) -> int:
+    """The 64-bit shared-memory matrix descriptor: bits 0-13 the start address, 16-29 the leading and 32-45
+    the stride byte offsets (each in units of 16 bytes), 49-51 the base offset (0: canonical layouts), 62-63
+    the swizzle mode (0: none)."""
+    for what, v in (("address", address), ("lbo", lbo), ("sbo", sbo)):
+        if v % 16 or not 0 <= v >> 4 < 1 << 14:
+            raise ValueError(f"{what} {v} must be a multiple of 16 below 2**18")
+    return (address >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (swizzle << 62)
+
+
+def descriptor_address(desc: int, row: Any, byte: Any) -> Any:
+    """The shared-memory address a descriptor gives to byte ``byte`` of row ``row`` (no swizzle): start +
+    (row // 8) SBO + (byte // 16) LBO + (row % 8) 16 + byte % 16, the PTX ISA's canonical K-major layout.
+    :func:`smem_offset` must agree with it for the descriptors the kernels pass."""
+    start, lbo, sbo = (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4
+    if desc >> 62:
+        raise ValueError("only descriptors without swizzling are read here")
+    row, byte = np.asarray(row), np.asarray(byte)
+    return start + (row // 8) * sbo + (byte // 16) * lbo + (row % 8) * 16 + byte % 16
+
+
+def accumulator_map(p: WgmmaPath) -> np.ndarray:
+    """(128, registers, elements per register, 2): for each thread of the warpgroup, register and packed
+    element of the accumulator, the (row, column) of D it holds.  Warp w holds rows 16w..16w+15; in each
+    8-column group, lane l holds row l // 4 (and + 8) and columns 2 (l % 4) and 2 (l % 4) + 1.  fp32: N / 2
+    registers, i-th: row + 8 ((i // 2) % 2), column 8 (i // 4) + 2 (l % 4) + i % 2.  fp16: N / 4 registers
+    of two halves (the lower column in the low half), i-th: row + 8 (i % 2), columns from 8 (i // 2)."""
+    out = []
+    for tid in range(128):
+        w, lane = tid // 32, tid % 32
+        row0, col0 = 16 * w + lane // 4, 2 * (lane % 4)
+        if p.d_format == "fp32":
+            regs = [[(row0 + 8 * ((i // 2) % 2), 8 * (i // 4) + col0 + i % 2)] for i in range(p.n // 2)]
+        else:
+            regs = [[(row0 + 8 * (i % 2), 8 * (i // 2) + col0 + e) for e in range(2)] for i in range(p.n // 4)]
+        out.append(regs)
+    return np.array(out, dtype=np.int64)
+
+
+def wgmma_kernel_source(p: WgmmaPath) -> str:
+    """CUDA C++ of one wgmma kernel: a block (one warpgroup) a tile; A and B bytes into shared memory as
+    :func:`smem_offset` places them, C into the accumulator as :func:`accumulator_map` says, one wgmma
+    (D = A B + D), D back the same way.  Compile for sm_90a."""
+    p = path(p)
+    if not isinstance(p, WgmmaPath):
+        raise ValueError(f"{p.name} is not a wgmma path")
+    f32 = p.d_format == "fp32"
+    nregs = p.n // 2 if f32 else p.n // 4
+    ctype = "unsigned int" if f32 else "unsigned short"
+    name = _kernel_name(p)
+    b_bytes = p.n * WGMMA_ROW_BYTES
+    lines = [
+        f"extern \"C\" __global__ void __launch_bounds__(128) {name}(const unsigned char* A, const unsigned char* B,",
+        f"    const {ctype}* C, {ctype}* D, const int* offC) {{",
+        f"  __shared__ __align__(128) unsigned char sa[{64 * WGMMA_ROW_BYTES}];",
+        f"  __shared__ __align__(128) unsigned char sb[{b_bytes}];",
+        "  const unsigned int tid = threadIdx.x;",
+        "  const long long t = blockIdx.x;",
+        f"  const unsigned char* a = A + t * {64 * WGMMA_ROW_BYTES}LL;",
+        f"  const unsigned char* b = B + t * {b_bytes}LL;",
+        f"  const {ctype}* c = C + t * {64 * p.n}LL;",
+        f"  {ctype}* d = D + t * {64 * p.n}LL;",
+        "  // rows of 32 bytes -> core matrices of 8 rows x 16 bytes (smem_offset)",
+        f"  for (unsigned int i = tid; i < {64 * WGMMA_ROW_BYTES}u; i += 128u) {{",
+        "    unsigned int r = i >> 5, y = i & 31u;",
+        f"    sa[(r >> 3) * {WGMMA_SBO}u + (y >> 4) * {WGMMA_LBO}u + (r & 7u) * 16u + (y & 15u)] = a[i];",
+        "  }",
+        f"  for (unsigned int i = tid; i < {b_bytes}u; i += 128u) {{",
+        "    unsigned int r = i >> 5, y = i & 31u;",
+        f"    sb[(r >> 3) * {WGMMA_SBO}u + (y >> 4) * {WGMMA_LBO}u + (r & 7u) * 16u + (y & 15u)] = b[i];",
+        "  }",
+        f"  {'float' if f32 else 'unsigned int'} acc[{nregs}];",
+    ]
+    for r in range(nregs):
+        if f32:
+            lines.append(f"  acc[{r}] = __uint_as_float(c[offC[tid * {nregs} + {r}]]);")
+        else:
+            lines.append(f"  acc[{r}] = (unsigned int)c[offC[(tid * {nregs} + {r}) * 2]]"
+                         f" | ((unsigned int)c[offC[(tid * {nregs} + {r}) * 2 + 1]] << 16);")
+    fields = f"({WGMMA_LBO >> 4}ull << 16) | ({WGMMA_SBO >> 4}ull << 32)"
+    lines += [
+        f"  unsigned long long da = (((unsigned long long)__cvta_generic_to_shared(sa) & 0x3FFFFull) >> 4) | {fields};",
+        f"  unsigned long long db = (((unsigned long long)__cvta_generic_to_shared(sb) & 0x3FFFFull) >> 4) | {fields};",
+        '  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+        "  __syncthreads();",
+        '  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',
+    ]
+    regs = ", ".join(f"%{i}" for i in range(nregs))
+    trans = ", 0, 0" if p.a_format in ("fp16", "bf16") else ""  # imm-trans-a, -b: K-major A and B
+    body = (f"{{\\n .reg .pred p;\\n setp.ne.b32 p, %{nregs + 2}, 0;\\n "
+            f"{p.ptx} {{{regs}}}, %{nregs}, %{nregs + 1}, p, 1, 1{trans};\\n}}")
+    outs = ", ".join(f'"+{"f" if f32 else "r"}"(acc[{i}])' for i in range(nregs))
+    lines.append(f'  asm volatile("{body}" : {outs} : "l"(da), "l"(db), "r"(1) : "memory");')
+    lines += ['  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',
+              '  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");']
+    for r in range(nregs):
+        if f32:
+            lines.append(f"  d[offC[tid * {nregs} + {r}]] = __float_as_uint(acc[{r}]);")
+        else:
+            for e in range(2):
+                lines.append(f"  d[offC[(tid * {nregs} + {r}) * 2 + {e}]] = (unsigned short)(acc[{r}] >> {16 * e});")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 # --- kernel source ------------------------------------------------------------------------------------------
 _CTYPE = {8: "unsigned char", 16: "unsigned short", 32: "unsigned int", 64: "unsigned long long"}
 
@@ -158,9 +352,12 @@ def _kernel_name(p: MmaPath) -> str:
     return "k_" + p.name.replace(".", "_")
 
 
-def kernel_source(p: MmaPath) -> str:
-    """CUDA C++ of one kernel: one warp a tile, fragments loaded by offset tables, one mma.sync."""
+def kernel_source(p: str | Path) -> str:
+    """CUDA C++ of one kernel: for mma.sync one warp a tile, fragments loaded by offset tables, one
+    instruction; for wgmma :func:`wgmma_kernel_source`."""
     p = path(p)
+    if isinstance(p, WgmmaPath):
+        return wgmma_kernel_source(p)
     fa, fb, fc = _offsets(p, "a"), _offsets(p, "b"), _offsets(p, "c")
     ba, bb, bc = _bits(p.a_format), _bits(p.b_format), _bits(p.c_format)
     na, nb, nc = fa.shape[1], fb.shape[1], fc.shape[1]
@@ -248,13 +445,55 @@ def compute_capability() -> int:
 
 
 @lru_cache(maxsize=None)
-def _compiled(name: str, arch: int) -> tuple[Any, tuple[Any, Any, Any]]:
+def _compiled(name: str, arch: int) -> tuple[Any, tuple[Any, ...]]:
     cp = _cupy()
-    p = PATHS[name]
+    p = path(name)
+    if isinstance(p, WgmmaPath):  # sm_90a: CuPy's NVRTC call names the plain sm_90, so nvcc builds the cubin
+        mod = cp.RawModule(path=_nvcc_cubin(kernel_source(p), "sm_90a"))
+        acc = accumulator_map(p)
+        offsets = (acc[..., 0] * p.n + acc[..., 1]).ravel().astype(np.int32)  # into the tile's D, row-major
+        return mod.get_function(_kernel_name(p)), (cp.asarray(offsets),)
     mod = cp.RawModule(code=kernel_source(p), options=("-std=c++17",))  # CuPy targets this GPU's sm
     fn = mod.get_function(_kernel_name(p))
     tables = tuple(cp.asarray(_offsets(p, op).ravel().astype(np.int32)) for op in ("a", "b", "c"))
     return fn, tables
+
+
+def _nvcc(source: str, arch: str, out: str, flag: str) -> None:
+    """nvcc ``flag`` (-cubin) of ``source`` for ``arch`` into the file ``out``; the compiler's message on
+    failure."""
+    import os
+    import subprocess
+
+    src = out.rsplit(".", 1)[0] + ".cu"
+    with open(src, "w") as fh:
+        fh.write(source)
+    try:
+        subprocess.run(["nvcc", flag, f"-arch={arch}", "-o", out, src], check=True, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise RuntimeError(f"compiling for {arch} needs nvcc (the CUDA toolkit) on the PATH") from None
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"nvcc -arch={arch} failed:\n{exc.stderr.strip()}") from None
+    finally:
+        if os.path.exists(src):
+            os.remove(src)
+
+
+_BUILD: list[Any] = []  # the temporary folder of this process's cubins (removed at exit)
+
+
+def _nvcc_cubin(source: str, arch: str) -> str:
+    """A cubin of ``source`` for ``arch`` in a folder that lives as long as the process."""
+    import hashlib
+    import os
+    import tempfile
+
+    if not _BUILD:
+        _BUILD.append(tempfile.TemporaryDirectory(prefix="blockfma-cuda-"))
+    out = os.path.join(_BUILD[0].name, hashlib.sha1(source.encode()).hexdigest()[:16] + ".cubin")
+    if not os.path.exists(out):
+        _nvcc(source, arch, out, "-cubin")
+    return out
 
 
 def _codes(fmt: str, x: np.ndarray, what: str) -> np.ndarray:
@@ -271,8 +510,8 @@ def _codes(fmt: str, x: np.ndarray, what: str) -> np.ndarray:
     return codes.astype({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[f.bits])
 
 
-def run(p: str | MmaPath, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarray:
-    """D = A @ B + C on the GPU's tensor cores, one ``mma.sync`` per tile.
+def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarray:
+    """D = A @ B + C on the GPU's tensor cores, one ``mma.sync`` (or one ``wgmma``) per tile.
 
     ``A``: (T, M, K), ``B``: (T, K, N), ``C``: (T, M, N) values of the path's formats (float64 or any float
     dtype; tf32 operands may be any binary32 values: the unit decides how to read them).  With ``raw=True``
@@ -282,8 +521,9 @@ def run(p: str | MmaPath, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.nd
     p = path(p)
     cp = _cupy()
     arch = compute_capability()
-    if arch < p.sm:
-        raise ValueError(f"{p.name} needs sm_{p.sm} or later; this GPU is sm_{arch}")
+    if not p.runs_on(arch):
+        need = "sm_90a, i.e. compute capability 9.0 exactly" if isinstance(p, WgmmaPath) else f"sm_{p.sm} or later"
+        raise ValueError(f"{p.name} needs {need}; this GPU is sm_{arch}")
     A = np.asarray(A)
     B = np.asarray(B)
     C = np.asarray(C)
@@ -298,6 +538,13 @@ def run(p: str | MmaPath, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.nd
         ca = _codes(p.a_format, A, "A")
         cb = _codes(p.b_format, np.swapaxes(B, 1, 2), "B")
         cc = _codes(p.c_format, C, "C")
+    if isinstance(p, WgmmaPath):  # one block (a warpgroup) a tile; A and B as bytes, rows of 32 bytes
+        fn, (tc,) = _compiled(p.name, arch)
+        dA, dB, dC = (cp.asarray(np.ascontiguousarray(x)) for x in (ca, cb, cc))
+        dD = cp.zeros_like(dC)
+        if T:
+            fn((T,), (128,), (dA, dB, dC, dD, tc))
+        return cp.asnumpy(dD).view(_formats.get(p.d_format).dtype)
     fn, (ta, tb, tc) = _compiled(p.name, arch)
     pad = (-T) % WARPS_PER_BLOCK
     def dev(x: np.ndarray) -> Any:
@@ -314,19 +561,16 @@ def run(p: str | MmaPath, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.nd
     return out.view(dtype)
 
 
-def sass(p: str | MmaPath, arch: int | None = None) -> str:
+def sass(p: str | Path, arch: int | None = None) -> str:
     """The SASS of a path's kernel (nvcc -cubin, then cuobjdump -sass), to check which instruction runs
-    (HMMA, DMMA, QMMA/HMMA for fp8...).  Needs nvcc and cuobjdump on the PATH."""
+    (HMMA, DMMA, QMMA/HMMA for fp8, HGMMA/QGMMA for wgmma...).  Needs nvcc and cuobjdump on the PATH."""
     import os
     import subprocess
     import tempfile
 
     p = path(p)
-    arch = arch or compute_capability()
+    target = "sm_90a" if isinstance(p, WgmmaPath) else f"sm_{arch or compute_capability()}"
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "k.cu")
         cubin = os.path.join(tmp, "k.cubin")
-        with open(src, "w") as fh:
-            fh.write(kernel_source(p))
-        subprocess.run(["nvcc", "-cubin", f"-arch=sm_{arch}", "-o", cubin, src], check=True, capture_output=True)
+        _nvcc(kernel_source(p), target, cubin, "-cubin")
         return subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout

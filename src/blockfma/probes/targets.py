@@ -157,7 +157,8 @@ class CallableTarget(Target):
 
 
 class CudaTarget(Target):
-    """One ``mma.sync`` instruction on this GPU, through :mod:`blockfma.probes.cuda` (CuPy, NVRTC)."""
+    """One ``mma.sync`` or ``wgmma`` instruction on this GPU, through :mod:`blockfma.probes.cuda` (CuPy;
+    NVRTC, and nvcc for wgmma's sm_90a)."""
 
     CHUNK = 1 << 18
 
@@ -175,8 +176,9 @@ class CudaTarget(Target):
             raise TargetError("target 'cuda' needs an NVIDIA GPU and CuPy: pip install 'blockfma[cuda]' "
                               "(cupy-cuda12x or cupy-cuda13x), and a working driver")
         cc = cuda.compute_capability()
-        if cc < p.sm:
-            raise TargetError(f"{p.name} needs compute capability {p.sm / 10:.1f} or later; this GPU has {cc / 10:.1f}")
+        if not p.runs_on(cc):
+            need = "9.0 exactly (sm_90a)" if p.name.startswith("wgmma") else f"{p.sm / 10:.1f} or later"
+            raise TargetError(f"{p.name} needs compute capability {need}; this GPU has {cc / 10:.1f}")
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         p = self.path
@@ -340,7 +342,8 @@ def default_k(model: Model) -> int:
 def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *, k: int | None = None,
            instruction: str | None = None, c_format: Any = None, **options: Any) -> Target:
     """A :class:`Target` from ``spec``: a Target, a Model, ``"sim:DEVICE[:INSTRUCTION]"``, a callable (needs
-    ``k``), ``"cuda[:INSTRUCTION]"`` or ``"torch[:DEVICE]"`` (``options``: ``allow_tf32``,
+    ``k``), ``"cuda[:INSTRUCTION]"`` (an mma.sync or wgmma path name, or "mma"/"wgmma": that kind's path
+    for the formats) or ``"torch[:DEVICE]"`` (``options``: ``allow_tf32``,
     ``reduced_precision_reduction``)."""
     if isinstance(spec, Target):
         return spec
@@ -372,8 +375,8 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
         from . import cuda
 
         name = rest or instruction
-        if not name:
-            name = _cuda_path(cuda, input_format, output_format, k)
+        if not name or name in ("mma", "wgmma"):
+            name = _cuda_path(cuda, input_format, output_format, k, name or "mma")
         return CudaTarget(name)
     if kind == "torch":
         dev = rest or "cuda"
@@ -385,14 +388,18 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
     raise ValueError(f"unknown probe target {spec!r}: use 'sim:DEVICE', 'cuda', 'torch', a Model or a callable")
 
 
-def _cuda_path(cuda: Any, input_format: Any, output_format: Any, k: int | None) -> str:
+def _cuda_path(cuda: Any, input_format: Any, output_format: Any, k: int | None, kind: str = "mma") -> str:
+    """The name of the ``kind`` ("mma": mma.sync, "wgmma") path for these formats (and k), the longest k
+    where several fit."""
     fa, _, fb = (input_format if isinstance(input_format, str) else "*".join(input_format)).partition("*")
     fa, fb = _formats.get(fa).name, _formats.get(fb or fa).name
     d = _formats.get(output_format).name
-    found = [p for p in cuda.PATHS.values() if (p.a_format, p.b_format, p.d_format) == (fa, fb, d)
+    paths = cuda.WGMMA_PATHS if kind == "wgmma" else cuda.PATHS
+    found = [p for p in paths.values() if (p.a_format, p.b_format, p.d_format) == (fa, fb, d)
              and (k is None or p.k == k)]
     if not found:
-        have = sorted({f"{p.a_format}*{p.b_format}->{p.d_format} k={p.k}" for p in cuda.PATHS.values()})
-        raise TargetError(f"no mma.sync path for {fa}*{fb} -> {d}" + (f" with k={k}" if k else "") +
+        have = sorted({f"{p.a_format}*{p.b_format}->{p.d_format} k={p.k}" for p in paths.values()})
+        what = "wgmma" if kind == "wgmma" else "mma.sync"
+        raise TargetError(f"no {what} path for {fa}*{fb} -> {d}" + (f" with k={k}" if k else "") +
                           f"; the cuda target has: {', '.join(have)}")
     return max(found, key=lambda p: p.k).name
