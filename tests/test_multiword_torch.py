@@ -257,11 +257,17 @@ def test_cli_multiword_runs_on_torch(capsys):
 
 
 # --- the benchmark -----------------------------------------------------------------------------------------
-@needs_torch
-def test_benchmark_script_writes_its_record(tmp_path, capsys):
+def _bench():
+    """benchmarks/bench_multiword_gpu.py as a module (it is a script, not part of the package)."""
     spec = importlib.util.spec_from_file_location("bench_multiword_gpu", ROOT / "benchmarks" / "bench_multiword_gpu.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+@needs_torch
+def test_benchmark_script_writes_its_record(tmp_path, capsys):
+    bench = _bench()
     out = tmp_path / "speed.json"
     assert bench.main(["--n", "32", "--repeat", "1", "--backend", CPU, "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -331,9 +337,7 @@ def test_cuda_ozaki_equals_the_exact_unit(method):
 @pytest.mark.gpu
 @needs_cuda
 def test_cuda_benchmark_runs(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("bench_multiword_gpu", ROOT / "benchmarks" / "bench_multiword_gpu.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     out = tmp_path / "speed.json"
     assert bench.main(["--n", "256", "--repeat", "1", "--methods", "fp16,3xtf32,ozaki2", "--out", str(out)]) == 0
     record = json.loads(out.read_text())

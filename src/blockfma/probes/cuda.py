@@ -334,14 +334,20 @@ def wgmma_kernel_source(p: WgmmaPath) -> str:
     lines.append(f'  asm volatile("{body}" : {outs} : "l"(da), "l"(db), "r"(1) : "memory");')
     lines += ['  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',
               '  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");']
-    for r in range(nregs):
-        if f32:
-            lines.append(f"  d[offC[tid * {nregs} + {r}]] = __float_as_uint(acc[{r}]);")
-        else:
-            for e in range(2):
-                lines.append(f"  d[offC[(tid * {nregs} + {r}) * 2 + {e}]] = (unsigned short)(acc[{r}] >> {16 * e});")
+    lines += _store_d("acc", "tid", nregs, 32 if f32 else 16)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _store_d(reg: str, who: str, n: int, bits: int) -> list[str]:
+    """C++ lines that write registers ``reg[0..n)`` of thread ``who`` to D at the offset table's places
+    (``offC``): a double or a float by its bits, or two 16-bit halves a register, the low one first."""
+    if bits == 64:
+        return [f"  d[offC[{who} * {n} + {r}]] = __double_as_longlong({reg}[{r}]);" for r in range(n)]
+    if bits == 32:
+        return [f"  d[offC[{who} * {n} + {r}]] = __float_as_uint({reg}[{r}]);" for r in range(n)]
+    return [f"  d[offC[({who} * {n} + {r}) * 2 + {e}]] = (unsigned short)({reg}[{r}] >> {16 * e});"
+            for r in range(n) for e in range(2)]
 
 
 # --- kernel source ------------------------------------------------------------------------------------------
@@ -408,14 +414,7 @@ def kernel_source(p: str | Path) -> str:
     ins = ", ".join([f'"{cons_a}"(ra[{i}])' for i in range(na)] + [f'"{cons_a}"(rb[{i}])' for i in range(nb)]
                     + [f'"{cons}"(fc[{i}])' for i in range(nc)])
     lines.append(f'  asm volatile("{p.ptx} {gd}, {ga}, {gb}, {gc};" : {outs} : {ins});')
-    for r in range(nc):
-        if bc == 64:
-            lines.append(f"  d[offC[lane * {nc} + {r}]] = __double_as_longlong(fd[{r}]);")
-        elif bc == 32:
-            lines.append(f"  d[offC[lane * {nc} + {r}]] = __float_as_uint(fd[{r}]);")
-        else:
-            for e in range(2):
-                lines.append(f"  d[offC[(lane * {nc} + {r}) * 2 + {e}]] = (unsigned short)(fd[{r}] >> {16 * e});")
+    lines += _store_d("fd", "lane", nc, bc)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
