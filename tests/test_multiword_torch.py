@@ -18,6 +18,7 @@ import pytest
 from blockfma import cli
 from blockfma import multiword as mw
 from blockfma.multiword import hardware as hw
+from blockfma.torch_switches import readable
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
@@ -67,7 +68,7 @@ def _switch_state():
     for name in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
                  "allow_fp16_reduced_precision_reduction_split_k", "allow_bf16_reduced_precision_reduction_split_k",
                  "allow_fp16_accumulation"):
-        state[name] = hw._readable(m, name)
+        state[name] = readable(m, name)
     return state
 
 

@@ -35,12 +35,13 @@ from __future__ import annotations
 import contextlib
 import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import formats as _formats
+from ..torch_switches import matmul_switches
 
 __all__ = ["TORCH_HINT", "is_torch", "import_torch", "torch_device", "device_info", "matmul_flags", "TorchUnit",
            "Int8Unit"]
@@ -123,68 +124,14 @@ def _cpu_name() -> str:
 
 
 # --- the switches ------------------------------------------------------------------------------------------
-def _readable(obj: Any, name: str) -> Any:
-    """getattr, or None where this torch has no such switch (old releases)."""
-    try:
-        return getattr(obj, name)
-    except (AttributeError, RuntimeError):
-        return None
-
-
-def _switches(torch: Any, tf32: bool) -> list[tuple[Callable[[], Any], Callable[[Any], None], Any]]:
-    """(get, set, value for the call) of every switch that decides a matmul's arithmetic in this torch."""
-    out: list[tuple[Callable[[], Any], Callable[[Any], None], Any]] = []
-    get_p = getattr(torch._C, "_get_fp32_precision_getter", None)
-    set_p = getattr(torch._C, "_set_fp32_precision_setter", None)
-    if get_p is not None and set_p is not None:
-        # torch >= 2.9: per-backend fp32 precision.  Reading back gives the inherited value; writing that back
-        # would pin it, so a value equal to the parent's is restored as "none" (inherit).  Touching the legacy
-        # allow_tf32 here instead would make torch refuse later reads (legacy and new APIs mixed).
-        for backend, value in (("cuda", "tf32" if tf32 else "ieee"), ("mkldnn", "ieee")):
-            def get(b: str = backend) -> str:
-                v = get_p(b, "matmul")
-                return "none" if v == get_p(b, "all") else v
-
-            try:
-                get()
-            except RuntimeError:  # a torch without this (backend, op) pair
-                continue
-            out.append((get, lambda v, b=backend: set_p(b, "matmul", v), value))
-    else:  # older torch: the legacy switch (oneDNN's fp32 precision is left as it is)
-        m = torch.backends.cuda.matmul
-        out.append((lambda: m.allow_tf32, lambda v: setattr(m, "allow_tf32", v), tf32))
-    m = torch.backends.cuda.matmul
-    for fmt in ("fp16", "bf16"):
-        name = f"allow_{fmt}_reduced_precision_reduction"
-        if _readable(m, name) is None:
-            continue
-        if _readable(m, name + "_split_k") is not None:  # (reduced precision, split-K) pairs in newer torch
-            def get_pair(n: str = name) -> tuple[bool, bool]:
-                return (getattr(m, n), getattr(m, n + "_split_k"))
-
-            out.append((get_pair, lambda v, n=name: setattr(m, n, v), False))
-        else:
-            out.append((lambda n=name: getattr(m, n), lambda v, n=name: setattr(m, n, v), False))
-    if _readable(m, "allow_fp16_accumulation") is not None:
-        out.append((lambda: m.allow_fp16_accumulation, lambda v: setattr(m, "allow_fp16_accumulation", v), False))
-    return out
-
-
 @contextlib.contextmanager
 def matmul_flags(*, tf32: bool = False) -> Iterator[None]:
     """For the block: TF32 for fp32 matmuls on CUDA iff ``tf32`` (``torch.backends.cuda.matmul.fp32_precision``
     where torch has it, else ``allow_tf32``), IEEE fp32 matmuls in oneDNN (CPU), fp16/bf16 reduced-precision
-    reductions and fp16 accumulation off; every switch restored afterwards, also after an exception."""
-    torch = import_torch()
-    saved: list[tuple[Callable[[Any], None], Any]] = []
-    try:
-        for get, put, value in _switches(torch, tf32):
-            saved.append((put, get()))
-            put(value)
+    reductions and fp16 accumulation off; every switch restored afterwards, also after an exception
+    (:func:`blockfma.torch_switches.matmul_switches`)."""
+    with matmul_switches(import_torch(), tf32=tf32, reduced=False, fp16_accumulation=False):
         yield
-    finally:
-        for put, old in reversed(saved):
-            put(old)
 
 
 # --- the units ---------------------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ K and shapes.  The page ``docs/probes-order.md`` explains the choices and lists 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import re
@@ -690,20 +689,6 @@ def _torch() -> Any:
     return torch
 
 
-@contextlib.contextmanager
-def _torch_flags(torch: Any, settings: dict[str, bool]) -> Iterator[None]:
-    """Set torch.backends.cuda.matmul flags for the duration of one call, then restore them."""
-    flags = torch.backends.cuda.matmul
-    saved = {k: getattr(flags, k) for k in settings}
-    try:
-        for k, v in settings.items():
-            setattr(flags, k, v)
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(flags, k, v)
-
-
 def torch_matmul_target(n: int, dtype: Literal["fp16", "bf16", "fp32"] = "fp32", device: str = "cpu", *,
                         allow_reduced_precision_reduction: bool | None = None, allow_tf32: bool | None = None,
                         m: int = 64, n_cols: int = 64, column: int = 0) -> SumTarget:
@@ -724,18 +709,22 @@ def torch_matmul_target(n: int, dtype: Literal["fp16", "bf16", "fp32"] = "fp32",
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {device!r}: torch sees no CUDA GPU (torch {torch.__version__}, "
                            f"CUDA build {torch.version.cuda}); use device='cpu' or a CUDA build of torch on a GPU")
+    from ..torch_switches import matmul_switches, tf32_enabled
+
     settings: dict[str, bool] = {}
     if allow_reduced_precision_reduction is not None and dtype != "fp32":
         settings[f"allow_{dtype}_reduced_precision_reduction"] = bool(allow_reduced_precision_reduction)
     if allow_tf32 is not None and dtype == "fp32":
         settings["allow_tf32"] = bool(allow_tf32)
     tf32 = dtype == "fp32" and str(device).startswith("cuda") and (
-        allow_tf32 if allow_tf32 is not None else bool(torch.backends.cuda.matmul.allow_tf32))
+        allow_tf32 if allow_tf32 is not None else tf32_enabled(torch))
+    switches = {"tf32": settings.get("allow_tf32"),
+                "reduced": settings.get(f"allow_{dtype}_reduced_precision_reduction")}  # None: torch's own
 
     def matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         At = torch.from_numpy(A).to(device=device, dtype=tdtype)
         Bt = torch.from_numpy(B).to(device=device, dtype=tdtype)
-        with _torch_flags(torch, settings):
+        with matmul_switches(torch, **switches):
             C = torch.matmul(At, Bt)
         return C.to(torch.float64).cpu().numpy()
 

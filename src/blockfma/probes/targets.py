@@ -217,13 +217,16 @@ class CudaTarget(Target):
 
 class TorchTarget(Target):
     """``torch.baddbmm`` (cuBLAS on a GPU) on batches of 16 x k x 16 GEMMs, one dot product per diagonal
-    element; D in the inputs' dtype (fp16, bf16 or fp32), as ``torch.matmul`` gives it."""
+    element; D in the inputs' dtype (fp16, bf16 or fp32), as ``torch.matmul`` gives it, or fp32 from fp16
+    or bf16 inputs (``out_dtype=torch.float32``: cuBLAS writing its fp32 accumulator, CUDA and torch 2.8 or
+    later), the path of ``blockfma.multiword``'s ``backend="torch"``.  The matmul switches (TF32, reduced-
+    precision reductions; fp16 accumulation off) are set for each call (:mod:`blockfma.torch_switches`)."""
 
     TILE = 16
     DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
     def __init__(self, input_format: str, k: int, device: str = "cuda", allow_tf32: bool = False,
-                 reduced_precision_reduction: bool = False):
+                 reduced_precision_reduction: bool = False, output_format: Any = None):
         super().__init__()
         try:
             import torch
@@ -232,17 +235,31 @@ class TorchTarget(Target):
         fmt = _formats.get(input_format)
         if fmt.name not in self.DTYPES:
             raise TargetError(f"target 'torch' takes fp16, bf16 or fp32 inputs, not {fmt.name}")
+        out = fmt if output_format is None else _formats.get(output_format)
+        if out != fmt and not (out.name == "fp32" and fmt.name in ("fp16", "bf16")):
+            raise TargetError(f"target 'torch' returns D in the input format ({fmt.name}), or fp32 from fp16 or "
+                              f"bf16 inputs; not {out.name}")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise TargetError("target 'torch:cuda' needs a GPU that torch sees (torch.cuda.is_available() is False); "
                               "use 'torch:cpu' for the CPU path")
+        self.out_dtype = None
+        if out != fmt:
+            if not device.startswith("cuda"):
+                raise TargetError(f"target 'torch' with {fmt.name} inputs and fp32 output needs CUDA: torch's CPU "
+                                  "kernels have no out_dtype path; use 'torch:cuda' on a GPU")
+            if "dtype" not in torch.ops.aten.baddbmm.overloads():
+                raise TargetError(f"{fmt.name} inputs with fp32 output need torch.baddbmm(..., out_dtype=...), new in "
+                                  f"torch 2.8; this is torch {torch.__version__}: pip install -U 'torch>=2.8'")
+            self.out_dtype = torch.float32
         self.torch = torch
         self.device = device
         self.k = int(k)
         self.allow_tf32 = allow_tf32
         self.reduced = reduced_precision_reduction
         self.dtype = getattr(torch, self.DTYPES[fmt.name])
-        self.formats = Formats.of(fmt, fmt, fmt, fmt)
-        flags = (",tf32" if allow_tf32 else "") + (",reduced" if reduced_precision_reduction else "")
+        self.formats = Formats.of(fmt, fmt, out, out)
+        flags = (",tf32" if allow_tf32 else "") + (",reduced" if reduced_precision_reduction else "") + \
+            (",fp32-out" if out != fmt else "")
         self.name = f"torch:{device}{flags}"
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -256,23 +273,22 @@ class TorchTarget(Target):
         A[t, i, :] = a
         B[t, :, i] = b
         C[t, i, i] = c
-        be = torch.backends.cuda.matmul
-        saved = (be.allow_tf32, be.allow_fp16_reduced_precision_reduction, be.allow_bf16_reduced_precision_reduction)
-        try:
-            be.allow_tf32 = self.allow_tf32
-            be.allow_fp16_reduced_precision_reduction = self.reduced
-            be.allow_bf16_reduced_precision_reduction = self.reduced
-            as_t = lambda x: torch.from_numpy(x).to(self.device).to(self.dtype)  # noqa: E731 - exact casts
-            D = torch.baddbmm(as_t(C), as_t(A), as_t(B))
-        finally:
-            be.allow_tf32, be.allow_fp16_reduced_precision_reduction, be.allow_bf16_reduced_precision_reduction = saved
+        from ..torch_switches import matmul_switches
+
+        with matmul_switches(torch, tf32=self.allow_tf32, reduced=self.reduced, fp16_accumulation=False):
+            as_t = lambda x, dt=self.dtype: torch.from_numpy(x).to(self.device).to(dt)  # noqa: E731 - exact casts
+            if self.out_dtype is None:
+                D = torch.baddbmm(as_t(C), as_t(A), as_t(B))
+            else:  # C in fp32: cuBLAS with an fp32 C and D
+                D = torch.baddbmm(as_t(C, torch.float32), as_t(A), as_t(B), out_dtype=self.out_dtype)
         d = D[torch.from_numpy(t).to(self.device), torch.from_numpy(i).to(self.device),
               torch.from_numpy(i).to(self.device)]
         return _formats.to_numpy(self.formats.d, d.float().cpu().numpy().astype(np.float64), check=False)
 
     def metadata(self) -> dict[str, Any]:
         torch = self.torch
-        meta = {**super().metadata(), "torch": torch.__version__, "call": "torch.baddbmm, 16 x k x 16 tiles",
+        call = "torch.baddbmm, 16 x k x 16 tiles" + (", out_dtype=torch.float32" if self.out_dtype else "")
+        meta = {**super().metadata(), "torch": torch.__version__, "call": call,
                 "allow_tf32": self.allow_tf32, "reduced_precision_reduction": self.reduced}
         if self.device.startswith("cuda"):
             meta.update(gpu_metadata())
@@ -380,11 +396,12 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
         return CudaTarget(name)
     if kind == "torch":
         dev = rest or "cuda"
+        fin = _formats.get(input_format if isinstance(input_format, str) else input_format[0])
         out = _formats.get(output_format)
-        if out != _formats.get(input_format if isinstance(input_format, str) else input_format[0]):
-            raise ValueError(f"target 'torch' returns D in the input format ({input_format}); ask for "
-                             f"output_format={input_format!r}, not {out.name!r}")
-        return TorchTarget(input_format, k or 64, dev, **options)
+        if out != fin and not (out.name == "fp32" and fin.name in ("fp16", "bf16")):
+            raise ValueError(f"target 'torch' returns D in the input format ({fin.name}), or fp32 from fp16 or bf16 "
+                             f"inputs; ask for output_format={fin.name!r}, not {out.name!r}")
+        return TorchTarget(input_format, k or 64, dev, output_format=out, **options)
     raise ValueError(f"unknown probe target {spec!r}: use 'sim:DEVICE', 'cuda', 'torch', a Model or a callable")
 
 
