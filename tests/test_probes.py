@@ -126,6 +126,26 @@ def test_presets_recovered_without_priors(device, pair):
     assert f.calls <= 12
 
 
+def test_feature_rows_keep_the_sign_of_zero_whatever_was_asked_first():
+    """+0 and -0 compare equal, so a cache keyed on the value once answered for -0 what it had found for +0:
+    -0 went into rows of formats that have none (an e4m3fnuz target refused them) and a -0 product came
+    back as +0 (the zero-sign tests then never showed -0).  Asked in either order, each keeps its sign."""
+    fnuz, fp16 = Formats.of("e4m3fnuz", "e4m3fnuz", "fp32", "fp32"), Formats.of("fp16", "fp16", "fp32", "fp32")
+    for f in (fnuz, fp16):
+        assert features._holds(f.a, 0.0) and features._product(f, 0.0) == (0.0, 1.0)
+    assert not features._holds(fnuz.a, -0.0) and features._product(fnuz, -0.0) is None
+    a, _ = features._product(fp16, -0.0)
+    assert a == 0 and np.signbit(a)
+    for fmts in (("e4m3fnuz", "e4m3fnuz", "fp32", "fp32"), ("e5m2fnuz", "e4m3fnuz", "fp32", "fp32")):
+        f = Formats.of(*fmts)
+        ctx = features.Context(f, 16, {"F": 24})
+        rows = [r for t in features.FEATURE_TESTS.values() for r in t.build(ctx)]
+        A, B, _ = features.arrays(rows)
+        assert not np.any((A == 0) & np.signbit(A)) and not np.any((B == 0) & np.signbit(B)), fmts
+    rows = features.FEATURE_TESTS["zeros"].build(features.Context(fp16, 8, {}))
+    assert any(np.signbit(x) and x == 0 for r in rows for x in r.a)
+
+
 HAND_MADE = {
     "odd F, RNE, high e_zero": Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=19,
                                      e_zero=-40, output_rounding="rne"),

@@ -103,23 +103,34 @@ class Builder:
         return True
 
 
-@lru_cache(maxsize=1 << 16)
 def _holds(fmt: Format, x: float) -> bool:
-    """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`, cached: the
-    builders ask about the same powers of two over and over); a NaN always, -0 only where the format has
-    a negative zero (a builder must not place one where the unit cannot receive it)."""
+    """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`); a NaN
+    always, -0 only where the format has a negative zero (a builder must not place one where the unit cannot
+    receive it).  Zeros and NaNs are answered here, not from the cache: a cache key does not tell -0 from +0
+    (they compare equal), so a cached +0 once answered for -0 and put -0 into fnuz rows."""
     if math.isnan(x):
         return True
-    if x == 0 and math.copysign(1.0, x) < 0 and not fmt.has_negative_zero:
-        return False
+    if x == 0:
+        return math.copysign(1.0, x) > 0 or fmt.has_negative_zero
+    return _holds_nonzero(fmt, x)
+
+
+@lru_cache(maxsize=1 << 16)
+def _holds_nonzero(fmt: Format, x: float) -> bool:
+    """:func:`_holds` for a nonzero float, cached: the builders ask about the same powers of two over and over."""
     return bool(_formats.is_representable(fmt, np.float64(x)))
 
 
-@lru_cache(maxsize=65536)
 def _product(f: Formats, value: float) -> tuple[float, float] | None:
-    """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible."""
+    """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible.  A zero (of
+    either sign) or a non-finite value is value * 1, answered outside the cache (see :func:`_holds`)."""
     if value == 0 or not math.isfinite(value):
         return (value, 1.0) if _holds(f.a, value) else None
+    return _product_nonzero(f, value)
+
+
+@lru_cache(maxsize=65536)
+def _product_nonzero(f: Formats, value: float) -> tuple[float, float] | None:
     m, e = math.frexp(abs(value))  # value = m 2^e, m in [0.5, 1)
     sig, ex = m * 2, e - 1  # sig in [1, 2)
     best = None
