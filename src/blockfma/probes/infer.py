@@ -44,6 +44,7 @@ __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbo
 
 DEFAULT_VERIFY = 10_000
 SMT_TIMEOUT = 4.0  # seconds the SMT layer may spend on one pair of candidates that no random row separates
+SMT_MAX_K = 32  # longer rows: bitwuzla gave no answer within SMT_TIMEOUT at k = 64 (16-blocks, fp16), so none is asked
 ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
              RoundingMode.TowardPositive)
 
@@ -392,6 +393,37 @@ class Search:
         least = min(misses.values())
         return [m for m in cands if misses.get(m) == least], least
 
+    def keep_tiers(self, tiers: Iterable[list[Model]], level: int, first: np.ndarray | None = None
+                   ) -> tuple[list[Model], int]:
+        """:meth:`keep` over tiers of candidates, the likeliest first: the next tier is tried only while no
+        candidate fits; the mismatch counts of every tier tried are kept."""
+        ok: list[Model] = []
+        least, merged = -1, {}
+        for tier in tiers:
+            if not tier:
+                continue
+            o, n = self.keep(tier, level, first)
+            merged.update(self.misses)
+            if n != -1 and (least == -1 or n < least):
+                ok, least = o, n
+            elif n != -1 and n == least:
+                ok = ok + o
+            if least == 0:
+                break
+        self.misses = merged
+        return ok, least
+
+    def near_reading(self, cands: list[Model]) -> list[list[Model]]:
+        """Two tiers: the candidates whose F lies within one bit of the precision test's reading (and those
+        without an F), then the rest: the reading measures F directly, so the first tier usually holds
+        the fit and the second (most of a grid) is not run."""
+        F = self.log.readings.get("precision", {}).get("bits kept below the largest term (F)")
+        if not isinstance(F, int):
+            return [cands]
+        near = [m for m in cands if not _has_f(m) or abs((m.fraction_bits or 0) - F) <= 1]
+        far = [m for m in cands if _has_f(m) and abs((m.fraction_bits or 0) - F) > 1]
+        return [near, far]
+
     def best_per_family(self) -> list[Model]:
         """The candidate of each family that missed fewest rows in the last :meth:`keep`."""
         best: dict[Family, tuple[int, Model]] = {}
@@ -435,7 +467,7 @@ class Search:
         """Candidates agree on every random row: ask the SMT layer (blockfma.smt.discriminate) for an input
         on which the best one and each of the next ``pairs`` differ, and send those inputs to the target.
         True if any was found; a pair proved equivalent is logged (the target cannot tell them apart)."""
-        if timeout <= 0 or self.c_format is not None or self.k > 64:
+        if timeout <= 0 or self.c_format is not None or self.k > SMT_MAX_K:
             return False
         try:
             from .. import smt
@@ -461,23 +493,52 @@ class Search:
                 found = True
         return found
 
+    def _promising_extras(self, g: Model, least: int, level: int, seeds: int = 4) -> list[dict[str, Any]]:
+        """The :data:`STRUCTURE_EXTRAS` worth a whole grid: each is first applied to the ``seeds``
+        truncated-fused candidates that missed fewest of the stage's rows (their L, F and rounding), and
+        only the extras whose best variant misses fewest rows are kept (all of them if none does better
+        than ``least``, the plain grid's best).  This spares the grids of the extras that cannot help."""
+        changes = []
+        for ch in STRUCTURE_EXTRAS:
+            if "accumulator_format" in ch and self.f.d.precision >= 24:
+                continue  # an fp32 accumulator stores fp32 outputs unchanged
+            changes.append({p: (self.k if v == "k" else v) for p, v in ch.items()})
+        ranked = sorted((n, i) for i, (m, n) in enumerate(self.misses.items()) if m.family is Family.TRUNCATED_FUSED)
+        models = list(self.misses)
+        bases = [models[i] for _, i in ranked[:seeds]] or [g]
+        best: dict[int, int] = {}
+        for j, ch in enumerate(changes):
+            variants = [v for v in (_try(b, **ch) for b in bases) if v is not None]
+            if not variants:
+                continue
+            self.keep(variants, level, self.stage_rows)
+            if self.misses:
+                best[j] = min(self.misses.values())
+        if not best:
+            return changes
+        top = min(best.values())
+        if least != -1 and top >= least:
+            return changes
+        return [changes[j] for j, n in best.items() if n == top]
+
     # -- the stages ------------------------------------------------------------------------------------------
     def structure(self, stage: Stage) -> None:
         presets, generic = bases(self.f, self.k, self.priors)
         cands = list(presets)
         for g in generic:
             cands += grid(g, self.f, self.k, stage.params)
-        ok, least = self.keep(cands, stage.level, self.stage_rows)
+        plain = self.near_reading(cands)
+        ok, least = self.keep_tiers(plain[:1], stage.level, self.stage_rows)
         if least != 0:  # exotic structure: the grid again with the extras that change how products enter
             extra = []
             for g in [g for g in generic if g.family is Family.TRUNCATED_FUSED][:1]:
-                for ch in STRUCTURE_EXTRAS:
-                    if "accumulator_format" in ch and self.f.d.precision >= 24:
-                        continue  # an fp32 accumulator stores fp32 outputs unchanged
-                    h = _try(g, **{p: (self.k if v == "k" else v) for p, v in ch.items()})
+                for ch in self._promising_extras(g, least, stage.level):
+                    h = _try(g, **ch)
                     if h is not None:
                         extra += grid(h, self.f, self.k, stage.params)
-            ok2, least2 = self.keep(extra, stage.level, self.stage_rows)
+            extras = self.near_reading(extra)
+            # near the reading with the extras before the rest of the plain grid, then the rest of both
+            ok2, least2 = self.keep_tiers(extras[:1] + plain[1:] + extras[1:], stage.level, self.stage_rows)
             if least2 != -1 and (least == -1 or least2 < least):
                 ok, least = ok2, least2
             cands += extra
