@@ -281,6 +281,15 @@ def _bound(method: str, n: int, **kw: Any) -> float | None:
         return None
 
 
+def _fp32_baseline(fig: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, **extra: Any) -> dict[str, Any]:
+    """The "fp32 (BLAS)" row (numpy's float32 matmul) with its worst-case and probabilistic bounds."""
+    n = A.shape[1]
+    res = _timed(lambda: matmul(A, B, method="fp32", return_info=True))
+    return _row(fig, "fp32 (BLAS)", "fp32", A=A, B=B, res=res, C_ref=C, model="numpy float32 matmul",
+                bound=_bound("fp32", n, input_format="fp32"),
+                bound_probabilistic=_bound("fp32", n, input_format="fp32", probabilistic=True), **extra)
+
+
 # ------------------------------------------------------------------------------------------ Fasi Fig 3.1
 
 _SIZES_3_1 = {"ci": (64, 256), "small": _pow2(9, 16), "paper": _pow2(9, 20)}
@@ -400,11 +409,7 @@ def fig_4_3(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
                                      rounding=rnd, **common))
                     _say(progress, f"{fig} {dist} n={n} {uname} {method}: {rows[-1]['componentwise']:.3g} "
                                    f"({res.seconds:.2f} s)")
-            res = _timed(lambda: matmul(A, B, method="fp32", return_info=True))
-            rows.append(_row(fig, "fp32 (BLAS)", "fp32", A=A, B=B, res=res, C_ref=C, panel="baseline",
-                             model="numpy float32 matmul", bound=_bound("fp32", n, input_format="fp32"),
-                             bound_probabilistic=_bound("fp32", n, input_format="fp32", probabilistic=True),
-                             rounding="rn", **common))
+            rows.append(_fp32_baseline(fig, A, B, C, panel="baseline", rounding="rn", **common))
     return rows
 
 
@@ -446,11 +451,7 @@ def fig_4_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
         A, B = _fabsum_data(fig, distribution, n, outer, seed)
         C, ref = _reference(A, B, exact_reference)
         common = dict(distribution=distribution, ref=ref, seed=seed, scale=scale)
-        res = _timed(lambda: matmul(A, B, method="fp32", return_info=True))
-        rows.append(_row(fig, "fp32 (BLAS)", "fp32", A=A, B=B, res=res, C_ref=C, panel="baseline",
-                         model="numpy float32 matmul", bound=_bound("fp32", n, input_format="fp32"),
-                         bound_probabilistic=_bound("fp32", n, input_format="fp32", probabilistic=True),
-                         block=None, fabsum=None, **common))
+        rows.append(_fp32_baseline(fig, A, B, C, panel="baseline", block=None, fabsum=None, **common))
         for dev in devices:
             for sk in split_k:
                 blk = -(-n // sk)
@@ -492,11 +493,7 @@ def fig_4_5(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
         A, B = _fabsum_data("fig_4_4", distribution, n, outer, seed)  # the same matrices as Fig. 4.4
         C, ref = _reference(A, B, exact_reference)
         common = dict(distribution=distribution, ref=ref, seed=seed, scale=scale, panel=device)
-        res = _timed(lambda: matmul(A, B, method="fp32", return_info=True))
-        rows.append(_row(fig, "fp32 (BLAS)", "fp32", A=A, B=B, res=res, C_ref=C, model="numpy float32 matmul",
-                         bound=_bound("fp32", n, input_format="fp32"),
-                         bound_probabilistic=_bound("fp32", n, input_format="fp32", probabilistic=True),
-                         block=None, fabsum=None, **common))
+        rows.append(_fp32_baseline(fig, A, B, C, block=None, fabsum=None, **common))
         res = _timed(lambda: matmul(A, B, method="double-fp16", device=device, order="cublas",
                                     summation="fabsum-v2", block=double_block, return_info=True))
         rows.append(_row(fig, f"double-fp16 FABsum-v2 b={double_block}", "double-fp16", A=A, B=B, res=res,
