@@ -110,7 +110,8 @@ def timed(fn: Callable[[], Any], repeat: int, sync: Callable[[], None]) -> tuple
         t0 = time.perf_counter()
         result = fn()
         sync()
-        return time.perf_counter() - t0, [time.perf_counter() - t0], result
+        dt = time.perf_counter() - t0
+        return dt, [dt], result
     result = fn()
     times = []
     for _ in range(repeat):

@@ -296,11 +296,13 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     """Run the model's blocks in order over the last axis (values already checked); float64 result."""
     kernel = block_kernel(model)
     k = max(a.shape[-1], b.shape[-1])
+    step = model.step(k)
+    padded = model.block_width is not None and model.family is not Family.FMA_CHAIN
     d = c
     for sl in _blocks(model, k):
         ab, bb = a[..., sl], b[..., sl]
-        if model.block_width is not None and model.family is not Family.FMA_CHAIN:
-            ab, bb = rules.pad(ab, model.step(k)), rules.pad(bb, model.step(k))
+        if padded:
+            ab, bb = rules.pad(ab, step), rules.pad(bb, step)
         d = kernel(model, ab, bb, d)
     return np.asarray(d, dtype=np.float64)
 

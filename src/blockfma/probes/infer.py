@@ -503,12 +503,11 @@ class Search:
             if "accumulator_format" in ch and self.f.d.precision >= 24:
                 continue  # an fp32 accumulator stores fp32 outputs unchanged
             changes.append({p: (self.k if v == "k" else v) for p, v in ch.items()})
-        ranked = sorted((n, i) for i, (m, n) in enumerate(self.misses.items()) if m.family is Family.TRUNCATED_FUSED)
-        models = list(self.misses)
-        bases = [models[i] for _, i in ranked[:seeds]] or [g]
+        fused = [m for m in self.misses if m.family is Family.TRUNCATED_FUSED]
+        closest = sorted(fused, key=self.misses.__getitem__)[:seeds] or [g]  # stable: ties in grid order
         best: dict[int, int] = {}
         for j, ch in enumerate(changes):
-            variants = [v for v in (_try(b, **ch) for b in bases) if v is not None]
+            variants = [v for v in (_try(m, **ch) for m in closest) if v is not None]
             if not variants:
                 continue
             self.keep(variants, level, self.stage_rows)

@@ -228,17 +228,17 @@ class TorchTarget(Target):
     def __init__(self, input_format: str, k: int, device: str = "cuda", allow_tf32: bool = False,
                  reduced_precision_reduction: bool = False, output_format: Any = None):
         super().__init__()
+        fmt = _formats.get(input_format)
+        out = fmt if output_format is None else _formats.get(output_format)
+        if out != fmt and not (out.name == "fp32" and fmt.name in ("fp16", "bf16")):
+            raise ValueError(f"target 'torch' returns D in the input format ({fmt.name}), or fp32 from fp16 or bf16 "
+                             f"inputs; ask for output_format={fmt.name!r}, not {out.name!r}")
         try:
             import torch
         except ImportError:
             raise TargetError("target 'torch' needs PyTorch: pip install torch") from None
-        fmt = _formats.get(input_format)
         if fmt.name not in self.DTYPES:
             raise TargetError(f"target 'torch' takes fp16, bf16 or fp32 inputs, not {fmt.name}")
-        out = fmt if output_format is None else _formats.get(output_format)
-        if out != fmt and not (out.name == "fp32" and fmt.name in ("fp16", "bf16")):
-            raise TargetError(f"target 'torch' returns D in the input format ({fmt.name}), or fp32 from fp16 or "
-                              f"bf16 inputs; not {out.name}")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise TargetError("target 'torch:cuda' needs a GPU that torch sees (torch.cuda.is_available() is False); "
                               "use 'torch:cpu' for the CPU path")
@@ -395,13 +395,7 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
             name = _cuda_path(cuda, input_format, output_format, k, name or "mma")
         return CudaTarget(name)
     if kind == "torch":
-        dev = rest or "cuda"
-        fin = _formats.get(input_format if isinstance(input_format, str) else input_format[0])
-        out = _formats.get(output_format)
-        if out != fin and not (out.name == "fp32" and fin.name in ("fp16", "bf16")):
-            raise ValueError(f"target 'torch' returns D in the input format ({fin.name}), or fp32 from fp16 or bf16 "
-                             f"inputs; ask for output_format={fin.name!r}, not {out.name!r}")
-        return TorchTarget(input_format, k or 64, dev, output_format=out, **options)
+        return TorchTarget(input_format, k or 64, rest or "cuda", output_format=output_format, **options)
     raise ValueError(f"unknown probe target {spec!r}: use 'sim:DEVICE', 'cuda', 'torch', a Model or a callable")
 
 
