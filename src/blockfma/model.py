@@ -1,58 +1,33 @@
 """Model: one frozen, executable description of how a matrix unit computes d = a·b + c.
 
-A Model fixes the algorithm family and its parameters (block width L, fraction bits kept F, e_zero, alignment
-rounding, carry bits, output rounding, subnormal and NaN handling) for one input format and one output
-format.  The vocabulary is that of shared/DEVICE-FACTS.md; ``reference.py`` spells out each family exactly
-and ``engine`` runs it fast.
+A Model fixes the algorithm family (:mod:`blockfma.family`) and its parameters (block width L, fraction bits
+kept F, e_zero, alignment rounding, carry bits, output rounding, subnormal and NaN handling) for one input
+format and one output format.  The vocabulary is that of shared/DEVICE-FACTS.md; ``reference.py`` spells
+out each family exactly, ``plan.py`` what happens over K, and ``engine`` runs it fast.
 
-Families
---------
-TRUNCATED_FUSED  NVIDIA tensor cores.  Per block of L products: exact products whose exponent is the sum of
-                 the factors' exponents; e_max over products and C (zeros at e_zero); every term cut at
-                 weight 2**(e_max - F) (``alignment``); exact sum (or modulo the carry bits); one rounding
-                 (``output_rounding``, to ``output_fraction_bits`` if given).
-EXACT_FUSED      AMD CDNA1 and the CPU "exact" reference: the exact sum of L products and C, rounded once.
-                 ``block_width=None`` puts the whole dot product in one block (correctly rounded dot).
-PAIRWISE         AMD CDNA2: products rounded to the output format, added in a binary tree of IEEE adds
-                 ((p0+p1)+(p2+p3)), then C + that; with ``subnormals=False`` inputs, products, sums and C
-                 are flushed to zero (sign kept).
-LATE_C           AMD CDNA3: products aligned to their own maximum and cut at F, summed exactly; then the sum
-                 and C aligned to their common maximum and floored (sum at ``late_fraction_bits``, C at F),
-                 added, rounded once.  ``groups=2`` sums even- and odd-indexed products separately first
-                 (CDNA3 fp8).
-FMA_CHAIN        a chain of IEEE fused multiply-adds in the output format: d = fma(a_i, b_i, d), i = 0..k-1
-                 (fp64 DMMA, fp32 MFMA, and the CPU "ieee-sequential" reference).
-AMX              Intel AMX TDPBF16PS (SDM pseudocode): two fp32 partial sums per element, one for the even
-                 and one for the odd element of each pair, updated by fp32 FMAs; then C + (even + odd).
-BFDOT            Arm BFDOT with FPCR.EBF = 0: per pair, both products rounded to fp32, their sum rounded,
-                 then added to C, each step rounded to odd with subnormals flushed.
+Every field carries a :class:`Param` (its JSON key, how a given value is read, its allowed values, whether it
+belongs to some families only, the values the probe search tries, its word in :meth:`Model.summary`), so that
+reading, writing, checking and summarising a Model are each written once, for every field.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from . import formats as _formats
+from .family import Family, family_parameters
 from .formats import Format, RoundingMode
 
-__all__ = ["Family", "Alignment", "NaNStyle", "Model"]
+if TYPE_CHECKING:
+    from .plan import Plan
 
-
-class Family(enum.Enum):
-    """Algorithm families (see the module docstring)."""
-
-    TRUNCATED_FUSED = "truncated-fused"
-    EXACT_FUSED = "exact-fused"
-    PAIRWISE = "pairwise"
-    LATE_C = "late-c"
-    FMA_CHAIN = "fma-chain"
-    AMX = "amx"
-    BFDOT = "bfdot"
+__all__ = ["Family", "Alignment", "NaNStyle", "Model", "Param", "params", "PARAMS", "SEARCHED"]
 
 
 class Alignment(enum.Enum):
@@ -84,10 +59,75 @@ class NaNStyle(enum.Enum):
     PROPAGATE = "propagate"  # an input NaN's payload, quieted (B, then the accumulator, then A); else indefinite
 
 
-_FAMILIES_WITH_F = (Family.TRUNCATED_FUSED, Family.LATE_C)
-_FUSED = (Family.TRUNCATED_FUSED, Family.EXACT_FUSED, Family.LATE_C)
-_INTEGER_FIELDS = ("block_width", "fraction_bits", "e_zero", "carry_bits", "output_fraction_bits",
-                   "late_fraction_bits", "groups", "instruction_k")
+
+
+# --- field metadata ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    """How one Model field is read, written, checked, summarised and searched.
+
+    ``key``: its name in JSON records (default: the field's); ``parse``: turns a given value (a name, a
+    numpy integer) into the field's type; ``dump``: the JSON-ready value; ``choices``: the allowed values;
+    ``integer``: an int (never a bool) or None; ``family``: the field belongs to the families that list it in
+    ``Family.parameters`` and stays at its default elsewhere; ``domain(formats, k, model)``: the values the
+    probe search tries (``formats`` has ``a``, ``b``, ``d``; None: the search leaves it alone); ``search``:
+    False for a shared field the search varies only for the families that ask (``Family.searched``); ``label``:
+    its word in :meth:`Model.summary`, or None where it says nothing."""
+
+    key: str | None = None
+    parse: Callable[[Any], Any] | None = None
+    dump: Callable[[Any], Any] | None = None
+    choices: tuple[Any, ...] | None = None
+    integer: bool = False
+    family: bool = False
+    domain: Callable[[Any, int, Model], Iterable[Any] | None] | None = None
+    search: bool = True
+    label: Callable[[Model], str | None] | None = None
+
+
+def _param(default: Any, **meta: Any) -> Any:
+    return field(default=default, metadata={"param": Param(**meta)})
+
+
+def _name(x: Any) -> Any:
+    return None if x is None else x.name
+
+
+def _value(x: Any) -> Any:
+    return None if x is None else x.value
+
+
+def _format(x: Any) -> Format | None:
+    return None if x is None else _formats.get(x)
+
+
+def _mode(x: Any) -> RoundingMode | None:
+    return None if x is None else RoundingMode.parse(x)
+
+
+_ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
+              RoundingMode.TowardPositive)  # the directions the probe search tries (a base keeps its own too)
+
+
+def _block_widths(f: Any, k: int, m: Model) -> list[int]:
+    return sorted({2 ** i for i in range(8) if 2 ** i <= k} | {k})
+
+
+def _output_fraction_bits(f: Any, k: int, m: Model) -> list[int | None] | None:
+    return [None] + list(range(8, f.d.fraction_bits)) if f.d.precision > 12 else None
+
+
+def _c_entry_label(m: Model) -> str | None:
+    if m.c_entry == "fused":
+        return None
+    if m.c_entry == "end":
+        return "C-at-end"
+    return "C-after" if m.instruction_k is None else f"C-after-{m.instruction_k}"
+
+
+def _out_label(m: Model) -> str:
+    bits = "" if m.output_fraction_bits is None else f"@{m.output_fraction_bits}b"
+    return f"out={m.output_rounding.name}{bits}"
 
 
 @dataclass(frozen=True)
@@ -133,151 +173,180 @@ class Model:
     ``flush_zero`` (with ``subnormals=False``): a flushed subnormal input or C becomes a zero of its own sign
     (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
     ``nan``: how a NaN result is written (:class:`NaNStyle`: a fixed pattern, or the input NaN's payload).
+    ``options``: the values of the family's own parameters (:class:`blockfma.family.Option`; a user's family may
+    declare some), given as a mapping, held as (name, value) pairs in the family's order, defaults filled in.
+
+    Which fields belong to which family, and the family's own checks, are the family's (:mod:`blockfma.family`);
+    how each field is read, written to JSON, checked, summarised and searched by the probes is its
+    :class:`Param` metadata.  What happens over K (padding, order, where C enters, what is stored) is
+    :meth:`plan`.
     """
 
-    family: Family
-    input_format: Format
-    output_format: Format
-    block_width: int | None = None
-    fraction_bits: int | None = None
-    e_zero: int | None = None
-    alignment: Alignment = Alignment.TRUNCATE
-    carry_bits: int | None = None
-    output_rounding: RoundingMode = RoundingMode.TiesToEven
-    output_fraction_bits: int | None = None
-    input_rounding: RoundingMode | None = None
-    subnormals: bool = True
-    overflow: Literal["ieee", "inf"] = "ieee"
-    nan: NaNStyle = NaNStyle.DEFAULT
-    exact_zero: Literal["positive", "ieee"] = "ieee"
-    rounded_zero: Literal["signed", "positive"] = "signed"
-    late_fraction_bits: int | None = None
-    groups: int = 1
-    product_exponent: Literal["sum", "normalized"] = "sum"
-    late_cut: Literal["leading", "common"] = "leading"
-    c_entry: Literal["fused", "after", "end"] = "fused"
-    b_input_format: Format | None = None
-    accumulator_format: Format | None = None
-    flush_zero: Literal["signed", "positive"] = "signed"
-    instruction_k: int | None = None
-    product_order: Literal["natural", "halves"] = "natural"
-    unpack_format: Format | None = None
+    family: Family = _param(None, parse=Family.get, dump=_name)
+    input_format: Format = _param(None, key="input", parse=_formats.get, dump=_name)
+    output_format: Format = _param(None, key="output", parse=_formats.get, dump=_name)
+    block_width: int | None = _param(None, key="L", integer=True, domain=_block_widths,
+                                     label=lambda m: f"L={m.block_width if m.block_width is not None else 'k'}")
+    fraction_bits: int | None = _param(None, key="F", integer=True, family=True,
+                                       domain=lambda f, k, m: range(max(1, f.d.precision - 14), 41),
+                                       label=lambda m: None if m.fraction_bits is None else f"F={m.fraction_bits}")
+    e_zero: int | None = _param(None, integer=True, family=True,
+                                domain=lambda f, k, m: range(f.d.emin - f.d.fraction_bits - 12, 2),
+                                label=lambda m: None if m.e_zero is None else f"e_zero={m.e_zero}")
+    alignment: Alignment = _param(Alignment.TRUNCATE, parse=Alignment, dump=_value, family=True,
+                                  domain=lambda f, k, m: [Alignment.TRUNCATE, Alignment.FLOOR],
+                                  label=lambda m: None if m.alignment is Alignment.TRUNCATE else
+                                  f"align={m.alignment.value}")
+    carry_bits: int | None = _param(None, integer=True, family=True, domain=lambda f, k, m: [None, 0, 1, 2, 3, 4],
+                                    label=lambda m: None if m.carry_bits is None else f"carry={m.carry_bits}")
+    output_rounding: RoundingMode = _param(RoundingMode.TiesToEven, parse=RoundingMode.parse, dump=_name,
+                                           domain=lambda f, k, m: _ROUNDINGS, label=_out_label)
+    output_fraction_bits: int | None = _param(None, integer=True, domain=_output_fraction_bits, search=False)
+    input_rounding: RoundingMode | None = _param(None, parse=_mode, dump=_name)
+    subnormals: bool = _param(True, domain=lambda f, k, m: [True, False],
+                              label=lambda m: None if m.subnormals else "FTZ")
+    overflow: Literal["ieee", "inf"] = _param("ieee", choices=("ieee", "inf"), domain=lambda f, k, m: ["inf", "ieee"])
+    nan: NaNStyle = _param(NaNStyle.DEFAULT, parse=NaNStyle, dump=_value, domain=lambda f, k, m: list(NaNStyle),
+                           label=lambda m: "NaN-propagate" if m.nan is NaNStyle.PROPAGATE else None)
+    exact_zero: Literal["positive", "ieee"] = _param("ieee", choices=("positive", "ieee"),
+                                                     domain=lambda f, k, m: ["positive", "ieee"])
+    rounded_zero: Literal["signed", "positive"] = _param("signed", choices=("signed", "positive"),
+                                                         domain=lambda f, k, m: ["signed", "positive"])
+    late_fraction_bits: int | None = _param(None, integer=True, family=True,
+                                            domain=lambda f, k, m: range(f.d.precision, 40),
+                                            label=lambda m: None if m.late_fraction_bits is None else
+                                            f"F2={m.late_fraction_bits}")
+    groups: int = _param(1, integer=True, family=True,
+                         domain=lambda f, k, m: [g for g in (1, 2, 4) if (m.block_width or 1) % g == 0],
+                         label=lambda m: None if m.groups == 1 else f"groups={m.groups}")
+    product_exponent: Literal["sum", "normalized"] = _param("sum", choices=("sum", "normalized"), family=True,
+                                                            domain=lambda f, k, m: ["sum", "normalized"],
+                                                            label=lambda m: None if m.product_exponent == "sum"
+                                                            else "normalized-products")
+    late_cut: Literal["leading", "common"] = _param("leading", choices=("leading", "common"), family=True,
+                                                    domain=lambda f, k, m: ["leading", "common"],
+                                                    label=lambda m: None if m.late_cut == "leading" else
+                                                    f"cut={m.late_cut}")
+    c_entry: Literal["fused", "after", "end"] = _param("fused", choices=("fused", "after", "end"),
+                                                       domain=lambda f, k, m: ["fused", "after", "end"],
+                                                       label=_c_entry_label)
+    b_input_format: Format | None = _param(None, key="input_b", parse=_format, dump=_name)
+    accumulator_format: Format | None = _param(None, key="accumulator", parse=_format, dump=_name,
+                                               domain=lambda f, k, m: [None, _formats.fp32] if f.d.precision < 24
+                                               else None,
+                                               label=lambda m: None if m.accumulator_format is None else
+                                               f"via {m.accumulator_format.name}")
+    flush_zero: Literal["signed", "positive"] = _param("signed", choices=("signed", "positive"),
+                                                       domain=lambda f, k, m: ["signed", "positive"])
+    instruction_k: int | None = _param(None, integer=True)
+    product_order: Literal["natural", "halves"] = _param("natural", choices=("natural", "halves"),
+                                                         domain=lambda f, k, m: ["natural", "halves"]
+                                                         if k % 4 == 0 and k >= 4 else None,
+                                                         label=lambda m: None if m.product_order == "natural" else
+                                                         f"order={m.product_order}")
+    unpack_format: Format | None = _param(None, key="unpack", parse=_format, dump=_name,
+                                          domain=lambda f, k, m: [None, _formats.get("fp16")]
+                                          if max(f.a.bits, f.b.bits) == 8 else None,
+                                          label=lambda m: None if m.unpack_format is None else
+                                          f"as {m.unpack_format.name}")
+    options: tuple[tuple[str, Any], ...] = _param((), label=lambda m: " ".join(
+        f"{k}={v}" for k, v in m.options if v != m.family.option(k).default) or None)
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "family", Family(self.family))
-        set_(self, "input_format", _formats.get(self.input_format))
-        set_(self, "output_format", _formats.get(self.output_format))
-        if self.accumulator_format is not None:
-            set_(self, "accumulator_format", _formats.get(self.accumulator_format))
-        if self.unpack_format is not None:
-            set_(self, "unpack_format", _formats.get(self.unpack_format))
-        if self.b_input_format is not None:
-            b = _formats.get(self.b_input_format)
-            set_(self, "b_input_format", None if b == self.input_format else b)
-        set_(self, "alignment", Alignment(self.alignment))
-        set_(self, "output_rounding", RoundingMode.parse(self.output_rounding))
-        if self.input_rounding is not None:
-            set_(self, "input_rounding", RoundingMode.parse(self.input_rounding))
-        set_(self, "nan", NaNStyle(self.nan))
-        for name in _INTEGER_FIELDS:  # numpy integers (from arrays, JSON readers) become ints
-            value = getattr(self, name)
-            if isinstance(value, np.integer):
-                set_(self, name, int(value))
+        for f, p in params():
+            value = getattr(self, f.name)
+            if isinstance(value, np.integer):  # numpy integers (from arrays, JSON readers) become ints
+                set_(self, f.name, value := int(value))
+            if p.parse is not None and value is not None:
+                set_(self, f.name, p.parse(value))
+        if self.family is None:
+            raise ValueError("Model needs a family (blockfma.family.families() lists them)")
+        if self.b_input_format == self.input_format:
+            set_(self, "b_input_format", None)
+        set_(self, "options", self._read_options(self.options))
         self._validate()
 
+    def _read_options(self, given: Any) -> tuple[tuple[str, Any], ...]:
+        """The family's options as (name, value) pairs in its order, defaults filled in."""
+        fam = self.family
+        items = dict(given.items() if isinstance(given, Mapping) else given or ())
+        unknown = sorted(set(items) - {o.name for o in fam.options})
+        if unknown:
+            have = ", ".join(o.name for o in fam.options) or "none"
+            raise ValueError(f"Model({fam.name}): unknown option {unknown[0]!r} (the {fam.name} family's options: "
+                             f"{have})")
+        return tuple((o.name, items.get(o.name, o.default)) for o in fam.options)
+
     def _validate(self) -> None:
-        where = f"Model({self.family.value}, {self.input_name} -> {self.output_format.name})"
+        for problem in self.problems():
+            raise ValueError(f"Model({self.family.value}, {self.input_name} -> {self.output_format.name}): "
+                             f"{problem}")
 
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ValueError(f"{where}: {msg}")
-
-        def integer(x: Any) -> bool:  # an int, not a bool (True is an int to Python, not to a user)
-            return isinstance(x, int) and not isinstance(x, bool)
-
-        for name in _INTEGER_FIELDS:
-            value = getattr(self, name)
-            need(value is None or integer(value), f"{name} must be an integer{'' if name == 'groups' else ' or None'}, "
-                 f"not {value!r} ({type(value).__name__})")
-        need(isinstance(self.subnormals, (bool, np.bool_)),
-             f"subnormals must be True or False, not {self.subnormals!r}")
-        need(self.block_width is None or self.block_width >= 1,
-             f"block_width must be a positive integer or None, not {self.block_width!r}")
-        need(self.block_width is not None or self.family is Family.EXACT_FUSED,
-             "only the exact-fused family may leave block_width unset (one block for the whole dot product)")
-        if self.family in _FAMILIES_WITH_F:
-            need(isinstance(self.fraction_bits, int) and self.fraction_bits >= 0,
-                 f"fraction_bits (F) must be a non-negative integer, not {self.fraction_bits!r}")
-            need(self.fraction_bits is not None and self.fraction_bits <= 52,
-                 "fraction_bits above 52 are not supported (the engine keeps sums in 64-bit integers)")
-        if self.family is Family.TRUNCATED_FUSED:
-            need(isinstance(self.e_zero, int), "e_zero must be given (the exponent of zero terms)")
-            need(self.e_zero is None or -2400 <= self.e_zero <= 2400,
-                 f"e_zero must lie in [-2400, 2400] (the presets use -133 to -19), not {self.e_zero}")
-            need(self.carry_bits is None or self.carry_bits >= 0, "carry_bits must be None or >= 0")
-        else:
-            need(self.carry_bits is None, "carry_bits applies to the truncated-fused family only")
-        if self.family is Family.LATE_C:
-            need(isinstance(self.late_fraction_bits, int) and self.late_fraction_bits >= (self.fraction_bits or 0),
-                 "late_fraction_bits (F2) must be an integer >= fraction_bits")
-            need(self.late_fraction_bits is None or self.late_fraction_bits <= 52,
-                 "late_fraction_bits above 52 are not supported (the engine keeps sums in float64)")
-            need(self.groups in (1, 2), "groups must be 1 or 2 (even/odd products)")
-            need(self.block_width is not None and self.block_width % self.groups == 0,
-                 "block_width must be a multiple of groups")
-        else:
-            need(self.groups == 1, "groups applies to the late-c family only")
-        if self.family is Family.PAIRWISE:
-            bw = self.block_width or 0
-            need(bw & (bw - 1) == 0, "the pairwise family needs a power-of-two block_width")
-        if self.family is Family.FMA_CHAIN:
-            need(self.block_width == 1, "an FMA chain has block_width 1")
-        need(self.nan is not NaNStyle.PROPAGATE or self.family is Family.FMA_CHAIN,
-             "nan='propagate' is defined for the fma-chain family only (measured on the H100's fp64 DMMA); "
-             "no data say which of several NaNs a fused block or another step family passes on")
-        if self.family is Family.BFDOT:
-            need(self.block_width == 2, "BFDOT has block_width 2")
-        if self.family is Family.AMX:
-            need(self.block_width is not None and self.block_width % 2 == 0, "AMX needs an even block_width")
-        if self.output_fraction_bits is not None:
-            need(0 <= self.output_fraction_bits <= self.output_format.fraction_bits,
-                 f"output_fraction_bits must lie in [0, {self.output_format.fraction_bits}]")
-        need(self.overflow in ("ieee", "inf"), "overflow must be 'ieee' or 'inf'")
-        need(self.product_exponent in ("sum", "normalized"), "product_exponent must be 'sum' or 'normalized'")
-        need(self.late_cut in ("leading", "common"), f"late_cut must be 'leading' or 'common', not {self.late_cut!r}")
-        need(self.c_entry in ("fused", "after", "end"),
-             f"c_entry must be 'fused', 'after' or 'end', not {self.c_entry!r}")
-        need(self.flush_zero in ("signed", "positive"), f"flush_zero must be 'signed' or 'positive', not "
-             f"{self.flush_zero!r}")
-        need(self.instruction_k is None or (self.c_entry == "after" and self.block_width is not None
-                                            and self.instruction_k % self.block_width == 0),
-             "instruction_k needs c_entry='after' and a multiple of block_width")
-        need(self.product_order in ("natural", "halves"), f"product_order must be 'natural' or 'halves', not "
-             f"{self.product_order!r}")
-        need(self.product_order == "natural" or self.c_entry != "end",
-             "product_order='halves' orders the products of one instruction; c_entry='end' has none")
-        need(self.product_order == "natural" or (self.step_width is not None and self.step_width % 4 == 0),
-             "product_order='halves' needs instructions of a multiple of 4 products")
+    def problems(self) -> Iterator[str]:
+        """What is wrong with this combination of parameters, one message at a time (none for a valid
+        model): the fields' types and choices, the family's parameters and checks, then the rules that tie
+        fields together."""
+        fam = self.family
+        owners = family_parameters()
+        for f, p in params():
+            value = getattr(self, f.name)
+            if p.integer and not (value is None and f.default is None) and \
+                    not (isinstance(value, int) and not isinstance(value, bool)):
+                yield (f"{f.name} must be an integer{'' if f.default is not None else ' or None'}, not {value!r} "
+                       f"({type(value).__name__})")
+            if p.choices is not None and value not in p.choices:
+                yield f"{f.name} must be {_choices(p.choices)}, not {value!r}"
+            if p.family and f.name not in fam.parameters and value != f.default:
+                names = [g.name for g in owners.get(f.name, ())]
+                yield (f"{f.name} applies to the {' and '.join(names) or 'no registered'} "
+                       f"famil{'ies' if len(names) > 1 else 'y'} only")
+        if not isinstance(self.subnormals, (bool, np.bool_)):
+            yield f"subnormals must be True or False, not {self.subnormals!r}"
+        for name in fam.required:
+            if getattr(self, name) is None:
+                yield f"{name} must be given for the {fam.name} family"
+        for o in fam.options:
+            why = o.check(self.option(o.name)) if o.check is not None else None
+            if why:
+                yield f"option {o.name}: {why}"
+        if self.block_width is not None and self.block_width < 1:
+            yield f"block_width must be a positive integer or None, not {self.block_width!r}"
+        if self.block_width is None and not fam.unblocked:
+            unblocked = [g.name for g in Family if g.unblocked]
+            yield (f"only the {' and '.join(unblocked)} family may leave block_width unset (one block for the whole "
+                   "dot product)")
+        if fam.check is not None:
+            yield from fam.check(self)
+        if self.nan is NaNStyle.PROPAGATE and not fam.propagates_nan:
+            names = " and ".join(g.name for g in Family if g.propagates_nan)
+            yield (f"nan='propagate' is defined for the {names} family only (measured on the H100's fp64 DMMA); "
+                   "no data say which of several NaNs a fused block or another step family passes on")
+        if self.output_fraction_bits is not None and \
+                not 0 <= self.output_fraction_bits <= self.output_format.fraction_bits:
+            yield f"output_fraction_bits must lie in [0, {self.output_format.fraction_bits}]"
+        if self.instruction_k is not None and not (self.c_entry == "after" and self.block_width is not None
+                                                   and self.instruction_k % self.block_width == 0):
+            yield "instruction_k needs c_entry='after' and a multiple of block_width"
+        if self.product_order != "natural" and self.c_entry == "end":
+            yield "product_order='halves' orders the products of one instruction; c_entry='end' has none"
+        elif self.product_order != "natural" and (self.step_width is None or self.step_width % 4):
+            yield "product_order='halves' needs instructions of a multiple of 4 products"
         up = self.unpack_format
-        need(up is None or (_formats.holds(up, self.input_format) and _formats.holds(up, self.b_format)),
-             "unpack_format must hold every value of the input formats exactly")
+        if up is not None and not (_formats.holds(up, self.input_format) and _formats.holds(up, self.b_format)):
+            yield "unpack_format must hold every value of the input formats exactly"
         acc = self.accumulator_format
-        need(acc is None or _formats.holds(acc, self.output_format),
-             f"accumulator_format must be at least as wide as the output format {self.output_format.name}")
-        need(self.c_entry == "fused" or self.family in _FUSED,
-             f"c_entry={self.c_entry!r} needs a fused family (truncated-fused, exact-fused, late-c)")
-        need(self.product_exponent == "sum" or self.family is Family.TRUNCATED_FUSED,
-             "product_exponent applies to the truncated-fused family only")
-        need(self.exact_zero in ("positive", "ieee"), "exact_zero must be 'positive' or 'ieee'")
-        need(self.rounded_zero in ("signed", "positive"), "rounded_zero must be 'signed' or 'positive'")
-        need(self.rounded_zero == "signed" or (self.exact_zero == "positive" and self.family in _FUSED),
-             "rounded_zero='positive' needs a fused family (truncated-fused, exact-fused, late-c) with "
-             "exact_zero='positive'")
-        need(self.output_format.has_infinities,
-             f"output format {self.output_format.name} has no infinities; matrix units here write "
-             "fp16, bf16, fp32 or fp64")
+        if acc is not None and not _formats.holds(acc, self.output_format):
+            yield f"accumulator_format must be at least as wide as the output format {self.output_format.name}"
+        fused = " and ".join(g.name for g in Family if g.fused)
+        if self.c_entry != "fused" and not fam.fused:
+            yield f"c_entry={self.c_entry!r} needs a fused family ({fused})"
+        if self.rounded_zero == "positive" and not (self.exact_zero == "positive" and fam.fused):
+            yield f"rounded_zero='positive' needs a fused family ({fused}) with exact_zero='positive'"
+        if not self.output_format.has_infinities:
+            yield (f"output format {self.output_format.name} has no infinities; matrix units here write "
+                   "fp16, bf16, fp32 or fp64")
 
     # --- derived ----------------------------------------------------------------------------------
     @property
@@ -296,6 +365,13 @@ class Model:
             return self.step_width
         L = self.block_width or max(k, 1)
         return max(-(-k // L) * L, 1)
+
+    def plan(self, k: int) -> Plan:
+        """What this model does over a dot product of k products (:class:`blockfma.plan.Plan`): the steps,
+        the blocks of each, where C enters and what is stored; every engine runs it."""
+        from .plan import plan
+
+        return plan(self, k)
 
     @property
     def accumulator(self) -> Format:
@@ -319,13 +395,21 @@ class Model:
     def block_model(self) -> Model:
         """One block as a fused kernel computes it: C fused, products in their given order, written in the
         accumulator format where there is one.  What a step does around its blocks (``c_entry="after"``,
-        ``instruction_k``, ``product_order``, the store into ``output_format``) is the chain's job; a model
-        with none of these is its own block model."""
+        ``instruction_k``, ``product_order``, the store into ``output_format``) is the plan's job
+        (:mod:`blockfma.plan`); a model with none of these is its own block model."""
         if (self.accumulator_format is None and self.c_entry == "fused" and self.instruction_k is None
                 and self.product_order == "natural"):
             return self
         return self.replace(output_format=self.accumulator, accumulator_format=None,
                             c_entry="fused", instruction_k=None, product_order="natural")
+
+    def option(self, name: str) -> Any:
+        """The value of one of the family's own parameters (:class:`blockfma.family.Option`)."""
+        for key, value in self.options:
+            if key == name:
+                return value
+        have = ", ".join(o.name for o in self.family.options) or "none"
+        raise KeyError(f"the {self.family.name} family has no option {name!r} (its options: {have})")
 
     @property
     def b_format(self) -> Format:
@@ -359,116 +443,77 @@ class Model:
         """A copy with some parameters changed (validated anew)."""
         return dataclasses.replace(self, **changes)
 
+    def applies(self, name: str) -> bool:
+        """Whether the field ``name`` means something for this model's family (the shared fields always;
+        a family's own fields for the families that list them)."""
+        p = PARAMS[name]
+        return not p.family or name in self.family.parameters
+
     def features(self) -> dict[str, Any]:
-        """The model's parameters as plain values (a row of the feature table; JSON-ready)."""
-        return {
-            "family": self.family.value,
-            "input": self.input_format.name,
-            "input_b": None if self.b_input_format is None else self.b_input_format.name,
-            "output": self.output_format.name,
-            "L": self.block_width,
-            "F": self.fraction_bits,
-            "e_zero": self.e_zero,
-            "alignment": self.alignment.value if self.family in _FAMILIES_WITH_F else None,
-            "carry_bits": self.carry_bits,
-            "output_rounding": self.output_rounding.name,
-            "output_fraction_bits": self.output_fraction_bits,
-            "input_rounding": None if self.input_rounding is None else self.input_rounding.name,
-            "subnormals": self.subnormals,
-            "overflow": self.overflow,
-            "nan": self.nan.value,
-            "exact_zero": self.exact_zero,
-            "rounded_zero": self.rounded_zero,
-            "late_fraction_bits": self.late_fraction_bits,
-            "groups": self.groups,
-            "product_exponent": self.product_exponent,
-            "late_cut": self.late_cut if self.family is Family.LATE_C else None,
-            "c_entry": self.c_entry,
-            "accumulator": None if self.accumulator_format is None else self.accumulator_format.name,
-            "flush_zero": self.flush_zero,
-            "instruction_k": self.instruction_k,
-            "product_order": self.product_order,
-            "unpack": None if self.unpack_format is None else self.unpack_format.name,
-        }
+        """The model's parameters as plain values (a row of the feature table; JSON-ready); a family's own
+        field is None where it does not apply, and ``options`` appears for families that have some."""
+        out: dict[str, Any] = {}
+        for f, p in params():
+            if f.name == "options":
+                if self.family.options:
+                    out["options"] = dict(self.options)
+                continue
+            value = getattr(self, f.name)
+            if not self.applies(f.name):
+                value = None
+            out[p.key or f.name] = p.dump(value) if p.dump is not None else value
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary that :meth:`from_dict` turns back into the same Model."""
-        d = {k: v for k, v in self.features().items()}
-        d["name"] = self.name
-        return d
+        return {**self.features(), "name": self.name}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Model:
-        return cls(
-            family=Family(d["family"]),
-            input_format=_formats.get(d["input"]),
-            output_format=_formats.get(d["output"]),
-            block_width=d.get("L"),
-            fraction_bits=d.get("F"),
-            e_zero=d.get("e_zero"),
-            alignment=Alignment(d.get("alignment") or "truncate"),
-            carry_bits=d.get("carry_bits"),
-            output_rounding=RoundingMode.parse(d.get("output_rounding", "TiesToEven")),
-            output_fraction_bits=d.get("output_fraction_bits"),
-            input_rounding=None if d.get("input_rounding") is None else RoundingMode.parse(d["input_rounding"]),
-            subnormals=d.get("subnormals", True),
-            overflow=d.get("overflow", "ieee"),
-            nan=NaNStyle(d.get("nan", "default")),
-            exact_zero=d.get("exact_zero", "ieee"),
-            rounded_zero=d.get("rounded_zero", "signed"),
-            late_fraction_bits=d.get("late_fraction_bits"),
-            groups=d.get("groups", 1),
-            product_exponent=d.get("product_exponent", "sum"),
-            late_cut=d.get("late_cut") or "leading",
-            c_entry=d.get("c_entry", "fused"),
-            b_input_format=d.get("input_b"),
-            accumulator_format=d.get("accumulator"),
-            flush_zero=d.get("flush_zero", "signed"),
-            instruction_k=d.get("instruction_k"),
-            product_order=d.get("product_order", "natural"),
-            unpack_format=d.get("unpack"),
-            name=d.get("name", ""),
-        )
+    def from_dict(cls, d: Mapping[str, Any]) -> Model:
+        """The Model of a dictionary :meth:`to_dict` wrote (a JSON record, a device file's entry): keys as
+        there, a missing key or None meaning the field's default."""
+        keys = {p.key or f.name: f for f, p in params()}
+        unknown = sorted(set(d) - set(keys) - {"name"})
+        if unknown:
+            raise ValueError(f"unknown Model field {unknown[0]!r} (known: {', '.join(sorted(keys))})")
+        for need in ("family", "input", "output"):
+            if d.get(need) is None:
+                raise ValueError(f"a Model needs {need!r}")
+        given = {f.name: d[key] for key, f in keys.items() if d.get(key) is not None}
+        return cls(**given, name=d.get("name", "") or "")
 
     def summary(self) -> str:
         """One line: family and the parameters that matter for it."""
-        f = self.features()
-        parts = [self.family.value, f"{self.input_name}->{f['output']}"]
-        if self.block_width is not None:
-            parts.append(f"L={self.block_width}")
-        else:
-            parts.append("L=k")
-        if self.fraction_bits is not None:
-            parts.append(f"F={self.fraction_bits}")
-        if self.late_fraction_bits is not None:
-            parts.append(f"F2={self.late_fraction_bits}")
-        if self.e_zero is not None:
-            parts.append(f"e_zero={self.e_zero}")
-        if self.family in _FAMILIES_WITH_F and self.alignment is not Alignment.TRUNCATE:
-            parts.append(f"align={self.alignment.value}")
-        if self.carry_bits is not None:
-            parts.append(f"carry={self.carry_bits}")
-        out = self.output_rounding.name
-        if self.output_fraction_bits is not None:
-            out += f"@{self.output_fraction_bits}b"
-        parts.append(f"out={out}")
-        if not self.subnormals:
-            parts.append("FTZ")
-        if self.groups != 1:
-            parts.append(f"groups={self.groups}")
-        if self.product_exponent != "sum":
-            parts.append("normalized-products")
-        if self.family is Family.LATE_C and self.late_cut != "leading":
-            parts.append(f"cut={self.late_cut}")
-        if self.c_entry != "fused":
-            parts.append({"end": "C-at-end"}.get(self.c_entry) or
-                         ("C-after" if self.instruction_k is None else f"C-after-{self.instruction_k}"))
-        if self.product_order != "natural":
-            parts.append(f"order={self.product_order}")
-        if self.unpack_format is not None:
-            parts.append(f"as {self.unpack_format.name}")
-        if self.nan is NaNStyle.PROPAGATE:
-            parts.append("NaN-propagate")
-        if self.accumulator_format is not None:
-            parts.append(f"via {self.accumulator_format.name}")
+        parts = [self.family.value, f"{self.input_name}->{self.output_format.name}"]
+        for name in _SUMMARY:
+            word = PARAMS[name].label(self)  # type: ignore[misc]
+            if word:
+                parts.append(word)
         return " ".join(parts)
+
+
+def _choices(choices: tuple[Any, ...]) -> str:
+    words = [repr(c) for c in choices]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def params() -> Iterator[tuple[dataclasses.Field, Param]]:
+    """Every Model field with its :class:`Param`, in field order (``name`` has none)."""
+    for f in dataclasses.fields(Model):
+        if "param" in f.metadata:
+            yield f, f.metadata["param"]
+
+
+#: every field's Param by the field's name
+PARAMS: dict[str, Param] = {f.name: p for f, p in params()}
+
+#: the order of the words of :meth:`Model.summary` after the family and the formats
+_SUMMARY = ("block_width", "fraction_bits", "late_fraction_bits", "e_zero", "alignment", "carry_bits",
+            "output_rounding", "subnormals", "groups", "product_exponent", "late_cut", "c_entry", "product_order",
+            "unpack_format", "nan", "accumulator_format", "options")
+
+#: the parameters the probe search varies, in the order it tries them (a field's values: its Param's domain)
+SEARCHED = ("block_width", "output_rounding", "nan", "overflow", "exact_zero", "rounded_zero", "subnormals",
+            "flush_zero", "c_entry", "product_order", "fraction_bits", "alignment", "e_zero", "carry_bits",
+            "product_exponent", "output_fraction_bits", "late_fraction_bits", "groups", "late_cut",
+            "accumulator_format", "unpack_format")

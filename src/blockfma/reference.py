@@ -22,10 +22,12 @@ from fractions import Fraction
 from typing import Literal
 
 from .formats import Format, RoundingMode
-from .model import Alignment, Family, Model, NaNStyle
+from .model import Alignment, Model, NaNStyle
+from .plan import Index, Plan, pad, plan, run, take
 
 __all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite",
-           "binary64_bits", "from_binary64_bits"]
+           "binary64_bits", "from_binary64_bits", "truncated_fused_block", "exact_fused_block", "pairwise_block",
+           "late_c_block", "fma_chain_block", "amx_block", "bfdot_block"]
 
 NAN = math.nan
 INF = math.inf
@@ -337,7 +339,7 @@ def _ieee_operation(model: Model, rounder: Rounder, pairs: Sequence[tuple[float,
 
 
 # --- the families, one block each --------------------------------------------------------------------------
-def _truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """truncated-fused (NVIDIA tensor cores), steps 1-6 of its section."""
     special = _special_result(list(zip(a, b)), [c])
     if special is not None:
@@ -368,12 +370,12 @@ def _truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float],
     return _R(model, S, terms)
 
 
-def _exact_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def exact_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """exact-fused: S = p_1 + ... + p_L + c exactly, result R(S)."""
     return _ieee_operation(model, _R, list(zip(a, b)), [c])
 
 
-def _pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """pairwise (AMD CDNA2): p_i = P(a_i * b_i), a balanced tree of P(x + y), then R(c + s)."""
     level = [_ieee_operation(model, _P, [(ai, bi)], []) for ai, bi in zip(a, b)]
     while len(level) > 1:
@@ -381,7 +383,7 @@ def _pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: flo
     return _ieee_operation(model, _R, [], [c, level[0]])
 
 
-def _late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """late-c (AMD CDNA3), steps 1-5 of its section."""
     fa, fb, fc = model.input_format, model.b_format, model.c_format
     F, F2 = model.fraction_bits, model.late_fraction_bits
@@ -449,7 +451,7 @@ def _propagated_nan(a: float, b: float, d: float) -> float:
     return INVALID
 
 
-def _fma_chain_step(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def fma_chain_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """fma-chain: d = R(a_i * b_i + d), one IEEE fusedMultiplyAdd (L = 1); a NaN result carries the NaN
     the model's style passes on (only "propagate" looks at the operands)."""
     d = c
@@ -461,7 +463,7 @@ def _fma_chain_step(model: Model, a: Sequence[float], b: Sequence[float], c: flo
     return d
 
 
-def _amx_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def amx_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """amx (Intel TDPBF16PS): even and odd fp32 partial sums updated by FMAs, then R(c + R(even + odd))."""
     even = odd = 0.0
     for j in range(len(a) // 2):
@@ -471,7 +473,7 @@ def _amx_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -
     return _ieee_operation(model, _R, [], [c, t])
 
 
-def _bfdot_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
+def bfdot_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """bfdot (Arm, FPCR.EBF = 0): p_0 = R(a_0 b_0), p_1 = R(a_1 b_1), s = R(p_0 + p_1), R(c + s)."""
     p0 = _ieee_operation(model, _R, [(a[0], b[0])], [])
     p1 = _ieee_operation(model, _R, [(a[1], b[1])], [])
@@ -488,58 +490,47 @@ def _A(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
     return 0.0 if value == 0 and model.rounded_zero == "positive" else value
 
 
-Block = Callable[[Model, Sequence[float], Sequence[float], float], float]
-
-_BLOCKS: dict[Family, Block] = {
-    Family.TRUNCATED_FUSED: _truncated_fused_block,
-    Family.EXACT_FUSED: _exact_fused_block,
-    Family.PAIRWISE: _pairwise_block,
-    Family.LATE_C: _late_c_block,
-    Family.FMA_CHAIN: _fma_chain_step,
-    Family.AMX: _amx_block,
-    Family.BFDOT: _bfdot_block,
-}
-
-
-# --- chaining ----------------------------------------------------------------------------------------------
 def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> float:
     """d = a.b + c as ``model`` computes it; the value of the output format as a float (NaN as nan).
 
-    "Blocks and chaining": the products are cut into blocks of L = ``block_width`` (``None``: one block),
-    a short last block is padded with (+0) * (+0), and each block's result is the next block's C.  With
-    ``subnormals=False`` subnormal inputs are flushed to zeros of their sign before each block.
+    "Blocks and chaining": the model's step plan (:mod:`blockfma.plan`: blocks of L = ``block_width``, a
+    short last step padded with (+0) * (+0), each block's result the next block's C, or C added after a
+    step's blocks) run with this module's exact blocks.  With ``subnormals=False`` subnormal inputs are
+    flushed to zeros of their sign first (in the formats the datapath reads them in).
     """
-    fa, fb, fc = model.input_format, model.b_format, model.c_format
     if len(a) != len(b):
         raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
-    a_values = [_value_of(fa, x, f"a[{i}]") for i, x in enumerate(a)]
-    b_values = [_value_of(fb, x, f"b[{i}]") for i, x in enumerate(b)]
-    d = _value_of(fc, c, "c")
-    k = len(a_values)
-    if k == 0:
+    a_values = [_value_of(model.input_format, x, f"a[{i}]") for i, x in enumerate(a)]
+    b_values = [_value_of(model.b_format, x, f"b[{i}]") for i, x in enumerate(b)]
+    d = _value_of(model.c_format, c, "c")
+    if not a_values:  # an empty dot product is C as given
         return d
-    model = model.arithmetic_model()  # operands unpacked to a wider format keep their values
-    fa, fb = model.input_format, model.b_format
-    L = model.block_width or k
-    step = model.step(k)  # a block, an instruction of several blocks, or (c_entry="end") all of them
-    block = _BLOCKS[model.family]
-    unit = model.block_model()  # one block: C fused, in the accumulator format where there is one
-    for start in range(0, k, step):
-        a_step = a_values[start:start + step]
-        b_step = b_values[start:start + step]
-        padding = [0.0] * (step - len(a_step))
-        a_step = [_flush_input(model, fa, x) for x in a_step] + padding
-        b_step = [_flush_input(model, fb, x) for x in b_step] + padding
-        order = model.order(step)
-        a_step, b_step = [a_step[i] for i in order], [b_step[i] for i in order]
-        if model.c_entry != "fused":  # the step's blocks chained from +0, then C added by one IEEE addition
-            s = 0.0
-            for j in range(0, step, L):
-                s = block(unit, a_step[j:j + L], b_step[j:j + L], s)
-            d = _ieee_operation(model, _A, [], [_store(model, s), _flush_input(model, fc, d)])
-        else:
-            d = _store(model, block(unit, a_step, b_step, _flush_input(model, fc, d)))
-    return d
+    p = plan(model, len(a_values))
+    m = p.model  # operands unpacked to a wider format keep their values
+    a_values = pad([_flush_input(m, m.input_format, x) for x in a_values], p.padded, 0.0)
+    b_values = pad([_flush_input(m, m.b_format, x) for x in b_values], p.padded, 0.0)
+    return run(p, _Exact(p, a_values, b_values), _flush_input(m, m.c_format, d))
+
+
+class _Exact:
+    """The reference's :class:`blockfma.plan.Datapath`: the family's exact block, and the store and the
+    IEEE addition of C written with this module's own rounding."""
+
+    def __init__(self, p: Plan, a: list[float], b: list[float]):
+        self.model, self.unit, self.a, self.b = p.model, p.block, a, b
+        self.sum_block = p.block.family.implementation("reference")
+
+    def block(self, products: Index, c: float) -> float:
+        return self.sum_block(self.unit, take(self.a, products), take(self.b, products), c)
+
+    def zero(self, c: float) -> float:
+        return 0.0
+
+    def store(self, x: float) -> float:
+        return _store(self.model, x)
+
+    def add_c(self, s: float, c: float) -> float:
+        return _ieee_operation(self.model, _A, [], [s, c])
 
 
 def _store(model: Model, d: float) -> float:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import formats as _formats
 from ..formats import Format, RoundingMode
-from ..model import Family, Model
+from ..model import Model
+from ..plan import plan, run
 from . import rules
-from .kernels import block_kernel, flush
+from .kernels import Blocks, flush
 
 __all__ = ["dot", "gemm", "resolve_model", "last_backend", "BACKENDS"]
 
@@ -278,33 +280,22 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
         b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed)
     if check or mode_c is not None:
         c = _check_format(model.c_format, c, names[2], mode_c)
-    if not model.subnormals:
+    if not model.subnormals:  # in the formats the datapath reads A and B in (unpacked, where it unpacks them)
         plus = model.flush_zero == "positive"
-        a, b, c = (flush(model.input_format, a, plus), flush(model.b_format, b, plus),
+        arith = model.arithmetic_model()
+        a, b, c = (flush(arith.input_format, a, plus), flush(arith.b_format, b, plus),
                    flush(model.c_format, c, plus))
     return a, b, c
 
 
-def _blocks(model: Model, k: int) -> list[slice]:
-    """The steps of the chain over k: blocks, instructions of several blocks (``instruction_k``), or one
-    step of every block (``c_entry="end"``)."""
-    L = model.step(k)
-    return [slice(j, min(j + L, k)) for j in range(0, k, L)]
-
-
-def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Run the model's blocks in order over the last axis (values already checked); float64 result."""
-    kernel = block_kernel(model)
+def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+          progress: Callable[[float], None] | None = None) -> np.ndarray:
+    """The model's step plan over the last axis (values already checked), run by the numpy engine; float64
+    result of the broadcast shape."""
     k = max(a.shape[-1], b.shape[-1])
-    step = model.step(k)
-    padded = model.block_width is not None and model.family is not Family.FMA_CHAIN
-    d = c
-    for sl in _blocks(model, k):
-        ab, bb = a[..., sl], b[..., sl]
-        if padded:
-            ab, bb = rules.pad(ab, step), rules.pad(bb, step)
-        d = kernel(model, ab, bb, d)
-    return np.asarray(d, dtype=np.float64)
+    p = plan(model, k)
+    blocks = Blocks(p, rules.pad(a, p.padded), rules.pad(b, p.padded))
+    return np.asarray(run(p, blocks, c, progress), dtype=np.float64)
 
 
 def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any = None,
@@ -494,17 +485,12 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         if backend == "numba":
             raise _no_fallback(mdl)
         D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
-    kernel = block_kernel(mdl)
-    L = mdl.step(k)
-    rows = max(1, _TILE // max(1, n * L))
-    blocks = _blocks(mdl, k)
-    for done, sl in enumerate(blocks, 1):
-        a_blk, b_blk = A_[:, sl], Bt[:, sl]
-        if mdl.block_width is not None and mdl.family is not Family.FMA_CHAIN:
-            a_blk, b_blk = rules.pad(a_blk, L), rules.pad(b_blk, L)
-        for r in range(0, m, rows):
-            rs = slice(r, min(m, r + rows))
-            D[rs] = kernel(mdl, a_blk[rs, None, :], b_blk[None, :, :], D[rs])
-        report(done / len(blocks))
+    rows = max(1, _TILE // max(1, n * mdl.step(k)))  # row tiles, each running the whole plan
+    kp = plan(mdl, k).padded
+    A_, Bt = rules.pad(A_, kp), rules.pad(Bt, kp)
+    for r in range(0, m, rows):
+        rs = slice(r, min(m, r + rows))
+        D[rs] = chain(mdl, A_[rs, None, :], Bt[None, :, :], D[rs])
+        report(rs.stop / m)
     _ran("numpy")
     return finish(mdl, D)

@@ -23,7 +23,6 @@ zeros come from :mod:`.rules`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,21 +32,23 @@ from ..model import Alignment, Family, Model
 from . import rules
 
 __all__ = ["supports", "flags", "width", "round_to", "fmt_exponent", "finite", "truncated_fused", "late_c",
-           "exact_fused", "KERNELS"]
+           "exact_fused"]
 
 _NONE = rules.NO_EXPONENT
 LIMB = 32  # bits per limb of the exact-fused accumulator
 
 
 def supports(model: Model) -> bool:
-    """Whether the array kernels run this model: a fused family (truncated-fused, late-c, exact-fused),
-    inputs whose products are exact in float64, C and results no wider than binary32, and for the cut
-    families block sums below 2**53."""
+    """Whether the family's array kernel runs this model: a family with one (truncated-fused, late-c,
+    exact-fused, or a user's), inputs whose products are exact in float64, C and results no wider than
+    binary32, and for the cut families block sums below 2**53."""
+    if not model.family.has("array"):
+        return False
     if not rules.products_exact_in_float64(model.input_format, model.b_format):
         return False
     if not (rules.values_in_binary32(model.c_format) and rules.values_in_binary32(model.result_format)):
         return False
-    if model.family is Family.EXACT_FUSED:
+    if model.family not in (Family.TRUNCATED_FUSED, Family.LATE_C):
         return True
     if model.block_width is None:
         return False
@@ -55,10 +56,8 @@ def supports(model: Model) -> bool:
     if model.family is Family.TRUNCATED_FUSED:  # e_zero within reach of float64's powers of two
         return (model.fraction_bits is not None and model.fraction_bits + headroom <= 53
                 and model.e_zero is not None and abs(model.e_zero) <= 900)
-    if model.family is Family.LATE_C:
-        F, F2 = model.fraction_bits, model.late_fraction_bits
-        return F is not None and F2 is not None and F2 >= F and late_sum_bits(model) + headroom <= 53
-    return False
+    F, F2 = model.fraction_bits, model.late_fraction_bits
+    return F is not None and F2 is not None and F2 >= F and late_sum_bits(model) + headroom <= 53
 
 
 def late_sum_bits(model: Model) -> int:
@@ -340,10 +339,3 @@ def _limb_sum(xp: Any, model: Model, terms: Any) -> tuple[Any, Any]:
     kept = kept | _as(xp, sticky, xp.int64)  # round to odd
     value = _as(xp, kept, xp.float64) * _pow2(xp, lo + LIMB * t - (LIMB - 1) + sh)
     return xp.where(neg, -value, value), zero
-
-
-KERNELS: dict[Family, Callable[..., Any]] = {
-    Family.TRUNCATED_FUSED: truncated_fused,
-    Family.LATE_C: late_c,
-    Family.EXACT_FUSED: exact_fused,
-}

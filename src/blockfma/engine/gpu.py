@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ..formats import RoundingMode
 from ..model import Family, Model
+from ..plan import Index, Plan, plan, run
 from . import array, rules
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm"]
@@ -59,9 +61,21 @@ def torch_device(backend: str) -> Any:
 
 
 def supports(model: Model) -> bool:
-    """Whether the GPU engine runs this model: what the array kernels run (:func:`.array.supports`), with C
-    fused into the block and no separate accumulator format (those run on the CPU engines)."""
-    return array.supports(model) and model.c_entry == "fused" and model.accumulator_format is None
+    """Whether the GPU engine runs this model: its blocks are what the array kernels run
+    (:func:`.array.supports` of the block model), and so are its store and its addition of C where it has
+    them (the addition is an exact-fused block of one product, ``s * 1 + c``)."""
+    m = model.arithmetic_model()
+    if not array.supports(m.block_model()):
+        return False
+    return (m.c_entry == "fused" or array.supports(_adder(m))) and \
+        (m.accumulator_format is None or rules.values_in_binary32(m.output_format))
+
+
+def _adder(model: Model) -> Model:
+    """C added after the blocks as an exact-fused block of one product: ``s * 1 + c`` rounded once to
+    nearest even into the output format, IEEE zero signs and overflow: the IEEE addition of the plan."""
+    return Model(Family.EXACT_FUSED, model.output_format, model.output_format, block_width=1,
+                 subnormals=model.subnormals, flush_zero=model.flush_zero, name="the addition of C")
 
 
 # --- drivers -------------------------------------------------------------------------------------------
@@ -78,7 +92,7 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
     fail (no Triton, no C++ compiler), a warning says so and the op-by-op kernel runs: same bits, slower."""
     key = (model, products, overflow, device_type)
     if key not in _STEPS:
-        kernel = array.KERNELS[model.family]
+        kernel = model.family.implementation("array")
         torch = _torch()
 
         def step(a: Any, b: Any, ea: Any, eb: Any, c: Any) -> Any:
@@ -112,57 +126,73 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
 
 def _check(model: Model) -> None:
     if not supports(model):
-        raise ValueError(f"the GPU engine does not run {model.summary()} (it runs the fused families, "
-                         "truncated-fused, late-c and exact-fused, with inputs of at most 26 bits and binary32 or "
-                         "narrower results); use backend='auto'")
+        raise ValueError(f"the GPU engine does not run {model.summary()} (it runs the families with array "
+                         "kernels, truncated-fused, late-c and exact-fused, with inputs of at most 26 bits and "
+                         "binary32 or narrower results); use backend='auto'")
 
 
-def _operands(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str
-              ) -> tuple[Any, int, Callable[..., Any], Any, Any, Any, Any, Any]:
-    """What gemm and dot share: (device, L, the block step, A, B padded to whole blocks on the device,
-    their exponents, C on the device).  A and B have k on their last axis."""
-    _check(model)
-    dev = torch_device(backend)
-    k = A.shape[-1]
-    L = model.block_width or max(k, 1)
-    kp = -(-k // L) * L
-    step = _step(model, *array.flags(model, A, B), dev.type)
-    At, Bd, D = _on(dev, A, kp), _on(dev, B, kp), _on(dev, C)
-    torch = _torch()
-    EA = array.fmt_exponent(torch, model.input_format, array.finite(torch, At))
-    EB = array.fmt_exponent(torch, model.b_format, array.finite(torch, Bd))
-    return dev, L, step, At, Bd, EA, EB, D
+class _Tiles:
+    """The GPU engine's :class:`blockfma.plan.Datapath`: operands padded on the device with their exponents,
+    each block by the family's array kernel (compiled where it can be) over tiles of the output, written in
+    place; the store and the addition of C by the array kernels too."""
+
+    def __init__(self, p: Plan, A: np.ndarray, B: np.ndarray, backend: str, gemm: bool):
+        _check(p.model)
+        torch = _torch()
+        self.dev = torch_device(backend)
+        self.p, self.gemm = p, gemm
+        self.step = _step(p.block, *array.flags(p.block, A, B), self.dev.type)
+        self.A, self.B = _on(self.dev, A, p.padded), _on(self.dev, B, p.padded)
+        self.EA = array.fmt_exponent(torch, p.block.input_format, array.finite(torch, self.A))
+        self.EB = array.fmt_exponent(torch, p.block.b_format, array.finite(torch, self.B))
+        self.adder = None if p.c_fused else _step(_adder(p.model), True, False, self.dev.type)  # s may be NaN or inf
+        self.tile = _TILE[self.dev.type] // array.width(p.block, p.block_width)
+
+    def block(self, products: Index, D: Any) -> Any:
+        ix = products if isinstance(products, slice) else list(products)
+        A, B, EA, EB = self.A[..., ix], self.B[..., ix], self.EA[..., ix], self.EB[..., ix]
+        if not self.gemm:
+            for r in range(0, D.shape[0], max(1, self.tile)):
+                rs = slice(r, r + max(1, self.tile))
+                D[rs] = self.step(A[rs], B[rs], EA[rs], EB[rs], D[rs])
+            return D
+        m, n = D.shape
+        cols = max(1, min(n, self.tile))
+        rows = max(1, self.tile // cols)
+        for r in range(0, m, rows):
+            rs = slice(r, min(m, r + rows))
+            for c0 in range(0, n, cols):
+                cs = slice(c0, min(n, c0 + cols))
+                D[rs, cs] = self.step(A[rs, None], B[None, cs], EA[rs, None], EB[None, cs], D[rs, cs])
+        return D
+
+    def zero(self, c: Any) -> Any:
+        return _torch().zeros_like(c)
+
+    def store(self, x: Any) -> Any:
+        torch = _torch()
+        m = self.p.model
+        rounded = array.round_to(torch, m.output_format, array.finite(torch, x), RoundingMode.TiesToEven,
+                                 subnormals=m.subnormals)
+        return torch.where(torch.isfinite(x), rounded, x)
+
+    def add_c(self, s: Any, c: Any) -> Any:
+        torch = _torch()
+        one = torch.ones_like(s)[..., None]
+        return self.adder(s[..., None], one, array.fmt_exponent(torch, self.p.model.output_format, array.finite(
+            torch, s))[..., None], torch.zeros_like(one, dtype=torch.int64), c)
 
 
 def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
          progress: Callable[[float], None] | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ Bt.T + C, values already checked, flushed and in the model's formats."""
-    dev, L, step, At, Bd, EA, EB, D = _operands(model, A, Bt, C, backend)
-    m, n = D.shape
-    tile = _TILE[dev.type] // array.width(model, L)
-    cols = max(1, min(n, tile))
-    rows = max(1, tile // cols)
-    nblocks = At.shape[1] // L
-    for j in range(nblocks):
-        sl = slice(j * L, (j + 1) * L)
-        for r in range(0, m, rows):
-            rs = slice(r, min(m, r + rows))
-            for c0 in range(0, n, cols):
-                cs = slice(c0, min(n, c0 + cols))
-                D[rs, cs] = step(At[rs, None, sl], Bd[None, cs, sl], EA[rs, None, sl], EB[None, cs, sl], D[rs, cs])
-        if progress is not None:
-            progress((j + 1) / nblocks)
-    return D.cpu().numpy()
+    p = plan(model, A.shape[-1])
+    tiles = _Tiles(p, A, Bt, backend, gemm=True)
+    return run(p, tiles, _on(tiles.dev, C), progress).cpu().numpy()
 
 
 def dot(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str = "cuda") -> np.ndarray:
     """float64 d (rows,) = sum over k of A * B (rows, k) + C (rows,), values already checked."""
-    dev, L, step, At, Bd, EA, EB, D = _operands(model, A, B, C, backend)
-    rows = D.shape[0]
-    chunk = max(1, _TILE[dev.type] // array.width(model, L))
-    for j in range(At.shape[1] // L):
-        sl = slice(j * L, (j + 1) * L)
-        for r in range(0, rows, chunk):
-            rs = slice(r, min(rows, r + chunk))
-            D[rs] = step(At[rs, sl], Bd[rs, sl], EA[rs, sl], EB[rs, sl], D[rs])
-    return D.cpu().numpy()
+    p = plan(model, A.shape[-1])
+    tiles = _Tiles(p, A, B, backend, gemm=False)
+    return run(p, tiles, _on(tiles.dev, C)).cpu().numpy()

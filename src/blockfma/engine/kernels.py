@@ -7,10 +7,11 @@ NaN results are plain float64 NaN here (under ``nan="propagate"`` the fma chain 
 payload and all); the caller writes the model's NaN bit pattern at the end.
 
 The fused families (truncated-fused, late-c, exact-fused) are the array kernels of :mod:`.array`, the same
-code the GPU engine runs on torch tensors, called here with numpy; exact-fused models beyond their reach
-(fp64 inputs or results) sum through :mod:`.wide`.  The step families (pairwise, fma-chain, amx, bfdot)
+code the GPU engine runs on torch tensors, called here with numpy (:func:`array_block`); exact-fused models
+beyond their reach (fp64 inputs or results) sum through :mod:`.wide`.  The step families (pairwise, fma-chain, amx, bfdot)
 are chains of IEEE operations, each rounded once by :func:`.wide.ieee_op`.  See docs/semantics.md for what
-each family computes.
+each family computes; which code runs a family's block is the family's (:func:`block_function`), and
+what happens around the blocks is the step plan (:mod:`blockfma.plan`), run here by :class:`Blocks`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import numpy as np
 
 from ..formats import Format, RoundingMode
 from ..formats import round as round_values
-from ..model import Family, Model, NaNStyle
+from ..model import Model, NaNStyle
+from ..plan import Index, Plan
 from . import array, rules, wide
 
 
@@ -34,17 +36,30 @@ def flush(fmt: Format, x: np.ndarray, positive: bool = False) -> np.ndarray:
 
 
 # --- fused families: the shared array kernels -------------------------------------------------------------
-def _fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    if not array.supports(model):
-        if model.family is Family.EXACT_FUSED:
-            return _exact_fused_wide(model, a, b, c)
-        raise ValueError(f"the engine does not run {model.summary()}: its products or block sums do not fit "
-                         "float64 (the engine takes inputs of at most 26 bits, F + log2(L) below about 48 and "
-                         "|e_zero| up to 900); "
-                         "blockfma.reference.dot computes it exactly, row by row")
-    products, overflow = array.flags(model, a, b)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return array.KERNELS[model.family](np, model, a, b, c, products=products, overflow=overflow)
+def array_block(kernel: Callable[..., np.ndarray]) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """A family's array kernel (:mod:`.array`, shared with the GPU engine) as a numpy block."""
+
+    def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        if not array.supports(model):
+            raise ValueError(f"the engine does not run {model.summary()}: its products or block sums do not "
+                             "fit float64 (the engine takes inputs of at most 26 bits, F + log2(L) below about 48 "
+                             "and |e_zero| up to 900); blockfma.reference.dot computes it exactly, row by row")
+        products, overflow = array.flags(model, a, b)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return kernel(np, model, a, b, c, products=products, overflow=overflow)
+
+    return block
+
+
+_exact_fused_array = array_block(array.exact_fused)
+
+
+def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """One exact-fused block: the array kernel where its float64 bounds hold, else exact limbs (:mod:`.wide`)
+    for fp64 inputs or results."""
+    if array.supports(model):
+        return _exact_fused_array(model, a, b, c)
+    return _exact_fused_wide(model, a, b, c)
 
 
 def _exact_fused_wide(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -113,41 +128,60 @@ def bfdot(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     return _op(model, fc, mode, [c, _op(model, fc, mode, [p0, p1])])
 
 
-KERNELS = {
-    Family.TRUNCATED_FUSED: _fused,
-    Family.EXACT_FUSED: _fused,
-    Family.PAIRWISE: pairwise,
-    Family.LATE_C: _fused,
-    Family.FMA_CHAIN: fma_chain,
-    Family.AMX: amx,
-    Family.BFDOT: bfdot,
-}
+def reference_block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """A family's exact reference block (:mod:`blockfma.reference`) applied element by element: how the
+    numpy engine runs a family that gives no array code of its own (a user's family; exact, slow)."""
+    ref = model.family.implementation("reference")
+    shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], np.shape(c))
+    a, b = np.broadcast_to(a, shape + a.shape[-1:]), np.broadcast_to(b, shape + b.shape[-1:])
+    c = np.broadcast_to(c, shape)
+    out = np.empty(shape)
+    for idx in np.ndindex(*shape):
+        out[idx] = ref(model, [float(x) for x in a[idx]], [float(x) for x in b[idx]], float(c[idx]))
+    return out
 
 
-def block_kernel(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """The numpy engine's kernel for one step of ``model``: its family's block; with an ``accumulator_format``
-    the block computed in it, then rounded to nearest even into the output format (stored); with
-    ``c_entry="after"`` or ``"end"`` the step's blocks from +0, stored, then C added by one IEEE addition
-    (TiesToEven into the output format)."""
-    kernel = KERNELS[model.family]
-    unit = model.block_model()
-    stored = model.accumulator_format is not None
+def block_function(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """The numpy engine's code for one block of ``model``'s family: its numpy block, else its array kernel
+    run with numpy, else its exact reference element by element."""
+    fam = model.family
+    if fam.has("numpy"):
+        return fam.implementation("numpy")
+    if fam.has("array"):
+        return array_block(fam.implementation("array"))
+    return reference_block
 
-    def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        if model.c_entry == "fused":
-            s = kernel(unit, a, b, c)
-        else:  # one step (a block, or an instruction of blocks in product_order) from +0, then C
-            order = model.order(a.shape[-1])
-            a, b = a[..., order], b[..., order]
-            L = model.block_width or a.shape[-1]
-            s = np.zeros(np.broadcast_shapes(np.shape(c), a.shape[:-1], b.shape[:-1]))
-            for j in range(0, a.shape[-1], L):
-                s = kernel(unit, a[..., j:j + L], b[..., j:j + L], s)
-            s = store(model, s) if stored else s
-            return wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
-        return store(model, s) if stored else s
 
-    return kernel if unit is model else block
+def _at(products: Index) -> slice | list[int]:
+    return products if isinstance(products, slice) else list(products)
+
+
+class Blocks:
+    """The numpy engine's :class:`blockfma.plan.Datapath` over ``a`` (..., padded) and ``b`` (..., padded),
+    float64, broadcasting: each block by the family's numpy code (:func:`block_function`), the store and the
+    addition of C array-at-a-time."""
+
+    def __init__(self, p: Plan, a: np.ndarray, b: np.ndarray):
+        self.model, self.unit, self.a, self.b = p.model, p.block, a, b
+        self.sum_block = block_function(p.block)
+
+    def block(self, products: Index, c: np.ndarray) -> np.ndarray:
+        ix = _at(products)
+        return self.sum_block(self.unit, self.a[..., ix], self.b[..., ix], c)
+
+    def zero(self, c: np.ndarray) -> np.ndarray:
+        return np.zeros(np.broadcast_shapes(np.shape(c), self.a.shape[:-1], self.b.shape[:-1]))
+
+    def store(self, x: np.ndarray) -> np.ndarray:
+        return store(self.model, x)
+
+    def add_c(self, s: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return add_c(self.model, s, c)
+
+
+def add_c(model: Model, s: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """C added after a step's blocks: one IEEE addition, TiesToEven into the output format."""
+    return wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
 
 
 def store(model: Model, values: np.ndarray) -> np.ndarray:

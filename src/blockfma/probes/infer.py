@@ -32,9 +32,8 @@ import numpy as np
 from .. import formats as _formats
 from ..devices import devices as _devices
 from ..engine import dot
-from ..formats import RoundingMode
 from ..literals import bits_hex, hex_float
-from ..model import Alignment, Family, Model, NaNStyle
+from ..model import PARAMS, SEARCHED, Family, Model
 from . import inputs as _inputs
 from .features import FEATURE_TESTS, Context, Row, arrays
 from .targets import Target, bits
@@ -45,8 +44,6 @@ __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbo
 DEFAULT_VERIFY = 10_000
 SMT_TIMEOUT = 4.0  # seconds the SMT layer may spend on one pair of candidates that no random row separates
 SMT_MAX_K = 32  # longer rows: bitwuzla gave no answer within SMT_TIMEOUT at k = 64 (16-blocks, fp16), so none is asked
-ROUNDINGS = (RoundingMode.TiesToEven, RoundingMode.TowardZero, RoundingMode.TowardNegative,
-             RoundingMode.TowardPositive)
 
 # comparison levels: 0 values (±0 alike, NaNs alike), 1 bits but ±0 alike, 2 bits
 LOOSE, NAN_BITS, STRICT = 0, 1, 2
@@ -141,49 +138,36 @@ def candidates_agree(cands: list[Model], ev: Evidence, level: int, c_format: Any
 
 
 # --- candidate spaces ----------------------------------------------------------------------------------------
-def _has_f(m: Model) -> bool:
-    return m.family in (Family.TRUNCATED_FUSED, Family.LATE_C)
-
-
 def domains(f: _inputs.Formats, k: int, m: Model) -> dict[str, list[Any]]:
-    """The values each parameter may take for this target (those that apply to ``m``'s family)."""
-    d = f.d
-    Ls = sorted({2 ** i for i in range(8) if 2 ** i <= k} | {k})
-    out: dict[str, list[Any]] = {
-        "block_width": Ls,
-        "output_rounding": list(ROUNDINGS),
-        "nan": list(NaNStyle),
-        "overflow": ["inf", "ieee"],
-        "exact_zero": ["positive", "ieee"],
-        "rounded_zero": ["signed", "positive"],
-        "subnormals": [True, False],
-        "flush_zero": ["signed", "positive"],
-        "c_entry": ["fused", "after", "end"],
-    }
-    if k % 4 == 0 and k >= 4:
-        out["product_order"] = ["natural", "halves"]
-    if _has_f(m):
-        out["fraction_bits"] = list(range(max(1, d.precision - 14), 41))
-        out["alignment"] = [Alignment.TRUNCATE, Alignment.FLOOR]
-    if m.family is Family.TRUNCATED_FUSED:
-        lo = d.emin - d.fraction_bits
-        out["e_zero"] = list(range(lo - 12, 2))
-        out["carry_bits"] = [None, 0, 1, 2, 3, 4]
-        out["product_exponent"] = ["sum", "normalized"]
-        if d.precision > 12:
-            out["output_fraction_bits"] = [None] + list(range(8, d.fraction_bits))
-    if m.family is Family.LATE_C:
-        out["late_fraction_bits"] = list(range(d.precision, 40))
-        out["groups"] = [g for g in (1, 2, 4) if (m.block_width or 1) % g == 0]
-        out["late_cut"] = ["leading", "common"]
-    if f.d.precision < 24:
-        out["accumulator_format"] = [None, _formats.fp32]
-    if max(f.a.bits, f.b.bits) == 8:
-        out["unpack_format"] = [None, _formats.get("fp16")]
+    """The values each parameter may take for this target: the domains of the Model's fields
+    (:class:`blockfma.model.Param`) that apply to ``m``'s family, the shared fields the family has the
+    search vary (``Family.searched``), and the family's own options, in :data:`blockfma.model.SEARCHED`
+    order."""
+    fam = m.family
+    out: dict[str, list[Any]] = {}
+    for name in SEARCHED:
+        p = PARAMS[name]
+        if (name in fam.parameters) if p.family else (p.search or name in fam.searched):
+            values = p.domain(f, k, m) if p.domain is not None else None
+            if values is not None:
+                out[name] = list(values)
+    for o in fam.options:
+        out[f"options.{o.name}"] = o.values(f, k, m)
     return out
 
 
+def _get(m: Model, name: str) -> Any:
+    """A parameter's value: a field, or ``"options.NAME"`` for one of the family's own options."""
+    return m.option(name[len("options."):]) if name.startswith("options.") else getattr(m, name)
+
+
 def _try(m: Model, **changes: Any) -> Model | None:
+    """``m`` with some parameters changed (fields, or ``"options.NAME"``), or None where that is no valid
+    Model."""
+    options = {k[len("options."):]: v for k, v in changes.items() if k.startswith("options.")}
+    if options:
+        changes = {k: v for k, v in changes.items() if not k.startswith("options.")}
+        changes["options"] = {**dict(m.options), **options}
     try:
         return m.replace(**changes)
     except (ValueError, TypeError):
@@ -196,7 +180,7 @@ def neighbours(m: Model, f: _inputs.Formats, k: int, params: Iterable[str] | Non
     out: dict[Model, None] = {}
     for p in (params or dom):
         for v in dom.get(p, []):
-            if getattr(m, p) != v:
+            if _get(m, p) != v:
                 n = _try(m, **{p: v})
                 if n is not None and n != m:
                     out[n] = None
@@ -209,7 +193,7 @@ def grid(m: Model, f: _inputs.Formats, k: int, params: Iterable[str]) -> list[Mo
     names = [p for p in params if p in dom]
     out: dict[Model, None] = {}
     # each parameter's domain, with the base's own value (e.g. a preset's round-to-odd) kept in it
-    values_of = [list(dict.fromkeys([getattr(m, p)] + list(dom[p]))) for p in names]
+    values_of = [list(dict.fromkeys([_get(m, p)] + list(dom[p]))) for p in names]
     for values in itertools.product(*values_of):
         n = _try(m, **dict(zip(names, values)))
         if n is not None:
@@ -233,7 +217,8 @@ def pair_moves(m: Model, f: _inputs.Formats, k: int) -> list[Model]:
 
 def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Model]]:
     """(presets, generic bases): the presets that take these formats (with ``priors="presets"``), and one
-    Model per family fitted to the formats, to be varied by the structure stage."""
+    Model per registered family fitted to the formats (its ``Family.base``, else its first preset with the
+    formats replaced), in the registry's order, to be varied by the structure stage."""
     presets: list[Model] = []
     per_family: dict[Family, Model] = {}
     for dev in _devices():
@@ -245,30 +230,17 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
                         and m.input_rounding is None and m not in presets:
                     presets.append(m)
                 per_family.setdefault(m.family, m)
-    d = f.d
     generic: list[Model] = []
-    fitted = {"input_format": f.a, "b_input_format": f.b, "output_format": d, "input_rounding": None,
+    fitted = {"input_format": f.a, "b_input_format": f.b, "output_format": f.d, "input_rounding": None,
               "accumulator_format": None, "unpack_format": None, "instruction_k": None, "name": ""}
-    # the exact families first: where the rows cannot tell them from a truncating datapath with a wide
-    # alignment (an FMA chain against L = 1 with F = 34), the model with fewer parameters is kept
-    for fam in (Family.FMA_CHAIN, Family.EXACT_FUSED):
-        if fam in per_family:
-            g = _try(per_family[fam], **fitted)
-            if g is not None:
-                generic.append(g)
-    try:  # the engine holds truncated-fused sums in 64-bit integers: no such model for fp64 outputs
-        generic.append(Model(Family.TRUNCATED_FUSED, f.a, d, block_width=min(k, 8),
-                             fraction_bits=min(d.precision + 1, 40),
-                             e_zero=max(min(d.emin - d.fraction_bits, f.a.emin + f.b.emin) - 12, -900),
-                             b_input_format=f.b, name=""))
-    except ValueError:
-        pass
-    for fam in (Family.LATE_C, Family.PAIRWISE, Family.BFDOT, Family.AMX):
-        if fam in per_family:
-            g = _try(per_family[fam], **fitted)
-            if g is not None:
-                generic.append(g)
-    if d.precision < 24:  # AMD units with fp16/bf16 outputs compute in fp32, then round (rocWMMA)
+    for fam in Family:  # the registry's order: the exact families first (fewer parameters win a tie)
+        if fam.base is not None:
+            g = fam.base(f.a, f.b, f.d, k)
+        else:
+            g = _try(per_family[fam], **fitted) if fam in per_family else None
+        if g is not None:
+            generic.append(g)
+    if f.d.precision < 24:  # AMD units with fp16/bf16 outputs compute in fp32, then round (rocWMMA)
         for g in list(generic):
             if g.family in (Family.EXACT_FUSED, Family.LATE_C, Family.PAIRWISE):
                 h = _try(g, accumulator_format=_formats.fp32)
@@ -420,8 +392,8 @@ class Search:
         F = self.log.readings.get("precision", {}).get("bits kept below the largest term (F)")
         if not isinstance(F, int):
             return [cands]
-        near = [m for m in cands if not _has_f(m) or abs((m.fraction_bits or 0) - F) <= 1]
-        far = [m for m in cands if _has_f(m) and abs((m.fraction_bits or 0) - F) > 1]
+        near = [m for m in cands if not m.applies("fraction_bits") or abs((m.fraction_bits or 0) - F) <= 1]
+        far = [m for m in cands if m.applies("fraction_bits") and abs((m.fraction_bits or 0) - F) > 1]
         return [near, far]
 
     def best_per_family(self) -> list[Model]:

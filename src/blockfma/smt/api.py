@@ -216,10 +216,8 @@ def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
 def _block_symmetric(m: Model) -> int | None:
     """L when permuting the products inside each block of L leaves the model's result unchanged (fused
     blocks: a maximum, a sum of cut terms, zero signs from all/any), else None."""
-    from ..model import Family
-
-    fused = m.family in (Family.TRUNCATED_FUSED, Family.EXACT_FUSED) or (m.family is Family.LATE_C and m.groups == 1)
-    if not fused or m.product_order != "natural" or m.instruction_k is not None or m.block_width is None:
+    if not m.family.is_symmetric(m) or m.product_order != "natural" or m.instruction_k is not None \
+            or m.block_width is None:
         return None
     return m.block_width
 

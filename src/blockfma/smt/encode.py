@@ -27,7 +27,9 @@ from dataclasses import dataclass
 import z3
 
 from ..formats import Format, RoundingMode
-from ..model import Alignment, Family, Model, NaNStyle
+from ..family import Family
+from ..model import Alignment, Model, NaNStyle
+from ..plan import Index, Plan, pad, plan, run, take
 
 __all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars"]
 
@@ -396,8 +398,8 @@ def _ieee_operation(model: Model, rounder, pairs: Sequence[tuple[Sym, Sym]], add
     return _special(fmt, rounder(model, N, LSB, terms), nan, inf, neg)
 
 
-def _truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
-    """truncated-fused, steps 1-6 (reference._truncated_fused_block)."""
+def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    """truncated-fused, steps 1-6 (reference.truncated_fused_block)."""
     F = model.fraction_bits
     nan, inf, neg = _specials(list(zip(a, b)), [c])
     products = [_product(x, y) for x, y in zip(a, b)]
@@ -456,7 +458,7 @@ def _late_c_group(model: Model, products: Sequence[_Term], lowest: int) -> tuple
                                                                                   z3.BitVecRef]:
     """(any nonzero product, e, S): e the largest E(a_i) + E(b_i) over the nonzero products (``lowest``, the
     least such exponent, when there is none) and S the sum of the products cut toward zero at 2**(e - F), a
-    signed integer in units of 2**(e - F) (reference._late_c_block, aligned_sum)."""
+    signed integer in units of 2**(e - F) (reference.late_c_block, aligned_sum)."""
     F = model.fraction_bits
     nonzero = _or(*[z3.Not(t.zero) for t in products])
     # E(a) + E(b) = lsb + (pa - 1) + (pb - 1); a zero product takes no part in the maximum
@@ -474,8 +476,8 @@ def _late_c_group(model: Model, products: Sequence[_Term], lowest: int) -> tuple
     return nonzero, e, S
 
 
-def _late_c_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
-    """late-c, steps 1-5 (reference._late_c_block): products cut at F below their own maximum exponent
+def late_c_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+    """late-c, steps 1-5 (reference.late_c_block): products cut at F below their own maximum exponent
     e_dot (per even/odd group with groups=2, the groups' sums then floored at 2**(e_dot - F)); C floored at
     2**(E - F), E = max(e_dot, E(c)); the products' sum floored at 2**(E - F2) ("common") or at
     2**(E - F2 - 1) with the total then floored at F2 bits below its own leading bit ("leading"); one
@@ -531,11 +533,11 @@ def _late_c_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> S
     return _special(model.result_format, _R(model, T, E - G, products + [_addend(c)]), nan, inf, neg)
 
 
-def _exact_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+def exact_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     return _ieee_operation(model, _R, list(zip(a, b)), [c], model.result_format)
 
 
-def _pairwise_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+def pairwise_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     fc = model.c_format
     level = [_ieee_operation(model, _P, [(x, y)], [], fc) for x, y in zip(a, b)]
     while len(level) > 1:
@@ -543,14 +545,14 @@ def _pairwise_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) ->
     return _ieee_operation(model, _R, [], [c, level[0]], model.result_format)
 
 
-def _fma_chain_step(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+def fma_chain_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     d = c
     for x, y in zip(a, b):
         d = _ieee_operation(model, _R, [(x, y)], [d], model.result_format)
     return d
 
 
-def _amx_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+def amx_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     fmt = model.result_format
     even = odd = _zero(fmt)
     for j in range(len(a) // 2):
@@ -560,23 +562,12 @@ def _amx_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     return _ieee_operation(model, _R, [], [c, t], fmt)
 
 
-def _bfdot_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
+def bfdot_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     fmt = model.result_format
     p0 = _ieee_operation(model, _R, [(a[0], b[0])], [], fmt)
     p1 = _ieee_operation(model, _R, [(a[1], b[1])], [], fmt)
     s = _ieee_operation(model, _R, [], [p0, p1], fmt)
     return _ieee_operation(model, _R, [], [c, s], fmt)
-
-
-_BLOCKS = {
-    Family.TRUNCATED_FUSED: _truncated_fused_block,
-    Family.EXACT_FUSED: _exact_fused_block,
-    Family.PAIRWISE: _pairwise_block,
-    Family.LATE_C: _late_c_block,
-    Family.FMA_CHAIN: _fma_chain_step,
-    Family.AMX: _amx_block,
-    Family.BFDOT: _bfdot_block,
-}
 
 
 def _zero(fmt: Format) -> Sym:
@@ -610,9 +601,9 @@ def _reformat(x: Sym, fmt: Format) -> Sym:
 # --- the model ---------------------------------------------------------------------------------------------
 def unsupported(model: Model) -> str | None:
     """None when :func:`dot` encodes ``model``, else one line naming what is missing."""
-    if model.family not in _BLOCKS:
-        return f"the {model.family.value} family is not encoded yet (encoded: " \
-               f"{', '.join(f.value for f in _BLOCKS)})"
+    if not model.family.has("smt"):
+        encoded = ", ".join(f.name for f in Family if f.has("smt"))
+        return f"the {model.family.value} family gives no bit-vector encoding (encoded: {encoded})"
     if model.nan is NaNStyle.PROPAGATE:
         return "nan='propagate' (NaN payloads passed on) is not encoded; NaN results with a fixed pattern are"
     fmts = [model.input_format, model.b_format, model.output_format] + \
@@ -650,30 +641,37 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
     d = decode(fc, c)
     if k == 0:
         return encode_bits(fc, d, model.nan)
-    arith = model.arithmetic_model()
+    p = plan(model, k)
+    arith = p.model
     if arith is not model:
         xs = [_widen(x, arith.input_format) for x in xs]
         ys = [_widen(y, arith.b_format) for y in ys]
-    L = model.block_width or k
-    step = model.step(k)
-    block = _BLOCKS[model.family]
-    unit = arith.block_model()
-    pad = _zero(arith.input_format), _zero(arith.b_format)
-    for start in range(0, k, step):
-        xa = [_flush(model, x) for x in xs[start:start + step]]
-        yb = [_flush(model, y) for y in ys[start:start + step]]
-        xa += [pad[0]] * (step - len(xa))
-        yb += [pad[1]] * (step - len(yb))
-        order = model.order(step)
-        xa, yb = [xa[i] for i in order], [yb[i] for i in order]
-        if model.c_entry != "fused":
-            s = _zero(unit.c_format)
-            for j in range(0, step, L):
-                s = _reformat(block(unit, xa[j:j + L], yb[j:j + L], s), unit.c_format)
-            d = _ieee_operation(model, _A, [], [_as_output(model, s), _flush(model, d)], model.output_format)
-        else:
-            d = _as_output(model, block(unit, xa, yb, _widen(_flush(model, d), unit.c_format)))
+    xs = pad([_flush(arith, x) for x in xs], p.padded, _zero(arith.input_format))
+    ys = pad([_flush(arith, y) for y in ys], p.padded, _zero(arith.b_format))
+    d = run(p, _Formula(p, xs, ys), _flush(arith, d))
     return encode_bits(fc, d, model.nan)
+
+
+class _Formula:
+    """The encoding's :class:`blockfma.plan.Datapath`: the family's bit-vector block, the store into the
+    output format and the IEEE addition of C, over :class:`Sym` values."""
+
+    def __init__(self, p: Plan, a: list[Sym], b: list[Sym]):
+        self.model, self.unit, self.a, self.b = p.model, p.block, a, b
+        self.sum_block = p.block.family.implementation("smt")
+
+    def block(self, products: Index, c: Sym) -> Sym:
+        fc = self.unit.c_format
+        return _reformat(self.sum_block(self.unit, take(self.a, products), take(self.b, products), _widen(c, fc)), fc)
+
+    def zero(self, c: Sym) -> Sym:
+        return _zero(self.unit.c_format)
+
+    def store(self, x: Sym) -> Sym:
+        return _as_output(self.model, x)
+
+    def add_c(self, s: Sym, c: Sym) -> Sym:
+        return _ieee_operation(self.model, _A, [], [s, c], self.model.output_format)
 
 
 def exact_value(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef

@@ -12,9 +12,10 @@ import numpy as np
 
 from ...formats import Format, RoundingMode
 from ...model import Alignment, Family, Model
+from ...plan import Index, Plan, plan, run
+from ..kernels import add_c, store
 from .. import rules
 from ..array import late_sum_bits
-from ..wide import ieee_op
 from ..array import supports as array_supports
 from . import families as _k
 from .rounding import fmt_params
@@ -82,8 +83,10 @@ def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model)."""
     fam, fin, fb, out = model.family, model.input_format, model.b_format, model.result_format
     block = model.block_model()
-    if block is not model:  # block by block, see _blockwise
+    if block is not model:  # block by block, see _Compiled
         return supports(block)
+    if not fam.has("numba"):
+        return False
     ieee_zero_ok = model.exact_zero == "positive" or model.output_rounding is not RoundingMode.TowardNegative
     if not rules.products_exact_in_float64(fin, fb) or out.precision > 51:
         return False
@@ -148,38 +151,34 @@ def _integers(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
             np.where(zero, _k.ZERO_TOP // 2, big_e + 1).astype(np.int32))
 
 
-def _blockwise(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
-    """Models whose blocks end outside the fused kernels, run block by block: an accumulator_format (the
-    block in it, then rounded to nearest even into the output format: stored) and c_entry="after"/"end"
-    (the blocks from C = +0, stored, then C added by one IEEE addition, TiesToEven in the output format); the
-    compiled fused kernel computes each block, numpy the step after it (the numpy engine's own code)."""
-    from ..kernels import store
+class _NeedsNumpy(Exception):
+    """A block of a plan met inputs the compiled kernels do not run (the numpy engine takes the call)."""
 
-    inner = model.block_model()
-    step = model.step(A.shape[2])
-    L = model.block_width or step
-    D = np.asarray(C, dtype=np.float64)
-    for j in range(0, A.shape[2], step):
-        a, b = A[:, :, j:j + step], B[:, j:j + step, :]
-        if model.c_entry != "fused":  # the step's blocks from +0 in product_order, then C
-            if a.shape[2] < step:
-                a = rules.pad(a, step)
-                b = np.swapaxes(rules.pad(np.swapaxes(b, 1, 2), step), 1, 2)
-            order = model.order(step)
-            a, b = a[:, :, order], b[:, order, :]
-            block = np.zeros(C.shape)
-            for i in range(0, step, L):
-                block = batched(inner, a[:, :, i:i + L], b[:, i:i + L, :], block)
-                if block is None:
-                    return None
-            block = block if model.accumulator_format is None else store(model, block)
-            D = ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [block, D])
-        else:
-            block = batched(inner, a, b, D)
-            if block is None:
-                return None
-            D = block if model.accumulator_format is None else store(model, block)
-    return D
+
+class _Compiled:
+    """The compiled kernels' :class:`blockfma.plan.Datapath` for plans that are not a plain chain (an
+    accumulator format, C after the blocks, a product order): each block by the compiled fused kernel of
+    the block model over (batch, m, k) and (batch, k, n) operands, the store and the addition of C by the
+    numpy engine's own code."""
+
+    def __init__(self, p: Plan, A: np.ndarray, B: np.ndarray):
+        self.p, self.A, self.B = p, A, B
+
+    def block(self, products: Index, c: np.ndarray) -> np.ndarray:
+        ix = products if isinstance(products, slice) else list(products)
+        out = batched(self.p.block, self.A[:, :, ix], self.B[:, ix, :], c)
+        if out is None:
+            raise _NeedsNumpy
+        return out
+
+    def zero(self, c: np.ndarray) -> np.ndarray:
+        return np.zeros(c.shape)
+
+    def store(self, x: np.ndarray) -> np.ndarray:
+        return store(self.p.model, x)
+
+    def add_c(self, s: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return add_c(self.p.model, s, c)
 
 
 #: products below which the kernels run on one thread: waking numba's thread pool costs more than the
@@ -203,15 +202,17 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nda
 
 
 def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
-    if model.block_model() is not model:
-        return _blockwise(model, A, B, C)
-    fam = model.family
-    k = A.shape[2]
-    L = model.block_width or max(k, 1)
-    kp = -(-k // L) * L if fam is not Family.FMA_CHAIN else k
-    if kp != k:
+    p = plan(model, A.shape[2])
+    kp, L = p.padded, p.block_width
+    if kp != A.shape[2]:
         A = rules.pad(A, kp)
         B = np.swapaxes(rules.pad(np.swapaxes(B, 1, 2), kp), 1, 2)
+    if not p.is_chain:  # blocks by the compiled kernels, the rest of each step by numpy
+        try:
+            return run(p, _Compiled(p, A, B), np.asarray(C, dtype=np.float64))
+        except _NeedsNumpy:
+            return None
+    fam = model.family
     A = np.ascontiguousarray(A, dtype=np.float64)
     B = np.ascontiguousarray(B, dtype=np.float64)
     C = np.ascontiguousarray(C, dtype=np.float64)

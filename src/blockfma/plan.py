@@ -1,0 +1,143 @@
+"""The step plan: what a Model does over the K products of one dot product, written once.
+
+A matrix unit does not see a dot product of length K at once.  It takes its products in **steps** (a block
+of ``block_width`` products, or an instruction of ``instruction_k`` products, or with ``c_entry="end"`` the
+whole of K), a short last step padded with +0 * +0 products.  Inside a step the products enter in the
+model's ``product_order`` and fall into **blocks** of L = ``block_width``, each summed by the family's
+block (:mod:`blockfma.family`).  Then either
+
+* ``c_entry="fused"``: the step is one block and C is one of its terms; its result is the next step's C;
+* ``c_entry="after"`` or ``"end"``: the step's blocks chain from +0 (each block's result the next block's
+  C), and C is then added by one IEEE addition, rounded to nearest even into the output format.
+
+Where the blocks round into a wider ``accumulator_format`` than the output format, the result of each
+step's blocks is **stored**: rounded to nearest even into the output format (before C is added, where C
+comes after).
+
+:class:`Plan` is that schedule as data and :func:`run` walks it.  Every engine (the exact reference, the
+numpy, numba and GPU engines, the SMT encoding) runs the same plan and supplies only the four operations
+of :class:`Datapath`: sum a block, a zero to start from, store, add C.  Products are named by their index
+in the padded operands; an engine pads its operands to :attr:`Plan.padded` with +0 first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Plan", "Datapath", "plan", "run", "take", "pad", "Index"]
+
+V = TypeVar("V")
+
+#: the products of one block: a slice of the padded operands, or their indices in the order they enter
+Index = slice | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The schedule of one dot product of ``k`` products under a model (see the module docstring).
+
+    ``model``: the model the datapath runs (:meth:`Model.arithmetic_model`: operands unpacked where the
+    model says); ``block``: the model of one block (:meth:`Model.block_model`: C fused, in the accumulator
+    format); ``width``: products per step; ``block_width``: products per block (``width`` is a multiple of
+    it); ``order``: the order in which one step's products enter its blocks (None: as given);
+    ``c_fused``: each step is one block with C among its terms (else C is added after the step's blocks);
+    ``store``: the blocks' result is rounded to nearest even from the accumulator into the output format."""
+
+    model: Model
+    block: Model
+    k: int
+    width: int
+    block_width: int
+    order: tuple[int, ...] | None
+    c_fused: bool
+    store: bool
+
+    @property
+    def steps(self) -> int:
+        """The number of steps (0 for an empty dot product)."""
+        return -(-self.k // self.width)
+
+    @property
+    def padded(self) -> int:
+        """Products after padding the last step with +0 * +0: ``steps * width``."""
+        return self.steps * self.width
+
+    @property
+    def is_chain(self) -> bool:
+        """Each step is one block in its natural order, C fused, nothing stored: a plain chain of blocks of
+        ``block_width`` over the padded operands, which compiled kernels may run in one call."""
+        return self.c_fused and not self.store and self.order is None
+
+    def blocks(self, step: int) -> list[Index]:
+        """The products of each block of step ``step``, in the order the blocks run."""
+        start, L = step * self.width, self.block_width
+        if self.order is None:
+            return [slice(start + j, start + j + L) for j in range(0, self.width, L)]
+        idx = [start + i for i in self.order]
+        return [tuple(idx[j:j + L]) for j in range(0, self.width, L)]
+
+
+def plan(model: Model, k: int) -> Plan:
+    """The plan of a dot product of ``k`` products under ``model``."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        raise ValueError(f"k must be a non-negative integer (the number of products), not {k!r}")
+    m = model.arithmetic_model()
+    width = m.step(k)
+    L = m.block_width or width
+    order = tuple(m.order(width))
+    return Plan(model=m, block=m.block_model(), k=k, width=width, block_width=L,
+                order=None if order == tuple(range(width)) else order, c_fused=m.c_entry == "fused",
+                store=m.accumulator_format is not None)
+
+
+class Datapath(Protocol[V]):
+    """What an engine supplies to :func:`run` for its own values ``V`` (floats, arrays, bit-vectors)."""
+
+    def block(self, products: Index, c: V) -> V:
+        """The plan's block model over these products (indices into the padded operands), ``c`` its C."""
+
+    def zero(self, c: V) -> V:
+        """+0 of the accumulator, shaped like ``c``: where a step's blocks start when C comes after."""
+
+    def store(self, x: V) -> V:
+        """A result of the accumulator rounded to nearest even into the output format (NaN, infinities
+        and the sign of zero kept)."""
+
+    def add_c(self, s: V, c: V) -> V:
+        """``s + c`` by one IEEE addition rounded to nearest even into the output format."""
+
+
+def run(p: Plan, datapath: Datapath[V], c: V, progress: Callable[[float], None] | None = None) -> V:
+    """Walk the plan: every step's blocks in order, C where the plan puts it; the last step's result.
+    ``progress(done)`` is called after each step with the fraction of steps done."""
+    d = c
+    for step in range(p.steps):
+        blocks = p.blocks(step)
+        if p.c_fused:
+            (only,) = blocks
+            d = datapath.block(only, d)
+            if p.store:
+                d = datapath.store(d)
+        else:
+            s = datapath.zero(d)
+            for products in blocks:
+                s = datapath.block(products, s)
+            d = datapath.add_c(datapath.store(s) if p.store else s, d)
+        if progress is not None:
+            progress((step + 1) / p.steps)
+    return d
+
+
+def take(x: Sequence[Any], products: Index) -> list[Any]:
+    """The elements of a list at a block's products (for engines that hold operands as lists)."""
+    return list(x[products]) if isinstance(products, slice) else [x[i] for i in products]
+
+
+def pad(x: Sequence[V], n: int, zero: V) -> list[V]:
+    """A list of operands padded with ``zero`` (+0) to ``n`` elements (:attr:`Plan.padded`)."""
+    return list(x) + [zero] * (n - len(x))
