@@ -2,7 +2,7 @@
 
 The data path, one module each:
 
-    formats -> model -> engine -> devices -> probes / smt / multiword -> cli
+    formats -> family, model, plan -> devices -> engine -> probes / smt / multiword -> check, cli
 
 ``bf.smt`` (formal questions about models, through an SMT solver) and ``bf.multiword`` (accurate GEMM from
 low-precision units) load on first use.
@@ -13,10 +13,12 @@ low-precision units) load on first use.
 """
 
 from . import formats, literals
+from .check import check
 from .devices import Device, device, devices
 from .engine import dot, gemm
 from .formats import Format, RoundingMode
-from .model import Alignment, Family, Model, NaNStyle
+from .family import Family
+from .model import Alignment, Model, NaNStyle
 from .probes import probe
 
 __version__ = "0.1.0"
@@ -44,6 +46,7 @@ __all__ = [
     "dot",
     "gemm",
     "probe",
+    "check",
     "smt",
     "multiword",
     "__version__",

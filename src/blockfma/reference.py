@@ -27,7 +27,8 @@ from .plan import Index, Plan, pad, plan, run, take
 
 __all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite",
            "binary64_bits", "from_binary64_bits", "truncated_fused_block", "exact_fused_block", "pairwise_block",
-           "late_c_block", "fma_chain_block", "amx_block", "bfdot_block"]
+           "late_c_block", "fma_chain_block", "amx_block", "bfdot_block", "special_result", "product", "term",
+           "round_result", "Term"]
 
 NAN = math.nan
 INF = math.inf
@@ -258,7 +259,7 @@ def _flush_input(model: Model, fmt: Format, x: float) -> float:
 
 
 # --- special values and signs of zero ----------------------------------------------------------------------
-def _special_result(pairs: Sequence[tuple[float, float]], addends: Sequence[float],
+def special_result(pairs: Sequence[tuple[float, float]], addends: Sequence[float],
                     more_infinities: Sequence[bool] = ()) -> float | None:
     """The rules of "Special values": NaN if any input is NaN or a product is inf * 0; else the infinity
     of the infinite terms (NaN if both signs occur); None when every term is finite.  ``more_infinities``
@@ -280,12 +281,13 @@ def _special_result(pairs: Sequence[tuple[float, float]], addends: Sequence[floa
     return None
 
 
-def _product(a: float, b: float) -> Term:
+def product(a: float, b: float) -> Term:
     """The exact product of two finite values; the sign of a zero product is the xor of the factors'."""
     return to_fraction(a) * to_fraction(b), is_negative(a) != is_negative(b)
 
 
-def _term(x: float) -> Term:
+def term(x: float) -> Term:
+    """A finite addend (C, a partial sum) as a term of an exact sum: its value and its sign."""
     return to_fraction(x), is_negative(x)
 
 
@@ -304,7 +306,7 @@ def _zero_is_negative(terms: Sequence[Term], mode: RoundingMode, exact_zero: str
     return mode is RoundingMode.TowardNegative
 
 
-def _R(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
+def round_result(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
     """R(x): round the exact value x, the sum of ``terms``, to the result format ("Notation"); with
     ``rounded_zero="positive"`` a nonzero x that rounds to zero gives +0 ("Sign of an exact zero")."""
     value = round_exact(model.result_format, x, model.output_rounding,
@@ -331,24 +333,24 @@ def _ieee_operation(model: Model, rounder: Rounder, pairs: Sequence[tuple[float,
     """One operation sum(a*b for pairs) + sum(addends) with one rounding: a multiplication (one pair), an
     addition (two addends), an FMA (one pair, one addend), or a whole exact-fused block.  Special
     values first, then the exact sum, rounded by ``rounder``."""
-    special = _special_result(pairs, addends)
+    special = special_result(pairs, addends)
     if special is not None:
         return special
-    terms = [_product(a, b) for a, b in pairs] + [_term(x) for x in addends]
+    terms = [product(a, b) for a, b in pairs] + [term(x) for x in addends]
     return rounder(model, sum((value for value, _ in terms), Fraction(0)), terms)
 
 
 # --- the families, one block each --------------------------------------------------------------------------
 def truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """truncated-fused (NVIDIA tensor cores), steps 1-6 of its section."""
-    special = _special_result(list(zip(a, b)), [c])
+    special = special_result(list(zip(a, b)), [c])
     if special is not None:
         return special
     fa, fb, fc, F = model.input_format, model.b_format, model.c_format, model.fraction_bits
     assert F is not None and model.e_zero is not None
     # 1. exact products, exponent = sum of the factors' exponents (not renormalised), or with
     #    product_exponent="normalized" the product's own exponent floor(log2 |p|); zeros at e_zero
-    products = [_product(ai, bi) for ai, bi in zip(a, b)]
+    products = [product(ai, bi) for ai, bi in zip(a, b)]
     if model.product_exponent == "normalized":
         exps = [floor_log2(abs(p)) if p != 0 else model.e_zero for p, _ in products]
     else:
@@ -360,19 +362,19 @@ def truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], 
     e_max = max(*exps, e_c)
     q = pow2(e_max - F)
     # 4. every term cut to a multiple of q
-    terms = products + [_term(c)]
+    terms = products + [term(c)]
     # 5. exact sum of the cut terms; carries beyond carry_bits above the leading bit are lost
     S = sum((cut(t, q, model.alignment) for t, _ in terms), Fraction(0))
     if model.carry_bits is not None:
         wrapped = abs(S) % pow2(e_max + 1 + model.carry_bits)
         S = -wrapped if S < 0 else wrapped
     # 6. one rounding
-    return _R(model, S, terms)
+    return round_result(model, S, terms)
 
 
 def exact_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """exact-fused: S = p_1 + ... + p_L + c exactly, result R(S)."""
-    return _ieee_operation(model, _R, list(zip(a, b)), [c])
+    return _ieee_operation(model, round_result, list(zip(a, b)), [c])
 
 
 def pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
@@ -380,7 +382,7 @@ def pairwise_block(model: Model, a: Sequence[float], b: Sequence[float], c: floa
     level = [_ieee_operation(model, _P, [(ai, bi)], []) for ai, bi in zip(a, b)]
     while len(level) > 1:
         level = [_ieee_operation(model, _P, [], [level[i], level[i + 1]]) for i in range(0, len(level), 2)]
-    return _ieee_operation(model, _R, [], [c, level[0]])
+    return _ieee_operation(model, round_result, [], [c, level[0]])
 
 
 def late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
@@ -390,13 +392,13 @@ def late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float)
     assert F is not None and F2 is not None
     pairs = list(zip(a, b))
     # 1. a finite product of magnitude >= 2**(fc.emax + 1) is an infinity of its sign
-    overflowing = [negative for p, negative in (_product(ai, bi) for ai, bi in pairs
+    overflowing = [negative for p, negative in (product(ai, bi) for ai, bi in pairs
                                                 if math.isfinite(ai) and math.isfinite(bi))
                    if abs(p) >= pow2(fc.emax + 1)]
-    special = _special_result(pairs, [c], overflowing)
+    special = special_result(pairs, [c], overflowing)
     if special is not None:
         return special
-    products = [_product(ai, bi) for ai, bi in pairs]
+    products = [product(ai, bi) for ai, bi in pairs]
 
     # 2. the products' sum S, aligned on their own maximum exponent e_dot
     def e_prod(i: int) -> int:
@@ -439,7 +441,7 @@ def late_c_block(model: Model, a: Sequence[float], b: Sequence[float], c: float)
         if total != 0:
             total = cut(total, pow2(max(floor_log2(abs(total)), fc.emin) - F2), Alignment.FLOOR)
     # 5. one rounding
-    return _R(model, total, products + [_term(c)])
+    return round_result(model, total, products + [term(c)])
 
 
 def _propagated_nan(a: float, b: float, d: float) -> float:
@@ -456,7 +458,7 @@ def fma_chain_block(model: Model, a: Sequence[float], b: Sequence[float], c: flo
     the model's style passes on (only "propagate" looks at the operands)."""
     d = c
     for ai, bi in zip(a, b):
-        result = _ieee_operation(model, _R, [(ai, bi)], [d])
+        result = _ieee_operation(model, round_result, [(ai, bi)], [d])
         if math.isnan(result) and model.nan is NaNStyle.PROPAGATE:
             result = _propagated_nan(ai, bi, d)
         d = result
@@ -467,18 +469,18 @@ def amx_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) ->
     """amx (Intel TDPBF16PS): even and odd fp32 partial sums updated by FMAs, then R(c + R(even + odd))."""
     even = odd = 0.0
     for j in range(len(a) // 2):
-        even = _ieee_operation(model, _R, [(a[2 * j], b[2 * j])], [even])
-        odd = _ieee_operation(model, _R, [(a[2 * j + 1], b[2 * j + 1])], [odd])
-    t = _ieee_operation(model, _R, [], [even, odd])
-    return _ieee_operation(model, _R, [], [c, t])
+        even = _ieee_operation(model, round_result, [(a[2 * j], b[2 * j])], [even])
+        odd = _ieee_operation(model, round_result, [(a[2 * j + 1], b[2 * j + 1])], [odd])
+    t = _ieee_operation(model, round_result, [], [even, odd])
+    return _ieee_operation(model, round_result, [], [c, t])
 
 
 def bfdot_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """bfdot (Arm, FPCR.EBF = 0): p_0 = R(a_0 b_0), p_1 = R(a_1 b_1), s = R(p_0 + p_1), R(c + s)."""
-    p0 = _ieee_operation(model, _R, [(a[0], b[0])], [])
-    p1 = _ieee_operation(model, _R, [(a[1], b[1])], [])
-    s = _ieee_operation(model, _R, [], [p0, p1])
-    return _ieee_operation(model, _R, [], [c, s])
+    p0 = _ieee_operation(model, round_result, [(a[0], b[0])], [])
+    p1 = _ieee_operation(model, round_result, [(a[1], b[1])], [])
+    s = _ieee_operation(model, round_result, [], [p0, p1])
+    return _ieee_operation(model, round_result, [], [c, s])
 
 
 def _A(model: Model, x: Fraction, terms: Sequence[Term]) -> float:

@@ -174,11 +174,19 @@ def _try(m: Model, **changes: Any) -> Model | None:
         return None
 
 
+def _expand(params: Iterable[str], dom: dict[str, list[Any]]) -> list[str]:
+    """Parameter names with ``"options"`` standing for every option of the family (``"options.NAME"``)."""
+    out: list[str] = []
+    for p in params:
+        out += [q for q in dom if q.startswith("options.")] if p == "options" else [p]
+    return out
+
+
 def neighbours(m: Model, f: _inputs.Formats, k: int, params: Iterable[str] | None = None) -> list[Model]:
     """Models one parameter away from ``m`` (over :func:`domains`)."""
     dom = domains(f, k, m)
     out: dict[Model, None] = {}
-    for p in (params or dom):
+    for p in _expand(params, dom) if params else dom:
         for v in dom.get(p, []):
             if _get(m, p) != v:
                 n = _try(m, **{p: v})
@@ -190,7 +198,7 @@ def neighbours(m: Model, f: _inputs.Formats, k: int, params: Iterable[str] | Non
 def grid(m: Model, f: _inputs.Formats, k: int, params: Iterable[str]) -> list[Model]:
     """Every combination of the given parameters' values around ``m``."""
     dom = domains(f, k, m)
-    names = [p for p in params if p in dom]
+    names = [p for p in _expand(params, dom) if p in dom]
     out: dict[Model, None] = {}
     # each parameter's domain, with the base's own value (e.g. a preset's round-to-odd) kept in it
     values_of = [list(dict.fromkeys([_get(m, p)] + list(dom[p]))) for p in names]
@@ -252,7 +260,8 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
 # --- stages ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Stage:
-    """One step of the decision order: its feature tests, the parameters it varies, how it compares."""
+    """One step of the decision order: its feature tests, the parameters it varies (``"options"``: every
+    option of the family's own), how it compares."""
 
     name: str
     tests: tuple[str, ...]
@@ -263,14 +272,14 @@ class Stage:
 
 STAGES = (
     Stage("structure", ("precision", "order", "rounding", "products"),
-          ("block_width", "fraction_bits", "output_rounding", "alignment", "groups"), LOOSE),
+          ("block_width", "fraction_bits", "output_rounding", "alignment", "groups", "options"), LOOSE),
     Stage("specials", ("specials",), ("nan", "overflow"), NAN_BITS),
     Stage("zeros", ("zeros",), ("exact_zero", "rounded_zero"), STRICT),
     Stage("subnormals", ("subnormals",), ("subnormals", "flush_zero"), STRICT),
     Stage("e_zero", ("e_zero",), ("e_zero",), STRICT),
     Stage("details", ("carry", "seeds"), ("carry_bits", "product_exponent", "output_fraction_bits", "c_entry",
                                   "product_order", "unpack_format", "accumulator_format", "late_fraction_bits",
-                                  "groups", "late_cut", "alignment"), STRICT, joint=False),
+                                  "groups", "late_cut", "alignment", "options"), STRICT, joint=False),
 )
 
 # tried when no plain candidate fits the structure rows: how products and C enter the blocks
@@ -566,7 +575,8 @@ class Search:
         self.best, self.alternatives = ok[0], ok[1:4]
         entry = {"stage": stage.name, "candidates": len(cands), "consistent": n_ok if least == 0 else 0,
                  "after_separation": len(ok), "best_mismatches": least, "rows_seen": len(self.ev),
-                 "chosen": {p: _plain(getattr(self.best, p, None)) for p in stage.params if hasattr(self.best, p)},
+                 "chosen": {p: _plain(getattr(self.best, p, None)) for p in stage.params if hasattr(self.best, p)}
+                 | {f"options.{k}": _plain(v) for k, v in self.best.options if "options" in stage.params},
                  "family": self.best.family.value, "seconds": round(time.perf_counter() - self.stage_t0, 3)}
         self.log.stages.append(entry)
         fit = "fits every row" if least == 0 else f"best misses {least} rows"

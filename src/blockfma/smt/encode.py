@@ -340,7 +340,7 @@ def _zero_is_negative(terms: Sequence[_Term], mode: RoundingMode, exact_zero: st
 
 def _specials(pairs: Sequence[tuple[Sym, Sym]], addends: Sequence[Sym],
               more_inf: Sequence[tuple[z3.BoolRef, z3.BoolRef]] = ()) -> tuple[z3.BoolRef, z3.BoolRef, z3.BoolRef]:
-    """(nan, inf, negative) by the rules of "Special values" (reference._special_result)."""
+    """(nan, inf, negative) by the rules of "Special values" (reference.special_result)."""
     nan = [x.nan for pair in pairs for x in pair] + [x.nan for x in addends]
     pos, neg = [], []
     for x, y in pairs:

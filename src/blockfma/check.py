@@ -1,0 +1,129 @@
+"""The engines held to the exact reference for one model: the check a new datapath needs first.
+
+:func:`check` draws rows built to break fused datapaths (:mod:`blockfma.probes.inputs`: moderate and wide
+exponents, cancellation, underflow, signed zeros, special values, extremes, random bit patterns), runs
+:func:`blockfma.dot` on every backend that runs the model, and compares the bits with
+:func:`blockfma.reference.dot_bits` (Python Fractions, one row at a time).  A family of one's own
+(docs/extending.md) is right when its fast code agrees with its reference here; the test suite holds the
+built-in families to the same standard with many more rows.
+
+    >>> m = bf.device("V100").model("fp16", "fp32")
+    >>> bf.check(m, rows=20).ok
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import reference
+from .model import Model
+
+__all__ = ["check", "Check", "Mismatch"]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One row on which a backend's bits differ from the reference's."""
+
+    backend: str
+    family: str  # the input family the row came from
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    c: float
+    got: int
+    want: int
+
+    def __str__(self) -> str:
+        return (f"{self.backend}, {self.family} row: a={list(self.a)} b={list(self.b)} c={self.c!r}: got "
+                f"0x{self.got:x}, the reference 0x{self.want:x}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """What :func:`check` compared: the model, k, the rows per backend, and the mismatches (the first few)."""
+
+    model: Model
+    k: int
+    rows: int
+    backends: tuple[str, ...]
+    mismatches: tuple[Mismatch, ...] = field(default=())
+    skipped: tuple[str, ...] = field(default=())  # backends that do not run the model, with why
+
+    @property
+    def ok(self) -> bool:
+        """Every backend gave the reference's bits on every row."""
+        return not self.mismatches
+
+    def __str__(self) -> str:
+        head = (f"{self.model.summary()}: {self.rows} rows of k = {self.k} on {', '.join(self.backends)}: "
+                + ("the reference's bits on every row" if self.ok else f"{len(self.mismatches)} mismatch(es)"))
+        return "\n".join([head] + [f"  {m}" for m in self.mismatches[:5]] + [f"  skipped {s}" for s in self.skipped])
+
+
+def _backends(model: Model) -> tuple[list[str], list[str]]:
+    """(backends that run the model, those that do not, with why)."""
+    from .engine import gpu
+
+    try:
+        from .engine import fast
+    except ImportError:  # numba is not installed
+        fast = None
+    run, skip = ["numpy"], []
+    if fast is not None and fast.supports(model):
+        run.append("numba")
+    else:
+        skip.append("numba (not installed, or no compiled kernel for this model)")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        skip.append("torch (not installed)")
+    else:
+        (run if gpu.supports(model) else skip).append("torch" if gpu.supports(model) else
+                                                       "torch (no array kernel for this model)")
+    return run, skip
+
+
+def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int = 0,
+          backends: tuple[str, ...] | None = None) -> Check:
+    """Every backend that runs ``model`` against :func:`blockfma.reference.dot_bits` on ``rows`` rows of
+    length ``k`` (default: two blocks and a bit, so that chaining and padding show) from each input family.
+    ``backends``: the engines to compare (default: numpy, and numba and torch on the CPU where they run the
+    model)."""
+    from .engine import dot
+    from .probes import inputs
+
+    if not isinstance(model, Model):
+        raise TypeError(f"check takes a blockfma.Model, not {type(model).__name__}")
+    if k is None:
+        k = 2 * (model.instruction_k or model.block_width or 4) + 1
+    for name, value in (("k", k), ("rows", rows)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    if k * rows > 10_000_000:
+        raise ValueError(f"k * rows = {k * rows} products is more than a check needs; take fewer rows")
+    run, skipped = _backends(model)
+    if backends is not None:
+        run = list(backends)
+    f = inputs.Formats.of(model.input_format, model.b_format, model.c_format, model.output_format)
+    rng = np.random.default_rng(seed)
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[model.output_format.dtype.itemsize]
+    mismatches: list[Mismatch] = []
+    n = max(1, rows // len(inputs.FAMILIES))
+    total = 0
+    for family in inputs.FAMILIES:
+        a, b, c = inputs.rows(family, f, k, n, rng)
+        total += len(c)
+        want = np.array([reference.dot_bits(model, a[i].tolist(), b[i].tolist(), float(c[i]))
+                         for i in range(len(c))], dtype=np.uint64)
+        finite = np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1) & np.isfinite(c)
+        for backend in run:
+            sel = finite if backend == "numba" else np.ones_like(finite)  # numba takes finite inputs only
+            got = np.asarray(dot(a[sel], b[sel], c[sel], model=model, backend=backend, check=False))
+            got = got.view(uint).astype(np.uint64)
+            for i in np.flatnonzero(sel)[np.flatnonzero(got != want[sel])][:3]:
+                mismatches.append(Mismatch(backend, family, tuple(a[i].tolist()), tuple(b[i].tolist()),
+                                           float(c[i]), int(got[i]), int(want[i])))
+    return Check(model, k, total, tuple(run), tuple(mismatches), tuple(skipped))
