@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import formats as _formats
-from ..model import Model
+from ..model import Model, params
 
 __all__ = ["Source", "Instruction", "Device", "OpenQuestion", "SOURCES", "SCHEMA", "device", "devices", "names",
            "load", "save", "open_questions", "input_key"]
@@ -250,7 +250,7 @@ class Device:
 _DEVICE_FIELDS = {"name", "vendor", "arch", "confidence", "sources", "aliases", "variants", "variant_of",
                   "specification_only", "notes", "instructions", "measured"}
 _INSTRUCTION_FIELDS = {"name", "ptx", "k", "template", "models", "mixed", "store"}
-_MODEL_FIELDS = set(Model.from_dict({"family": "exact-fused", "input": "fp16", "output": "fp32"}).to_dict())
+_MODEL_FIELDS = {p.key or f.name for f, p in params()} | {"name"}  # a model's keys (Model.to_dict)
 
 
 class DeviceFileError(ValueError):
