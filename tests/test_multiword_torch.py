@@ -189,7 +189,7 @@ def test_switches_restored_after_an_exception(monkeypatch):
 
 
 @needs_torch
-@pytest.mark.skipif(not HAVE_FP32_PRECISION, reason="this torch has no per-backend fp32 precision")
+@pytest.mark.skipif(HAVE_TORCH and not HAVE_FP32_PRECISION, reason="this torch has no per-backend fp32 precision")
 @pytest.mark.parametrize("setting", ["generic", "cuda-matmul", "legacy-allow-tf32"])
 def test_a_users_tf32_setting_survives_the_call(setting):
     """Restoring must not pin an inherited value (a later change of the parent must still reach cuda
