@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 import blockfma as bf
@@ -23,9 +24,28 @@ except ImportError:
 REPO = Path(__file__).resolve().parents[1]
 
 
+GOLDEN_DEFAULT = REPO.parent / "shared" / "golden"
+
+
 def golden_root() -> Path:
-    """shared/golden beside the checkout (or $BLOCKFMA_GOLDEN)."""
-    return Path(os.environ.get("BLOCKFMA_GOLDEN", REPO.parent / "shared" / "golden"))
+    """The recorded GPU outputs: $BLOCKFMA_GOLDEN where set (and not empty), else ../shared/golden beside the
+    checkout.  They are never copied into the repository."""
+    env = os.environ.get("BLOCKFMA_GOLDEN")
+    return Path(env) if env else GOLDEN_DEFAULT
+
+
+def golden_dir(*parts: str, module: bool = False) -> Path:
+    """The folder ``parts`` under :func:`golden_root`, or a skip whose reason names where it was looked for
+    (BLOCKFMA_GOLDEN and the default beside the checkout).  ``module=True`` skips the whole test module (at
+    import, as ``pytest.skip(allow_module_level=True)``)."""
+    path = golden_root().joinpath(*parts)
+    if not path.is_dir():
+        env = os.environ.get("BLOCKFMA_GOLDEN")
+        where = f"BLOCKFMA_GOLDEN={env}" if env else f"BLOCKFMA_GOLDEN unset, so the default {GOLDEN_DEFAULT}"
+        pytest.skip(f"golden hardware data not found at {path} ({where}; set BLOCKFMA_GOLDEN to the folder that "
+                    f"holds khattak-mikaitis/, or put it at ../shared/golden beside the checkout)",
+                    allow_module_level=module)
+    return path
 
 
 def bits(x) -> np.ndarray:

@@ -224,16 +224,41 @@ def test_compare_all(capsys: pytest.CaptureFixture[str]) -> None:
     assert names.count("exact") == 1
 
 
-@pytest.fixture(scope="module")
-def report_text() -> str:
+REPORT = ["report", "--devices", "V100,H100,MI100", "--fttn-inputs", "fp16"]
+
+
+def _stdout_of(argv: list[str]) -> str:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["report", "--devices", "V100,H100,MI100", "--fttn-inputs", "fp16"])
-    assert code == 0
+        code = main(argv)
+    assert code == 0, argv
     return buf.getvalue()
 
 
-def test_report(report_text: str) -> None:
+@pytest.fixture(scope="session")
+def report_out() -> dict[str, str]:
+    """`blockfma report` on three presets, text and --json, computed once (about a minute: the probe
+    section infers four targets): the first call runs the report's sections, the second renders the same
+    sections as JSON; both go through the command line's parsing and printing."""
+    from blockfma import report
+
+    sections, cache = report.sections, []
+
+    def once(*args):
+        if not cache:
+            cache.append((args, sections(*args)))
+        assert args == cache[0][0], "the text and --json runs ask for the same report"
+        return cache[0][1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report, "sections", once)
+        out = {"text": _stdout_of(REPORT), "json": _stdout_of(REPORT + ["--json"])}
+    assert len(cache) == 1
+    return out
+
+
+def test_report(report_out: dict[str, str]) -> None:
+    report_text = report_out["text"]
     assert "Feature table" in report_text
     assert "truncated-fused" in report_text and "exact-fused" in report_text
     assert "191.984375" in report_text                     # the exact answer
@@ -246,15 +271,21 @@ def test_report(report_text: str) -> None:
     assert "Probes: presets inferred as black boxes" in report_text
 
 
-def test_report_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "report", "--json", "--devices", "H100", "--fttn-inputs", "fp16")
-    assert code == 0
-    data = json.loads(out)
+def test_report_json(report_out: dict[str, str]) -> None:
+    data = json.loads(report_out["json"])
     assert data["blockfma"] == blockfma.__version__
-    row = data["sections"]["fttn"]["rows"][0]
-    assert row == {"device": "H100", "D_fp16": 191.875, "D_bf16": None, "FTTN": 191.875, "match": True}
+    fttn = {r["device"]: r for r in data["sections"]["fttn"]["rows"]}
+    assert list(fttn) == ["V100", "H100", "MI100"]
+    assert fttn["H100"] == {"device": "H100", "D_fp16": 191.875, "D_bf16": None, "FTTN": 191.875, "match": True}
+    assert fttn["MI100"] == {"device": "MI100", "D_fp16": 255.875, "D_bf16": None, "FTTN": 255.875, "match": True}
+    assert fttn["V100"]["D_fp16"] == 0.0 and fttn["V100"]["FTTN"] == 0.0
     features = data["sections"]["features"]["rows"]
-    assert {"pair": "fp16->fp32", "L": 16, "F": 25}.items() <= features[0].items()
+    first = {}
+    for r in features:
+        first.setdefault((r["device"], r["pair"]), r)
+    assert {"L": 16, "F": 25}.items() <= first["H100", "fp16->fp32"].items()  # Khattak & Mikaitis
+    assert {"L": 4, "F": 23}.items() <= first["V100", "fp16->fp32"].items()   # Fasi et al.
+    assert {r["device"] for r in features} == {"V100", "H100", "MI100"}
     probed = data["sections"]["probes"]["rows"]
-    assert [r["target"] for r in probed] == ["sim:H100", "sim:H100:mma.m16n8k32.fp8"]
+    assert [r["target"] for r in probed] == ["sim:V100", "sim:H100", "sim:H100:mma.m16n8k32.fp8", "sim:MI100"]
     assert all(r["verified"] and r["same as preset"] for r in probed)

@@ -58,8 +58,11 @@ def test_a_measured_device_round_trips_and_is_known_by_name_after_loading(tmp_pa
     assert got.to_dict() == measured.to_dict()
     assert got.model("bf16", "fp32") == h100.model("bf16", "fp32")
     assert bf.device("my-gpu") is got  # registered: every later call knows it by name
-    x = bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="probe-gpu")
-    assert float(x) == float(bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="H100"))
+    # and computes as the H100 it copies: products 1, 2^-23 and 2^-24 (fp16 values), exact sum 1 + 3 * 2^-24,
+    # 1.5 ulp of binary32 above 1; the H100 keeps all of it (F = 25) and truncates to 1 + 2^-23 (0x3F800001),
+    # where a correctly rounded unit would give the even 1 + 2^-22 (0x3F800002)
+    x = bf.dot([1.0, 2.0**-23, 2.0**-24], [1.0, 1.0, 1.0], 0.0, device="probe-gpu")
+    assert x.dtype == np.float32 and int(x.view(np.uint32)) == 0x3F800001
 
 
 def test_presets_survive_a_save_and_load(tmp_path):

@@ -41,13 +41,24 @@ def ci_rows():
 
 
 # --- rows --------------------------------------------------------------------------------------------------
+# The figures of the seeds (Fasi et al. 2021, Valero-Lara et al., Ozaki) and the columns every row carries,
+# written out here: the CSV schema readers rely on, not read back from the module under test.
+FIGURE_NAMES = {"fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4", "valero_lara_fig_5",
+                "ozaki_slices", "accuracy_table"}
+CORE_COLUMNS = ("figure", "panel", "series", "method", "distribution", "m", "n", "q", "device", "model",
+                "products", "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2",
+                "linf", "bound", "bound_probabilistic", "reference", "range_warnings", "underflowed_entries",
+                "seconds", "seed", "scale")
+
+
 def test_every_figure_has_the_core_columns(ci_rows):
-    assert set(ci_rows) == set(mw.FIGURES) == set(plot.FIGURES)
+    assert set(mw.FIGURES) == set(plot.FIGURES) == FIGURE_NAMES
+    assert mw.COLUMNS == CORE_COLUMNS  # in CSV order
     for name, rows in ci_rows.items():
         assert rows, name
         for r in rows:
-            assert r["figure"] == name
-            assert set(mw.COLUMNS) <= set(r), (name, set(mw.COLUMNS) - set(r))
+            assert r["figure"] == name and r["scale"] == "ci" and r["seed"] == 0
+            assert list(r)[:len(CORE_COLUMNS)] == list(CORE_COLUMNS), (name, list(r))
             for key in ("componentwise", "normwise_2", "l2"):
                 assert r[key] >= 0 and math.isfinite(r[key]), (name, r["series"], key)
             assert isinstance(r["range_warnings"], int) and isinstance(r["underflowed_entries"], int)
@@ -237,13 +248,19 @@ def _script():
     return module
 
 
-def test_script_writes_csv_and_progress(tmp_path, capsys):
+def test_script_writes_csv_and_progress(tmp_path, capsys, ci_rows):
     script = _script()
     assert script.main(["--out", str(tmp_path), "--scale", "ci", "--only", "fig_4_5", "--no-plots"]) == 0
     err = capsys.readouterr().err
     assert "fig_4_5" in err and "done: 1 figure(s)" in err
     rows = mw.read_csv(tmp_path / "fig_4_5.csv")
-    assert [r["series"] for r in rows] == [r["series"] for r in mw.fig_4_5(scale="ci")]
+    # Fig. 4.5 at the ci scale: n = 256 and 1024; per n the fp32 baseline, Algorithm 4.4 (double-fp16
+    # FABsum-v2, b = 256) and plain fp16 FABsum-v2 for the ci blocks b = 32 and 128
+    series = ["fp32 (BLAS)", "double-fp16 FABsum-v2 b=256", "fp16 FABsum-v2 b=32", "fp16 FABsum-v2 b=128"]
+    assert [(r["n"], r["series"]) for r in rows] == [(n, s) for n in (256, 1024) for s in series]
+    assert all(r["scale"] == "ci" and r["seed"] == 0 for r in rows)
+    # the script wrote the rows the library computes for the same figure, scale and seed
+    assert _strip(rows) == _strip(mw.read_csv(mw.write_csv(ci_rows["fig_4_5"], tmp_path / "lib" / "fig_4_5.csv")))
     assert not (tmp_path / "fig_4_5.png").exists()
 
 

@@ -15,12 +15,9 @@ import pytest
 
 import blockfma as bf
 
-from helpers import golden_root
+from helpers import golden_dir
 
-ROOT = golden_root() / "khattak-mikaitis"
-if not ROOT.is_dir():
-    pytest.skip(f"golden hardware data not found at {ROOT} (shared/golden beside the checkout, or set "
-                "BLOCKFMA_GOLDEN)", allow_module_level=True)
+ROOT = golden_dir("khattak-mikaitis", module=True)
 
 FORMATS = {"fp16": ("fp16", 16), "bf16": ("bf16", 16), "tf32": ("tf32", 8), "E4M3": ("e4m3fn", 32),
            "E5M2": ("e5m2", 32)}

@@ -52,7 +52,8 @@ def test_split_words_are_the_oracle_casts(vals, fmt, p):
         residual = residual - w
     u = 2.0 ** -bf.formats.get(fmt).precision
     err = np.abs(A - sum(words))
-    assert (err <= u**p * np.abs(A) * (1 + 1e-12)).all() or p > 1  # p > 1 may meet subnormal words
+    if p == 1 or fmt == "bf16":  # fp16's later words may be subnormal (|A| >= 2^-10), and lose more than u
+        assert (err <= u**p * np.abs(A) * (1 + 1e-12)).all()
 
 
 def test_split_with_scale_keeps_small_words_normal():

@@ -263,8 +263,11 @@ def test_normwise_hand_made():
     assert metrics.normwise(np.zeros((2, 2)), np.zeros((2, 2)), 2) == 0.0
     assert metrics.normwise(C, np.zeros((2, 2)), 2) == math.inf
     e = metrics.errors(Ch, C, A, B)
+    # spectral: ||Ch - C||_2 / ||C||_2 = 2^-20 / 2 (C is the 2 x 2 matrix of ones, whose largest singular
+    # value is 2), through an SVD: to rounding error
+    assert e.pop("spectral") == pytest.approx(2**-21, rel=1e-14)
     assert e == {"componentwise": 2**-20, "normwise_1": 2**-22, "normwise_2": 2**-21, "normwise_inf": 2**-20,
-                 "l1": 2**-23, "l2": 2**-21, "linf": 2**-19, "spectral": e["spectral"]}
+                 "l1": 2**-23, "l2": 2**-21, "linf": 2**-19}
     with pytest.raises(ValueError, match="ord"):
         metrics.normwise(Ch, C, 3)
     with pytest.raises(ValueError, match="both A and B"):

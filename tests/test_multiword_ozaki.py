@@ -143,7 +143,7 @@ def test_model_unit_gives_the_same_bits():
 
 
 def test_torch_unit():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'blockfma[torch]'")
     rng = np.random.default_rng(6)
     unit = oz.torch_unit("cpu")
     A = rng.integers(-128, 128, (3, 13)).astype(np.int8)  # padded to the shapes _int_mm takes

@@ -24,10 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="backend='torch' needs torch: pip install 'blockfma[torch]'")
 HAVE_CUDA = False
+HAVE_FP32_PRECISION = False  # torch's per-backend fp32 precision API (torch >= 2.9)
 if HAVE_TORCH:
     import torch
 
     HAVE_CUDA = torch.cuda.is_available()
+    HAVE_FP32_PRECISION = hasattr(torch._C, "_get_fp32_precision_getter")
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA GPU visible to torch")
 CPU = "torch:cpu"
 
@@ -187,8 +189,7 @@ def test_switches_restored_after_an_exception(monkeypatch):
 
 
 @needs_torch
-@pytest.mark.skipif(not hasattr(torch, "_C") or not hasattr(torch._C, "_get_fp32_precision_getter"),
-                    reason="this torch has no per-backend fp32 precision")
+@pytest.mark.skipif(HAVE_TORCH and not HAVE_FP32_PRECISION, reason="this torch has no per-backend fp32 precision")
 @pytest.mark.parametrize("setting", ["generic", "cuda-matmul", "legacy-allow-tf32"])
 def test_a_users_tf32_setting_survives_the_call(setting):
     """Restoring must not pin an inherited value (a later change of the parent must still reach cuda

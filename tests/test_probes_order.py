@@ -246,7 +246,7 @@ def test_simulator_chains_fused_blocks(device, L):
 # --- torch on the CPU ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n, m, n_cols", [(64, 64, 64), (256, 64, 64), (64, 4, 1)])
 def test_torch_cpu_matmul_fp32(n, m, n_cols):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'blockfma[torch]'")
     target = order.torch_matmul_target(n, "fp32", "cpu", m=m, n_cols=n_cols)
     found = order.infer_order(target)
     tree = found.tree
@@ -258,7 +258,7 @@ def test_torch_cpu_matmul_fp32(n, m, n_cols):
 
 
 def test_torch_cpu_matmul_fp16_products():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'blockfma[torch]'")
     target = order.torch_matmul_target(64, "fp16", "cpu")
     assert target.scale == 15 and target.max_batch == 64
     found = order.infer_order(target)
@@ -267,7 +267,7 @@ def test_torch_cpu_matmul_fp16_products():
 
 
 def test_torch_orders_survey_is_json():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'blockfma[torch]'")
     import json
 
     survey = order.torch_orders("cpu", sizes=(32,), dtypes=("fp32", "bf16"), shapes=((16, 16),), trials=50)
@@ -278,7 +278,7 @@ def test_torch_orders_survey_is_json():
 
 
 def test_torch_cuda_without_gpu_says_so():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'blockfma[torch]'")
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is present")
     with pytest.raises(RuntimeError, match="sees no CUDA GPU"):

@@ -11,7 +11,6 @@ import itertools
 import math
 import struct
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +18,8 @@ from blockfma import formats
 from blockfma.formats import RoundingMode
 from blockfma.model import Alignment, Family, Model, NaNStyle
 from blockfma.reference import cut, dot, dot_bits, encode, exponent, largest_finite, round_exact
+
+from helpers import golden_dir
 
 RNE, RNA, RZ = RoundingMode.TiesToEven, RoundingMode.TiesAway, RoundingMode.TowardZero
 RU, RD, RO = RoundingMode.TowardPositive, RoundingMode.TowardNegative, RoundingMode.ToOdd
@@ -728,8 +729,7 @@ def test_bfdot_round_to_odd() -> None:
     assert dot_bits(bfdot, [INF, 1.0], [0.0, 1.0], 0.0) == 0x7FC00000
 
 
-# --- published hardware data (../shared/golden), when present --------------------------------------------------
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden" / "khattak-mikaitis"
+# --- published hardware data ($BLOCKFMA_GOLDEN or ../shared/golden), when present ------------------------------
 
 
 def _f32(hex_word: str) -> float:
@@ -743,9 +743,7 @@ def _f32(hex_word: str) -> float:
     ("H100", "fp16", V100.replace(block_width=16, fraction_bits=25, e_zero=-133)),
 ])
 def test_golden_hardware_rows(device: str, fmt: str, model: Model) -> None:
-    folder = GOLDEN / device / fmt
-    if not folder.is_dir():
-        pytest.skip(f"golden data not found at {folder} (shared/golden is outside the repository)")
+    folder = golden_dir("khattak-mikaitis", device, fmt)
     n = 40
 
     def lines(name: str) -> list[str]:
