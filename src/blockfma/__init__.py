@@ -18,8 +18,7 @@ from .engine import dot, gemm
 from .formats import Format, RoundingMode
 from .model import Alignment, Family, Model, NaNStyle
 from .probes import probe
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def __getattr__(name: str):  # bf.smt and bf.multiword load on first use

@@ -50,6 +50,7 @@ from .. import formats as _formats
 from ..devices import Device, device as _device
 from ..engine import dot
 from ..model import Model
+from ..version import __version__
 from .inputs import Formats
 from .runtime import TORCH_DTYPES, gpu_metadata, import_torch
 
@@ -101,8 +102,6 @@ class BlackBox:
 
     def metadata(self) -> dict[str, Any]:
         """What the black box is and where it ran (for the device record); subclasses add their device."""
-        from .. import __version__
-
         return {"target": self.name, "k": self.k, "formats": self.describe_formats(),
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "blockfma": __version__, "host": platform.node(), "numpy": np.__version__}
