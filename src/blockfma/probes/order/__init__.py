@@ -19,21 +19,21 @@ round, a pairwise tree O(n log n) in log2 n rounds, a chain of fused L-blocks ab
 rounds; no pair is probed twice, so no tree costs more than n (n - 1) / 2.  ``method="all-pairs"`` probes
 every pair in one round instead.
 
-Targets are :class:`SumTarget` objects (black boxes of :mod:`blockfma.probes.targets`' protocol): a batched ``f(X) -> y`` over rows of summands, with the formats the
-probe needs to choose ``M`` (:func:`probe_scale`).  Adapters make them from plain sums
-(:func:`sum_target`), dot products (:func:`dot_target`), any matmul (:func:`matmul_target`), ``torch.matmul``
-(:func:`torch_matmul_target`) and the blockfma simulator (:func:`sim_target`).  :func:`evaluate` adds
-inputs in a tree's order with a given rounding per node, and :func:`verify` holds a recovered tree to its
-target on fresh inputs (the closed loop); the survey of torch.matmul over dtypes,
-switches, K and shapes is an experiment, :func:`blockfma.experiments.torch_orders.torch_orders` (re-exported
-here as ``torch_orders``).  The page ``docs/probes-order.md`` explains the choices and lists what was found.
+Targets are :class:`SumTarget` objects (black boxes of the protocol of :mod:`blockfma.probes.targets`): a
+batched ``f(X) -> y`` over rows of summands, with the formats the probe needs to choose ``M``
+(:func:`probe_scale`).  Adapters make them from plain sums (:func:`sum_target`), dot products
+(:func:`dot_target`), any matmul (:func:`matmul_target`), ``torch.matmul`` (:func:`torch_matmul_target`)
+and the blockfma simulator (:func:`sim_target`).  :func:`evaluate` adds inputs in a tree's order with a
+given rounding per node, and :func:`verify` holds a recovered tree to its target on fresh inputs (the
+closed loop).  The survey of torch.matmul over dtypes, switches, K and shapes is an experiment,
+:func:`blockfma.experiments.torch_orders.torch_orders` (also reachable here as ``torch_orders``).  The page
+``docs/probes-order.md`` explains the choices and lists what was found.
 
 One module a job: :mod:`.tree` (the SumTree, its text form and its named shape), :mod:`.builders` (the
 common trees), :mod:`.targets` (SumTarget and its adapters: the protocol of
 :class:`blockfma.probes.targets.BlackBox`), :mod:`.infer` (the probe values and the inference) and
 :mod:`.replay` (sums in a given order, and the closed loop).
 """
-
 
 from __future__ import annotations
 
