@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import datetime
 import json
 import os
@@ -46,10 +47,8 @@ import numpy as np
 import blockfma as bf
 from blockfma import formats as F
 from blockfma.model import Model
-
-UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-PTX = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "fp32": "f32", "fp64": "f64", "e4m3fn": "e4m3",
-       "e5m2": "e5m2"}
+from blockfma.probes import cuda
+from blockfma.probes.targets import UINT
 
 
 def storage(fmt: str) -> F.Format:
@@ -77,50 +76,12 @@ class Instr:
     fb: str
     fc: str
     fd: str
-    models: list[tuple[str, Any]] = field(default_factory=list)
+    models: list[tuple[str, Model]] = field(default_factory=list)
     stand_in: bool = False  # mixed fp8 formats evaluated with an fp16-input copy of the model
 
     @property
     def per_tile(self) -> int:
         return self.m * self.n
-
-
-@dataclass(frozen=True)
-class Fp8ViaHmma:
-    """What Hopper's SASS runs for ``mma.sync`` with fp8 operands (found on an H100, 2026-11-22): the fp8
-    values are unpacked to fp16 (``F2FP.F16.E4M3.UNPACK_B``, exact), the k products are split by register
-    halves into two fp16 ``HMMA`` blocks (k mod 4 in {0, 1} first, then {2, 3}), the first started from +0,
-    the second chained on its result, and C is added last by an IEEE ``FADD`` (fp32) or ``HADD`` (fp16),
-    round to nearest even, any NaN written as the canonical NaN."""
-
-    fout: str
-    k: int
-
-    @property
-    def block(self) -> Model:
-        return bf.device("H100").model("fp16", self.fout, "mma").replace(block_width=self.k // 2)
-
-    def bits(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        idx = np.arange(self.k)
-        perm = np.r_[idx[idx % 4 < 2], idx[idx % 4 >= 2]]
-        t = np.zeros(len(c))
-        ok = np.isfinite(a).all(1) & np.isfinite(b).all(1)
-        for sel in (ok, ~ok):
-            if sel.any():
-                t[sel] = bf.dot(a[sel][:, perm], b[sel][:, perm], np.zeros(int(sel.sum())), model=self.block)
-        dt = np.float32 if self.fout == "fp32" else np.float16
-        with np.errstate(all="ignore"):
-            d = t.astype(dt) + c.astype(dt)
-        u = d.view(UINT[d.dtype.itemsize * 8]).copy()
-        u[np.isnan(d)] = 0x7FFFFFFF if self.fout == "fp32" else 0x7FFF
-        return u
-
-    def to_dict(self) -> dict:
-        return {"composite": "fp8 -> fp16, two chained fp16 HMMA blocks from +0 (register halves), then IEEE add "
-                             "of C (RNE), canonical NaN", "block": self.block.to_dict(), "k": self.k}
-
-    def summary(self) -> str:
-        return f"fp8 as fp16: HMMA(k/2, lo halves, +0) -> HMMA(k/2, hi halves) -> + C (RNE {self.fout})"
 
 
 def _tf(m: Model, **kw: Any) -> Model:
@@ -152,9 +113,8 @@ def models_for(fa: str, fb: str, fout: str, instruction: str, k: int = 0) -> tup
     else:  # fp8, A and B in the same or in different formats (the engine takes both)
         h = H.model((fa, fb), fout, "wgmma")
         out.append(("H100 wgmma preset", h))
-        if instruction == "mma":  # SASS: F2FP unpack to fp16, HMMA twice, FADD of C (the preset since issue 8)
+        if instruction == "mma":  # SASS: F2FP unpack to fp16, two HMMAs, FADD/HADD of C (the preset since issue 8)
             out.insert(0, (f"H100 mma.m16n8k{k}.fp8 preset", H.model((fa, fb), fout, f"mma.m16n8k{k}.fp8")))
-            out.insert(1, ("fp16 HMMA emulation (SASS, script's own composite)", Fp8ViaHmma(fout, k)))
         out.append(("Ada preset (L=16)", bf.device("Ada").model((fa, fb), fout)))
         if fout == "fp32":
             out.append(("L=32,F=25 RZ (B200 tcgen05)", _tf(h, fraction_bits=25, output_fraction_bits=None)))
@@ -166,8 +126,6 @@ def models_for(fa: str, fb: str, fout: str, instruction: str, k: int = 0) -> tup
 
 
 def own_paths() -> list[Instr]:
-    from blockfma.probes import cuda
-
     paths = []
     for name, p in cuda.PATHS.items():
         models, mixed = models_for(p.a_format, p.b_format, p.d_format, "mma", p.k)
@@ -176,18 +134,22 @@ def own_paths() -> list[Instr]:
     return paths
 
 
-WGMMA_N = 128
+WGMMA_N = 128  # the peer harness's tiles: 64 x 128 (the package's own wgmma kernels use N = 64)
+
+
+def wgmma_shapes() -> list[cuda.WgmmaPath]:
+    """The package's wgmma paths (:data:`blockfma.probes.cuda.WGMMA_PATHS`) with N = :data:`WGMMA_N`, tf32
+    first (the order of the recorded runs, so that a seeded run draws the same rows)."""
+    found = [dataclasses.replace(q, n=WGMMA_N) for q in cuda.WGMMA_PATHS.values()]
+    return sorted(found, key=lambda q: q.a_format != "tf32")
 
 
 def wgmma_paths() -> list[Instr]:
-    specs = [("tf32", "tf32", "fp32", 8), ("fp16", "fp16", "fp32", 16), ("fp16", "fp16", "fp16", 16),
-             ("bf16", "bf16", "fp32", 16)]
-    specs += [(a, b, o, 32) for o in ("fp32", "fp16") for a in ("e4m3fn", "e5m2") for b in ("e4m3fn", "e5m2")]
     out = []
-    for fa, fb, fo, k in specs:
-        models, mixed = models_for(fa, fb, fo, "wgmma")
-        name = f"wgmma.m64n{WGMMA_N}k{k}.{PTX[fo]}.{PTX[fa]}.{PTX[fb]}"
-        out.append(Instr(name, "wgmma", 64, WGMMA_N, k, fa, fb, fo, fo, models, mixed))
+    for q in wgmma_shapes():
+        models, mixed = models_for(q.a_format, q.b_format, q.d_format, "wgmma")
+        out.append(Instr(q.name, "wgmma", q.m, q.n, q.k, q.a_format, q.b_format, q.c_format, q.d_format, models,
+                         mixed))
     return out
 
 
@@ -201,6 +163,9 @@ def dmma_new_paths() -> list[Instr]:
 
 
 # --- input families (bit patterns) -------------------------------------------------------------------------
+# Not blockfma.probes.inputs: these draw bit patterns (NaN payloads of every kind, tf32 inside binary32
+# registers, the fp32-raw family) tile by tile, and the committed records' rows are these draws from seed
+# 20261122 (scripts/recover_nan_inputs.py replays them); the package draws float64 values row by row.
 def codes_in(fmt: str, rng: np.random.Generator, shape: tuple, e_lo: int, e_hi: int,
              zeros: float = 0.0) -> np.ndarray:
     """Random finite codes of ``fmt`` whose unbiased exponent lies in [e_lo, e_hi] (clipped to the format;
@@ -372,7 +337,7 @@ def targeted_rows(p: Instr) -> list[tuple[str, list[float], list[float], float]]
                     {0: 1.0, 1: 1.0, 2: u}, {0: 1.0, 1: -1.0, 2: sgn * u}, sc)
     # e_zero scan: a product P on the output's rounding boundary plus a tiny product 2^-x; whether the tiny
     # one survives the alignment cut at 2^(e_max - F) (e_max = max(exponent of P, e_zero)) decides the result
-    first = next(m for _, m in p.models if isinstance(m, Model))
+    first = p.models[0][1]
     rne = first.output_rounding.name == "TiesToEven"
     pe = fo.emin - fo.fraction_bits - (1 if rne else 0)  # half the smallest subnormal (RNE) or it (RZ)
     lo = max(fa.emin - fa.fraction_bits, fb.emin - fb.fraction_bits)
@@ -430,8 +395,8 @@ class Peer:
         driver = os.path.join(self.build, "bf_wgmma.cu")
         with open(driver, "w") as fh:
             fh.write(WGMMA_DRIVER.replace("@N@", str(WGMMA_N)))
-            for p in wgmma_paths():  # one launcher per path: BF_WGMMA(k, d, a, b)
-                fh.write(f"BF_WGMMA({p.k}, {PTX[p.fd]}, {PTX[p.fa]}, {PTX[p.fb]})\n")
+            for q in wgmma_shapes():  # one launcher per path: BF_WGMMA(k, d, a, b)
+                fh.write(f"BF_WGMMA({q.k}, {', '.join(q.ptx_types)})\n")
         self.procs["mma"] = subprocess.Popen(common + ["-o", os.path.join(self.build, "libpeer_mma.so")] + mma,
                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.procs["wgmma"] = subprocess.Popen(common + ["-o", os.path.join(self.build, "libbf_wgmma.so"), driver],
@@ -525,8 +490,6 @@ class Gpu:
     name = "cuda"
 
     def __init__(self, peer: Peer | None):
-        from blockfma.probes import cuda
-
         self.cuda = cuda
         self.peer = peer
 
@@ -561,8 +524,6 @@ def model_bits(p: Instr, model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarr
     """The model's results as bit patterns; finite rows through the compiled kernels, the rest apart.
     tf32 operands go in as the binary32 registers held them (their codes, where given), so that NaN
     payloads reach the unit's read as they did on the GPU."""
-    if not isinstance(model, Model):
-        return model.bits(a, b, c)
     kw = {"round_inputs": "device"} if p.fa == "tf32" else {}
     if p.fa == "tf32" and codes is not None:
         a, b = codes[0].astype(np.uint32).view(np.float32), codes[1].astype(np.uint32).view(np.float32)

@@ -1,4 +1,4 @@
-"""Summation order (probes/order.py): trees, shapes, FPRev-style inference and the closed loop.
+"""Summation order (probes/order/): trees, shapes, FPRev-style inference and the closed loop.
 
 Known trees are recovered from targets written here in exact Python arithmetic (Fractions, one rounding
 per node), from the blockfma simulator (chains of fused L-blocks of the V100, A100 and H100 presets) and
@@ -270,7 +270,10 @@ def test_torch_orders_survey_is_json():
     pytest.importorskip("torch", reason="needs torch: pip install 'blockfma[torch]'")
     import json
 
-    survey = order.torch_orders("cpu", sizes=(32,), dtypes=("fp32", "bf16"), shapes=((16, 16),), trials=50)
+    from blockfma.experiments.torch_orders import torch_orders
+
+    assert order.torch_orders is torch_orders  # the old name still works
+    survey = torch_orders("cpu", sizes=(32,), dtypes=("fp32", "bf16"), shapes=((16, 16),), trials=50)
     json.dumps(survey)
     assert survey["environment"]["device"] == "cpu" and len(survey["runs"]) == 2
     for run in survey["runs"]:

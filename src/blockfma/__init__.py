@@ -20,8 +20,7 @@ from .formats import Format, RoundingMode
 from .family import Family
 from .model import Alignment, Model, NaNStyle
 from .probes import probe
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def __getattr__(name: str):  # bf.smt and bf.multiword load on first use

@@ -28,99 +28,32 @@ included) per shape.  So the hardware's bits need not equal the simulator's; the
 During each call :func:`matmul_flags` disallows reduced-precision reductions (fp16 and bf16 split-K in
 16 bits) and fp16 accumulation, allows TF32 only for tf32 words, and restores every switch afterwards.
 The switches are process-wide, so concurrent torch work in other threads sees them for that moment.
+
+The units follow the protocol of every black box blockfma calls (:class:`blockfma.probes.targets.BlackBox`:
+``name``, ``formats``, ``k``, ``calls``, ``rows``, ``seconds``, ``metadata()``); :func:`import_torch`,
+:func:`is_torch`, :func:`torch_device` and :func:`device_info` live in :mod:`blockfma.probes.runtime`, shared
+with the probe targets, and are re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import platform
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import formats as _formats
+from ..probes.inputs import Formats
+from ..probes.runtime import TORCH_HINT, device_info, import_torch, is_torch, torch_device
+from ..probes.targets import BlackBox
 from ..torch_switches import matmul_switches
 
 __all__ = ["TORCH_HINT", "is_torch", "import_torch", "torch_device", "device_info", "matmul_flags", "TorchUnit",
            "Int8Unit"]
 
-TORCH_HINT = "pip install 'blockfma[torch]'"
 FORMATS = ("fp16", "bf16", "tf32", "fp32", "fp64")
 """Word formats a :class:`TorchUnit` takes (fp32 and fp64: the native baselines)."""
-
-
-def is_torch(backend: Any) -> bool:
-    """Whether ``backend`` names the torch hardware backend ("torch", "torch:cpu", "torch:cuda[:N]")."""
-    if not isinstance(backend, str):
-        return False
-    name = backend.strip().lower()
-    return name == "torch" or name.startswith("torch:")
-
-
-def import_torch() -> Any:
-    """The torch module, or an ImportError with the one-line install hint."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(f"backend='torch' needs PyTorch, which is not installed: {TORCH_HINT}") from None
-    return torch
-
-
-def torch_device(backend: str) -> Any:
-    """The torch device ``backend`` names: "torch" is "cuda" where ``torch.cuda.is_available()``, else "cpu";
-    "torch:cpu", "torch:cuda" (the current GPU) and "torch:cuda:N" name one.  ValueError otherwise."""
-    if not is_torch(backend):
-        raise ValueError(f"backend={backend!r} does not name torch; use 'torch', 'torch:cuda' or 'torch:cpu'")
-    torch = import_torch()
-    name = backend.strip().lower()
-    spec = name[len("torch:"):] if name != "torch" else ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(spec)
-    except (RuntimeError, ValueError):
-        dev = None
-    if dev is None or dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"backend={backend!r}: {spec!r} is not a device here; use 'torch', 'torch:cuda[:N]' "
-                         "or 'torch:cpu'")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"backend={backend!r} needs a CUDA GPU, and torch {torch.__version__} sees none "
-                             "(torch.cuda.is_available() is False); use 'torch:cpu' or the simulator")
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise ValueError(f"backend={backend!r}: there are {torch.cuda.device_count()} CUDA devices "
-                             f"(0 to {torch.cuda.device_count() - 1})")
-        dev = torch.device("cuda", index)
-    return dev
-
-
-def device_info(device: Any) -> dict[str, Any]:
-    """What the unit runs on: device, name (``torch.cuda.get_device_name`` on CUDA), compute capability,
-    multiprocessors and memory on CUDA, the torch and CUDA versions, torch's CPU threads."""
-    torch = import_torch()
-    dev = torch.device(device)
-    info: dict[str, Any] = {"device": str(dev), "torch": torch.__version__}
-    if dev.type == "cuda":
-        props = torch.cuda.get_device_properties(dev)
-        info.update(name=torch.cuda.get_device_name(dev), compute_capability=f"{props.major}.{props.minor}",
-                    multiprocessors=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 2),
-                    cuda=torch.version.cuda)
-    else:
-        info.update(name=_cpu_name(), threads=torch.get_num_threads())
-    return info
-
-
-def _cpu_name() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name") and ":" in line:
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
 
 
 # --- the switches ------------------------------------------------------------------------------------------
@@ -140,17 +73,22 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class TorchUnit:
+class TorchUnit(BlackBox):
     """A matrix unit of the torch device ``backend`` names, for words of ``fmt`` ("fp16", "bf16", "tf32";
-    "fp32"/"fp64" for the native SGEMM/DGEMM baselines).  ``calls`` counts the products, ``seconds`` is the
-    time spent in them (synchronised; operands already on the device, transfers excluded)."""
+    "fp32"/"fp64" for the native SGEMM/DGEMM baselines); a :class:`~blockfma.probes.targets.BlackBox` of any
+    K (``k`` is None).  ``calls`` counts the products, ``rows`` their rows of A, ``seconds`` is the time
+    spent in them (synchronised; operands already on the device, transfers excluded)."""
 
     def __init__(self, fmt: str, backend: str = "torch") -> None:
         name = _formats.get(fmt).name if isinstance(fmt, str) and fmt.strip() else fmt
         if name not in FORMATS:
             raise ValueError(f"backend='torch' runs fp16, bf16 and tf32 words (and the fp32/fp64 baselines), not "
                              f"{fmt!r}; use the simulator (backend='auto') for other formats")
+        super().__init__()
         self.fmt: str = name
+        out = "fp64" if name == "fp64" else "fp32"
+        self.formats = Formats.of(name, name, out, out)
+        self.k = None
         self.device = torch_device(backend)
         torch = self._torch = import_torch()
         cuda = self.device.type == "cuda"
@@ -165,8 +103,6 @@ class TorchUnit:
             self.path, self.dtype = "fp64", torch.float64
         else:  # tf32 words on CUDA: fp32 tensors read by the TF32 tensor cores; else an fp32 matmul
             self.path, self.dtype = ("tf32" if name == "tf32" and cuda else "fp32"), torch.float32
-        self.calls = 0
-        self.seconds = 0.0
         self._info: dict[str, Any] | None = None
 
     @property
@@ -187,6 +123,10 @@ class TorchUnit:
         if self._info is None:
             self._info = {**device_info(self.device), "format": self.fmt, "path": self.path}
         return self._info
+
+    def metadata(self) -> dict[str, Any]:
+        """The protocol's record (:meth:`BlackBox.metadata`) with :meth:`info`."""
+        return {**super().metadata(), **self.info()}
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -213,18 +153,17 @@ class TorchUnit:
         torch = self._torch
         with matmul_flags(tf32=self.fmt == "tf32"):
             self._sync()
-            t0 = time.perf_counter()
-            try:
-                if self.path == "out_dtype":
-                    out = (torch.mm(a, b, out_dtype=torch.float32) if c is None else
-                           torch.baddbmm(c[None], a[None], b[None], out_dtype=torch.float32)[0])
-                else:
-                    out = torch.mm(a, b) if c is None else torch.addmm(c, a, b)
-                self._sync()
-            except (RuntimeError, NotImplementedError, TypeError) as exc:
-                raise RuntimeError(f"torch's {self.fmt} matmul on {self.device} failed: {_first_line(exc)}") from None
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
+            with self.counting(int(a.shape[0])):
+                try:
+                    if self.path == "out_dtype":
+                        out = (torch.mm(a, b, out_dtype=torch.float32) if c is None else
+                               torch.baddbmm(c[None], a[None], b[None], out_dtype=torch.float32)[0])
+                    else:
+                        out = torch.mm(a, b) if c is None else torch.addmm(c, a, b)
+                    self._sync()
+                except (RuntimeError, NotImplementedError, TypeError) as exc:
+                    raise RuntimeError(f"torch's {self.fmt} matmul on {self.device} failed: "
+                                       f"{_first_line(exc)}") from None
         return out
 
     def gemm(self, A: Any, B: Any, C: Any = None, *, check: bool = True) -> np.ndarray:
@@ -247,19 +186,22 @@ class TorchUnit:
         return self.product(a, b, c).cpu().numpy().astype(np.float64)
 
 
-class Int8Unit:
+class Int8Unit(BlackBox):
     """:func:`.ozaki.torch_unit` on the torch device ``backend`` names (``torch._int_mm``: int8 tensor cores
-    on CUDA), counting its ``calls`` and their ``seconds`` (whole calls: padding and the transfers of the
-    int8 operands and the int32 result included)."""
+    on CUDA), a :class:`~blockfma.probes.targets.BlackBox` of integer operands (``formats`` is None) and any K,
+    counting its ``calls``, their ``rows`` of A and ``seconds`` (whole calls: padding and the transfers of
+    the int8 operands and the int32 result included)."""
+
+    formats = None
+    k = None
 
     def __init__(self, backend: str = "torch") -> None:
         from .ozaki import torch_unit
 
+        super().__init__()
         self.device = torch_device(backend)
         self._unit = torch_unit(str(self.device))
         self._torch = import_torch()
-        self.calls = 0
-        self.seconds = 0.0
         self.__name__ = f"torch._int_mm on {self.device}"
 
     @property
@@ -267,14 +209,20 @@ class Int8Unit:
         return f"{device_info(self.device)['name']} ({self.device}): int8 -> int32, torch._int_mm"
 
     def info(self) -> dict[str, Any]:
+        """:func:`device_info` of the unit's device, with the format and the path."""
         return {**device_info(self.device), "format": "int8", "path": "_int_mm"}
 
+    def metadata(self) -> dict[str, Any]:
+        """The protocol's record (:meth:`BlackBox.metadata`) with :meth:`info`."""
+        return {**super().metadata(), **self.info()}
+
+    def describe_formats(self) -> str:
+        return "int8 -> int32"
+
     def __call__(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        t0 = time.perf_counter()
-        try:
-            out = self._unit(A, B)
-        except (RuntimeError, NotImplementedError) as exc:
-            raise RuntimeError(f"torch._int_mm on {self.device} failed: {_first_line(exc)}") from None
-        self.seconds += time.perf_counter() - t0
-        self.calls += 1
+        with self.counting(int(np.shape(A)[0])):
+            try:
+                out = self._unit(A, B)
+            except (RuntimeError, NotImplementedError) as exc:
+                raise RuntimeError(f"torch._int_mm on {self.device} failed: {_first_line(exc)}") from None
         return out

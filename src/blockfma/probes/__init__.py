@@ -1,7 +1,9 @@
 """Probes: measure a matrix unit through a black box and infer its Model, verified in a closed loop.
 
 The data path inside: :mod:`~blockfma.probes.targets` (one protocol for the simulator, any callable, this
-GPU's ``mma.sync`` through :mod:`~blockfma.probes.cuda`, and ``torch``) -> :mod:`~blockfma.probes.features`
+GPU's ``mma.sync`` through :mod:`~blockfma.probes.cuda`, and ``torch``; the same protocol, ``BlackBox``, under
+the order prober's targets and the multiword hardware units; :mod:`~blockfma.probes.runtime` imports torch and
+describes the device) -> :mod:`~blockfma.probes.features`
 (the feature tests as data, built from the formats; :mod:`~blockfma.probes.seeds` holds the seeds' published
 cases) -> :mod:`~blockfma.probes.infer` (candidate Models narrowed stage by stage, separated by simulated
 inputs, verified on random and adversarial rows) -> :mod:`~blockfma.probes.findings` (the feature-table row,

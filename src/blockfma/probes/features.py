@@ -31,22 +31,14 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import Format
 from ..literals import bits_hex, hex_float
-from .inputs import Formats
+from . import seeds
+from .inputs import Formats, Row
+from .targets import bits
 
 __all__ = ["Row", "FeatureTest", "FEATURE_TESTS", "feature_test", "Builder", "Context"]
 
 NAN = float("nan")
 INF = float("inf")
-
-
-@dataclass(frozen=True)
-class Row:
-    """One dot product: a label saying what it tests, a and b (k values each) and c."""
-
-    label: str
-    a: tuple[float, ...]
-    b: tuple[float, ...]
-    c: float
 
 
 @dataclass
@@ -432,8 +424,6 @@ def _build_carry(ctx: Context) -> list[Row]:
 
 def _build_seeds(ctx: Context) -> list[Row]:
     """The seed papers' published cases that fit the target's formats and k (:mod:`.seeds`)."""
-    from . import seeds
-
     f = ctx.formats
     if f.a != f.b or f.c != f.d:
         return []
@@ -442,9 +432,6 @@ def _build_seeds(ctx: Context) -> list[Row]:
 
 def _read_seeds(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
     """Per case: the target's output and the devices whose published output it reproduces."""
-    from . import seeds
-    from .targets import bits
-
     out = {}
     for r, x, u in zip(rows, d, bits(d)):
         case = seeds.seed_case(r.label)

@@ -312,6 +312,26 @@ def _hexrow(r: Row, d: Any) -> dict[str, str]:
             "b": {str(i): hex_float(r.b[i]) for i in nz}, "c": hex_float(r.c), "d": hex_float(d)}
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What one narrowing step kept: ``models``, the candidates that fit every row seen (``least`` is 0) or
+    else those that miss fewest (``least`` rows; -1 where none could be run), and ``misses``, the mismatch
+    counts of the candidates it ran last: the ranking the next :meth:`Search.widen` starts from."""
+
+    models: list[Model]
+    least: int
+    misses: dict[Model, int] = field(default_factory=dict)
+
+
+def best_per_family(misses: dict[Model, int]) -> list[Model]:
+    """The candidate of each family that missed fewest rows in ``misses``, fewest first."""
+    best: dict[Family, tuple[int, Model]] = {}
+    for m, n in misses.items():
+        if m.family not in best or n < best[m.family][0]:
+            best[m.family] = (n, m)
+    return [m for _, m in sorted(best.values(), key=lambda t: t[0])]
+
+
 class Search:
     """State of one inference (see the module docstring)."""
 
@@ -331,7 +351,6 @@ class Search:
         self.alternatives: list[Model] = []
         self.stage_rows: np.ndarray | None = None
         self.stage_t0 = time.perf_counter()
-        self.misses: dict[Model, int] = {}
 
     # -- talking to the target ---------------------------------------------------------------------------
     def ask(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, source: str) -> np.ndarray:
@@ -364,18 +383,17 @@ class Search:
             self.log.observations[name] = [_hexrow(r, x) for r, x in zip(rows[s:e], d[s:e])]
 
     # -- narrowing ---------------------------------------------------------------------------------------------
-    def keep(self, cands: list[Model], level: int, first: np.ndarray | None = None) -> tuple[list[Model], int]:
+    def keep(self, cands: list[Model], level: int, first: np.ndarray | None = None) -> Kept:
+        """The candidates that fit every row seen, else those that miss fewest (:func:`candidates_agree`)."""
         ok, misses = candidates_agree(cands, self.ev, level, self.c_format, self.dtype, first)
-        self.misses = misses
         if ok:
-            return ok, 0
+            return Kept(ok, 0, misses)
         if not misses:
-            return [], -1
+            return Kept([], -1, misses)
         least = min(misses.values())
-        return [m for m in cands if misses.get(m) == least], least
+        return Kept([m for m in cands if misses.get(m) == least], least, misses)
 
-    def keep_tiers(self, tiers: Iterable[list[Model]], level: int, first: np.ndarray | None = None
-                   ) -> tuple[list[Model], int]:
+    def keep_tiers(self, tiers: Iterable[list[Model]], level: int, first: np.ndarray | None = None) -> Kept:
         """:meth:`keep` over tiers of candidates, the likeliest first: the next tier is tried only while no
         candidate fits; the mismatch counts of every tier tried are kept."""
         ok: list[Model] = []
@@ -383,16 +401,16 @@ class Search:
         for tier in tiers:
             if not tier:
                 continue
-            o, n = self.keep(tier, level, first)
-            merged.update(self.misses)
+            kept = self.keep(tier, level, first)
+            o, n = kept.models, kept.least
+            merged.update(kept.misses)
             if n != -1 and (least == -1 or n < least):
                 ok, least = o, n
             elif n != -1 and n == least:
                 ok = ok + o
             if least == 0:
                 break
-        self.misses = merged
-        return ok, least
+        return Kept(ok, least, merged)
 
     def near_reading(self, cands: list[Model]) -> list[list[Model]]:
         """Two tiers: the candidates whose F lies within one bit of the precision test's reading (and those
@@ -405,26 +423,20 @@ class Search:
         far = [m for m in cands if m.applies("fraction_bits") and abs((m.fraction_bits or 0) - F) > 1]
         return [near, far]
 
-    def best_per_family(self) -> list[Model]:
-        """The candidate of each family that missed fewest rows in the last :meth:`keep`."""
-        best: dict[Family, tuple[int, Model]] = {}
-        for m, n in self.misses.items():
-            if m.family not in best or n < best[m.family][0]:
-                best[m.family] = (n, m)
-        return [m for _, m in sorted(best.values(), key=lambda t: t[0])]
-
-    def separate(self, cands: list[Model], level: int, families: tuple[str, ...] = _inputs.FAMILIES,
+    def separate(self, kept: Kept, level: int, families: tuple[str, ...] = _inputs.FAMILIES,
                  rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000, smt: bool = False,
-                 smt_rounds: int = 2) -> list[Model]:
-        """Random rows on which the candidates disagree go to the target until the survivors agree.
+                 smt_rounds: int = 2) -> Kept:
+        """Random rows on which the candidates ``kept.models`` disagree go to the target until the survivors
+        agree; returns them as the last :meth:`keep` found them (``kept`` itself where no row was asked).
 
         Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the
         candidates would differ in parameters that later stages have not set yet.  With ``smt`` (the last
         stage), candidates that agree on every random row go to the SMT layer (:meth:`smt_separate`), at most
         ``smt_rounds`` times."""
         for _ in range(rounds):
+            cands = kept.models
             if len(cands) < 2:
-                return cands
+                return kept
             a, b, c = _inputs.mixed_rows(self.f, self.k, pool, self.rng, families)
             outs = [(m, _run(m, a, b, c, self.c_format)) for m in cands]
             outs = [(m, o) for m, o in outs if o is not None]
@@ -437,12 +449,12 @@ class Search:
                 if not (smt and smt_rounds > 0 and self.smt_separate([m for m, _ in outs])):
                     break
                 smt_rounds -= 1
-                cands, _ = self.keep([m for m, _ in outs], level)
+                kept = self.keep([m for m, _ in outs], level)
                 continue
             idx = idx[:ask_at_most]
             self.ask(a[idx], b[idx], c[idx], "separation")
-            cands, _ = self.keep([m for m, _ in outs], level)
-        return cands
+            kept = self.keep([m for m, _ in outs], level)
+        return kept
 
     def smt_separate(self, cands: list[Model], pairs: int = 3, timeout: float = SMT_TIMEOUT) -> bool:
         """Candidates agree on every random row: ask the SMT layer (blockfma.smt.discriminate) for an input
@@ -474,83 +486,92 @@ class Search:
                 found = True
         return found
 
-    def _promising_extras(self, g: Model, least: int, level: int, seeds: int = 4) -> list[dict[str, Any]]:
+    def _promising_extras(self, g: Model, plain: Kept, level: int, seeds: int = 4) -> list[dict[str, Any]]:
         """The :data:`STRUCTURE_EXTRAS` worth a whole grid: each is first applied to the ``seeds``
-        truncated-fused candidates that missed fewest of the stage's rows (their L, F and rounding), and
-        only the extras whose best variant misses fewest rows are kept (all of them if none does better
-        than ``least``, the plain grid's best).  This spares the grids of the extras that cannot help."""
+        truncated-fused candidates that missed fewest of the stage's rows in ``plain`` (their L, F and
+        rounding), and only the extras whose best variant misses fewest rows are kept (all of them if none
+        does better than ``plain.least``, the plain grid's best).  This spares the grids of the extras that
+        cannot help."""
         changes = []
         for ch in STRUCTURE_EXTRAS:
             if "accumulator_format" in ch and self.f.d.precision >= 24:
                 continue  # an fp32 accumulator stores fp32 outputs unchanged
             changes.append({p: (self.k if v == "k" else v) for p, v in ch.items()})
-        fused = [m for m in self.misses if m.family is Family.TRUNCATED_FUSED]
-        closest = sorted(fused, key=self.misses.__getitem__)[:seeds] or [g]  # stable: ties in grid order
+        fused = [m for m in plain.misses if m.family is Family.TRUNCATED_FUSED]
+        closest = sorted(fused, key=plain.misses.__getitem__)[:seeds] or [g]  # stable: ties in grid order
         best: dict[int, int] = {}
         for j, ch in enumerate(changes):
             variants = [v for v in (_try(m, **ch) for m in closest) if v is not None]
             if not variants:
                 continue
-            self.keep(variants, level, self.stage_rows)
-            if self.misses:
-                best[j] = min(self.misses.values())
+            misses = self.keep(variants, level, self.stage_rows).misses
+            if misses:
+                best[j] = min(misses.values())
         if not best:
             return changes
         top = min(best.values())
-        if least != -1 and top >= least:
+        if plain.least != -1 and top >= plain.least:
             return changes
         return [changes[j] for j, n in best.items() if n == top]
 
     # -- the stages ------------------------------------------------------------------------------------------
-    def structure(self, stage: Stage) -> None:
+    def structure(self, stage: Stage) -> Kept:
+        """The first stage: presets and the generic families' grids, near the precision reading first, then
+        the extra structures, then the neighbours; returns what :meth:`_settle` kept."""
         presets, generic = bases(self.f, self.k, self.priors)
         cands = list(presets)
         for g in generic:
             cands += grid(g, self.f, self.k, stage.params)
         plain = self.near_reading(cands)
-        ok, least = self.keep_tiers(plain[:1], stage.level, self.stage_rows)
+        last = self.keep_tiers(plain[:1], stage.level, self.stage_rows)
+        ok, least = last.models, last.least
         if least != 0:  # exotic structure: the grid again with the extras that change how products enter
             extra = []
             for g in [g for g in generic if g.family is Family.TRUNCATED_FUSED][:1]:
-                for ch in self._promising_extras(g, least, stage.level):
+                for ch in self._promising_extras(g, last, stage.level):
                     h = _try(g, **ch)
                     if h is not None:
                         extra += grid(h, self.f, self.k, stage.params)
             extras = self.near_reading(extra)
             # near the reading with the extras before the rest of the plain grid, then the rest of both
-            ok2, least2 = self.keep_tiers(extras[:1] + plain[1:] + extras[1:], stage.level, self.stage_rows)
-            if least2 != -1 and (least == -1 or least2 < least):
-                ok, least = ok2, least2
+            last = self.keep_tiers(extras[:1] + plain[1:] + extras[1:], stage.level, self.stage_rows)
+            if last.least != -1 and (least == -1 or last.least < least):
+                ok, least = last.models, last.least
             cands += extra
         if least != 0:
-            ok, least, more = self.widen(ok, stage.level)
+            last, more = self.widen(ok, stage.level, last.misses)
+            ok, least = last.models, last.least
             cands += more
-        self._settle(stage, cands, ok, least)
+        return self._settle(stage, cands, Kept(ok, least, last.misses))
 
-    def widen(self, best: list[Model], level: int) -> tuple[list[Model], int, list[Model]]:
+    def widen(self, best: list[Model], level: int, ranking: dict[Model, int]) -> tuple[Kept, list[Model]]:
         """No candidate fits: try the one- and then two-parameter neighbours (every parameter) of the
-        candidates that miss fewest rows (a parameter of a later stage, e.g. carry bits, can change the
-        structure rows)."""
+        candidates that miss fewest rows, ``best`` and the best of each family in ``ranking`` (a parameter
+        of a later stage, e.g. carry bits, can change the structure rows).  Returns what was kept, its
+        ``misses`` those of the last candidates run, and every candidate tried."""
         tried: list[Model] = []
         ok, least = best, -1
         for step in range(2):
             seen: dict[Model, None] = {}
-            seeds = list(dict.fromkeys(ok[:8] + self.best_per_family()))
+            seeds = list(dict.fromkeys(ok[:8] + best_per_family(ranking)))
             for i, m in enumerate(seeds):
                 seen.update(dict.fromkeys(neighbours(m, self.f, self.k)))
                 if step == 0 and i == 0:
                     seen.update(dict.fromkeys(pair_moves(m, self.f, self.k)))
             cands = [m for m in seen if m not in tried]
             tried += cands
-            ok2, least2 = self.keep(cands, level, self.stage_rows)
-            if least2 == -1:
+            kept = self.keep(cands, level, self.stage_rows)
+            ranking = kept.misses
+            if kept.least == -1:
                 break
-            ok, least = ok2, least2
+            ok, least = kept.models, kept.least
             if least == 0:
                 break
-        return ok, least, tried
+        return Kept(ok, least, ranking), tried
 
-    def vary(self, stage: Stage) -> None:
+    def vary(self, stage: Stage) -> Kept:
+        """A later stage: the grid (or the neighbours) of its parameters around the current readings, then
+        the neighbours of every parameter; returns what :meth:`_settle` kept."""
         assert self.best is not None
         base = [self.best] + self.alternatives
         seen: dict[Model, None] = dict.fromkeys(base)  # the current readings first: kept where nothing tells
@@ -558,18 +579,21 @@ class Search:
             more = grid(m, self.f, self.k, stage.params) if stage.joint else neighbours(m, self.f, self.k, stage.params)
             seen.update(dict.fromkeys(more))
         cands = list(seen)
-        ok, least = self.keep(cands, stage.level, self.stage_rows)
-        if least != 0:
-            ok, least, more = self.widen(ok, stage.level)
+        kept = self.keep(cands, stage.level, self.stage_rows)
+        if kept.least != 0:
+            kept, more = self.widen(kept.models, stage.level, kept.misses)
             cands += more
-        self._settle(stage, cands, ok, least)
+        return self._settle(stage, cands, kept)
 
-    def _settle(self, stage: Stage, cands: list[Model], ok: list[Model], least: int) -> None:
+    def _settle(self, stage: Stage, cands: list[Model], kept: Kept) -> Kept:
+        """Separate the candidates kept, take the first as the current best, log the stage."""
+        ok, least = kept.models, kept.least
         n_ok = len(ok)
         if len(ok) > 1 and stage.name == "structure":
-            ok = self.separate(ok, stage.level, ("normal", "cancel"))
+            kept = self.separate(kept, stage.level, ("normal", "cancel"))
         elif len(ok) > 1 and stage is STAGES[-1]:
-            ok = self.separate(ok, stage.level, smt=True)
+            kept = self.separate(kept, stage.level, smt=True)
+        ok = kept.models
         if not ok:
             raise RuntimeError("no candidate Model could be evaluated")
         self.best, self.alternatives = ok[0], ok[1:4]
@@ -583,6 +607,7 @@ class Search:
         _say(self.progress, f"  {stage.name}: {len(cands)} candidates, {n_ok if least == 0 else 0} consistent, "
              f"{len(ok)} after separation; {fit}; {entry['family']} "
              + ", ".join(f"{k}={v}" for k, v in entry["chosen"].items()) + f" ({entry['seconds']:.1f} s)")
+        return kept
 
     # -- verification ---------------------------------------------------------------------------------------
     def adversarial(self, m: Model, n: int) -> tuple[np.ndarray, ...]:
@@ -645,12 +670,10 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, pri
     """Run the stages, separation and closed-loop verification; returns (verified Model or None, the search
     state, the verification results of each round)."""
     s = Search(target, priors=priors, seed=seed, progress=progress)
+    ranking: dict[Model, int] = {}  # the mismatch counts of the candidates run last: where a repair starts
     for stage in STAGES:
         s.run_tests(stage.tests)
-        if stage.name == "structure":
-            s.structure(stage)
-        else:
-            s.vary(stage)
+        ranking = (s.structure(stage) if stage.name == "structure" else s.vary(stage)).misses
     assert s.best is not None
     verifications = []
     model: Model | None = s.best
@@ -662,11 +685,12 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, pri
         if res["mismatches"] == 0:
             return _instruction_width(model, s), s, verifications
         # repair: the neighbours of the current model (and of the alternatives) that fit everything seen
-        ok, least, _ = s.widen([model] + s.alternatives, STRICT)
-        if least != 0 or not ok:
+        kept, _ = s.widen([model] + s.alternatives, STRICT, ranking)
+        if kept.least != 0 or not kept.models:
             _say(progress, "  repair: no Model one or two parameters away fits every row seen")
             return None, s, verifications
-        ok = s.separate(ok, STRICT)
+        kept = s.separate(kept, STRICT)
+        ranking, ok = kept.misses, kept.models
         model, s.alternatives = ok[0], ok[1:4]
         _say(progress, f"  repair: {len(ok)} candidate(s) fit; trying {model.family.value} "
              f"L={model.block_width} F={model.fraction_bits}")

@@ -6,7 +6,8 @@ with B negated, C cancels the rest, one term nudged), ``underflow`` (everything 
 ``zeros`` (signed zeros everywhere), ``specials`` (NaN, infinities, largest values, signed zeros),
 ``extremes`` (near the largest exponents) and ``random-bits`` (uniform bit patterns).  Values come back as
 float64 arrays (every format here fits in binary64), so they feed :func:`blockfma.dot` and every probe
-target alike.
+target alike.  A :class:`Row` is one labelled dot product, as the feature tests and the seeds' cases give
+them.
 
     >>> rng = np.random.default_rng(1)
     >>> a, b, c = rows("cancel", Formats.of("fp16", "fp16", "fp32", "fp32"), 16, 100, rng)
@@ -21,7 +22,7 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import Format
 
-__all__ = ["Formats", "FAMILIES", "values", "rows", "mixed_rows"]
+__all__ = ["Formats", "Row", "FAMILIES", "values", "rows", "mixed_rows"]
 
 FAMILIES = ("normal", "wide", "cancel", "underflow", "zeros", "specials", "extremes", "random-bits")
 
@@ -42,6 +43,16 @@ class Formats:
     @property
     def input_name(self) -> str:
         return self.a.name if self.a == self.b else f"{self.a.name}*{self.b.name}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One dot product: a label saying what it tests, a and b (k values each) and c."""
+
+    label: str
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    c: float
 
 
 def values(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...], e_lo: int, e_hi: int,

@@ -14,6 +14,22 @@ probes batch every round's rows into one call.
 * ``"torch"`` (``"torch:cpu"``, ``"torch:cuda"``): what ``torch`` (cuBLAS on a GPU) returns for the same
   dot products, as diagonals of batched 16-row GEMMs (``torch.baddbmm``), the path users take.
 
+The protocol underneath, :class:`BlackBox`, is shared by every black box blockfma calls: these dot-product
+targets, the order prober's :class:`~blockfma.probes.order.SumTarget` and the multiword hardware units
+(:class:`~blockfma.multiword.hardware.TorchUnit`, :class:`~blockfma.multiword.hardware.Int8Unit`).
+
+* **Called** on numpy arrays, returning numpy arrays; the operands are its kind's: ``t(a, b, c) -> d``
+  (dot products of k products: :class:`Target`), ``t(X) -> y`` (sums of k summands: ``SumTarget``),
+  ``unit.gemm(A, B, C) -> D`` and ``unit(A, B)`` (whole products of any K: ``k`` is None).  Bad operands
+  raise ValueError; a black box that fails or misbehaves raises its kind's error (TargetError, OrderError,
+  RuntimeError) naming it.
+* **What it is**: ``name`` (in errors and records), ``formats`` (A, B, C and D: :class:`~.inputs.Formats`;
+  None for integer units), ``k`` and :meth:`~BlackBox.describe_formats`.
+* **What it did**: ``calls``, ``rows`` and ``seconds`` (time in the computation itself), counted by
+  :meth:`~BlackBox.counting` around each successful call.
+* **Where it ran**: :meth:`~BlackBox.metadata`, the target, k, formats, date, versions and host, with the
+  device's metadata (:mod:`.runtime`: :func:`~.runtime.gpu_metadata`, :func:`~.runtime.device_info`).
+
     >>> t = target("sim:A100", "fp16", "fp32")
     >>> t.k, t.formats.input_name
     (8, 'fp16')
@@ -21,10 +37,11 @@ probes batch every round's rows into one call.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -33,10 +50,12 @@ from .. import formats as _formats
 from ..devices import Device, device as _device
 from ..engine import dot
 from ..model import Model
+from ..version import __version__
 from .inputs import Formats
+from .runtime import TORCH_DTYPES, gpu_metadata, import_torch
 
-__all__ = ["Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
-           "bits", "sim_jobs"]
+__all__ = ["BlackBox", "Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
+           "bits", "sim_jobs", "gpu_metadata"]
 
 UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -51,17 +70,59 @@ def bits(x: np.ndarray) -> np.ndarray:
     return x.view(UINT[x.dtype.itemsize * 8])
 
 
-class Target:
-    """Base class: subclasses set ``name``, ``formats``, ``k`` and implement :meth:`_compute`."""
+class BlackBox:
+    """The protocol of every black box blockfma calls (see the module docstring): subclasses set ``name``,
+    ``formats`` and ``k``, and wrap each call's computation in :meth:`counting`."""
 
     name: str = "target"
-    formats: Formats
-    k: int
+    formats: Formats | None
+    k: int | None
+    calls: int
+    rows: int
+    seconds: float
 
     def __init__(self) -> None:
-        self.calls = 0
-        self.rows = 0
-        self.seconds = 0.0
+        self.reset_counts()
+
+    def reset_counts(self) -> None:
+        """Set ``calls``, ``rows`` and ``seconds`` to zero."""
+        # object.__setattr__: frozen dataclasses (the order prober's SumTarget) count as well
+        object.__setattr__(self, "calls", 0)
+        object.__setattr__(self, "rows", 0)
+        object.__setattr__(self, "seconds", 0.0)
+
+    @contextlib.contextmanager
+    def counting(self, rows: int) -> Iterator[None]:
+        """Time the block and count it as one call of ``rows`` rows when it ends without an exception."""
+        t0 = time.perf_counter()
+        yield
+        object.__setattr__(self, "seconds", self.seconds + (time.perf_counter() - t0))
+        object.__setattr__(self, "calls", self.calls + 1)
+        object.__setattr__(self, "rows", self.rows + rows)
+
+    def metadata(self) -> dict[str, Any]:
+        """What the black box is and where it ran (for the device record); subclasses add their device."""
+        return {"target": self.name, "k": self.k, "formats": self.describe_formats(),
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "blockfma": __version__, "host": platform.node(), "numpy": np.__version__}
+
+    def describe_formats(self) -> str:
+        """The formats in words: ``"fp16 -> fp32 (C in fp32)"``."""
+        f = self.formats
+        if f is None:
+            return "-"
+        return f"{f.input_name} -> {f.d.name} (C in {f.c.name})"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} k={self.k} {self.describe_formats()}>"
+
+
+class Target(BlackBox):
+    """A dot-product target, ``t(a, b, c) -> d`` over rows of k products: subclasses set ``name``,
+    ``formats``, ``k`` and implement :meth:`_compute`."""
+
+    formats: Formats
+    k: int
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -74,27 +135,9 @@ class Target:
         if a.shape != (n, self.k) or b.shape != (n, self.k):
             raise ValueError(f"{self.name}: a and b must have shape (n, {self.k}) and c shape (n,); got "
                              f"{a.shape}, {b.shape} and {c.shape}")
-        t0 = time.perf_counter()
-        d = self._compute(a, b, c) if n else np.zeros(0, self.formats.d.dtype)
-        self.seconds += time.perf_counter() - t0
-        self.calls += 1
-        self.rows += n
+        with self.counting(n):
+            d = self._compute(a, b, c) if n else np.zeros(0, self.formats.d.dtype)
         return d
-
-    def metadata(self) -> dict[str, Any]:
-        """What the target is and where it ran (for the device record)."""
-        from .. import __version__
-
-        return {"target": self.name, "k": self.k, "formats": self.describe_formats(),
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "blockfma": __version__, "host": platform.node(), "numpy": np.__version__}
-
-    def describe_formats(self) -> str:
-        f = self.formats
-        return f"{f.input_name} -> {f.d.name} (C in {f.c.name})"
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name} k={self.k} {self.describe_formats()}>"
 
 
 class SimTarget(Target):
@@ -223,7 +266,7 @@ class TorchTarget(Target):
     precision reductions; fp16 accumulation off) are set for each call (:mod:`blockfma.torch_switches`)."""
 
     TILE = 16
-    DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+    DTYPES = TORCH_DTYPES
 
     def __init__(self, input_format: str, k: int, device: str = "cuda", allow_tf32: bool = False,
                  reduced_precision_reduction: bool = False, output_format: Any = None):
@@ -234,9 +277,9 @@ class TorchTarget(Target):
             raise ValueError(f"target 'torch' returns D in the input format ({fmt.name}), or fp32 from fp16 or bf16 "
                              f"inputs; ask for output_format={fmt.name!r}, not {out.name!r}")
         try:
-            import torch
-        except ImportError:
-            raise TargetError("target 'torch' needs PyTorch: pip install torch") from None
+            torch = import_torch("target 'torch'")
+        except ImportError as exc:
+            raise TargetError(str(exc)) from None
         if fmt.name not in self.DTYPES:
             raise TargetError(f"target 'torch' takes fp16, bf16 or fp32 inputs, not {fmt.name}")
         if device.startswith("cuda") and not torch.cuda.is_available():
@@ -293,30 +336,6 @@ class TorchTarget(Target):
         if self.device.startswith("cuda"):
             meta.update(gpu_metadata())
         return meta
-
-
-def gpu_metadata() -> dict[str, Any]:
-    """GPU name, compute capability, driver and CUDA versions, as far as CuPy or torch can tell."""
-    out: dict[str, Any] = {}
-    try:
-        import cupy as cp
-
-        props = cp.cuda.runtime.getDeviceProperties(0)
-        out.update(gpu=props["name"].decode(), compute_capability=f"{props['major']}{props['minor']}",
-                   cuda_runtime=cp.cuda.runtime.runtimeGetVersion(), cuda_driver=cp.cuda.runtime.driverGetVersion(),
-                   cupy=cp.__version__)
-    except Exception:  # noqa: BLE001 - metadata only: whatever can be read
-        pass
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            out.setdefault("gpu", torch.cuda.get_device_name(0))
-            out["torch"] = torch.__version__
-            out["torch_cuda"] = torch.version.cuda
-    except Exception:  # noqa: BLE001
-        pass
-    return out
 
 
 def _device_k(dev: Device, model: Model, instruction: str | None) -> int | None:
