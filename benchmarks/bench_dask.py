@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, cols = slice(i, min(i + ch, m)), slice(j, min(j + ch, n))
         want = bf.gemm(A[rows].compute(), B[:, cols].compute(), device=args.device, input_format=fin)
         got = D[rows, cols].compute()
-        ok = np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        ok = np.array_equal(F.bits(got), F.bits(want))
         same &= ok
         print(f"tile [{i}:{rows.stop}, {j}:{cols.stop}]: {'bit-identical' if ok else 'DIFFERENT'} to one machine")
     client.close()

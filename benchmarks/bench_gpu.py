@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         C = bf.formats.round(model.c_format, rng.standard_normal((n0, n0)))
         got = bf.gemm(A, B, C, model=model, backend=args.backend)
         want = bf.gemm(A, B, C, model=model, backend="auto")
-        same = bool(np.array_equal(got.view(np.uint8), want.view(np.uint8)))
+        same = bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want)))
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same})
         print(f"check {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'} against the CPU engine")
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"

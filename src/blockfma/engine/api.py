@@ -247,9 +247,8 @@ def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.nda
     out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values), check=False)  # engine-made values
     nan = np.isnan(values)
     if np.any(nan):
-        uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
-        bits = out.view(uint)
-        bits[nan] = rules.nan_codes(fmt, model.nan, values[nan]).astype(uint)
+        bits = _formats.bits(out)
+        bits[nan] = rules.nan_codes(fmt, model.nan, values[nan]).astype(bits.dtype)
     return out
 
 

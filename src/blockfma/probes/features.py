@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
-from ..formats import Format
+from ..formats import Format, bits
 from ..literals import bits_hex, hex_float
 from .inputs import Formats
 
@@ -443,7 +443,6 @@ def _build_seeds(ctx: Context) -> list[Row]:
 def _read_seeds(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
     """Per case: the target's output and the devices whose published output it reproduces."""
     from . import seeds
-    from .targets import bits
 
     out = {}
     for r, x, u in zip(rows, d, bits(d)):

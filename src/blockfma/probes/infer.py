@@ -32,12 +32,12 @@ import numpy as np
 from .. import formats as _formats
 from ..devices import devices as _devices
 from ..engine import dot
-from ..formats import RoundingMode
+from ..formats import RoundingMode, bits
 from ..literals import bits_hex, hex_float
 from ..model import Alignment, Family, Model, NaNStyle
 from . import inputs as _inputs
 from .features import FEATURE_TESTS, Context, Row, arrays
-from .targets import Target, bits
+from .targets import Target
 
 __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbours", "disagreements",
            "DEFAULT_VERIFY"]

@@ -32,23 +32,15 @@ import numpy as np
 from .. import formats as _formats
 from ..devices import Device, device as _device
 from ..engine import dot
+from ..formats import bits
 from ..model import Model
 from .inputs import Formats
 
 __all__ = ["Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
            "bits", "sim_jobs"]
 
-UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-
-
 class TargetError(RuntimeError):
     """A target cannot be reached or misbehaves (the message says what is missing and how to get it)."""
-
-
-def bits(x: np.ndarray) -> np.ndarray:
-    """Bit patterns of a float array (its own width), for bit-for-bit comparisons."""
-    x = np.asarray(x)
-    return x.view(UINT[x.dtype.itemsize * 8])
 
 
 class Target:

@@ -204,8 +204,7 @@ def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[A
     from ..engine import dot
 
     d = dot(np.asarray(a)[None], np.asarray(b)[None], np.asarray([c]), model=model)[0]
-    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[d.dtype.itemsize]
-    return d, int(np.asarray(d).view(uint))
+    return d, int(_formats.bits(d))
 
 
 def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
