@@ -297,8 +297,9 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
 
 
 def _input_arg(text: Any) -> Any:
+    """--input as given ("fp16"), or A's and B's names for "A*B" and "A,B" (:func:`blockfma.formats.pair`)."""
     if isinstance(text, str) and ("*" in text or "," in text):
-        return tuple(t.strip() for t in text.replace("*", ",").split(","))
+        return tuple(f.name for f in _formats.pair(text.replace(",", "*")))
     return text
 
 

@@ -41,7 +41,7 @@ class Formats:
 
     @property
     def input_name(self) -> str:
-        return self.a.name if self.a == self.b else f"{self.a.name}*{self.b.name}"
+        return _formats.pair_name(self.a, self.b)
 
 
 def values(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...], e_lo: int, e_hi: int,

@@ -335,7 +335,8 @@ def sim_jobs(devices: Any = None) -> list[tuple[str, Any, str, Model]]:
         for ins in dev.instructions:
             for (inp, out), m in ins.models.items():
                 if m.input_rounding is None:
-                    jobs.append((f"sim:{dev.name}:{ins.name}", tuple(inp.split("*")) if "*" in inp else inp, out, m))
+                    fa, fb = _formats.pair(inp)
+                    jobs.append((f"sim:{dev.name}:{ins.name}", inp if fa == fb else (fa.name, fb.name), out, m))
     return jobs
 
 
@@ -361,10 +362,9 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
         if k is None:
             raise ValueError("a callable target needs k=, the number of products its instruction takes "
                              "(a and b come as arrays of shape (n, k))")
-        fa, _, fb = str(_formats.get(input_format).name if not isinstance(input_format, (tuple, list)) else
-                        "*".join(_formats.get(f).name for f in input_format)).partition("*")
+        fa, fb = _formats.pair(input_format)
         d = _formats.get(output_format)
-        return CallableTarget(spec, k, Formats.of(fa, fb or fa, c_format or d, d))
+        return CallableTarget(spec, k, Formats.of(fa, fb, c_format or d, d))
     if not isinstance(spec, str):
         raise TypeError("a probe target is a Model, a callable, 'sim:DEVICE', 'cuda' or 'torch', not "
                         f"{type(spec).__name__}")
@@ -394,8 +394,7 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
 def _cuda_path(cuda: Any, input_format: Any, output_format: Any, k: int | None, kind: str = "mma") -> str:
     """The name of the ``kind`` ("mma": mma.sync, "wgmma") path for these formats (and k), the longest k
     where several fit."""
-    fa, _, fb = (input_format if isinstance(input_format, str) else "*".join(input_format)).partition("*")
-    fa, fb = _formats.get(fa).name, _formats.get(fb or fa).name
+    fa, fb = (f.name for f in _formats.pair(input_format))
     d = _formats.get(output_format).name
     paths = cuda.WGMMA_PATHS if kind == "wgmma" else cuda.PATHS
     found = [p for p in paths.values() if (p.a_format, p.b_format, p.d_format) == (fa, fb, d)
