@@ -26,6 +26,7 @@ import numpy as np
 
 import blockfma as bf
 from blockfma.engine import gpu
+from blockfma.files import write_text
 
 CASES = [  # (device, input format, output format)
     ("H100", "fp16", "fp32"),
@@ -122,11 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:>5}  {device:8} {fin + '->' + fout:14} {t:9.4f} {macs / t / 1e9:9.2f} {t / t_mm:14.1f}")
             sys.stdout.flush()
     if args.record:
-        tmp = args.record + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
-                       "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, f, indent=1)
-        os.replace(tmp, args.record)
+        write_text(args.record, json.dumps({
+            "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
+            "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, indent=1))
     return 0 if all(c["bit_exact"] for c in checks) else 1
 
 

@@ -45,6 +45,7 @@ import numpy as np
 
 import blockfma as bf
 from blockfma import formats as F
+from blockfma.files import write_text
 from blockfma.model import Model
 
 PTX = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32", "fp32": "f32", "fp64": "f64", "e4m3fn": "e4m3",
@@ -827,10 +828,7 @@ def metadata(sim: bool) -> dict:
 
 
 def write(path: str, rec: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(rec, fh, indent=1, default=str)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(rec, indent=1, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import __version__
 from . import formats as _formats
-from . import literals, report as _report
+from . import files, literals, report as _report
 from .devices import SOURCES, Device, device as _device, devices as _devices, open_questions as _questions
 from .engine import dot as _dot
 from .formats import RoundingMode
@@ -320,7 +320,7 @@ def cmd_probe(args: argparse.Namespace) -> str:
         rows.append(f.row())
         docs.append(f.to_json())
         if args.json:  # after every finding, atomically: an interrupted --all keeps what it finished
-            _report.write_json(args.json, docs if args.all else docs[0])
+            files.write_json(args.json, docs if args.all else docs[0])
         if args.record and f.verified and not args.all:
             f.save(args.record)
     cols = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "alignment", "output_rounding",

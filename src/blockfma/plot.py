@@ -45,7 +45,7 @@ def _figure(nrows: int, ncols: int, width: float = 5.2, height: float = 4.0) -> 
 
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed)."""
-    from .report import atomic_path
+    from .files import atomic_path
 
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)

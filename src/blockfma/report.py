@@ -13,21 +13,16 @@ GPU results) by appending to :func:`sections` without touching the rest.
 
 from __future__ import annotations
 
-import contextlib
-import json as _json
-import math
-import os
-import tempfile
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .devices import Device, device as _device, devices as _devices, open_questions as _questions
 from .experiments import fttn as _fttn
+from .files import atomic_path, dumps, write_json  # noqa: F401 (re-exported: their home is blockfma.files)
 
 __all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
            "report", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
@@ -328,48 +323,3 @@ def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
                 "sections": {s.key: s.to_json() for s in secs}}
     header = [f"blockfma {__version__}: bit-exact models of matrix accelerators", f"data path: {DATA_PATH}"]
     return "\n\n".join(["\n".join(header)] + [s.text() for s in secs]) + "\n"
-
-
-def dumps(obj: Any) -> str:
-    """JSON text of a report or rows (indent 2, non-finite floats as strings)."""
-    return _json.dumps(_jsonable(obj), indent=2)
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary file beside ``path`` to write; renamed onto ``path`` when the block ends (removed if it
-    raises), with the permissions a plain open() gives, so an interrupted run leaves the last complete
-    file.  The one atomic writer of JSON records, CSV tables and figures."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write :func:`dumps` of ``obj`` to ``path`` atomically (:func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(dumps(obj) + "\n")
-    return Path(path)
-
-
-def _jsonable(obj: Any) -> Any:
-    if hasattr(obj, "item") and hasattr(obj, "dtype") and getattr(obj, "shape", None) == ():  # numpy scalars
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return repr(obj)
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj

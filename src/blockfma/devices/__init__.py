@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import formats as _formats
+from ..files import write_text
 from ..model import Model
 
 __all__ = ["Source", "Instruction", "Device", "OpenQuestion", "SOURCES", "SCHEMA", "device", "devices", "names",
@@ -352,10 +353,7 @@ def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[S
     if sources:
         doc["sources"] = [{"key": s.key, "citation": s.citation, "kind": s.kind} for s in sources]
     doc["devices"] = [d.to_dict() for d in devs]
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
 
 _DEVICES: dict[str, Device] = {}

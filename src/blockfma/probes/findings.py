@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..devices import SCHEMA
+from ..files import write_json
 from ..model import Model
 from .infer import DEFAULT_VERIFY, search, stderr_progress
 from .targets import target as _target
@@ -89,8 +90,6 @@ class Findings:
 
     def save(self, path: str | os.PathLike, name: str | None = None) -> Path:
         """Write :meth:`record` (verified runs) or :meth:`to_json` (failed runs) atomically."""
-        from ..report import write_json
-
         return write_json(path, self.record(name) if self.verified else self.to_json())
 
     def to_json(self) -> dict[str, Any]:
