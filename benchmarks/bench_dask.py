@@ -21,6 +21,7 @@ import numpy as np
 
 import blockfma as bf
 from blockfma import formats as F
+from blockfma.optional import hint
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         import dask.array as da
         import distributed
     except ImportError:
-        print("bench_dask: needs dask: pip install 'blockfma[dask]'", file=sys.stderr)
+        print(f"bench_dask: needs dask: {hint('dask')}", file=sys.stderr)
         return 2
     if args.scheduler:
         client = distributed.Client(args.scheduler)

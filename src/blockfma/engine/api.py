@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats as _formats
+from .. import formats as _formats, optional
 from ..formats import Format, RoundingMode
 from ..model import Family, Model
 from . import rules
@@ -76,7 +76,7 @@ def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
     fast = _fast_module()
     if not fast:
         if backend == "numba":
-            raise ValueError("backend='numba' needs numba: pip install 'blockfma[fast]'")
+            raise ValueError(f"backend='numba' needs numba: {optional.hint('fast')}")
         return None
     usable = fast.supports(model) and all(np.isfinite(x).all() for x in arrays)
     if backend == "numba" and not usable:
@@ -96,9 +96,7 @@ def _auto_uses_gpu(model: Model, work: int) -> bool:
     cores, but against numpy's 0.04 to 0.1 it wins."""
     if work < GPU_MIN_WORK:
         return False
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:  # do not import torch only to learn it is absent
+    if not optional.available("torch"):  # do not import torch only to learn it is absent
         return False
     from . import gpu
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Model
+from ..optional import require
 
 __all__ = ["is_dask", "gemm"]
 
@@ -22,11 +23,7 @@ def is_dask(x: Any) -> bool:
 
 
 def _dask_array() -> Any:
-    try:
-        import dask.array as da
-    except ImportError:
-        raise ImportError("gemm on dask arrays needs dask: pip install 'blockfma[dask]'") from None
-    return da
+    return require("dask.array", extra="dask", needed_by="gemm on dask arrays", what="dask")
 
 
 def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, model: Model, kwargs: dict) -> np.ndarray:

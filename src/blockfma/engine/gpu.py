@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Family, Model
+from ..optional import require
 from . import array, rules
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm"]
@@ -31,12 +32,7 @@ _STEPS: dict[tuple, Callable[..., Any]] = {}
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("the GPU engine needs torch: pip install 'blockfma[torch]' (a CUDA build for "
-                          "backend='cuda')") from None
-    return torch
+    return require("torch", extra="torch", needed_by="the GPU engine", note=" (a CUDA build for backend='cuda')")
 
 
 def available() -> bool:

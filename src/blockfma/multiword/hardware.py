@@ -41,12 +41,13 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
+from ..optional import hint, require
 from ..torch_switches import matmul_switches
 
 __all__ = ["TORCH_HINT", "is_torch", "import_torch", "torch_device", "device_info", "matmul_flags", "TorchUnit",
            "Int8Unit"]
 
-TORCH_HINT = "pip install 'blockfma[torch]'"
+TORCH_HINT = hint("torch")
 FORMATS = ("fp16", "bf16", "tf32", "fp32", "fp64")
 """Word formats a :class:`TorchUnit` takes (fp32 and fp64: the native baselines)."""
 
@@ -61,11 +62,7 @@ def is_torch(backend: Any) -> bool:
 
 def import_torch() -> Any:
     """The torch module, or an ImportError with the one-line install hint."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(f"backend='torch' needs PyTorch, which is not installed: {TORCH_HINT}") from None
-    return torch
+    return require("torch", extra="torch", needed_by="backend='torch'", what="PyTorch, which is not installed")
 
 
 def torch_device(backend: str) -> Any:

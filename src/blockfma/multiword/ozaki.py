@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import formats as _formats
+from ..optional import require
 from .split import check_input, check_operands
 
 __all__ = [
@@ -192,8 +193,7 @@ def torch_unit(device: str | None = None) -> Unit:
     sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
     multiples of 8; k at least 32, as torchao's safe_int_mm advises), which leaves the product unchanged.
     Checked here on the CPU only."""
-    import torch
-
+    torch = require("torch", extra="torch", needed_by="torch_unit")
     dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
 
     def unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:

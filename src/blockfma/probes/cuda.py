@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
+from ..optional import require
 
 __all__ = ["MmaPath", "PATHS", "WgmmaPath", "WGMMA_PATHS", "path", "fragment_map", "smem_offset",
            "wgmma_descriptor", "accumulator_map", "available", "run", "kernel_source", "sass"]
@@ -421,11 +422,7 @@ def kernel_source(p: str | Path) -> str:
 
 # --- running ---------------------------------------------------------------------------------------------
 def _cupy() -> Any:
-    try:
-        import cupy
-    except ImportError:
-        raise ImportError("the cuda probes need CuPy and an NVIDIA GPU: pip install 'blockfma[cuda]'") from None
-    return cupy
+    return require("cupy", extra="cuda", needed_by="blockfma.probes.cuda", what="CuPy and an NVIDIA GPU")
 
 
 def available() -> bool:

@@ -41,6 +41,7 @@ import numpy as np
 
 from .. import formats as _formats
 from ..formats import Format, RoundingMode
+from ..optional import require
 
 __all__ = [
     "SumTree",
@@ -682,11 +683,7 @@ _TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("torch_matmul_target needs torch: pip install 'blockfma[torch]'") from None
-    return torch
+    return require("torch", extra="torch", needed_by="torch_matmul_target")
 
 
 def torch_matmul_target(n: int, dtype: Literal["fp16", "bf16", "fp32"] = "fp32", device: str = "cpu", *,
