@@ -21,6 +21,7 @@ import numpy as np
 
 import blockfma as bf
 from blockfma import formats as F
+from blockfma.optional import hint
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         import dask.array as da
         import distributed
     except ImportError:
-        print("bench_dask: needs dask: pip install 'blockfma[dask]'", file=sys.stderr)
+        print(f"bench_dask: needs dask: {hint('dask')}", file=sys.stderr)
         return 2
     if args.scheduler:
         client = distributed.Client(args.scheduler)
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, cols = slice(i, min(i + ch, m)), slice(j, min(j + ch, n))
         want = bf.gemm(A[rows].compute(), B[:, cols].compute(), device=args.device, input_format=fin)
         got = D[rows, cols].compute()
-        ok = np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        ok = np.array_equal(F.bits(got), F.bits(want))
         same &= ok
         print(f"tile [{i}:{rows.stop}, {j}:{cols.stop}]: {'bit-identical' if ok else 'DIFFERENT'} to one machine")
     client.close()

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 import blockfma as bf
+from blockfma.files import write_text
 
 CASES = [  # (family, device, input format)
     ("truncated-fused", "H100", "fp16"),
@@ -102,10 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory: {peak:.0f} MiB")
     if args.json:
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"rows": rows, "peak_mib": peak, "cpus": os.cpu_count()}, f, indent=1)
-        os.replace(tmp, args.json)
+        write_text(args.json, json.dumps({"rows": rows, "peak_mib": peak, "cpus": os.cpu_count()}, indent=1))
     return 0
 
 

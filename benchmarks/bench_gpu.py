@@ -26,6 +26,7 @@ import numpy as np
 
 import blockfma as bf
 from blockfma.engine import gpu
+from blockfma.files import write_text
 
 CASES = [  # (device, input format, output format)
     ("H100", "fp16", "fp32"),
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         C = bf.formats.round(model.c_format, rng.standard_normal((n0, n0)))
         got = bf.gemm(A, B, C, model=model, backend=args.backend)
         want = bf.gemm(A, B, C, model=model, backend="auto")
-        same = bool(np.array_equal(got.view(np.uint8), want.view(np.uint8)))
+        same = bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want)))
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same})
         print(f"check {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'} against the CPU engine")
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
@@ -122,11 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:>5}  {device:8} {fin + '->' + fout:14} {t:9.4f} {macs / t / 1e9:9.2f} {t / t_mm:14.1f}")
             sys.stdout.flush()
     if args.record:
-        tmp = args.record + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
-                       "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, f, indent=1)
-        os.replace(tmp, args.record)
+        write_text(args.record, json.dumps({
+            "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
+            "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, indent=1))
     return 0 if all(c["bit_exact"] for c in checks) else 1
 
 

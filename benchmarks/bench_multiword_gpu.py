@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     args.methods += [x for x in NATIVE if x not in args.methods]  # the baselines of t/SGEMM and of the aims
 
     from blockfma import multiword as mw
-    from blockfma import report
+    from blockfma import files, report
     from blockfma.multiword import hardware as hw
 
     try:
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
                                         key=_order)
                 record["aims"] = aims(record["rows"])
                 if out is not None:
-                    report.write_json(out, record)
+                    files.write_json(out, record)
     except KeyboardInterrupt:
         say("interrupted" + (f"; {out} holds the sizes finished" if out is not None else ""))
         return 130

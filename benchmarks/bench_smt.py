@@ -17,8 +17,8 @@ import json
 import os
 import platform
 import sys
-import tempfile
 
+from blockfma.files import write_text
 from blockfma.smt import SOLVERS, available
 from blockfma.smt import queries as Q
 
@@ -57,10 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 "python": platform.python_version(), "timeout_s": args.timeout}
         for s in args.solvers:
             meta[f"{s}_version"] = _version(s)
-        d = os.path.dirname(os.path.abspath(args.json))
-        with tempfile.NamedTemporaryFile("w", dir=d, delete=False, suffix=".tmp") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
-        os.replace(f.name, args.json)
+        write_text(args.json, json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 
 

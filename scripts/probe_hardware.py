@@ -21,7 +21,7 @@ from pathlib import Path
 import blockfma as bf
 from blockfma.probes import targets
 from blockfma.probes.infer import disagreements
-from blockfma.report import write_json
+from blockfma.files import write_json
 
 PRESET_DEVICE = {"90": "H100", "100": "B200", "89": "Ada", "80": "A100", "120": "RTX5090"}
 

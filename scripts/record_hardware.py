@@ -46,18 +46,13 @@ import numpy as np
 
 import blockfma as bf
 from blockfma import formats as F
+from blockfma.files import write_text
 from blockfma.model import Model
 from blockfma.probes import cuda
-from blockfma.probes.targets import UINT
-
-
-def storage(fmt: str) -> F.Format:
-    """The format whose bit patterns travel: tf32 goes in binary32 registers."""
-    return F.fp32 if fmt == "tf32" else F.get(fmt)
 
 
 def decode(fmt: str, codes: np.ndarray) -> np.ndarray:
-    return F.decode(storage(fmt), codes.astype(np.uint64))
+    return F.decode(F.storage(fmt), codes.astype(np.uint64))
 
 
 def hexval(x: float) -> str:
@@ -171,7 +166,7 @@ def codes_in(fmt: str, rng: np.random.Generator, shape: tuple, e_lo: int, e_hi: 
     """Random finite codes of ``fmt`` whose unbiased exponent lies in [e_lo, e_hi] (clipped to the format;
     exponents below emin give subnormals), random signs and fractions, a share ``zeros`` of signed zeros."""
     f = F.get(fmt)
-    st = storage(fmt)
+    st = F.storage(fmt)
     t = f.fraction_bits
     top = (1 << st.exponent_bits) - (2 if st.nan == "ieee" else 1)
     e = rng.integers(e_lo, e_hi + 1, size=shape)
@@ -186,20 +181,19 @@ def codes_in(fmt: str, rng: np.random.Generator, shape: tuple, e_lo: int, e_hi: 
     if zeros:
         z = rng.random(shape) < zeros
         code = np.where(z, sign, code)
-    return code.astype(UINT[st.bits])
+    return code.astype(F.uint_dtype(st.bits))
 
 
 def random_bits(fmt: str, rng: np.random.Generator, shape: tuple) -> np.ndarray:
-    st = storage(fmt)
+    st = F.storage(fmt)
     code = rng.integers(0, 1 << st.bits, size=shape, dtype=np.uint64)
-    if fmt == "tf32":
-        code &= np.uint64(0xFFFFE000)
-    return code.astype(UINT[st.bits])
+    code &= np.uint64(F.storage_mask(fmt))  # tf32: the low 13 bits of binary32 stay zero
+    return code.astype(F.uint_dtype(st.bits))
 
 
 def specials(fmt: str, rng: np.random.Generator, shape: tuple) -> np.ndarray:
     """NaN (assorted payloads and signs), infinities, largest finite values and signed zeros."""
-    st = storage(fmt)
+    st = F.storage(fmt)
     w, t = st.exponent_bits, st.fraction_bits
     ones = ((1 << w) - 1) << t
     sign = np.uint64(1) << np.uint64(st.bits - 1)
@@ -213,9 +207,9 @@ def specials(fmt: str, rng: np.random.Generator, shape: tuple) -> np.ndarray:
         pool += [ones | ((1 << t) - 1), ones | ((1 << t) - 1) | int(sign)]
         big = ones | ((1 << t) - 2)
     pool += [big, big | int(sign), 0, int(sign)]
-    if fmt == "tf32":
-        pool = [p & 0xFFFFE000 if (p & ones) != ones or (p & ((1 << t) - 1)) == 0 else p for p in pool]
-    return np.array(pool, dtype=np.uint64)[rng.integers(0, len(pool), size=shape)].astype(UINT[st.bits])
+    mask = F.storage_mask(fmt)  # tf32: numbers and infinities with the low 13 bits zero, NaNs whole
+    pool = [p & mask if (p & ones) != ones or (p & ((1 << t) - 1)) == 0 else p for p in pool]
+    return np.array(pool, dtype=np.uint64)[rng.integers(0, len(pool), size=shape)].astype(F.uint_dtype(st.bits))
 
 
 def _mix(rng: np.random.Generator, base: np.ndarray, other: np.ndarray, share: float) -> np.ndarray:
@@ -241,7 +235,7 @@ def family_inputs(fam: str, p: Instr, rng: np.random.Generator, T: int) -> tuple
         B = codes_in(p.fb, rng, sb, -3, 3)
         h = p.k // 2
         A[:, :, h:2 * h] = A[:, :, :h]
-        sign_b = UINT[storage(p.fb).bits](1 << (storage(p.fb).bits - 1))
+        sign_b = F.uint_dtype(F.storage(p.fb).bits)(1 << (F.storage(p.fb).bits - 1))
         B[:, h:2 * h, :] = B[:, :h, :] ^ sign_b
         if p.fa != p.fb:  # mixed formats: mirror values, not codes
             A[:, :, h:2 * h] = A[:, :, :h]
@@ -254,7 +248,7 @@ def family_inputs(fam: str, p: Instr, rng: np.random.Generator, T: int) -> tuple
         Cv = -F.round(fc, S)
         zero = rng.random(sc) < 0.4
         Cv = np.where(zero, np.where(rng.random(sc) < 0.5, 0.0, -0.0), Cv)
-        return A, B, F.encode(storage(p.fc), Cv).astype(UINT[storage(p.fc).bits])
+        return A, B, F.encode(F.storage(p.fc), Cv).astype(F.uint_dtype(F.storage(p.fc).bits))
     if fam == "underflow":
         A = codes_in(p.fa, rng, sa, fa.emin - fa.fraction_bits, fa.emin + 2, 0.1)
         B = codes_in(p.fb, rng, sb, fb.emin - fb.fraction_bits, fb.emin + 2, 0.1)
@@ -496,7 +490,7 @@ class Gpu:
     def run(self, p: Instr, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
         if p.kind == "own":
             d = self.cuda.run(p.name, A, B, C, raw=True)
-            return d.view(UINT[d.dtype.itemsize * 8])
+            return F.bits(d)
         if p.kind == "wgmma":
             return self.peer.run_wgmma(p, A, B, C)
         return self.peer.run_mma(p.name, A, B, C)
@@ -528,12 +522,12 @@ def model_bits(p: Instr, model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarr
     if p.fa == "tf32" and codes is not None:
         a, b = codes[0].astype(np.uint32).view(np.float32), codes[1].astype(np.uint32).view(np.float32)
     out_bits = F.get(p.fd).bits
-    res = np.zeros(len(c), UINT[out_bits])
+    res = np.zeros(len(c), F.uint_dtype(out_bits))
     finite = np.isfinite(a).all(1) & np.isfinite(b).all(1) & np.isfinite(c)
     for sel in (finite, ~finite):
         if sel.any():
             d = bf.dot(a[sel], b[sel], c[sel], model=model, **kw)
-            res[sel] = d.view(UINT[out_bits])
+            res[sel] = d.view(F.uint_dtype(out_bits))
     return res
 
 
@@ -550,11 +544,11 @@ def example(p: Instr, a, b, c, ccode, hw, sim, codes: tuple | None = None) -> di
     f = F.get(p.fd)
     w = f.bits // 4
     out = {"a": [hexval(x) for x in a], "b": [hexval(x) for x in b], "c": hexval(c),
-           "c_bits": f"0x{int(ccode):0{storage(p.fc).bits // 4}x}",
+           "c_bits": f"0x{int(ccode):0{F.storage(p.fc).bits // 4}x}",
            "hardware": f"0x{int(hw):0{w}x}", "hardware_value": hexval(F.decode(f, np.uint64(hw))),
            "model": f"0x{int(sim):0{w}x}", "model_value": hexval(F.decode(f, np.uint64(sim)))}
     if codes is not None and (np.isnan(a).any() or np.isnan(b).any()):
-        wa, wb = storage(p.fa).bits // 4, storage(p.fb).bits // 4
+        wa, wb = F.storage(p.fa).bits // 4, F.storage(p.fb).bits // 4
         out["a_codes"] = [f"0x{int(x):0{wa}x}" for x in codes[0]]
         out["b_codes"] = [f"0x{int(x):0{wb}x}" for x in codes[1]]
     return out
@@ -640,10 +634,10 @@ def run_path(p: Instr, runner: Any, per_path: int, rng: np.random.Generator, log
 def run_targeted(p: Instr, runner: Any) -> list[dict]:
     rows = targeted_rows(p)
     T = len(rows)
-    sa, sb, sc = storage(p.fa), storage(p.fb), storage(p.fc)
-    A = np.zeros((T, p.m, p.k), UINT[sa.bits])
-    B = np.zeros((T, p.k, p.n), UINT[sb.bits])
-    C = np.zeros((T, p.m, p.n), UINT[sc.bits])
+    sa, sb, sc = F.storage(p.fa), F.storage(p.fb), F.storage(p.fc)
+    A = np.zeros((T, p.m, p.k), F.uint_dtype(sa.bits))
+    B = np.zeros((T, p.k, p.n), F.uint_dtype(sb.bits))
+    C = np.zeros((T, p.m, p.n), F.uint_dtype(sc.bits))
     for t, (_, av, bv, cv) in enumerate(rows):
         A[t, 0, :] = F.encode(sa, np.array(av))
         B[t, :, 0] = F.encode(sb, np.array(bv))
@@ -673,9 +667,9 @@ def layout_check(p: Instr, runner: Any, rng: np.random.Generator) -> dict:
     av = rng.integers(-lim, lim + 1, size=(T, p.m, p.k)).astype(np.float64)
     bv = rng.integers(-lim, lim + 1, size=(T, p.k, p.n)).astype(np.float64)
     cv = rng.integers(-8, 9, size=(T, p.m, p.n)).astype(np.float64)
-    A = F.encode(storage(p.fa), av).astype(UINT[storage(p.fa).bits])
-    B = F.encode(storage(p.fb), bv).astype(UINT[storage(p.fb).bits])
-    C = F.encode(storage(p.fc), cv).astype(UINT[storage(p.fc).bits])
+    A = F.encode(F.storage(p.fa), av).astype(F.uint_dtype(F.storage(p.fa).bits))
+    B = F.encode(F.storage(p.fb), bv).astype(F.uint_dtype(F.storage(p.fb).bits))
+    C = F.encode(F.storage(p.fc), cv).astype(F.uint_dtype(F.storage(p.fc).bits))
     D = runner.run(p, A, B, C)
     want = np.einsum("tmk,tkn->tmn", av, bv) + cv
     got = F.decode(F.get(p.fd), D.astype(np.uint64))
@@ -795,10 +789,7 @@ def metadata(sim: bool) -> dict:
 
 
 def write(path: str, rec: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(rec, fh, indent=1, default=str)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(rec, indent=1, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:

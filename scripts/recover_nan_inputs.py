@@ -151,6 +151,8 @@ def full_scale_check(rh, record: dict, rows: dict) -> dict:
 
 
 def main() -> int:
+    from blockfma.files import write_text
+
     record = json.loads(RECORD.read_text())
     rh = _old_script()
     rows = replay(rh, record)
@@ -171,7 +173,7 @@ def main() -> int:
             "paths": full_scale_check(rh, record, rows),
         },
     }
-    OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    write_text(OUT, json.dumps(doc, indent=1) + "\n")
     checks = doc["full_scale_check"]["paths"]
     print(f"{sum(len(v) for v in doc['paths'].values())} rows in {len(doc['paths'])} paths; full-scale check "
           f"equal on {sum(c['equal'] for c in checks.values())} of {len(checks)} paths -> {OUT.relative_to(REPO)}")

@@ -35,6 +35,7 @@ def _threads(n: int | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from blockfma.experiments import multiword as mw
+    from blockfma.optional import hint
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
             from blockfma import plot
         except ImportError:
-            say("note: matplotlib is missing, so no plots (pip install 'blockfma[plot]'); writing the CSVs")
+            say(f"note: matplotlib is missing, so no plots ({hint('plot')}); writing the CSVs")
 
     names = args.only or list(mw.FIGURES)
     t_all = time.perf_counter()

@@ -7,6 +7,8 @@ slow; CI runs it on every 8-bit format exhaustively and on a strided subset of t
 
 from __future__ import annotations
 
+import struct
+import sys
 from fractions import Fraction
 
 import ml_dtypes
@@ -306,3 +308,72 @@ def test_round_fraction_matches_reference(name, mode):
             assert got != got, (x, got)
         else:
             assert got == want and np.signbit(got) == np.signbit(want), (x, got, want)
+
+
+# --- bit views, storage, the A*B reader --------------------------------------------------------------------
+ONE_CODES = {"fp64": 0x3FF0000000000000, "fp32": 0x3F800000, "tf32": 0x3F800000, "e8m13": 0x3F800000,
+             "bf16": 0x3F80, "fp16": 0x3C00, "e4m3fn": 0x38, "e5m2": 0x3C, "e4m3fnuz": 0x40, "e5m2fnuz": 0x40}
+
+
+@pytest.mark.parametrize("name", list(ONE_CODES))
+def test_bits_round_trips_every_width(name):
+    """formats.bits views any storage dtype (numpy and the ml_dtypes fp8/bf16 types) as the unsigned
+    integers of its width, without a copy; the oracle is the raw bytes read as integers."""
+    dtype = F.get(name).dtype
+    size = dtype.itemsize
+    raw = np.random.default_rng(size).integers(0, 256, size=64 * size, dtype=np.uint8)
+    x = raw.view(dtype)
+    u = F.bits(x)
+    assert u.dtype == np.dtype(f"uint{8 * size}") and u.dtype.type is F.uint_dtype(8 * size)
+    want = [int.from_bytes(raw[i * size:(i + 1) * size].tobytes(), sys.byteorder) for i in range(64)]
+    assert [int(v) for v in u] == want
+    assert np.shares_memory(u, x) and u.view(dtype).tobytes() == x.tobytes()
+    assert int(F.bits(F.to_numpy(name, [1.0]))[0]) == ONE_CODES[name]  # a scalar code known by heart
+
+
+def test_uint_dtype_refuses_widths_numpy_lacks():
+    assert F.uint_dtype(8) is np.uint8 and F.uint_dtype(64) is np.uint64
+    with pytest.raises(ValueError, match=r"bits=12.*8, 16, 32 and 64"):
+        F.uint_dtype(12)
+
+
+def test_storage_is_the_tf32_in_binary32_rule():
+    assert F.storage("tf32") is F.fp32 and F.storage_mask("tf32") == 0xFFFFE000
+    assert F.storage("e8m13") is F.fp32 and F.storage_mask("e8m13") == 0xFFFFFC00
+    for name in ("fp64", "fp32", "bf16", "fp16", "e4m3fn", "e5m2fnuz"):
+        f = F.get(name)
+        assert F.storage(f) is f and F.storage_mask(f) == (1 << f.bits) - 1
+    tf32 = struct.unpack("<I", struct.pack("<f", 1 + 2.0**-10))[0]  # a tf32 value: the low 13 bits are zero
+    not_tf32 = struct.unpack("<I", struct.pack("<f", 1 + 2.0**-11))[0]
+    assert tf32 & ~F.storage_mask("tf32") & 0xFFFFFFFF == 0 and not_tf32 & ~F.storage_mask("tf32") != 0
+    odd = F.Format("odd", 5, 8, 15, dtype_name="float32")  # float32 codes do not hold a 5-bit exponent
+    with pytest.raises(ValueError, match=r"storage: the float32 codes of format 'odd'"):
+        F.storage(odd)
+    assert F.is_representable(odd, [1.0, 1 + 2.0**-7, 1 + 2.0**-8]).tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize("spec", ["e4m3fn*e5m2", " e4m3 * e5m2 ", ("e4m3fn", "e5m2"), ["float8_e4m3fn", F.e5m2],
+                                  (F.e4m3fn, "e5m2")])
+def test_pair_reads_a_and_b(spec):
+    assert F.pair(spec) == (F.e4m3fn, F.e5m2)
+    assert F.pair_name(*F.pair(spec)) == "e4m3fn*e5m2"
+
+
+def test_pair_of_one_format_and_its_name():
+    assert F.pair("fp16") == (F.fp16, F.fp16) and F.pair(F.bf16) == (F.bf16, F.bf16)
+    assert F.pair("half*fp16") == (F.fp16, F.fp16)
+    assert F.pair_name("half") == F.pair_name("fp16", "binary16") == "fp16"
+
+
+@pytest.mark.parametrize("spec", ["fp16*", "*fp16", "fp16*fp16*fp16", " * "])
+def test_pair_refuses_a_half_written_pair(spec):
+    with pytest.raises(ValueError, match=r"input_format .*: write one format \('fp16'\) or A's and B's joined by "
+                                         r"one '\*' \('e4m3fn\*e5m2'\)"):
+        F.pair(spec)
+
+
+def test_pair_refuses_other_lengths_and_unknown_names():
+    with pytest.raises(ValueError, match=r"one format or a pair \(A's, B's\), not \('fp16',\)"):
+        F.pair(("fp16",))
+    with pytest.raises(ValueError, match=r"unknown format 'fp17'"):
+        F.pair("fp16*fp17")

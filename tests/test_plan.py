@@ -15,6 +15,7 @@ import pytest
 import blockfma as bf
 from blockfma import reference
 from blockfma.model import Family, Model
+from blockfma.optional import available
 from blockfma.plan import Plan, plan, run
 
 from helpers import FAST, bits
@@ -132,12 +133,8 @@ def test_every_engine_runs_the_same_plan_on_a_stored_after_model():
     c = (rng.integers(-64, 64, 50) * 2.0 ** rng.integers(-8, 2, 50)).astype(np.float16)
     want = np.array([reference.dot_bits(m, a[i].tolist(), b[i].tolist(), float(c[i])) for i in range(50)])
     backends = ["numpy"] + (["numba"] if FAST is not None else [])
-    try:
-        import torch  # noqa: F401
-
+    if available("torch"):
         backends.append("torch")
-    except ImportError:
-        pass
     for backend in backends:
         got = bf.dot(a, b, c, model=m, backend=backend)
         assert np.array_equal(bits(got), want.astype(np.uint16)), backend

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import reference
 from .model import Model
+from .optional import available
 
 __all__ = ["check", "Check", "Mismatch"]
 
@@ -76,9 +77,7 @@ def _backends(model: Model) -> tuple[list[str], list[str]]:
         run.append("numba")
     else:
         skip.append("numba (not installed, or no compiled kernel for this model)")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if not available("torch"):
         skip.append("torch (not installed)")
     else:
         (run if gpu.supports(model) else skip).append("torch" if gpu.supports(model) else

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import __version__
 from . import formats as _formats
-from . import literals, report as _report
+from . import files, literals, report as _report
 from .devices import SOURCES, Device, device as _device, devices as _devices, open_questions as _questions
 from .engine import dot as _dot
 from .formats import RoundingMode
@@ -297,8 +297,9 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
 
 
 def _input_arg(text: Any) -> Any:
+    """--input as given ("fp16"), or A's and B's names for "A*B" and "A,B" (:func:`blockfma.formats.pair`)."""
     if isinstance(text, str) and ("*" in text or "," in text):
-        return tuple(t.strip() for t in text.replace("*", ",").split(","))
+        return tuple(f.name for f in _formats.pair(text.replace(",", "*")))
     return text
 
 
@@ -319,7 +320,7 @@ def cmd_probe(args: argparse.Namespace) -> str:
         rows.append(f.row())
         docs.append(f.to_json())
         if args.json:  # after every finding, atomically: an interrupted --all keeps what it finished
-            _report.write_json(args.json, docs if args.all else docs[0])
+            files.write_json(args.json, docs if args.all else docs[0])
         if args.record and f.verified and not args.all:
             f.save(args.record)
     cols = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "alignment", "output_rounding",

@@ -1,8 +1,15 @@
-"""Files written whole or not at all: :func:`atomic_path` (a temporary file beside the target, renamed
-onto it when the writing ends) and the JSON records (:func:`dumps`, :func:`write_json`) of the report,
-the probes and the scripts.
+"""Files written whole or not at all: the one atomic writer of JSON records, CSV tables and figures.
 
-    >>> write_json("out/record.json", {"x": float("nan")})      # doctest: +SKIP
+Every results file (probe findings, device files, benchmark records, the multiword CSVs and figures) goes
+through :func:`atomic_path`: the data is written to a temporary file beside the target and renamed onto
+it, so an interrupted run leaves the last complete file, never half of one.  This module imports nothing
+else of blockfma, so any module may use it.
+
+    >>> from blockfma.files import dumps
+    >>> print(dumps({"x": float("inf")}))
+    {
+      "x": "inf"
+    }
 """
 
 from __future__ import annotations
@@ -16,19 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "dumps", "write_json"]
-
-
-def dumps(obj: Any) -> str:
-    """JSON text of a report or rows (indent 2, non-finite floats as strings)."""
-    return _json.dumps(_jsonable(obj), indent=2)
+__all__ = ["atomic_path", "write_text", "dumps", "write_json"]
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary file beside ``path`` to write; renamed onto ``path`` when the block ends (removed if it
-    raises), with the permissions a plain open() gives, so an interrupted run leaves the last complete
-    file.  The one atomic writer of JSON records, CSV tables and figures."""
+    raises, leaving the old ``path`` as it was), with the permissions a plain open() gives, so an
+    interrupted run leaves the last complete file.  Missing parent folders are made."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -45,11 +47,22 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write :func:`dumps` of ``obj`` to ``path`` atomically (:func:`atomic_path`)."""
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`); returns the path."""
     with atomic_path(path) as tmp:
-        tmp.write_text(dumps(obj) + "\n")
+        tmp.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def dumps(obj: Any) -> str:
+    """JSON text of a report, a record or rows (indent 2, numpy scalars as numbers, non-finite floats as
+    strings: "inf", "nan")."""
+    return _json.dumps(_jsonable(obj), indent=2)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write :func:`dumps` of ``obj`` and a newline to ``path`` atomically (:func:`atomic_path`)."""
+    return write_text(path, dumps(obj) + "\n")
 
 
 def _jsonable(obj: Any) -> Any:

@@ -8,7 +8,10 @@ NaNs, whether it has subnormals); named presets live in a registry with aliases 
 * :func:`round_integer` rounds exact values ``(-1)**sign * mag * 2**exp`` given as integer arrays, which is
   what the engine uses to round wide fixed-point sums with a single rounding;
 * :func:`encode` / :func:`decode` convert between values and bit patterns;
-* :func:`is_representable`, :func:`to_numpy`, :func:`from_numpy` check and convert storage arrays.
+* :func:`is_representable`, :func:`to_numpy`, :func:`from_numpy` check and convert storage arrays;
+* :func:`bits` views a float array (numpy or ml_dtypes) as the unsigned integers of its width;
+* :func:`storage` and :func:`storage_mask`: the codes a format travels in (tf32 in binary32, low 13 bits zero);
+* :func:`pair` reads A's and B's formats ("fp16", "e4m3fn*e5m2" or a pair), :func:`pair_name` writes them.
 
 Values travel as float64 throughout: every value of every format here (up to binary64) is a float64.
 """
@@ -29,6 +32,12 @@ __all__ = [
     "Format",
     "get",
     "names",
+    "pair",
+    "pair_name",
+    "storage",
+    "storage_mask",
+    "uint_dtype",
+    "bits",
     "round",
     "round_integer",
     "encode",
@@ -240,6 +249,79 @@ def get(fmt: Format | str) -> Format:
     close = difflib.get_close_matches(key, list(_REGISTRY), n=4, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ValueError(f"unknown format {fmt!r}{hint} (known: {', '.join(names())})")
+
+
+def pair(spec: Format | str | tuple[Format | str, Format | str] | list[Format | str]) -> tuple[Format, Format]:
+    """A's and B's formats: one format for both (``"fp16"``), ``"A*B"`` (``"e4m3fn*e5m2"``) or a pair
+    (A's, B's) of names or Formats.  The one reader of the inputs' formats."""
+    if isinstance(spec, (tuple, list)):
+        if len(spec) != 2:
+            raise ValueError(f"input_format takes one format or a pair (A's, B's), not {spec!r}")
+        return get(spec[0]), get(spec[1])
+    if isinstance(spec, str) and "*" in spec:
+        a, b = spec.split("*", 1)
+        if not a.strip() or not b.strip() or "*" in b:
+            raise ValueError(f"input_format {spec!r}: write one format ('fp16') or A's and B's joined by one '*' "
+                             "('e4m3fn*e5m2')")
+        return get(a), get(b)
+    f = get(spec)
+    return f, f
+
+
+def pair_name(a: Format | str, b: Format | str | None = None) -> str:
+    """The inputs' name as models are filed: ``"fp16"`` where A and B share a format (or ``b`` is None),
+    ``"e4m3fn*e5m2"`` where they differ.  The one writer of :func:`pair`'s text."""
+    a = get(a)
+    b = a if b is None else get(b)
+    return a.name if a == b else f"{a.name}*{b.name}"
+
+
+def _held_in(fmt: Format) -> Format | None:
+    """The registered format of ``fmt.dtype`` where its codes hold ``fmt``'s values (same exponent field,
+    bias and NaN encoding, at least ``fmt``'s precision), else None."""
+    held = _REGISTRY.get(fmt.dtype_name.lower())
+    if held is None or held.exponent_bits != fmt.exponent_bits or held.bias != fmt.bias or held.nan != fmt.nan \
+            or held.precision < fmt.precision:
+        return None
+    return held
+
+
+def storage(fmt: Format | str) -> Format:
+    """The format whose codes carry ``fmt``'s values in its numpy dtype: fp32 for tf32 and e8m13 (binary32
+    codes whose low fraction bits are zero, :func:`storage_mask`: tf32 values in fp32 registers), ``fmt``
+    itself for a format that is its dtype's own (fp16, bf16, e4m3fn, ...).  The one statement of that rule."""
+    fmt = get(fmt)
+    held = _held_in(fmt)
+    if held is None:
+        raise ValueError(f"storage: the {fmt.dtype_name} codes of format {fmt.name!r} are not those of a registered "
+                         "format with its exponent field, bias and NaN encoding; give the Format a dtype_name whose "
+                         f"codes hold its values (known formats: {', '.join(names())})")
+    return held
+
+
+def storage_mask(fmt: Format | str) -> int:
+    """The code bits of :func:`storage` (``fmt``) that values of ``fmt`` may set: 0xFFFFE000 for tf32 (binary32
+    with the low 13 fraction bits zero), all ``fmt.bits`` ones for a format stored as itself."""
+    fmt = get(fmt)
+    held = storage(fmt)
+    return ((1 << held.bits) - 1) ^ ((1 << (held.precision - fmt.precision)) - 1)
+
+
+_UINTS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def uint_dtype(bits: int) -> type[np.unsignedinteger]:
+    """The numpy unsigned integer type of ``bits`` bits (8, 16, 32 or 64): what codes that wide are held in."""
+    if bits not in _UINTS:
+        raise ValueError(f"uint_dtype: bits={bits!r}; numpy has unsigned integers of 8, 16, 32 and 64 bits")
+    return _UINTS[bits]
+
+
+def bits(x: Any) -> np.ndarray:
+    """The bit patterns of a float array (numpy or ml_dtypes: float64 to the fp8 types) as the unsigned
+    integers of its own width, a view (no copy): for bit-for-bit comparisons and reading codes."""
+    x = np.asarray(x)
+    return x.view(uint_dtype(x.dtype.itemsize * 8))
 
 
 # --- exact rounding --------------------------------------------------------------------------------------
@@ -477,7 +559,7 @@ def read_register(fmt: Format | str, x: Any, mode: RoundingMode | str) -> np.nda
     nan = np.isnan(values)
     if mode is RoundingMode.TowardZero and fmt.nan == "ieee" and nan.any():
         t_src = np.finfo(source.dtype).nmant
-        u = source.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[source.dtype.itemsize]).astype(np.uint64)
+        u = bits(source).astype(np.uint64)
         kept = (u & np.uint64((1 << t_src) - 1)) >> np.uint64(max(t_src - fmt.fraction_bits, 0))
         to_inf = nan & (kept == 0)
         out = np.where(to_inf, np.copysign(np.inf, values), out)
@@ -513,22 +595,17 @@ def _storage_round_trip(fmt: Format, x: np.ndarray) -> np.ndarray | None:
     value of the storage type, so the round trip returns x exactly when x is one.  Formats narrower than
     their binary32 storage (tf32, e8m13) also need their dropped low bits zero.  None where no storage type
     holds exactly the format's values (another format, or one without subnormals)."""
-    if not fmt.subnormals:
-        return None
-    storage = _REGISTRY.get(fmt.dtype_name.removeprefix("float8_") if fmt.dtype_name.startswith("float8_")
-                            else fmt.dtype_name)
-    if storage is None or storage.exponent_bits != fmt.exponent_bits or storage.bias != fmt.bias \
-            or storage.nan != fmt.nan or storage.precision < fmt.precision:
+    if not fmt.subnormals or _held_in(fmt) is None:
         return None
     with np.errstate(invalid="ignore", over="ignore"):
         y = x.astype(fmt.dtype)
         back = y.astype(np.float64) if fmt.dtype.itemsize >= 2 and fmt.dtype.kind == "f" else \
             y.astype(np.float32).astype(np.float64)
         same = (back == x) & (np.signbit(back) == np.signbit(x))
-    drop = storage.precision - fmt.precision
-    if drop:
-        uint = {4: np.uint32, 8: np.uint64}[fmt.dtype.itemsize]
-        same &= (y.view(uint) & uint((1 << drop) - 1)) == 0
+    low = ((1 << fmt.dtype.itemsize * 8) - 1) ^ storage_mask(fmt)  # the code bits fmt's values leave zero
+    if low:
+        codes = bits(y)
+        same &= (codes & codes.dtype.type(low)) == 0
     if fmt.has_infinities:
         return same | np.isnan(x)
     return (same & np.isfinite(x)) | np.isnan(x)
@@ -643,7 +720,7 @@ def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
         return x.astype(fmt.dtype)
     # ml_dtypes types: go through the bit patterns so no cast can round
     codes = encode(fmt, x)
-    return codes.astype(np.uint8 if fmt.bits <= 8 else np.uint16).view(fmt.dtype)
+    return codes.astype(uint_dtype(fmt.dtype.itemsize * 8)).view(fmt.dtype)
 
 
 def from_numpy(x: Any, what: str = "x") -> np.ndarray:

@@ -384,8 +384,7 @@ def bits_hex(x: Any, fmt: Format | str) -> str:
     f = _formats.get(fmt)
     width = (f.bits + 3) // 4
     if isinstance(x, (np.ndarray, np.generic)) and np.asarray(x).dtype.itemsize * 8 == f.bits:
-        uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[np.asarray(x).dtype.itemsize]
-        code = int(np.asarray(x).reshape(()).view(uint))
+        code = int(_formats.bits(np.asarray(x).reshape(())))
     else:
         code = int(_formats.encode(f, float(np.asarray(x, dtype=np.float64).reshape(()))))
     return f"0x{code:0{width}x}"

@@ -419,8 +419,7 @@ class Model:
     @property
     def input_name(self) -> str:
         """The inputs' name: ``"fp16"``, or ``"e4m3fn*e5m2"`` for A and B in different formats."""
-        return self.input_format.name if self.b_input_format is None else \
-            f"{self.input_format.name}*{self.b_input_format.name}"
+        return _formats.pair_name(self.input_format, self.b_format)
 
     @property
     def c_format(self) -> Format:

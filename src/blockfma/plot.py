@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .optional import hint, require
+
 __all__ = ["HINT", "FIGURES", "plot", "save", "fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
            "valero_lara_fig_5", "ozaki_slices", "accuracy_table"]
 
-HINT = "pip install 'blockfma[plot]'"
+HINT = hint("plot")
 Rows = Sequence[dict[str, Any]]
 
 _COLORS = {
@@ -34,18 +36,15 @@ _MARKERS = "os^vD<>ph*x+"
 
 def _figure(nrows: int, ncols: int, width: float = 5.2, height: float = 4.0) -> Any:
     """A constrained-layout Figure with an nrows x ncols grid of axes (always a 2-D array)."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise ImportError(f"blockfma.plot needs matplotlib: {HINT}") from exc
-    fig = Figure(figsize=(width * ncols, height * nrows + 0.6), layout="constrained")
+    figure = require("matplotlib.figure", extra="plot", needed_by="blockfma.plot", what="matplotlib")
+    fig = figure.Figure(figsize=(width * ncols, height * nrows + 0.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
 
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed)."""
-    from .report import atomic_path
+    from .files import atomic_path
 
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)

@@ -23,7 +23,7 @@ from typing import Any
 from . import __version__
 from .devices import Device, device as _device, devices as _devices, open_questions as _questions
 from .experiments import fttn as _fttn
-from .files import atomic_path, dumps, write_json  # noqa: F401 - their old home: plot, experiments and scripts import them here
+from .files import atomic_path, dumps, write_json  # noqa: F401 (re-exported: their home is blockfma.files)
 
 __all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
            "report", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import formats as _formats
+from ..files import write_text
 from ..model import Model, params
 
 __all__ = ["Source", "Instruction", "Device", "OpenQuestion", "SOURCES", "SCHEMA", "device", "devices", "names",
@@ -59,15 +60,8 @@ SOURCES: dict[str, Source] = _load_sources(_HERE / "sources.json")
 
 def input_key(input_format: Any) -> str:
     """The inputs' name as models are filed: ``"fp16"``, or ``"e4m3fn*e5m2"`` for A and B in different
-    formats (given as that name, as a pair of names or Formats)."""
-    if isinstance(input_format, (tuple, list)):
-        if len(input_format) != 2:
-            raise ValueError(f"input_format takes one format or a pair (A's, B's), not {input_format!r}")
-        a, b = (_formats.get(f).name for f in input_format)
-        return a if a == b else f"{a}*{b}"
-    if isinstance(input_format, str) and "*" in input_format:
-        return input_key(tuple(part.strip() for part in input_format.split("*", 1)))
-    return _formats.get(input_format).name
+    formats (given as that name, as a pair of names or Formats): :func:`blockfma.formats.pair_name`."""
+    return _formats.pair_name(*_formats.pair(input_format))
 
 
 @dataclass(frozen=True)
@@ -325,7 +319,7 @@ def _device(entry: dict, templates: dict, where: str) -> Device:
         for inp, out in ins.get("store", {}).items():
             inp, out = _formats.get(inp).name, _formats.get(out).name
             for (i, o), model in list(models.items()):
-                if i.split("*")[0] == inp and o == "fp32":
+                if _formats.pair(i)[0].name == inp and o == "fp32":
                     stored = model.replace(output_format=out, accumulator_format=o,
                                            name=f"{model.name} stored as {out}" if model.name else "")
                     models[(i, out)] = stored
@@ -359,10 +353,7 @@ def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[S
     if sources:
         doc["sources"] = [{"key": s.key, "citation": s.citation, "kind": s.kind} for s in sources]
     doc["devices"] = [d.to_dict() for d in devs]
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
 
 _DEVICES: dict[str, Device] = {}

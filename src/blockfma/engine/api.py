@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats as _formats
+from .. import formats as _formats, optional
 from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import plan, run
@@ -78,7 +78,7 @@ def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
     fast = _fast_module()
     if not fast:
         if backend == "numba":
-            raise ValueError("backend='numba' needs numba: pip install 'blockfma[fast]'")
+            raise ValueError(f"backend='numba' needs numba: {optional.hint('fast')}")
         return None
     usable = fast.supports(model) and all(np.isfinite(x).all() for x in arrays)
     if backend == "numba" and not usable:
@@ -98,9 +98,7 @@ def _auto_uses_gpu(model: Model, work: int) -> bool:
     cores, but against numpy's 0.04 to 0.1 it wins."""
     if work < GPU_MIN_WORK:
         return False
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:  # do not import torch only to learn it is absent
+    if not optional.available("torch"):  # do not import torch only to learn it is absent
         return False
     from . import gpu
 
@@ -249,9 +247,8 @@ def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.nda
     out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values), check=False)  # engine-made values
     nan = np.isnan(values)
     if np.any(nan):
-        uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
-        bits = out.view(uint)
-        bits[nan] = rules.nan_codes(fmt, model.nan, values[nan]).astype(uint)
+        bits = _formats.bits(out)
+        bits[nan] = rules.nan_codes(fmt, model.nan, values[nan]).astype(bits.dtype)
     return out
 
 
@@ -433,7 +430,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     from . import distributed
 
     if any(distributed.is_dask(x) for x in (A, B, C)):
-        return distributed.gemm(A, B, C, mdl, round_inputs=round_inputs, backend=backend, check=check)
+        return distributed.gemm(A, B, C, mdl, kernel=gemm, round_inputs=round_inputs, backend=backend, check=check)
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
     if A_.ndim != 2 or B_.ndim != 2:

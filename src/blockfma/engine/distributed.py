@@ -3,15 +3,18 @@
 Every output element's dot product runs in one task, so its blocks chain in order exactly as in memory: the
 result is bit-identical to ``gemm`` on the same numpy arrays, whatever the chunks or the scheduler (threads,
 processes, a ``dask.distributed`` cluster).  K is never split (a split K would reorder the chain).
+:func:`blockfma.gemm` sends dask arrays here with itself as ``kernel``: this module imports no engine.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..model import Model
+from ..optional import require
 
 __all__ = ["is_dask", "gemm"]
 
@@ -22,22 +25,18 @@ def is_dask(x: Any) -> bool:
 
 
 def _dask_array() -> Any:
-    try:
-        import dask.array as da
-    except ImportError:
-        raise ImportError("gemm on dask arrays needs dask: pip install 'blockfma[dask]'") from None
-    return da
+    return require("dask.array", extra="dask", needed_by="gemm on dask arrays", what="dask")
 
 
-def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, model: Model, kwargs: dict) -> np.ndarray:
-    from .api import gemm
+def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, kernel: Callable[..., np.ndarray], model: Model,
+          kwargs: dict) -> np.ndarray:
+    return kernel(a, b, c, model=model, **kwargs)
 
-    return gemm(a, b, c, model=model, **kwargs)
 
-
-def gemm(A: Any, B: Any, C: Any, model: Model, **kwargs: Any) -> Any:
-    """A lazy dask array D = A @ B + C computed tile by tile by :func:`blockfma.gemm` (``kwargs``: its
-    ``round_inputs``, ``backend``, ``check``).  Output tiles follow A's row chunks and B's column chunks."""
+def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], **kwargs: Any) -> Any:
+    """A lazy dask array D = A @ B + C computed tile by tile by ``kernel`` (:func:`blockfma.gemm`, which
+    passes itself; ``kwargs``: its ``round_inputs``, ``backend``, ``check``).  Output tiles follow A's row
+    chunks and B's column chunks."""
     da = _dask_array()
     A = da.asarray(A)
     B = da.asarray(B)
@@ -55,4 +54,4 @@ def gemm(A: Any, B: Any, C: Any, model: Model, **kwargs: Any) -> Any:
         C = da.broadcast_to(da.asarray(C), (m, n)).rechunk((A.chunks[0], B.chunks[1]))
     dtype = model.output_format.dtype
     return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
-                        model=model, kwargs=kwargs)
+                        kernel=kernel, model=model, kwargs=kwargs)

@@ -21,6 +21,7 @@ import numpy as np
 from ..formats import RoundingMode
 from ..model import Family, Model
 from ..plan import Index, Plan, plan, run
+from ..optional import require
 from . import array, rules
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm"]
@@ -33,12 +34,7 @@ _STEPS: dict[tuple, Callable[..., Any]] = {}
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("the GPU engine needs torch: pip install 'blockfma[torch]' (a CUDA build for "
-                          "backend='cuda')") from None
-    return torch
+    return require("torch", extra="torch", needed_by="the GPU engine", note=" (a CUDA build for backend='cuda')")
 
 
 def available() -> bool:

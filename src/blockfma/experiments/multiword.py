@@ -790,7 +790,7 @@ def _cell(v: Any) -> str:
 def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Write rows as CSV with a header (the core :data:`COLUMNS` first, empty cells for None), atomically:
     a temporary file in the same folder, then renamed over ``path``."""
-    from ..report import atomic_path
+    from ..files import atomic_path
 
     cols = _columns(rows)
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
+from ..optional import require
 
 __all__ = ["MmaPath", "PATHS", "WgmmaPath", "WGMMA_PATHS", "path", "fragment_map", "smem_offset",
            "wgmma_descriptor", "accumulator_map", "available", "run", "kernel_source", "sass"]
@@ -171,7 +172,7 @@ def path(name: str | Path) -> Path:
 
 # --- fragment maps (PTX ISA, "Matrix fragments for mma.m16n8k*") ------------------------------------------
 def _bits(fmt: str) -> int:
-    return 32 if fmt == "tf32" else _formats.get(fmt).bits
+    return _formats.storage(fmt).bits
 
 
 def fragment_map(p: MmaPath, operand: str) -> np.ndarray:
@@ -421,11 +422,7 @@ def kernel_source(p: str | Path) -> str:
 
 # --- running ---------------------------------------------------------------------------------------------
 def _cupy() -> Any:
-    try:
-        import cupy
-    except ImportError:
-        raise ImportError("the cuda probes need CuPy and an NVIDIA GPU: pip install 'blockfma[cuda]'") from None
-    return cupy
+    return require("cupy", extra="cuda", needed_by="blockfma.probes.cuda", what="CuPy and an NVIDIA GPU")
 
 
 def available() -> bool:
@@ -497,16 +494,16 @@ def _nvcc_cubin(source: str, arch: str) -> str:
 
 def _codes(fmt: str, x: np.ndarray, what: str) -> np.ndarray:
     """Bit patterns of values of ``fmt`` as the unsigned dtype of its width (tf32 as binary32 bits)."""
-    f = _formats.get("fp32" if fmt == "tf32" else fmt)
+    f = _formats.storage(fmt)
     x = np.asarray(x, dtype=np.float64)
-    if fmt == "tf32":  # the unit reads a binary32 register; keep the value whole so that tests can see how
-        if not np.all(_formats.is_representable(_formats.fp32, x)):
-            raise ValueError(f"{what}: tf32 operands travel as binary32; values must be binary32 numbers")
+    if f != _formats.get(fmt):  # tf32: a binary32 register, its value kept whole: the unit decides how to read it
+        if not np.all(_formats.is_representable(f, x)):
+            raise ValueError(f"{what}: {fmt} operands travel as {f.name} codes; values must be {f.name} numbers")
     try:
         codes = _formats.encode(f, x)
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
-    return codes.astype({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[f.bits])
+    return codes.astype(_formats.uint_dtype(f.bits))
 
 
 def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarray:

@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
-from ..formats import Format
+from ..formats import Format, bits
 from ..literals import bits_hex, hex_float
 from . import seeds
 from .inputs import Formats, Row
-from .targets import bits
+
 
 __all__ = ["Row", "FeatureTest", "FEATURE_TESTS", "feature_test", "Builder", "Context"]
 

@@ -32,11 +32,12 @@ import numpy as np
 from .. import formats as _formats
 from ..devices import devices as _devices
 from ..engine import dot
+from ..formats import bits
 from ..literals import bits_hex, hex_float
 from ..model import PARAMS, SEARCHED, Family, Model
 from . import inputs as _inputs
 from .features import FEATURE_TESTS, Context, Row, arrays
-from .targets import Target, bits
+from .targets import Target
 
 __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbours", "disagreements",
            "DEFAULT_VERIFY"]

@@ -42,7 +42,7 @@ class Formats:
 
     @property
     def input_name(self) -> str:
-        return self.a.name if self.a == self.b else f"{self.a.name}*{self.b.name}"
+        return _formats.pair_name(self.a, self.b)
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,8 @@ def values(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...], e_lo: 
 
 
 def _random_bits(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    store = _formats.fp32 if fmt.name == "tf32" else fmt
-    code = rng.integers(0, 1 << store.bits, size=shape, dtype=np.uint64)
-    if fmt.name == "tf32":
-        code &= np.uint64(0xFFFFE000)
+    store = _formats.storage(fmt)
+    code = rng.integers(0, 1 << store.bits, size=shape, dtype=np.uint64) & np.uint64(_formats.storage_mask(fmt))
     v = _formats.decode(store, code)
     return v if fmt.subnormals else np.where(np.abs(v) < fmt.smallest_normal, 0.0 * v, v)
 

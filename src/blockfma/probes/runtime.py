@@ -16,20 +16,18 @@ from __future__ import annotations
 import platform
 from typing import Any
 
+from ..optional import hint, require
+
 __all__ = ["TORCH_HINT", "TORCH_DTYPES", "import_torch", "is_torch", "torch_device", "device_info", "gpu_metadata", "cpu_name"]
 
-TORCH_HINT = "pip install 'blockfma[torch]'"
+TORCH_HINT = hint("torch")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 """The torch dtype (a ``torch`` attribute) of each blockfma format that torch's matmuls take."""
 
 
 def import_torch(needs: str = "backend='torch'") -> Any:
     """The torch module, or an ImportError saying that ``needs`` needs PyTorch and how to install it."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(f"{needs} needs PyTorch, which is not installed: {TORCH_HINT}") from None
-    return torch
+    return require("torch", extra="torch", needed_by=needs, what="PyTorch, which is not installed")
 
 
 def is_torch(backend: Any) -> bool:

@@ -49,6 +49,7 @@ import numpy as np
 from .. import formats as _formats
 from ..devices import Device, device as _device
 from ..engine import dot
+from ..formats import bits
 from ..model import Model
 from ..version import __version__
 from .inputs import Formats
@@ -57,17 +58,8 @@ from .runtime import TORCH_DTYPES, gpu_metadata, import_torch
 __all__ = ["BlackBox", "Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
            "bits", "sim_jobs", "gpu_metadata"]
 
-UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-
-
 class TargetError(RuntimeError):
     """A target cannot be reached or misbehaves (the message says what is missing and how to get it)."""
-
-
-def bits(x: np.ndarray) -> np.ndarray:
-    """Bit patterns of a float array (its own width), for bit-for-bit comparisons."""
-    x = np.asarray(x)
-    return x.view(UINT[x.dtype.itemsize * 8])
 
 
 class BlackBox:
@@ -362,7 +354,8 @@ def sim_jobs(devices: Any = None) -> list[tuple[str, Any, str, Model]]:
         for ins in dev.instructions:
             for (inp, out), m in ins.models.items():
                 if m.input_rounding is None:
-                    jobs.append((f"sim:{dev.name}:{ins.name}", tuple(inp.split("*")) if "*" in inp else inp, out, m))
+                    fa, fb = _formats.pair(inp)
+                    jobs.append((f"sim:{dev.name}:{ins.name}", inp if fa == fb else (fa.name, fb.name), out, m))
     return jobs
 
 
@@ -388,10 +381,9 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
         if k is None:
             raise ValueError("a callable target needs k=, the number of products its instruction takes "
                              "(a and b come as arrays of shape (n, k))")
-        fa, _, fb = str(_formats.get(input_format).name if not isinstance(input_format, (tuple, list)) else
-                        "*".join(_formats.get(f).name for f in input_format)).partition("*")
+        fa, fb = _formats.pair(input_format)
         d = _formats.get(output_format)
-        return CallableTarget(spec, k, Formats.of(fa, fb or fa, c_format or d, d))
+        return CallableTarget(spec, k, Formats.of(fa, fb, c_format or d, d))
     if not isinstance(spec, str):
         raise TypeError("a probe target is a Model, a callable, 'sim:DEVICE', 'cuda' or 'torch', not "
                         f"{type(spec).__name__}")
@@ -421,8 +413,7 @@ def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *
 def _cuda_path(cuda: Any, input_format: Any, output_format: Any, k: int | None, kind: str = "mma") -> str:
     """The name of the ``kind`` ("mma": mma.sync, "wgmma") path for these formats (and k), the longest k
     where several fit."""
-    fa, _, fb = (input_format if isinstance(input_format, str) else "*".join(input_format)).partition("*")
-    fa, fb = _formats.get(fa).name, _formats.get(fb or fa).name
+    fa, fb = (f.name for f in _formats.pair(input_format))
     d = _formats.get(output_format).name
     paths = cuda.WGMMA_PATHS if kind == "wgmma" else cuda.PATHS
     found = [p for p in paths.values() if (p.a_format, p.b_format, p.d_format) == (fa, fb, d)

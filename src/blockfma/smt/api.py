@@ -21,7 +21,7 @@ from ..literals import bits_hex, hex_float
 from ..model import Model
 from . import constraints as _cons
 from . import encode as _enc
-from .encode import _or
+from .bv import disj
 from . import solve as _solve
 
 __all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent",
@@ -116,13 +116,13 @@ class WorstError:
 
     def __str__(self) -> str:
         kind = "relative to sum|a_i b_i| + |c|" if self.relative else "absolute"
-        b = "not proved" if self.bound is None else f"{float(self.bound):.6g} (= {_frac_text(self.bound)})"
+        b = "not proved" if self.bound is None else f"{float(self.bound):.6g} (= {frac_text(self.bound)})"
         return "\n".join([
-            f"worst error ({kind}): {float(self.value):.6g} (= {_frac_text(self.value)}), status {self.status}",
+            f"worst error ({kind}): {float(self.value):.6g} (= {frac_text(self.value)}), status {self.status}",
             f"proved upper bound: {b}",
             f"a = [{', '.join(hex_float(x) for x in self.a)}]",
             f"b = [{', '.join(hex_float(x) for x in self.b)}]",
-            f"c = {hex_float(self.c)}; d = {hex_float(self.d)}; exact = {_frac_text(self.exact)}",
+            f"c = {hex_float(self.c)}; d = {hex_float(self.d)}; exact = {frac_text(self.exact)}",
             f"({self.queries} solver queries, {self.solver}, {self.seconds:.1f} s)"])
 
 
@@ -131,7 +131,8 @@ def _floor_log2(x: Fraction) -> int:
     return e if x >= Fraction(2) ** e else e - 1
 
 
-def _frac_text(x: Fraction) -> str:
+def frac_text(x: Fraction) -> str:
+    """A rational as the reports write it: ``3*2^-5`` for dyadic values, ``n/d`` otherwise."""
     if x == 0:
         return "0"
     n, d = x.numerator, x.denominator
@@ -191,8 +192,9 @@ def _codes(values: dict[str, int], names: Sequence[str]) -> np.ndarray:
     return np.array([values[n] for n in names], dtype=np.int64)
 
 
-def _witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
-                    ) -> tuple[np.ndarray, np.ndarray, float]:
+def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
+                   ) -> tuple[np.ndarray, np.ndarray, float]:
+    """The inputs (a, b, c) as float64 values that a solver's model ``values`` gives ``inputs``."""
     a = _formats.decode(model.input_format, _codes(values, [str(x) for x in inputs.bits_a])).astype(np.float64)
     b = _formats.decode(model.b_format, _codes(values, [str(x) for x in inputs.bits_b])).astype(np.float64)
     c = float(_formats.decode(model.c_format, np.array([values[str(inputs.bits_c)]]))[0])
@@ -204,8 +206,7 @@ def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[A
     from ..engine import dot
 
     d = dot(np.asarray(a)[None], np.asarray(b)[None], np.asarray([c]), model=model)[0]
-    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[d.dtype.itemsize]
-    return d, int(np.asarray(d).view(uint))
+    return d, int(_formats.bits(d))
 
 
 def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
@@ -237,9 +238,9 @@ def symmetry_breaking(models: Sequence[Model], v: _cons.Inputs) -> list[z3.BoolR
     return out
 
 
-def _pair(ma: Model, mb: Model, k: int, constraints: Any, order_b: Sequence[int] | None = None,
-          symmetry: bool = False
-          ) -> tuple[list[z3.BoolRef], list[z3.BitVecRef], _cons.Inputs, z3.BitVecRef, z3.BitVecRef]:
+def difference_formula(ma: Model, mb: Model, k: int, constraints: Any, order_b: Sequence[int] | None = None,
+                       symmetry: bool = False
+                       ) -> tuple[list[z3.BoolRef], list[z3.BitVecRef], _cons.Inputs, z3.BitVecRef, z3.BitVecRef]:
     """The formula "d_a != d_b" over shared inputs; model b sees the inputs in ``order_b``.  With
     ``symmetry`` (and no constraints or reordering, which may name positions) the products of each block
     come sorted (:func:`symmetry_breaking`)."""
@@ -255,9 +256,11 @@ def _pair(ma: Model, mb: Model, k: int, constraints: Any, order_b: Sequence[int]
     return form, [*v.bits_a, *v.bits_b, v.bits_c, d_a, d_b], v, d_a, d_b
 
 
-def _checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
-                     order_b: Sequence[int] | None = None) -> Witness:
-    a, b, c = _witness_inputs(ma, out.values, v)
+def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
+                    order_b: Sequence[int] | None = None) -> Witness:
+    """The solver's witness of :func:`difference_formula`, checked against the engine (EncodingError where
+    the formula and the engine disagree)."""
+    a, b, c = witness_inputs(ma, out.values, v)
     perm = list(range(len(a))) if order_b is None else list(order_b)
     da, bits_da = engine_bits(ma, a, b, c)
     db, bits_db = engine_bits(mb, a[perm], b[perm], c)
@@ -304,13 +307,13 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
     k = _check_k(default_k(ma, mb) if k is None else k)
     if order_b is not None and sorted(order_b) != list(range(k)):
         raise ValueError(f"order_b must be a permutation of range({k}), not {list(order_b)}")
-    form, variables, v, _, _ = _pair(ma, mb, k, constraints, order_b, symmetry)
+    form, variables, v, _, _ = difference_formula(ma, mb, k, constraints, order_b, symmetry)
     out = _solve.check(form, variables, solver=solver, timeout=timeout)
     if out.status == "unsat":
         return Verdict("proved", out.seconds, out.solver, k)
     if out.status == "unknown":
         return Verdict("unknown", out.seconds, out.solver, k, reason=out.reason)
-    return Verdict("refuted", out.seconds, out.solver, k, _checked_witness(ma, mb, out, v, order_b))
+    return Verdict("refuted", out.seconds, out.solver, k, checked_witness(ma, mb, out, v, order_b))
 
 
 def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
@@ -408,7 +411,7 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     dv = _enc.value_in_frame(fd, d, LSB, W)
     err = dv - z3.SignExt(2, N)
     abs_err = z3.If(err < 0, -err, err)
-    out_finite = z3.Not(_or(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf))
+    out_finite = z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf))
     base = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), finite, out_finite] + _cons.apply(constraints, v)
     if normal_inputs:
         base += _cons.apply(_cons.normal(), v)
@@ -464,11 +467,11 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
             return "stop"
         out = _solve.check(base + above(T), variables, solver=name, timeout=min(timeout, left))
         queries += 1
-        log.append((_frac_text(T), out.status, round(out.seconds, 3)))
+        log.append((frac_text(T), out.status, round(out.seconds, 3)))
         if progress is not None:
             progress(f"  error > {float(T):.4g}? {out.status} ({out.seconds:.2f} s)")
         if out.status == "sat":
-            a, b, c = _witness_inputs(m, out.values, v)
+            a, b, c = witness_inputs(m, out.values, v)
             dd, bits = engine_bits(m, a, b, c)
             if bits != out.values["d"]:
                 raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")

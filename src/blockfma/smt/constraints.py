@@ -18,7 +18,7 @@ import z3
 from .. import formats as _formats
 from ..formats import Format
 from . import encode as _enc
-from .encode import _and, _or
+from .bv import conj, disj, exponent, msb, shl, shr
 from .encode import Sym
 
 __all__ = ["Inputs", "Constraint", "apply", "all_of", "finite", "positive", "nonnegative", "exponents", "zeros",
@@ -84,12 +84,12 @@ def all_of(*constraints: Constraint) -> Constraint:
 
 def finite(which: str = "abc") -> Constraint:
     """No NaN or infinity among the inputs ``which``."""
-    return lambda v: [z3.Not(_or(x.nan, x.inf)) for x in v.values(which)]
+    return lambda v: [z3.Not(disj(x.nan, x.inf)) for x in v.values(which)]
 
 
 def nonzero(which: str = "abc") -> Constraint:
     """The inputs ``which`` are finite and nonzero."""
-    return lambda v: [z3.Not(_or(x.nan, x.inf, x.zero)) for x in v.values(which)]
+    return lambda v: [z3.Not(disj(x.nan, x.inf, x.zero)) for x in v.values(which)]
 
 
 def positive(which: str = "abc", positions: Iterable[int] | None = None) -> Constraint:
@@ -100,13 +100,13 @@ def positive(which: str = "abc", positions: Iterable[int] | None = None) -> Cons
         for name, vec in (("a", v.a), ("b", v.b)):
             if name in which:
                 xs += [vec[i] for i in (range(v.k) if positions is None else positions)]
-        return [z3.Not(_or(x.nan, x.inf, x.zero, x.neg)) for x in xs]
+        return [z3.Not(disj(x.nan, x.inf, x.zero, x.neg)) for x in xs]
     return f
 
 
 def nonnegative(which: str = "abc") -> Constraint:
     """The inputs ``which`` are finite and +0 or > 0."""
-    return lambda v: [z3.Not(_or(x.nan, x.inf, x.neg)) for x in v.values(which)]
+    return lambda v: [z3.Not(disj(x.nan, x.inf, x.neg)) for x in v.values(which)]
 
 
 def normal(which: str = "abc") -> Constraint:
@@ -115,7 +115,7 @@ def normal(which: str = "abc") -> Constraint:
         out = []
         for x in v.values(which):
             top = z3.Extract(x.fmt.precision - 1, x.fmt.precision - 1, x.sig) == 1
-            out.append(_or(x.zero, x.nan, x.inf, top))
+            out.append(disj(x.zero, x.nan, x.inf, top))
         return out
     return f
 
@@ -129,8 +129,8 @@ def exponents(lo: int, hi: int, which: str = "ab") -> Constraint:
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
         for x in v.values(which):
-            lead = x.lsb + _enc._msb(x.sig)  # floor(log2 |x|), subnormals too
-            out.append(_or(x.zero, _and(lead >= lo, lead <= hi)))
+            lead = x.lsb + msb(x.sig)  # floor(log2 |x|), subnormals too
+            out.append(disj(x.zero, conj(lead >= lo, lead <= hi)))
         return out
     return f
 
@@ -153,17 +153,17 @@ def zeros(a: Iterable[int] = (), b: Iterable[int] = (), c: bool = False) -> Cons
 def representable(fmt: Format | str, sig: z3.BitVecRef, lsb: z3.BitVecRef) -> z3.BoolRef:
     """Whether sig * 2**lsb (sig > 0) is a finite value of ``fmt``."""
     f = _formats.get(fmt)
-    lead = lsb + _enc._msb(sig)
-    quantum = z3.If(lead < f.emin, _enc._e(f.emin), lead) - (f.precision - 1)
+    lead = lsb + msb(sig)
+    quantum = z3.If(lead < f.emin, exponent(f.emin), lead) - (f.precision - 1)
     gap = quantum - lsb  # bits of sig below the format's quantum: they must be zero
-    mask = _enc._shl(z3.BitVecVal(1, sig.size()), gap) - 1
-    mask = z3.If(z3.UGE(gap, _enc._e(sig.size())), z3.BitVecVal((1 << sig.size()) - 1, sig.size()), mask)
-    fits = _or(gap <= 0, (sig & mask) == 0)
+    mask = shl(z3.BitVecVal(1, sig.size()), gap) - 1
+    mask = z3.If(z3.UGE(gap, exponent(sig.size())), z3.BitVecVal((1 << sig.size()) - 1, sig.size()), mask)
+    fits = disj(gap <= 0, (sig & mask) == 0)
     top = lead <= f.emax
     if f.nan == "fn":  # the all-ones significand of the top binade is NaN
         big = (1 << f.precision) - 1
-        top = _and(top, z3.Not(_and(lead == f.emax, _enc._shr(sig, gap) == big)))
-    return _and(fits, top)
+        top = conj(top, z3.Not(conj(lead == f.emax, shr(sig, gap) == big)))
+    return conj(fits, top)
 
 
 def product_not_in(fmt: Format | str, positions: Iterable[int] | None = None) -> Constraint:
@@ -172,8 +172,8 @@ def product_not_in(fmt: Format | str, positions: Iterable[int] | None = None) ->
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
         for i in (range(v.k) if positions is None else positions):
-            p = _enc._product(v.a[i], v.b[i])
-            out.append(z3.Not(_or(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)))
+            p = _enc.product(v.a[i], v.b[i])
+            out.append(z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)))
             out.append(z3.Not(representable(fmt, p.sig, p.lsb)))
         return out
     return f
@@ -187,9 +187,9 @@ def product_in_range(fmt: Format | str, positions: Iterable[int] | None = None) 
     def g(v: Inputs) -> list[z3.BoolRef]:
         out = []
         for i in (range(v.k) if positions is None else positions):
-            p = _enc._product(v.a[i], v.b[i])
-            lead = p.lsb + _enc._msb(p.sig)
-            out += [z3.Not(_or(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)),
+            p = _enc.product(v.a[i], v.b[i])
+            lead = p.lsb + msb(p.sig)
+            out += [z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)),
                     lead >= f.emin, lead <= f.emax]
         return out
     return g
@@ -198,8 +198,8 @@ def product_in_range(fmt: Format | str, positions: Iterable[int] | None = None) 
 def sum_in(fmt: Format | str, with_c: bool = True) -> Constraint:
     """The exact a·b (+ c with ``with_c``) of finite inputs is a nonzero value of ``fmt``."""
     def f(v: Inputs) -> list[z3.BoolRef]:
-        terms = [_enc._product(x, y) for x, y in zip(v.a, v.b)] + ([_enc._addend(v.c)] if with_c else [])
-        N, LSB = _enc._exact_sum(terms)
+        terms = [_enc.product(x, y) for x, y in zip(v.a, v.b)] + ([_enc.addend(v.c)] if with_c else [])
+        N, LSB = _enc.exact_sum(terms)
         absN = z3.If(N < 0, -N, N)
-        return [N != 0, representable(fmt, absN, _enc._e(LSB))]
+        return [N != 0, representable(fmt, absN, exponent(LSB))]
     return f

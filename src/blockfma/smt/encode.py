@@ -30,89 +30,11 @@ from ..formats import Format, RoundingMode
 from ..family import Family
 from ..model import Alignment, Model, NaNStyle
 from ..plan import Index, Plan, pad, plan, run, take
+from .bv import EW, conj, disj, exponent, maximum, msb, normalize, resize, sar, shl, shr, sresize
 
 __all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars"]
 
-EW = 16  # width of the signed exponent arithmetic: every exponent and shift here lies in [-2**15, 2**15)
 _EXACT_FRAME_LIMIT = 1400  # bits; wider exact frames (float64 terms) are refused
-
-
-# --- small helpers -----------------------------------------------------------------------------------------
-def _and(*xs: z3.BoolRef) -> z3.BoolRef:
-    """Conjunction that SMT-LIB readers take for any number of terms (bitwuzla wants two or more)."""
-    return z3.BoolVal(True) if not xs else xs[0] if len(xs) == 1 else z3.And(*xs)
-
-
-def _or(*xs: z3.BoolRef) -> z3.BoolRef:
-    return z3.BoolVal(False) if not xs else xs[0] if len(xs) == 1 else z3.Or(*xs)
-
-
-def _e(v: int) -> z3.BitVecRef:
-    """An exponent constant."""
-    return z3.BitVecVal(v, EW)
-
-
-def _resize(x: z3.BitVecRef, w: int) -> z3.BitVecRef:
-    """x (unsigned) zero-extended or cut to w bits."""
-    n = x.size()
-    if n == w:
-        return x
-    return z3.ZeroExt(w - n, x) if n < w else z3.Extract(w - 1, 0, x)
-
-
-def _sresize(x: z3.BitVecRef, w: int) -> z3.BitVecRef:
-    """x (signed) sign-extended to w bits (never cut)."""
-    n = x.size()
-    assert n <= w
-    return x if n == w else z3.SignExt(w - n, x)
-
-
-def _shr(x: z3.BitVecRef, amount: z3.BitVecRef) -> z3.BitVecRef:
-    """x >> amount (logical) for a signed EW-bit amount >= 0; 0 when amount >= width."""
-    w = x.size()
-    if w >= EW:
-        return z3.LShR(x, _resize(amount, w))
-    big = z3.UGE(amount, _e(w))
-    return z3.If(big, z3.BitVecVal(0, w), z3.LShR(x, _resize(amount, w)))
-
-
-def _shl(x: z3.BitVecRef, amount: z3.BitVecRef) -> z3.BitVecRef:
-    """x << amount for a signed EW-bit amount >= 0; 0 when amount >= width."""
-    w = x.size()
-    if w >= EW:
-        return x << _resize(amount, w)
-    big = z3.UGE(amount, _e(w))
-    return z3.If(big, z3.BitVecVal(0, w), x << _resize(amount, w))
-
-
-def _max(xs: Sequence[z3.BitVecRef]) -> z3.BitVecRef:
-    m = xs[0]
-    for x in xs[1:]:
-        m = z3.If(x > m, x, m)
-    return m
-
-
-def _normalize(x: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BitVecRef]:
-    """(x shifted left until its top bit is set, the shift) for x != 0: count-leading-zeros in log2(width)
-    stages of a barrel shifter (x = 0 gives x and some shift)."""
-    w = x.size()
-    lz = _e(0)
-    step = 1
-    while step * 2 < w:
-        step *= 2
-    while step >= 1:
-        if step < w:
-            top_zero = z3.Extract(w - 1, w - step, x) == 0
-            x = z3.If(top_zero, x << step, x)
-            lz = z3.If(top_zero, lz + step, lz)
-        step //= 2
-    return x, lz
-
-
-def _msb(x: z3.BitVecRef) -> z3.BitVecRef:
-    """Position of the highest set bit of x != 0 (an EW-bit exponent)."""
-    _, lz = _normalize(x)
-    return _e(x.size() - 1) - lz
 
 
 # --- symbolic values of a format ---------------------------------------------------------------------------
@@ -144,19 +66,19 @@ def decode(fmt: Format, bits: z3.BitVecRef) -> Sym:
     top = (1 << eb) - 1
     frac_zero = z3.BoolVal(True) if frac is None else frac == 0
     if fmt.nan == "ieee":
-        nan = _and(field == top, z3.Not(frac_zero))
-        inf = _and(field == top, frac_zero)
+        nan = conj(field == top, z3.Not(frac_zero))
+        inf = conj(field == top, frac_zero)
     elif fmt.nan == "fn":
-        nan = _and(field == top, z3.BoolVal(True) if frac is None else frac == (1 << t) - 1)
+        nan = conj(field == top, z3.BoolVal(True) if frac is None else frac == (1 << t) - 1)
         inf = z3.BoolVal(False)
     else:  # fnuz: the negative-zero code is the NaN
         nan = bits == (1 << (fmt.bits - 1))
         inf = z3.BoolVal(False)
     sub = field == 0
-    zero = _and(sub, frac_zero, z3.Not(nan))
+    zero = conj(sub, frac_zero, z3.Not(nan))
     hidden = z3.If(sub, z3.BitVecVal(0, 1), z3.BitVecVal(1, 1))
     sig = hidden if frac is None else z3.Concat(hidden, frac)
-    exp = z3.If(sub, _e(fmt.emin), z3.ZeroExt(EW - eb, field) - fmt.bias)
+    exp = z3.If(sub, exponent(fmt.emin), z3.ZeroExt(EW - eb, field) - fmt.bias)
     return Sym(fmt, nan, inf, zero, sign, sig, exp)
 
 
@@ -165,10 +87,10 @@ def _flush(model: Model, x: Sym) -> Sym:
     if model.subnormals:
         return x
     fmt = x.fmt
-    sub = _and(z3.Not(x.zero), z3.Not(x.nan), z3.Not(x.inf),
-                 z3.Extract(fmt.precision - 1, fmt.precision - 1, x.sig) == 0)
-    neg = _and(x.neg, z3.Not(sub)) if model.flush_zero == "positive" else x.neg
-    return Sym(fmt, x.nan, x.inf, _or(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig),
+    sub = conj(z3.Not(x.zero), z3.Not(x.nan), z3.Not(x.inf),
+               z3.Extract(fmt.precision - 1, fmt.precision - 1, x.sig) == 0)
+    neg = conj(x.neg, z3.Not(sub)) if model.flush_zero == "positive" else x.neg
+    return Sym(fmt, x.nan, x.inf, disj(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig),
                x.exp)
 
 
@@ -178,10 +100,10 @@ def _widen(x: Sym, fmt: Format) -> Sym:
         return x
     p, q = x.fmt.precision, fmt.precision
     wide = z3.ZeroExt(q - p, x.sig) if q > p else x.sig
-    lead = x.lsb + _msb(wide)  # floor(log2 |x|)
-    exp = z3.If(lead < fmt.emin, _e(fmt.emin), lead)
+    lead = x.lsb + msb(wide)  # floor(log2 |x|)
+    exp = z3.If(lead < fmt.emin, exponent(fmt.emin), lead)
     lsb_new = exp - (q - 1)
-    sig = _shl(wide, x.lsb - lsb_new)
+    sig = shl(wide, x.lsb - lsb_new)
     return Sym(fmt, x.nan, x.inf, x.zero, x.neg, z3.If(x.zero, z3.BitVecVal(0, q), sig), exp)
 
 
@@ -200,8 +122,8 @@ def encode_bits(fmt: Format, x: Sym, nan: NaNStyle) -> z3.BitVecRef:
     p_src = x.fmt.precision
     sign = z3.If(x.neg, z3.BitVecVal(1 << (n - 1), n), z3.BitVecVal(0, n))
     normal = z3.Extract(p_src - 1, p_src - 1, x.sig) == 1
-    field = z3.If(normal, _resize(x.exp + fmt.bias, n), z3.BitVecVal(0, n))
-    frac = _resize(z3.Extract(p_src - 2, 0, x.sig), n) << (t - (p_src - 1)) if p_src > 1 else z3.BitVecVal(0, n)
+    field = z3.If(normal, resize(x.exp + fmt.bias, n), z3.BitVecVal(0, n))
+    frac = resize(z3.Extract(p_src - 2, 0, x.sig), n) << (t - (p_src - 1)) if p_src > 1 else z3.BitVecVal(0, n)
     finite = sign | (field << t) | frac
     zero = sign
     inf = sign | z3.BitVecVal(top << t, n)
@@ -217,37 +139,37 @@ def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: Roundin
     exact zero (N == 0); a nonzero N that rounds to zero keeps N's sign, or is +0 with
     ``rounded_zero="positive"``."""
     p = fmt.precision
-    unit = _e(unit) if isinstance(unit, int) else unit
+    unit = exponent(unit) if isinstance(unit, int) else unit
     w = N.size()
     neg = N < 0
     mag = z3.If(neg, -z3.SignExt(1, N), z3.SignExt(1, N))  # w + 1 bits: |N| even for the most negative N
     W = max(w + 1, p + 2)
-    mag = _resize(mag, W)
-    norm, lz = _normalize(mag)  # the leading bit at position W - 1
+    mag = resize(mag, W)
+    norm, lz = normalize(mag)  # the leading bit at position W - 1
     lead = unit + (W - 1) - lz  # floor(log2 |x|)
     nonzero = mag != 0
     tiny = lead < fmt.emin
     # drop = W - p (+ the subnormal shift): the bits of norm below the kept significand
-    extra = z3.If(tiny, _e(fmt.emin) - lead, _e(0)) if subnormals else _e(0)
+    extra = z3.If(tiny, exponent(fmt.emin) - lead, exponent(0)) if subnormals else exponent(0)
     drop = extra + (W - p)
-    kept = _resize(_shr(norm, drop), p + 1)
-    rest = norm & (_shl(z3.BitVecVal(1, W), drop) - 1)  # _shl gives 0 for drop >= W: the mask is all ones
-    half = _shl(z3.BitVecVal(1, W), drop - 1)
-    half_big = z3.UGE(drop, _e(W + 1))  # half is 2**W or more (then _shl gave 0): rest < half
+    kept = resize(shr(norm, drop), p + 1)
+    rest = norm & (shl(z3.BitVecVal(1, W), drop) - 1)  # shl gives 0 for drop >= W: the mask is all ones
+    half = shl(z3.BitVecVal(1, W), drop - 1)
+    half_big = z3.UGE(drop, exponent(W + 1))  # half is 2**W or more (then shl gave 0): rest < half
     inexact = rest != 0
-    above = _and(z3.Not(half_big), z3.UGT(rest, half))
-    tie = _and(z3.Not(half_big), rest == half)
+    above = conj(z3.Not(half_big), z3.UGT(rest, half))
+    tie = conj(z3.Not(half_big), rest == half)
     odd = z3.Extract(0, 0, kept) == 1
     if mode is RoundingMode.TiesToEven:
-        inc = _or(above, _and(tie, odd))
+        inc = disj(above, conj(tie, odd))
     elif mode is RoundingMode.TiesAway:
-        inc = _or(above, tie)
+        inc = disj(above, tie)
     elif mode is RoundingMode.TowardZero:
         inc = z3.BoolVal(False)
     elif mode is RoundingMode.TowardPositive:
-        inc = _and(inexact, z3.Not(neg))
+        inc = conj(inexact, z3.Not(neg))
     elif mode is RoundingMode.TowardNegative:
-        inc = _and(inexact, neg)
+        inc = conj(inexact, neg)
     elif mode is RoundingMode.ToOdd:
         inc = z3.BoolVal(False)
         kept = z3.If(inexact, kept | 1, kept)
@@ -255,16 +177,16 @@ def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: Roundin
         raise ValueError(f"unknown rounding mode {mode!r}")
     kept = kept + z3.If(inc, z3.BitVecVal(1, p + 1), z3.BitVecVal(0, p + 1))
     # the exponent of the kept significand's leading bit: lead (normal), emin (subnormal)
-    exp = z3.If(tiny, _e(fmt.emin), lead) if subnormals else lead
+    exp = z3.If(tiny, exponent(fmt.emin), lead) if subnormals else lead
     carry = z3.Extract(p, p, kept) == 1  # rounding carried into a new binade
     exp = z3.If(carry, exp + 1, exp)
     sig = z3.If(carry, z3.Extract(p, 1, kept), z3.Extract(p - 1, 0, kept))
     result_zero = sig == 0
     if not subnormals:
-        result_zero = _or(result_zero, tiny)
+        result_zero = disj(result_zero, tiny)
         sig = z3.If(tiny, z3.BitVecVal(0, p), sig)
-    result_zero = _or(result_zero, z3.Not(nonzero))
-    over = _and(z3.Not(result_zero), exp > fmt.emax)
+    result_zero = disj(result_zero, z3.Not(nonzero))
+    over = conj(z3.Not(result_zero), exp > fmt.emax)
     if overflow == "inf":
         to_inf = z3.BoolVal(True)
     else:
@@ -273,23 +195,23 @@ def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: Roundin
                   RoundingMode.TowardPositive: z3.Not(neg), RoundingMode.TowardNegative: neg}[mode]
     big_sig = z3.BitVecVal((1 << p) - 1, p)
     sig = z3.If(over, big_sig, sig)
-    exp = z3.If(over, _e(fmt.emax), exp)
+    exp = z3.If(over, exponent(fmt.emax), exp)
     if rounded_zero == "positive":
-        sign = _and(neg, z3.Not(result_zero))
+        sign = conj(neg, z3.Not(result_zero))
         zero_sign = z3.BoolVal(False)
     else:
         sign = neg
         zero_sign = z3.If(nonzero, neg, zero_neg)
     sign = z3.If(result_zero, zero_sign, sign)
     if not fmt.has_negative_zero:
-        sign = _and(sign, z3.Not(result_zero))
-    return Sym(fmt, z3.BoolVal(False), _and(over, to_inf), result_zero, sign,
+        sign = conj(sign, z3.Not(result_zero))
+    return Sym(fmt, z3.BoolVal(False), conj(over, to_inf), result_zero, sign,
                z3.If(result_zero, z3.BitVecVal(0, p), sig), exp)
 
 
 # --- terms and sums ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Term:
+class Term:
     """An exact term sig * 2**lsb of a sum, with its static bounds: lsb >= lsb_min, |value| < 2**top."""
 
     zero: z3.BoolRef
@@ -300,20 +222,22 @@ class _Term:
     top: int
 
 
-def _product(x: Sym, y: Sym) -> _Term:
+def product(x: Sym, y: Sym) -> Term:
+    """The exact product x * y of finite values as a term."""
     px, py = x.fmt.precision, y.fmt.precision
     sig = z3.ZeroExt(py, x.sig) * z3.ZeroExt(px, y.sig)
     lsb_min = x.fmt.emin - (px - 1) + y.fmt.emin - (py - 1)
     top = x.fmt.emax + 1 + y.fmt.emax + 1
-    return _Term(_or(x.zero, y.zero), z3.Xor(x.neg, y.neg), sig, x.lsb + y.lsb, lsb_min, top)
+    return Term(disj(x.zero, y.zero), z3.Xor(x.neg, y.neg), sig, x.lsb + y.lsb, lsb_min, top)
 
 
-def _addend(x: Sym) -> _Term:
+def addend(x: Sym) -> Term:
+    """A finite value x as a term of a sum."""
     f = x.fmt
-    return _Term(x.zero, x.neg, x.sig, x.lsb, f.emin - (f.precision - 1), f.emax + 1)
+    return Term(x.zero, x.neg, x.sig, x.lsb, f.emin - (f.precision - 1), f.emax + 1)
 
 
-def _exact_sum(terms: Sequence[_Term]) -> tuple[z3.BitVecRef, int]:
+def exact_sum(terms: Sequence[Term]) -> tuple[z3.BitVecRef, int]:
     """(N, LSB): the exact sum of finite terms as N * 2**LSB."""
     LSB = min(t.lsb_min for t in terms)
     top = max(t.top for t in terms)
@@ -322,20 +246,20 @@ def _exact_sum(terms: Sequence[_Term]) -> tuple[z3.BitVecRef, int]:
         raise NotImplementedError(f"an exact sum over {W} bits (float64 terms) is not encoded")
     total = z3.BitVecVal(0, W)
     for t in terms:
-        placed = _shl(_resize(t.sig, W), t.lsb - LSB)
+        placed = shl(resize(t.sig, W), t.lsb - LSB)
         placed = z3.If(t.zero, z3.BitVecVal(0, W), placed)
         total = total + z3.If(t.neg, -placed, placed)
     return total, LSB
 
 
-def _zero_is_negative(terms: Sequence[_Term], mode: RoundingMode, exact_zero: str) -> z3.BoolRef:
+def _zero_is_negative(terms: Sequence[Term], mode: RoundingMode, exact_zero: str) -> z3.BoolRef:
     """Sign of an exactly zero sum ("Sign of an exact zero"); the twin of reference._zero_is_negative."""
     if exact_zero == "positive":
         return z3.BoolVal(False)
-    only_zeros = _and(*[t.zero for t in terms])
+    only_zeros = conj(*[t.zero for t in terms])
     if mode is RoundingMode.TowardNegative:
-        return _or(z3.Not(only_zeros), _or(*[t.neg for t in terms]))
-    return _and(only_zeros, *[t.neg for t in terms])
+        return disj(z3.Not(only_zeros), disj(*[t.neg for t in terms]))
+    return conj(only_zeros, *[t.neg for t in terms])
 
 
 def _specials(pairs: Sequence[tuple[Sym, Sym]], addends: Sequence[Sym],
@@ -344,45 +268,45 @@ def _specials(pairs: Sequence[tuple[Sym, Sym]], addends: Sequence[Sym],
     nan = [x.nan for pair in pairs for x in pair] + [x.nan for x in addends]
     pos, neg = [], []
     for x, y in pairs:
-        nan.append(_or(_and(x.inf, y.zero), _and(x.zero, y.inf)))
-        inf = _or(x.inf, y.inf)
+        nan.append(disj(conj(x.inf, y.zero), conj(x.zero, y.inf)))
+        inf = disj(x.inf, y.inf)
         sign = z3.Xor(x.neg, y.neg)
-        pos.append(_and(inf, z3.Not(sign)))
-        neg.append(_and(inf, sign))
+        pos.append(conj(inf, z3.Not(sign)))
+        neg.append(conj(inf, sign))
     for x in addends:
-        pos.append(_and(x.inf, z3.Not(x.neg)))
-        neg.append(_and(x.inf, x.neg))
+        pos.append(conj(x.inf, z3.Not(x.neg)))
+        neg.append(conj(x.inf, x.neg))
     for inf, sign in more_inf:
-        pos.append(_and(inf, z3.Not(sign)))
-        neg.append(_and(inf, sign))
-    any_pos, any_neg = _or(*pos) if pos else z3.BoolVal(False), _or(*neg) if neg else z3.BoolVal(False)
-    is_nan = _or(*nan, _and(any_pos, any_neg))
-    return is_nan, _or(any_pos, any_neg), any_neg
+        pos.append(conj(inf, z3.Not(sign)))
+        neg.append(conj(inf, sign))
+    any_pos, any_neg = disj(*pos) if pos else z3.BoolVal(False), disj(*neg) if neg else z3.BoolVal(False)
+    is_nan = disj(*nan, conj(any_pos, any_neg))
+    return is_nan, disj(any_pos, any_neg), any_neg
 
 
 def _special(fmt: Format, base: Sym, nan: z3.BoolRef, inf: z3.BoolRef, neg: z3.BoolRef) -> Sym:
     """``base`` with NaN and infinite results put in."""
-    special = _or(nan, inf)
-    return Sym(fmt, nan, z3.If(special, z3.Not(nan), base.inf), _and(base.zero, z3.Not(special)),
+    special = disj(nan, inf)
+    return Sym(fmt, nan, z3.If(special, z3.Not(nan), base.inf), conj(base.zero, z3.Not(special)),
                z3.If(special, neg, base.neg), base.sig, base.exp)
 
 
 # --- the families ------------------------------------------------------------------------------------------
-def _R(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
+def _R(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[Term]) -> Sym:
     """R(x) of the model: into the result format, the model's rounding, zeros and overflow."""
     mode = model.output_rounding
     return _round(model.result_format, N, unit, mode, subnormals=model.subnormals, overflow=model.overflow,
                   zero_neg=_zero_is_negative(terms, mode, model.exact_zero), rounded_zero=model.rounded_zero)
 
 
-def _P(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
+def _P(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[Term]) -> Sym:
     """P(x) of the pairwise family: IEEE, to nearest even in the C format."""
     mode = RoundingMode.TiesToEven
     return _round(model.c_format, N, unit, mode, subnormals=model.subnormals, overflow="ieee",
                   zero_neg=_zero_is_negative(terms, mode, "ieee"))
 
 
-def _A(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[_Term]) -> Sym:
+def _A(model: Model, N: z3.BitVecRef, unit: z3.BitVecRef | int, terms: Sequence[Term]) -> Sym:
     """The IEEE addition of C after the blocks (c_entry="after" or "end"), into the output format."""
     mode = RoundingMode.TiesToEven
     return _round(model.output_format, N, unit, mode, subnormals=model.subnormals, overflow="ieee",
@@ -393,8 +317,8 @@ def _ieee_operation(model: Model, rounder, pairs: Sequence[tuple[Sym, Sym]], add
                     fmt: Format) -> Sym:
     """sum(x*y for pairs) + sum(addends) with one rounding, special values first."""
     nan, inf, neg = _specials(pairs, addends)
-    terms = [_product(x, y) for x, y in pairs] + [_addend(x) for x in addends]
-    N, LSB = _exact_sum(terms)
+    terms = [product(x, y) for x, y in pairs] + [addend(x) for x in addends]
+    N, LSB = exact_sum(terms)
     return _special(fmt, rounder(model, N, LSB, terms), nan, inf, neg)
 
 
@@ -402,21 +326,21 @@ def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: S
     """truncated-fused, steps 1-6 (reference.truncated_fused_block)."""
     F = model.fraction_bits
     nan, inf, neg = _specials(list(zip(a, b)), [c])
-    products = [_product(x, y) for x, y in zip(a, b)]
-    ez = _e(model.e_zero)
+    products = [product(x, y) for x, y in zip(a, b)]
+    ez = exponent(model.e_zero)
     # 1.-2. the terms' exponents, zeros at e_zero
     exps = []
     for t in products:
         if model.product_exponent == "normalized":
-            e = t.lsb + _msb(t.sig)
+            e = t.lsb + msb(t.sig)
         else:
             e = t.lsb + (t.sig.size() - 2)  # E_a + E_b
         exps.append(z3.If(t.zero, ez, e))
-    c_term = _addend(c)
+    c_term = addend(c)
     exps.append(z3.If(c.zero, ez, c.exp))
     terms = products + [c_term]
     # 3. the block's maximum exponent
-    e_max = _max(exps)
+    e_max = maximum(exps)
     # 4. every term cut at 2**(e_max - F): magnitude in units of the quantum, then signed
     width = F + 4  # |product| < 2**(e_max + 2): F + 2 bits, and one spare
     n_sum = width + len(terms).bit_length() + 1
@@ -425,15 +349,15 @@ def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: S
     S = z3.BitVecVal(0, n_sum)
     for t in terms:
         left = F + 2  # the most a term's lsb can sit above the quantum: lsb - (e_max - F) <= F
-        wide = _resize(t.sig, t.sig.size() + left) << left
+        wide = resize(t.sig, t.sig.size() + left) << left
         shift = e_max - F - t.lsb + left  # >= 0
-        mag = _shr(wide, shift)
+        mag = shr(wide, shift)
         mag = z3.If(t.zero, z3.BitVecVal(0, wide.size()), mag)
         if model.alignment is Alignment.FLOOR:
-            lost = _shl(mag, shift) != wide
-            mag = mag + z3.If(_and(t.neg, lost, z3.Not(t.zero)), z3.BitVecVal(1, wide.size()),
+            lost = shl(mag, shift) != wide
+            mag = mag + z3.If(conj(t.neg, lost, z3.Not(t.zero)), z3.BitVecVal(1, wide.size()),
                               z3.BitVecVal(0, wide.size()))
-        mag = _resize(mag, n_sum)
+        mag = resize(mag, n_sum)
         S = S + z3.If(t.neg, -mag, mag)
     # 5. carries beyond carry_bits above the leading bit are lost: |S| mod 2**(F + 1 + carry_bits) units
     if model.carry_bits is not None:
@@ -446,32 +370,24 @@ def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: S
     return _special(model.result_format, _R(model, S, e_max - F, terms), nan, inf, neg)
 
 
-def _sar(x: z3.BitVecRef, amount: z3.BitVecRef) -> z3.BitVecRef:
-    """floor(x / 2**amount) for a signed x and a signed EW-bit amount >= 0 (-1 or 0 when amount >= width)."""
-    w = x.size()
-    if w >= EW:
-        return x >> _resize(amount, w)
-    return z3.If(z3.UGE(amount, _e(w)), x >> (w - 1), x >> _resize(amount, w))
-
-
-def _late_c_group(model: Model, products: Sequence[_Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef,
-                                                                                  z3.BitVecRef]:
+def _late_c_group(model: Model, products: Sequence[Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef,
+                                                                                 z3.BitVecRef]:
     """(any nonzero product, e, S): e the largest E(a_i) + E(b_i) over the nonzero products (``lowest``, the
     least such exponent, when there is none) and S the sum of the products cut toward zero at 2**(e - F), a
     signed integer in units of 2**(e - F) (reference.late_c_block, aligned_sum)."""
     F = model.fraction_bits
-    nonzero = _or(*[z3.Not(t.zero) for t in products])
+    nonzero = disj(*[z3.Not(t.zero) for t in products])
     # E(a) + E(b) = lsb + (pa - 1) + (pb - 1); a zero product takes no part in the maximum
-    exps = [z3.If(t.zero, _e(lowest), t.lsb + (t.sig.size() - 2)) for t in products]
-    e = _max(exps)
+    exps = [z3.If(t.zero, exponent(lowest), t.lsb + (t.sig.size() - 2)) for t in products]
+    e = maximum(exps)
     # |p| < 2**(E(a) + E(b) + 2) <= 2**(e + 2): below 2**(F + 2) units each
     width = F + 3 + len(products).bit_length()
     S = z3.BitVecVal(0, width)
     for t in products:
         left = max(0, F - (t.sig.size() - 2))  # the most the product's lsb can sit above the quantum
-        wide = _resize(t.sig, t.sig.size() + left) << left
-        mag = _shr(wide, e - F - t.lsb + left)  # the shift is >= 0 for a nonzero product
-        mag = _resize(z3.If(t.zero, z3.BitVecVal(0, wide.size()), mag), width)
+        wide = resize(t.sig, t.sig.size() + left) << left
+        mag = shr(wide, e - F - t.lsb + left)  # the shift is >= 0 for a nonzero product
+        mag = resize(z3.If(t.zero, z3.BitVecVal(0, wide.size()), mag), width)
         S = S + z3.If(t.neg, -mag, mag)
     return nonzero, e, S
 
@@ -484,13 +400,13 @@ def late_c_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sy
     rounding.  All frames are in units of a variable quantum, so every integer is a few bits over F2."""
     fc, F, F2 = model.c_format, model.fraction_bits, model.late_fraction_bits
     pairs = list(zip(a, b))
-    products = [_product(x, y) for x, y in pairs]
+    products = [product(x, y) for x, y in pairs]
     # 1. a finite product of magnitude >= 2**(fc.emax + 1) is an infinity of its sign
     overflowing = []
     for (x, y), t in zip(pairs, products):
         if t.top > fc.emax + 1:  # else no product of these formats is that large
-            finite = z3.Not(_or(x.nan, x.inf, y.nan, y.inf))
-            big = _and(finite, z3.Not(t.zero), t.lsb + _msb(t.sig) >= fc.emax + 1)
+            finite = z3.Not(disj(x.nan, x.inf, y.nan, y.inf))
+            big = conj(finite, z3.Not(t.zero), t.lsb + msb(t.sig) >= fc.emax + 1)
             overflowing.append((big, t.neg))
     nan, inf, neg = _specials(pairs, [c], overflowing)
     # 2. the products' sum S in units of 2**(e_dot - F); has_dot False when every product is zero
@@ -500,37 +416,37 @@ def late_c_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sy
     else:
         has_even, e_even, S_even = _late_c_group(model, products[0::2], lowest)
         has_odd, e_odd, S_odd = _late_c_group(model, products[1::2], lowest)
-        has_dot = _or(has_even, has_odd)
-        e_dot = _max([e_even, e_odd])  # an empty group's e is the least exponent: it never wins
+        has_dot = disj(has_even, has_odd)
+        e_dot = maximum([e_even, e_odd])  # an empty group's e is the least exponent: it never wins
         w = max(S_even.size(), S_odd.size()) + 1
-        S = _sar(_sresize(S_even, w), e_dot - e_even) + _sar(_sresize(S_odd, w), e_dot - e_odd)
+        S = sar(sresize(S_even, w), e_dot - e_even) + sar(sresize(S_odd, w), e_dot - e_odd)
     # 3. C's exponent (fc.emin for a zero C) and the common exponent E
-    e_c = z3.If(c.zero, _e(fc.emin), c.exp)
-    E = z3.If(_and(has_dot, e_dot > e_c), e_dot, e_c)
+    e_c = z3.If(c.zero, exponent(fc.emin), c.exp)
+    E = z3.If(conj(has_dot, e_dot > e_c), e_dot, e_c)
     c_zero = c.zero
     if model.groups == 2:
-        c_zero = _or(c_zero, e_c < E - F - 1)
+        c_zero = disj(c_zero, e_c < E - F - 1)
     # 4. everything in units of 2**(E - G): G = F2 ("common") or F2 + 1 ("leading")
     G = F2 if model.late_cut == "common" else F2 + 1
     pc = fc.precision
     c_left = max(0, F - (pc - 1))  # |C| < 2**(E + 1): below 2**(F + 1) units of 2**(E - F)
-    c_wide = _resize(c.sig, pc + 1 + c_left) << c_left
+    c_wide = resize(c.sig, pc + 1 + c_left) << c_left
     c_wide = z3.If(c.neg, -c_wide, c_wide)
-    c_cut = _sar(c_wide, E - F - c.lsb + c_left)  # floored at 2**(E - F); the shift is >= 0 for a nonzero C
+    c_cut = sar(c_wide, E - F - c.lsb + c_left)  # floored at 2**(E - F); the shift is >= 0 for a nonzero C
     c_cut = z3.If(c_zero, z3.BitVecVal(0, c_wide.size()), c_cut)
     width = max(S.size(), c_cut.size()) + G - F + 2  # the sum, and the floor of a negative T, fit
-    c_units = _sresize(c_cut, width) << (G - F)
-    S_units = _sar(_sresize(S, width) << (G - F), z3.If(has_dot, E - e_dot, _e(0)))  # floored at 2**(E - G)
+    c_units = sresize(c_cut, width) << (G - F)
+    S_units = sar(sresize(S, width) << (G - F), z3.If(has_dot, E - e_dot, exponent(0)))  # floored at 2**(E - G)
     T = S_units + c_units
     if model.late_cut == "leading":
         # floored at 2**(e_T - F2), e_T = max(floor(log2 |T|), fc.emin): k = e_T - F2 - (E - G) units
-        lead = _msb(z3.If(T < 0, -T, T))  # floor(log2 |T|) - (E - G)
-        floor_at = _e(fc.emin) - E + G
+        lead = msb(z3.If(T < 0, -T, T))  # floor(log2 |T|) - (E - G)
+        floor_at = exponent(fc.emin) - E + G
         k = z3.If(lead > floor_at, lead, floor_at) - F2
-        k = z3.If(_and(T != 0, k > 0), k, _e(0))
-        T = _sar(T, k) << _resize(k, width)
+        k = z3.If(conj(T != 0, k > 0), k, exponent(0))
+        T = sar(T, k) << resize(k, width)
     # 5. one rounding
-    return _special(model.result_format, _R(model, T, E - G, products + [_addend(c)]), nan, inf, neg)
+    return _special(model.result_format, _R(model, T, E - G, products + [addend(c)]), nan, inf, neg)
 
 
 def exact_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
@@ -573,7 +489,7 @@ def bfdot_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym
 def _zero(fmt: Format) -> Sym:
     """+0 in fmt."""
     f = z3.BoolVal(False)
-    return Sym(fmt, f, f, z3.BoolVal(True), f, z3.BitVecVal(0, fmt.precision), _e(fmt.emin))
+    return Sym(fmt, f, f, z3.BoolVal(True), f, z3.BitVecVal(0, fmt.precision), exponent(fmt.emin))
 
 
 def _as_output(model: Model, x: Sym) -> Sym:
@@ -585,8 +501,8 @@ def _as_output(model: Model, x: Sym) -> Sym:
         N = z3.If(acc.neg, -z3.ZeroExt(1, acc.sig), z3.ZeroExt(1, acc.sig))
         r = _round(fc, N, acc.lsb, RoundingMode.TiesToEven, subnormals=model.subnormals, overflow="ieee",
                    zero_neg=acc.neg)
-        return Sym(fc, acc.nan, _or(acc.inf, r.inf), _or(acc.zero, r.zero),
-                   z3.If(_or(acc.nan, acc.inf, acc.zero), acc.neg, r.neg), r.sig, r.exp)
+        return Sym(fc, acc.nan, disj(acc.inf, r.inf), disj(acc.zero, r.zero),
+                   z3.If(disj(acc.nan, acc.inf, acc.zero), acc.neg, r.neg), r.sig, r.exp)
     return _reformat(x, fc)
 
 
@@ -681,11 +597,11 @@ def exact_value(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRe
     xs = [decode(model.input_format, x) for x in a]
     ys = [decode(model.b_format, y) for y in b]
     z = decode(model.c_format, c)
-    terms = [_product(x, y) for x, y in zip(xs, ys)] + [_addend(z)]
-    N, LSB = _exact_sum(terms)
-    mags = [_Term(t.zero, z3.BoolVal(False), t.sig, t.lsb, t.lsb_min, t.top) for t in terms]
-    M, _ = _exact_sum(mags)
-    finite = _and(*[z3.Not(_or(v.nan, v.inf)) for v in xs + ys + [z]])
+    terms = [product(x, y) for x, y in zip(xs, ys)] + [addend(z)]
+    N, LSB = exact_sum(terms)
+    mags = [Term(t.zero, z3.BoolVal(False), t.sig, t.lsb, t.lsb_min, t.top) for t in terms]
+    M, _ = exact_sum(mags)
+    finite = conj(*[z3.Not(disj(v.nan, v.inf)) for v in xs + ys + [z]])
     return N, LSB, finite, M, LSB
 
 
@@ -694,6 +610,6 @@ def value_in_frame(fmt: Format, bits: z3.BitVecRef, LSB: int, width: int) -> z3.
     format's lowest bit), ``width`` bits."""
     x = decode(fmt, bits)
     assert LSB <= fmt.emin - (fmt.precision - 1)
-    placed = _shl(_resize(x.sig, width), x.lsb - LSB)
+    placed = shl(resize(x.sig, width), x.lsb - LSB)
     placed = z3.If(x.zero, z3.BitVecVal(0, width), placed)
     return z3.If(x.neg, -placed, placed)

@@ -28,7 +28,7 @@ from ..model import Family, Model
 from . import constraints as C
 from . import encode as _enc
 from . import solve as _solve
-from .api import _checked_witness, inputs_for, _frac_text, _pair, _witness_inputs, engine_bits
+from .api import checked_witness, difference_formula, engine_bits, frac_text, inputs_for, witness_inputs
 
 __all__ = ["Query", "QueryResult", "queries", "get", "run"]
 
@@ -113,10 +113,10 @@ def _f(x: Any) -> Fraction:
 def _pair_query(ma: Model, mb: Model, k: int, cons: Any = None, order_b: list[int] | None = None,
                 check: Callable[[Any], list[str]] | None = None):
     def build():
-        form, variables, v, _, _ = _pair(ma, mb, k, cons, order_b)
+        form, variables, v, _, _ = difference_formula(ma, mb, k, cons, order_b)
 
         def finish(out: _solve.Outcome) -> list[str]:
-            w = _checked_witness(ma, mb, out, v, order_b)
+            w = checked_witness(ma, mb, out, v, order_b)
             return w.lines() + (check(w) if check else [])
         return form, variables, finish
     return build
@@ -124,10 +124,10 @@ def _pair_query(ma: Model, mb: Model, k: int, cons: Any = None, order_b: list[in
 
 def _pair_proof(ma: Model, mb: Model, k: int, cons: Any = None, order_b: list[int] | None = None):
     def build():
-        form, variables, v, _, _ = _pair(ma, mb, k, cons, order_b)
+        form, variables, v, _, _ = difference_formula(ma, mb, k, cons, order_b)
 
         def finish(out: _solve.Outcome) -> list[str]:
-            w = _checked_witness(ma, mb, out, v, order_b)
+            w = checked_witness(ma, mb, out, v, order_b)
             return ["counterexample:"] + w.lines()
         return form, variables, finish
     return build
@@ -157,7 +157,7 @@ def _exact_multiplication():
                          C.product_not_in("fp16", [0])], v)
 
         def finish(out: _solve.Outcome) -> list[str]:
-            a, b, c = _witness_inputs(m, out.values, v)
+            a, b, c = witness_inputs(m, out.values, v)
             dd, _ = engine_bits(m, a, b, c)
             p = _f(a[0]) * _f(b[0])
             half = _formats.round_fraction("fp16", p, RN)
@@ -205,7 +205,7 @@ def _rounding_accumulator():
     k = 4
 
     def build():
-        form, variables, v, d_a, d_b = _pair(unit, rz, k, [_zeros_after(1, k)])
+        form, variables, v, d_a, d_b = difference_formula(unit, rz, k, [_zeros_after(1, k)])
         N, LSB, _, _, _ = _enc.exact_value(unit, v.bits_a, v.bits_b, v.bits_c)
         W = N.size() + 2
         da = _value("fp32", d_a, LSB, W)
@@ -214,10 +214,10 @@ def _rounding_accumulator():
                  z3.If(da < 0, -da, da) > z3.If(x < 0, -x, x)]
 
         def finish(out: _solve.Outcome) -> list[str]:
-            w = _checked_witness(unit, rz, out, v)
+            w = checked_witness(unit, rz, out, v)
             x = _exact(w.a, w.b, w.c)
             _need(abs(_f(w.d_a)) > abs(x), "|d| above the exact |a·b + c|")
-            return w.lines() + [f"exact {_frac_text(x)}: the unit's |d| exceeds it, which no round-toward-zero does"]
+            return w.lines() + [f"exact {frac_text(x)}: the unit's |d| exceeds it, which no round-toward-zero does"]
         return form, variables, finish
     return build
 
@@ -256,7 +256,7 @@ def _normalisation():
         form += C.apply([_zeros_after(2, k), C.positive("c"), C.positive("ab", positions=[0, 1])], v)
 
         def finish(out: _solve.Outcome) -> list[str]:
-            a, b, c = _witness_inputs(unit, out.values, v)
+            a, b, c = witness_inputs(unit, out.values, v)
             du, bu = engine_bits(unit, a, b, c)
             s_, _ = engine_bits(seq, a[:2], b[:2], 0.0)
             ds, bs = engine_bits(add, np.array([float(s_)]), np.array([1.0]), c)
@@ -308,7 +308,7 @@ def _markidis_ootomo(pinned: bool):
             form += [N == int(top / Fraction(2) ** LSB), dm == _bits32(top), doy == _bits32(Fraction(1))]
 
         def finish(out: _solve.Outcome) -> list[str]:
-            a, b, c = _witness_inputs(unit, out.values, v)
+            a, b, c = witness_inputs(unit, out.values, v)
             m_, _ = engine_bits(unit, a, b, c)
             s_, _ = engine_bits(unit, a, b, 0.0)
             oy = _formats.round_fraction("fp32", _f(s_) + Fraction(c), RN)

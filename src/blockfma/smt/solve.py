@@ -9,12 +9,13 @@ machine (bitwuzla, then cvc5, then z3).
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import z3
+
+from .. import optional
 
 __all__ = ["SOLVERS", "Outcome", "available", "pick", "check"]
 
@@ -40,7 +41,7 @@ def available(solver: str) -> bool:
         return True
     if solver not in _INSTALL:
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} or 'auto'")
-    return importlib.util.find_spec(solver) is not None
+    return optional.available(solver)
 
 
 def pick(solver: str = "auto") -> str:
@@ -49,7 +50,7 @@ def pick(solver: str = "auto") -> str:
         return next(s for s in SOLVERS if available(s))
     if not available(solver):
         raise ImportError(f"solver {solver!r} is not installed; install it with: {_INSTALL[solver]} "
-                          f"(or: pip install 'blockfma[smt]')")
+                          f"(or: {optional.hint('smt')})")
     return solver
 
 
