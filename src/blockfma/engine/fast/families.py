@@ -821,13 +821,6 @@ def _odd32_ftz_f(x, y):
     return s * np.float32(0.0) if flush else r
 
 
-@njit(cache=True, inline="always")
-def _ro32(s, err, ftz):
-    """Round to odd into binary32 of the exact s + err: :func:`_odd32_ftz` (branch-free, so that the loops
-    vectorise) with ``ftz`` (a constant at each call), else :func:`_odd32`."""
-    return _odd32_ftz(s, err) if ftz else _odd32(s, err, ftz)
-
-
 @functools.cache
 def bfdot(lanes32: bool, ftz: bool) -> Callable[..., None]:
     """The BFDOT kernel: per pair of products, both rounded to odd into binary32, their sum rounded to odd,
@@ -835,7 +828,9 @@ def bfdot(lanes32: bool, ftz: bool) -> Callable[..., None]:
     have no branch on it).  ``lanes32`` (with ftz): A and B float32, every nonzero product an exact binary32
     normal value (the caller checks the inputs' exponent range), so left as it is, C a binary32 value, the
     sums by :func:`_odd32_ftz_f`; else float64 lanes (products exact in float64), TwoSums rounded by
-    :func:`_ro32`."""
+    :func:`_odd32_ftz` (branch-free, so that the loop vectorises) or, with subnormals, :func:`_odd32` (ftz
+    a closure constant rather than a helper's argument: numba then prunes the other branch before typing,
+    a third of this kernel's compile time)."""
     lane = np.float32 if lanes32 else np.float64
 
     @njit(parallel=True, cache=True)
@@ -856,10 +851,14 @@ def bfdot(lanes32: bool, ftz: bool) -> Callable[..., None]:
                     for j in range(J):
                         if lanes32:  # the products exact binary32 values already
                             dr[j] = _odd32_ftz_f(dr[j], _odd32_ftz_f(a0 * b0[j], a1 * b1[j]))
+                        elif ftz:
+                            s, err = two_sum(_odd32_ftz(a0 * b0[j], 0.0), _odd32_ftz(a1 * b1[j], 0.0))
+                            s, err = two_sum(dr[j], _odd32_ftz(s, err))
+                            dr[j] = _odd32_ftz(s, err)
                         else:
-                            s, err = two_sum(_ro32(a0 * b0[j], 0.0, ftz), _ro32(a1 * b1[j], 0.0, ftz))
-                            s, err = two_sum(dr[j], _ro32(s, err, ftz))
-                            dr[j] = _ro32(s, err, ftz)
+                            s, err = two_sum(_odd32(a0 * b0[j], 0.0, ftz), _odd32(a1 * b1[j], 0.0, ftz))
+                            s, err = two_sum(dr[j], _odd32(s, err, ftz))
+                            dr[j] = _odd32(s, err, ftz)
             out[bt, i0:i0 + R, j0:j0 + J] = d
 
     return kernel
