@@ -86,7 +86,7 @@ def test_binary32_and_float64_lanes_give_the_same_bits(name, lanes, monkeypatch)
 TINY = 2.0**-64  # inputs this small give products below 2**-126: outside the binary32 lanes' range
 
 
-@pytest.mark.parametrize("name, model, scale", [
+FLOAT64_CASES = [
     ("truncated-fused H100 bf16 tiny", MODELS["truncated-fused H100 bf16"], TINY),
     ("truncated-fused floor bf16 tiny", MODELS["truncated-fused H100 bf16"].replace(alignment=Alignment.FLOOR),
      TINY),
@@ -96,7 +96,11 @@ TINY = 2.0**-64  # inputs this small give products below 2**-126: outside the bi
     ("bfdot with subnormals", MODELS["bfdot"].replace(subnormals=True), 1.0),
     ("fma-chain fp16 out", bf.device("ieee-sequential").model("fp16", "fp16"), 1.0),
     ("amx 26-bit inputs", Model(Family.AMX, E8M25, "fp32", block_width=8, subnormals=False), 1.0),
-], ids=lambda x: x if isinstance(x, str) else "")
+    ("truncated-fused 26-bit inputs", MODELS["truncated-fused H100 bf16"].replace(input_format=E8M25), 1.0),
+]
+
+
+@pytest.mark.parametrize("name, model, scale", FLOAT64_CASES, ids=[case[0] for case in FLOAT64_CASES])
 def test_float64_lanes_match_the_numpy_engine(name, model, scale, lanes):
     """Inputs that need the float64 lanes (products outside binary32's normal range, values that are not
     binary32 values, results in other formats, subnormal results kept) run there, bit for bit as numpy."""

@@ -233,9 +233,10 @@ def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nd
         else:  # float64 lanes: the block's cut terms sum exactly in float64, no folding
             kmin, kmax, group = -1022, 1023, L
             EA = EA.astype(np.int32)
-        _k.truncated_fused(f32 is not None)(A, EA, ZA, B.astype(np.float32), EB, ZB, C, out, L, group,
-                                            model.fraction_bits, kmin, kmax, model.e_zero, fc.emin, floor,
-                                            carry_mod, *rp)
+        if f32 is not None or rules.values_in_binary32(fb):  # B read as float32 where that loses nothing
+            B = B.astype(np.float32)
+        _k.truncated_fused(f32 is not None)(A, EA, ZA, B, EB, ZB, C, out, L, group, model.fraction_bits, kmin,
+                                            kmax, model.e_zero, fc.emin, floor, carry_mod, *rp)
     elif fam is Family.LATE_C:
         if A.size and B.size and np.max(np.abs(A)) * np.max(np.abs(B)) >= 2.0 ** (fc.emax + 1):
             return None  # a product may overflow to infinity: the numpy engine handles it
