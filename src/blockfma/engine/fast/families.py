@@ -633,24 +633,24 @@ def pairwise(A, B, C, out, L, ftz):
 
 
 @njit(cache=True, inline="always")
-def _fma_rows32(a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
-    """res0[j] = fl32(a0 * b0[j] + acc0[j]), and the same for row 1, to nearest even, flushed when ftz, in
-    binary32 lanes (binary32 values), two rows in one loop: each step is one fused multiply-add (llvm.fma),
-    the IEEE operation _fma32 computes.  With ftz a result is flushed when the exact value is below
+def _fma_rows32(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
+    """res0[j] = fl32(a0 * b0[j] + acc0[j]) for j < J, and the same for row 1, to nearest even, flushed when
+    ftz, in binary32 lanes (binary32 values), two rows in one loop: each step is one fused multiply-add
+    (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed when the exact value is below
     2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not (rounding is monotonic);
     |fl32| == 2**-126 may come from either side, and those steps are redone by _fma32.  The loops run to
-    b0's length: a trip count read from an array the caller swaps with another each step (acc, res)
-    keeps them from vectorising (5x slower AMX)."""
+    J, the rows' length, given: a trip count read from an array that the caller swaps with another each
+    step (acc, res) keeps them from vectorising (5x slower AMX)."""
     tiny = np.float32(F32_TINY)
     edge = False
-    for j in range(b0.shape[0]):
+    for j in range(J):
         e = fma32(a0, b0[j], acc0[j])
         o = fma32(a1, b1[j], acc1[j])
         edge = edge | (abs(e) == tiny) | (abs(o) == tiny)
         res0[j] = e * np.float32(0.0) if (ftz & (abs(e) < tiny)) else e
         res1[j] = o * np.float32(0.0) if (ftz & (abs(o) < tiny)) else o
     if ftz and edge:
-        for j in range(b0.shape[0]):
+        for j in range(J):
             if abs(res0[j]) == tiny:
                 res0[j] = _fma32(np.float64(a0), np.float64(b0[j]), np.float64(acc0[j]), ftz)
             if abs(res1[j]) == tiny:
@@ -658,9 +658,9 @@ def _fma_rows32(a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
 
 
 @njit(cache=True, inline="always")
-def _fma_rows64(a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
+def _fma_rows64(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
     """:func:`_fma_rows32` in float64 lanes (the products exact in float64): _fma32 on each."""
-    for j in range(b0.shape[0]):
+    for j in range(J):
         res0[j] = _fma32(a0, b0[j], acc0[j], ftz)
         res1[j] = _fma32(a1, b1[j], acc1[j], ftz)
 
@@ -705,7 +705,7 @@ def fma_chain(lanes32: bool) -> Callable[..., None]:
                     if lanes32:  # rows in pairs, an odd last one twice over (the same values)
                         if r % 2 == 0:
                             r1 = min(r + 1, R - 1)
-                            _fma_rows32(A[bt, i0 + r, kk], bk, d[r], d2[r], A[bt, i0 + r1, kk], bk, d[r1], d2[r1],
+                            _fma_rows32(J, A[bt, i0 + r, kk], bk, d[r], d2[r], A[bt, i0 + r1, kk], bk, d[r1], d2[r1],
                                         ftz)
                     else:
                         _fma_row_rounded(A[bt, i0 + r, kk], bk, d[r], d2[r], positive_zero, p, emin, maxval, has_inf,
@@ -753,9 +753,9 @@ def amx(lanes32: bool) -> Callable[..., None]:
                         b0 = B[bt, t, j0:j0 + J]
                         b1 = B[bt, t + 1, j0:j0 + J]
                         if lanes32:
-                            _fma_rows32(a0, b0, ev, ev2, a1, b1, od, od2, ftz)
+                            _fma_rows32(J, a0, b0, ev, ev2, a1, b1, od, od2, ftz)
                         else:
-                            _fma_rows64(a0, b0, ev, ev2, a1, b1, od, od2, ftz)
+                            _fma_rows64(J, a0, b0, ev, ev2, a1, b1, od, od2, ftz)
                         ev, ev2 = ev2, ev
                         od, od2 = od2, od
                     dr = d[r]
