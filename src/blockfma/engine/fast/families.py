@@ -633,28 +633,54 @@ def pairwise(A, B, C, out, L, ftz):
 
 
 @njit(cache=True, inline="always")
-def _fma_rows32(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
-    """res0[j] = fl32(a0 * b0[j] + acc0[j]) for j < J, and the same for row 1, to nearest even, flushed when
-    ftz, in binary32 lanes (binary32 values), two rows in one loop: each step is one fused multiply-add
-    (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed when the exact value is below
-    2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not (rounding is monotonic);
-    |fl32| == 2**-126 may come from either side, and those steps are redone by _fma32.  The loops run to
-    J, the rows' length, given: a trip count read from an array that the caller swaps with another each
-    step (acc, res) keeps them from vectorising (5x slower AMX)."""
+def _fma_lane32(a, b, c, ftz):
+    """(fl32(a * b + c) flushed when ftz, whether |fl32| == 2**-126) for binary32 values in binary32 lanes:
+    one fused multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed
+    when the exact value is below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not
+    (rounding is monotonic); |fl32| == 2**-126 may come from either side, and those steps are redone by
+    :func:`_redo_edges32`."""
+    e = fma32(a, b, c)
     tiny = np.float32(F32_TINY)
+    return (e * np.float32(0.0) if (ftz & (abs(e) < tiny)) else e), abs(e) == tiny
+
+
+@njit(cache=True, inline="always")
+def _redo_edges32(J, a, b, acc, res, ftz):
+    """The steps of a row of _fma_lane32 that landed on +-2**-126 redone by _fma32, which flushes by the
+    exact value."""
+    for j in range(J):
+        if abs(res[j]) == np.float32(F32_TINY):
+            res[j] = _fma32(np.float64(a), np.float64(b[j]), np.float64(acc[j]), ftz)
+
+
+@njit(cache=True, inline="always")
+def _fma_row32(J, a, b, acc, res, ftz):
+    """res[j] = fl32(a * b[j] + acc[j]) for j < J, to nearest even, flushed when ftz, in binary32 lanes
+    (:func:`_fma_lane32`).  J is given: a trip count read from an array that the caller swaps with another
+    each step (acc, res) keeps LLVM from vectorising the loop (5x slower AMX)."""
     edge = False
     for j in range(J):
-        e = fma32(a0, b0[j], acc0[j])
-        o = fma32(a1, b1[j], acc1[j])
-        edge = edge | (abs(e) == tiny) | (abs(o) == tiny)
-        res0[j] = e * np.float32(0.0) if (ftz & (abs(e) < tiny)) else e
-        res1[j] = o * np.float32(0.0) if (ftz & (abs(o) < tiny)) else o
+        x, at_edge = _fma_lane32(a, b[j], acc[j], ftz)
+        res[j] = x
+        edge |= at_edge
     if ftz and edge:
-        for j in range(J):
-            if abs(res0[j]) == tiny:
-                res0[j] = _fma32(np.float64(a0), np.float64(b0[j]), np.float64(acc0[j]), ftz)
-            if abs(res1[j]) == tiny:
-                res1[j] = _fma32(np.float64(a1), np.float64(b1[j]), np.float64(acc1[j]), ftz)
+        _redo_edges32(J, a, b, acc, res, ftz)
+
+
+@njit(cache=True, inline="always")
+def _fma_rows32(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
+    """:func:`_fma_row32` for two rows in one loop (AMX's even and odd chains: 5% faster than one row after
+    the other)."""
+    edge = False
+    for j in range(J):
+        x0, at_edge0 = _fma_lane32(a0, b0[j], acc0[j], ftz)
+        x1, at_edge1 = _fma_lane32(a1, b1[j], acc1[j], ftz)
+        res0[j] = x0
+        res1[j] = x1
+        edge |= at_edge0 | at_edge1
+    if ftz and edge:
+        _redo_edges32(J, a0, b0, acc0, res0, ftz)
+        _redo_edges32(J, a1, b1, acc1, res1, ftz)
 
 
 @njit(cache=True, inline="always")
@@ -686,7 +712,7 @@ def fma_chain(lanes32: bool) -> Callable[..., None]:
     """The fma-chain kernel: each step one fused multiply-add d = R(a * b + d) in the result format.
 
     ``lanes32``: binary32 results rounded to nearest even, A and B float32 (their values binary32 values):
-    :func:`_fma_rows32` in binary32 lanes; every zero result is made +0 at the end with ``positive_zero``.
+    :func:`_fma_row32` in binary32 lanes; every zero result is made +0 at the end with ``positive_zero``.
     Else float64 lanes, any result format of p <= 51 bits: :func:`_fma_row_rounded`."""
     lane = np.float32 if lanes32 else np.float64
 
@@ -702,11 +728,8 @@ def fma_chain(lanes32: bool) -> Callable[..., None]:
             for kk in range(kp):
                 bk = B[bt, kk, j0:j0 + J]
                 for r in range(R):
-                    if lanes32:  # rows in pairs, an odd last one twice over (the same values)
-                        if r % 2 == 0:
-                            r1 = min(r + 1, R - 1)
-                            _fma_rows32(J, A[bt, i0 + r, kk], bk, d[r], d2[r], A[bt, i0 + r1, kk], bk, d[r1], d2[r1],
-                                        ftz)
+                    if lanes32:
+                        _fma_row32(J, A[bt, i0 + r, kk], bk, d[r], d2[r], ftz)
                     else:
                         _fma_row_rounded(A[bt, i0 + r, kk], bk, d[r], d2[r], positive_zero, p, emin, maxval, has_inf,
                                          neg_zero, subnormals, mode, overflow)
