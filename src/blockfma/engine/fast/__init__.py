@@ -227,16 +227,17 @@ def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nd
         EB, b_range = _exponents_and_range(fb, B, np.int16)
         floor = model.alignment is Alignment.FLOOR
         f32 = _binary32_products(fin, model.fraction_bits, model.e_zero, floor, a_range, b_range, fb)
+        ZA, ZB = _any_zero_per_block(A, L, 2), _any_zero_per_block(B, L, 1)
         if f32 is not None:
             kmin, kmax, group = f32
-            _k.truncated_fused_f32(A.astype(np.float32), EA, _any_zero_per_block(A, L, 2), B.astype(np.float32), EB,
-                                   _any_zero_per_block(B, L, 1), C, out, L, group, model.fraction_bits, kmin, kmax,
-                                   model.e_zero, fc.emin, floor, carry_mod, *rp)
-            return out
-        _k.truncated_fused(A, EA.astype(np.int32), _any_zero_per_block(A, L, 2), B.astype(np.float32),
-                           EB, _any_zero_per_block(B, L, 1), C, out, L,
-                           model.fraction_bits, model.e_zero, fc.emin, model.alignment is Alignment.FLOOR,
-                           carry_mod, *rp)
+            A = A.astype(np.float32)
+        else:  # float64 lanes: the block's cut terms sum exactly in float64, no folding
+            kmin, kmax, group = -1022, 1023, L
+            EA = EA.astype(np.int32)
+        if f32 is not None or rules.values_in_binary32(fb):  # B read as float32 where that loses nothing
+            B = B.astype(np.float32)
+        _k.truncated_fused(f32 is not None)(A, EA, ZA, B, EB, ZB, C, out, L, group, model.fraction_bits, kmin,
+                                            kmax, model.e_zero, fc.emin, floor, carry_mod, *rp)
     elif fam is Family.LATE_C:
         if A.size and B.size and np.max(np.abs(A)) * np.max(np.abs(B)) >= 2.0 ** (fc.emax + 1):
             return None  # a product may overflow to infinity: the numpy engine handles it
@@ -245,12 +246,14 @@ def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nd
         EA, a_range = _exponents_and_range(fin, A, np.int16)
         EB, b_range = _exponents_and_range(fb, B, np.int16)
         f32 = _binary32_products(fin, F, 0, False, a_range, b_range, fb)
-        if f32 is not None and L // groups <= f32[2]:  # a group's int32 sum cannot overflow
-            _k.late_c_f32(A.astype(np.float32), EA, B.astype(np.float32), EB, C, out, L, F, F2, G, groups, f32[0],
-                          f32[1], fc.emin, ieee_zero, *rp)
+        lanes32 = f32 is not None and L // groups <= f32[2]  # a group's int32 sum cannot overflow
+        if lanes32:
+            kmin, kmax = f32[0], f32[1]
+            A, B = A.astype(np.float32), B.astype(np.float32)
         else:
-            _k.late_c(A, EA.astype(np.int32), B, EB.astype(np.int32), C, out, L, F, F2, G, groups, fc.emin,
-                      ieee_zero, *rp)
+            kmin, kmax = -1022, 1023
+            EA, EB = EA.astype(np.int32), EB.astype(np.int32)
+        _k.late_c(lanes32)(A, EA, B, EB, C, out, L, F, F2, G, groups, kmin, kmax, fc.emin, ieee_zero, *rp)
     elif fam is Family.EXACT_FUSED:
         MA, LA, HA = _integers(fin, A)
         MB, LB, HB = _integers(fb, B)
@@ -259,28 +262,27 @@ def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nd
     elif fam is Family.FMA_CHAIN:
         positive_zero = model.exact_zero == "positive"
         res = model.result_format
-        if (_binary32(res) and _binary32(fc) and model.output_rounding is RoundingMode.TiesToEven
-                and rules.values_in_binary32(fin) and rules.values_in_binary32(fb)):
-            _k.fma_chain_f32(A.astype(np.float32), B.astype(np.float32), C, out, ftz, positive_zero)
-        else:
-            _k.fma_chain(A, B, C, out, positive_zero, *rp)
+        lanes32 = (_binary32(res) and _binary32(fc) and model.output_rounding is RoundingMode.TiesToEven
+                   and rules.values_in_binary32(fin) and rules.values_in_binary32(fb))
+        if lanes32:
+            A, B = A.astype(np.float32), B.astype(np.float32)
+        _k.fma_chain(lanes32)(A, B, C, out, ftz, positive_zero, *rp)
     elif fam is Family.PAIRWISE:
         _k.pairwise(A, B, C, out, L, ftz)
     elif fam is Family.AMX:
-        if rules.values_in_binary32(fin) and rules.values_in_binary32(fb):
-            _k.amx_f32(A.astype(np.float32), B.astype(np.float32), C, out, L, ftz)
-        else:
-            _k.amx(A, B, C, out, L, ftz)
+        lanes32 = rules.values_in_binary32(fin) and rules.values_in_binary32(fb)
+        if lanes32:
+            A, B = A.astype(np.float32), B.astype(np.float32)
+        _k.amx(lanes32)(A, B, C, out, L, ftz)
     elif fam is Family.BFDOT:
+        lanes32 = False
         if ftz:
             a_range = _exponents_and_range(fin, A)[1]
             b_range = _exponents_and_range(fb, B)[1]
-            if _binary32(fc) and _normal_binary32_products(fin, a_range, b_range, fb):
-                _k.bfdot_ftz_f32(A.astype(np.float32), B.astype(np.float32), C, out)
-            else:
-                _k.bfdot_ftz(A, B, C, out)
-        else:
-            _k.bfdot(A, B, C, out, ftz)
+            lanes32 = _binary32(fc) and _normal_binary32_products(fin, a_range, b_range, fb)
+        if lanes32:
+            A, B = A.astype(np.float32), B.astype(np.float32)
+        _k.bfdot(lanes32, ftz)(A, B, C, out)
     else:  # pragma: no cover - supports() rules it out
         raise NotImplementedError(fam)
     return out

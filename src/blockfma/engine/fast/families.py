@@ -2,8 +2,16 @@
 
 Each kernel computes a batch of products ``D[b] = A[b] @ B[b] + C[b]``, chaining blocks of L over k. One
 parallel task owns a tile of ROWS x COLS outputs and keeps, per output, the running C (``d``) and the
-block's state in small arrays; the innermost loops run along a row of B so that they vectorise.  Why
-each step is exact:
+block's state in small arrays; the innermost loops run along a row of B so that they vectorise.
+
+A family's kernel is written once, in a factory (``truncated_fused(lanes32)``, ...) that builds and keeps
+one numba kernel per lane type: with ``lanes32`` the innermost loops run in binary32 lanes (8 per AVX2
+instruction instead of 4), for inputs the caller has checked keep every value there exact (each factory
+says what it needs), else in float64 lanes.  The factory fixes the dtypes of the kernel's arrays and its
+tile, and ``lanes32`` (a constant of the kernel's closure: numba prunes the other lane type's branch
+before typing) picks the step that differs; in the helpers the cut families share, the operands' type
+picks it (:func:`_cut`, :func:`_pow2`).  numba caches each kernel (its cache key hashes the closure's
+constants).  Why each step is exact:
 
 * a product of two values of at most 26 significant bits (fp16, bf16, tf32, fp8, fp32 inputs) is exact in
   float64, and so is its scaling by a power of two;
@@ -19,20 +27,25 @@ chain are carried along.
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Callable
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload
 
-from ..rules import NO_EXPONENT
-from .rounding import (bitlen, bits32_of, bits_of, exponent_bits, float32_of, float_of, fma32, odd_toward,
-                       pow2_bits, round_int, round_pair, round_row, to_f32_nearest, two_sum)
+from ...formats import RoundingMode, fp32
+from .rounding import (bitlen, bits32_of, bits_of, exponent_bits, float32_of, float_of, fma32, fmt_params,
+                       odd_toward, pow2_bits, round_int, round_pair, round_row, to_f32_nearest, two_sum)
 
 ROWS, COLS = 4, 256  # output tile of one task: B's block rows are reused ROWS times from cache
-F32_ROWS, F32_COLS = 4, 512  # the same for truncated_fused_f32 (longer rows: less loop overhead)
-NONE = NO_EXPONENT  # exponent of "no term"
+F32_ROWS, F32_COLS = 4, 512  # the same for the cut families in binary32 lanes (longer rows: less loop overhead)
+NO_SUM = -(1 << 15)  # below every sum of two exponents (a zero's is -2**14), and an int16
 ZERO_LSB, ZERO_TOP = 1 << 14, -(1 << 14)  # bit span of a zero term: empty
 F32_TINY = 2.0**-126
+F32_MAX = 3.4028234663852886e38
+RO32 = fmt_params(fp32, RoundingMode.ToOdd, True, "ieee")  # binary32, round to odd, subnormals kept
 NO_EXP_LO, NO_EXP_HI = 1 << 20, -(1 << 20)  # exponent range of no values
 
 
@@ -88,186 +101,194 @@ def exponents(x, emin, zero_exp, out):
     return lo, hi
 
 
-# --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
-@njit(parallel=True, cache=True)
-def truncated_fused(A, EA, ZA, B, EB, ZB, C, out, L, F, e_zero, c_emin, floor_align, carry_mod,
-                    p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
-        emax = np.empty((R, J), np.int32)
-        sc = np.empty((R, J), np.int64)
-        inv = np.empty((R, J), np.int64)
-        S = np.empty((R, J))
-        Y = np.empty(J)
-        flags = np.empty(J, np.bool_)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for blk in range(kp // L):
-            k0 = blk * L
+# --- the cut families' steps: e_max, the quantum, products cut and summed exactly ----------------------
+def _cut(x):
+    """x cut to an integer toward zero."""
+
+
+@overload(_cut, inline="always")
+def _cut_in_lanes(x):
+    """In binary32 lanes an int32 (the conversion truncates; exact, |x| < 2**31 where the caller uses
+    binary32 lanes), in float64 lanes a float64 integer (exact)."""
+    if x.bitwidth == 32:
+        return lambda x: np.int32(x)
+    return lambda x: np.trunc(x)
+
+
+def _pow2(k, lanes):
+    """2.0**k as a value of the float dtype of the array ``lanes``."""
+
+
+@overload(_pow2, inline="always")
+def _pow2_in_lanes(k, lanes):
+    """Built from its bits, so that the loops vectorise: 2.0**k for -126 <= k <= 127 in binary32 lanes and
+    -1022 <= k <= 1023 in float64 lanes (the callers clamp k)."""
+    if lanes.dtype.bitwidth == 32:
+        return lambda k, lanes: float32_of(np.int32((k + 127) << 23))
+    return lambda k, lanes: float_of(pow2_bits(k))
+
+
+@njit(cache=True, inline="always")
+def _four_rows(X, bt, kk, step, j0, J):
+    """Rows kk, kk + step, kk + 2 step, kk + 3 step of X[bt] (B's layout), columns j0 to j0 + J."""
+    return (X[bt, kk, j0:j0 + J], X[bt, kk + step, j0:j0 + J], X[bt, kk + 2 * step, j0:j0 + J],
+            X[bt, kk + 3 * step, j0:j0 + J])
+
+
+@njit(cache=True, inline="always")
+def _four_columns(X, bt, i, kk, step):
+    """X[bt, i] at columns kk, kk + step, kk + 2 step, kk + 3 step (A's layout)."""
+    return X[bt, i, kk], X[bt, i, kk + step], X[bt, i, kk + 2 * step], X[bt, i, kk + 3 * step]
+
+
+@njit(cache=True, inline="always")
+def _product_tops(EA, EB, bt, i0, j0, k_first, k_end, step, em, fours):
+    """em[r, j] raised to the largest E_a + E_b over the products k_first, k_first + step, ... below k_end
+    of the tile's rows and columns (with ``fours``, a constant at each call, four products at a time), in
+    em's own int dtype so that the loops vectorise (exact: exponents are at most 2**14 in magnitude, zeros'
+    included, and em holds their sums)."""
+    R, J = em.shape
+    t = em.dtype.type
+    k4 = k_first
+    if fours:
+        k4 += (k_end - k_first + step - 1) // step // 4 * 4 * step
+        for kk in range(k_first, k4, 4 * step):
+            eb0, eb1, eb2, eb3 = _four_rows(EB, bt, kk, step, j0, J)
             for r in range(R):
-                _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin, e_zero)
-            for kk in range(k0, k0 + L):  # e_max over the products: sums of the factors' exponents
-                ebk = EB[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    ea = EA[bt, i0 + r, kk]
-                    em = emax[r]
-                    for j in range(J):
-                        em[j] = max(em[j], ea + ebk[j])
-            for r in range(R):  # the alignment quantum 2**(e_max - F), and C cut at it
-                em = emax[r]
-                scr = sc[r]
-                invr = inv[r]
+                ea0, ea1, ea2, ea3 = _four_columns(EA, bt, i0 + r, kk, step)
+                e = em[r]
                 for j in range(J):
-                    scr[j] = pow2_bits(F - em[j])
-                    invr[j] = pow2_bits(em[j] - F)
-                scf = scr.view(np.float64)
-                sr = S[r]
-                dr = d[r]
-                if floor_align:
+                    e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))),
+                               max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
+    for kk in range(k4, k_end, step):
+        ebk = EB[bt, kk, j0:j0 + J]
+        for r in range(R):
+            ea = EA[bt, i0 + r, kk]
+            e = em[r]
+            for j in range(J):
+                e[j] = max(e[j], t(ea + ebk[j]))
+
+
+@njit(cache=True, inline="always")
+def _quanta(em, F, kmin, kmax, scale):
+    """scale[r, j] = 2**(F - em[r, j]), the inverse of the alignment quantum 2**(em - F), its exponent
+    clamped to [kmin, kmax], in scale's lanes."""
+    R, J = em.shape
+    for r in range(R):
+        e = em[r]
+        s = scale[r]
+        for j in range(J):
+            s[j] = _pow2(min(max(F - np.int64(e[j]), kmin), kmax), s)
+
+
+@njit(cache=True, inline="always")
+def _cut_sums(A, B, bt, i0, j0, k_first, k_end, step, scale, acc, floor, fours):
+    """acc[r, j] += each product k_first, k_first + step, ... below k_end of the tile's rows and columns,
+    times scale[r, j], cut (:func:`_cut`; with ``floor`` floored first, which leaves the cut exact), with
+    ``fours`` (a constant at each call) four products at a time.  The products and their scaling are exact
+    in the lanes of A and B (the families say when), and so are the sums of the cut terms in acc's lanes."""
+    R, J = acc.shape
+    k4 = k_first
+    if fours:
+        k4 += (k_end - k_first + step - 1) // step // 4 * 4 * step
+        for kk in range(k_first, k4, 4 * step):
+            b0, b1, b2, b3 = _four_rows(B, bt, kk, step, j0, J)
+            for r in range(R):
+                a0, a1, a2, a3 = _four_columns(A, bt, i0 + r, kk, step)
+                s = acc[r]
+                sc = scale[r]
+                if floor:
                     for j in range(J):
-                        sr[j] = np.floor(dr[j] * scf[j])
+                        s[j] += ((_cut(np.floor(a0 * b0[j] * sc[j])) + _cut(np.floor(a1 * b1[j] * sc[j])))
+                                 + (_cut(np.floor(a2 * b2[j] * sc[j])) + _cut(np.floor(a3 * b3[j] * sc[j]))))
                 else:
                     for j in range(J):
-                        sr[j] = np.trunc(dr[j] * scf[j])
-            for kk in range(k0, k0 + L):  # every product cut at the quantum and summed exactly
-                bk = B[bt, kk, j0:j0 + J]
+                        s[j] += ((_cut(a0 * b0[j] * sc[j]) + _cut(a1 * b1[j] * sc[j]))
+                                 + (_cut(a2 * b2[j] * sc[j]) + _cut(a3 * b3[j] * sc[j])))
+    for kk in range(k4, k_end, step):
+        bk = B[bt, kk, j0:j0 + J]
+        for r in range(R):
+            a = A[bt, i0 + r, kk]
+            s = acc[r]
+            sc = scale[r]
+            if floor:
+                for j in range(J):
+                    s[j] += _cut(np.floor(a * bk[j] * sc[j]))
+            else:
+                for j in range(J):
+                    s[j] += _cut(a * bk[j] * sc[j])
+
+
+# --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
+@functools.cache
+def truncated_fused(lanes32: bool) -> Callable[..., None]:
+    """The truncated-fused kernel: per block and output, e_max over C and the products (sums of the
+    factors' exponents), each product scaled by 2**(F - e_max) and cut (toward zero, or floor), C cut at
+    the same quantum, the cut terms summed exactly, carries lost (``carry_mod``), one rounding.
+
+    ``lanes32``: A and B float32, EA and EB int16, for products that are exact binary32 normal values
+    (``_binary32_products`` checks the inputs and gives kmin, kmax and G, and says why each cut term is an
+    exact int32); the int32 sums are folded into float64 every G products, before they could overflow.
+    Else float64 lanes (EA int32, B float32 or float64): every cut term and sum of them is an exact
+    float64 integer (L + 1 terms below 2**(F + 2) sum below 2**53: ``array.supports``), so G >= L (no
+    folding), and [kmin, kmax] = [-1022, 1023] holds every F - e_max of a finite C (a non-finite C
+    gives a non-finite sum, and round_row leaves it as it is)."""
+    rows, cols = (F32_ROWS, F32_COLS) if lanes32 else (ROWS, COLS)
+    lane, exp_t, acc_t = (np.float32, np.int16, np.int32) if lanes32 else (np.float64, np.int32, np.float64)
+
+    @njit(parallel=True, cache=True)
+    def kernel(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zero, c_emin, floor_align, carry_mod,
+               p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+        nbatch, m, kp = A.shape
+        n = B.shape[2]
+        for task in prange(_ntasks(nbatch, m, n, rows, cols)):
+            bt, i0, j0, R, J = _tile(task, m, n, rows, cols)
+            d = np.empty((R, J))
+            emax = np.empty((R, J), exp_t)
+            scale = np.empty((R, J), lane)
+            acc = np.zeros((R, J), acc_t)
+            S = np.empty((R, J))
+            Y = np.empty(J)
+            flags = np.empty(J, np.bool_)
+            d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+            for blk in range(kp // L):
+                k0 = blk * L
                 for r in range(R):
-                    a = A[bt, i0 + r, kk]
-                    if a == 0.0:
-                        continue
+                    _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin,
+                                           e_zero)
+                _product_tops(EA, EB, bt, i0, j0, k0, k0 + L, 1, emax, lanes32)
+                _quanta(emax, F, kmin, kmax, scale)
+                if L > G:
+                    S[:, :] = 0.0
+                for g0 in range(k0, k0 + L, G):
+                    g1 = min(g0 + G, k0 + L)
+                    _cut_sums(A, B, bt, i0, j0, g0, g1, 1, scale, acc, floor_align, lanes32)
+                    if g1 < k0 + L:  # more to come: the lanes' sums moved to float64
+                        for r in range(R):
+                            s = acc[r]
+                            sr = S[r]
+                            for j in range(J):
+                                sr[j] += np.float64(s[j])
+                                s[j] = 0
+                for r in range(R):  # C cut at the quantum, the sum (carries lost), then one rounding
+                    em = emax[r]
+                    dr = d[r]
+                    s = acc[r]
                     sr = S[r]
-                    scf = sc[r].view(np.float64)
-                    if floor_align:
-                        for j in range(J):
-                            sr[j] += np.floor(a * bk[j] * scf[j])
-                    else:
-                        for j in range(J):
-                            sr[j] += np.trunc(a * bk[j] * scf[j])
-            for r in range(R):  # carries lost, then one rounding
-                sr = S[r]
-                if carry_mod > 0.0:
                     for j in range(J):
-                        sr[j] = math.copysign(np.fmod(abs(sr[j]), carry_mod), sr[j])
-                invf = inv[r].view(np.float64)
-                for j in range(J):
-                    Y[j] = sr[j] * invf[j]  # exact: an integer below 2**53 times a power of two
-                round_row(Y, d[r], flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+                        s64 = float_of(pow2_bits(F - em[j]))
+                        c = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
+                        Y[j] = c + np.float64(s[j]) + (sr[j] if L > G else 0.0)
+                        s[j] = 0
+                    if carry_mod > 0.0:
+                        for j in range(J):
+                            Y[j] = math.copysign(np.fmod(abs(Y[j]), carry_mod), Y[j])
+                    for j in range(J):
+                        Y[j] *= float_of(pow2_bits(em[j] - F))  # exact: an integer below 2**53 times 2**k
+                    round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+            out[bt, i0:i0 + R, j0:j0 + J] = d
 
-
-@njit(parallel=True, cache=True)
-def truncated_fused_f32(A, EA, ZA, B, EB, ZB, C, out, L, G, F, kmin, kmax, e_zero, c_emin, floor_align,
-                        carry_mod, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    """truncated_fused for inputs whose products are exact binary32 normal values (fp16, fp8): A and B
-    float32, EA and EB int16.  Each product is scaled by 2**(F - e_max) in binary32 and cut to an int32
-    (8 lanes per AVX2 instruction instead of 4); see ``batched`` for why it is exact.  The int32 sums are
-    folded into the float64 sum every G products, before they could overflow."""
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n, F32_ROWS, F32_COLS)):
-        bt, i0, j0, R, J = _tile(task, m, n, F32_ROWS, F32_COLS)
-        d = np.empty((R, J))
-        emax = np.empty((R, J), np.int16)
-        sc = np.empty((R, J), np.int32)
-        S32 = np.zeros((R, J), np.int32)
-        S = np.empty((R, J))
-        Y = np.empty(J)
-        flags = np.empty(J, np.bool_)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for blk in range(kp // L):
-            k0 = blk * L
-            for r in range(R):
-                _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin, e_zero)
-            for kk in range(k0, k0 + L - 3, 4):  # e_max over the products: sums of the factors' exponents
-                eb0 = EB[bt, kk, j0:j0 + J]
-                eb1 = EB[bt, kk + 1, j0:j0 + J]
-                eb2 = EB[bt, kk + 2, j0:j0 + J]
-                eb3 = EB[bt, kk + 3, j0:j0 + J]
-                for r in range(R):
-                    ea0 = EA[bt, i0 + r, kk]
-                    ea1 = EA[bt, i0 + r, kk + 1]
-                    ea2 = EA[bt, i0 + r, kk + 2]
-                    ea3 = EA[bt, i0 + r, kk + 3]
-                    em = emax[r]
-                    for j in range(J):
-                        em[j] = max(max(em[j], max(np.int16(ea0 + eb0[j]), np.int16(ea1 + eb1[j]))),
-                                    max(np.int16(ea2 + eb2[j]), np.int16(ea3 + eb3[j])))
-            for kk in range(k0 + L // 4 * 4, k0 + L):
-                ebk = EB[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    ea = EA[bt, i0 + r, kk]
-                    em = emax[r]
-                    for j in range(J):
-                        em[j] = max(em[j], np.int16(ea + ebk[j]))
-            for r in range(R):  # the quantum's inverse 2**(F - e_max) in binary32 (clamped)
-                em = emax[r]
-                scr = sc[r]
-                for j in range(J):
-                    scr[j] = np.int32(min(max(F - em[j], kmin), kmax) + 127) << 23
-            if L > G:
-                S[:, :] = 0.0
-            for g0 in range(k0, k0 + L, G):
-                g1 = min(g0 + G, k0 + L)
-                for kk in range(g0, g1 - 3, 4):  # products cut at the quantum, summed in int32, four at a time
-                    bk = B[bt, kk, j0:j0 + J]
-                    bk1 = B[bt, kk + 1, j0:j0 + J]
-                    bk2 = B[bt, kk + 2, j0:j0 + J]
-                    bk3 = B[bt, kk + 3, j0:j0 + J]
-                    for r in range(R):
-                        a = A[bt, i0 + r, kk]
-                        a1 = A[bt, i0 + r, kk + 1]
-                        a2 = A[bt, i0 + r, kk + 2]
-                        a3 = A[bt, i0 + r, kk + 3]
-                        s32 = S32[r]
-                        scf = sc[r].view(np.float32)
-                        if floor_align:
-                            for j in range(J):
-                                s32[j] += ((np.int32(np.floor(a * bk[j] * scf[j]))
-                                            + np.int32(np.floor(a1 * bk1[j] * scf[j])))
-                                           + (np.int32(np.floor(a2 * bk2[j] * scf[j]))
-                                              + np.int32(np.floor(a3 * bk3[j] * scf[j]))))
-                        else:
-                            for j in range(J):
-                                s32[j] += ((np.int32(a * bk[j] * scf[j]) + np.int32(a1 * bk1[j] * scf[j]))
-                                           + (np.int32(a2 * bk2[j] * scf[j]) + np.int32(a3 * bk3[j] * scf[j])))
-                for kk in range(g0 + (g1 - g0) // 4 * 4, g1):
-                    bk = B[bt, kk, j0:j0 + J]
-                    for r in range(R):
-                        a = A[bt, i0 + r, kk]
-                        s32 = S32[r]
-                        scf = sc[r].view(np.float32)
-                        if floor_align:
-                            for j in range(J):
-                                s32[j] += np.int32(np.floor(a * bk[j] * scf[j]))
-                        else:
-                            for j in range(J):
-                                s32[j] += np.int32(a * bk[j] * scf[j])
-                if g0 + G < k0 + L:  # more to come: the int32 sums moved to float64
-                    for r in range(R):
-                        s32 = S32[r]
-                        sr = S[r]
-                        for j in range(J):
-                            sr[j] += np.float64(s32[j])
-                            s32[j] = 0
-            for r in range(R):  # C cut at the quantum, the sum (carries lost), then one rounding
-                em = emax[r]
-                dr = d[r]
-                s32 = S32[r]
-                sr = S[r]
-                for j in range(J):
-                    s64 = float_of(pow2_bits(F - em[j]))
-                    c = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
-                    Y[j] = c + np.float64(s32[j]) + (sr[j] if L > G else 0.0)
-                    s32[j] = 0
-                if carry_mod > 0.0:
-                    for j in range(J):
-                        Y[j] = math.copysign(np.fmod(abs(Y[j]), carry_mod), Y[j])
-                for j in range(J):
-                    Y[j] *= float_of(pow2_bits(em[j] - F))  # exact: an integer below 2**53 times 2**k
-                round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+    return kernel
 
 
 # --- late-c (AMD CDNA3) ---------------------------------------------------------------------------------
@@ -326,109 +347,50 @@ def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, G, c_emin,
                     dr[j] = -0.0
 
 
-@njit(cache=True, inline="always")
-def _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg):
-    """eg[g, r, j]: the largest E_a + E_b over group g's products of the block (the int dtype of eg;
-    products with a zero factor sum to far below any other, through the zeros' exponent)."""
-    R, J = eg.shape[1], eg.shape[2]
-    for kk in range(k0, k0 + L):
-        g = (kk - k0) % groups
-        ebk = EB[bt, kk, j0:j0 + J]
-        for r in range(R):
-            ea = EA[bt, i0 + r, kk]
-            em = eg[g, r]
-            for j in range(J):  # in eg's own width, so that the loop vectorises
-                em[j] = max(em[j], eg.dtype.type(ea + ebk[j]))
+@functools.cache
+def late_c(lanes32: bool) -> Callable[..., None]:
+    """The late-c kernel: per block, the products in ``groups`` interleaved groups, each group's products
+    cut toward zero at 2**(top - F), top the group's largest E_a + E_b, and summed exactly; then
+    :func:`_late_c_row` merges the groups, adds C and rounds once.
 
+    ``lanes32``: A and B float32, EA and EB int16, for products that are exact binary32 normal values
+    (``_binary32_products`` with e_zero = 0 and no floor gives kmin and kmax, and says why each cut term is
+    an exact int32; the caller checks that a group's int32 sum cannot overflow).  Else float64 lanes (EA and
+    EB int32): every cut term and sum is an exact float64 integer, and [kmin, kmax] = [-1022, 1023] holds
+    F - top of every group with a nonzero product (a group of zero products cuts to 0 at any scale)."""
+    rows, cols = (F32_ROWS, F32_COLS) if lanes32 else (ROWS, COLS)
+    lane, exp_t, acc_t = (np.float32, np.int16, np.int32) if lanes32 else (np.float64, np.int32, np.float64)
 
-@njit(parallel=True, cache=True)
-def late_c(A, EA, B, EB, C, out, L, F, F2, G, groups, c_emin, ieee_zero,
-           p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
-        eg = np.empty((groups, R, J), np.int32)
-        sc = np.empty((groups, R, J), np.int64)
-        Sg = np.empty((groups, R, J))
-        Y = np.empty(J)
-        T = np.empty(J)
-        keep = np.empty(J)
-        flags = np.empty(J, np.bool_)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for blk in range(kp // L):
-            k0 = blk * L
-            eg[:, :, :] = NONE
-            Sg[:, :, :] = 0.0
-            _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg)
-            for g in range(groups):  # each group's quantum 2**(e - F) (any power of two for an empty group)
-                for r in range(R):
-                    em = eg[g, r]
-                    scr = sc[g, r]
-                    for j in range(J):
-                        scr[j] = pow2_bits(F - max(em[j], -900))
-            for kk in range(k0, k0 + L):  # products cut toward zero at their group's quantum
-                g = (kk - k0) % groups
-                bk = B[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    a = A[bt, i0 + r, kk]
-                    if a == 0.0:
-                        continue
-                    sr = Sg[g, r]
-                    scf = sc[g, r].view(np.float64)
-                    for j in range(J):
-                        sr[j] += np.trunc(a * bk[j] * scf[j])
-            for r in range(R):
-                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero, Y, T,
-                            keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
-
-
-@njit(parallel=True, cache=True)
-def late_c_f32(A, EA, B, EB, C, out, L, F, F2, G, groups, kmin, kmax, c_emin, ieee_zero,
+    @njit(parallel=True, cache=True)
+    def kernel(A, EA, B, EB, C, out, L, F, F2, G, groups, kmin, kmax, c_emin, ieee_zero,
                p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    """late_c for inputs whose products are exact binary32 normal values (fp16, fp8; bf16 and tf32 within
-    a range): A and B float32, EA and EB int16.  Each product is scaled by 2**(F - top) in binary32 and cut
-    toward zero to an int32, 8 lanes per AVX2 instruction; ``batched`` says why that is exact and why a
-    group's int32 sum cannot overflow."""
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n, F32_ROWS, F32_COLS)):
-        bt, i0, j0, R, J = _tile(task, m, n, F32_ROWS, F32_COLS)
-        d = np.empty((R, J))
-        eg = np.empty((groups, R, J), np.int16)
-        sc = np.empty((groups, R, J), np.int32)
-        Sg = np.empty((groups, R, J), np.int32)
-        Y = np.empty(J)
-        T = np.empty(J)
-        keep = np.empty(J)
-        flags = np.empty(J, np.bool_)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for blk in range(kp // L):
-            k0 = blk * L
-            eg[:, :, :] = -(1 << 15)  # below every sum of two exponents, zeros' included
-            Sg[:, :, :] = 0
-            _group_tops(EA, EB, bt, i0, j0, k0, L, groups, eg)
-            for g in range(groups):  # each group's quantum's inverse 2**(F - top) in binary32 (clamped)
+        nbatch, m, kp = A.shape
+        n = B.shape[2]
+        for task in prange(_ntasks(nbatch, m, n, rows, cols)):
+            bt, i0, j0, R, J = _tile(task, m, n, rows, cols)
+            d = np.empty((R, J))
+            eg = np.empty((groups, R, J), exp_t)
+            scale = np.empty((groups, R, J), lane)
+            Sg = np.empty((groups, R, J), acc_t)
+            Y = np.empty(J)
+            T = np.empty(J)
+            keep = np.empty(J)
+            flags = np.empty(J, np.bool_)
+            d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+            for blk in range(kp // L):
+                k0 = blk * L
+                eg[:, :, :] = NO_SUM
+                Sg[:, :, :] = 0
+                for g in range(groups):  # group g: the products k0 + g, k0 + g + groups, ...
+                    _product_tops(EA, EB, bt, i0, j0, k0 + g, k0 + L, groups, eg[g], False)
+                    _quanta(eg[g], F, kmin, kmax, scale[g])
+                    _cut_sums(A, B, bt, i0, j0, k0 + g, k0 + L, groups, scale[g], Sg[g], False, False)
                 for r in range(R):
-                    em = eg[g, r]
-                    scr = sc[g, r]
-                    for j in range(J):
-                        scr[j] = np.int32(min(max(F - em[j], kmin), kmax) + 127) << 23
-            for kk in range(k0, k0 + L):  # products cut toward zero at their group's quantum, in int32
-                g = (kk - k0) % groups
-                bk = B[bt, kk, j0:j0 + J]
-                for r in range(R):
-                    a = A[bt, i0 + r, kk]
-                    sr = Sg[g, r]
-                    scf = sc[g, r].view(np.float32)
-                    for j in range(J):
-                        sr[j] += np.int32(a * bk[j] * scf[j])
-            for r in range(R):
-                _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero, Y, T,
-                            keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+                    _late_c_row(A, B, bt, i0 + r, j0, k0, L, d[r], eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero,
+                                Y, T, keep, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+            out[bt, i0:i0 + R, j0:j0 + J] = d
+
+    return kernel
 
 
 # --- exact-fused (AMD CDNA1, correctly rounded reference) ----------------------------------------------
@@ -594,6 +556,7 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, frac, c_emin, c_p, zero
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
+
 # --- IEEE steps: pairwise (CDNA2), fma-chain, amx, bfdot -------------------------------------------------
 @njit(cache=True, inline="always")
 def _tiny_exact(s, err):
@@ -625,6 +588,7 @@ def _add32f(x, y, ftz):
     itself is below 2**-126 exactly when the exact sum is): flushed to a zero of its sign when ftz."""
     s = x + y
     return s * np.float32(0.0) if (ftz & (abs(s) < np.float32(F32_TINY))) else s
+
 
 
 @njit(parallel=True, cache=True)
@@ -668,141 +632,174 @@ def pairwise(A, B, C, out, L, ftz):
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
-@njit(parallel=True, cache=True)
-def fma_chain_f32(A, B, C, out, ftz, positive_zero):
-    """Binary32 result, to nearest even: each step is one fused multiply-add in binary32 lanes (A and B
-    float32, their values binary32 values), flushed as in amx_f32 (steps landing on +-2**-126 redone by
-    _fma32)."""
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
+@njit(cache=True, inline="always")
+def _fma_lane32(a, b, c, ftz):
+    """(fl32(a * b + c) flushed when ftz, whether |fl32| == 2**-126) for binary32 values in binary32 lanes:
+    one fused multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed
+    when the exact value is below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not
+    (rounding is monotonic); |fl32| == 2**-126 may come from either side, and those steps are redone by
+    :func:`_redo_edges32`."""
+    e = fma32(a, b, c)
     tiny = np.float32(F32_TINY)
-    zero = np.float32(0.0)
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J), np.float32)
-        d2 = np.empty((R, J), np.float32)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for kk in range(kp):
-            bk = B[bt, kk, j0:j0 + J]
-            for r in range(R):
-                a = A[bt, i0 + r, kk]
-                dr = d[r]
-                nr = d2[r]
-                edge = False
-                for j in range(J):
-                    e = fma32(a, bk[j], dr[j])
-                    edge = edge | (abs(e) == tiny)
-                    nr[j] = e * zero if (ftz & (abs(e) < tiny)) else e
-                if ftz and edge:
+    return (e * np.float32(0.0) if (ftz & (abs(e) < tiny)) else e), abs(e) == tiny
+
+
+@njit(cache=True, inline="always")
+def _redo_edges32(J, a, b, acc, res, ftz):
+    """The steps of a row of _fma_lane32 that landed on +-2**-126 redone by _fma32, which flushes by the
+    exact value."""
+    for j in range(J):
+        if abs(res[j]) == np.float32(F32_TINY):
+            res[j] = _fma32(np.float64(a), np.float64(b[j]), np.float64(acc[j]), ftz)
+
+
+@njit(cache=True, inline="always")
+def _fma_row32(J, a, b, acc, res, ftz):
+    """res[j] = fl32(a * b[j] + acc[j]) for j < J, to nearest even, flushed when ftz, in binary32 lanes
+    (:func:`_fma_lane32`).  J is given: a trip count read from an array that the caller swaps with another
+    each step (acc, res) keeps LLVM from vectorising the loop (5x slower AMX)."""
+    edge = False
+    for j in range(J):
+        x, at_edge = _fma_lane32(a, b[j], acc[j], ftz)
+        res[j] = x
+        edge |= at_edge
+    if ftz and edge:
+        _redo_edges32(J, a, b, acc, res, ftz)
+
+
+@njit(cache=True, inline="always")
+def _fma_rows32(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
+    """:func:`_fma_row32` for two rows in one loop (AMX's even and odd chains: 5% faster than one row after
+    the other)."""
+    edge = False
+    for j in range(J):
+        x0, at_edge0 = _fma_lane32(a0, b0[j], acc0[j], ftz)
+        x1, at_edge1 = _fma_lane32(a1, b1[j], acc1[j], ftz)
+        res0[j] = x0
+        res1[j] = x1
+        edge |= at_edge0 | at_edge1
+    if ftz and edge:
+        _redo_edges32(J, a0, b0, acc0, res0, ftz)
+        _redo_edges32(J, a1, b1, acc1, res1, ftz)
+
+
+@njit(cache=True, inline="always")
+def _fma_rows64(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
+    """:func:`_fma_rows32` in float64 lanes (the products exact in float64): _fma32 on each."""
+    for j in range(J):
+        res0[j] = _fma32(a0, b0[j], acc0[j], ftz)
+        res1[j] = _fma32(a1, b1[j], acc1[j], ftz)
+
+
+@njit(cache=True, inline="always")
+def _fma_row_rounded(a, b, acc, res, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
+                     overflow):
+    """res[j] = a * b[j] + acc[j] rounded once to a format of p <= 51 bits, any rounding but TowardNegative
+    (float64 lanes, a * b[j] exact in float64): one TwoSum, then round_pair; an exact zero is +0 with
+    ``positive_zero`` and else the float64 sum's (IEEE's), a non-finite sum is carried along."""
+    for j in range(b.shape[0]):
+        s, err = two_sum(a * b[j], acc[j])
+        if s == 0.0:
+            res[j] = 0.0 if positive_zero else s
+        elif math.isfinite(s):
+            res[j] = round_pair(s, err, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+        else:
+            res[j] = s
+
+
+@functools.cache
+def fma_chain(lanes32: bool) -> Callable[..., None]:
+    """The fma-chain kernel: each step one fused multiply-add d = R(a * b + d) in the result format.
+
+    ``lanes32``: binary32 results rounded to nearest even, A and B float32 (their values binary32 values):
+    :func:`_fma_row32` in binary32 lanes; every zero result is made +0 at the end with ``positive_zero``.
+    Else float64 lanes, any result format of p <= 51 bits: :func:`_fma_row_rounded`."""
+    lane = np.float32 if lanes32 else np.float64
+
+    @njit(parallel=True, cache=True)
+    def kernel(A, B, C, out, ftz, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+        nbatch, m, kp = A.shape
+        n = B.shape[2]
+        for task in prange(_ntasks(nbatch, m, n)):
+            bt, i0, j0, R, J = _tile(task, m, n)
+            d = np.empty((R, J), lane)
+            d2 = np.empty((R, J), lane)
+            d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+            for kk in range(kp):
+                bk = B[bt, kk, j0:j0 + J]
+                for r in range(R):
+                    if lanes32:
+                        _fma_row32(J, A[bt, i0 + r, kk], bk, d[r], d2[r], ftz)
+                    else:
+                        _fma_row_rounded(A[bt, i0 + r, kk], bk, d[r], d2[r], positive_zero, p, emin, maxval, has_inf,
+                                         neg_zero, subnormals, mode, overflow)
+                d, d2 = d2, d
+            if lanes32 and positive_zero:
+                for r in range(R):
                     for j in range(J):
-                        if abs(nr[j]) == tiny:
-                            nr[j] = _fma32(np.float64(a), np.float64(bk[j]), np.float64(dr[j]), ftz)
-            d, d2 = d2, d
-        if positive_zero:
-            for r in range(R):
-                for j in range(J):
-                    if d[r, j] == 0.0:
-                        d[r, j] = 0.0
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+                        if d[r, j] == 0.0:
+                            d[r, j] = 0.0
+            out[bt, i0:i0 + R, j0:j0 + J] = d
+
+    return kernel
 
 
-@njit(parallel=True, cache=True)
-def fma_chain(A, B, C, out, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    """Any result format of p <= 51 bits and any rounding but TowardNegative: one TwoSum per step."""
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(nbatch * m * n):
-        bt = task // (m * n)
-        i = (task // n) % m
-        j = task % n
-        d = C[bt, i, j]
-        for kk in range(kp):
-            s, err = two_sum(A[bt, i, kk] * B[bt, kk, j], d)
-            if s == 0.0:
-                d = 0.0 if positive_zero else s
-            elif math.isfinite(s):
-                d = round_pair(s, err, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
-            else:
-                d = s
-        out[bt, i, j] = d
+@functools.cache
+def amx(lanes32: bool) -> Callable[..., None]:
+    """The AMX kernel: per block of L products, two binary32 chains from +0, the even products' and the odd
+    ones', each step one fused multiply-add rounded to nearest even, then C + (even + odd) by two binary32
+    additions; results below 2**-126 flushed when ftz.  ``lanes32``: A and B float32 (their values binary32
+    values), :func:`_fma_rows32` and :func:`_add32f`; else float64 lanes (products exact in float64),
+    :func:`_fma_rows64` and :func:`_add32`."""
+    lane = np.float32 if lanes32 else np.float64
 
-
-@njit(parallel=True, cache=True)
-def amx(A, B, C, out, L, ftz):
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
-        ev = np.empty(J)
-        od = np.empty(J)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for blk in range(kp // L):
-            k0 = blk * L
-            for r in range(R):
-                ev[:] = 0.0
-                od[:] = 0.0
-                for t in range(0, L, 2):
-                    a0 = A[bt, i0 + r, k0 + t]
-                    a1 = A[bt, i0 + r, k0 + t + 1]
-                    b0 = B[bt, k0 + t, j0:j0 + J]
-                    b1 = B[bt, k0 + t + 1, j0:j0 + J]
+    @njit(parallel=True, cache=True)
+    def kernel(A, B, C, out, L, ftz):
+        nbatch, m, kp = A.shape
+        n = B.shape[2]
+        for task in prange(_ntasks(nbatch, m, n)):
+            bt, i0, j0, R, J = _tile(task, m, n)
+            d = np.empty((R, J), lane)
+            ev = np.empty(J, lane)
+            od = np.empty(J, lane)
+            ev2 = np.empty(J, lane)
+            od2 = np.empty(J, lane)
+            d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+            for blk in range(kp // L):
+                k0 = blk * L
+                for r in range(R):
+                    ev[:] = 0.0
+                    od[:] = 0.0
+                    for t in range(k0, k0 + L, 2):
+                        a0 = A[bt, i0 + r, t]
+                        a1 = A[bt, i0 + r, t + 1]
+                        b0 = B[bt, t, j0:j0 + J]
+                        b1 = B[bt, t + 1, j0:j0 + J]
+                        if lanes32:
+                            _fma_rows32(J, a0, b0, ev, ev2, a1, b1, od, od2, ftz)
+                        else:
+                            _fma_rows64(J, a0, b0, ev, ev2, a1, b1, od, od2, ftz)
+                        ev, ev2 = ev2, ev
+                        od, od2 = od2, od
+                    dr = d[r]
                     for j in range(J):
-                        ev[j] = _fma32(a0, b0[j], ev[j], ftz)
-                        od[j] = _fma32(a1, b1[j], od[j], ftz)
-                dr = d[r]
-                for j in range(J):
-                    dr[j] = _add32(dr[j], _add32(ev[j], od[j], ftz), ftz)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+                        if lanes32:
+                            dr[j] = _add32f(dr[j], _add32f(ev[j], od[j], ftz), ftz)
+                        else:
+                            dr[j] = _add32(dr[j], _add32(ev[j], od[j], ftz), ftz)
+            out[bt, i0:i0 + R, j0:j0 + J] = d
+
+    return kernel
 
 
-@njit(parallel=True, cache=True)
-def amx_f32(A, B, C, out, L, ftz):
-    """amx for inputs that are binary32 values (A, B float32), in binary32 lanes: each step is one fused
-    multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed when the
-    exact value is below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not (rounding
-    is monotonic); |fl32| == 2**-126 may come from either side, and those steps are redone by _fma32."""
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    tiny = np.float32(F32_TINY)
-    zero = np.float32(0.0)
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J), np.float32)
-        ev = np.empty(J, np.float32)
-        od = np.empty(J, np.float32)
-        ev2 = np.empty(J, np.float32)
-        od2 = np.empty(J, np.float32)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for blk in range(kp // L):
-            k0 = blk * L
-            for r in range(R):
-                ev[:] = 0.0
-                od[:] = 0.0
-                for t in range(0, L, 2):
-                    a0 = A[bt, i0 + r, k0 + t]
-                    a1 = A[bt, i0 + r, k0 + t + 1]
-                    b0 = B[bt, k0 + t, j0:j0 + J]
-                    b1 = B[bt, k0 + t + 1, j0:j0 + J]
-                    edge = False
-                    for j in range(J):
-                        e = fma32(a0, b0[j], ev[j])
-                        o = fma32(a1, b1[j], od[j])
-                        edge = edge | (abs(e) == tiny) | (abs(o) == tiny)
-                        ev2[j] = e * zero if (ftz & (abs(e) < tiny)) else e
-                        od2[j] = o * zero if (ftz & (abs(o) < tiny)) else o
-                    if ftz and edge:
-                        for j in range(J):
-                            if abs(ev2[j]) == tiny:
-                                ev2[j] = _fma32(np.float64(a0), np.float64(b0[j]), np.float64(ev[j]), ftz)
-                            if abs(od2[j]) == tiny:
-                                od2[j] = _fma32(np.float64(a1), np.float64(b1[j]), np.float64(od[j]), ftz)
-                    ev, ev2 = ev2, ev
-                    od, od2 = od2, od
-                dr = d[r]
-                for j in range(J):
-                    dr[j] = _add32f(dr[j], _add32f(ev[j], od[j], ftz), ftz)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+@njit(cache=True, inline="always")
+def _odd24(x):
+    """A float64 rounded to odd at 53 bits, rounded to odd at 24 (truncated, the last bit set if anything
+    was dropped: the two make one rounding to odd); above binary32's largest finite value, that value."""
+    b = bits_of(x)
+    low = b & ((np.int64(1) << 29) - 1)
+    y = float_of((b - low) | (np.int64(low != 0) << 29))
+    return math.copysign(F32_MAX, y) if abs(y) > F32_MAX else y
 
 
 @njit(cache=True, inline="always")
@@ -813,56 +810,18 @@ def _odd32(s, err, ftz):
         return s
     if ftz and _tiny_exact(s, err):
         return math.copysign(0.0, s)
-    x = odd_toward(s, err)  # round to odd at 53 bits, then at 24: one rounding to odd
+    x = odd_toward(s, err)
     if abs(x) < F32_TINY:
-        return round_pair(s, err, 24, -126, 3.4028234663852886e38, True, True, True, 5, 0)
-    b = bits_of(x)
-    low = b & ((np.int64(1) << 29) - 1)
-    y = float_of((b - low) | (np.int64(low != 0) << 29))
-    if abs(y) > 3.4028234663852886e38:
-        y = math.copysign(3.4028234663852886e38, y)
-    return y
-
-
-F32_MAX = 3.4028234663852886e38
+        p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow = RO32
+        return round_pair(s, err, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+    return _odd24(x)
 
 
 @njit(cache=True, inline="always")
 def _odd32_ftz(s, err):
-    """Round to odd into binary32 of the exact s + err with subnormal results flushed (branch-free):
-    odd at 53 bits, then truncate to 24 bits setting the last bit if anything was dropped; overflow gives
-    the largest finite value (IEEE 754 for round to odd)."""
-    x = odd_toward(s, err)
-    b = bits_of(x)
-    low = b & ((np.int64(1) << 29) - 1)
-    y = float_of((b - low) | (np.int64(low != 0) << 29))
-    y = math.copysign(F32_MAX, y) if abs(y) > F32_MAX else y
+    """_odd32 with subnormal results flushed, branch-free (so that the loops vectorise)."""
+    y = _odd24(odd_toward(s, err))
     return math.copysign(0.0, s) if _tiny_exact(s, err) else y
-
-
-@njit(parallel=True, cache=True)
-def bfdot_ftz(A, B, C, out):
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J))
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for k0 in range(0, kp, 2):
-            b0 = B[bt, k0, j0:j0 + J]
-            b1 = B[bt, k0 + 1, j0:j0 + J]
-            for r in range(R):
-                a0 = A[bt, i0 + r, k0]
-                a1 = A[bt, i0 + r, k0 + 1]
-                dr = d[r]
-                for j in range(J):
-                    p0 = _odd32_ftz(a0 * b0[j], 0.0)
-                    p1 = _odd32_ftz(a1 * b1[j], 0.0)
-                    s, err = two_sum(p0, p1)
-                    t = _odd32_ftz(s, err)
-                    s, err = two_sum(dr[j], t)
-                    dr[j] = _odd32_ftz(s, err)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
 @njit(cache=True, inline="always")
@@ -885,44 +844,44 @@ def _odd32_ftz_f(x, y):
     return s * np.float32(0.0) if flush else r
 
 
-@njit(parallel=True, cache=True)
-def bfdot_ftz_f32(A, B, C, out):
-    """bfdot_ftz when every nonzero product a*b is an exact binary32 normal value (the caller checks the
-    inputs' exponent range): then _odd32_ftz leaves the products alone, and the two sums are rounded to
-    odd in binary32 lanes (_odd32_ftz_f)."""
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(_ntasks(nbatch, m, n)):
-        bt, i0, j0, R, J = _tile(task, m, n)
-        d = np.empty((R, J), np.float32)
-        d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
-        for k0 in range(0, kp, 2):
-            b0 = B[bt, k0, j0:j0 + J]
-            b1 = B[bt, k0 + 1, j0:j0 + J]
-            for r in range(R):
-                a0 = A[bt, i0 + r, k0]
-                a1 = A[bt, i0 + r, k0 + 1]
-                dr = d[r]
-                for j in range(J):
-                    t = _odd32_ftz_f(a0 * b0[j], a1 * b1[j])
-                    dr[j] = _odd32_ftz_f(dr[j], t)
-        out[bt, i0:i0 + R, j0:j0 + J] = d
+@functools.cache
+def bfdot(lanes32: bool, ftz: bool) -> Callable[..., None]:
+    """The BFDOT kernel: per pair of products, both rounded to odd into binary32, their sum rounded to odd,
+    then C + that sum rounded to odd; ``ftz`` flushes subnormal results (a constant of the kernel: its loops
+    have no branch on it).  ``lanes32`` (with ftz): A and B float32, every nonzero product an exact binary32
+    normal value (the caller checks the inputs' exponent range), so left as it is, C a binary32 value, the
+    sums by :func:`_odd32_ftz_f`; else float64 lanes (products exact in float64), TwoSums rounded by
+    :func:`_odd32_ftz` (branch-free, so that the loop vectorises) or, with subnormals, :func:`_odd32` (ftz
+    a closure constant rather than a helper's argument: numba then prunes the other branch before typing,
+    a third of this kernel's compile time)."""
+    lane = np.float32 if lanes32 else np.float64
 
+    @njit(parallel=True, cache=True)
+    def kernel(A, B, C, out):
+        nbatch, m, kp = A.shape
+        n = B.shape[2]
+        for task in prange(_ntasks(nbatch, m, n)):
+            bt, i0, j0, R, J = _tile(task, m, n)
+            d = np.empty((R, J), lane)
+            d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
+            for k0 in range(0, kp, 2):
+                b0 = B[bt, k0, j0:j0 + J]
+                b1 = B[bt, k0 + 1, j0:j0 + J]
+                for r in range(R):
+                    a0 = A[bt, i0 + r, k0]
+                    a1 = A[bt, i0 + r, k0 + 1]
+                    dr = d[r]
+                    for j in range(J):
+                        if lanes32:  # the products exact binary32 values already
+                            dr[j] = _odd32_ftz_f(dr[j], _odd32_ftz_f(a0 * b0[j], a1 * b1[j]))
+                        elif ftz:
+                            s, err = two_sum(_odd32_ftz(a0 * b0[j], 0.0), _odd32_ftz(a1 * b1[j], 0.0))
+                            s, err = two_sum(dr[j], _odd32_ftz(s, err))
+                            dr[j] = _odd32_ftz(s, err)
+                        else:
+                            s, err = two_sum(_odd32(a0 * b0[j], 0.0, ftz), _odd32(a1 * b1[j], 0.0, ftz))
+                            s, err = two_sum(dr[j], _odd32(s, err, ftz))
+                            dr[j] = _odd32(s, err, ftz)
+            out[bt, i0:i0 + R, j0:j0 + J] = d
 
-@njit(parallel=True, cache=True)
-def bfdot(A, B, C, out, ftz):
-    nbatch, m, kp = A.shape
-    n = B.shape[2]
-    for task in prange(nbatch * m * n):
-        bt = task // (m * n)
-        i = (task // n) % m
-        j = task % n
-        d = C[bt, i, j]
-        for k0 in range(0, kp, 2):
-            p0 = _odd32(A[bt, i, k0] * B[bt, k0, j], 0.0, ftz)
-            p1 = _odd32(A[bt, i, k0 + 1] * B[bt, k0 + 1, j], 0.0, ftz)
-            s, err = two_sum(p0, p1)
-            t = _odd32(s, err, ftz) if s != 0.0 else s
-            s, err = two_sum(d, t)
-            d = _odd32(s, err, ftz) if s != 0.0 else s
-        out[bt, i, j] = d
+    return kernel

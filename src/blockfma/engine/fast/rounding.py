@@ -2,11 +2,13 @@
 ``formats.round_integer``) and whole rows at once on float64 bit patterns (:func:`round_row`).
 
 Every function takes the target format as the scalars ``fmt_params`` returns:
-``p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow``.
+``p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow``, the last two as the codes of
+:class:`Mode` and :class:`OverflowPolicy` (ints: numba folds a test against a member to a constant).
 """
 
 from __future__ import annotations
 
+import enum
 import math
 
 import numpy as np
@@ -14,12 +16,30 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ...formats import Format, RoundingMode
+from ...formats import Format, Overflow, RoundingMode
 
-MODES = {RoundingMode.TiesToEven: 0, RoundingMode.TiesAway: 1, RoundingMode.TowardZero: 2,
-         RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
-OVERFLOW = {"ieee": 0, "inf": 1, "saturate": 2}
-RNE, RZ, RO = 0, 2, 5
+
+class Mode(enum.IntEnum):
+    """A rounding mode as the kernels see it, named by RoundingMode's short name."""
+
+    RNE = 0  # TiesToEven
+    RNA = 1  # TiesAway
+    RZ = 2  # TowardZero
+    RU = 3  # TowardPositive
+    RD = 4  # TowardNegative
+    RO = 5  # ToOdd
+
+
+class OverflowPolicy(enum.IntEnum):
+    """Where an overflowing result goes, as the kernels see it (``formats.Overflow``'s names)."""
+
+    IEEE = 0  # by the rounding direction (IEEE 754): infinity, or the largest finite value
+    INF = 1  # infinity whatever the rounding
+    SATURATE = 2  # the largest finite value
+
+
+MODES: dict[RoundingMode, Mode] = {m: Mode[m.value.upper()] for m in RoundingMode}  # TiesToEven ("rne") -> RNE
+OVERFLOW: dict[Overflow, OverflowPolicy] = {o.name.lower(): o for o in OverflowPolicy}  # "ieee" -> IEEE
 
 EXP_MASK = np.int64(0x7FF)
 MAG_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -29,7 +49,7 @@ SIGN_BIT = np.int64(-0x8000000000000000)
 def fmt_params(fmt: Format, mode: RoundingMode, subnormals: bool, overflow: str) -> tuple:
     """The scalars the rounding functions take for a format and a rounding."""
     return (fmt.precision, fmt.emin, fmt.max, fmt.has_infinities, fmt.has_negative_zero, subnormals,
-            MODES[mode], OVERFLOW[overflow])
+            int(MODES[mode]), int(OVERFLOW[overflow]))
 
 
 @njit(cache=True, inline="always")
@@ -51,44 +71,25 @@ def pow2_bits(e):
     return np.int64(e + 1023) << 52
 
 
-@intrinsic
-def bits_of(typingctx, x):
-    """The bit pattern of a float64 as an int64 (a bitcast, free)."""
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.int64))
-        return types.int64(types.float64), codegen
-    return None
+def _bitcast(name: str, src: type, width: int, dst: types.Type, doc: str):
+    """An intrinsic ``name`` reinterpreting a value of numba type class ``src`` and ``width`` bits as ``dst``
+    (the same width): a bitcast, free."""
+    def cast(typingctx, x):
+        if isinstance(x, src) and x.bitwidth == width:
+            def codegen(context, builder, signature, args):
+                return builder.bitcast(args[0], context.get_value_type(dst))
+            return dst(x), codegen
+        return None
+
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = doc
+    return intrinsic(cast)
 
 
-@intrinsic
-def float_of(typingctx, b):
-    """The float64 with a given bit pattern (a bitcast, free)."""
-    if isinstance(b, types.Integer) and b.bitwidth == 64:
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float64))
-        return types.float64(b), codegen
-    return None
-
-
-@intrinsic
-def bits32_of(typingctx, x):
-    """The bit pattern of a float32 as an int32 (a bitcast, free)."""
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.int32))
-        return types.int32(types.float32), codegen
-    return None
-
-
-@intrinsic
-def float32_of(typingctx, b):
-    """The float32 with a given bit pattern (a bitcast, free)."""
-    if isinstance(b, types.Integer) and b.bitwidth == 32:
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float32))
-        return types.float32(b), codegen
-    return None
+bits_of = _bitcast("bits_of", types.Float, 64, types.int64, "The bit pattern of a float64 as an int64.")
+float_of = _bitcast("float_of", types.Integer, 64, types.float64, "The float64 with a given bit pattern.")
+bits32_of = _bitcast("bits32_of", types.Float, 32, types.int32, "The bit pattern of a float32 as an int32.")
+float32_of = _bitcast("float32_of", types.Integer, 32, types.float32, "The float32 with a given bit pattern.")
 
 
 @intrinsic
@@ -136,17 +137,17 @@ def round_int(neg, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mod
             above = rem > half
             tie = rem == half
         inexact = rem != 0
-        if mode == 0:
+        if mode == Mode.RNE:
             up = above or (tie and (keep & 1) == 1)
-        elif mode == 1:
+        elif mode == Mode.RNA:
             up = above or tie
-        elif mode == 2:
+        elif mode == Mode.RZ:
             up = False
-        elif mode == 3:
+        elif mode == Mode.RU:
             up = inexact and not neg
-        elif mode == 4:
+        elif mode == Mode.RD:
             up = inexact and neg
-        else:
+        else:  # Mode.RO
             up = False
             if inexact:
                 keep = keep | 1
@@ -154,13 +155,13 @@ def round_int(neg, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mod
             keep += 1
     value = math.ldexp(float(keep), scale)
     if value > maxval:
-        if overflow == 2:
+        if overflow == OverflowPolicy.SATURATE:
             to_inf = False
-        elif overflow == 1 or mode == 0 or mode == 1:
+        elif overflow == OverflowPolicy.INF or mode == Mode.RNE or mode == Mode.RNA:
             to_inf = True
-        elif mode == 3:
+        elif mode == Mode.RU:
             to_inf = not neg
-        elif mode == 4:
+        elif mode == Mode.RD:
             to_inf = neg
         else:
             to_inf = False
@@ -243,11 +244,11 @@ def _round_bits_row(Y, D, flags, p, emin, maxval, mode, zero_sign):
         base = mag - low
         inexact = low != 0
         odd = ((base >> shift) & 1) == 1
-        up = (((mode == 0) & ((low > half) | ((low == half) & odd)))  # branch-free: the loop vectorises
-              | ((mode == 1) & (low >= half))
-              | ((mode == 3) & inexact & (~neg))
-              | ((mode == 4) & inexact & neg))
-        base = base | (np.int64((mode == 5) & inexact) << shift)
+        up = (((mode == Mode.RNE) & ((low > half) | ((low == half) & odd)))  # branch-free: the loop vectorises
+              | ((mode == Mode.RNA) & (low >= half))
+              | ((mode == Mode.RU) & inexact & (~neg))
+              | ((mode == Mode.RD) & inexact & neg))
+        base = base | (np.int64((mode == Mode.RO) & inexact) << shift)
         r = base + np.int64(up) * unit
         slow = ((exponent_bits(mag) < emin) | (r > top)) & (mag != 0)
         flags[j] = slow
@@ -266,18 +267,18 @@ def round_row(Y, D, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
     the loop vectorises, one copy of the loop per rounding mode); the rest (subnormal or overflowing
     results, non-finite values) goes through :func:`round_int`.  Where D[j] is already non-finite (a NaN
     or infinity carried along a chain) it is left alone."""
-    if mode == 0:
-        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 0, zero_sign)
-    elif mode == 1:
-        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 1, zero_sign)
-    elif mode == 2:
-        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 2, zero_sign)
-    elif mode == 3:
-        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 3, zero_sign)
-    elif mode == 4:
-        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 4, zero_sign)
+    if mode == Mode.RNE:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, Mode.RNE, zero_sign)
+    elif mode == Mode.RNA:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, Mode.RNA, zero_sign)
+    elif mode == Mode.RZ:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, Mode.RZ, zero_sign)
+    elif mode == Mode.RU:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, Mode.RU, zero_sign)
+    elif mode == Mode.RD:
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, Mode.RD, zero_sign)
     else:
-        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, 5, zero_sign)
+        any_slow = _round_bits_row(Y, D, flags, p, emin, maxval, Mode.RO, zero_sign)
     if any_slow:
         for j in range(Y.shape[0]):
             if flags[j] and math.isfinite(D[j]):
