@@ -213,9 +213,9 @@ def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nd
         except _NeedsNumpy:
             return None
     fam = model.family
-    A = np.ascontiguousarray(A, dtype=np.float64)
-    B = np.ascontiguousarray(B, dtype=np.float64)
-    C = np.ascontiguousarray(C, dtype=np.float64)
+    # contiguous and writable: numba compiles a kernel anew for read-only arrays (broadcast views are),
+    # which doubled the kernels compiled in a test run
+    A, B, C = (np.require(x, np.float64, ("C", "W")) for x in (A, B, C))
     out = np.empty(C.shape)
     fin, fb, fc = model.input_format, model.b_format, model.c_format
     rp = fmt_params(model.result_format, model.output_rounding, model.subnormals, model.overflow)
