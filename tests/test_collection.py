@@ -13,8 +13,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from helpers import REPO
 
 # every package the tests may do without: the GPU stack (`make test` where no CPU build of torch installs)

@@ -208,7 +208,7 @@ def _ranged_rows(model: Model, a_range: tuple[int, int], b_range: tuple[int, int
 ])
 def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, binary32):
     """bf16 and tf32 products are cut in binary32 when the inputs' exponent range allows it (see
-    engine.fast._binary32_products): inputs at the edges of that range, just inside and just outside."""
+    engine.fast.runners._binary32_products): inputs at the edges of that range, just inside and just outside."""
     fast = FAST
     if not fast:
         pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
@@ -216,13 +216,13 @@ def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, bina
     for ins in bf.device(name).instructions:
         model = ins.models.get((fmt, "fp32"), model)
     model = model.replace(alignment=Alignment(align))
-    path = fast._binary32_products(model.input_format, model.fraction_bits, model.e_zero, align == "floor",
+    path = fast.runners._binary32_products(model.input_format, model.fraction_bits, model.e_zero, align == "floor",
                                    a_range, b_range)
     assert (path is not None) == binary32
     L = model.block_width
     for k, seed in ((L, 1), (2 * L + 1, 2)):
         a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
-        assert fast._exponents_and_range(model.input_format, a)[1] == a_range
+        assert fast.runners._exponents_and_range(model.input_format, a)[1] == a_range
         check_against_reference(model, a, b, c)
 
 
@@ -275,9 +275,9 @@ def test_bfdot_binary32_sums():
     a = np.array([r[0] for r in rows] * 2)
     b = np.array([r[1] for r in rows] * 2)
     c = np.array([r[2] for r in rows] + [-r[2] for r in rows])
-    ranges = [FAST._exponents_and_range(model.input_format, x)[1] for x in (a, b)] if FAST else []
+    ranges = [FAST.runners._exponents_and_range(model.input_format, x)[1] for x in (a, b)] if FAST else []
     if ranges:
-        assert FAST._normal_binary32_products(model.input_format, *ranges)
+        assert FAST.runners._normal_binary32_products(model.input_format, *ranges)
     check_against_reference(model, a, b, c)
     check_against_reference(model, np.concatenate([a, a], axis=1), np.concatenate([b, b], axis=1), c)  # chained over k
 
@@ -338,12 +338,12 @@ def test_late_c_binary32_range(model, a_range, b_range, binary32):
     fast = FAST
     if not fast:
         pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
-    path = fast._binary32_products(model.input_format, model.fraction_bits, 0, False, a_range, b_range)
+    path = fast.runners._binary32_products(model.input_format, model.fraction_bits, 0, False, a_range, b_range)
     assert (path is not None) == binary32
     L = model.block_width
     fin = model.input_format
     for k, seed in ((L, 1), (2 * L + 1, 2)):
         a, b, c = _ranged_rows(model, a_range, b_range, 160, k, seed)
         a, b = sanitize(fin, a, False), sanitize(fin, b, False)
-        assert fast._exponents_and_range(fin, a)[1] == a_range
+        assert fast.runners._exponents_and_range(fin, a)[1] == a_range
         check_against_reference(model, a, b, c)

@@ -15,6 +15,9 @@ from blockfma.model import Alignment, Family, Model
 
 from helpers import FAST, bits, finite_inputs
 
+if FAST is not None:
+    from blockfma.engine.fast import families, runners
+
 pytestmark = pytest.mark.skipif(not FAST, reason="numba is not installed (pip install 'blockfma[fast]')")
 
 E8M25 = F.Format("e8m25", 8, 26, 127)  # 26-bit values: products exact in float64, values not binary32 values
@@ -48,23 +51,23 @@ def lanes(monkeypatch):
     """The lane types (``lanes32`` of each factory call) the kernels ran with, in call order."""
     seen = []
     for name in FACTORIES:
-        factory = getattr(FAST._k, name)
+        factory = getattr(families, name)
 
         def spy(*key, _factory=factory):
             seen.append(key[0])
             return _factory(*key)
 
-        monkeypatch.setattr(FAST._k, name, spy)
+        monkeypatch.setattr(families, name, spy)
     return seen
 
 
 def _float64_lanes_only(monkeypatch) -> None:
     """Every family's choice of binary32 lanes answered no."""
-    monkeypatch.setattr(FAST, "_binary32_products", lambda *args, **kw: None)
-    monkeypatch.setattr(FAST, "_normal_binary32_products", lambda *args, **kw: False)
-    rules = types.SimpleNamespace(**vars(FAST.rules))  # the dispatcher's view of engine.rules only
+    monkeypatch.setattr(runners, "_binary32_products", lambda *args, **kw: None)
+    monkeypatch.setattr(runners, "_normal_binary32_products", lambda *args, **kw: False)
+    rules = types.SimpleNamespace(**vars(runners.rules))  # the runners' view of engine.rules only
     rules.values_in_binary32 = lambda fmt: False
-    monkeypatch.setattr(FAST, "rules", rules)
+    monkeypatch.setattr(runners, "rules", rules)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -122,6 +125,6 @@ def test_float64_lanes_match_the_numpy_engine(name, model, scale, lanes):
 def test_kernels_are_built_once_per_lane_type():
     """The factories keep their kernels: one numba dispatcher per lane type, so numba compiles (or loads
     from its cache) each once per signature."""
-    assert FAST._k.amx(True) is FAST._k.amx(True)
-    assert FAST._k.amx(True) is not FAST._k.amx(False)
-    assert FAST._k.bfdot(False, True) is not FAST._k.bfdot(False, False)
+    assert families.amx(True) is families.amx(True)
+    assert families.amx(True) is not families.amx(False)
+    assert families.bfdot(False, True) is not families.bfdot(False, False)
