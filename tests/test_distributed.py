@@ -51,3 +51,15 @@ def test_dask_gemm_errors(client):
     bad = bf.gemm(A + 2.0**-20, da.ones((5, 3)))  # values are looked at when the tiles run
     with pytest.raises(ValueError, match="not representable in fp16"):
         bad.compute()
+
+
+def test_c_format_reaches_the_tiles():
+    """c_format (an fp16 C for an fp32 D, Volta's m8n8k4.f32.f16.f16.f16) is checked on dask arrays too:
+    1 + 2**-20 is an fp32 value but no fp16 one."""
+    A = da.from_array(np.ones((4, 8)), chunks=2)
+    B = da.from_array(np.ones((8, 4)), chunks=2)
+    C = np.full((4, 4), 1 + 2.0**-20)
+    with pytest.raises(ValueError, match="not representable in fp16"):
+        bf.gemm(A, B, C, device="V100", c_format="fp16").compute(scheduler="synchronous")
+    D = bf.gemm(A, B, np.full((4, 4), 0.5), device="V100", c_format="fp16").compute(scheduler="synchronous")
+    assert np.array_equal(bits(D), bits(np.full((4, 4), 8.5, dtype=np.float32)))

@@ -128,3 +128,13 @@ def test_kernels_are_built_once_per_lane_type():
     assert families.amx(True) is families.amx(True)
     assert families.amx(True) is not families.amx(False)
     assert families.bfdot(False, True) is not families.bfdot(False, False)
+
+
+def test_fma_chain_underflow_keeps_its_sign_under_positive_exact_zeros():
+    """exact_zero="positive" makes an exact zero +0, but a product that rounds to zero keeps its sign:
+    -2**-100 * 2**-100 = -2**-200 rounds to -0 in binary32 (every engine, the reference included)."""
+    m = Model(Family.FMA_CHAIN, "fp32", "fp32", block_width=1, exact_zero="positive")
+    a, b = np.array([[-(2.0**-100)]]), np.array([[2.0**-100]])
+    for backend in ("numpy", "numba"):
+        assert bits(bf.dot(a, b, np.zeros(1), model=m, backend=backend))[0] == 0x80000000, backend
+    assert bits(bf.dot(-a, b, np.zeros(1), model=m, backend="numba"))[0] == 0x00000000

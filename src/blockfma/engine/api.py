@@ -430,7 +430,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     from . import distributed
 
     if any(distributed.is_dask(x) for x in (A, B, C)):
-        return distributed.gemm(A, B, C, mdl, kernel=gemm, round_inputs=round_inputs, backend=backend, check=check)
+        return distributed.gemm(A, B, C, mdl, kernel=gemm, round_inputs=round_inputs, backend=backend, check=check,
+                                c_format=c_format)
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
     if A_.ndim != 2 or B_.ndim != 2:

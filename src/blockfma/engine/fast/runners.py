@@ -215,8 +215,10 @@ EXACT_FUSED = Runner(_ieee_zero_ok, _exact_fused)
 # --- the step families ----------------------------------------------------------------------------------------
 def _fma_chain(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, out: np.ndarray, L: int) -> bool:
     fin, fb = model.input_format, model.b_format
+    # binary32 lanes write +0 for every zero under exact_zero="positive", a rounded-to-zero result too:
+    # only the float64 lanes tell an exact zero (+0) from an underflow (its sign)
     lanes32 = (_binary32(model.result_format) and _binary32(model.c_format)
-               and model.output_rounding is RoundingMode.TiesToEven
+               and model.output_rounding is RoundingMode.TiesToEven and model.exact_zero == "ieee"
                and rules.values_in_binary32(fin) and rules.values_in_binary32(fb))
     if lanes32:
         A, B = A.astype(np.float32), B.astype(np.float32)
