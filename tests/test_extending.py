@@ -104,3 +104,27 @@ def test_registry_hygiene(tree):
         unregister("truncated-fused")
     with pytest.raises(ValueError, match="unknown family 'tree'"):
         bf.Model("tree", "fp16", "fp32", block_width=4)
+
+
+@pytest.fixture
+def wrapped():
+    """A user's family that gives every engine's block, the SMT encoding included, by reusing the
+    built-in exact-fused blocks: what a family with an ``smt=`` block gets from bf.smt."""
+    from blockfma.engine import array, kernels
+    from blockfma.smt import encode
+
+    fam = bf.family.register(Family("my-exact", "exact-fused under another name", reference=reference.exact_fused_block,
+                                    numpy=kernels.exact_fused, array=array.exact_fused, smt=encode.exact_fused_block,
+                                    fused=True, symmetric=True), replace=True)
+    yield fam
+    unregister(fam)
+
+
+def test_a_family_with_an_encoding_reaches_the_smt_layer(wrapped):
+    mine = bf.Model("my-exact", "fp16", "fp32", block_width=4)
+    exact = bf.Model("exact-fused", "fp16", "fp32", block_width=4)
+    result = bf.check(mine, rows=40)
+    assert result.ok, str(result)
+    assert bf.smt.equivalent(mine, exact, k=4, timeout=60).status == "proved"
+    w = bf.smt.discriminate(mine, mine.replace(output_rounding="rz"), k=4, timeout=60)
+    assert w is not None and w.d_a != w.d_b
