@@ -79,9 +79,10 @@ def _backends(model: Model) -> tuple[list[str], list[str]]:
         skip.append("numba (not installed, or no compiled kernel for this model)")
     if not available("torch"):
         skip.append("torch (not installed)")
+    elif gpu.supports(model):
+        run.append("torch")
     else:
-        (run if gpu.supports(model) else skip).append("torch" if gpu.supports(model) else
-                                                       "torch (no array kernel for this model)")
+        skip.append("torch (no array kernel for this model)")
     return run, skip
 
 
@@ -92,6 +93,7 @@ def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int = 0,
     ``backends``: the engines to compare (default: numpy, and numba and torch on the CPU where they run the
     model)."""
     from .engine import dot
+    from .engine.api import BACKENDS
     from .probes import inputs
 
     if not isinstance(model, Model):
@@ -103,8 +105,15 @@ def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int = 0,
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
     if k * rows > 10_000_000:
         raise ValueError(f"k * rows = {k * rows} products is more than a check needs; take fewer rows")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
     run, skipped = _backends(model)
     if backends is not None:
+        if isinstance(backends, str) or not all(isinstance(b, str) for b in backends):
+            raise ValueError(f"backends takes a tuple of backend names such as ('numpy', 'numba'), not {backends!r}")
+        unknown = [b for b in backends if not (b in BACKENDS or b.startswith("cuda:"))]
+        if unknown:
+            raise ValueError(f"backends: unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
         run = list(backends)
     f = inputs.Formats.of(model.input_format, model.b_format, model.c_format, model.output_format)
     rng = np.random.default_rng(seed)

@@ -271,7 +271,11 @@ class Model:
     def _read_options(self, given: Any) -> tuple[tuple[str, Any], ...]:
         """The family's options as (name, value) pairs in its order, defaults filled in."""
         fam = self.family
-        items = dict(given.items() if isinstance(given, Mapping) else given or ())
+        try:
+            items = dict(given.items() if isinstance(given, Mapping) else given or ())
+        except (TypeError, ValueError):
+            raise ValueError(f"Model({fam.name}): options takes a mapping of the family's options to values, "
+                             f"such as {{'name': value}}, not {given!r}") from None
         unknown = sorted(set(items) - {o.name for o in fam.options})
         if unknown:
             have = ", ".join(o.name for o in fam.options) or "none"
@@ -289,7 +293,6 @@ class Model:
         model): the fields' types and choices, the family's parameters and checks, then the rules that tie
         fields together."""
         fam = self.family
-        owners = family_parameters()
         for f, p in params():
             value = getattr(self, f.name)
             if p.integer and not (value is None and f.default is None) and \
@@ -299,7 +302,7 @@ class Model:
             if p.choices is not None and value not in p.choices:
                 yield f"{f.name} must be {_choices(p.choices)}, not {value!r}"
             if p.family and f.name not in fam.parameters and value != f.default:
-                names = [g.name for g in owners.get(f.name, ())]
+                names = [g.name for g in family_parameters().get(f.name, ())]
                 yield (f"{f.name} applies to the {' and '.join(names) or 'no registered'} "
                        f"famil{'ies' if len(names) > 1 else 'y'} only")
         if not isinstance(self.subnormals, (bool, np.bool_)):
@@ -339,11 +342,10 @@ class Model:
         acc = self.accumulator_format
         if acc is not None and not _formats.holds(acc, self.output_format):
             yield f"accumulator_format must be at least as wide as the output format {self.output_format.name}"
-        fused = " and ".join(g.name for g in Family if g.fused)
         if self.c_entry != "fused" and not fam.fused:
-            yield f"c_entry={self.c_entry!r} needs a fused family ({fused})"
+            yield f"c_entry={self.c_entry!r} needs a fused family ({_fused_names()})"
         if self.rounded_zero == "positive" and not (self.exact_zero == "positive" and fam.fused):
-            yield f"rounded_zero='positive' needs a fused family ({fused}) with exact_zero='positive'"
+            yield f"rounded_zero='positive' needs a fused family ({_fused_names()}) with exact_zero='positive'"
         if not self.output_format.has_infinities:
             yield (f"output format {self.output_format.name} has no infinities; matrix units here write "
                    "fp16, bf16, fp32 or fp64")
@@ -471,6 +473,8 @@ class Model:
     def from_dict(cls, d: Mapping[str, Any]) -> Model:
         """The Model of a dictionary :meth:`to_dict` wrote (a JSON record, a device file's entry): keys as
         there, a missing key or None meaning the field's default."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"Model.from_dict takes a mapping (what to_dict wrote), not {type(d).__name__}")
         keys = {p.key or f.name: f for f, p in params()}
         unknown = sorted(set(d) - set(keys) - {"name"})
         if unknown:
@@ -489,6 +493,10 @@ class Model:
             if word:
                 parts.append(word)
         return " ".join(parts)
+
+
+def _fused_names() -> str:
+    return " and ".join(g.name for g in Family if g.fused)
 
 
 def _choices(choices: tuple[Any, ...]) -> str:

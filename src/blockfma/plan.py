@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["Plan", "Datapath", "plan", "run", "take", "pad", "Index"]
+__all__ = ["Plan", "Datapath", "plan", "run", "take", "pad", "array_index", "Index"]
 
 V = TypeVar("V")
 
@@ -131,6 +131,12 @@ def run(p: Plan, datapath: Datapath[V], c: V, progress: Callable[[float], None] 
         if progress is not None:
             progress((step + 1) / p.steps)
     return d
+
+
+def array_index(products: Index) -> slice | list[int]:
+    """A block's products as an index of an array axis (numpy, torch): the slice, or the indices as a list
+    (a tuple would index several axes)."""
+    return products if isinstance(products, slice) else list(products)
 
 
 def take(x: Sequence[Any], products: Index) -> list[Any]:

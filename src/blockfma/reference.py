@@ -260,7 +260,7 @@ def _flush_input(model: Model, fmt: Format, x: float) -> float:
 
 # --- special values and signs of zero ----------------------------------------------------------------------
 def special_result(pairs: Sequence[tuple[float, float]], addends: Sequence[float],
-                    more_infinities: Sequence[bool] = ()) -> float | None:
+                   more_infinities: Sequence[bool] = ()) -> float | None:
     """The rules of "Special values": NaN if any input is NaN or a product is inf * 0; else the infinity
     of the infinite terms (NaN if both signs occur); None when every term is finite.  ``more_infinities``
     are the signs (True: negative) of further infinite terms (late-c's overflowing products)."""

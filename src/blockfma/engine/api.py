@@ -483,12 +483,12 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         if backend == "numba":
             raise _no_fallback(mdl)
         D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
-    rows = max(1, _TILE // max(1, n * mdl.step(k)))  # row tiles, each running the whole plan
-    kp = plan(mdl, k).padded
-    A_, Bt = rules.pad(A_, kp), rules.pad(Bt, kp)
+    p = plan(mdl, k)
+    rows = max(1, _TILE // max(1, n * p.width))  # row tiles, each running the whole plan
+    A_, Bt = rules.pad(A_, p.padded), rules.pad(Bt, p.padded)
     for r in range(0, m, rows):
         rs = slice(r, min(m, r + rows))
-        D[rs] = chain(mdl, A_[rs, None, :], Bt[None, :, :], D[rs])
+        D[rs] = run(p, Blocks(p, A_[rs, None, :], Bt[None, :, :]), D[rs])
         report(rs.stop / m)
     _ran("numpy")
     return finish(mdl, D)

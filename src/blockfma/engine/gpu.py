@@ -20,7 +20,7 @@ import numpy as np
 
 from ..formats import RoundingMode
 from ..model import Family, Model
-from ..plan import Index, Plan, plan, run
+from ..plan import Index, Plan, array_index, plan, run
 from ..optional import require
 from . import array, rules
 
@@ -142,14 +142,14 @@ class _Tiles:
         self.EA = array.fmt_exponent(torch, p.block.input_format, array.finite(torch, self.A))
         self.EB = array.fmt_exponent(torch, p.block.b_format, array.finite(torch, self.B))
         self.adder = None if p.c_fused else _step(_adder(p.model), True, False, self.dev.type)  # s may be NaN or inf
-        self.tile = _TILE[self.dev.type] // array.width(p.block, p.block_width)
+        self.tile = max(1, _TILE[self.dev.type] // array.width(p.block, p.block_width))  # outputs per call
 
     def block(self, products: Index, D: Any) -> Any:
-        ix = products if isinstance(products, slice) else list(products)
+        ix = array_index(products)
         A, B, EA, EB = self.A[..., ix], self.B[..., ix], self.EA[..., ix], self.EB[..., ix]
         if not self.gemm:
-            for r in range(0, D.shape[0], max(1, self.tile)):
-                rs = slice(r, r + max(1, self.tile))
+            for r in range(0, D.shape[0], self.tile):
+                rs = slice(r, r + self.tile)
                 D[rs] = self.step(A[rs], B[rs], EA[rs], EB[rs], D[rs])
             return D
         m, n = D.shape

@@ -7,9 +7,9 @@ NaN results are plain float64 NaN here (under ``nan="propagate"`` the fma chain 
 payload and all); the caller writes the model's NaN bit pattern at the end.
 
 The fused families (truncated-fused, late-c, exact-fused) are the array kernels of :mod:`.array`, the same
-code the GPU engine runs on torch tensors, called here with numpy (:func:`array_block`); exact-fused models
-beyond their reach (fp64 inputs or results) sum through :mod:`.wide`.  The step families (pairwise, fma-chain, amx, bfdot)
-are chains of IEEE operations, each rounded once by :func:`.wide.ieee_op`.  See docs/semantics.md for what
+code the GPU engine runs on torch tensors, called here with numpy (:func:`array_block`); exact-fused
+models beyond their reach (fp64 inputs or results) sum through :mod:`.wide`.  The step families (pairwise,
+fma-chain, amx, bfdot) are chains of IEEE operations, each rounded once by :func:`.wide.ieee_op`.  See docs/semantics.md for what
 each family computes; which code runs a family's block is the family's (:func:`block_function`), and
 what happens around the blocks is the step plan (:mod:`blockfma.plan`), run here by :class:`Blocks`.
 """
@@ -23,7 +23,7 @@ import numpy as np
 from ..formats import Format, RoundingMode
 from ..formats import round as round_values
 from ..model import Model, NaNStyle
-from ..plan import Index, Plan
+from ..plan import Index, Plan, array_index
 from . import array, rules, wide
 
 
@@ -36,7 +36,16 @@ def flush(fmt: Format, x: np.ndarray, positive: bool = False) -> np.ndarray:
 
 
 # --- fused families: the shared array kernels -------------------------------------------------------------
-def array_block(kernel: Callable[..., np.ndarray]) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def _run_array(kernel: Callable[..., np.ndarray], model: Model, a: np.ndarray, b: np.ndarray,
+               c: np.ndarray) -> np.ndarray:
+    """An array kernel (:mod:`.array`) on numpy arrays, for a model it supports."""
+    products, overflow = array.flags(model, a, b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return kernel(np, model, a, b, c, products=products, overflow=overflow)
+
+
+def array_block(kernel: Callable[..., np.ndarray]
+                ) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """A family's array kernel (:mod:`.array`, shared with the GPU engine) as a numpy block."""
 
     def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -44,21 +53,16 @@ def array_block(kernel: Callable[..., np.ndarray]) -> Callable[[Model, np.ndarra
             raise ValueError(f"the engine does not run {model.summary()}: its products or block sums do not "
                              "fit float64 (the engine takes inputs of at most 26 bits, F + log2(L) below about 48 "
                              "and |e_zero| up to 900); blockfma.reference.dot computes it exactly, row by row")
-        products, overflow = array.flags(model, a, b)
-        with np.errstate(invalid="ignore", over="ignore"):
-            return kernel(np, model, a, b, c, products=products, overflow=overflow)
+        return _run_array(kernel, model, a, b, c)
 
     return block
-
-
-_exact_fused_array = array_block(array.exact_fused)
 
 
 def exact_fused(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """One exact-fused block: the array kernel where its float64 bounds hold, else exact limbs (:mod:`.wide`)
     for fp64 inputs or results."""
     if array.supports(model):
-        return _exact_fused_array(model, a, b, c)
+        return _run_array(array.exact_fused, model, a, b, c)
     return _exact_fused_wide(model, a, b, c)
 
 
@@ -152,10 +156,6 @@ def block_function(model: Model) -> Callable[[Model, np.ndarray, np.ndarray, np.
     return reference_block
 
 
-def _at(products: Index) -> slice | list[int]:
-    return products if isinstance(products, slice) else list(products)
-
-
 class Blocks:
     """The numpy engine's :class:`blockfma.plan.Datapath` over ``a`` (..., padded) and ``b`` (..., padded),
     float64, broadcasting: each block by the family's numpy code (:func:`block_function`), the store and the
@@ -166,7 +166,7 @@ class Blocks:
         self.sum_block = block_function(p.block)
 
     def block(self, products: Index, c: np.ndarray) -> np.ndarray:
-        ix = _at(products)
+        ix = array_index(products)
         return self.sum_block(self.unit, self.a[..., ix], self.b[..., ix], c)
 
     def zero(self, c: np.ndarray) -> np.ndarray:

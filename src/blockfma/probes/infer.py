@@ -148,10 +148,10 @@ def domains(f: _inputs.Formats, k: int, m: Model) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for name in SEARCHED:
         p = PARAMS[name]
-        if (name in fam.parameters) if p.family else (p.search or name in fam.searched):
-            values = p.domain(f, k, m) if p.domain is not None else None
-            if values is not None:
-                out[name] = list(values)
+        searched = m.applies(name) and (p.family or p.search or name in fam.searched)
+        values = p.domain(f, k, m) if searched and p.domain is not None else None
+        if values is not None:
+            out[name] = list(values)
     for o in fam.options:
         out[f"options.{o.name}"] = o.values(f, k, m)
     return out

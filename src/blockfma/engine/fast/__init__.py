@@ -9,11 +9,11 @@ this module runs the step plan around them.  See ``families.py`` for why each ke
 
 from __future__ import annotations
 
-import numba  # noqa: F401 - without numba this package does not import, and the engine runs numpy
+import numba  # without numba this package does not import, and the engine runs numpy
 import numpy as np
 
 from ...model import Model
-from ...plan import Index, Plan, plan, run
+from ...plan import Index, Plan, array_index, plan, run
 from .. import rules
 from ..kernels import add_c, store
 
@@ -48,7 +48,7 @@ class _Compiled:
         self.p, self.A, self.B = p, A, B
 
     def block(self, products: Index, c: np.ndarray) -> np.ndarray:
-        ix = products if isinstance(products, slice) else list(products)
+        ix = array_index(products)
         out = batched(self.p.block, self.A[:, :, ix], self.B[:, ix, :], c)
         if out is None:
             raise _NeedsNumpy
@@ -72,8 +72,6 @@ SMALL_WORK = 1 << 16
 def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
     """float64 D (batch, m, n) for finite A (batch, m, k), B (batch, k, n), C (batch, m, n), values already
     checked, flushed and in the model's formats; None if these inputs need the numpy engine."""
-    import numba
-
     threads = numba.get_num_threads()
     if threads == 1 or A.shape[0] * A.shape[1] * A.shape[2] * B.shape[2] >= SMALL_WORK:
         return _batched(model, A, B, C)
