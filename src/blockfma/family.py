@@ -182,9 +182,8 @@ class Family(metaclass=_Registry):
         if attr not in self._loaded:
             impl = getattr(self, attr)
             if impl is None:
-                have = [e for e in ENGINES if self.has(e)]
                 raise EngineMissing(f"the {self.name} family has no {engine} implementation (it has: "
-                                    f"{', '.join(have)})")
+                                    f"{', '.join(self.engines)})")
             self._loaded[attr] = _load(impl) if isinstance(impl, str) else impl
         return self._loaded[attr]
 
