@@ -12,7 +12,8 @@ from blockfma import files, report
 
 
 def test_write_json_writes_whole_json(tmp_path):
-    path = files.write_json(tmp_path / "deep" / "er" / "rec.json", {"x": np.float32(1.5), "bad": [float("inf")]})
+    path = files.write_json(tmp_path / "deep" / "er" / "rec.json", {"x": np.float32(1.5), "bad": [float("inf")]},
+                            parents=True)
     assert path == tmp_path / "deep" / "er" / "rec.json"
     assert json.loads(path.read_text()) == {"x": 1.5, "bad": ["inf"]}
     assert path.read_text().endswith("}\n")

@@ -19,8 +19,15 @@
     blockfma multiword --compare [...]        every method on its unit (fp16 on --device, bf16/tf32 on A100)
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
-``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.  Bad input (an unknown
-device or format, a value the format cannot hold) prints one line and exits with status 2.
+``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.
+
+Every command takes ``--json [FILE|-]``: the same data as the text, as JSON, written to FILE (checked
+before the work starts; the text is printed first) or, with ``-`` or no FILE, printed instead of the text.
+
+Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a
+witness found); 1 it is not (a refuted proof, a probe that did not verify, no witness where one was
+sought); 2 no answer (a solver's "unknown", a time-out) or bad usage, which prints one line naming the
+option, the value and the fix; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,12 +45,16 @@ import numpy as np
 from . import __version__
 from . import formats as _formats
 from . import files, literals, report as _report
+from .arguments import ArgumentError
 from .devices import SOURCES, Device, device as _device, devices as _devices, open_questions as _questions
 from .engine import dot as _dot
 from .formats import RoundingMode
 from .model import Model
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "Answer", "EXIT"]
+
+EXIT = {"as asked": 0, "not as asked": 1, "unknown or usage": 2, "interrupted": 130}
+"""The exit statuses (see the module docstring)."""
 
 _VALUE_OPTIONS = ("--a", "--b", "--c")
 _MODES = "rne, rz, ru, rd, rna, ro or device"
@@ -51,6 +63,17 @@ _LONG_DECIMAL = 80  # exact decimal expansions up to this many characters are pr
 
 class _Usage(Exception):
     """A user error: printed as one line, exit status 2."""
+
+
+@dataclass
+class Answer:
+    """What a command returns: ``text`` for a person, ``data`` for ``--json`` (plain values; None: the
+    command has no JSON form yet and ``--json`` prints ``{"text": text}``), ``status`` the exit status
+    (:data:`EXIT`)."""
+
+    text: str
+    data: Any = None
+    status: int = 0
 
 
 # --- operands --------------------------------------------------------------------------------------------
@@ -189,17 +212,16 @@ def _device_json(dev: Device) -> dict[str, Any]:
     return d
 
 
-def cmd_devices(args: argparse.Namespace) -> str:
+def cmd_devices(args: argparse.Namespace) -> Answer:
     if args.name:
         dev = _device(args.name)
-        return _report.dumps(_device_json(dev)) if args.json else "\n".join(_device_lines(dev, True))
+        return Answer("\n".join(_device_lines(dev, True)), _device_json(dev))
     devs = _devices()
-    if args.json:
-        return _report.dumps([_device_json(d) for d in devs])
     blocks = ["\n".join(_device_lines(d, False)) for d in devs]
     used = list(dict.fromkeys(s for d in devs for s in d.sources))
     legend = ["Sources:"] + [ln for s in used for ln in _wrap(f"{s}: ", SOURCES[s].citation)]
-    return "\n\n".join(blocks + ["\n".join(legend), "Details of one preset: blockfma devices NAME"])
+    text = "\n\n".join(blocks + ["\n".join(legend), "Details of one preset: blockfma devices NAME"])
+    return Answer(text, [_device_json(d) for d in devs])
 
 
 def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
@@ -214,10 +236,8 @@ def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
             f"c ({run['output']}{tag})  {c}"]
 
 
-def cmd_dot(args: argparse.Namespace) -> str:
+def cmd_dot(args: argparse.Namespace) -> Answer:
     run = _run(_device(args.device), args)
-    if args.json:
-        return _report.dumps(run)
     r = run["result"]
     decimal = r["decimal"] if len(r["decimal"]) <= _LONG_DECIMAL else f"({len(r['decimal'])} characters; --json)"
     lines = [f"{run['device']}, instruction {run['instruction']}: {run['summary']}"]
@@ -228,7 +248,7 @@ def cmd_dot(args: argparse.Namespace) -> str:
               f"  binary   {r['binary']}",
               f"  hex      {r['hex']}",
               f"  bits     {r['bits']}"]
-    return "\n".join(lines)
+    return Answer("\n".join(lines), run)
 
 
 def _compare_devices(names: list[str], inp: str, out: str) -> list[Device]:
@@ -246,7 +266,7 @@ def _compare_devices(names: list[str], inp: str, out: str) -> list[Device]:
     return devs
 
 
-def cmd_compare(args: argparse.Namespace) -> str:
+def cmd_compare(args: argparse.Namespace) -> Answer:
     key = (_formats.get(args.input).name, _formats.get(args.output).name)
     runs: list[dict[str, Any]] = []
     for dev in _compare_devices(args.devices, args.input, args.output):
@@ -256,20 +276,19 @@ def cmd_compare(args: argparse.Namespace) -> str:
                          "note": f"no {key[0]}->{key[1]} model (has {have})"})
         else:
             runs.append(_run(dev, argparse.Namespace(**{**vars(args), "instruction": None})))
-    if args.json:
-        return _report.dumps(runs)
     rows = [{"device": r["device"], "instruction": r["instruction"],
              **({k: r["result"][k] for k in ("shortest", "bits", "binary")} if r["result"] else {}),
              "model": r["summary"] or r["note"]} for r in runs]
     head = f"d = a·b + c with {key[0]} inputs, {key[1]} output, k = {len(_split(args.a))}"
-    return head + "\n" + _report.table(rows, ["device", "instruction", "shortest", "bits", "binary", "model"])
+    return Answer(head + "\n" + _report.table(rows, ["device", "instruction", "shortest", "bits", "binary", "model"]),
+                  runs)
 
 
-def cmd_report(args: argparse.Namespace) -> str:
+def cmd_report(args: argparse.Namespace) -> Answer:
     devs = _split([args.devices]) if args.devices else None
     inputs = tuple(_formats.get(f).name for f in _split([args.fttn_inputs]))
-    out = _report.report(json=args.json, devices=devs, fttn_inputs=inputs, probes=not args.no_probes)
-    return _report.dumps(out) if args.json else str(out).rstrip("\n")
+    secs = _report.sections(devs, inputs, not args.no_probes)
+    return Answer(_report.as_text(secs).rstrip("\n"), _report.as_json(secs))
 
 
 def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | None]]:
@@ -303,7 +322,7 @@ def _input_arg(text: Any) -> Any:
     return text
 
 
-def cmd_probe(args: argparse.Namespace) -> str:
+def cmd_probe(args: argparse.Namespace) -> Answer:
     from .probes import TargetError, probe
 
     jobs = _probe_jobs(args)
@@ -319,7 +338,7 @@ def cmd_probe(args: argparse.Namespace) -> str:
             raise _Usage(str(exc)) from None
         rows.append(f.row())
         docs.append(f.to_json())
-        if args.json:  # after every finding, atomically: an interrupted --all keeps what it finished
+        if args.json not in (None, files.STDOUT):  # after every finding: an interrupted --all keeps what it did
             files.write_json(args.json, docs if args.all else docs[0])
         if args.record and f.verified and not args.all:
             f.save(args.record)
@@ -336,7 +355,7 @@ def cmd_probe(args: argparse.Namespace) -> str:
                      f"differ); first counterexample: {last.get('first_counterexample')}")
         if args.record and not f_doc["verified"]:
             text += f"\n(no record written to {args.record}: the run did not verify)"
-    return text
+    return Answer(text, docs if args.all else docs[0], 0 if all(d["verified"] for d in docs) else 1)
 
 
 # --- smt ---------------------------------------------------------------------------------------------------
@@ -490,7 +509,14 @@ def _operand_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--round-inputs", metavar="MODE",
                    help=f"round values the formats cannot hold, in MODE: {_MODES} (device: a and b read as the "
                         "unit reads registers, e.g. tf32 by truncation; c to nearest)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    _json_option(p)
+
+
+def _json_option(p: argparse.ArgumentParser) -> None:
+    """``--json [FILE|-]``, the same on every command (see the module docstring)."""
+    p.add_argument("--json", nargs="?", const=files.STDOUT, metavar="FILE",
+                   help="the results as JSON: printed instead of the text (no FILE, or -), or written to FILE "
+                        "after the text is printed (checked before the work starts)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -503,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("devices", help="list the presets, or show one")
     p.add_argument("name", nargs="?", metavar="NAME", help="a preset name or alias")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    _json_option(p)
     p.set_defaults(func=cmd_devices)
 
     numbers = (f"Numbers: {literals.FORMS}. A value starting with '-' may follow --a/--b/--c directly. "
@@ -521,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare, instruction=None)
 
     p = sub.add_parser("report", help="feature table and FTTN porting example across the presets")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    _json_option(p)
     p.add_argument("--devices", metavar="NAMES", help="comma-separated presets (default: all)")
     p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
                    help="input formats of the FTTN GEMM (default fp16,bf16)")
@@ -543,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed of the generated inputs")
     p.add_argument("--all", action="store_true", help="every preset and pair (sim), mma.sync path (cuda) or dtype "
                                                       "(torch)")
-    p.add_argument("--json", metavar="FILE", help="write the findings (JSON, atomically, after every target)")
+    _json_option(p)
     p.add_argument("--record", metavar="FILE", help="write the verified model as a devices file (bf.device(FILE))")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_probe)
@@ -568,6 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--set", action="append", metavar="PARAM=VALUE",
                        help="change a parameter of DEV2's model (repeatable), e.g. --set carry_bits=3")
         _solver_options(q, 60)
+        _json_option(q)
     q = ssub.add_parser("worst", help="largest error against the exact a·b + c, with its input")
     q.add_argument("dev1", metavar="DEV", help="device (or DEVICE:INSTRUCTION)")
     q.add_argument("--input", "-i", default="fp16", help="input format (default fp16)")
@@ -578,10 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--total-timeout", type=float, default=300, metavar="S", help="seconds for the whole search")
     q.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     _solver_options(q, 30)
+    _json_option(q)
     q = ssub.add_parser("list", help="the named queries")
+    _json_option(q)
     q = ssub.add_parser("query", help="answer a named query (or 'all')")
     q.add_argument("name", metavar="NAME", help="a query name (blockfma smt list), or all")
     _solver_options(q, 600)
+    _json_option(q)
     p.set_defaults(func=cmd_smt)
 
     p = sub.add_parser("multiword", help="accurate GEMM from low-precision units (multiword, 3xTF32, Ozaki)",
@@ -601,6 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block", type=int, help="FABsum block size")
     p.add_argument("--order", choices=("alg2.1", "cublas"), help="order of the word products")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    _json_option(p)
     p.set_defaults(func=cmd_multiword)
     return parser
 
@@ -619,32 +650,73 @@ def _glue_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """Python argument names -> this command's options (``{"k": "--k", "total_timeout": "--total-timeout"}``),
+    so that an :class:`~blockfma.arguments.ArgumentError` from the API reads in the command line's spelling;
+    a command adds its own with ``set_defaults(spelling={...})``."""
+    names: dict[str, str] = {}
+    p: Any = parser
+    for key in ("command", "action"):
+        sub = next((a for a in p._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or getattr(args, key, None) not in sub.choices:
+            break
+        p = sub.choices[getattr(args, key)]
+        for a in p._actions:
+            longs = [o for o in a.option_strings if o.startswith("--")]
+            if longs and a.dest not in ("help",):
+                names[a.dest] = longs[0]
+    names.update(getattr(args, "spelling", None) or {})
+    return names
+
+
+def _emit(answer: Answer, args: argparse.Namespace) -> None:
+    """Print the text (or, for ``--json -``, the JSON), then write ``--json FILE``."""
+    target = getattr(args, "json", None)
+    data = answer.data if answer.data is not None else {"text": answer.text}
+    if target == files.STDOUT:
+        print(files.dumps(data))
+    else:
+        if answer.text:
+            print(answer.text)
+        sys.stdout.flush()
+        if target is not None:
+            files.write_json(target, data)
+    sys.stdout.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    """Run the command line; returns the exit status (:data:`EXIT`: 0 as asked, 1 not, 2 unknown or bad
+    usage, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         args = parser.parse_args(_glue_values(argv))
     except SystemExit as exc:  # --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        text = args.func(args)
+        if getattr(args, "json", None) is not None:  # a bad destination fails now, not after the work
+            files.destination(args.json, name="json")
+        answer = args.func(args)
+        if isinstance(answer, str):
+            answer = Answer(answer)
+        _emit(answer, args)
+    except ArgumentError as exc:
+        print(f"blockfma {name}: error: {exc.message(_options(parser, args))}", file=sys.stderr)
+        return 2
     except (ValueError, _Usage) as exc:
-        print(f"blockfma {args.command}: error: {exc}", file=sys.stderr)
+        print(f"blockfma {name}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (results files are written atomically)
-        print(f"blockfma {args.command}: interrupted", file=sys.stderr)
+        print(f"blockfma {name}: interrupted", file=sys.stderr)
         return 130
-    try:
-        print(text)
-        sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
-    except OSError as exc:  # a full disk, a closed terminal
+    except OSError as exc:  # a full disk, a closed terminal, a file that vanished
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        print(f"blockfma {args.command}: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
+        print(f"blockfma {name}: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
-    return 0
+    return answer.status

@@ -1,9 +1,17 @@
-"""Files written whole or not at all: the one atomic writer of JSON records, CSV tables and figures.
+"""Files written whole or not at all, and only where a file belongs: the one writer of results.
 
 Every results file (probe findings, device files, benchmark records, the multiword CSVs and figures) goes
 through :func:`atomic_path`: the data is written to a temporary file beside the target and renamed onto
-it, so an interrupted run leaves the last complete file, never half of one.  This module imports nothing
-else of blockfma, so any module may use it.
+it, so an interrupted run leaves the last complete file, never half of one.  :func:`destination` decides
+where that is, and is called by every command *before* its long work, so a bad path fails in a second:
+
+* ``-`` means standard output (:func:`write_text` prints there);
+* a symbolic link is followed: its target is replaced, the link stays;
+* anything that exists and is not a regular file (a folder, a FIFO, a device such as ``/dev/full``, a
+  socket) is refused;
+* a missing parent folder is refused unless ``parents=True``; a folder that cannot be written is refused.
+
+This module imports nothing of blockfma but :mod:`blockfma.arguments`, so any module may use it.
 
     >>> from blockfma.files import dumps
     >>> print(dumps({"x": float("inf")}))
@@ -18,21 +26,70 @@ import contextlib
 import json as _json
 import math
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "write_text", "dumps", "write_json"]
+from .arguments import ArgumentError
+
+__all__ = ["STDOUT", "destination", "atomic_path", "write_text", "dumps", "write_json"]
+
+STDOUT = "-"
+"""The path that means standard output."""
+
+
+def destination(path: str | os.PathLike, *, parents: bool = False, name: str = "path") -> Path | None:
+    """Where a result for ``path`` will be written: None for standard output (``"-"``), else the file's
+    real path (symbolic links followed).  Raises :class:`~blockfma.arguments.ArgumentError` (naming the
+    argument ``name``) for a path that exists and is not a regular file, a missing parent folder (unless
+    ``parents``: then it is made) or a folder this process cannot write.  Cheap; call it before long work."""
+    if isinstance(path, str) and path == STDOUT:
+        return None
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ArgumentError(name, path, "must be a file path (or '-' for standard output)")
+    real = Path(os.path.realpath(os.fspath(path)))
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise ArgumentError(name, os.fspath(path), f"cannot be used ({exc.strerror or exc})") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "not a regular file")
+        raise ArgumentError(name, os.fspath(path), f"is {kind}; results are written to regular files only",
+                            fix="name a file (or '-' for standard output)")
+    folder = real.parent
+    if not folder.is_dir():
+        if not parents:
+            raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} does not exist",
+                                fix="create it first")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ArgumentError(name, os.fspath(path), f"cannot create folder {str(folder)!r} "
+                                f"({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} is not writable",
+                            fix="name a file in a folder you can write")
+    return real
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, parents: bool = False) -> Iterator[Path]:
     """A temporary file beside ``path`` to write; renamed onto ``path`` when the block ends (removed if it
     raises, leaving the old ``path`` as it was), with the permissions a plain open() gives, so an
-    interrupted run leaves the last complete file.  Missing parent folders are made."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    interrupted run leaves the last complete file.  ``path`` is checked by :func:`destination` (regular
+    files only, links followed, missing folders made only with ``parents``); ``"-"`` is refused here (a
+    binary stream cannot be renamed: :func:`write_text` prints text)."""
+    real = destination(path, parents=parents)
+    if real is None:
+        raise ArgumentError("path", path, "standard output cannot be written atomically", fix="name a file")
+    path = real
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -47,9 +104,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`); returns the path."""
-    with atomic_path(path) as tmp:
+def write_text(path: str | os.PathLike, text: str, *, parents: bool = False) -> Path | None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`), or print it for ``"-"``;
+    returns the path written (None for standard output)."""
+    if isinstance(path, str) and path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return None
+    with atomic_path(path, parents=parents) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 
@@ -60,9 +122,9 @@ def dumps(obj: Any) -> str:
     return _json.dumps(_jsonable(obj), indent=2)
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write :func:`dumps` of ``obj`` and a newline to ``path`` atomically (:func:`atomic_path`)."""
-    return write_text(path, dumps(obj) + "\n")
+def write_json(path: str | os.PathLike, obj: Any, *, parents: bool = False) -> Path | None:
+    """Write :func:`dumps` of ``obj`` and a newline to ``path`` as :func:`write_text` does."""
+    return write_text(path, dumps(obj) + "\n", parents=parents)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -26,7 +26,7 @@ from .experiments import fttn as _fttn
 from .files import atomic_path, dumps, write_json  # noqa: F401 (re-exported: their home is blockfma.files)
 
 __all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
-           "report", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
+           "report", "as_text", "as_json", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
 
 DATA_PATH = "formats -> Model -> engine (bit-exact simulation) -> devices (presets with sources) -> report"
 
@@ -319,8 +319,15 @@ def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
     runs the probe section (:func:`probe_rows`, some seconds per target).
     """
     secs = sections(devices, fttn_inputs, probes)
-    if json:
-        return {"blockfma": __version__, "data_path": DATA_PATH,
-                "sections": {s.key: s.to_json() for s in secs}}
+    return as_json(secs) if json else as_text(secs)
+
+
+def as_json(secs: Sequence[Section]) -> dict[str, Any]:
+    """The report of these sections as a JSON-ready dict."""
+    return {"blockfma": __version__, "data_path": DATA_PATH, "sections": {s.key: s.to_json() for s in secs}}
+
+
+def as_text(secs: Sequence[Section]) -> str:
+    """The report of these sections as text."""
     header = [f"blockfma {__version__}: bit-exact models of matrix accelerators", f"data path: {DATA_PATH}"]
     return "\n\n".join(["\n".join(header)] + [s.text() for s in secs]) + "\n"
