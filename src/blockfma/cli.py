@@ -44,7 +44,7 @@ import numpy as np
 
 from . import __version__
 from . import formats as _formats
-from . import files, literals, report as _report
+from . import files, literals, progress as _progress, report as _report
 from .arguments import ArgumentError
 from .devices import SOURCES, Device, device as _device, devices as _devices, open_questions as _questions
 from .engine import dot as _dot
@@ -326,7 +326,7 @@ def cmd_probe(args: argparse.Namespace) -> Answer:
     from .probes import TargetError, probe
 
     jobs = _probe_jobs(args)
-    say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    say = _progress.reporter(args.progress)
     rows, docs = [], []
     for n, (spec, inp, out, ins) in enumerate(jobs, 1):
         if say and len(jobs) > 1:
@@ -406,7 +406,7 @@ def cmd_smt(args: argparse.Namespace) -> str:
             return "\n".join(str(queries.run(n, solver=args.solver, timeout=args.timeout)) for n in names)
         models = _smt_models(args)
         if args.action == "worst":
-            say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+            say = _progress.reporter(args.progress)
             w = smt.worst_error(models[0], k=args.k, relative=not args.absolute, timeout=args.timeout,
                                 total_timeout=args.total_timeout, solver=args.solver, progress=say)
             return f"{models[0].name}, k = {args.k or smt.default_k(models[0])}\n{w}"
@@ -449,7 +449,7 @@ def cmd_multiword(args: argparse.Namespace) -> str:
     if args.n < 1 or (args.m is not None and args.m < 1):
         raise _Usage(f"--n and --m must be positive, not {args.n} and {args.m}")
     m = args.m or min(args.n, 256)
-    say = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    say = _progress.reporter(args.progress)
     hardware = mw.hardware.is_torch(args.backend)
     if hardware:
         try:
@@ -519,6 +519,15 @@ def _json_option(p: argparse.ArgumentParser) -> None:
                         "after the text is printed (checked before the work starts)")
 
 
+def _progress_options(p: argparse.ArgumentParser) -> None:
+    """``--progress``/``--quiet``, the same on every long command: progress lines on stderr always, never,
+    or (neither given) when stderr is a terminal (:mod:`blockfma.progress`)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="progress lines on stderr (default: when stderr is a terminal)")
+    g.add_argument("--quiet", "-q", dest="progress", action="store_false", help="no progress lines")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="blockfma", description="Bit-exact models of matrix accelerators (tensor cores, matrix cores, "
@@ -571,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "(torch)")
     _json_option(p)
     p.add_argument("--record", metavar="FILE", help="write the verified model as a devices file (bf.device(FILE))")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    _progress_options(p)
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("smt", help="formal questions about models: witnesses, proofs, worst errors (SMT)",
@@ -603,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--set", action="append", metavar="PARAM=VALUE", help="change a parameter of the model")
     q.add_argument("--absolute", action="store_true", help="absolute error (default: relative to sum|a_i b_i|+|c|)")
     q.add_argument("--total-timeout", type=float, default=300, metavar="S", help="seconds for the whole search")
-    q.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    _progress_options(q)
     _solver_options(q, 30)
     _json_option(q)
     q = ssub.add_parser("list", help="the named queries")
@@ -630,7 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summation", choices=("fabsum-v1", "fabsum-v2"), help="FABsum on the leading product")
     p.add_argument("--block", type=int, help="FABsum block size")
     p.add_argument("--order", choices=("alg2.1", "cublas"), help="order of the word products")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    _progress_options(p)
     _json_option(p)
     p.set_defaults(func=cmd_multiword)
     return parser
