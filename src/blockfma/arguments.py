@@ -23,6 +23,8 @@ import numbers
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 __all__ = ["ArgumentError", "integer", "seconds", "choice", "flag", "seed", "progress", "keywords",
            "permutation", "memory", "available_memory", "TIMEOUT"]
 
@@ -118,7 +120,7 @@ def choice(name: str, value: Any, choices: Iterable[str], *, none: bool = False)
 
 def flag(name: str, value: Any) -> bool:
     """A True/False switch (numpy's bool too); anything else (``"no"``, 0.5) is refused."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise ArgumentError(name, value, "must be True or False")
 
