@@ -346,14 +346,16 @@ def load(path: str | os.PathLike) -> list[Device]:
     return [_device(e, doc.get("templates", {}), str(path)) for e in doc.get("devices", [])]
 
 
-def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[Source] = ()) -> None:
-    """Write devices as a ``blockfma-devices/1`` file (atomically), every model written out in full."""
+def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[Source] = ()) -> Path | None:
+    """Write devices as a ``blockfma-devices/1`` file, every model written out in full, atomically through
+    :func:`blockfma.files.write_text`: a regular file (a symbolic link is followed) in a folder that
+    exists, or ``"-"`` for standard output (then None is returned, else the path)."""
     doc: dict[str, Any] = {"schema": SCHEMA}
     sources = list(sources)
     if sources:
         doc["sources"] = [{"key": s.key, "citation": s.citation, "kind": s.kind} for s in sources]
     doc["devices"] = [d.to_dict() for d in devs]
-    write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
 
 _DEVICES: dict[str, Device] = {}
