@@ -135,6 +135,15 @@ class Device:
     specification_only: bool = False  # rests on vendor manuals, no public hardware study
     measured: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)  # a probe run's metadata
 
+    def __repr__(self) -> str:
+        """One line: ``Device('V100': NVIDIA Volta sm_70, 1 instruction, 2 format pairs)``.  The full form:
+        :meth:`describe` (metadata and every model's features) or :meth:`to_dict` (the devices-file entry).
+        (Defined in the class body, so the dataclass keeps it; equality and hashing stay the dataclass's.)"""
+        n, pairs = len(self.instructions), len(self.pairs())
+        what = " ".join(x for x in (self.vendor, self.arch) if x) or "no vendor"
+        return (f"Device({self.name!r}: {what}, {n} instruction{'s' if n != 1 else ''}, "
+                f"{pairs} format pair{'s' if pairs != 1 else ''})")
+
     @property
     def default_instruction(self) -> Instruction:
         return self.instructions[0]
