@@ -244,9 +244,9 @@ def report_out() -> dict[str, str]:
 
     sections, cache = report.sections, []
 
-    def once(*args):
+    def once(*args, **kwargs):
         if not cache:
-            cache.append((args, sections(*args)))
+            cache.append((args, sections(*args, **kwargs)))
         assert args == cache[0][0], "the text and --json runs ask for the same report"
         return cache[0][1]
 

@@ -285,9 +285,9 @@ def cmd_compare(args: argparse.Namespace) -> Answer:
 
 
 def cmd_report(args: argparse.Namespace) -> Answer:
-    devs = _split([args.devices]) if args.devices else None
-    inputs = tuple(_formats.get(f).name for f in _split([args.fttn_inputs]))
-    secs = _report.sections(devs, inputs, not args.no_probes)
+    devs = _split([args.devices]) if args.devices is not None else None
+    inputs = args.fttn_inputs  # checked by the report (fp16 and/or bf16)
+    secs = _report.sections(devs, inputs, not args.no_probes, progress=args.progress)
     return Answer(_report.as_text(secs).rstrip("\n"), _report.as_json(secs))
 
 
@@ -561,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
                    help="input formats of the FTTN GEMM (default fp16,bf16)")
     p.add_argument("--no-probes", action="store_true", help="leave out the probe section (some seconds a target)")
+    _progress_options(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("probe", help="measure a target through its outputs and infer its model (verified)",
@@ -689,8 +690,28 @@ def _emit(answer: Answer, args: argparse.Namespace) -> None:
             print(answer.text)
         sys.stdout.flush()
         if target is not None:
-            files.write_json(target, data)
+            try:
+                files.write_json(target, data)
+            except OSError as exc:  # checked before the work, so a full disk or a vanished folder
+                raise _FileFailed(f"cannot write --json {target} ({exc.strerror or exc}); the results are "
+                                  "printed above") from None
     sys.stdout.flush()
+
+
+class _FileFailed(Exception):
+    """The results file could not be written after all (printed as one line, exit status 1)."""
+
+
+def _silence_stdout() -> None:
+    """Point a broken standard output at /dev/null, so that the interpreter's last flush does not fail
+    again (a replaced sys.stdout without a file descriptor is left alone)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -719,13 +740,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (results files are written atomically)
         print(f"blockfma {name}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # e.g. piped into head: stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except _FileFailed as exc:
+        print(f"blockfma {name}: error: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:  # a full disk, a closed terminal, a file that vanished
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        _silence_stdout()
+        return 1
+    except OSError as exc:  # a full disk or a closed terminal on stdout
+        _silence_stdout()
         print(f"blockfma {name}: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
     return answer.status
