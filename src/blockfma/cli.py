@@ -77,11 +77,12 @@ class Answer:
 
 
 # --- operands --------------------------------------------------------------------------------------------
-def _split(values: Sequence[str] | None) -> list[str]:
-    """Repeated options and comma-separated lists, flattened: ['1,2', '3'] -> ['1', '2', '3']."""
+def _split(values: Sequence[str] | None, option: str) -> list[str]:
+    """Repeated options and comma-separated lists, flattened: ['1,2', '3'] -> ['1', '2', '3']; an empty
+    value is refused, naming ``option``."""
     out = [part.strip() for v in values or () for part in v.split(",")]
     if any(not p for p in out):
-        raise _Usage(f"empty value in {','.join(values or ())!r}: separate values with single commas")
+        raise _Usage(f"{option} {','.join(values or ())!r}: empty value; separate values with single commas")
     return out
 
 
@@ -129,7 +130,7 @@ def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
     """One device's d = a·b + c with its model; a dict of plain values."""
     model = dev.model(args.input, args.output, args.instruction)
     ins = dev.instruction(args.instruction) if args.instruction else dev.instruction_for(args.input, args.output)
-    a, b, c = _operands(model, _split(args.a), _split(args.b), args.c, args.round_inputs)
+    a, b, c = _operands(model, _split(args.a, '--a'), _split(args.b, '--b'), args.c, args.round_inputs)
     d = _dot(a, b, c, model=model)
     return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
             "input": model.input_name, "output": model.output_format.name, "k": len(a),
@@ -225,7 +226,7 @@ def cmd_devices(args: argparse.Namespace) -> Answer:
 
 
 def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
-    a, b = _split(args.a), _split(args.b)
+    a, b = _split(args.a, '--a'), _split(args.b, '--b')
     if args.round_inputs:  # show the values actually used
         a, b = [repr(v) for v in run["a"]], [repr(v) for v in run["b"]]
         c = repr(run["c"])
@@ -279,13 +280,13 @@ def cmd_compare(args: argparse.Namespace) -> Answer:
     rows = [{"device": r["device"], "instruction": r["instruction"],
              **({k: r["result"][k] for k in ("shortest", "bits", "binary")} if r["result"] else {}),
              "model": r["summary"] or r["note"]} for r in runs]
-    head = f"d = a·b + c with {key[0]} inputs, {key[1]} output, k = {len(_split(args.a))}"
+    head = f"d = a·b + c with {key[0]} inputs, {key[1]} output, k = {len(_split(args.a, '--a'))}"
     return Answer(head + "\n" + _report.table(rows, ["device", "instruction", "shortest", "bits", "binary", "model"]),
                   runs)
 
 
 def cmd_report(args: argparse.Namespace) -> Answer:
-    devs = _split([args.devices]) if args.devices is not None else None
+    devs = _split([args.devices], '--devices') if args.devices is not None else None
     inputs = args.fttn_inputs  # checked by the report (fp16 and/or bf16)
     secs = _report.sections(devs, inputs, not args.no_probes, progress=args.progress)
     return Answer(_report.as_text(secs).rstrip("\n"), _report.as_json(secs))
