@@ -271,3 +271,23 @@ def test_the_cli_prints_the_text_before_it_writes_the_file(tmp_path, capsys, mon
     assert code == 1 and capsys.readouterr() == ("", f"blockfma devices: error: cannot write --json {path} (No space "
                                                      "left on device); the results are printed above\n")
     assert not (tmp_path / "v100.json").exists()
+
+
+def test_a_command_s_other_results_files_are_checked_before_the_work(tmp_path, capsys, monkeypatch):
+    """A command lists its results options besides --json in set_defaults(results=(...)); main() checks
+    them all before the command runs (here probe's --record, with a command that must not run)."""
+    from blockfma import cli
+
+    parser = cli.build_parser()
+    probe = parser._subparsers._group_actions[0].choices["probe"]
+
+    def no_work(args):
+        raise AssertionError("the probe ran before its --record path was checked")
+
+    probe.set_defaults(func=no_work, results=("record",))
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    assert cli.main(["probe", "sim:V100", "--record", str(folder)]) == 2
+    assert capsys.readouterr() == ("", f"blockfma probe: error: --record {folder}: is a folder; results are written "
+                                       "to regular files only; name a file (or '-' for standard output)\n")

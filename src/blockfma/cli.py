@@ -726,8 +726,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        if getattr(args, "json", None) is not None:  # a bad destination fails now, not after the work
-            files.destination(args.json, name="json")
+        for dest in ("json", *getattr(args, "results", ())):  # a bad destination fails now, not after the work
+            if getattr(args, dest, None) is not None:  # (a command names its other results files in
+                files.destination(getattr(args, dest), name=dest)  # set_defaults(results=("record",)))
         answer = args.func(args)
         if isinstance(answer, str):
             answer = Answer(answer)
