@@ -291,3 +291,21 @@ def test_a_command_s_other_results_files_are_checked_before_the_work(tmp_path, c
     assert cli.main(["probe", "sim:V100", "--record", str(folder)]) == 2
     assert capsys.readouterr() == ("", f"blockfma probe: error: --record {folder}: is a folder; results are written "
                                        "to regular files only; name a file (or '-' for standard output)\n")
+
+
+def test_folder_checks_an_output_folder(tmp_path):
+    """files.folder, the check of a program's --out DIR: a folder (a link to one followed), made with its
+    parents only when asked; a file, '-' or a missing folder is refused."""
+    (tmp_path / "f.txt").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "d", target_is_directory=True)
+    (tmp_path / "d").mkdir()
+    assert files.folder(tmp_path / "link") == tmp_path / "d"
+    with pytest.raises(ValueError, match=r"^out='.*f\.txt': is not a folder; name a folder for the output files$"):
+        files.folder(tmp_path / "f.txt", create=True, name="out")
+    with pytest.raises(ValueError, match=r"^out='-': must be a folder path$"):
+        files.folder("-", name="out")
+    with pytest.raises(ValueError, match=r"^path='.*new/er': folder does not exist; create it first$"):
+        files.folder(tmp_path / "new" / "er")
+    assert not (tmp_path / "new").exists()
+    assert files.folder(tmp_path / "new" / "er", create=True) == tmp_path / "new" / "er"
+    assert (tmp_path / "new" / "er").is_dir()
