@@ -14,6 +14,7 @@ not timed.  numpy is timed again (best of 5) just before each case, and the case
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -23,7 +24,8 @@ import time
 import numpy as np
 
 import blockfma as bf
-from blockfma.files import write_text
+from blockfma.arguments import ArgumentError
+from blockfma.files import STDOUT, destination, write_text
 
 CASES = [  # (family, device, input format)
     ("truncated-fused", "H100", "fp16"),
@@ -59,32 +61,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case up to n = 1024 (best is kept)")
     ap.add_argument("--budget", type=float, default=60.0,
                     help="skip a case at a size whose estimated time exceeds this many seconds")
-    ap.add_argument("--json", help="write the rows to this file (atomically)")
+    ap.add_argument("--json", metavar="FILE", help="write the rows to FILE "
+                    "(atomically; checked before the run; its folder must exist), or - to print them as JSON "
+                    "(the table then goes to stderr)")
     args = ap.parse_args(argv)
+    try:  # a bad destination fails now, not after the run
+        if args.json is not None:
+            destination(args.json, name="json")
+    except ArgumentError as exc:
+        ap.error(exc.message({"json": "--json"}))
+    # with --json - the JSON is standard output's, so the table goes to stderr
+    show = functools.partial(print, file=sys.stderr if args.json == STDOUT else sys.stdout, flush=True)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     families = {f for f in args.families.split(",") if f}
     cases = [c for c in CASES if not families or c[0] in families]
     rng = np.random.default_rng(2024)
     rows = []
     estimate: dict[tuple, float] = {}
-    print(f"blockfma {bf.__version__}, backend {args.backend}, {os.cpu_count()} CPUs, numpy {np.__version__}")
+    show(f"blockfma {bf.__version__}, backend {args.backend}, {os.cpu_count()} CPUs, numpy {np.__version__}")
     header = f"{'n':>5}  {'family':16} {'device':16} {'input':9} {'seconds':>9} {'GMAC/s':>8} {'x numpy':>8}"
-    print(header)
-    print("-" * len(header))
+    show(header)
+    show("-" * len(header))
     for n in sizes:
         macs = n**3
         a32 = rng.standard_normal((n, n)).astype(np.float32)
         b32 = rng.standard_normal((n, n)).astype(np.float32)
         a32 @ b32
         t_np = best_time(lambda: a32 @ b32, max(args.repeat, 5))
-        print(f"{n:>5}  {'numpy float32':16} {'':16} {'':9} {t_np:9.4f} {macs / t_np / 1e9:8.1f} {1.0:8.1f}")
+        show(f"{n:>5}  {'numpy float32':16} {'':16} {'':9} {t_np:9.4f} {macs / t_np / 1e9:8.1f} {1.0:8.1f}")
         for family, device, fmt in cases:
             # the baseline again before each case: on a shared machine its time drifts within a run, and a
             # ratio is only fair against numpy timed under the same load
             t_np = best_time(lambda: a32 @ b32, max(args.repeat, 5))
             key = (family, device, fmt)
             if key in estimate and estimate[key] * 8 > args.budget:
-                print(f"{n:>5}  {family:16} {device:16} {fmt:9} {'skipped':>9}  (about {estimate[key] * 8:.0f} s)")
+                show(f"{n:>5}  {family:16} {device:16} {fmt:9} {'skipped':>9}  (about {estimate[key] * 8:.0f} s)")
                 estimate[key] *= 8
                 continue
             model = bf.device(device).model(fmt, "fp32")
@@ -98,12 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"n": n, "family": family, "device": device, "input": fmt, "seconds": t,
                          "gmacs": macs / t / 1e9, "numpy_seconds": t_np, "ratio": t / t_np,
                          "backend": args.backend})
-            print(f"{n:>5}  {family:16} {device:16} {fmt:9} {t:9.3f} {macs / t / 1e9:8.3f} {t / t_np:8.1f}")
-            sys.stdout.flush()
+            show(f"{n:>5}  {family:16} {device:16} {fmt:9} {t:9.3f} {macs / t / 1e9:8.3f} {t / t_np:8.1f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory: {peak:.0f} MiB")
+    show(f"peak resident memory: {peak:.0f} MiB")
     if args.json:
-        write_text(args.json, json.dumps({"rows": rows, "peak_mib": peak, "cpus": os.cpu_count()}, indent=1))
+        write_text(args.json, json.dumps({"rows": rows, "peak_mib": peak, "cpus": os.cpu_count()}, indent=1) + "\n")
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -26,7 +27,8 @@ import numpy as np
 
 import blockfma as bf
 from blockfma.engine import gpu
-from blockfma.files import write_text
+from blockfma.arguments import ArgumentError
+from blockfma.files import STDOUT, destination, write_text
 
 CASES = [  # (device, input format, output format)
     ("H100", "fp16", "fp32"),
@@ -75,8 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="256,1024,2048,4096", help="comma-separated n (n x n x n GEMMs)")
     ap.add_argument("--backend", default="cuda", help="'cuda' (default), 'cuda:N' or 'torch' (CPU)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case (best is kept)")
-    ap.add_argument("--record", help="write rows and device metadata to this JSON file (atomically)")
+    ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
+                    "(atomically; checked before the run; its folder must exist), or - to print them "
+                    "(the table then goes to stderr)")
     args = ap.parse_args(argv)
+    try:  # a bad destination fails now, not after the run
+        if args.record is not None:
+            destination(args.record, name="record")
+    except ArgumentError as exc:
+        ap.error(exc.message({"record": "--record"}))
+    # with --record - the JSON is standard output's, so the table goes to stderr
+    show = functools.partial(print, file=sys.stderr if args.record == STDOUT else sys.stdout, flush=True)
     try:
         import torch
         dev = gpu.torch_device(args.backend)
@@ -85,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sizes = [int(s) for s in args.sizes.split(",") if s]
     meta = metadata(torch, dev)
-    print(", ".join(f"{k} {v}" for k, v in meta.items()))
+    show(", ".join(f"{k} {v}" for k, v in meta.items()))
     rng = np.random.default_rng(2024)
     rows, checks = [], []
     n0 = min(sizes)
@@ -98,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         want = bf.gemm(A, B, C, model=model, backend="auto")
         same = bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want)))
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same})
-        print(f"check {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'} against the CPU engine")
+        show(f"check {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'} against the CPU engine")
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
-    print(header)
-    print("-" * len(header))
+    show(header)
+    show("-" * len(header))
     sync = lambda: _sync(torch, dev)  # noqa: E731
     for n in sizes:
         macs = n**3
@@ -110,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = False
         a32 @ b32
         t_mm = best_time(lambda: a32 @ b32, max(args.repeat, 5), sync)
-        print(f"{n:>5}  {'torch':8} {'fp32 matmul':14} {t_mm:9.5f} {macs / t_mm / 1e9:9.1f} {1.0:14.1f}")
+        show(f"{n:>5}  {'torch':8} {'fp32 matmul':14} {t_mm:9.5f} {macs / t_mm / 1e9:9.1f} {1.0:14.1f}")
         for device, fin, fout in CASES:
             model = bf.device(device).model(fin, fout)
             A = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
@@ -120,12 +131,11 @@ def main(argv: list[str] | None = None) -> int:
             t = best_time(lambda: bf.gemm(A, B, C, model=model, backend=args.backend), args.repeat, sync)
             rows.append({"n": n, "device": device, "input": fin, "output": fout, "seconds": t,
                          "gmacs": macs / t / 1e9, "baseline_seconds": t_mm, "ratio": t / t_mm})
-            print(f"{n:>5}  {device:8} {fin + '->' + fout:14} {t:9.4f} {macs / t / 1e9:9.2f} {t / t_mm:14.1f}")
-            sys.stdout.flush()
+            show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {t:9.4f} {macs / t / 1e9:9.2f} {t / t_mm:14.1f}")
     if args.record:
         write_text(args.record, json.dumps({
             "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
-            "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, indent=1))
+            "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, indent=1) + "\n")
     return 0 if all(c["bit_exact"] for c in checks) else 1
 
 

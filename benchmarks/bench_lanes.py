@@ -30,6 +30,7 @@ import blockfma as bf
 from blockfma.formats import Format
 from blockfma.model import Family, Model
 
+STDOUT = "-"  # --json's standard output (blockfma.files.STDOUT, spelt here for --compare's old trees)
 E8M25 = Format("e8m25", 8, 26, 127)  # 26-bit values: products exact in float64, values not binary32 values
 
 
@@ -81,17 +82,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="256x256x256", help="comma-separated m x k x n")
     ap.add_argument("--cases", default="", help="comma-separated case names' prefixes (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", action="store_true", help="print the times as one JSON object")
+    ap.add_argument("--json", nargs="?", const=STDOUT, metavar="FILE",
+                    help="the times as one JSON object: printed instead of the table (no FILE, or -), or written "
+                         "to FILE (atomically; checked before the run; its folder must exist)")
     ap.add_argument("--compare", nargs=2, metavar=("OLD_SRC", "NEW_SRC"))
     ap.add_argument("--rounds", type=int, default=3, help="with --compare: processes per tree, alternating")
     args = ap.parse_args(argv)
+    if args.json is not None and args.compare:
+        ap.error("--json goes with a single run; --compare prints its table of medians")
+    if args.json not in (None, STDOUT):  # a bad destination fails now, not after the run
+        from blockfma.arguments import ArgumentError  # imported here: --compare's children may run old trees
+        from blockfma.files import destination
+
+        try:
+            destination(args.json, name="json")
+        except ArgumentError as exc:
+            ap.error(exc.message({"json": "--json"}))
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",") if s]
     prefixes = [c for c in args.cases.split(",") if c]
     names = [c for c in _cases() if not prefixes or any(c.startswith(p) for p in prefixes)]
     if not args.compare:
         times = run(sizes, names, args.repeat)
-        if args.json:
+        if args.json == STDOUT:
             print(json.dumps(times))
+        elif args.json is not None:
+            from blockfma.files import write_text
+
+            write_text(args.json, json.dumps(times) + "\n")
         else:
             for key, t in times.items():
                 print(f"{t:9.4f}  {key}")

@@ -354,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
                          "SGEMM and DGEMM, the baselines) are always included")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs after the warm-up (median; default 3)")
     ap.add_argument("--backend", default="torch", help="torch (CUDA if torch sees a GPU), torch:cuda[:N], torch:cpu")
-    ap.add_argument("--out", type=Path, help="JSON results (default on CUDA: data/hardware/<gpu>-multiword-speed.json)")
+    ap.add_argument("--out", metavar="FILE", help="JSON results (default on CUDA: data/hardware/<gpu>-multiword-speed.json; "
+                                              "checked before the run; its folder must exist), or - to print them "
+                                              "at the end (the table then goes to stderr)")
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows of an existing --out (same GPU) that this run does not measure again")
     ap.add_argument("--e2e-max", type=int, default=4096,
@@ -372,6 +374,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from blockfma import multiword as mw
     from blockfma import files, report
+    from blockfma.arguments import ArgumentError
+
+    if args.out == files.STDOUT and args.merge:
+        ap.error("--merge keeps the rows of an existing --out file; standard output (-) has none")
+    try:  # a bad destination fails now, not after the run
+        if args.out is not None:
+            files.destination(args.out, name="out")
+    except ArgumentError as exc:
+        ap.error(exc.message({"out": "--out"}))
+    printed = args.out == files.STDOUT  # the JSON goes to stdout at the end, the table to stderr
+    show = say if printed else print
     from blockfma.multiword import hardware as hw
 
     try:
@@ -383,11 +396,15 @@ def main(argv: list[str] | None = None) -> int:
     cuda = device.type == "cuda"
     sizes = args.n or ([1024, 2048, 4096, 8192] if cuda else [256])
     meta = metadata(hw, device)
-    out = args.out
-    if out is None and cuda:
+    out = None if args.out is None or printed else Path(args.out)
+    if args.out is None and cuda:
         out = REPO / "data" / "hardware" / f"{gpu_slug(meta['name'])}-multiword-speed.json"
+        try:
+            files.destination(out, name="out")
+        except ArgumentError as exc:
+            ap.error(exc.message({"out": "--out"}))
     say(", ".join(f"{k} {v}" for k, v in meta.items()))
-    if out is None:
+    if out is None and not printed:
         say("no --out: results are printed only (on the CPU a file needs --out)")
     settings = {"n": sizes, "distributions": args.dists, "methods": args.methods, "repeat": args.repeat,
                 "backend": args.backend, "seed": args.seed, "exact_max": args.exact_max, "e2e_max": args.e2e_max,
@@ -425,18 +442,20 @@ def main(argv: list[str] | None = None) -> int:
         say("interrupted" + (f"; {out} holds the sizes finished" if out is not None else ""))
         return 130
     where = f", CUDA {meta['cuda']}, compute capability {meta['compute_capability']}" if cuda else ""
-    print(f"{meta['name']} ({meta['device']}), torch {meta['torch']}{where}")
-    print(f"timing: {TIMING}")
-    print("errors: componentwise max |C - C_hat| / (|A||B|) (Fasi et al. eq. 3.1) and normwise ||C - C_hat||_F / "
-          "||C||_F, against the reference named per row; fp32 data for the fp32-level methods, fp64 for Ozaki and "
-          "fp64")
-    print(report.table(table_rows(record["rows"]), COLUMNS))
+    show(f"{meta['name']} ({meta['device']}), torch {meta['torch']}{where}")
+    show(f"timing: {TIMING}")
+    show("errors: componentwise max |C - C_hat| / (|A||B|) (Fasi et al. eq. 3.1) and normwise ||C - C_hat||_F / "
+         "||C||_F, against the reference named per row; fp32 data for the fp32-level methods, fp64 for Ozaki and "
+         "fp64")
+    show(report.table(table_rows(record["rows"]), COLUMNS))
     if any(r.get("warm_up_timed") for r in record["rows"]):
-        print("(seconds: one run: the end-to-end time of a single run, warm-up included, not a median; --e2e-max)")
+        show("(seconds: one run: the end-to-end time of a single run, warm-up included, not a median; --e2e-max)")
     for line in aim_lines(record["rows"], record["aims"], args.methods):
-        print(line)
+        show(line)
     if out is not None:
-        print(f"written: {out}")
+        show(f"written: {out}")
+    if printed:
+        files.write_json(files.STDOUT, record)
     return 0
 
 

@@ -13,12 +13,14 @@ the seed's numbers in the last columns.  A time-out prints as "> T".  Every witn
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 import sys
 
-from blockfma.files import write_text
+from blockfma.arguments import ArgumentError
+from blockfma.files import STDOUT, destination, write_text
 from blockfma.smt import SOLVERS, available
 from blockfma.smt import queries as Q
 
@@ -28,13 +30,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solvers", nargs="*", default=[s for s in SOLVERS if available(s)])
     ap.add_argument("--queries", nargs="*", default=None, help="names (default: all)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per query and solver")
-    ap.add_argument("--json", default=None, help="write the times here (atomically)")
+    ap.add_argument("--json", default=None, metavar="FILE", help="write the times to FILE "
+                    "(atomically; checked before the run; its folder must exist), or - to print them "
+                    "(the table then goes to stderr)")
     args = ap.parse_args(argv)
+    try:  # a bad destination fails now, not after the run
+        if args.json is not None:
+            destination(args.json, name="json")
+    except ArgumentError as exc:
+        ap.error(exc.message({"json": "--json"}))
+    # with --json - the JSON is standard output's, so the table goes to stderr
+    show = functools.partial(print, file=sys.stderr if args.json == STDOUT else sys.stdout, flush=True)
     names = args.queries or [q.name for q in Q.queries()]
     rows = []
     head = f"{'query':28s}" + "".join(f"{s:>12s}" for s in args.solvers) + f"{'seed z3':>12s}{'seed cvc5':>12s}"
-    print(head)
-    print("-" * len(head))
+    show(head)
+    show("-" * len(head))
     for name in names:
         q = Q.get(name)
         times: dict[str, dict] = {}
@@ -46,18 +57,17 @@ def main(argv: list[str] | None = None) -> int:
                          f"{r.seconds:.3f}{'' if r.ok else ' !'}")
         seed = q.seed_seconds
         seed_cells = [_seed_cell(seed[i]) for i in range(2)] if seed else ["", ""]
-        print(f"{name:28s}" + "".join(f"{c:>12s}" for c in cells) + f"{seed_cells[0]:>12s}{seed_cells[1]:>12s}")
-        sys.stdout.flush()
+        show(f"{name:28s}" + "".join(f"{c:>12s}" for c in cells) + f"{seed_cells[0]:>12s}{seed_cells[1]:>12s}")
         rows.append({"query": name, "expected": q.expected, "times": times,
                      "seed_seconds": None if seed is None else dict(zip(("z3", "cvc5"), map(_seed_cell, seed)))})
-    print("\n'!' marks an answer other than the expected one; in the seed's columns '-' is no answer in 6 hours,\n"
-          "blank not reported, '< 300' the paper's 'less than 5 minutes'.")
+    show("\n'!' marks an answer other than the expected one; in the seed's columns '-' is no answer in 6 hours,\n"
+         "blank not reported, '< 300' the paper's 'less than 5 minutes'.")
     if args.json:
         meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                 "python": platform.python_version(), "timeout_s": args.timeout}
         for s in args.solvers:
             meta[f"{s}_version"] = _version(s)
-        write_text(args.json, json.dumps({"meta": meta, "rows": rows}, indent=1))
+        write_text(args.json, json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0
 
 

@@ -15,13 +15,12 @@ import argparse
 import re
 import sys
 import time
-from pathlib import Path
-
 
 import blockfma as bf
 from blockfma.probes import targets
 from blockfma.probes.infer import disagreements
-from blockfma.files import write_json
+from blockfma.arguments import ArgumentError
+from blockfma.files import destination, folder, write_json
 
 PRESET_DEVICE = {"90": "H100", "100": "B200", "89": "Ada", "80": "A100", "120": "RTX5090"}
 
@@ -43,15 +42,20 @@ def preset_for(dev: str | None, path_name: str, fa: str, fb: str, fd: str, k: in
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="folder for probe-cuda.json and probe-torch.json")
+    ap.add_argument("--out", required=True,
+                    help="folder for probe-cuda.json and probe-torch.json (created, with its parents, if missing)")
     ap.add_argument("--verify", type=int, default=1_000_000, help="verification rows per path")
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
     ap.add_argument("--only", help="regular expression: probe only the cuda paths whose names match it")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--simulate", action="store_true", help="the H100 presets in place of the GPU (pipeline test)")
     args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:  # the folder and both files, checked before the first probe
+        out = folder(args.out, create=True, name="out")
+        for file in ("probe-cuda.json",) + (() if args.no_torch or args.simulate else ("probe-torch.json",)):
+            destination(out / file, name="out")
+    except ArgumentError as exc:
+        ap.error(exc.message({"out": "--out"}))
     t0 = time.time()
     meta = {"simulated": "H100 presets"} if args.simulate else targets.gpu_metadata()
     dev = "H100" if args.simulate else PRESET_DEVICE.get(str(meta.get("compute_capability")))

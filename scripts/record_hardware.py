@@ -46,7 +46,8 @@ import numpy as np
 
 import blockfma as bf
 from blockfma import formats as F
-from blockfma.files import write_text
+from blockfma.arguments import ArgumentError
+from blockfma.files import STDOUT, destination, write_text
 from blockfma.model import Model
 from blockfma.probes import cuda
 
@@ -788,13 +789,18 @@ def metadata(sim: bool) -> dict:
     return meta
 
 
-def write(path: str, rec: dict) -> None:
-    write_text(path, json.dumps(rec, indent=1, default=str))
+def write(path: str, rec: dict, *, final: bool = True) -> None:
+    """Write the record atomically; for ``-`` (standard output) only the final one, printed once."""
+    if path == STDOUT and not final:
+        return
+    write_text(path, json.dumps(rec, indent=1, default=str) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="JSON record to write (atomically, after every path)")
+    ap.add_argument("--out", required=True, help="JSON record to write (atomically, after every path; checked "
+                    "before the run; its folder must exist), or - to print it at the end (the log then goes to "
+                    "stderr)")
     ap.add_argument("--per-path", type=int, default=1_000_000, help="dot products per instruction path")
     ap.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run (paths get less "
                     "data when time runs short; the torch study runs if time is left)")
@@ -804,11 +810,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="regular expression: run only the paths whose names match")
     ap.add_argument("--no-torch", action="store_true", help="skip the torch.matmul study")
     args = ap.parse_args(argv)
+    try:
+        destination(args.out, name="out")
+    except ArgumentError as exc:
+        ap.error(exc.message({"out": "--out"}))
     start = time.monotonic()
     deadline = start + args.budget
+    stream = sys.stderr if args.out == STDOUT else sys.stdout
 
     def log(msg: str) -> None:
-        print(f"[{time.monotonic() - start:6.1f}s] {msg}", flush=True)
+        print(f"[{time.monotonic() - start:6.1f}s] {msg}", file=stream, flush=True)
 
     rec: dict[str, Any] = {"what": "real tensor-core instructions against blockfma.dot, bit for bit",
                            "script": "scripts/record_hardware.py", "metadata": metadata(args.simulate),
@@ -853,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
             entry["error"] = traceback.format_exc()[-3000:]
             log(f"  ERROR\n{entry['error']}")
         rec["paths"][p.name] = entry
-        write(args.out, rec)
+        write(args.out, rec, final=False)
     if not args.simulate and not args.no_torch:
         try:
             rec["torch_matmul"] = torch_study(log, deadline)

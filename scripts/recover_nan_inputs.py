@@ -151,8 +151,9 @@ def full_scale_check(rh, record: dict, rows: dict) -> dict:
 
 
 def main() -> int:
-    from blockfma.files import write_text
+    from blockfma.files import destination, write_text
 
+    destination(OUT, name="OUT")  # its fixed place in the repository, checked before the replay
     record = json.loads(RECORD.read_text())
     rh = _old_script()
     rows = replay(rh, record)

@@ -6,7 +6,8 @@ and 5; an Ozaki-scheme sweep) as CSV data and PNG plots.
 
 For every figure: the rows from ``blockfma.experiments.multiword``, written to OUT/NAME.csv, then the plot
 from ``blockfma.plot`` to OUT/NAME.png (each file written atomically, so an interrupted run leaves whole
-files).  Progress goes to stderr.  Without matplotlib the CSVs are still written and the plots are skipped
+files).  OUT is created if missing; every file's path is checked before the first figure is computed (an
+existing NAME.csv that is not a regular file, e.g. a folder, stops the run at once).  Progress goes to stderr.  Without matplotlib the CSVs are still written and the plots are skipped
 with a note (``pip install 'blockfma[plot]'``).  Scales: ci (seconds), small (about 1.5 min on two idle
 cores; 4 to 7 min on a busy machine), paper (as close to the seeds' sizes as time allows: about 35 min on
 two cores, and 7 GB for the exact reference of Valero-Lara's 4096 x 4096 product).  ``--threads 1`` can
@@ -34,12 +35,15 @@ def _threads(n: int | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from blockfma import files
+    from blockfma.arguments import ArgumentError
     from blockfma.experiments import multiword as mw
     from blockfma.optional import hint
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, type=Path, help="output folder (created if missing)")
+    ap.add_argument("--out", required=True, type=Path,
+                    help="output folder for NAME.csv and NAME.png (created, with its parents, if missing)")
     ap.add_argument("--scale", choices=mw.SCALES, default="small", help="problem sizes (default: small)")
     ap.add_argument("--only", action="append", choices=list(mw.FIGURES), metavar="NAME",
                     help=f"run only this figure (repeatable): {', '.join(mw.FIGURES)}")
@@ -63,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             say(f"note: matplotlib is missing, so no plots ({hint('plot')}); writing the CSVs")
 
     names = args.only or list(mw.FIGURES)
+    try:  # every file this run writes, checked before the first figure is computed
+        args.out = files.folder(args.out, create=True, name="out")
+        for name in names:
+            for ext in ("csv",) + (("png",) if plot is not None else ()):
+                files.destination(args.out / f"{name}.{ext}", name="out")
+    except ArgumentError as exc:
+        ap.error(exc.message({"out": "--out"}))
     t_all = time.perf_counter()
     for i, name in enumerate(names, 1):
         say(f"[{i}/{len(names)}] {name} (scale {args.scale}) ...")

@@ -227,9 +227,9 @@ def test_compare_all(capsys: pytest.CaptureFixture[str]) -> None:
 REPORT = ["report", "--devices", "V100,H100,MI100", "--fttn-inputs", "fp16"]
 
 
-def _stdout_of(argv: list[str]) -> str:
+def _stdout_of(argv: list[str], err: io.StringIO | None = None) -> str:
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err or io.StringIO()):
         code = main(argv)
     assert code == 0, argv
     return buf.getvalue()
@@ -244,16 +244,18 @@ def report_out() -> dict[str, str]:
 
     sections, cache = report.sections, []
 
-    def once(*args):
+    def once(*args, **kwargs):
         if not cache:
-            cache.append((args, sections(*args)))
+            cache.append((args, sections(*args, **kwargs)))
         assert args == cache[0][0], "the text and --json runs ask for the same report"
         return cache[0][1]
 
+    progress = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(report, "sections", once)
-        out = {"text": _stdout_of(REPORT), "json": _stdout_of(REPORT + ["--json"])}
+        out = {"text": _stdout_of(REPORT + ["--progress"], progress), "json": _stdout_of(REPORT + ["--json"])}
     assert len(cache) == 1
+    out["progress"] = progress.getvalue()
     return out
 
 
@@ -269,6 +271,43 @@ def test_report(report_out: dict[str, str]) -> None:
     assert fttn["MI100"][1] == "255.875" and fttn["MI100"][-1] == "yes"
     assert fttn["V100"][1] == "0.0"
     assert "Probes: presets inferred as black boxes" in report_text
+
+
+def test_report_says_what_it_is_doing(report_out: dict[str, str]) -> None:
+    """--progress: a line per section and per probe target (the report takes a minute; a person at a
+    terminal sees the first line at once), on stderr, so stdout holds the report alone."""
+    lines = report_out["progress"].splitlines()
+    assert lines[0] == "report: feature table and FTTN porting GEMM (K = 8192) on V100, H100, MI100 ..."
+    targets = ["sim:V100 fp16->fp32", "sim:H100 fp16->fp16", "sim:H100:mma.m16n8k32.fp8 e4m3fn->fp32",
+               "sim:MI100 fp16->fp32"]
+    assert lines[1::2][:4] == [f"probing {t} ({n} of 4) ..." for n, t in enumerate(targets, 1)]
+    found = lines[2::2][:4]  # each target's inferred model and its seconds
+    assert [ln.split()[:2] for ln in found] == [["truncated-fused", "fp16->fp32"], ["truncated-fused", "fp16->fp16"],
+                                                ["truncated-fused", "e4m3fn->fp32"], ["exact-fused", "fp16->fp32"]]
+    assert all(ln.startswith("  ") and ln.endswith(" s)") for ln in found)
+    assert len(lines) == 10 and lines[-1].startswith("report: done in ") and lines[-1].endswith(" s")
+    assert "probing" not in report_out["text"]
+
+
+def test_report_progress_goes_to_the_function_given(capsys: pytest.CaptureFixture[str]) -> None:
+    from blockfma import report
+
+    lines: list[str] = []
+    secs = report.sections(["V100"], ("fp16",), probes=False, progress=lines.append)
+    assert [s.key for s in secs] == ["features", "fttn", "confidence", "questions"]
+    assert lines[0] == "report: feature table and FTTN porting GEMM (K = 8192) on V100 ..."
+    assert len(lines) == 2 and lines[1].startswith("report: done in ")
+    capsys.readouterr()
+    report.sections(["V100"], ("fp16",), probes=False, progress=False)
+    report.sections(["V100"], ("fp16",), probes=False)  # None: stderr is no terminal here
+    assert capsys.readouterr() == ("", "")
+    report.sections(["V100"], ("fp16",), probes=False, progress=True)
+    assert capsys.readouterr().err.startswith("report: feature table and FTTN porting GEMM (K = 8192) on V100 ...\n")
+    with pytest.raises(ValueError, match=r"^progress='yes': must be True, False, None"):
+        report.sections(["V100"], ("fp16",), probes=False, progress="yes")
+    with pytest.raises(ValueError, match=r"^fttn_inputs=\('fp64',\): FTTN's GEMM runs on fp16 and bf16 inputs only; "
+                                         r"pass fttn_inputs='fp16,bf16'$"):
+        report.sections(["V100"], ("fp64",), probes=False)
 
 
 def test_report_json(report_out: dict[str, str]) -> None:
@@ -289,3 +328,67 @@ def test_report_json(report_out: dict[str, str]) -> None:
     probed = data["sections"]["probes"]["rows"]
     assert [r["target"] for r in probed] == ["sim:V100", "sim:H100", "sim:H100:mma.m16n8k32.fp8", "sim:MI100"]
     assert all(r["verified"] and r["same as preset"] for r in probed)
+
+
+# --- the common commands: exit statuses and --json [FILE|-] -------------------------------------------------
+V100_FASI = ["dot", "V100", *FASI, "--c", "1-2^-24"]
+COMMON = [  # (argv, exit status, what the JSON holds or the one-line error says)
+    (["devices"], 0, lambda d: len(d) >= 17 and d[0]["name"] == "V100"),
+    (["devices", "H200"], 0, lambda d: d["name"] == "H100"),
+    (V100_FASI, 0, lambda d: d["result"]["bits"] == "0x3f800001" and d["k"] == 4),
+    (["dot", "V100", "--a", "nan", "--b", "inf"], 0, lambda d: d["result"]["value"] == "nan"),
+    (["compare", "V100", "H100", *FASI, "--c", "1-2^-24"], 0,
+     lambda d: [(r["device"], r["result"]["bits"]) for r in d] == [("V100", "0x3f800001"), ("H100", "0x3f800001"),
+                                                                   ("exact", "0x3f800002")]),
+    (["compare", "Intel AMX", "--a", "1", "--b", "1"], 0,
+     lambda d: d[0]["result"] is None and d[0]["note"].startswith("no fp16->fp32 model")),
+    (["report", "--devices", "V100", "--fttn-inputs", "fp16", "--no-probes"], 0,
+     lambda d: [r["D_fp16"] for r in d["sections"]["fttn"]["rows"]] == [0.0] and "probes" not in d["sections"]),
+    (["devices", "V1000"], 2, "unknown device 'V1000'; did you mean V100"),
+    (["dot", "V100"], 2, "give both --a and --b"),
+    (["dot", "nonesuch", "--a", "1", "--b", "1"], 2, "unknown device 'nonesuch'"),
+    (["dot", "V100", "--a", "1", "--b", "1", "--instruction", "wmma"], 2, "V100 has no instruction 'wmma'; it has mma"),
+    (["dot", "V100", "--a", "1", "--b", "1", "--c", "x"], 2, "cannot read 'x' as an exact number"),
+    (["dot", "V100", "--a", "1", "--b", "1", "--output", "fp64"], 2, "V100 has no model for fp16 inputs with fp64"),
+    (["dot", "V100", "--a", "", "--b", "1"], 2, "--a '': empty value; separate values with single commas"),
+    (["dot", "V100", "--a", "1e400", "--b", "1"], 2, "--a[0] = 1e400 is not representable in fp16"),
+    (["compare", "nonesuch", "--a", "1", "--b", "1"], 2, "unknown device 'nonesuch'"),
+    (["compare", "all", "--a", "1", "--b", "1", "--input", "fp17"], 2, "unknown format 'fp17'"),
+    (["report", "--fttn-inputs", "fp64"], 2,
+     "--fttn-inputs fp64: FTTN's GEMM runs on fp16 and bf16 inputs only; pass --fttn-inputs fp16,bf16"),
+    (["report", "--devices", ""], 2, "--devices '': empty value"),
+    (["report", "--devices", "V100,nonesuch", "--no-probes"], 2, "unknown device 'nonesuch'"),
+]
+
+
+@pytest.mark.parametrize("argv, status, expect", COMMON, ids=[" ".join(c[0])[:40] for c in COMMON])
+def test_common_commands_exit_status_and_json(tmp_path, capsys: pytest.CaptureFixture[str], argv, status,
+                                              expect) -> None:
+    """The same exit status with the text, with --json - (stdout: the JSON and nothing else) and with
+    --json FILE (the text on stdout, the same JSON in the file); an error is one line on stderr naming
+    the command, and nothing on stdout."""
+    code, text, err = run(capsys, *argv)
+    assert code == status
+    code, out, err_json = run(capsys, *argv, "--json", "-")
+    assert code == status
+    path = tmp_path / "out.json"
+    code, text_too, err_file = run(capsys, *argv, "--json", str(path))
+    assert code == status
+    if status == 0:
+        assert err == err_json == err_file == ""
+        data = json.loads(out)  # the whole of stdout
+        assert expect(data)
+        assert text.strip() and not text.lstrip().startswith(("{", "["))
+        assert text_too == text and json.loads(path.read_text()) == data
+    else:
+        for e in (err, err_json, err_file):
+            assert e.startswith(f"blockfma {argv[0]}: error: ") and e.count("\n") == 1 and expect in e, e
+        assert text == out == text_too == "" and not path.exists()
+
+
+def test_usage_errors_exit_2_with_argparse_s_message(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "report", "--progress", "--quiet")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == "blockfma report: error: argument --quiet/-q: not allowed with argument --progress"
+    code, out, err = run(capsys, "devices", "V100", "extra")
+    assert code == 2 and out == "" and err.splitlines()[-1] == "blockfma: error: unrecognized arguments: extra"

@@ -150,3 +150,29 @@ def test_devices_command_lists_open_questions(capsys):
     assert "open question late-c-cut" in out and "variant: 'MI300X~late-c-cut'" in out and "to settle:" in out
     assert main(["devices"]) == 0
     assert "open questions: rounded-zero-sign" in capsys.readouterr().out
+
+
+def test_reprs_are_one_summary_line_and_equality_is_the_dataclass_s():
+    """repr(Device) and repr(Model) are one line each (they were 2-31 kB); the full form is behind
+    describe()/to_dict(); a class-body __repr__ leaves the dataclass's __eq__ and __hash__ alone."""
+    assert repr(bf.device("V100")) == "Device('V100': NVIDIA Volta sm_70, 1 instruction, 2 format pairs)"
+    v100 = bf.device("V100").model("fp16", "fp32")
+    assert repr(v100) == "Model('V100 fp16->fp32': truncated-fused fp16->fp32 L=4 F=23 e_zero=-131 out=TowardZero)"
+    assert repr(v100.replace(name="")) == "Model(truncated-fused fp16->fp32 L=4 F=23 e_zero=-131 out=TowardZero)"
+    assert str(v100) == repr(v100)
+    for dev in bf.devices():
+        assert len(repr(dev)) < 200 and "\n" not in repr(dev), dev.name
+        assert repr(dev).startswith(f"Device({dev.name!r}: ")
+        for ins in dev.instructions:
+            for model in ins.models.values():
+                assert len(repr(model)) < 200 and "\n" not in repr(model), model.name
+                assert model.summary() in repr(model)
+    # equality and hashing: field by field, as before
+    same = bf.Model.from_dict(v100.to_dict())
+    assert same == v100 and hash(same) == hash(v100) and same is not v100
+    assert v100.replace(fraction_bits=24) != v100
+    assert len({v100, same, v100.replace(fraction_bits=24)}) == 2
+    h100 = bf.device("H100")
+    assert h100 == bf.device("H200") and hash(h100) == hash(bf.device("H200"))  # an alias: the same preset
+    assert h100 != bf.device("V100")
+    assert "instructions" in h100.describe() and "instructions" in h100.to_dict()  # the full form

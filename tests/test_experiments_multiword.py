@@ -87,6 +87,7 @@ def test_unknown_names_are_errors():
 
 def test_csv_round_trip(tmp_path, ci_rows):
     rows = ci_rows["fig_4_4"]
+    (tmp_path / "sub").mkdir()  # write_csv makes no folder
     path = mw.write_csv(rows, tmp_path / "sub" / "fig_4_4.csv")
     back = mw.read_csv(path)
     assert list(back[0])[: len(mw.COLUMNS)] == list(mw.COLUMNS)
@@ -260,6 +261,7 @@ def test_script_writes_csv_and_progress(tmp_path, capsys, ci_rows):
     assert [(r["n"], r["series"]) for r in rows] == [(n, s) for n in (256, 1024) for s in series]
     assert all(r["scale"] == "ci" and r["seed"] == 0 for r in rows)
     # the script wrote the rows the library computes for the same figure, scale and seed
+    (tmp_path / "lib").mkdir()
     assert _strip(rows) == _strip(mw.read_csv(mw.write_csv(ci_rows["fig_4_5"], tmp_path / "lib" / "fig_4_5.csv")))
     assert not (tmp_path / "fig_4_5.png").exists()
 

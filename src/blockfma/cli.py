@@ -77,11 +77,12 @@ class Answer:
 
 
 # --- operands --------------------------------------------------------------------------------------------
-def _split(values: Sequence[str] | None) -> list[str]:
-    """Repeated options and comma-separated lists, flattened: ['1,2', '3'] -> ['1', '2', '3']."""
+def _split(values: Sequence[str] | None, option: str) -> list[str]:
+    """Repeated options and comma-separated lists, flattened: ['1,2', '3'] -> ['1', '2', '3']; an empty
+    value is refused, naming ``option``."""
     out = [part.strip() for v in values or () for part in v.split(",")]
     if any(not p for p in out):
-        raise _Usage(f"empty value in {','.join(values or ())!r}: separate values with single commas")
+        raise _Usage(f"{option} {','.join(values or ())!r}: empty value; separate values with single commas")
     return out
 
 
@@ -129,7 +130,7 @@ def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
     """One device's d = a·b + c with its model; a dict of plain values."""
     model = dev.model(args.input, args.output, args.instruction)
     ins = dev.instruction(args.instruction) if args.instruction else dev.instruction_for(args.input, args.output)
-    a, b, c = _operands(model, _split(args.a), _split(args.b), args.c, args.round_inputs)
+    a, b, c = _operands(model, _split(args.a, '--a'), _split(args.b, '--b'), args.c, args.round_inputs)
     d = _dot(a, b, c, model=model)
     return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
             "input": model.input_name, "output": model.output_format.name, "k": len(a),
@@ -225,7 +226,7 @@ def cmd_devices(args: argparse.Namespace) -> Answer:
 
 
 def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
-    a, b = _split(args.a), _split(args.b)
+    a, b = _split(args.a, '--a'), _split(args.b, '--b')
     if args.round_inputs:  # show the values actually used
         a, b = [repr(v) for v in run["a"]], [repr(v) for v in run["b"]]
         c = repr(run["c"])
@@ -279,15 +280,15 @@ def cmd_compare(args: argparse.Namespace) -> Answer:
     rows = [{"device": r["device"], "instruction": r["instruction"],
              **({k: r["result"][k] for k in ("shortest", "bits", "binary")} if r["result"] else {}),
              "model": r["summary"] or r["note"]} for r in runs]
-    head = f"d = a·b + c with {key[0]} inputs, {key[1]} output, k = {len(_split(args.a))}"
+    head = f"d = a·b + c with {key[0]} inputs, {key[1]} output, k = {len(_split(args.a, '--a'))}"
     return Answer(head + "\n" + _report.table(rows, ["device", "instruction", "shortest", "bits", "binary", "model"]),
                   runs)
 
 
 def cmd_report(args: argparse.Namespace) -> Answer:
-    devs = _split([args.devices]) if args.devices else None
-    inputs = tuple(_formats.get(f).name for f in _split([args.fttn_inputs]))
-    secs = _report.sections(devs, inputs, not args.no_probes)
+    devs = _split([args.devices], '--devices') if args.devices is not None else None
+    inputs = args.fttn_inputs  # checked by the report (fp16 and/or bf16)
+    secs = _report.sections(devs, inputs, not args.no_probes, progress=args.progress)
     return Answer(_report.as_text(secs).rstrip("\n"), _report.as_json(secs))
 
 
@@ -561,6 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
                    help="input formats of the FTTN GEMM (default fp16,bf16)")
     p.add_argument("--no-probes", action="store_true", help="leave out the probe section (some seconds a target)")
+    _progress_options(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("probe", help="measure a target through its outputs and infer its model (verified)",
@@ -689,8 +691,28 @@ def _emit(answer: Answer, args: argparse.Namespace) -> None:
             print(answer.text)
         sys.stdout.flush()
         if target is not None:
-            files.write_json(target, data)
+            try:
+                files.write_json(target, data)
+            except OSError as exc:  # checked before the work, so a full disk or a vanished folder
+                raise _FileFailed(f"cannot write --json {target} ({exc.strerror or exc}); the results are "
+                                  "printed above") from None
     sys.stdout.flush()
+
+
+class _FileFailed(Exception):
+    """The results file could not be written after all (printed as one line, exit status 1)."""
+
+
+def _silence_stdout() -> None:
+    """Point a broken standard output at /dev/null, so that the interpreter's last flush does not fail
+    again (a replaced sys.stdout without a file descriptor is left alone)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -704,8 +726,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        if getattr(args, "json", None) is not None:  # a bad destination fails now, not after the work
-            files.destination(args.json, name="json")
+        for dest in ("json", *getattr(args, "results", ())):  # a bad destination fails now, not after the work
+            if getattr(args, dest, None) is not None:  # (a command names its other results files in
+                files.destination(getattr(args, dest), name=dest)  # set_defaults(results=("record",)))
         answer = args.func(args)
         if isinstance(answer, str):
             answer = Answer(answer)
@@ -719,13 +742,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (results files are written atomically)
         print(f"blockfma {name}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # e.g. piped into head: stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except _FileFailed as exc:
+        print(f"blockfma {name}: error: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:  # a full disk, a closed terminal, a file that vanished
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        _silence_stdout()
+        return 1
+    except OSError as exc:  # a full disk or a closed terminal on stdout
+        _silence_stdout()
         print(f"blockfma {name}: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
     return answer.status

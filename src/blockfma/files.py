@@ -35,7 +35,7 @@ from typing import Any
 
 from .arguments import ArgumentError
 
-__all__ = ["STDOUT", "destination", "atomic_path", "write_text", "dumps", "write_json"]
+__all__ = ["STDOUT", "destination", "atomic_path", "write_text", "dumps", "write_json", "folder"]
 
 STDOUT = "-"
 """The path that means standard output."""
@@ -137,3 +137,25 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
     return obj
+
+
+def folder(path: str | os.PathLike, *, create: bool = False, name: str = "path") -> Path:
+    """The real path of an output folder (a program's ``--out DIR``), checked before any work: it must be a
+    folder this process can write (a symbolic link to one is followed); a missing one is made, with its
+    parents, only with ``create`` (the caller says so in its help).  Raises
+    :class:`~blockfma.arguments.ArgumentError` naming ``name`` otherwise."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path) or os.fspath(path) == STDOUT:
+        raise ArgumentError(name, path, "must be a folder path")
+    real = Path(os.path.realpath(os.fspath(path)))
+    if not real.exists():
+        if not create:
+            raise ArgumentError(name, os.fspath(path), "folder does not exist", fix="create it first")
+        try:
+            real.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ArgumentError(name, os.fspath(path), f"cannot create the folder ({exc.strerror or exc})") from None
+    if not real.is_dir():
+        raise ArgumentError(name, os.fspath(path), "is not a folder", fix="name a folder for the output files")
+    if not os.access(real, os.W_OK | os.X_OK):
+        raise ArgumentError(name, os.fspath(path), "folder is not writable", fix="name a folder you can write")
+    return real

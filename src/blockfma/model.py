@@ -485,6 +485,12 @@ class Model:
         given = {f.name: d[key] for key, f in keys.items() if d.get(key) is not None}
         return cls(**given, name=d.get("name", "") or "")
 
+    def __repr__(self) -> str:
+        """One line, the name and :meth:`summary`: ``Model('V100 fp16->fp32': truncated-fused fp16->fp32 L=4
+        F=23 e_zero=-131 out=TowardZero)``.  Every field: :meth:`to_dict` (or :func:`dataclasses.fields`).
+        (Defined in the class body, so the dataclass keeps it; equality and hashing stay the dataclass's.)"""
+        return f"Model({f'{self.name!r}: ' if self.name else ''}{self.summary()})"
+
     def summary(self) -> str:
         """One line: family and the parameters that matter for it."""
         parts = [self.family.value, f"{self.input_name}->{self.output_format.name}"]

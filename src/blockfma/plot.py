@@ -42,10 +42,24 @@ def _figure(nrows: int, ncols: int, width: float = 5.2, height: float = 4.0) -> 
     return fig, axes
 
 
+def _destination(path: str | os.PathLike[str]) -> None:
+    """Refuse, before a figure is drawn, a ``path`` no PNG can be written to (:func:`blockfma.files.destination`:
+    regular files only, links followed, the folder must exist; a PNG is not text, so ``"-"`` too)."""
+    from .arguments import ArgumentError
+    from .files import STDOUT, destination
+
+    if isinstance(path, str) and path == STDOUT:
+        raise ArgumentError("path", path, "a figure is a PNG image, not text for standard output",
+                            fix="name a .png file")
+    destination(path)
+
+
 def save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed)."""
+    """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed), through
+    :func:`blockfma.files.atomic_path`: a regular file (a symbolic link is followed) in a folder that exists."""
     from .files import atomic_path
 
+    _destination(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     return Path(path)
@@ -353,4 +367,6 @@ def plot(name: str, rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]
     """Draw figure ``name`` from its rows (and save it as PNG at ``path``)."""
     if name not in FIGURES:
         raise ValueError(f"unknown figure {name!r}; the figures are: {', '.join(FIGURES)}")
+    if path is not None:
+        _destination(path)  # before the drawing
     return FIGURES[name](list(rows), path)

@@ -15,7 +15,8 @@ GPU results) by appending to :func:`sections` without touching the rest.  Writin
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -24,6 +25,8 @@ from . import __version__
 from .devices import Device, device as _device, devices as _devices, open_questions as _questions
 from .experiments import fttn as _fttn
 from .files import atomic_path, dumps, write_json  # noqa: F401 (re-exported: their home is blockfma.files)
+from .arguments import ArgumentError
+from .progress import reporter
 
 __all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
            "report", "as_text", "as_json", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
@@ -141,7 +144,8 @@ def fttn_rows(devices: Iterable[str | Device] | None = None,
     D for each input format in ``inputs`` the preset takes (``D_fp16``, ``D_bf16``; None where it does not),
     FTTN's published value where FTTN measured the device (a variant shows the value of the device it
     reads), and whether the fp16 value matches it.  Each D is a full K = 8192 chain, computed once per
-    process (cached)."""
+    process (cached; about a second for every preset)."""
+    inputs = _fttn_inputs(inputs)
     rows: list[dict[str, Any]] = []
     for dev in _resolve(devices, _devices()):
         if not _takes(dev, "fp16"):
@@ -154,6 +158,23 @@ def fttn_rows(devices: Iterable[str | Device] | None = None,
         row["match"] = None if published is None or row["D_fp16"] is None else row["D_fp16"] == published
         rows.append(row)
     return rows
+
+
+def _fttn_inputs(inputs: Any) -> tuple[str, ...]:
+    """The FTTN GEMM's input formats, checked: fp16 and/or bf16 (by any name :func:`blockfma.formats.get`
+    knows; a sequence, or one string with commas: "fp16,bf16"), at least one; any other format would leave
+    its column silently empty."""
+    from . import formats as _formats
+
+    listed = inputs.split(",") if isinstance(inputs, str) else inputs
+    try:
+        names = [_formats.get(f.strip() if isinstance(f, str) else f).name for f in listed]
+    except (TypeError, ValueError, KeyError):
+        names = None
+    if not names or any(n not in ("fp16", "bf16") for n in names):
+        raise ArgumentError("fttn_inputs", inputs, "FTTN's GEMM runs on fp16 and bf16 inputs only",
+                            use={"fttn_inputs": "fp16,bf16"})
+    return tuple(dict.fromkeys(names))
 
 
 def confidence_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str, Any]]:
@@ -227,13 +248,16 @@ PROBE_COLUMNS = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero"
 
 
 def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2000,
-               gpu: bool = True) -> list[dict[str, Any]]:
+               gpu: bool = True, progress: Any = None) -> list[dict[str, Any]]:
     """The probe suite on presets it treats as black boxes (``priors="none"``: it infers them from the
     generic families alone), one row each: what it inferred, whether that verified, and whether the
     inferred model gives the preset's bits on fresh random rows with k three times the instruction's.  With
-    ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too."""
+    ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too.  Some seconds a target;
+    ``progress`` (:func:`blockfma.progress.reporter`: None prints on a terminal) names each as it starts."""
     from .probes import probe
     from .probes.infer import disagreements
+
+    say = reporter(progress)
 
     names = None if devices is None else {d.name for d in _resolve(devices, [])}
     jobs: list[tuple[Any, Any, str, Any]] = []
@@ -247,8 +271,13 @@ def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2
         if cuda.available():
             jobs.append(("cuda", "fp16", "fp32", None))
     rows = []
-    for spec, inp, out, preset in jobs:
+    for n, (spec, inp, out, preset) in enumerate(jobs, 1):
+        if say:
+            say(f"probing {spec} {inp}->{out} ({n} of {len(jobs)}) ...")
         f = probe(spec, inp, out, verify=verify, priors="none")
+        if say:
+            found = f.model().summary() if f.verified else "no model verified"
+            say(f"  {found} ({f.seconds:.1f} s)")
         found = f.row()
         row = {k: v for k, v in found.items() if k in PROBE_COLUMNS}
         row["rounding"] = found.get("output_rounding")
@@ -259,11 +288,20 @@ def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2
 
 
 def sections(devices: Iterable[str | Device] | None = None,
-             fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True) -> list[Section]:
+             fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True, *,
+             progress: Any = None) -> list[Section]:
     """The report's sections, in order: features, FTTN porting example, probes (presets as black boxes,
-    and this GPU where there is one), confidence, open questions."""
+    and this GPU where there is one), confidence, open questions.  About a minute and a half on two cores
+    for every preset (the probes most of it; ``probes=False``: some seconds).  ``progress``
+    (:func:`blockfma.progress.reporter`: None prints on stderr where it is a terminal, True always, False
+    never, or a function of one line) says what it is doing, section by section and target by target."""
+    say = reporter(progress)
+    t0 = time.perf_counter()
     devs = None if devices is None else _resolve(devices, [])
     hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
+    if say:
+        say(f"report: feature table and FTTN porting GEMM (K = {_fttn.K}) on "
+            f"{'every preset' if devs is None else ', '.join(d.name for d in devs)} ...")
     fttn = fttn_rows(devs, fttn_inputs)
     questions = question_rows(hw)
     shown = {r["device"] for r in fttn}
@@ -290,7 +328,8 @@ def sections(devices: Iterable[str | Device] | None = None,
     ]
     if probes:
         out.append(Section(
-            "probes", "Probes: presets inferred as black boxes", PROBE_COLUMNS, probe_rows(hw),
+            "probes", "Probes: presets inferred as black boxes", PROBE_COLUMNS,
+            probe_rows(hw, progress=say or False),
             intro="blockfma.probe measured each target through its outputs alone (feature tests built from the "
                   "formats, candidate models narrowed and separated by simulated inputs, then verified on "
                   "random and adversarial rows), with no preset among its candidates. same as preset: the "
@@ -306,19 +345,23 @@ def sections(devices: Iterable[str | Device] | None = None,
                 notes=tuple(f"{r['question']}: {r['text']} Preset: {r['preset']}. Other: {r['other reading']}. "
                             f"To settle: {r['to settle']}" for r in questions)),
     ]
+    if say:
+        say(f"report: done in {time.perf_counter() - t0:.1f} s")
     return out
 
 
 def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
-           fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True) -> str | dict[str, Any]:
+           fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True,
+           progress: Any = None) -> str | dict[str, Any]:
     """The cross-device report: header, feature table, FTTN porting example, confidence notes.
 
     ``json=True`` returns a JSON-ready dict (``{"blockfma": version, "data_path": ..., "sections": {key:
     section}}``) instead of text.  ``devices`` restricts every section to those presets; ``fttn_inputs``
     chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device); ``probes``
-    runs the probe section (:func:`probe_rows`, some seconds per target).
+    runs the probe section (:func:`probe_rows`, some seconds per target; about a minute and a half in all on
+    two cores).  ``progress``: see :func:`sections` (None: progress lines on stderr where it is a terminal).
     """
-    secs = sections(devices, fttn_inputs, probes)
+    secs = sections(devices, fttn_inputs, probes, progress=progress)
     return as_json(secs) if json else as_text(secs)
 
 

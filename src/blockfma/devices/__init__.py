@@ -135,6 +135,15 @@ class Device:
     specification_only: bool = False  # rests on vendor manuals, no public hardware study
     measured: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)  # a probe run's metadata
 
+    def __repr__(self) -> str:
+        """One line: ``Device('V100': NVIDIA Volta sm_70, 1 instruction, 2 format pairs)``.  The full form:
+        :meth:`describe` (metadata and every model's features) or :meth:`to_dict` (the devices-file entry).
+        (Defined in the class body, so the dataclass keeps it; equality and hashing stay the dataclass's.)"""
+        n, pairs = len(self.instructions), len(self.pairs())
+        what = " ".join(x for x in (self.vendor, self.arch) if x) or "no vendor"
+        return (f"Device({self.name!r}: {what}, {n} instruction{'s' if n != 1 else ''}, "
+                f"{pairs} format pair{'s' if pairs != 1 else ''})")
+
     @property
     def default_instruction(self) -> Instruction:
         return self.instructions[0]
@@ -346,14 +355,16 @@ def load(path: str | os.PathLike) -> list[Device]:
     return [_device(e, doc.get("templates", {}), str(path)) for e in doc.get("devices", [])]
 
 
-def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[Source] = ()) -> None:
-    """Write devices as a ``blockfma-devices/1`` file (atomically), every model written out in full."""
+def save(path: str | os.PathLike, devs: Iterable[Device], *, sources: Iterable[Source] = ()) -> Path | None:
+    """Write devices as a ``blockfma-devices/1`` file, every model written out in full, atomically through
+    :func:`blockfma.files.write_text`: a regular file (a symbolic link is followed) in a folder that
+    exists, or ``"-"`` for standard output (then None is returned, else the path)."""
     doc: dict[str, Any] = {"schema": SCHEMA}
     sources = list(sources)
     if sources:
         doc["sources"] = [{"key": s.key, "citation": s.citation, "kind": s.kind} for s in sources]
     doc["devices"] = [d.to_dict() for d in devs]
-    write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
 
 _DEVICES: dict[str, Device] = {}

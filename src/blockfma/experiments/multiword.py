@@ -787,18 +787,22 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
-    """Write rows as CSV with a header (the core :data:`COLUMNS` first, empty cells for None), atomically:
-    a temporary file in the same folder, then renamed over ``path``."""
-    from ..files import atomic_path
+def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path | None:
+    """Write rows as CSV with a header (the core :data:`COLUMNS` first, empty cells for None), atomically
+    through :func:`blockfma.files.write_text`: a regular file (a symbolic link is followed) in a folder that
+    exists, or ``"-"`` for standard output (then None is returned, else the path)."""
+    import io
 
+    from ..files import destination, write_text
+
+    destination(path)  # a bad path fails before the rows are formatted
     cols = _columns(rows)
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        for r in rows:
-            w.writerow([_cell(r.get(c)) for c in cols])
-    return Path(path)
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([_cell(r.get(c)) for c in cols])
+    return write_text(path, buf.getvalue())
 
 
 def _parse(text: str) -> Any:

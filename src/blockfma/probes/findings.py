@@ -88,8 +88,10 @@ class Findings:
                "instructions": [{"name": str(ins_name), "k": {m.input_name: self.k}, "models": [model]}]}
         return {"schema": SCHEMA, "devices": [dev]}
 
-    def save(self, path: str | os.PathLike, name: str | None = None) -> Path:
-        """Write :meth:`record` (verified runs) or :meth:`to_json` (failed runs) atomically."""
+    def save(self, path: str | os.PathLike, name: str | None = None) -> Path | None:
+        """Write :meth:`record` (verified runs) or :meth:`to_json` (failed runs) atomically through
+        :func:`blockfma.files.write_json`: a regular file (a symbolic link is followed), in a folder that
+        exists, or ``"-"`` for standard output (then None is returned, else the path)."""
         return write_json(path, self.record(name) if self.verified else self.to_json())
 
     def to_json(self) -> dict[str, Any]:
