@@ -210,7 +210,7 @@ def unit_model(low: str, high: str = "fp32", device: Any = None, model: Model | 
                             fix="" if other else "pass model= (a blockfma.Model of such a unit)") from None
 
 
-def _pair(t: Any, p: int) -> tuple[int, int]:
+def _pair(t: Any) -> tuple[int, int]:
     ok = not isinstance(t, (str, bytes)) and hasattr(t, "__len__") and len(t) == 2 and all(
         isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in t)
     if not ok:
@@ -232,7 +232,7 @@ def _products(m: Method, order: Any) -> tuple[tuple[int, int], ...]:
         return tuple(sorted(m.products, key=lambda t: (-(t[0] + t[1]), -t[0])))
     every = tuple((i, j) for i in range(m.p) for j in range(m.p))
     try:
-        pairs = [_pair(t, m.p) for t in order]
+        pairs = [_pair(t) for t in order]
     except TypeError:
         raise ArgumentError("order", order, f"must be 'alg2.1', 'cublas' or a list of 0-based (i, j) pairs "
                             f"of word indices (0 to {m.p - 1})") from None

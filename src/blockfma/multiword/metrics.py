@@ -40,9 +40,9 @@ ORDS = (1, 2, np.inf, "fro")
 def _same_shape(C_hat: Any, C: Any, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     Ch, C_ = check_input(C_hat, "C_hat"), check_input(C, "C")
     if Ch.shape != C_.shape:
-        raise ValueError(f"C_hat has shape {Ch.shape} but C has shape {C_.shape}")
+        raise ArgumentError("C_hat", _Shown(Ch), f"has shape {Ch.shape} but C has shape {C_.shape}")
     if shape is not None and C_.shape != shape:
-        raise ValueError(f"C has shape {C_.shape}, but A @ B has shape {shape}")
+        raise ArgumentError("C", _Shown(C_), f"has shape {C_.shape}, but A @ B has shape {shape}")
     return Ch, C_
 
 

@@ -45,7 +45,7 @@ import numpy as np
 from .. import formats as _formats
 from ..arguments import ArgumentError, choice, integer, memory
 from ..probes.runtime import import_torch
-from .split import _Shown, check_input, check_operands
+from .split import check_input, check_operands
 
 __all__ = [
     "MODULI",
@@ -301,11 +301,14 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
     slices = _positive_int(slices, "slices", 1, MAX_SLICES)
     width = None if width is None else _positive_int(width, "width", 1, 7)
     _check_unit(unit)
+    sa, sb = np.shape(A), np.shape(B)
+    if len(sa) == 2 and len(sb) == 2:  # before any conversion: the slices and the float64 copies
+        m, k, n = sa[0], sa[1], sb[1]
+        memory("slices", slices, (slices + 8.0 * 4) * (m * k + k * n) + 8.0 * 4 * m * n,
+               f"{slices} int8 slices of a {m}x{k} and a {k}x{n} matrix", fix="use fewer slices")
     A, B = check_operands(A, B)
     m, k = A.shape
     n = B.shape[1]
-    memory("slices", slices, float(slices) * (m * k + k * n) * 2 + 8.0 * 4 * m * n,
-           f"{slices} int8 slices of a {m}x{k} and a {k}x{n} matrix", fix="use fewer slices")
     w = slice_width(k) if width is None else width
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n))

@@ -57,6 +57,8 @@ def _ml_dtypes_kind(dtype: np.dtype) -> str:
         return ""
     import ml_dtypes
 
+    if "complex" in dtype.name:  # complex32, bcomplex32: finfo answers for their parts
+        return "c"
     for kind, info in (("f", ml_dtypes.finfo), ("i", ml_dtypes.iinfo)):
         try:
             info(dtype)
@@ -250,7 +252,7 @@ def _check_range(x: np.ndarray, f: Format, name: str) -> None:
     if len(big):
         i, j = (int(t) for t in big[0])
         e = math.frexp(float(np.abs(x).max()) / f.max)[1]
-        raise ArgumentError(name, _Shown(x), f"{name}[{i}, {j}] = {x[i, j]!r} is beyond {f.name}'s largest value "
+        raise ArgumentError(name, _Shown(x), f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
                             f"{f.max!r}: multiword words must hold its entries", fix=f"scale {name} by a power of "
                             f"two first ({name} * 2**-{e}, exact; undo it on the product)")
 
