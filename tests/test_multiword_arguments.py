@@ -487,3 +487,13 @@ def test_cli_compare_skips_what_a_device_lacks_and_says_so(capsys):
     rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert rows["ootomo"]["skipped"].startswith("summation='fabsum-v2': ootomo fixes how its products")
     assert rows["double-fp16"]["calls"] == 2 + 2 and rows["3xtf32"]["device"] == "A100"
+
+
+@pytest.mark.parametrize("sa,sb", [((0, 4), (4, 2)), ((2, 0), (0, 3)), ((2, 4), (4, 0))])
+@pytest.mark.parametrize("method", ["fp16", "double-fp16", "ootomo", "tf64", "ozaki1", "ozaki2", "fp32", "fp64"])
+def test_empty_products(sa, sb, method):
+    """Edge shapes: an empty result, or k = 0 (a zero matrix), without warnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        C = mw.matmul(np.ones(sa), np.ones(sb), method=method)
+    assert C.shape == (sa[0], sb[1]) and not C.any()
