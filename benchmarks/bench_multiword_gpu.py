@@ -5,7 +5,7 @@ For each n (n x n x n products) and each distribution (entries uniform on (0, 1]
 ``blockfma.experiments.multiword.sample``; fp32 matrices for the fp32-level methods as in ``blockfma
 multiword``, the same draws unrounded (fp64) for Ozaki and DGEMM), every method is timed two ways:
 
-* **seconds**: ``multiword.matmul(A, B, method=..., backend="torch")`` end to end, from float64 numpy
+* **seconds**: ``multiword.matmul(A, B, method=..., backend="hardware")`` end to end, from float64 numpy
   arrays to float64 numpy arrays: the split into words on the host (numpy), the transfers, the unit calls
   and the outside additions on the host.  For the Ozaki schemes also the slicing, residues and the CRT on
   the host.  This is what the library costs today; for most methods the host part dominates.
@@ -25,7 +25,7 @@ on ``--sample-rows`` random rows for the fp64-level ones (Ozaki, DGEMM): the max
 
     python benchmarks/bench_multiword_gpu.py                       # on a CUDA GPU: n = 1024 ... 8192
     python benchmarks/bench_multiword_gpu.py --n 8192 --methods 3xtf32,ozaki2 --repeat 3
-    python benchmarks/bench_multiword_gpu.py --backend torch:cpu --n 64 --repeat 1   # smoke test, CPU
+    python benchmarks/bench_multiword_gpu.py --backend hardware:cpu --n 64 --repeat 1   # smoke test, CPU
 
 Results go to ``--out`` (JSON, written atomically after every size and distribution; default on CUDA
 ``data/hardware/<gpu>-multiword-speed.json``; on the CPU only with ``--out``).  Progress goes to stderr.
@@ -56,7 +56,7 @@ METHODS = ["fp16", "bf16", "tf32", "double-fp16", "double-bf16", "markidis", "oo
 NATIVE = ["fp32", "fp64"]  # torch's SGEMM (TF32 off) and DGEMM: the baselines
 FP64_LEVEL = {"ozaki1", "ozaki2", "fp64"}
 DISTRIBUTIONS = {"uniform01": "uniform(0,1]", "uniform-half": "uniform(-0.5,0.5]"}
-TIMING = ("seconds: multiword.matmul(backend='torch') end to end (host split, transfers, unit calls, host-side "
+TIMING = ("seconds: multiword.matmul(backend='hardware') end to end (host split, transfers, unit calls, host-side "
           "additions; Ozaki: slicing/residues/CRT on the host); device s: the unit calls alone on device-resident "
           "operands (Ozaki: its number of torch._int_mm calls on random int8); median of --repeat runs after a "
           "warm-up, synchronised; TFLOP/s = 2 n^3 / time; t/SGEMM = time / native SGEMM time (device-resident)")
@@ -353,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated methods (default all: {', '.join(METHODS + NATIVE)}); fp32 and fp64 (native "
                          "SGEMM and DGEMM, the baselines) are always included")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs after the warm-up (median; default 3)")
-    ap.add_argument("--backend", default="torch", help="torch (CUDA if torch sees a GPU), torch:cuda[:N], torch:cpu")
+    ap.add_argument("--backend", default="hardware",
+                    help="hardware (CUDA if torch sees a GPU), hardware:cuda[:N], hardware:cpu")
     ap.add_argument("--out", metavar="FILE", help="JSON results (default on CUDA: data/hardware/<gpu>-multiword-speed.json; "
                                               "checked before the run; its folder must exist), or - to print them "
                                               "at the end (the table then goes to stderr)")
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         torch = hw.import_torch()
-        device = hw.torch_device(args.backend)
+        device = hw.hardware_device(args.backend)
     except (ImportError, ValueError) as exc:
         print(f"bench_multiword_gpu: {exc}", file=sys.stderr)
         return 2

@@ -110,7 +110,7 @@ def test_double_fp16_matrices_split_exactly_without_warnings():
 def test_range_warnings_are_counted_and_others_pass_through():
     with pytest.warns(UserWarning, match="not a range warning"):
         with mw._range_warnings() as got:
-            split(np.array([[1e-6, 1.0, 3e-7]]), "fp16", 2)
+            split(np.array([[1e-6, 2.0**-10, 3e-7]]), "fp16", 2)  # the row's largest is small: it matters
             warnings.warn("not a range warning", UserWarning)
     assert (got.warnings, got.entries) == (1, 2)
 

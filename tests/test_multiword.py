@@ -68,9 +68,12 @@ def test_split_errors():
         mw.split(np.array([[1.0, np.nan]]), "fp16", 2)
     with pytest.raises(ValueError, match="beyond fp16's largest value"):
         mw.split(np.array([[1e5]]), "fp16", 2)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="p=0: must be an integer from 1 to 64"):
         mw.split(np.ones((2, 2)), "fp16", 0)
-    with pytest.warns(mw.RangeWarning, match="underflow"):
+    with pytest.warns(mw.RangeWarning, match="underflow"):  # the row's largest entry is tiny too: it matters
+        mw.split(_fp32(np.array([[1e-3, 2e-3]])), "fp16", 2)
+    with warnings.catch_warnings():  # a subnormal second word next to 0.5: below u^2 of the row's largest
+        warnings.simplefilter("error", mw.RangeWarning)
         mw.split(_fp32(np.array([[1e-3, 0.5]])), "fp16", 2)
 
 
@@ -178,9 +181,9 @@ def test_bad_input():
     A, B = _data(2, 4, 2, "uniform01")
     with pytest.raises(ValueError, match="inner dimensions differ"):
         mw.matmul(A, B[:3], method="fp16")
-    with pytest.raises(ValueError, match="unknown method 'fp8'"):
+    with pytest.raises(ValueError, match="method='fp8': unknown method"):
         mw.matmul(A, B, method="fp8")
-    with pytest.raises(ValueError, match="V100 has no bf16"):
+    with pytest.raises(ValueError, match="device='V100': has no bf16 -> fp32 unit.*; pass device='A100'"):
         mw.matmul(A, B, method="bf16", device="V100")
     with pytest.raises(ValueError, match="needs block"):
         mw.matmul(A, B, method="fp16", summation="fabsum-v1")
@@ -214,14 +217,15 @@ def _cli(capsys, *argv):
 
 
 def test_cli_multiword(capsys):
-    code, out, err = _cli(capsys, "multiword", "double-fp16", "--device", "V100", "--n", "64", "--m", "8")
+    code, out, err = _cli(capsys, "multiword", "double-fp16", "--device", "V100", "--n", "64", "--m", "8",
+                          "--progress")
     assert code == 0 and "double-fp16" in out and "componentwise" in out and "double-fp16 on V100" in err
     code, out, _ = _cli(capsys, "multiword", "--compare", "--n", "32", "--m", "4", "--dist", "uniform-half", "-q")
     assert code == 0
     for name in ("fp16", "3xtf32", "bf16x9", "tf64", "ozaki2", "fp64"):
         assert f"\n{name} " in out
     code, _, err = _cli(capsys, "multiword", "bf16", "--device", "V100", "-q")
-    assert code == 2 and "V100 has no bf16" in err
+    assert code == 2 and "--device V100: has no bf16 -> fp32 unit" in err and "pass --device A100" in err
     code, _, err = _cli(capsys, "multiword", "-q")
     assert code == 2 and "name a METHOD" in err
 

@@ -196,8 +196,10 @@ def test_dispatcher_errors():
         bounds.bound("quadruple-fp8", 10)
     with pytest.raises(ValueError, match="needs p="):
         bounds.bound("mmm", 10)
-    with pytest.raises(TypeError, match="unexpected"):
+    with pytest.raises(ValueError, match=r"^colour='red': bound\(\) takes no argument 'colour'; it takes accumulate, b"):
         bounds.bound("fp16", 10, colour="red")
+    with pytest.raises(ValueError, match=r"^probablistic=True: .*; did you mean probabilistic=\?$"):
+        bounds.bound("fp16", 10, probablistic=True)
     with pytest.raises(ValueError, match="needs b="):
         bounds.bound("fabsum-v1", 10)
     with pytest.raises(ValueError):

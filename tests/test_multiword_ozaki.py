@@ -260,7 +260,7 @@ def test_ozaki2_moduli_arguments(normal64):
     assert np.max(np.abs(oz.ozaki2(A, B, moduli=(7, 11, 13, 17, 19, 23, 29, 31, 37)) - A @ B)) < 2**-5
     with pytest.raises(ValueError, match="coprime"):
         oz.ozaki2(A, B, moduli=(256, 254))
-    with pytest.raises(ValueError, match="2, 256"):
+    with pytest.raises(ValueError, match=r"^moduli=\(257,\): holds 257: each modulus must be an integer in \[2, 256\]"):
         oz.ozaki2(A, B, moduli=(257,))
     with pytest.raises(ValueError, match="not both"):
         oz.ozaki2(A, B, moduli=(7,), n_moduli=1)

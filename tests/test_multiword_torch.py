@@ -1,4 +1,4 @@
-"""multiword.matmul on real units through torch (``backend="torch"``, :mod:`blockfma.multiword.hardware`):
+"""multiword.matmul on real units through torch (``backend="hardware"``, :mod:`blockfma.multiword.hardware`):
 the CPU path in every run (torch's fp32 matmul of the words), the CUDA path (tensor cores, fp32 output)
 in the tests marked ``gpu``, which skip with a reason where torch sees no GPU.  The hardware's bits are not
 the simulator's (cuBLAS picks its own order and adds C in its epilogue), so results are held to the exact
@@ -22,7 +22,7 @@ from blockfma.torch_switches import readable
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="backend='torch' needs torch: pip install 'blockfma[torch]'")
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="backend='hardware' needs torch: pip install 'blockfma[torch]'")
 HAVE_CUDA = False
 HAVE_FP32_PRECISION = False  # torch's per-backend fp32 precision API (torch >= 2.9)
 if HAVE_TORCH:
@@ -31,7 +31,7 @@ if HAVE_TORCH:
     HAVE_CUDA = torch.cuda.is_available()
     HAVE_FP32_PRECISION = hasattr(torch._C, "_get_fp32_precision_getter")
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA GPU visible to torch")
-CPU = "torch:cpu"
+CPU = "hardware:cpu"
 
 MULTIWORD = ["double-fp16", "double-bf16", "triple-bf16", "markidis", "ootomo", "3xtf32", "4xtf32", "bf16x9"]
 LOW = ["fp16", "bf16", "tf32"] + MULTIWORD
@@ -131,7 +131,7 @@ def test_ozaki_on_torch_int_mm_equals_the_exact_unit(method):
     got, info = mw.matmul(A, B, method=method, backend=CPU, return_info=True)
     assert np.array_equal(_bits(got), _bits(mw.matmul(A, B, method=method)))
     assert "torch._int_mm" in info["unit"] and info["calls"] > 0 and info["hardware"]["path"] == "_int_mm"
-    with pytest.raises(ValueError, match="unit= or backend='torch'"):
+    with pytest.raises(ValueError, match=r"unit=<function exact_unit.*and backend='hardware' both pick the int8 unit"):
         mw.matmul(A, B, method=method, backend=CPU, unit=mw.ozaki.exact_unit)
 
 
@@ -223,30 +223,35 @@ def test_a_users_tf32_setting_survives_the_call(setting):
 @needs_torch
 def test_clear_errors():
     A, B = _data(4, 8, 4, "uniform-half")
-    with pytest.raises(ValueError, match="^tf64 needs a unit with exact fp32 x fp32 products .* use the simulator"):
-        mw.matmul(A, B, method="tf64", backend="torch")
-    with pytest.raises(ValueError, match="device= and model= pick a simulated unit"):
+    with pytest.raises(ValueError, match="^backend='hardware': tf64 needs a unit with exact fp32 x fp32 products "
+                                         ".*; pass backend='auto'$"):
+        mw.matmul(A, B, method="tf64", backend="hardware")
+    with pytest.raises(ValueError, match="^device='V100': picks a simulated unit, and backend='hardware' runs real"):
         mw.matmul(A, B, method="fp16", backend=CPU, device="V100")
-    with pytest.raises(ValueError, match="is not a device here"):
-        mw.matmul(A, B, method="fp16", backend="torch:nowhere")
+    with pytest.raises(ValueError, match="^backend='hardware:nowhere': names no real unit; use 'hardware'"):
+        mw.matmul(A, B, method="fp16", backend="hardware:nowhere")
+    for old, new in (("torch", "hardware"), ("Torch:CPU", "hardware:cpu"), ("torch:cuda:1", "hardware:cuda:1")):
+        with pytest.raises(ValueError, match=f"^backend='{old}': is the old name .*; pass backend='{new}'$"):
+            mw.matmul(A, B, method="fp16", backend=old)
     with pytest.raises(ValueError, match="runs fp16, bf16 and tf32 words"):
         mw.matmul(A, B, method="mmm", p=2, low="e4m3", backend=CPU)
     with pytest.raises(ValueError, match=r"^A\[0, 0\] = 0.1 is not a finite fp16 value; round it first"):
         hw.TorchUnit("fp16", CPU).gemm([[0.1]], [[1.0]])
     if not HAVE_CUDA:
-        with pytest.raises(ValueError, match="needs a CUDA GPU"):
-            mw.matmul(A, B, method="fp16", backend="torch:cuda")
-    assert hw.is_torch("Torch:CPU") and not hw.is_torch("cuda") and not hw.is_torch(None)
+        with pytest.raises(ValueError, match="needs a CUDA GPU.*; pass backend='hardware:cpu'"):
+            mw.matmul(A, B, method="fp16", backend="hardware:cuda")
+    assert hw.is_hardware("Hardware:CPU") and not hw.is_hardware("cuda") and not hw.is_hardware(None)
+    assert not hw.is_hardware("torch")
 
 
 def test_missing_torch_gives_the_install_hint(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
     A, B = _data(4, 8, 4, "uniform-half")
-    with pytest.raises(ImportError, match=r"^backend='torch' needs PyTorch, which is not installed: "
+    with pytest.raises(ImportError, match=r"^backend='hardware' needs PyTorch, which is not installed: "
                                           r"pip install 'blockfma\[torch\]'$"):
-        mw.matmul(A, B, method="fp16", backend="torch")
+        mw.matmul(A, B, method="fp16", backend="hardware")
     assert np.array_equal(mw.matmul(A, B, method="fp32"), (A.astype(np.float32) @ B.astype(np.float32)))
-    assert cli.main(["multiword", "fp16", "--n", "8", "--backend", "torch", "-q"]) == 2
+    assert cli.main(["multiword", "fp16", "--n", "8", "--backend", "hardware", "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("pip install 'blockfma[torch]'") and "\n" not in err
 
@@ -309,7 +314,7 @@ def test_cuda_fp16_output_is_fp32_not_fp16():
     """1 + 2^-12 is no fp16 value: an fp16 output would round it; the unit's fp32 output keeps it."""
     A = np.array([[1.0, 1.0, 1.0]])
     B = np.array([[1.0], [2.0**-13], [2.0**-13]])
-    C, info = mw.matmul(A, B, method="fp16", backend="torch:cuda", return_info=True)
+    C, info = mw.matmul(A, B, method="fp16", backend="hardware:cuda", return_info=True)
     assert C[0, 0] == 1 + 2.0**-12 and info["hardware"]["path"] == "out_dtype"
     assert info["hardware"]["name"] == torch.cuda.get_device_name() and info["hardware"]["compute_capability"]
 
@@ -320,7 +325,7 @@ def test_cuda_fp16_output_is_fp32_not_fp16():
 def test_cuda_methods_within_their_bounds(method):
     n = 1024
     A, B = _data(64, n, 64, "uniform-half", seed=6)
-    C = _quiet(mw.matmul, A, B, method=method, backend="torch:cuda")
+    C = _quiet(mw.matmul, A, B, method=method, backend="hardware:cuda")
     err = mw.errors(C, mw.reference(A, B, exact=True), A, B)["componentwise"]
     assert np.isfinite(C).all() and err <= mw.bound(method, n), (err, mw.bound(method, n))
     if method == "fp32":
@@ -332,7 +337,7 @@ def test_cuda_methods_within_their_bounds(method):
 @pytest.mark.parametrize("method", ["ozaki1", "ozaki2"])
 def test_cuda_ozaki_equals_the_exact_unit(method):
     A, B = _data(64, 512, 48, "uniform-half", seed=7)
-    got = mw.matmul(A, B, method=method, backend="torch:cuda")
+    got = mw.matmul(A, B, method=method, backend="hardware:cuda")
     assert np.array_equal(_bits(got), _bits(mw.matmul(A, B, method=method)))
 
 

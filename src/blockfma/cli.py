@@ -14,9 +14,9 @@
     blockfma smt prove DEV1 DEV2 ...          a proof that they agree on every input (or a counterexample)
     blockfma smt worst DEV --input fp16 ...   the largest error against the exact a·b + c, with its input
     blockfma smt list | query NAME|all        the seed's named queries (Valpey et al.)
-    blockfma multiword METHOD [--device V100] [--n 1024] [--dist uniform01|uniform-half]
+    blockfma multiword METHOD [--device DEV] [--n 1024] [--dist uniform01|uniform-half] [--json [FILE|-]]
                                               accurate GEMM from low-precision units: the error table
-    blockfma multiword --compare [...]        every method on its unit (fp16 on --device, bf16/tf32 on A100)
+    blockfma multiword --compare [...]        every method on its unit (fp16 on V100, bf16/tf32 on A100)
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.
@@ -424,7 +424,8 @@ def cmd_smt(args: argparse.Namespace) -> str:
 
 
 # --- multiword ---------------------------------------------------------------------------------------------
-_MW_DEVICE_FOR = {"fp16": None, "bf16": "A100", "tf32": "A100", "fp32": None}  # None: the --device given
+_MW_DEVICE_FOR = {"fp16": "V100", "bf16": "A100", "tf32": "A100"}
+"""The preset each word format runs on when --device is not given (V100 has no bf16 or tf32 unit)."""
 
 
 def _mw_data(m: int, n: int, q: int, dist: str, seed: int, fp64: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -438,66 +439,106 @@ def _mw_data(m: int, n: int, q: int, dist: str, seed: int, fp64: bool) -> tuple[
     return A, B
 
 
-def cmd_multiword(args: argparse.Namespace) -> str:
+def _mw_device(mw: Any, name: str, given: str | None, compare: bool) -> str | None:
+    """The preset a method runs on: --device where given (in --compare only for methods whose words it
+    has a unit for), else the default preset of the words' format; None for methods without one."""
+    low = mw.METHODS[name].low if name in mw.METHODS else None
+    if low is None or low not in _MW_DEVICE_FOR:
+        return None if compare else given  # one method: matmul refuses a --device it does not use
+    if given is not None and compare:
+        try:
+            _device(given).model(low, mw.METHODS[name].high)
+            return given
+        except ValueError:
+            return _MW_DEVICE_FOR[low]
+    return given if given is not None else _MW_DEVICE_FOR[low]
+
+
+def cmd_multiword(args: argparse.Namespace) -> Answer:
     import time
     import warnings
 
     from . import multiword as mw
+    from .arguments import integer, memory, seed
+    from .multiword.methods import _check_method, _working_set, check_backend
 
-    names = [x for x in mw.methods() if x != "mmm"] if args.compare else [args.method]
     if not args.compare and args.method is None:
         raise _Usage("name a METHOD (one of: " + ", ".join(mw.methods()) + ") or pass --compare")
-    if args.n < 1 or (args.m is not None and args.m < 1):
-        raise _Usage(f"--n and --m must be positive, not {args.n} and {args.m}")
-    m = args.m or min(args.n, 256)
-    say = _progress.reporter(args.progress)
-    hardware = mw.hardware.is_torch(args.backend)
+    if args.compare and args.method is not None:
+        raise _Usage(f"pass a METHOD ({args.method}) or --compare, not both")
+    names = [x for x in mw.methods() if x != "mmm"] if args.compare else [_check_method(args.method)]
+    if "mmm" in names:
+        raise _Usage("method mmm needs p= and low= (the Python API: multiword.matmul(A, B, method='mmm', p=2, "
+                     "low='bf16')); name another METHOD")
+    seed("seed", args.seed)
+    n = integer("n", args.n, least=1)
+    m = integer("m", args.m, least=1, none=True) or min(n, 256)
+    backend, hardware = check_backend(args.backend)
+    words = max(mw.METHODS[x].p if x in mw.METHODS else 16 for x in names)
+    need = 8.0 * 4 * (m * n + n * m) + _working_set("multiword" if words < 16 else "ozaki2", m, n, m, words)
+    memory("m" if args.m is not None and args.m > n else "n", args.m if args.m is not None and args.m > n else n,
+           need, f"{m}x{n} and {n}x{m} matrices, their words and the reference product",
+           fix="pass a smaller --n (or --m)")
     if hardware:
         try:
-            mw.hardware.torch_device(args.backend)
+            mw.hardware.hardware_device(backend)
         except ImportError as exc:
             raise _Usage(str(exc)) from None
+    say = _progress.reporter(args.progress)
     rows = []
     for name in names:
         fp64 = name in ("tf64", "fp64", "ozaki1", "ozaki2")
-        A, B = _mw_data(m, args.n, m, args.dist, args.seed, fp64)
-        low = mw.METHODS[name].low if name in mw.METHODS else None
-        device = args.device if low is None or _MW_DEVICE_FOR.get(low) is None or not args.compare \
-            else _MW_DEVICE_FOR[low]
+        A, B = _mw_data(m, n, m, args.dist, args.seed, fp64)
+        device = None if hardware else _mw_device(mw, name, args.device, args.compare)
         if say:
-            say(f"{name} on {args.backend if hardware else device if low else '-'}: {m}x{args.n} @ {args.n}x{m} ...")
+            say(f"{name} on {backend if hardware else device or 'numpy'}: {m}x{n} @ {n}x{m} ...")
+        kw: dict[str, Any] = {"backend": backend, "progress": say or False}
+        if name not in ("fp32", "fp64", "ozaki1", "ozaki2") or not args.compare:  # a method refuses what it lacks
+            kw.update({k: v for k, v in (("summation", args.summation), ("block", args.block),
+                                         ("order", args.order), ("device", device)) if v is not None})
         t0 = time.perf_counter()
-        kw: dict[str, Any] = {"backend": args.backend}
-        if name not in ("fp32", "fp64", "ozaki1", "ozaki2"):
-            kw.update(summation=args.summation, block=args.block, order=args.order)
-            if not hardware:
-                kw["device"] = device
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", mw.RangeWarning)
+            warnings.simplefilter("always", mw.OverflowWarning)
             try:
                 C_hat, info = mw.matmul(A, B, method=name, return_info=True, **kw)
             except ValueError as exc:
                 if not args.compare:
                     raise
-                rows.append({"method": name, "unit": f"skipped: {exc}"})
+                rows.append({"method": name, "device": device, "unit": None, "skipped": str(exc)})
                 continue
         seconds = time.perf_counter() - t0
         C = mw.reference(A, B, exact=fp64)
         e = mw.errors(C_hat, C, A, B)
         try:
-            b = mw.bound(name, args.n) if name not in ("ozaki1", "ozaki2") else None
+            b = mw.bound(name, n) if name not in ("ozaki1", "ozaki2") else None
         except (TypeError, ValueError):
             b = None
-        rows.append({"method": name, "unit": info.get("unit", ""), "products": info.get("calls") or "",
-                     "componentwise": f"{e['componentwise']:.3e}", "normwise l2": f"{e['normwise_2']:.3e}",
-                     "bound": "" if b is None else f"{b:.3e}",
-                     "underflow": "words underflow" if caught else "", "seconds": round(seconds, 2)})
-    head = (f"A: {m}x{args.n}, B: {args.n}x{m}, entries uniform on "
-            f"{'(0, 1]' if args.dist == 'uniform01' else '(-0.5, 0.5]'} (fp32 values; fp64 for tf64, fp64 and "
-            f"Ozaki, whose errors are against the exact product), seed {args.seed}; componentwise = "
+        notes = [str(w.message) for w in caught if issubclass(w.category, (mw.RangeWarning, mw.OverflowWarning))]
+        rows.append({"method": name, "device": device, "unit": info.get("unit", ""), "calls": info.get("calls"),
+                     "componentwise": e["componentwise"], "normwise_2": e["normwise_2"], "bound": b,
+                     "underflow": any(issubclass(w.category, mw.RangeWarning) for w in caught),
+                     "overflow": any(issubclass(w.category, mw.OverflowWarning) for w in caught),
+                     "warnings": notes, "seconds": round(seconds, 3)})
+    dist = "(0, 1]" if args.dist == "uniform01" else "(-0.5, 0.5]"
+    head = (f"A: {m}x{n}, B: {n}x{m}, entries uniform on {dist} (fp32 values; fp64 for tf64, fp64 and Ozaki, "
+            f"whose errors are against the exact product), seed {args.seed}; componentwise = "
             "max |C - C_hat| / (|A||B|) (Fasi et al. eq. 3.1)\n")
-    cols = ["method", "unit", "products", "componentwise", "normwise l2", "bound", "underflow", "seconds"]
-    return head + _report.table(rows, cols)
+
+    def cell(r: dict[str, Any]) -> dict[str, Any]:
+        if "skipped" in r:
+            return {"method": r["method"], "unit": f"skipped: {r['skipped']}"}
+        flags = [w for w, on in (("words underflow", r["underflow"]), ("overflow", r["overflow"])) if on]
+        return {"method": r["method"], "unit": r["unit"], "products": r["calls"] or "",
+                "componentwise": f"{r['componentwise']:.3e}", "normwise l2": f"{r['normwise_2']:.3e}",
+                "bound": "" if r["bound"] is None else f"{r['bound']:.3e}", "range": ", ".join(flags),
+                "seconds": r["seconds"]}
+
+    cols = ["method", "unit", "products", "componentwise", "normwise l2", "bound", "range", "seconds"]
+    params = {"methods": names, "device": args.device, "backend": backend, "m": m, "n": n, "q": m,
+              "dist": args.dist, "seed": args.seed, "summation": args.summation, "block": args.block,
+              "order": args.order}
+    return Answer(head + _report.table([cell(r) for r in rows], cols), {"parameters": params, "rows": rows})
 
 
 # --- parser ----------------------------------------------------------------------------------------------
@@ -626,24 +667,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_smt)
 
     p = sub.add_parser("multiword", help="accurate GEMM from low-precision units (multiword, 3xTF32, Ozaki)",
-                       epilog="Example: blockfma multiword double-fp16 --device V100 --n 1024 --dist uniform01")
+                       epilog="Example: blockfma multiword double-fp16 --device V100 --n 1024 --dist uniform01. "
+                              "Seconds on the simulator: about m*n*m*products / 3e8 (256 x 1024 x 256 in "
+                              "double-fp16: under 1 s). Exit status 0; 2 for bad usage.")
     p.add_argument("method", nargs="?", metavar="METHOD", help="fp16, double-fp16, 3xtf32, ozaki2, ... (or --compare)")
-    p.add_argument("--compare", action="store_true", help="every method (bf16 and tf32 ones on the A100 preset)")
-    p.add_argument("--device", default="V100", help="the simulated unit's preset (default V100)")
+    p.add_argument("--compare", action="store_true", help="every method, one table")
+    p.add_argument("--device", help="the simulated unit's preset (default: V100 for fp16 words, A100 for bf16 and "
+                                    "tf32 words, which V100 lacks; with --compare, methods whose words DEVICE has "
+                                    "no unit for run on that default)")
     p.add_argument("--backend", metavar="NAME",
-                   help="the simulator engine's backend (auto, numpy, numba, cuda; default auto), or torch, "
-                        "torch:cuda, torch:cpu: the word products on real units through torch (--device unused)")
+                   help="the simulator engine (auto, numpy, numba, cuda, cuda:N; default auto), or hardware, "
+                        "hardware:cuda[:N], hardware:cpu: the word products on real units through torch "
+                        "(--device unused)")
     p.add_argument("--n", type=int, default=1024, help="inner dimension (default 1024)")
     p.add_argument("--m", type=int, help="rows of A and columns of B (default min(n, 256))")
     p.add_argument("--dist", choices=("uniform01", "uniform-half"), default="uniform01",
                    help="entries uniform on (0, 1] or on (-0.5, 0.5] (the seeds' two distributions)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the data (default 0)")
     p.add_argument("--summation", choices=("fabsum-v1", "fabsum-v2"), help="FABsum on the leading product")
-    p.add_argument("--block", type=int, help="FABsum block size")
+    p.add_argument("--block", type=int, help="FABsum block size (with --summation)")
     p.add_argument("--order", choices=("alg2.1", "cublas"), help="order of the word products")
     _progress_options(p)
     _json_option(p)
-    p.set_defaults(func=cmd_multiword)
+    p.set_defaults(func=cmd_multiword, spelling={"method": "METHOD"})
     return parser
 
 

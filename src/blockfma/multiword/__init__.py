@@ -1,10 +1,11 @@
 """Accurate matrix products from low-precision units: multiword (Fasi et al.), Markidis, Ootomo-Yokota,
 3xTF32/4xTF32 and TF64 (Valero-Lara et al.), bf16x9, FABsum, and the Ozaki schemes, with error metrics and
 bounds.  Every method runs its word products on a simulated unit (a device preset's Model) by default, or
-on real units through torch with ``backend="torch"`` (:mod:`.hardware`).
+on real units through torch with ``backend="hardware"`` (:mod:`.hardware`).
 
     split(A, fmt, p, *, scale=0)              the words of A (Fasi et al., eq. 2.2)
-    matmul(A, B, *, method, device=None, model=None, backend=None, summation=None, block=None, order=None)
+    matmul(A, B, *, method, device=None, model=None, backend=None, summation=None, block=None, order=None,
+           progress=None)                     (RangeWarning, OverflowWarning: see its docstring)
     errors(C_hat, C, A, B)                    componentwise (eq. 3.1) and normwise errors
     reference(A, B, exact=False)              float64, or correctly rounded exact products
     bound(method, n, ...)                     Theorem 2.1, Table 2.1, FABsum and probabilistic bounds
@@ -12,9 +13,9 @@ on real units through torch with ``backend="torch"`` (:mod:`.hardware`).
 
 from . import bounds, hardware, metrics, ozaki
 from .bounds import bound
-from .methods import METHODS, TF64_UNIT, Method, matmul, methods, unit_model
+from .methods import METHODS, TF64_UNIT, Method, OverflowWarning, matmul, methods, unit_model
 from .metrics import errors, reference
 from .split import RangeWarning, split
 
 __all__ = ["bounds", "hardware", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS",
-           "Method", "split", "RangeWarning", "unit_model", "TF64_UNIT"]
+           "Method", "split", "RangeWarning", "OverflowWarning", "unit_model", "TF64_UNIT"]

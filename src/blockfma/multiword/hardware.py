@@ -1,7 +1,8 @@
-"""Word products on real matrix units through torch: ``matmul(..., backend="torch")``.
+"""Word products on real matrix units through torch: ``matmul(..., backend="hardware")``.
 
-``backend="torch"`` runs each word product of a multiword method on the torch device (a CUDA GPU where
-torch sees one, else the CPU); ``"torch:cuda"``, ``"torch:cuda:N"`` and ``"torch:cpu"`` pick it.  The
+``backend="hardware"`` runs each word product of a multiword method on the torch device (a CUDA GPU where
+torch sees one, else the CPU); ``"hardware:cuda"``, ``"hardware:cuda:N"`` and ``"hardware:cpu"`` pick it.
+(The old spelling ``"torch"`` is refused: in ``blockfma.gemm`` it names the simulator's engine on torch.)  The
 words are split on the host as for the simulated units (exact values of the low format) and converted
 exactly to the unit's dtype; the result comes back as float64 values of the unit's output format.
 
@@ -30,9 +31,9 @@ During each call :func:`matmul_flags` disallows reduced-precision reductions (fp
 The switches are process-wide, so concurrent torch work in other threads sees them for that moment.
 
 The units follow the protocol of every black box blockfma calls (:class:`blockfma.probes.targets.BlackBox`:
-``name``, ``formats``, ``k``, ``calls``, ``rows``, ``seconds``, ``metadata()``); :func:`import_torch`,
-:func:`is_torch`, :func:`torch_device` and :func:`device_info` live in :mod:`blockfma.probes.runtime`, shared
-with the probe targets, and are re-exported here.
+``name``, ``formats``, ``k``, ``calls``, ``rows``, ``seconds``, ``metadata()``); :func:`import_torch` and
+:func:`device_info` live in :mod:`blockfma.probes.runtime`, shared with the probe targets, and are re-exported
+here; :func:`is_hardware` and :func:`hardware_device` read the backend names.
 """
 
 from __future__ import annotations
@@ -45,12 +46,56 @@ import numpy as np
 
 from .. import formats as _formats
 from ..probes.inputs import Formats
-from ..probes.runtime import TORCH_HINT, device_info, import_torch, is_torch, torch_device
+from ..arguments import ArgumentError
+from ..probes.runtime import TORCH_HINT, device_info, import_torch
 from ..probes.targets import BlackBox
 from ..torch_switches import matmul_switches
 
-__all__ = ["TORCH_HINT", "is_torch", "import_torch", "torch_device", "device_info", "matmul_flags", "TorchUnit",
-           "Int8Unit"]
+__all__ = ["TORCH_HINT", "is_hardware", "hardware_spec", "hardware_device", "import_torch", "device_info",
+           "matmul_flags", "TorchUnit", "Int8Unit"]
+
+NEEDS = "backend='hardware'"
+
+
+# --- the backend names ---------------------------------------------------------------------------------------
+def is_hardware(backend: Any) -> bool:
+    """Whether ``backend`` names the real units ("hardware", "hardware:cpu", "hardware:cuda[:N]", any case)."""
+    if not isinstance(backend, str):
+        return False
+    name = backend.strip().lower()
+    return name == "hardware" or name.startswith("hardware:")
+
+
+def hardware_spec(backend: Any) -> str:
+    """The device part of a hardware backend name: "" (the GPU where torch sees one, else the CPU), "cpu",
+    "cuda" or "cuda:N"; an ArgumentError for any other spelling."""
+    name = backend.strip().lower() if isinstance(backend, str) else None
+    if name is not None and is_hardware(name):
+        spec = name[len("hardware:"):] if name != "hardware" else ""
+        if spec in ("", "cpu", "cuda") or (spec.startswith("cuda:") and spec[5:].isdigit()):
+            return spec
+    raise ArgumentError("backend", backend, "names no real unit; use 'hardware' (a GPU where torch sees one, "
+                        "else the CPU), 'hardware:cuda', 'hardware:cuda:N' or 'hardware:cpu'")
+
+
+def hardware_device(backend: str = "hardware") -> Any:
+    """The torch device a hardware backend names: "hardware" is "cuda" where ``torch.cuda.is_available()``,
+    else "cpu".  ArgumentError for a device that is not here, ImportError without torch."""
+    spec = hardware_spec(backend)
+    torch = import_torch(NEEDS)
+    if spec == "":
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ArgumentError("backend", backend, f"needs a CUDA GPU, and torch {torch.__version__} sees none "
+                                "(torch.cuda.is_available() is False)", use={"backend": "hardware:cpu"},
+                                fix="or use the simulator (backend='auto')")
+        index = torch.cuda.current_device() if spec == "cuda" else int(spec[5:])
+        if index >= torch.cuda.device_count():
+            raise ArgumentError("backend", backend, f"there are {torch.cuda.device_count()} CUDA devices (0 to "
+                                f"{torch.cuda.device_count() - 1})", use={"backend": "hardware:cuda:0"})
+        return torch.device("cuda", index)
+    return torch.device("cpu")
 
 FORMATS = ("fp16", "bf16", "tf32", "fp32", "fp64")
 """Word formats a :class:`TorchUnit` takes (fp32 and fp64: the native baselines)."""
@@ -63,7 +108,7 @@ def matmul_flags(*, tf32: bool = False) -> Iterator[None]:
     where torch has it, else ``allow_tf32``), IEEE fp32 matmuls in oneDNN (CPU), fp16/bf16 reduced-precision
     reductions and fp16 accumulation off; every switch restored afterwards, also after an exception
     (:func:`blockfma.torch_switches.matmul_switches`)."""
-    with matmul_switches(import_torch(), tf32=tf32, reduced=False, fp16_accumulation=False):
+    with matmul_switches(import_torch(NEEDS), tf32=tf32, reduced=False, fp16_accumulation=False):
         yield
 
 
@@ -79,18 +124,21 @@ class TorchUnit(BlackBox):
     K (``k`` is None).  ``calls`` counts the products, ``rows`` their rows of A, ``seconds`` is the time
     spent in them (synchronised; operands already on the device, transfers excluded)."""
 
-    def __init__(self, fmt: str, backend: str = "torch") -> None:
-        name = _formats.get(fmt).name if isinstance(fmt, str) and fmt.strip() else fmt
+    def __init__(self, fmt: str, backend: str = "hardware") -> None:
+        try:
+            name = _formats.get(fmt).name if isinstance(fmt, str) and fmt.strip() else fmt
+        except ValueError:
+            name = fmt
         if name not in FORMATS:
-            raise ValueError(f"backend='torch' runs fp16, bf16 and tf32 words (and the fp32/fp64 baselines), not "
-                             f"{fmt!r}; use the simulator (backend='auto') for other formats")
+            raise ArgumentError("fmt", fmt, "backend='hardware' runs fp16, bf16 and tf32 words (and the fp32/fp64 "
+                                "baselines) only", fix="use the simulator (backend='auto') for other formats")
         super().__init__()
         self.fmt: str = name
         out = "fp64" if name == "fp64" else "fp32"
         self.formats = Formats.of(name, name, out, out)
         self.k = None
-        self.device = torch_device(backend)
-        torch = self._torch = import_torch()
+        self.device = hardware_device(backend)
+        torch = self._torch = import_torch(NEEDS)
         cuda = self.device.type == "cuda"
         if name in ("fp16", "bf16") and cuda:
             if "dtype" not in torch.ops.aten.mm.overloads() or "dtype" not in torch.ops.aten.baddbmm.overloads():
@@ -195,13 +243,13 @@ class Int8Unit(BlackBox):
     formats = None
     k = None
 
-    def __init__(self, backend: str = "torch") -> None:
+    def __init__(self, backend: str = "hardware") -> None:
         from .ozaki import torch_unit
 
         super().__init__()
-        self.device = torch_device(backend)
+        self.device = hardware_device(backend)
         self._unit = torch_unit(str(self.device))
-        self._torch = import_torch()
+        self._torch = import_torch(NEEDS)
         self.__name__ = f"torch._int_mm on {self.device}"
 
     @property

@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import formats as _formats
+from ..arguments import ArgumentError, choice, integer, memory
 from ..probes.runtime import import_torch
 from .split import check_input, check_operands
 
@@ -81,13 +82,19 @@ _BOUND_K = INT32_MAX // (64 * 64)  # 524287
 
 
 def _positive_int(value: Any, what: str, low: int = 1, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be an integer, not {value!r} ({type(value).__name__})")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{what} must be {span}; got {value}")
-    return value
+    """An integer argument in [low, high] (:func:`blockfma.arguments.integer`: an ArgumentError otherwise)."""
+    return integer(what, value, least=low, most=high)
+
+
+MAX_SLICES = 2100
+"""More slices than any float64 row needs (its bits span at most 2**1024 down to 2**-1074: 2098 bits)."""
+
+
+def _check_unit(unit: Any) -> Any:
+    if unit is not None and not callable(unit):
+        raise ArgumentError("unit", unit, "must be a function f(A_int8, B_int8) -> their integer product, or None "
+                            "(the exact unit)", fix="e.g. ozaki.exact_unit, ozaki.model_unit() or ozaki.torch_unit()")
+    return unit
 
 
 # ---------------------------------------------------------------------------------------------------- units
@@ -260,7 +267,7 @@ def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]
     (each step keeps bits of a_ij, which float64 holds); R = 0 once slices*width reaches the distance from
     2**e_i down to the lowest set bit in the row, e.g. 53 bits for a row within one binade."""
     A = check_input(A, "A")
-    slices = _positive_int(slices, "slices")
+    slices = _positive_int(slices, "slices", 1, MAX_SLICES)
     width = _positive_int(width, "width", 1, 7)
     e = row_exponents(A)
     out = np.zeros((slices,) + A.shape, dtype=np.int8)
@@ -291,11 +298,18 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
 
     ``unit``: a callable ``f(Ai8, Bi8) -> int array`` (default :func:`exact_unit`); OverflowError from the
     unit if an int32 accumulator would overflow (possible only with a ``width`` wider than the rule)."""
+    slices = _positive_int(slices, "slices", 1, MAX_SLICES)
+    width = None if width is None else _positive_int(width, "width", 1, 7)
+    _check_unit(unit)
+    sa, sb = np.shape(A), np.shape(B)
+    if len(sa) == 2 and len(sb) == 2:  # before any conversion: the slices and the float64 copies
+        m, k, n = sa[0], sa[1], sb[1]
+        memory("slices", slices, (slices + 8.0 * 4) * (m * k + k * n) + 8.0 * 4 * m * n,
+               f"{slices} int8 slices of a {m}x{k} and a {k}x{n} matrix", fix="use fewer slices")
     A, B = check_operands(A, B)
-    slices = _positive_int(slices, "slices")
     m, k = A.shape
     n = B.shape[1]
-    w = slice_width(k) if width is None else _positive_int(width, "width", 1, 7)
+    w = slice_width(k) if width is None else width
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n))
     SA, ea = slice_rows(A, slices, w)
@@ -321,17 +335,27 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
 
 def _moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int, ...]:
     if moduli is not None and n_moduli is not None:
-        raise ValueError("pass moduli= or n_moduli=, not both")
+        raise ArgumentError("n_moduli", n_moduli, "and moduli= both choose the moduli: pass moduli= or n_moduli=, "
+                            "not both")
     if moduli is None:
         n = DEFAULT_N_MODULI if n_moduli is None else _positive_int(n_moduli, "n_moduli", 1, len(MODULI))
         return MODULI[:n]
-    mods = tuple(_positive_int(m, "each modulus", 2, 256) for m in moduli)
+    if isinstance(moduli, (str, bytes)) or not hasattr(moduli, "__iter__"):
+        raise ArgumentError("moduli", moduli, "must be a list of pairwise coprime integers in [2, 256]",
+                            use={"moduli": MODULI[:4]})
+    listed = list(moduli)
+    for m in listed:
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 2 <= m <= 256:
+            raise ArgumentError("moduli", moduli, f"holds {m!r}: each modulus must be an integer in [2, 256] "
+                                "(the residues are centred into int8)")
+    mods = tuple(int(m) for m in listed)
     if not mods:
-        raise ValueError("moduli is empty; give at least one modulus")
+        raise ArgumentError("moduli", moduli, "is empty; give at least one modulus", use={"n_moduli": 16})
     for i, a in enumerate(mods):
         for b in mods[i + 1:]:
             if math.gcd(a, b) != 1:
-                raise ValueError(f"moduli must be pairwise coprime; {a} and {b} share the factor {math.gcd(a, b)}")
+                raise ArgumentError("moduli", moduli, f"must be pairwise coprime; {a} and {b} share the factor "
+                                    f"{math.gcd(a, b)}")
     return mods
 
 
@@ -373,12 +397,13 @@ def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] =
     2**(sa_i+sb_j) (|A||B|)_ij <= 2**(2L) C''_ij / sqrt(max_j C''_ij max_i C''_ij) <= 2**(2L).  One more unit
     GEMM; more bits where the Cauchy-Schwarz bound is loose (rows and columns of very different shapes), about
     as many on random dense matrices (the 6-bit bounds cost what Cauchy-Schwarz costs there)."""
+    scaling = choice("scaling", scaling, ("fast", "accurate"))
+    P = integer("P", P, least=2)
+    _check_unit(unit)
     A, B = check_operands(A, B)
     L = _half_bits(P)
     if scaling == "fast":
         return _norm_shifts(A, L), _norm_shifts(B.T, L)
-    if scaling != "accurate":
-        raise ValueError(f"scaling must be 'fast' or 'accurate', not {scaling!r}")
     ua = _BOUND_BITS - row_exponents(A)
     vb = _BOUND_BITS - row_exponents(B.T)
     with np.errstate(under="ignore"):
@@ -461,8 +486,10 @@ def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int
     2**-L relative to each row's and column's 2-norm, L ~ (log2 P - 1)/2 ~ 3.95 bits per modulus) and the
     final rounding.  Bits per element: L minus the element's distance below its row's norm (a wide dynamic
     range costs bits)."""
-    A, B = check_operands(A, B)
     mods = _moduli(moduli, n_moduli)
+    scaling = choice("scaling", scaling, ("fast", "accurate"))
+    _check_unit(unit)
+    A, B = check_operands(A, B)
     P = math.prod(mods)
     m, k = A.shape
     n = B.shape[1]

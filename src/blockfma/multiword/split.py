@@ -10,42 +10,105 @@ products.
 
 from __future__ import annotations
 
+import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import formats as _formats
+from ..arguments import ArgumentError, integer
 from ..formats import Format, RoundingMode
 
-__all__ = ["RangeWarning", "split", "check_input", "check_operands"]
+__all__ = ["RangeWarning", "split", "check_input", "check_operands", "check_format", "check_rounding",
+           "MAX_WORDS", "MAX_SCALE"]
+
+MAX_WORDS = 64
+"""The most words :func:`split` makes: 64 words of even a 2-bit format hold more bits than binary64 has."""
+MAX_SCALE = 1100
+"""The largest residual scale s (2**s): beyond binary64's whole exponent range (2**-1074 to 2**1024)."""
 
 
 class RangeWarning(UserWarning):
-    """A word lost bits to underflow (the seed's caveat on range): the split is not as accurate as u_low^p."""
+    """Words lost bits to underflow beyond the split's own accuracy (see :func:`split`): the product is not
+    as accurate as the method's bound promises."""
+
+
+class _Shown:
+    """A matrix argument in an error message: its shape and dtype, not its entries."""
+
+    def __init__(self, arr: Any, text: str = "") -> None:
+        if text:
+            self.text = text
+            return
+        a = np.asarray(arr)
+        shape = "x".join(str(d) for d in a.shape) or "scalar"
+        self.text = f"<{shape} {a.dtype} array>" if a.ndim else f"<scalar {a.dtype} {a.item()!r}>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _ml_dtypes_kind(dtype: np.dtype) -> str:
+    """"f" for an ml_dtypes float type (bfloat16, the fp8/fp6/fp4 types), "i" for its integer types (int4,
+    uint2, ...), "c" for its complex types, "" for a dtype that is not ml_dtypes'."""
+    if getattr(dtype.type, "__module__", "") != "ml_dtypes":
+        return ""
+    import ml_dtypes
+
+    if "complex" in dtype.name:  # complex32, bcomplex32: finfo answers for their parts
+        return "c"
+    for kind, info in (("f", ml_dtypes.finfo), ("i", ml_dtypes.iinfo)):
+        try:
+            info(dtype)
+        except (TypeError, ValueError):
+            continue
+        return kind
+    return "c"
 
 
 def check_input(A: Any, name: str = "A") -> np.ndarray:
-    """A as a 2-D float64 array of finite real values (exact for every real dtype here, bfloat16 and fp8
-    included), or a ValueError naming the first bad entry: the one input rule of every multiword function."""
-    arr = np.asarray(A)
-    if arr.dtype.kind == "c":
-        raise ValueError(f"{name} is complex; multiword products take real matrices")
-    if arr.dtype.kind in "USV":
-        raise ValueError(f"{name} must hold numbers, not dtype {arr.dtype}")
-    if arr.dtype.kind == "O":
-        try:
-            arr = np.asarray(arr, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} is not an array of real numbers") from None
-    x = _formats.from_numpy(arr, name)
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D matrix; got shape {x.shape}")
+    """A as a 2-D float64 array of finite real values, or an :class:`~blockfma.arguments.ArgumentError`
+    naming the argument (and the first bad entry): the one input rule of every multiword function.
+
+    Taken exactly: numpy's float16/32/64 (a long double that binary64 holds), every float dtype of
+    ml_dtypes (bfloat16, float8_e4m3fn, float8_e5m2, the fnuz and fp6/fp4 types, ...), and integer arrays
+    (numpy's or ml_dtypes' int4/uint4/...) as their values, up to 2**53 or beyond where binary64 holds
+    them.  Refused: complex, bool (a mask, not a matrix: pass ``A.astype(float)`` for 0/1 values), object
+    arrays (Python objects: convert them first, ``np.asarray(A, dtype=float)``, where rounding is meant),
+    strings, dates and times."""
+    try:
+        arr = np.asarray(A)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise ArgumentError(name, _Shown(None, f"<{type(A).__name__}>"),
+                            f"is not a rectangular array of numbers ({exc})") from None
+    kind = _ml_dtypes_kind(arr.dtype) or arr.dtype.kind
+    if kind not in "fiu":
+        what = {"c": "multiword products take real matrices (pass A.real if that is meant)",
+                "b": "a mask, not a matrix of numbers (pass A.astype(float) for 0/1 values)",
+                "O": "Python objects; convert them first (np.asarray(A, dtype=float) rounds to binary64: "
+                     "Fractions and big integers are not taken exactly)",
+                }.get(kind, "multiword products take real matrices (float or integer dtypes)")
+        raise ArgumentError(name, _Shown(arr), f"has dtype {arr.dtype}: {what}")
+    if arr.ndim != 2:
+        raise ArgumentError(name, _Shown(arr), f"must be a 2-D matrix; got shape {arr.shape}")
+    if kind == "i" and arr.dtype.kind not in "iu":  # ml_dtypes' int4, uint2, ...: exact in int64
+        arr = arr.astype(np.int64)
+    try:
+        x = _formats.from_numpy(arr, name)
+    except ValueError:  # an integer (or long double) binary64 cannot hold exactly
+        bad = np.argwhere(arr.astype(np.float64).astype(arr.dtype) != arr)
+        idx = tuple(int(t) for t in bad[0]) if len(bad) else ()
+        raise ArgumentError(name, _Shown(arr), f"{name}{list(idx)} = {arr[idx].item()!r} has more significant bits than "
+                            "binary64 holds, so it cannot be taken exactly",
+                            fix=f"round it first ({name}.astype(float) rounds to nearest)") from None
     bad = np.argwhere(~np.isfinite(x))
     if len(bad):
         i, j = (int(t) for t in bad[0])
-        raise ValueError(f"{name}[{i}, {j}] = {float(x[i, j])!r} is not finite ({len(bad)} non-finite entries): "
-                         "multiword products and their error measures take finite matrices")
+        raise ArgumentError(name, _Shown(arr), f"{name}[{i}, {j}] = {float(x[i, j])!r} is not finite "
+                            f"({len(bad)} non-finite entries): multiword products and their error measures "
+                            "take finite matrices")
     return x
 
 
@@ -53,42 +116,145 @@ def check_operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
     """:func:`check_input` on A and B, and A's columns equal to B's rows."""
     A_, B_ = check_input(A, "A"), check_input(B, "B")
     if A_.shape[1] != B_.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
-                         "B's rows)")
+        raise ArgumentError("B", _Shown(B_), f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
+                            "columns must equal B's rows)")
     return A_, B_
 
 
-def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: RoundingMode | str = "rne",
-          name: str = "A") -> list[np.ndarray]:
-    """The p words of A in ``fmt``: A ≈ W_1 + 2**-s W_2 + 2**-2s W_3 + ..., returned as [W_1, ..., W_p].
+def check_format(name: str, value: Any) -> Format:
+    """A format argument (a name such as "fp16", or a Format) as a Format, or an ArgumentError."""
+    if isinstance(value, Format):
+        return value
+    if not isinstance(value, str):
+        raise ArgumentError(name, value, "must be a format name such as 'fp16', 'bf16' or 'tf32'")
+    try:
+        return _formats.get(value)
+    except ValueError as exc:
+        raise ArgumentError(name, value, str(exc)) from None
 
-    W_1 = fl(A); W_i = fl(2**((i-1)s) (A - W_1 - 2**-s W_2 - ...)), each fl rounding to ``fmt`` in
-    ``rounding`` (to nearest by default; "rz" is how a tf32 unit reads fp32 registers).  ``scale`` = s.
-    A value beyond ``fmt``'s range is a ValueError (scale A first); a residual that the format cannot hold
-    whole (underflow into or below the subnormals) gives a :class:`RangeWarning` with the count.
-    """
-    f = _formats.get(fmt)
-    if not isinstance(p, (int, np.integer)) or isinstance(p, bool) or p < 1:
-        raise ValueError(f"the number of words p must be a positive integer, not {p!r}")
-    x = check_input(A, name)
-    big = np.argwhere(np.abs(x) > f.max)
-    if len(big):
-        i, j = (int(t) for t in big[0])
-        raise ValueError(f"{name}[{i}, {j}] = {x[i, j]!r} is beyond {f.name}'s largest value {f.max!r}: scale "
-                         f"{name} by a power of two first (multiword words must hold its entries)")
-    mode = RoundingMode.parse(rounding)
+
+def check_rounding(name: str, value: Any) -> RoundingMode:
+    """A rounding-mode argument ("rne", "rz", a RoundingMode, ...) as a RoundingMode, or an ArgumentError."""
+    if isinstance(value, RoundingMode):
+        return value
+    try:
+        return RoundingMode.parse(value)
+    except (ValueError, TypeError):
+        raise ArgumentError(name, value, "must be a rounding mode such as 'rne' (to nearest, ties to even), "
+                            "'rz' (toward zero), 'rna', 'ru' or 'rd'") from None
+
+
+@dataclass(frozen=True)
+class _Loss:
+    """Underflow losses of one matrix's split beyond the split's own accuracy (see :func:`split`)."""
+
+    name: str
+    entries: int  # entries that lost bits to underflow and whose error exceeds u^p of their line's largest
+    largest: float  # the largest error over the line's largest entry, over all lines
+    where: tuple[int, int] | None  # one such entry
+    line_max: float  # the largest entry of that entry's line (row of A, column of B)
+
+
+def _split_words(x: np.ndarray, f: Format, p: int, scale: int, mode: RoundingMode) -> list[np.ndarray]:
     words: list[np.ndarray] = []
     residual = x.copy()
     for i in range(p):
-        scaled = np.ldexp(residual, scale * i)
-        w = _formats.round(f, scaled, mode)
+        w = _formats.round(f, np.ldexp(residual, scale * i), mode)
         words.append(w)
         residual = residual - np.ldexp(w, -scale * i)  # exact: the error of one rounding
-    lost = int(np.count_nonzero(_lost_to_underflow(f, words, x, scale)))
-    if lost:
-        warnings.warn(f"{lost} entries of {name} lose bits to underflow in {f.name} words (entries too small for "
-                      f"{p} words of {f.name}; scale {name} up, or use scale=)", RangeWarning, stacklevel=2)
     return words
+
+
+def _underflow_loss(x: np.ndarray, words: list[np.ndarray], f: Format, p: int, scale: int, axis: int,
+                    name: str) -> _Loss:
+    """The entries whose words lost bits to underflow by more than the split's own accuracy: error
+    |a - sum of words| > u_low**p * (largest |entry| of the entry's line), lines along ``axis`` (1: rows,
+    for the left operand; 0: columns, for the right one)."""
+    lost = _lost_to_underflow(f, words, x, scale)
+    if not lost.any():
+        return _Loss(name, 0, 0.0, None, 0.0)
+    total = words[0].copy()
+    for i in range(1, p):
+        total = total + np.ldexp(words[i], -scale * i)
+    err = np.abs(x - total)
+    line = np.abs(x).max(axis=axis, keepdims=True)
+    u = math.ldexp(1.0, -f.precision)
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        rel = np.where(lost, err / line, 0.0)
+    over = lost & (rel > u**p)
+    if not over.any():
+        return _Loss(name, 0, float(rel.max()), None, 0.0)
+    i, j = (int(t) for t in np.unravel_index(int(np.argmax(np.where(over, rel, -1.0))), rel.shape))
+    return _Loss(name, int(np.count_nonzero(over)), float(rel[i, j]), (i, j),
+                 float(line[0, j] if axis == 0 else line[i, 0]))
+
+
+def _power(x: float) -> str:
+    """x as 2^e with one decimal of e (x > 0)."""
+    return f"2^{math.log2(x):.1f}" if x > 0 else "0"
+
+
+def _range_message(losses: list[_Loss], f: Format, p: int, method: str = "") -> str:
+    """One RangeWarning's text for the losses of one call (the count first: ``N entries of ...``)."""
+    hit = [loss for loss in losses if loss.entries]
+    total = sum(loss.entries for loss in hit)
+    names = " and ".join(loss.name for loss in losses)
+    each = ", ".join(f"{loss.entries} of {loss.name}" for loss in hit)
+    worst = max(hit, key=lambda loss: loss.largest)
+    line = "row" if worst.name != "B" else "column"
+    u = math.ldexp(1.0, -f.precision * p)
+    e = -math.frexp(worst.line_max)[1] if worst.line_max > 0 else 0
+    who = f"{method}: " if method else ""
+    return (f"{total} entries of {names} ({each}) lose bits to underflow in {p} {f.name} words: {who}the worst, "
+            f"{worst.name}{list(worst.where or ())}, errs by {_power(worst.largest)} of its {line}'s largest entry, "
+            f"more than the split's own accuracy u^{p} = {_power(u)}; scale {worst.name} by a power of two "
+            f"(e.g. {worst.name} * 2**{e}: exact, undo it on the product) or use words with a wider exponent "
+            "range (bf16, tf32, or Ootomo-Yokota's scaled residuals)")
+
+
+def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: RoundingMode | str = "rne",
+          name: str = "A", axis: int = 1) -> list[np.ndarray]:
+    """The p words of A in ``fmt``: A ≈ W_1 + 2**-s W_2 + 2**-2s W_3 + ..., returned as [W_1, ..., W_p].
+
+    W_1 = fl(A); W_i = fl(2**((i-1)s) (A - W_1 - 2**-s W_2 - ...)), each fl rounding to ``fmt`` in
+    ``rounding`` (to nearest by default; "rz" is how a tf32 unit reads fp32 registers).  ``scale`` = s
+    (0 to :data:`MAX_SCALE`), p from 1 to :data:`MAX_WORDS`.  A value beyond ``fmt``'s range is an
+    ArgumentError (scale A first).
+
+    Underflow: a word whose input lies below ``fmt``'s smallest normal keeps fewer bits than the format's
+    precision.  That matters only where it breaks the split's own accuracy, so a :class:`RangeWarning`
+    (one, with the count, the worst entry and the fix) is given only for entries whose error
+    |a - sum of words| exceeds u_low**p times the largest |entry| of their line (a row of A, ``axis=1``;
+    a column of B, ``axis=0``).  Below that threshold the split still satisfies |Delta a_i| <= u_low**p
+    max|a_i|, line by line, so the product's error from the split stays within the 2 u_low**p of Fasi et
+    al.'s Theorem 2.1 in the normwise (row by row, column by column) sense; the threshold is the split's own
+    accuracy, far below each method's bound ((p+1) u_low**p + gamma_n(u_high)).  This is why fp16 words of
+    (0, 1] data do not warn: the second word of an entry below 2**-3 is subnormal, but its error, at most
+    2**-25, is below u_fp16**2 = 2**-22 of its row's largest entry (about 1).
+    """
+    f = check_format("fmt", fmt)
+    p = integer("p", p, least=1, most=MAX_WORDS)
+    scale = integer("scale", scale, least=0, most=MAX_SCALE)
+    mode = check_rounding("rounding", rounding)
+    if axis not in (0, 1) or isinstance(axis, bool):
+        raise ArgumentError("axis", axis, "must be 1 (lines are rows: the left operand A) or 0 (columns: B)")
+    x = check_input(A, name)
+    _check_range(x, f, name)
+    words = _split_words(x, f, p, scale, mode)
+    loss = _underflow_loss(x, words, f, p, scale, axis, name)
+    if loss.entries:
+        warnings.warn(_range_message([loss], f, p), RangeWarning, stacklevel=2)
+    return words
+
+
+def _check_range(x: np.ndarray, f: Format, name: str) -> None:
+    big = np.argwhere(np.abs(x) > f.max)
+    if len(big):
+        i, j = (int(t) for t in big[0])
+        e = math.frexp(float(np.abs(x).max()) / f.max)[1]
+        raise ArgumentError(name, _Shown(x), f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
+                            f"{f.max!r}: multiword words must hold its entries", fix=f"scale {name} by a power of "
+                            f"two first ({name} * 2**-{e}, exact; undo it on the product)")
 
 
 def _lost_to_underflow(f: Format, words: list[np.ndarray], x: np.ndarray, scale: int) -> np.ndarray:
