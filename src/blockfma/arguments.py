@@ -25,14 +25,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ArgumentError", "integer", "seconds", "choice", "flag", "seed", "progress", "keywords",
+__all__ = ["ArgumentError", "Shown", "integer", "seconds", "choice", "flag", "seed", "progress", "keywords",
            "permutation", "memory", "available_memory", "TIMEOUT"]
 
 TIMEOUT = 60.0
 """Seconds one solver query may take unless told otherwise (``bf.smt``, the probes' separations, the CLI)."""
 
 
+class Shown:
+    """A value an error message shows by a text of its own (``Shown("<Model fp16->fp32>")``), for values
+    whose repr would be long or unhelpful."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def _render(value: Any, cli: bool) -> str:
+    if isinstance(value, np.ndarray):  # its shape and dtype, not its entries
+        shape = "x".join(str(d) for d in value.shape)
+        return f"<{shape} {value.dtype} array>" if value.ndim else f"<scalar {value.dtype} {value.item()!r}>"
     if cli and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
     text = repr(value)

@@ -460,13 +460,13 @@ def cmd_multiword(args: argparse.Namespace) -> Answer:
 
     from . import multiword as mw
     from .arguments import integer, memory, seed
-    from .multiword.methods import _check_method, _working_set, check_backend
+    from .multiword.methods import check_method, working_set, check_backend
 
     if not args.compare and args.method is None:
         raise _Usage("name a METHOD (one of: " + ", ".join(mw.methods()) + ") or pass --compare")
     if args.compare and args.method is not None:
         raise _Usage(f"pass a METHOD ({args.method}) or --compare, not both")
-    names = [x for x in mw.methods() if x != "mmm"] if args.compare else [_check_method(args.method)]
+    names = [x for x in mw.methods() if x != "mmm"] if args.compare else [check_method(args.method)]
     if "mmm" in names:
         raise _Usage("method mmm needs p= and low= (the Python API: multiword.matmul(A, B, method='mmm', p=2, "
                      "low='bf16')); name another METHOD")
@@ -475,7 +475,7 @@ def cmd_multiword(args: argparse.Namespace) -> Answer:
     m = integer("m", args.m, least=1, none=True) or min(n, 256)
     backend, hardware = check_backend(args.backend)
     words = max(mw.METHODS[x].p if x in mw.METHODS else 16 for x in names)
-    need = 8.0 * 4 * (m * n + n * m) + _working_set("multiword" if words < 16 else "ozaki2", m, n, m, words)
+    need = 8.0 * 4 * (m * n + n * m) + working_set("multiword" if words < 16 else "ozaki2", m, n, m, words)
     memory("m" if args.m is not None and args.m > n else "n", args.m if args.m is not None and args.m > n else n,
            need, f"{m}x{n} and {n}x{m} matrices, their words and the reference product",
            fix="pass a smaller --n (or --m)")

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, choice, flag, integer, keywords, memory, permutation
+from ..arguments import ArgumentError, Shown, choice, flag, integer, keywords, memory, permutation
 from ..formats import RoundingMode
 from ..model import Family, Model
 from ..progress import reporter
 from . import hardware as _hardware
-from .split import (MAX_WORDS, RangeWarning, _check_range, _range_message, _Shown, _split_words, _underflow_loss,
+from .split import (MAX_WORDS, RangeWarning, check_range, range_message, split_words, underflow_loss,
                     check_format, check_input, check_rounding)
 
 __all__ = ["Method", "METHODS", "methods", "matmul", "unit_model", "TF64_UNIT", "OverflowWarning",
@@ -124,7 +124,7 @@ def methods() -> list[str]:
 
 
 # --- arguments ---------------------------------------------------------------------------------------------
-def _check_method(method: Any) -> str:
+def check_method(method: Any) -> str:
     known = methods()
     if isinstance(method, str) and method.strip().lower() in known:
         return method.strip().lower()
@@ -179,10 +179,10 @@ def unit_model(low: str, high: str = "fp32", device: Any = None, model: Model | 
     lowf = _formats.get(low)
     if model is not None:
         if not isinstance(model, Model):
-            raise ArgumentError("model", _Shown(None, f"<{type(model).__name__}>"),
+            raise ArgumentError("model", Shown(f"<{type(model).__name__}>"),
                                 "must be a blockfma.Model (bf.device(NAME).model(low, high), or bf.Model(...))")
         if model.input_format != lowf and not (lowf.name == "tf32" and model.input_format.name == "tf32"):
-            raise ArgumentError("model", _Shown(None, f"<Model {model.name or model.input_format.name}>"),
+            raise ArgumentError("model", Shown(f"<Model {model.name or model.input_format.name}>"),
                                 f"takes {model.input_format.name} inputs, but this method's words are {lowf.name}",
                                 fix=f"pass a model of {lowf.name} inputs")
         return model
@@ -382,7 +382,7 @@ def _settle(C: np.ndarray, over: np.ndarray | None, A: np.ndarray, B: np.ndarray
     return C
 
 
-def _working_set(kind: str, m: int, n: int, q: int, words: int) -> float:
+def working_set(kind: str, m: int, n: int, q: int, words: int) -> float:
     """Bytes a run of ``kind`` holds at its peak, about: the float64 operands and their words (or slices),
     the result and its partial sums, and for Ozaki II the residue products and the CRT's integers."""
     ab, mq = float(m) * n + float(n) * q, float(m) * q
@@ -396,7 +396,7 @@ def _working_set(kind: str, m: int, n: int, q: int, words: int) -> float:
 
 
 def _words(kind: str, m: Method | None, options: dict[str, Any]) -> int:
-    """Words (slices, moduli) a run holds, for :func:`_working_set` (checked later where they are used)."""
+    """Words (slices, moduli) a run holds, for :func:`working_set` (checked later where they are used)."""
     if m is not None:
         return m.p
     value = options.get("slices") if kind == "ozaki1" else options.get("n_moduli") if kind == "ozaki2" else 1
@@ -453,7 +453,7 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     about 25 s; the numpy engine (no numba) is several times slower.  On real units the host's split
     dominates (seconds at n = 8192).
     """
-    name = _check_method(method)
+    name = check_method(method)
     backend_name, on_hw = check_backend(backend)
     return_info = flag("return_info", return_info)
     say = reporter(progress)
@@ -525,13 +525,14 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     A_raw, B_raw = _as_array(A, "A"), _as_array(B, "B")
     if A_raw.ndim == 2 and B_raw.ndim == 2:
         (mm, n), q = A_raw.shape, B_raw.shape[1]
-        memory("A", _Shown(A_raw), _working_set(kind, mm, n, q, _words(kind, m_, options)), f"{name} on a {mm}x{n} @ {n}x{q} product",
+        memory("A", A_raw, working_set(kind, mm, n, q, _words(kind, m_, options)), f"{name} on a {mm}x{n} @ {n}x{q} product",
                fix="split the product into blocks of rows of A (matmul(A[i:i+r], B, ...)) or of columns of B")
     A_, B_ = check_input(A_raw, "A"), check_input(B_raw, "B")
     if A_.shape[1] != B_.shape[0]:
-        raise ArgumentError("B", _Shown(B_), f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
+        raise ArgumentError("B", B_, f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
                             "columns must equal B's rows)")
-    hw_device = _hardware.hardware_device(backend_name) if on_hw else None  # a clear error before any work
+    if on_hw:
+        _hardware.hardware_device(backend_name)  # a clear error for a bad device before any work
 
     if kind == "baseline":  # the native baselines: binary32 / binary64 matmul (numpy, BLAS; or torch)
         dt = np.float32 if name == "fp32" else np.float64
@@ -577,14 +578,14 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     assert m_ is not None
     run = _Run(unit, backend_name, hw=_hardware.TorchUnit(m_.low, backend_name) if on_hw else None)
     lowf = _formats.get(m_.low)
-    _check_range(A_, lowf, "A")
-    _check_range(B_, lowf, "B")
+    check_range(A_, lowf, "A")
+    check_range(B_, lowf, "B")
     mode = check_rounding("split_rounding", rounding)
-    Aw = _split_words(A_, lowf, m_.p, m_.scale, mode)
-    Bw = _split_words(B_, lowf, m_.p, m_.scale, mode)
-    losses = [_underflow_loss(A_, Aw, lowf, m_.p, m_.scale, 1, "A"), _underflow_loss(B_, Bw, lowf, m_.p, m_.scale, 0, "B")]
+    Aw = split_words(A_, lowf, m_.p, m_.scale, mode)
+    Bw = split_words(B_, lowf, m_.p, m_.scale, mode)
+    losses = [underflow_loss(A_, Aw, lowf, m_.p, m_.scale, 1, "A"), underflow_loss(B_, Bw, lowf, m_.p, m_.scale, 0, "B")]
     if any(loss.entries for loss in losses):
-        warnings.warn(_range_message(losses, lowf, m_.p, m_.name), RangeWarning, stacklevel=2)
+        warnings.warn(range_message(losses, lowf, m_.p, m_.name), RangeWarning, stacklevel=2)
     high = m_.high
     shape = f"{A_.shape[0]}x{A_.shape[1]} @ {B_.shape[0]}x{B_.shape[1]}"
     step = [0]
@@ -639,5 +640,5 @@ def _as_array(X: Any, name: str) -> np.ndarray:
     try:
         return np.asarray(X)
     except (TypeError, ValueError) as exc:
-        raise ArgumentError(name, _Shown(None, f"<{type(X).__name__}>"),
+        raise ArgumentError(name, Shown(f"<{type(X).__name__}>"),
                             f"is not a rectangular array of numbers ({exc})") from None

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..arguments import ArgumentError, flag, memory
-from .split import _Shown, check_input, check_operands
+from .split import check_input, check_operands
 
 __all__ = ["componentwise", "normwise", "errors", "reference", "ORDS"]
 
@@ -40,9 +40,9 @@ ORDS = (1, 2, np.inf, "fro")
 def _same_shape(C_hat: Any, C: Any, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     Ch, C_ = check_input(C_hat, "C_hat"), check_input(C, "C")
     if Ch.shape != C_.shape:
-        raise ArgumentError("C_hat", _Shown(Ch), f"has shape {Ch.shape} but C has shape {C_.shape}")
+        raise ArgumentError("C_hat", Ch, f"has shape {Ch.shape} but C has shape {C_.shape}")
     if shape is not None and C_.shape != shape:
-        raise ArgumentError("C", _Shown(C_), f"has shape {C_.shape}, but A @ B has shape {shape}")
+        raise ArgumentError("C", C_, f"has shape {C_.shape}, but A @ B has shape {shape}")
     return Ch, C_
 
 
@@ -196,7 +196,7 @@ def reference(A: Any, B: Any, C: Any = None, *, exact: bool = False) -> np.ndarr
     A_, B_ = check_operands(A, B)
     m, q = A_.shape[0], B_.shape[1]
     if exact:  # the limbs' products (about 10 levels of int64) and the Python integers of every entry
-        memory("A", _Shown(A_), 8.0 * 12 * m * q + 120.0 * m * q + 8.0 * 4 * (A_.size + B_.size),
+        memory("A", A_, 8.0 * 12 * m * q + 120.0 * m * q + 8.0 * 4 * (A_.size + B_.size),
                f"the exact {m}x{A_.shape[1]} @ {A_.shape[1]}x{q} product", fix="compute it in blocks of rows of A")
     C_ = None
     if C is not None:
@@ -204,7 +204,7 @@ def reference(A: Any, B: Any, C: Any = None, *, exact: bool = False) -> np.ndarr
         try:
             C_ = np.broadcast_to(C_, (m, q))
         except ValueError:
-            raise ArgumentError("C", _Shown(C_), f"has shape {C_.shape}; it must be ({m}, {q}) or broadcast to "
+            raise ArgumentError("C", C_, f"has shape {C_.shape}; it must be ({m}, {q}) or broadcast to "
                                 "it") from None
     if not exact:
         P = A_ @ B_

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, integer
+from ..arguments import ArgumentError, Shown, integer
 from ..formats import Format, RoundingMode
 
 __all__ = ["RangeWarning", "split", "check_input", "check_operands", "check_format", "check_rounding",
@@ -33,21 +33,6 @@ MAX_SCALE = 1100
 class RangeWarning(UserWarning):
     """Words lost bits to underflow beyond the split's own accuracy (see :func:`split`): the product is not
     as accurate as the method's bound promises."""
-
-
-class _Shown:
-    """A matrix argument in an error message: its shape and dtype, not its entries."""
-
-    def __init__(self, arr: Any, text: str = "") -> None:
-        if text:
-            self.text = text
-            return
-        a = np.asarray(arr)
-        shape = "x".join(str(d) for d in a.shape) or "scalar"
-        self.text = f"<{shape} {a.dtype} array>" if a.ndim else f"<scalar {a.dtype} {a.item()!r}>"
-
-    def __repr__(self) -> str:
-        return self.text
 
 
 def _ml_dtypes_kind(dtype: np.dtype) -> str:
@@ -81,7 +66,7 @@ def check_input(A: Any, name: str = "A") -> np.ndarray:
     try:
         arr = np.asarray(A)
     except (TypeError, ValueError) as exc:  # ragged nested lists
-        raise ArgumentError(name, _Shown(None, f"<{type(A).__name__}>"),
+        raise ArgumentError(name, Shown(f"<{type(A).__name__}>"),
                             f"is not a rectangular array of numbers ({exc})") from None
     kind = _ml_dtypes_kind(arr.dtype) or arr.dtype.kind
     if kind not in "fiu":
@@ -90,9 +75,9 @@ def check_input(A: Any, name: str = "A") -> np.ndarray:
                 "O": "Python objects; convert them first (np.asarray(A, dtype=float) rounds to binary64: "
                      "Fractions and big integers are not taken exactly)",
                 }.get(kind, "multiword products take real matrices (float or integer dtypes)")
-        raise ArgumentError(name, _Shown(arr), f"has dtype {arr.dtype}: {what}")
+        raise ArgumentError(name, arr, f"has dtype {arr.dtype}: {what}")
     if arr.ndim != 2:
-        raise ArgumentError(name, _Shown(arr), f"must be a 2-D matrix; got shape {arr.shape}")
+        raise ArgumentError(name, arr, f"must be a 2-D matrix; got shape {arr.shape}")
     if kind == "i" and arr.dtype.kind not in "iu":  # ml_dtypes' int4, uint2, ...: exact in int64
         arr = arr.astype(np.int64)
     try:
@@ -100,13 +85,13 @@ def check_input(A: Any, name: str = "A") -> np.ndarray:
     except ValueError:  # an integer (or long double) binary64 cannot hold exactly
         bad = np.argwhere(arr.astype(np.float64).astype(arr.dtype) != arr)
         idx = tuple(int(t) for t in bad[0]) if len(bad) else ()
-        raise ArgumentError(name, _Shown(arr), f"{name}{list(idx)} = {arr[idx].item()!r} has more significant bits than "
+        raise ArgumentError(name, arr, f"{name}{list(idx)} = {arr[idx].item()!r} has more significant bits than "
                             "binary64 holds, so it cannot be taken exactly",
                             fix=f"round it first ({name}.astype(float) rounds to nearest)") from None
     bad = np.argwhere(~np.isfinite(x))
     if len(bad):
         i, j = (int(t) for t in bad[0])
-        raise ArgumentError(name, _Shown(arr), f"{name}[{i}, {j}] = {float(x[i, j])!r} is not finite "
+        raise ArgumentError(name, arr, f"{name}[{i}, {j}] = {float(x[i, j])!r} is not finite "
                             f"({len(bad)} non-finite entries): multiword products and their error measures "
                             "take finite matrices")
     return x
@@ -116,7 +101,7 @@ def check_operands(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
     """:func:`check_input` on A and B, and A's columns equal to B's rows."""
     A_, B_ = check_input(A, "A"), check_input(B, "B")
     if A_.shape[1] != B_.shape[0]:
-        raise ArgumentError("B", _Shown(B_), f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
+        raise ArgumentError("B", B_, f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
                             "columns must equal B's rows)")
     return A_, B_
 
@@ -155,7 +140,7 @@ class _Loss:
     line_max: float  # the largest entry of that entry's line (row of A, column of B)
 
 
-def _split_words(x: np.ndarray, f: Format, p: int, scale: int, mode: RoundingMode) -> list[np.ndarray]:
+def split_words(x: np.ndarray, f: Format, p: int, scale: int, mode: RoundingMode) -> list[np.ndarray]:
     words: list[np.ndarray] = []
     residual = x.copy()
     for i in range(p):
@@ -165,7 +150,7 @@ def _split_words(x: np.ndarray, f: Format, p: int, scale: int, mode: RoundingMod
     return words
 
 
-def _underflow_loss(x: np.ndarray, words: list[np.ndarray], f: Format, p: int, scale: int, axis: int,
+def underflow_loss(x: np.ndarray, words: list[np.ndarray], f: Format, p: int, scale: int, axis: int,
                     name: str) -> _Loss:
     """The entries whose words lost bits to underflow by more than the split's own accuracy: error
     |a - sum of words| > u_low**p * (largest |entry| of the entry's line), lines along ``axis`` (1: rows,
@@ -194,7 +179,7 @@ def _power(x: float) -> str:
     return f"2^{math.log2(x):.1f}" if x > 0 else "0"
 
 
-def _range_message(losses: list[_Loss], f: Format, p: int, method: str = "") -> str:
+def range_message(losses: list[_Loss], f: Format, p: int, method: str = "") -> str:
     """One RangeWarning's text for the losses of one call (the count first: ``N entries of ...``)."""
     hit = [loss for loss in losses if loss.entries]
     total = sum(loss.entries for loss in hit)
@@ -239,20 +224,20 @@ def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: Roundi
     if axis not in (0, 1) or isinstance(axis, bool):
         raise ArgumentError("axis", axis, "must be 1 (lines are rows: the left operand A) or 0 (columns: B)")
     x = check_input(A, name)
-    _check_range(x, f, name)
-    words = _split_words(x, f, p, scale, mode)
-    loss = _underflow_loss(x, words, f, p, scale, axis, name)
+    check_range(x, f, name)
+    words = split_words(x, f, p, scale, mode)
+    loss = underflow_loss(x, words, f, p, scale, axis, name)
     if loss.entries:
-        warnings.warn(_range_message([loss], f, p), RangeWarning, stacklevel=2)
+        warnings.warn(range_message([loss], f, p), RangeWarning, stacklevel=2)
     return words
 
 
-def _check_range(x: np.ndarray, f: Format, name: str) -> None:
+def check_range(x: np.ndarray, f: Format, name: str) -> None:
     big = np.argwhere(np.abs(x) > f.max)
     if len(big):
         i, j = (int(t) for t in big[0])
         e = math.frexp(float(np.abs(x).max()) / f.max)[1]
-        raise ArgumentError(name, _Shown(x), f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
+        raise ArgumentError(name, x, f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
                             f"{f.max!r}: multiword words must hold its entries", fix=f"scale {name} by a power of "
                             f"two first ({name} * 2**-{e}, exact; undo it on the product)")
 
