@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..arguments import choice, integer, keywords, memory, seed as _seed
+from ..arguments import choice, integer, memory
 from ..devices import SCHEMA
 from ..files import dumps, write_json
 from ..model import Model
@@ -178,7 +178,7 @@ def probe(target: Any, input_format: Any = FP16, output_format: Any = FP32, k: i
     priors = choice("priors", priors, ("presets", "none"))
     verify = integer("verify", verify, least=100, most=MAX_VERIFY)
     rounds = integer("rounds", rounds, least=0, most=100)
-    seed = _seed("seed", seed)
+    seed = None if seed is None else integer("seed", seed, least=0)
     say = reporter(progress)
     k = targets.check_k(k)
     t = _target(target, input_format, output_format, k=k, instruction=instruction, c_format=c_format, **options)

@@ -436,8 +436,10 @@ def check_options(kind: str, options: dict[str, Any], function: str = "target",
 def check_k(k: Any) -> int | None:
     """``k`` as an int from 1 to :data:`MAX_K` (None passes: the target's own k), refused with the size a
     larger one would take."""
-    k = integer("k", k, least=1, none=True)
-    if k is not None and k > MAX_K:
+    if k is None:
+        return None
+    k = integer("k", k, least=1)
+    if k > MAX_K:
         gib = probe_bytes(k) / 2**30
         raise ArgumentError("k", k, f"must be at most {MAX_K} products a row (a probe's rows grow as k squared: this "
                             f"k would need about {gib:.3g} GiB, and hours)",
