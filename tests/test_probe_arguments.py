@@ -206,10 +206,10 @@ def test_findings_print_short_with_the_evidence_behind_a_method(v100):
 def test_an_unverified_findings_shows_the_first_counterexample(v100):
     ce = {"a": ["0x1p+0"] * 4, "b": ["0x1p+0"] * 4, "c": "0x0p+0", "target": "0x1p+2 (0x40800000)",
           "model": "0x1.000002p+2 (0x40800001)"}
-    bad = dataclasses.replace(v100, verified=False, _model=None,
-                              verification=[{"rows": 300, "adversarial": 60, "mismatches": 7, "first_counterexample": ce}])
-    assert repr(bad).startswith("<Findings sim:V100: fp16 -> fp32 (C in fp32), k=4: NOT verified (7 of 300 rows differ; "
-                                "first: target 0x1p+2 (0x40800000), model 0x1.000002p+2 (0x40800001)) (")
+    check = {"rows": 300, "adversarial": 60, "mismatches": 7, "first_counterexample": ce}
+    bad = dataclasses.replace(v100, verified=False, _model=None, verification=[check])
+    assert repr(bad).startswith("<Findings sim:V100: fp16 -> fp32 (C in fp32), k=4: NOT verified (7 of 300 rows "
+                                "differ; first: target 0x1p+2 (0x40800000), model 0x1.000002p+2 (0x40800001)) (")
     assert len(repr(bad)) < 300
 
 
@@ -312,7 +312,8 @@ def test_cli_record_and_json_not_the_same_file(tmp_path, capsys, no_probe):
     assert "is also the --json file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("option", [["--record", "r.json"], ["--k", "8"], ["--input", "bf16"], ["--instruction", "mma"]])
+@pytest.mark.parametrize("option", [["--record", "r.json"], ["--k", "8"], ["--input", "bf16"],
+                                    ["--instruction", "mma"]])
 def test_cli_all_refuses_options_it_would_ignore(option, capsys, no_probe):
     assert cli.main(["probe", "--all", "sim:V100", *option]) == 2
     assert f"{option[0]} cannot be combined with --all" in capsys.readouterr().err

@@ -7,6 +7,7 @@ exponents, cancellation, underflow, signed zeros, special values, extremes, rand
 (docs/extending.md) is right when its fast code agrees with its reference here; the test suite holds the
 built-in families to the same standard with many more rows.
 
+    >>> import blockfma as bf
     >>> m = bf.device("V100").model("fp16", "fp32")
     >>> bf.check(m, rows=20).ok
     True

@@ -299,7 +299,8 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
             raise _Usage("name a TARGET (sim:DEVICE, a devices file, cuda, torch) or pass --all")
         return [(spec, _input_arg(args.input), args.output, args.instruction)]
     given = [o for o, v in (("--input", args.input), ("--output", args.output)) if type(v) is str] + \
-        [o for o, v in (("--instruction", args.instruction), ("--k", args.k), ("--record", args.record)) if v is not None]
+        [o for o, v in (("--instruction", args.instruction), ("--k", args.k), ("--record", args.record))
+         if v is not None]
     if given:  # --all takes every pair of every target itself: these would be ignored
         raise _Usage(f"{given[0]} cannot be combined with --all, which probes every format pair and instruction of "
                      "its targets, each at its own k (to choose them, probe one target)")

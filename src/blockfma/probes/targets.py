@@ -32,7 +32,7 @@ targets, the order prober's :class:`~blockfma.probes.order.SumTarget` and the mu
 
     >>> t = target("sim:A100", "fp16", "fp32")
     >>> t.k, t.formats.input_name
-    (8, 'fp16')
+    (16, 'fp16')
 """
 
 from __future__ import annotations
@@ -382,8 +382,8 @@ reduction is what :mod:`blockfma.probes.order` measures."""
 OPTIONS: dict[str, tuple[str, ...]] = {"sim": (), "model": (), "callable": (), "target": (), "cuda": (),
                                        "torch": ("allow_tf32", "reduced_precision_reduction")}
 
-TARGET_FIX = ("use 'sim:DEVICE[:INSTRUCTION]' (blockfma devices lists them), a devices file 'FILE.json', 'cuda[:PATH]', "
-              "'torch[:cpu|:cuda[:N]]', a Model or a callable f(a, b, c) -> d")
+TARGET_FIX = ("use 'sim:DEVICE[:INSTRUCTION]' (blockfma devices lists them), a devices file 'FILE.json', "
+              "'cuda[:PATH]', 'torch[:cpu|:cuda[:N]]', a Model or a callable f(a, b, c) -> d")
 
 
 class _Default(str):
@@ -468,7 +468,8 @@ def _format(name: str, value: Any, pair: bool = False) -> Any:
 def _own_formats(kind: str, formats: Formats, input_format: Any, output_format: Any) -> None:
     """A Model or a Target computes in its own formats: a format passed on purpose must be the same."""
     if not isinstance(input_format, _Default) and _format("input_format", input_format, True) != (formats.a, formats.b):
-        raise ArgumentError("input_format", input_format, f"differs from the {kind}'s own inputs ({formats.input_name})",
+        raise ArgumentError("input_format", input_format,
+                            f"differs from the {kind}'s own inputs ({formats.input_name})",
                             fix="leave it out: the target brings its formats")
     if not isinstance(output_format, _Default) and _format("output_format", output_format) != formats.d:
         raise ArgumentError("output_format", output_format, f"differs from the {kind}'s own output ({formats.d.name})",
