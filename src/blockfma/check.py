@@ -7,6 +7,7 @@ exponents, cancellation, underflow, signed zeros, special values, extremes, rand
 (docs/extending.md) is right when its fast code agrees with its reference here; the test suite holds the
 built-in families to the same standard with many more rows.
 
+    >>> import blockfma as bf
     >>> m = bf.device("V100").model("fp16", "fp32")
     >>> bf.check(m, rows=20).ok
     True
@@ -19,10 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import reference
+from .arguments import ArgumentError, choice, integer, seed as _seed
 from .model import Model
 from .optional import available
 
-__all__ = ["check", "Check", "Mismatch"]
+__all__ = ["check", "Check", "Mismatch", "MAX_PRODUCTS"]
 
 
 @dataclass(frozen=True)
@@ -86,42 +88,67 @@ def _backends(model: Model) -> tuple[list[str], list[str]]:
     return run, skip
 
 
-def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int = 0,
+MAX_PRODUCTS = 10_000_000
+"""The most products (k times rows) a check takes: the reference adds each row in Python Fractions, about
+ten thousand products a second, so this is already some minutes; more is refused before any row is drawn."""
+
+
+def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int | None = 0,
           backends: tuple[str, ...] | None = None) -> Check:
     """Every backend that runs ``model`` against :func:`blockfma.reference.dot_bits` on ``rows`` rows of
-    length ``k`` (default: two blocks and a bit, so that chaining and padding show) from each input family.
-    ``backends``: the engines to compare (default: numpy, and numba and torch on the CPU where they run the
-    model)."""
+    length ``k`` (default: two blocks and a bit, so that chaining and padding show), spread evenly over the
+    input families.  ``backends``: the engines to compare (default: numpy, and numba and torch on the CPU where
+    they run the model); one that does not run the model is refused, not skipped.  ``seed``: of the rows
+    (None: fresh entropy).  ``k * rows`` is at most :data:`MAX_PRODUCTS`.  Every argument is checked before
+    any row is drawn (:class:`~blockfma.arguments.ArgumentError` naming it)."""
     from .engine import dot
     from .engine.api import BACKENDS
     from .probes import inputs
 
     if not isinstance(model, Model):
         raise TypeError(f"check takes a blockfma.Model, not {type(model).__name__}")
+    k = integer("k", k, least=1, none=True)
+    rows = integer("rows", rows, least=1)
+    seed = _seed("seed", seed)
     if k is None:
         k = 2 * (model.instruction_k or model.block_width or 4) + 1
-    for name, value in (("k", k), ("rows", rows)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    if k * rows > 10_000_000:
-        raise ValueError(f"k * rows = {k * rows} products is more than a check needs; take fewer rows")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+    if k * rows > MAX_PRODUCTS:
+        name, value = ("rows", rows) if rows >= k else ("k", k)
+        raise ArgumentError(name, value, f"makes k * rows = {k * rows} products, more than the {MAX_PRODUCTS} a check "
+                            f"takes (the reference adds them in Python Fractions: hours)",
+                            fix=f"take fewer rows or a shorter k (k = {k}, rows = {rows})")
     run, skipped = _backends(model)
     if backends is not None:
-        if isinstance(backends, str) or not all(isinstance(b, str) for b in backends):
-            raise ValueError(f"backends takes a tuple of backend names such as ('numpy', 'numba'), not {backends!r}")
-        unknown = [b for b in backends if not (b in BACKENDS or b.startswith("cuda:"))]
-        if unknown:
-            raise ValueError(f"backends: unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
-        run = list(backends)
+        if isinstance(backends, str) or not isinstance(backends, (tuple, list)) or not backends:
+            raise ArgumentError("backends", backends, "must be a non-empty tuple of backend names",
+                                use={"backends": tuple(run)})
+        listed = []
+        for b in backends:
+            if not (isinstance(b, str) and b.startswith("cuda:")):
+                try:
+                    b = choice("backends", b, BACKENDS)
+                except ArgumentError as exc:
+                    close = f"; did you mean {exc.use['backends']!r}?" if exc.use else ""
+                    raise ArgumentError("backends", backends, f"{b!r} is no backend{close}",
+                                        fix=f"choose from {', '.join(BACKENDS)}") from None
+            if b in listed:
+                raise ArgumentError("backends", backends, f"names {b!r} twice", fix="name each backend once")
+            why = next((s for s in skipped if s.split(" ")[0] == b), None)
+            if why is not None:
+                raise ArgumentError("backends", backends, f"{b} does not run this model here: {why}",
+                                    use={"backends": tuple(run)})
+            listed.append(b)
+        run = listed
     f = inputs.Formats.of(model.input_format, model.b_format, model.c_format, model.output_format)
     rng = np.random.default_rng(seed)
     uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[model.output_format.dtype.itemsize]
     mismatches: list[Mismatch] = []
-    n = max(1, rows // len(inputs.FAMILIES))
+    per, extra = divmod(rows, len(inputs.FAMILIES))
     total = 0
-    for family in inputs.FAMILIES:
+    for i, family in enumerate(inputs.FAMILIES):
+        n = per + (i < extra)  # rows spread evenly: exactly ``rows`` in all
+        if n == 0:
+            continue
         a, b, c = inputs.rows(family, f, k, n, rng)
         total += len(c)
         want = np.array([reference.dot_bits(model, a[i].tolist(), b[i].tolist(), float(c[i]))
@@ -131,7 +158,7 @@ def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int = 0,
             sel = finite if backend == "numba" else np.ones_like(finite)  # numba takes finite inputs only
             got = np.asarray(dot(a[sel], b[sel], c[sel], model=model, backend=backend, check=False))
             got = got.view(uint).astype(np.uint64)
-            for i in np.flatnonzero(sel)[np.flatnonzero(got != want[sel])][:3]:
-                mismatches.append(Mismatch(backend, family, tuple(a[i].tolist()), tuple(b[i].tolist()),
-                                           float(c[i]), int(got[i]), int(want[i])))
+            for j in np.flatnonzero(sel)[np.flatnonzero(got != want[sel])][:3]:
+                mismatches.append(Mismatch(backend, family, tuple(a[j].tolist()), tuple(b[j].tolist()),
+                                           float(c[j]), int(got[j]), int(want[j])))
     return Check(model, k, total, tuple(run), tuple(mismatches), tuple(skipped))

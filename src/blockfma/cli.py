@@ -297,8 +297,14 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
     spec = args.target or "sim"
     if not args.all:
         if not args.target:
-            raise _Usage("name a TARGET (sim:DEVICE, cuda, torch) or pass --all")
+            raise _Usage("name a TARGET (sim:DEVICE, a devices file, cuda, torch) or pass --all")
         return [(spec, _input_arg(args.input), args.output, args.instruction)]
+    given = [o for o, v in (("--input", args.input), ("--output", args.output)) if type(v) is str] + \
+        [o for o, v in (("--instruction", args.instruction), ("--k", args.k), ("--record", args.record))
+         if v is not None]
+    if given:  # --all takes every pair of every target itself: these would be ignored
+        raise _Usage(f"{given[0]} cannot be combined with --all, which probes every format pair and instruction of "
+                     "its targets, each at its own k (to choose them, probe one target)")
     kind = spec.split(":")[0].lower()
     if kind == "sim":
         from .probes.targets import sim_jobs
@@ -319,16 +325,31 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
 def _input_arg(text: Any) -> Any:
     """--input as given ("fp16"), or A's and B's names for "A*B" and "A,B" (:func:`blockfma.formats.pair`)."""
     if isinstance(text, str) and ("*" in text or "," in text):
-        return tuple(f.name for f in _formats.pair(text.replace(",", "*")))
+        try:
+            return tuple(f.name for f in _formats.pair(text.replace(",", "*")))
+        except ValueError as exc:
+            raise ArgumentError("input_format", text, str(exc).split(" (known")[0]) from None
     return text
 
 
 def cmd_probe(args: argparse.Namespace) -> Answer:
+    """Probe one target (or every one with --all).  --record and --json are checked before any probing; the
+    text (or, for ``--json -``, the JSON) is printed first, then the record and the JSON file are written.
+    Exit status 0 when every probe verified, 1 when one did not, 2 for bad usage."""
     from .probes import TargetError, probe
 
     jobs = _probe_jobs(args)
+    record = None
+    if args.record is not None:
+        if args.record == files.STDOUT:
+            raise ArgumentError("record", args.record, "must be a file: a record is written, not printed",
+                                fix="--json - prints the findings")
+        record = files.destination(args.record, name="record")
+        if args.json not in (None, files.STDOUT) and files.destination(args.json, name="json") == record:
+            raise ArgumentError("record", args.record, "is also the --json file; one would replace the other",
+                                fix="name two files")
     say = _progress.reporter(args.progress)
-    rows, docs = [], []
+    rows, docs, found = [], [], []
     for n, (spec, inp, out, ins) in enumerate(jobs, 1):
         if say and len(jobs) > 1:
             say(f"[{n}/{len(jobs)}] {spec} {inp}->{out}")
@@ -337,12 +358,11 @@ def cmd_probe(args: argparse.Namespace) -> Answer:
                       seed=args.seed, progress=say or False)
         except TargetError as exc:
             raise _Usage(str(exc)) from None
+        found.append(f)
         rows.append(f.row())
         docs.append(f.to_json())
-        if args.json not in (None, files.STDOUT):  # after every finding: an interrupted --all keeps what it did
-            files.write_json(args.json, docs if args.all else docs[0])
-        if args.record and f.verified and not args.all:
-            f.save(args.record)
+        if args.all and args.json not in (None, files.STDOUT):  # an interrupted --all keeps what it did
+            files.write_json(args.json, docs)
     cols = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "alignment", "output_rounding",
             "subnormals", "nan", "calls", "rows", "seconds"]
     text = _report.table(rows, cols)
@@ -354,9 +374,19 @@ def cmd_probe(args: argparse.Namespace) -> Answer:
             last = f_doc["verification"][-1] if f_doc["verification"] else {}
             text += (f"\n\nNo Model passed verification ({last.get('mismatches')} of {last.get('rows')} rows "
                      f"differ); first counterexample: {last.get('first_counterexample')}")
-        if args.record and not f_doc["verified"]:
-            text += f"\n(no record written to {args.record}: the run did not verify)"
-    return Answer(text, docs if args.all else docs[0], 0 if all(d["verified"] for d in docs) else 1)
+        if record is not None:
+            text += (f"\nRecord: {args.record}" if f_doc["verified"] else
+                     f"\n(no record written to {args.record}: the run did not verify)")
+    data = docs if args.all else docs[0]
+    status = 0 if all(d["verified"] for d in docs) else 1
+    if record is None or not found[0].verified:
+        return Answer(text, data, status)
+    # the results are printed before the record is written (main() then writes --json FILE)
+    print(files.dumps(data) if args.json == files.STDOUT else text, flush=True)
+    found[0].save(record)
+    if args.json == files.STDOUT:
+        args.json = None  # printed already
+    return Answer("", data, status)
 
 
 # --- smt ---------------------------------------------------------------------------------------------------
@@ -611,20 +641,26 @@ def build_parser() -> argparse.ArgumentParser:
                               "(this GPU's mma.sync, needs CuPy), cuda:INSTRUCTION, torch[:cpu|:cuda] "
                               "(torch.baddbmm). Example: blockfma probe sim:A100 --input bf16 --output fp32")
     p.add_argument("target", nargs="?", metavar="TARGET", help="sim:DEVICE, cuda, torch, ...")
-    p.add_argument("--input", "-i", default="fp16", help="input format of a and b, or A,B (default fp16)")
-    p.add_argument("--output", "-o", default="fp32", help="output format (default fp32)")
+    from .probes.targets import FP16, FP32, MAX_K
+
+    p.add_argument("--input", "-i", default=FP16, help="input format of a and b, or A,B (default fp16; a cuda:PATH "
+                                                       "target: the path's)")
+    p.add_argument("--output", "-o", default=FP32, help="output format (default fp32; a cuda:PATH target: the path's)")
     p.add_argument("--instruction", help="instruction of a sim target (default: the device's for the pair)")
-    p.add_argument("--k", type=int, help="products per call (default: the instruction's k)")
-    p.add_argument("--verify", type=int, default=10_000, metavar="N", help="rows of the final check (default 10000)")
+    p.add_argument("--k", type=int, help=f"products per call, 1 to {MAX_K} (default: the instruction's k)")
+    p.add_argument("--verify", type=int, default=10_000, metavar="N", help="rows of each check, at least 100 "
+                                                                          "(default 10000)")
     p.add_argument("--priors", choices=("presets", "none"), default="presets",
                    help="let the presets that take these formats join the candidates (default) or not")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the generated inputs")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the generated inputs (default 0)")
     p.add_argument("--all", action="store_true", help="every preset and pair (sim), mma.sync path (cuda) or dtype "
-                                                      "(torch)")
+                                                      "(torch); exit status 0 only if every one verified")
     _json_option(p)
-    p.add_argument("--record", metavar="FILE", help="write the verified model as a devices file (bf.device(FILE))")
+    p.add_argument("--record", metavar="FILE", help="write the verified model as a devices file (bf.device(FILE)); "
+                                                   "checked before the probe, written after the text is printed")
     _progress_options(p)
-    p.set_defaults(func=cmd_probe)
+    p.set_defaults(func=cmd_probe, spelling={"input_format": "--input", "output_format": "--output",
+                                             "target": "TARGET"})
 
     p = sub.add_parser("smt", help="formal questions about models: witnesses, proofs, worst errors (SMT)",
                        epilog="Example: blockfma smt diff V100 T4 --input fp16 --output fp32 --k 8")

@@ -14,22 +14,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..arguments import choice, integer, memory
 from ..devices import SCHEMA
-from ..files import write_json
+from ..files import dumps, write_json
 from ..model import Model
-from .infer import DEFAULT_VERIFY, search, stderr_progress
-from .targets import target as _target
+from ..progress import reporter
+from . import targets
+from .infer import DEFAULT_VERIFY, search
+from .targets import FP16, FP32, target as _target
 
-__all__ = ["Findings", "ProbeError", "probe"]
+__all__ = ["Findings", "ProbeError", "probe", "MAX_VERIFY"]
 
 
 class ProbeError(RuntimeError):
     """No verified Model: the message names the first counterexample."""
 
 
-@dataclass
+@dataclass(repr=False)
 class Findings:
-    """What a probe run found (see the module docstring)."""
+    """What a probe run found (see the module docstring).
+
+    ``repr(findings)`` is one line (:meth:`summary`), ``print(findings)`` a short report (the summary, one line
+    a stage, the checks, :meth:`__str__`); the whole evidence, every row in exact hex, is :meth:`to_json` (a
+    dict) and :meth:`details` (its JSON text), which grow as k squared (about 140 kB at k = 4)."""
 
     target: str
     formats: str
@@ -56,6 +63,43 @@ class Findings:
             raise ProbeError(f"{self.target}: no Model passed verification ({last.get('mismatches', '?')} of "
                              f"{last.get('rows', '?')} rows differ" + (f"; first: {ce}" if ce else "") + ")")
         return self._model
+
+    def summary(self) -> str:
+        """One line: target, formats, k, verified or not, the Model's summary (or the first counterexample's
+        outputs), target calls and seconds."""
+        head = f"{self.target}: {self.formats}, k={self.k}"
+        tail = f"{self.calls} calls, {self.seconds:.1f} s"
+        if self._model is not None:
+            return f"{head}: verified on {self.verification[-1]['rows']} rows: {self._model.summary()} ({tail})"
+        last = self.verification[-1] if self.verification else {}
+        ce = last.get("first_counterexample") or {}
+        first = f"; first: target {ce.get('target')}, model {ce.get('model')}" if ce else ""
+        return (f"{head}: NOT verified ({last.get('mismatches', '?')} of {last.get('rows', '?')} rows differ"
+                f"{first}) ({tail})")
+
+    def __repr__(self) -> str:
+        return f"<Findings {self.summary()}>"
+
+    def __str__(self) -> str:
+        """The summary, then one line a stage and a line a check (the evidence: :meth:`details`)."""
+        lines = [self.summary()]
+        for st in self.stages:
+            chosen = ", ".join(f"{k}={v}" for k, v in st.get("chosen", {}).items())
+            line = (f"  {st['stage']}: {st['candidates']} candidates, {st['consistent']} consistent, "
+                    f"{st['after_separation']} after separation: {st['family']} {chosen}")
+            lines.append(line if len(line) <= 160 else line[:157] + "...")
+        for i, v in enumerate(self.verification, 1):
+            lines.append(f"  check {i}: {v['rows']} rows ({v['adversarial']} adversarial), {v['mismatches']} "
+                         "mismatches")
+        if self.smt:
+            lines.append(f"  smt: {len(self.smt)} separation(s) asked ({', '.join(e['answer'] for e in self.smt)})")
+        lines.append(f"  {self.rows} rows in {self.calls} calls; every row and reading: .to_json() or .details()")
+        return "\n".join(lines)
+
+    def details(self) -> str:
+        """Everything (:meth:`to_json`) as indented JSON text: every feature test's rows and readings in exact
+        hex, the stages, the SMT separations, the checks (long: it grows as k squared)."""
+        return dumps(self.to_json())
 
     def row(self) -> dict[str, Any]:
         """One row of the cross-device feature table (FTTN's Table IV with more columns)."""
@@ -103,24 +147,45 @@ class Findings:
                 "target_seconds": self.target_seconds, "smt": self.smt, "row": self.row()}
 
 
-def probe(target: Any, input_format: Any = "fp16", output_format: Any = "fp32", k: int | None = None, *,
-          verify: int = DEFAULT_VERIFY, rounds: int = 3, priors: str = "presets", seed: int = 0,
+#: the keywords of :func:`probe` itself (a misspelt one is refused with the closest of these)
+PROBE_KEYWORDS = ("target", "input_format", "output_format", "k", "verify", "rounds", "priors", "seed", "instruction",
+                  "c_format", "progress")
+MAX_VERIFY = 10_000_000
+"""The most rows a verification takes (10**7 rows of k = 4 take minutes); a larger ``verify`` is refused, and
+one whose rows would not fit the memory available is refused with the size it would need."""
+
+
+def probe(target: Any, input_format: Any = FP16, output_format: Any = FP32, k: int | None = None, *,
+          verify: int = DEFAULT_VERIFY, rounds: int = 2, priors: str = "presets", seed: int | None = 0,
           instruction: str | None = None, c_format: Any = None,
-          progress: bool | Callable[[str], None] = False, **options: Any) -> Findings:
+          progress: bool | Callable[[str], None] | None = None, **options: Any) -> Findings:
     """Measure ``target`` through its outputs alone and infer its Model, verified in a closed loop.
 
-    ``target``: ``"sim:H100"``, a Model, a callable ``f(a, b, c) -> d`` (give ``k``), ``"cuda"`` or
-    ``"torch"`` (see :func:`blockfma.probes.targets.target`).  ``verify``: rows of the final check (random
-    and adversarial); ``rounds``: repair rounds after a failed check; ``priors``: ``"presets"`` lets the
-    presets that take these formats join the candidates, ``"none"`` infers from the generic families alone.
-    ``progress``: True prints each stage on stderr (or pass a function of one string).
+    ``target``: ``"sim:H100"``, a devices file, a Model, a callable ``f(a, b, c) -> d`` (give ``k``), ``"cuda"``
+    or ``"torch"`` (see :func:`blockfma.probes.targets.target`; ``options`` are that function's: ``allow_tf32``
+    and ``reduced_precision_reduction`` for torch, nothing for the others).  ``k``: products a row, 1 to
+    :data:`~blockfma.probes.targets.MAX_K` (default: the instruction's).  ``verify``: rows of each check (random
+    and adversarial, 100 to :data:`MAX_VERIFY`); ``rounds``: repair rounds after a failed check, 0 to 100 (0: the
+    first check decides), so at most ``rounds + 1`` checks; ``priors``: ``"presets"`` lets the presets that take these
+    formats join the candidates, ``"none"`` infers from the generic families alone; ``seed``: of the generated
+    rows (None: fresh entropy).  ``progress``: None (default) prints each stage on stderr where stderr is a
+    terminal, True always, False never, or a function of one string (:mod:`blockfma.progress`).
+
+    Every argument is checked before any work (:class:`~blockfma.arguments.ArgumentError` naming it, its value
+    and the fix).  A probe of an instruction (k = 4 to 64) takes seconds on the simulator (``sim:V100``: about
+    2 s with ``verify=300``, 5 to 10 s with the default), longer with k: minutes at k = 1024.
     """
-    if priors not in ("presets", "none"):
-        raise ValueError(f"priors must be 'presets' or 'none', not {priors!r}")
-    if not isinstance(verify, int) or verify < 100:
-        raise ValueError(f"verify must be an integer of at least 100 rows, not {verify!r}")
+    kind = targets.kind_of(target)
+    options = targets.check_options(kind, options, "probe", PROBE_KEYWORDS)
+    priors = choice("priors", priors, ("presets", "none"))
+    verify = integer("verify", verify, least=100, most=MAX_VERIFY)
+    rounds = integer("rounds", rounds, least=0, most=100)
+    seed = None if seed is None else integer("seed", seed, least=0)
+    say = reporter(progress)
+    k = targets.check_k(k)
     t = _target(target, input_format, output_format, k=k, instruction=instruction, c_format=c_format, **options)
-    say = stderr_progress if progress is True else (progress or None)
+    memory("verify", verify, targets.probe_bytes(t.k, verify, rounds), f"the probe's rows (k = {t.k}, "
+           f"verify = {verify})", fix="pass a smaller verify (or k)")
     if say:
         say(f"probe {t.name}: {t.describe_formats()}, k={t.k}")
     t0 = time.perf_counter()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -666,10 +665,12 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, priors: str = "presets",
-           seed: int = 0, progress: Callable[[str], None] | None = None) -> tuple[Model | None, Search, list[dict]]:
+def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 2, priors: str = "presets",
+           seed: int | None = 0, progress: Callable[[str], None] | None = None
+           ) -> tuple[Model | None, Search, list[dict]]:
     """Run the stages, separation and closed-loop verification; returns (verified Model or None, the search
-    state, the verification results of each round)."""
+    state, the verification results of each check).  The chosen Model is checked once, and after a failed
+    check repaired and checked again, at most ``rounds`` times (``rounds=0``: the first check decides)."""
     s = Search(target, priors=priors, seed=seed, progress=progress)
     ranking: dict[Model, int] = {}  # the mismatch counts of the candidates run last: where a repair starts
     for stage in STAGES:
@@ -678,13 +679,15 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 3, pri
     assert s.best is not None
     verifications = []
     model: Model | None = s.best
-    for r in range(rounds):
+    for r in range(rounds + 1):
         res = s.verify(model, verify)
         verifications.append(res)
         _say(progress, f"  verification {r + 1}: {res['rows']} rows ({res['adversarial']} adversarial), "
              f"{res['mismatches']} mismatches")
         if res["mismatches"] == 0:
             return _instruction_width(model, s), s, verifications
+        if r == rounds:  # no repair round left: a Model that failed its check is never reported
+            break
         # repair: the neighbours of the current model (and of the alternatives) that fit everything seen
         kept, _ = s.widen([model] + s.alternatives, STRICT, ranking)
         if kept.least != 0 or not kept.models:
@@ -716,6 +719,3 @@ def _instruction_width(m: Model, s: Search) -> Model:
     ok, _ = candidates_agree([n], s.ev, STRICT, s.c_format, s.dtype)
     return n if ok else m
 
-
-def stderr_progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)

@@ -32,14 +32,16 @@ targets, the order prober's :class:`~blockfma.probes.order.SumTarget` and the mu
 
     >>> t = target("sim:A100", "fp16", "fp32")
     >>> t.k, t.formats.input_name
-    (8, 'fp16')
+    (16, 'fp16')
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import platform
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
+from ..arguments import ArgumentError, flag, integer, keywords
 from ..devices import Device, device as _device
 from ..engine import dot
 from ..formats import bits
@@ -56,7 +59,8 @@ from .inputs import Formats
 from .runtime import TORCH_DTYPES, gpu_metadata, import_torch
 
 __all__ = ["BlackBox", "Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
-           "bits", "sim_jobs", "gpu_metadata"]
+           "bits", "sim_jobs", "gpu_metadata", "MAX_K", "OPTIONS", "kind_of", "check_options", "check_k",
+           "probe_bytes"]
 
 class TargetError(RuntimeError):
     """A target cannot be reached or misbehaves (the message says what is missing and how to get it)."""
@@ -367,47 +371,226 @@ def default_k(model: Model) -> int:
     return max(2 * L, 8)
 
 
-def target(spec: Any, input_format: Any = "fp16", output_format: Any = "fp32", *, k: int | None = None,
-           instruction: str | None = None, c_format: Any = None, **options: Any) -> Target:
-    """A :class:`Target` from ``spec``: a Target, a Model, ``"sim:DEVICE[:INSTRUCTION]"``, a callable (needs
-    ``k``), ``"cuda[:INSTRUCTION]"`` (an mma.sync or wgmma path name, or "mma"/"wgmma": that kind's path
-    for the formats) or ``"torch[:DEVICE]"`` (``options``: ``allow_tf32``,
-    ``reduced_precision_reduction``)."""
+MAX_K = 1024
+"""The most products a row that a probe takes.  Its feature tests grow as k squared (the order test alone
+sends about 3k rows of k products and keeps their hex forms): at k = 1024 a probe of ``sim:V100`` takes about
+3.5 minutes and 1.5 GB with ``verify=1000``; beyond that minutes become hours and the memory grows past a
+workstation's (k = 10**8 would need petabytes).  An instruction's k is 4 to 64; the summation order of a long
+reduction is what :mod:`blockfma.probes.order` measures."""
+
+#: the keyword options each kind of target takes (every other keyword is refused)
+OPTIONS: dict[str, tuple[str, ...]] = {"sim": (), "model": (), "callable": (), "target": (), "cuda": (),
+                                       "torch": ("allow_tf32", "reduced_precision_reduction")}
+
+TARGET_FIX = ("use 'sim:DEVICE[:INSTRUCTION]' (blockfma devices lists them), a devices file 'FILE.json', "
+              "'cuda[:PATH]', 'torch[:cpu|:cuda[:N]]', a Model or a callable f(a, b, c) -> d")
+
+
+class _Default(str):
+    """A default format name: a str that :func:`target` can tell from the same name passed on purpose
+    (a Model or a Target brings its own formats; a format passed with one must match them)."""
+
+
+FP16: str = _Default("fp16")
+FP32: str = _Default("fp32")
+
+
+def kind_of(spec: Any) -> str:
+    """The kind of target ``spec`` names: "target", "model", "callable", "sim" (a preset or a devices file),
+    "cuda" or "torch"; an :class:`~blockfma.arguments.ArgumentError` naming the spec otherwise."""
     if isinstance(spec, Target):
-        return spec
+        return "target"
     if isinstance(spec, Model):
-        return SimTarget(spec, k or default_k(spec), c_format=c_format)
+        return "model"
     if callable(spec):
-        if k is None:
-            raise ValueError("a callable target needs k=, the number of products its instruction takes "
-                             "(a and b come as arrays of shape (n, k))")
-        fa, fb = _formats.pair(input_format)
-        d = _formats.get(output_format)
-        return CallableTarget(spec, k, Formats.of(fa, fb, c_format or d, d))
+        return "callable"
+    if isinstance(spec, os.PathLike):
+        return "sim"
     if not isinstance(spec, str):
-        raise TypeError("a probe target is a Model, a callable, 'sim:DEVICE', 'cuda' or 'torch', not "
-                        f"{type(spec).__name__}")
-    kind, _, rest = spec.partition(":")
-    kind = kind.strip().lower()
+        raise ArgumentError("target", spec, f"is not a probe target (a {type(spec).__name__})", fix=TARGET_FIX)
+    kind = spec.partition(":")[0].strip().lower()
+    if kind in ("sim", "cuda", "torch"):
+        return kind
+    if spec.strip().lower().endswith(".json"):
+        return "sim"
+    raise ArgumentError("target", spec, "names no probe target", fix=TARGET_FIX)
+
+
+def check_options(kind: str, options: dict[str, Any], function: str = "target",
+                  also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The options a ``kind`` of target takes, checked (each is True or False); a keyword it does not take is
+    refused, naming the kinds that take it or the closest keyword of ``function`` (``also``: its own
+    keywords, for the hint)."""
+    own = OPTIONS[kind]
+    for key, value in options.items():
+        if key in own:
+            continue
+        takers = [k for k, names in OPTIONS.items() if key in names]
+        if takers:
+            raise ArgumentError(key, value, f"is an option of {' and '.join(repr(t) for t in takers)} targets only, "
+                                f"and this target is a {kind!r} one", fix=f"drop {key}=")
+        keywords(function, {key: value}, (*also, *own))
+    return {key: flag(key, value) for key, value in options.items()}
+
+
+def check_k(k: Any) -> int | None:
+    """``k`` as an int from 1 to :data:`MAX_K` (None passes: the target's own k), refused with the size a
+    larger one would take."""
+    if k is None:
+        return None
+    k = integer("k", k, least=1)
+    if k > MAX_K:
+        gib = probe_bytes(k) / 2**30
+        raise ArgumentError("k", k, f"must be at most {MAX_K} products a row (a probe's rows grow as k squared: this "
+                            f"k would need about {gib:.3g} GiB, and hours)",
+                            fix="an instruction's k is 4 to 64; the order of a long sum is blockfma.probes.order's job")
+    return k
+
+
+def probe_bytes(k: int, verify: int = 10_000, rounds: int = 2) -> float:
+    """An estimate of a probe's working set in bytes (see :data:`MAX_K`): the order test's rows of k products
+    with their hex forms, about 200 bytes a product, and the rows of separation and verification (float64 a,
+    b, the rows a verification draws to find adversarial ones), about 64 bytes a product."""
+    pairs = k * (k - 1) // 2
+    order_rows = pairs if pairs <= 600 else 3 * k
+    return 200.0 * k * order_rows + 64.0 * k * (24_000 + (rounds + 1) * verify)
+
+
+def _format(name: str, value: Any, pair: bool = False) -> Any:
+    """A format argument read (the pair of A's and B's for ``pair``), or an ArgumentError naming it."""
+    try:
+        return _formats.pair(value) if pair else _formats.get(value)
+    except (ValueError, TypeError) as exc:
+        raise ArgumentError(name, value, str(exc).split(" (known")[0], fix=f"formats: {', '.join(_formats.names())}"
+                            ) from None
+
+
+def _own_formats(kind: str, formats: Formats, input_format: Any, output_format: Any) -> None:
+    """A Model or a Target computes in its own formats: a format passed on purpose must be the same."""
+    if not isinstance(input_format, _Default) and _format("input_format", input_format, True) != (formats.a, formats.b):
+        raise ArgumentError("input_format", input_format,
+                            f"differs from the {kind}'s own inputs ({formats.input_name})",
+                            fix="leave it out: the target brings its formats")
+    if not isinstance(output_format, _Default) and _format("output_format", output_format) != formats.d:
+        raise ArgumentError("output_format", output_format, f"differs from the {kind}'s own output ({formats.d.name})",
+                            fix="leave it out: the target brings its formats")
+
+
+def target(spec: Any, input_format: Any = FP16, output_format: Any = FP32, *, k: int | None = None,
+           instruction: str | None = None, c_format: Any = None, **options: Any) -> Target:
+    """A :class:`Target` from ``spec``: a Target, a Model, ``"sim:DEVICE[:INSTRUCTION]"`` (DEVICE a preset or a
+    devices file; a bare ``"FILE.json"`` too), a callable (needs ``k``), ``"cuda[:INSTRUCTION]"`` (an mma.sync or
+    wgmma path name, or "mma"/"wgmma": that kind's path for the formats) or ``"torch[:cpu|:cuda[:N]]"``.
+
+    Every argument is checked here (:class:`~blockfma.arguments.ArgumentError` naming it): ``k`` from 1 to
+    :data:`MAX_K`; ``instruction`` only for sim and cuda targets; ``c_format`` not for cuda and torch, whose C
+    format is fixed; a Model or a Target keeps its own formats and k (one passed must match); ``options``: only
+    the keywords of :data:`OPTIONS` for the kind (torch: ``allow_tf32``, ``reduced_precision_reduction``)."""
+    kind = kind_of(spec)
+    options = check_options(kind, options)
+    k = check_k(k)
+    if instruction is not None:
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise ArgumentError("instruction", instruction, "must be an instruction name (a string)",
+                                fix="blockfma devices DEVICE lists a preset's instructions")
+        if kind not in ("sim", "cuda"):
+            raise ArgumentError("instruction", instruction, f"names an instruction of a 'sim:DEVICE' or 'cuda' target; "
+                                f"a {kind} target has none", fix="drop instruction=")
+    if c_format is not None:
+        c_format = _format("c_format", c_format)
+        if kind in ("cuda", "torch", "target"):
+            raise ArgumentError("c_format", c_format.name, f"cannot be chosen for a {kind} target: its C format is "
+                                "fixed", fix="drop c_format=")
+    if kind == "target":
+        _own_formats("Target", spec.formats, input_format, output_format)
+        if k is not None and k != spec.k:
+            raise ArgumentError("k", k, f"differs from the Target's own k ({spec.k})", fix="leave it out")
+        return spec
+    if kind == "model":
+        _own_formats("Model", Formats.of(spec.input_format, spec.b_format, spec.output_format, spec.output_format),
+                     input_format, output_format)
+        return SimTarget(spec, k or default_k(spec), c_format=c_format)
+    fa, fb = _format("input_format", input_format, True)
+    d = _format("output_format", output_format)
+    if kind == "callable":
+        if k is None:
+            raise ArgumentError("k", None, "is needed for a callable target: the number of products its "
+                                "instruction takes (a and b come as arrays of shape (n, k))", fix="pass k=")
+        return CallableTarget(spec, k, Formats.of(fa, fb, c_format or d, d))
+    spec_text = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
+    head, _, rest = spec_text.partition(":")
     if kind == "sim":
-        name, _, ins = rest.partition(":")
-        if not name:
-            raise ValueError("'sim:' needs a device name, e.g. 'sim:H100' (blockfma devices lists them)")
-        dev = _device(name)
-        ins = ins or instruction
-        model = dev.model(input_format, output_format, ins) if ins else dev.model(input_format, output_format)
-        kk = k or _device_k(dev, model, ins) or default_k(model)
-        return SimTarget(model, kk, name=f"sim:{dev.name}" + (f":{ins}" if ins else ""), c_format=c_format)
+        return _sim_target(spec_text, rest if head.strip().lower() == "sim" else spec_text, (fa, fb), d, k,
+                           instruction, c_format)
     if kind == "cuda":
         from . import cuda
 
-        name = rest or instruction
+        name = rest.strip() or instruction
+        if rest.strip() and instruction is not None and instruction != rest.strip():
+            raise ArgumentError("instruction", instruction, f"differs from the path {spec_text!r} names",
+                                fix="name the path once")
         if not name or name in ("mma", "wgmma"):
-            name = _cuda_path(cuda, input_format, output_format, k, name or "mma")
+            name = _cuda_path(cuda, (fa.name, fb.name), d, k, name or "mma")
+        else:
+            try:
+                p = cuda.path(name)
+            except ValueError:
+                known = ", ".join([*cuda.PATHS, *cuda.WGMMA_PATHS])
+                raise ArgumentError("target", spec_text, f"names no mma.sync or wgmma path {name!r}",
+                                    fix=f"use 'cuda', 'cuda:mma', 'cuda:wgmma' or one of {known}") from None
+            if k is not None and k != p.k:
+                raise ArgumentError("k", k, f"differs from the k of {p.name} ({p.k})",
+                                    fix=f"leave it out, or name a path with k={k}")
+            have = (_formats.get(p.a_format), _formats.get(p.b_format), _formats.get(p.d_format))
+            if have != (fa, fb, d) and not (isinstance(input_format, _Default) and isinstance(output_format, _Default)):
+                raise ArgumentError("target", spec_text, f"computes {_formats.pair_name(have[0], have[1])} -> "
+                                    f"{have[2].name}, not {_formats.pair_name(fa, fb)} -> {d.name}",
+                                    fix="pass that path's formats, or 'cuda' to pick the path for the formats")
         return CudaTarget(name)
-    if kind == "torch":
-        return TorchTarget(input_format, k or 64, rest or "cuda", output_format=output_format, **options)
-    raise ValueError(f"unknown probe target {spec!r}: use 'sim:DEVICE', 'cuda', 'torch', a Model or a callable")
+    device = rest.strip().lower() or "cuda"
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ArgumentError("target", spec_text, f"names no torch device ({device!r})",
+                            fix="use 'torch', 'torch:cpu', 'torch:cuda' or 'torch:cuda:N'")
+    if fa != fb:
+        raise ArgumentError("input_format", input_format, "must be one format: torch multiplies two tensors of "
+                            "one dtype", use={"input_format": "fp16"})
+    return TorchTarget(fa.name, k or 64, device, output_format=d, **options)
+
+
+def _sim_target(spec: str, name: str, pair: tuple[Any, Any], d: Any, k: int | None, instruction: str | None,
+                c_format: Any) -> SimTarget:
+    """The simulator target of a preset or a devices file (``name``, optionally ``:INSTRUCTION``)."""
+    from ..devices import DeviceFileError
+
+    name, ins = name.strip(), None
+    if not name.lower().endswith(".json") and ":" in name:
+        name, _, ins = name.partition(":")
+        name, ins = name.strip(), ins.strip() or None
+    if not name:
+        raise ArgumentError("target", spec, "needs a device name", use={"target": "sim:H100"},
+                            fix="blockfma devices lists the presets")
+    if ins is not None and instruction is not None and ins != instruction:
+        raise ArgumentError("instruction", instruction, f"differs from the instruction {spec!r} names",
+                            fix="name the instruction once")
+    ins = ins or instruction
+    try:
+        dev = _device(name)
+    except DeviceFileError as exc:
+        raise ArgumentError("target", spec, str(exc), fix="give the path of a devices file (blockfma probe ... "
+                            "--record FILE writes one)") from None
+    except ValueError as exc:
+        raise ArgumentError("target", spec, str(exc), fix="blockfma devices lists the presets") from None
+    inp = pair[0].name if pair[0] == pair[1] else (pair[0].name, pair[1].name)
+    try:
+        model = dev.model(inp, d.name, ins) if ins else dev.model(inp, d.name)
+    except ValueError as exc:
+        takes_input = any(i == _formats.pair_name(*pair) for i, _ in dev.pairs())
+        if ins and not any(i.name == ins for i in dev.instructions):
+            raise ArgumentError("instruction", ins, str(exc)) from None
+        arg, value = ("output_format", d.name) if takes_input else ("input_format", _formats.pair_name(*pair))
+        raise ArgumentError(arg, value, str(exc)) from None
+    kk = k or _device_k(dev, model, ins) or default_k(model)
+    return SimTarget(model, kk, name=f"sim:{dev.name}" + (f":{ins}" if ins else ""), c_format=c_format)
 
 
 def _cuda_path(cuda: Any, input_format: Any, output_format: Any, k: int | None, kind: str = "mma") -> str:

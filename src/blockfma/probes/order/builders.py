@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence
 
-from .tree import SumTree, check_count
+from ...arguments import ArgumentError, choice
+from .tree import MAX_N, SumTree, check_count
 
 __all__ = ["sequential", "pairwise", "blocked", "split_k"]
 
@@ -33,7 +34,7 @@ def _chain(leaves: Sequence[int], block: int) -> SumTree:
 
 def sequential(n: int) -> SumTree:
     """``(...((x0 + x1) + x2) + ...) + x_{n-1}``: one addition per input, in index order."""
-    return _chain(range(check_count(n, "n")), 1)
+    return _chain(range(check_count(n, "n", most=MAX_N)), 1)
 
 
 def _pairwise(items: Sequence[Any]) -> Any:
@@ -47,14 +48,14 @@ def _pairwise(items: Sequence[Any]) -> Any:
 def pairwise(n: int) -> SumTree:
     """Pairwise (cascade) summation: each node adds the sums of two halves of its range, the first half the
     larger by one when the range is odd: ``((x0 + x1) + (x2 + x3))``."""
-    return _pairwise(list(range(check_count(n, "n"))))
+    return _pairwise(list(range(check_count(n, "n", most=MAX_N))))
 
 
 def blocked(n: int, block: int) -> SumTree:
     """A chain of fused blocks: the first node adds inputs 0..L-1, each later node adds the running sum and
     the next L inputs at once (a matrix unit's d = a·b + c over k > L); the last block may be shorter."""
-    n = check_count(n, "n")
-    return _chain(range(n), check_count(block, "block (L)", least=1))
+    n = check_count(n, "n", most=MAX_N)
+    return _chain(range(n), check_count(block, "block (the block width L)", least=1, most=MAX_N))
 
 
 def split_k(n: int, ways: int, block: int = 1, combine: Literal["sequential", "fused", "pairwise"] = "sequential"
@@ -62,19 +63,18 @@ def split_k(n: int, ways: int, block: int = 1, combine: Literal["sequential", "f
     """Split-K: the inputs cut into ``ways`` contiguous parts of ``ceil(n / ways)`` (the last may be
     shorter), each summed as a chain of ``block``-blocks (1: sequentially), and the partial sums added
     ``combine``: one after the other, in one fused node, or pairwise."""
-    n = check_count(n, "n")
-    ways = check_count(ways, "ways")
-    block = check_count(block, "block (L)", least=1)
+    n = check_count(n, "n", most=MAX_N)
+    ways = check_count(ways, "ways", most=MAX_N)
+    block = check_count(block, "block (the block width L)", least=1, most=MAX_N)
+    combine = choice("combine", combine, ("sequential", "fused", "pairwise"))
     part = -(-n // ways)
     if part < 2 or (ways - 1) * part >= n:
-        raise ValueError(f"split_k: {n} inputs do not make {ways} parts of at least 2 inputs each "
-                         f"(parts of {part}); use fewer ways")
+        raise ArgumentError("ways", ways, f"cuts {n} inputs into parts of {part}, and split_k needs {ways} parts of at "
+                            "least 2 inputs each", fix="use fewer ways")
     parts = [_chain(range(s, min(s + part, n)), block) for s in range(0, n, part)]
     if combine == "sequential":
         return _chain(parts, 1)
     if combine == "fused":
         return SumTree(tuple(parts))
-    if combine == "pairwise":
-        return _pairwise(parts)
-    raise ValueError(f"combine must be 'sequential', 'fused' or 'pairwise', not {combine!r}")
+    return _pairwise(parts)
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from ...formats import Format
+from ...arguments import ArgumentError, choice, integer, memory
 from .replay import Verification, compare
 from .targets import OrderError, SumTarget, probe_ratio
 from .tree import Shape, SumTree, describe, few
@@ -49,7 +50,8 @@ def probe_scale(target: SumTarget, *, ratio: int | None = None) -> ProbeScale:
     unit moves ``-M`` one step toward zero, at any ratio); where -M meets units before M the count comes
     out far beyond n - 2 and the inference says so.
     """
-    r = probe_ratio(target.n, target.accumulator, target.fraction_bits) if ratio is None else int(ratio)
+    r = probe_ratio(target.n, target.accumulator, target.fraction_bits) if ratio is None else \
+        integer("ratio", ratio, least=1)
     low, high = target.summand_exponents()
     out = target.output_format
     out_low = out.emin - out.precision + 1 if out.subnormals else out.emin
@@ -198,10 +200,15 @@ def infer_order(target: SumTarget, *, method: Literal["adaptive", "all-pairs"] =
     if not isinstance(target, SumTarget):
         raise TypeError(f"infer_order takes a SumTarget (see sum_target, dot_target, matmul_target, "
                         f"torch_matmul_target, sim_target), not {type(target).__name__}")
-    if method not in ("adaptive", "all-pairs"):
-        raise ValueError(f"method must be 'adaptive' or 'all-pairs', not {method!r}")
-    scale = probe_scale(target) if scale is None else scale
+    method = choice("method", method, ("adaptive", "all-pairs"))
+    if scale is not None and not isinstance(scale, ProbeScale):
+        raise ArgumentError("scale", scale, "must be a ProbeScale", fix="pass probe_scale(target, ratio=...) or None")
     n, name = target.n, target.name
+    need = 8.0 * n * n * n / 2 + 16.0 * n * n if method == "all-pairs" else 24.0 * n * n
+    memory("method" if method == "all-pairs" else "target", method if method == "all-pairs" else name, need,
+           f"the probe rows of n = {n} summands ({method}: n**{3 if method == 'all-pairs' else 2} values)",
+           fix="probe fewer summands" + ("; method='adaptive' needs n**2" if method == "all-pairs" else ""))
+    scale = probe_scale(target) if scale is None else scale
     prober = _Prober(target, scale)
     table: np.ndarray | None = None
     if method == "all-pairs":

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ... import formats as _formats
+from ... import arguments
 from ...engine import dot as _dot
 from ...formats import Format, RoundingMode
 from .targets import SumTarget
@@ -104,6 +105,7 @@ def block_op(model: Any, scale: int = 0, between: str = "fp32", *, backend: str 
     sub-sum child (if any) as C; nodes that add only sub-sums (split-K partials) add them with ``between``
     (a format name or ``"exact:fp32"``, as in :func:`evaluate`).  ``backend`` goes to ``blockfma.dot``."""
     width = model.block_width
+    scale = arguments.integer("scale", scale)
     combine = _node_op(between)
     factor = 2.0 ** scale
 
@@ -191,7 +193,11 @@ def verify(tree: SumTree, target: SumTarget, *, trials: int = 1000, node: str | 
     if tree.size != target.n or tree.mask.bit_length() != target.n:
         raise ValueError(f"verify: the tree has inputs {few(tree.leaves())}, the target {target.n} summands")
     if inputs is None:
-        x = target.random_summands(np.random.default_rng(seed), check_count(trials, "trials", least=1))
+        trials = check_count(trials, "trials", least=1)
+        seed = arguments.seed("seed", seed)
+        arguments.memory("trials", trials, 64.0 * trials * target.n, f"{trials} rows of {target.n} summands",
+                         fix="take fewer trials")
+        x = target.random_summands(np.random.default_rng(seed), trials)
     else:
         x = np.asarray(inputs, dtype=np.float64).reshape(-1, target.n)
     step = target.max_batch or len(x)

@@ -23,7 +23,8 @@ from ...torch_switches import matmul_switches, tf32_enabled
 from ..inputs import Formats
 from ..runtime import TORCH_DTYPES, device_info, import_torch
 from ..targets import BlackBox
-from .tree import check_count
+from ...arguments import ArgumentError, choice, integer, memory
+from .tree import MAX_N, check_count
 
 __all__ = ["OrderError", "SumTarget", "sum_target", "dot_target", "matmul_target", "torch_matmul_target",
            "sim_target", "probe_ratio"]
@@ -65,7 +66,8 @@ class SumTarget(BlackBox):
         set_ = object.__setattr__
         if not callable(self.fn):
             raise TypeError(f"SumTarget.fn must be callable f(X) -> y, not {self.fn!r}")
-        set_(self, "n", check_count(self.n, "n (the number of summands)"))
+        set_(self, "n", check_count(self.n, "n (the number of summands)", most=MAX_N))
+        set_(self, "scale", integer("scale", self.scale))
         for name in ("input_format", "accumulator", "output_format"):
             set_(self, name, _formats.get(getattr(self, name)))
         if self.max_batch is not None:
@@ -175,11 +177,11 @@ def dot_target(fn: Callable[[np.ndarray, np.ndarray], Any], n: int, *, input_for
     e.g. for fp16, ``2**15`` so that products ``2**15 * 2**15`` reach ``2**30``) and the summand ``x`` is
     fed as ``a = x / 2**scale``."""
     fin, acc = _formats.get(input_format), _formats.get(accumulator)
-    n = check_count(n, "n (the number of summands)")
-    s = _default_scale(n, fin, acc, fraction_bits) if scale is None else int(scale)
+    n = check_count(n, "n (the number of summands)", most=MAX_N)
+    s = _default_scale(n, fin, acc, fraction_bits) if scale is None else integer("scale", scale)
     if not _formats.is_representable(fin, 2.0 ** s):
-        raise ValueError(f"dot_target: b = 2**{s} is not a value of {fin.name}; choose scale in "
-                         f"[{fin.emin - fin.precision + 1}, {fin.emax}]")
+        raise ArgumentError("scale", s, f"makes b = 2**{s}, which is not a value of {fin.name}",
+                            fix=f"choose scale from {fin.emin - fin.precision + 1} to {fin.emax}")
     factor = 2.0 ** s
 
     def summed(x: np.ndarray) -> Any:
@@ -197,10 +199,12 @@ def matmul_target(matmul: Callable[[np.ndarray, np.ndarray], Any], n: int, *, m:
     both float64 arrays of values of ``input_format``: each probe is one row of A (at most m per call, the
     rest of A zero), B is ``2**scale`` everywhere and column ``column`` of C is read.  The GEMM keeps its
     shape in every call, since a library may pick another kernel (another order) for another shape."""
+    n = check_count(n, "n (the number of summands)", most=MAX_N)
     m = check_count(m, "m", least=1)
     n_cols = check_count(n_cols, "n_cols", least=1)
-    if not 0 <= column < n_cols:
-        raise ValueError(f"column must lie in [0, {n_cols}), not {column!r}")
+    column = integer("column", column, least=0, most=n_cols - 1)
+    memory("m", m, 8.0 * (m * n + n * n_cols + 2 * m * n_cols), f"the ({m}, {n}) @ ({n}, {n_cols}) operands of "
+           "each call", fix="take a smaller m or n_cols")
 
     def rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         A = np.zeros((m, a.shape[1]))
@@ -229,9 +233,8 @@ def torch_matmul_target(n: int, dtype: Literal["fp16", "bf16", "fp32"] = "fp32",
     (reduced-precision reduction), M overflows or no longer absorbs, and the inference says so.  fp16 inputs
     cannot hold M, so B is ``2**15`` and the probe values are products (``2**15 * 2**15 = 2**30``).
     """
+    dtype = choice("dtype", dtype, TORCH_DTYPES)
     torch = import_torch("torch_matmul_target")
-    if dtype not in TORCH_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(map(repr, TORCH_DTYPES))}, not {dtype!r}")
     tdtype = getattr(torch, TORCH_DTYPES[dtype])
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {device!r}: torch sees no CUDA GPU (torch {torch.__version__}, "

@@ -14,7 +14,9 @@ from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
-__all__ = ["SumTree", "Shape", "describe", "check_count", "few"]
+from ...arguments import ArgumentError
+
+__all__ = ["SumTree", "Shape", "describe", "check_count", "few", "MAX_N"]
 
 
 def _low(child: int | SumTree) -> int:
@@ -244,10 +246,21 @@ def _mask_indices(mask: int, n: int | None = None) -> np.ndarray:
 
 
 
-def check_count(n: Any, what: str, least: int = 2) -> int:
-    """``n`` as an int, or a ValueError naming ``what`` when it is not an integer >= ``least``."""
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < least:
-        raise ValueError(f"{what} must be an integer >= {least}, not {n!r}")
+MAX_N = 16_384
+"""The most summands the order prober takes (a tree, a target, an inference).  Its memory grows as n squared:
+an inference keeps a round of up to n - 1 probe rows of n summands and the n x n matrix of subtree sizes
+(about 6 GB at this n), a sequential tree's nodes n bits each (n**2 / 16 bytes); the documented surveys go to
+K = 1024.  Counts are exact in the output format only up to 2**p summands besides (2048 for fp16)."""
+
+
+def check_count(n: Any, what: str, least: int = 2, most: int | None = None) -> int:
+    """``n`` as an int from ``least`` to ``most``, or an :class:`~blockfma.arguments.ArgumentError` naming the
+    argument (the first word of ``what``; the rest says what it is)."""
+    name, _, about = what.partition(" ")
+    ok = isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+    if not ok or n < least or (most is not None and n > most):
+        rng = f"from {least} to {most}" if most is not None else f"of at least {least}"
+        raise ArgumentError(name, n, f"must be an integer {rng}" + (f" {about}" if about else ""))
     return int(n)
 
 
