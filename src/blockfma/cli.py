@@ -74,6 +74,7 @@ class Answer:
     text: str
     data: Any = None
     status: int = 0
+    then: Any = None  # a function of no arguments run after the results are printed (e.g. a --record writer)
 
 
 # --- operands --------------------------------------------------------------------------------------------
@@ -379,14 +380,8 @@ def cmd_probe(args: argparse.Namespace) -> Answer:
                      f"\n(no record written to {args.record}: the run did not verify)")
     data = docs if args.all else docs[0]
     status = 0 if all(d["verified"] for d in docs) else 1
-    if record is None or not found[0].verified:
-        return Answer(text, data, status)
-    # the results are printed before the record is written (main() then writes --json FILE)
-    print(files.dumps(data) if args.json == files.STDOUT else text, flush=True)
-    found[0].save(record)
-    if args.json == files.STDOUT:
-        args.json = None  # printed already
-    return Answer("", data, status)
+    save = (lambda: found[0].save(record)) if record is not None and found[0].verified else None
+    return Answer(text, data, status, then=save)  # the record is written after the results are printed
 
 
 # --- smt ---------------------------------------------------------------------------------------------------
@@ -779,6 +774,12 @@ def _emit(answer: Answer, args: argparse.Namespace) -> None:
                 raise _FileFailed(f"cannot write --json {target} ({exc.strerror or exc}); the results are "
                                   "printed above") from None
     sys.stdout.flush()
+    if answer.then is not None:
+        try:
+            answer.then()
+        except OSError as exc:
+            raise _FileFailed(f"cannot write the results file ({exc.strerror or exc}); the results are "
+                              "printed above") from None
 
 
 class _FileFailed(Exception):

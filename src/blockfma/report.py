@@ -274,7 +274,7 @@ def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2
     for n, (spec, inp, out, preset) in enumerate(jobs, 1):
         if say:
             say(f"probing {spec} {inp}->{out} ({n} of {len(jobs)}) ...")
-        f = probe(spec, inp, out, verify=verify, priors="none")
+        f = probe(spec, inp, out, verify=verify, priors="none", progress=False)
         if say:
             found = f.model().summary() if f.verified else "no model verified"
             say(f"  {found} ({f.seconds:.1f} s)")
