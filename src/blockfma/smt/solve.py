@@ -68,6 +68,9 @@ def _smt2(assertions: Sequence[z3.BoolRef]) -> str:
     return "(set-logic QF_BV)\n" + s.to_smt2().replace("(check-sat)", "")
 
 
+_MAX_MS = 2**31 - 1  # the solvers keep limits in 32 bits: bitwuzla and cvc5 gave up at once on 10**10 s
+
+
 def _ms(timeout: float) -> int:
     """A time limit in whole milliseconds, at least 1 (0 means "no limit" to every solver)."""
     return max(1, int(timeout * 1000))
@@ -145,8 +148,11 @@ def check(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], *
           timeout: float | None = TIMEOUT) -> Outcome:
     """Is the conjunction of ``assertions`` satisfiable?  The values of ``variables`` (bit-vectors) when it
     is; "unknown" when the solver gives up or ``timeout`` seconds pass (None or ``math.inf``: no limit;
-    limits are passed to the solver in whole milliseconds, at least 1)."""
+    limits are passed to the solver in whole milliseconds, at least 1; over 2**31 - 1 ms, about 24 days, they
+    are no limit, which the solvers cannot hold)."""
     timeout = seconds("timeout", timeout)
+    if timeout is not None and timeout * 1000 > _MAX_MS:  # over 24 days: no limit (the solvers cannot hold it)
+        timeout = None
     name = pick(solver)
     start = time.perf_counter()
     status, values, reason = _BACKENDS[name](list(assertions), list(variables), timeout)
