@@ -366,3 +366,29 @@ def test_cli_epilog_documents_the_exit_codes():
     text = sub.format_help()
     for action, meaning in SMT_EXIT.items():
         assert f"  {action:6s} {meaning}" in text
+
+
+def test_constraint_arguments_are_checked():
+    """A misspelt ``which`` or a position past k must not constrain nothing (or index past the inputs), and a
+    constraint that returns something other than z3 formulas is named."""
+    m = _v100()
+    C = smt.constraints
+    with pytest.raises(ArgumentError, match=r'^which=\'d\': must name inputs: "a", "b", "c" or a combination'):
+        C.positive("d")
+    for make in (C.finite, C.nonzero, C.nonnegative, C.normal):
+        with pytest.raises(ArgumentError, match="^which=''"):
+            make("")
+    with pytest.raises(ArgumentError, match="^which='abd'"):
+        C.exponents(-4, 4, "abd")
+    cases = [(C.positive(positions=[9]), r"^positions=\[9\]: must hold positions 0 to 1 \(k = 2\), not 9$"),
+             (C.product_not_in("fp16", [0, 7]), r"^positions=\[0, 7\]: .* not 7$"),
+             (C.product_in_range("fp16", [True]), r"^positions=\[True\]: .* not True$"),
+             (lambda v: True, r"^constraints=<function .*: returned True, not a z3 formula \(BoolRef\)"),
+             (lambda v: [v.bits_c == 0, "c > 0"], r"returned \[.*'c > 0'\], not a z3 formula")]
+    for con, message in cases:
+        with pytest.raises(ArgumentError, match=message):
+            smt.equivalent(m, m, k=2, constraints=con, solver="z3")
+    # positions given as a one-pass iterator hold for every use, not only the first
+    once = C.product_in_range("fp16", iter([0]))
+    v = api.inputs_for(m, 2)
+    assert len(C.apply(once, v)) == len(C.apply(once, v)) == 3
