@@ -392,3 +392,12 @@ def test_constraint_arguments_are_checked():
     once = C.product_in_range("fp16", iter([0]))
     v = api.inputs_for(m, 2)
     assert len(C.apply(once, v)) == len(C.apply(once, v)) == 3
+
+
+def test_seed_rows_are_bounded_by_memory_before_any_row(monkeypatch):
+    import blockfma.arguments as arguments
+
+    monkeypatch.setattr(arguments, "available_memory", lambda: 2**30)
+    with pytest.raises(ArgumentError, match=r"^seed_rows=100000: needs about 3.81 GiB for the engine's 200000 rows "
+                                            r"of 256 products, and 1.0 GiB are available; pass fewer seed_rows"):
+        smt.worst_error(_v100(), k=256, seed_rows=100_000)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -25,7 +25,7 @@ import numpy as np
 import z3
 
 from .. import formats as _formats
-from ..arguments import TIMEOUT, ArgumentError, choice, flag, integer, permutation, seconds
+from ..arguments import TIMEOUT, ArgumentError, choice, flag, integer, memory, permutation, seconds
 from ..literals import bits_hex, hex_float
 from ..model import Model
 from ..progress import reporter
@@ -403,13 +403,13 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
     return verdict
 
 
-def _vacuous(ma: Model, v: _cons.Inputs, constraints: Any, name: str, timeout: float | None,
-             extra: Sequence[z3.BoolRef] = ()) -> _solve.Outcome | None:
-    """One solver call on ``constraints`` alone (with ``extra``): its outcome, or None without constraints."""
+def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: float | None
+                       ) -> _solve.Outcome | None:
+    """One solver call on ``constraints`` alone: does any input meet them?  None without constraints."""
     if constraints is None:
         return None
-    return _solve.check(list(_cons.apply(constraints, v)) + list(extra), [*v.bits_a, *v.bits_b, v.bits_c],
-                        solver=name, timeout=timeout)
+    return _solve.check(_cons.apply(constraints, v), [*v.bits_a, *v.bits_b, v.bits_c], solver=name,
+                        timeout=timeout)
 
 
 def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = None,
@@ -443,7 +443,7 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
     out = _solve.check(form, variables, solver=name, timeout=timeout)
     if out.status == "sat":
         return Verdict("refuted", out.seconds, out.solver, k, checked_witness(ma, mb, out, v, order_b))
-    alone = _vacuous(ma, v, constraints, name, timeout)
+    alone = _constraints_alone(v, constraints, name, timeout)
     spent = time.perf_counter() - start
     if alone is not None and alone.status == "unsat":
         return Verdict("vacuous", spent, out.solver, k, reason=f"no input of length {k} meets the constraints")
@@ -459,8 +459,6 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
 def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Up to 8 rows of finite inputs (normal ones with ``normal_inputs``) with finite results whose error,
     ranked in binary64 with math.fsum, is largest among ``n`` rows of the probes' input families."""
-    import math
-
     from ..engine import dot
     from ..probes.inputs import Formats, mixed_rows
 
@@ -566,6 +564,9 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     m = resolve(model, input_format, output_format)
     _refuse(m)
     k = default_k(m) if k is None else k
+    if constraints is None:  # the engine's rows: 2 per seed row, a and b with copies and dot's temporaries
+        memory("seed_rows", seed_rows, seed_rows * k * 160, f"the engine's {2 * seed_rows} rows of {k} products",
+               fix="pass fewer seed_rows (or a shorter k)")
     start = time.perf_counter()
     if say is not None:
         limit = "no limit" if total_timeout is None else f"at most {total_timeout:g} s"
