@@ -127,4 +127,4 @@ def test_a_family_with_an_encoding_reaches_the_smt_layer(wrapped):
     assert result.ok, str(result)
     assert bf.smt.equivalent(mine, exact, k=4, timeout=60).status == "proved"
     w = bf.smt.discriminate(mine, mine.replace(output_rounding="rz"), k=4, timeout=60)
-    assert w is not None and w.d_a != w.d_b
+    assert isinstance(w, bf.smt.Witness) and w.d_a != w.d_b

@@ -385,10 +385,34 @@ def cmd_probe(args: argparse.Namespace) -> Answer:
 
 
 # --- smt ---------------------------------------------------------------------------------------------------
+SMT_EXIT = {"diff": "0 a witness found, 1 proved equal (no witness exists), 2 unknown or vacuous",
+            "prove": "0 proved, 1 refuted (a counterexample), 2 unknown or vacuous",
+            "worst": "0 the bound is proved (status exact), 2 the search stopped first (a lower bound only)",
+            "query": "0 the expected answer, 1 another answer, 2 no answer (unknown)",
+            "list": "0"}
+"""The exit statuses of ``blockfma smt ACTION`` (bad usage is 2 everywhere)."""
+
+
+_SMT_TOTAL_TIMEOUT = 600.0  # smt.TOTAL_TIMEOUT for --total-timeout's help, without importing z3 (a test holds them equal)
+
+
+def _seconds(text: str) -> float:
+    """--timeout S and --total-timeout S: positive seconds, or inf (or none) for no limit."""
+    if text.strip().lower() in ("none", "inf", "infinity"):
+        return float("inf")
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of seconds (inf: no limit)")
+    return value
+
+
 def _setting(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
-        raise _Usage(f"--set takes PARAM=VALUE (e.g. carry_bits=3), not {text!r}")
+        raise _Usage(f"--set {text}: takes PARAM=VALUE (e.g. --set carry_bits=3)")
     v = value.strip()
     if v.lower() == "none":
         return name.strip(), None
@@ -401,47 +425,88 @@ def _setting(text: str) -> tuple[str, Any]:
 
 
 def _smt_models(args: argparse.Namespace) -> list[Model]:
+    import dataclasses
+    import difflib
+
     from . import smt
 
     names = [args.dev1] + ([args.dev2] if getattr(args, "dev2", None) else [])
     models = [smt.api.resolve(n, _input_arg(args.input), args.output) for n in names]
     if getattr(args, "set", None):
-        changes = dict(_setting(t) for t in args.set)
+        settings = [(t, *_setting(t)) for t in args.set]
+        fields = [f.name for f in dataclasses.fields(Model) if f.name != "name"]
         last = models[-1]
+        for text, key, value in settings:  # each alone first, so that the error names the one at fault
+            if key not in fields:
+                close = difflib.get_close_matches(key, fields, n=1)
+                raise _Usage(f"--set {text}: the model has no parameter {key!r}"
+                             + (f"; did you mean --set {close[0]}={text.partition('=')[2]}?" if close else "")
+                             + f" (parameters: {', '.join(fields)})")
+            try:
+                last.replace(**{key: value})
+            except (ValueError, TypeError) as exc:
+                raise _Usage(f"--set {text}: {exc}") from None
         try:
-            models[-1] = last.replace(**changes, name=f"{last.name} with " + ", ".join(args.set))
-        except TypeError as exc:
-            import dataclasses
-
-            fields = ", ".join(f.name for f in dataclasses.fields(Model) if f.name != "name")
-            raise _Usage(f"--set: {exc} (parameters: {fields})") from None
+            models[-1] = last.replace(**{k: v for _, k, v in settings}, name=f"{last.name} with " + ", ".join(args.set))
+        except (ValueError, TypeError) as exc:
+            raise _Usage(f"--set {' --set '.join(args.set)}: {exc}") from None
     return models
 
 
-def cmd_smt(args: argparse.Namespace) -> str:
+def _smt_worst(args: argparse.Namespace, model: Model) -> Answer:
+    from . import smt
+
+    total = smt.TOTAL_TIMEOUT if args.total_timeout is None else args.total_timeout
+    w = smt.worst_error(model, k=args.k, relative=not args.absolute, timeout=args.timeout, total_timeout=total,
+                        solver=args.solver, progress=args.progress)
+    k = args.k or smt.default_k(model)
+    text = f"{model.name}, k = {k}\n{w}"
+    if w.status != "exact":
+        text += ("\n(the search stopped before proving a bound: the error above is a lower bound; "
+                 "pass a longer --timeout/--total-timeout, or inf, for a proof)")
+    return Answer(text, {"action": "worst", "model": model.name, "k": k, **w.to_json()},
+                  0 if w.status == "exact" else 2)
+
+
+def _smt_pair(args: argparse.Namespace, ma: Model, mb: Model) -> Answer:
+    from . import smt
+
+    v = smt.equivalent(ma, mb, k=args.k, timeout=args.timeout, solver=args.solver)
+    head = f"{ma.name} vs {mb.name}"
+    if args.action == "diff" and v.status == "proved":
+        text = f"{head}: no input of length {v.k} tells them apart (proved by {v.solver} in {v.seconds:.3f} s)"
+    else:
+        text = f"{head}\n{v}"
+    if args.action == "diff":
+        status = {"refuted": 0, "proved": 1}.get(v.status, 2)
+    else:
+        status = {"proved": 0, "refuted": 1}.get(v.status, 2)
+    return Answer(text, {"action": args.action, "models": [ma.name, mb.name], **v.to_json()}, status)
+
+
+def cmd_smt(args: argparse.Namespace) -> Answer:
+    """``blockfma smt diff|prove|worst|list|query``: exit statuses in :data:`SMT_EXIT`."""
     from . import smt
     from .smt import queries
 
     try:
         if args.action == "list":
             rows = [{"query": q.name, "expects": "witness" if q.expected == "sat" else "proof",
-                     "ci": "slow" if q.slow else "yes", "source": q.source, "what": q.title} for q in queries.queries()]
-            return _report.table(rows, ["query", "expects", "ci", "source", "what"])
+                     "ci": "slow" if q.slow else "yes", "source": q.source, "what": q.title,
+                     "bitwuzla_seconds": q.expected_seconds} for q in queries.queries()]
+            return Answer(_report.table(rows, ["query", "expects", "ci", "source", "what"]), rows, 0)
         if args.action == "query":
             names = [q.name for q in queries.queries()] if args.name == "all" else [args.name]
-            return "\n".join(str(queries.run(n, solver=args.solver, timeout=args.timeout)) for n in names)
+            results = [queries.run(n, solver=args.solver, timeout=args.timeout, progress=args.progress)
+                       for n in names]
+            answered = [r for r in results if r.status != "unknown"]
+            status = 1 if any(not r.ok for r in answered) else 2 if len(answered) < len(results) else 0
+            data = [r.to_json() for r in results]
+            return Answer("\n".join(map(str, results)), data if args.name == "all" else data[0], status)
         models = _smt_models(args)
         if args.action == "worst":
-            say = _progress.reporter(args.progress)
-            w = smt.worst_error(models[0], k=args.k, relative=not args.absolute, timeout=args.timeout,
-                                total_timeout=args.total_timeout, solver=args.solver, progress=say)
-            return f"{models[0].name}, k = {args.k or smt.default_k(models[0])}\n{w}"
-        ma, mb = models
-        v = smt.equivalent(ma, mb, k=args.k, timeout=args.timeout, solver=args.solver)
-        head = f"{ma.name} vs {mb.name}"
-        if args.action == "diff" and v.status == "proved":
-            return f"{head}: no input of length {v.k} tells them apart (proved by {v.solver} in {v.seconds:.3f} s)"
-        return f"{head}\n{v}"
+            return _smt_worst(args, models[0])
+        return _smt_pair(args, *models)
     except NotImplementedError as exc:
         raise _Usage(str(exc)) from None
     except ImportError as exc:
@@ -658,17 +723,28 @@ def build_parser() -> argparse.ArgumentParser:
                                              "target": "TARGET"})
 
     p = sub.add_parser("smt", help="formal questions about models: witnesses, proofs, worst errors (SMT)",
-                       epilog="Example: blockfma smt diff V100 T4 --input fp16 --output fp32 --k 8")
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="Example: blockfma smt diff V100 T4 --input fp16 --output fp32 --k 8\n\n"
+                              "--timeout S is seconds per solver query (default 60; inf for no limit); "
+                              "smt worst's --total-timeout S\nbounds the whole search (default 600).\n\n"
+                              "Exit status:\n" + "".join(f"  {a:6s} {t}\n" for a, t in SMT_EXIT.items())
+                              + "  bad usage: 2 (one line naming the option, the value and the fix)")
     ssub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    smt_names = {"input_format": "--input", "output_format": "--output", "model_a": "DEV1", "model_b": "DEV2",
+                 "model": "DEV", "name": "blockfma smt query"}
 
-    def _solver_options(q: argparse.ArgumentParser, timeout: float) -> None:
-        q.add_argument("--timeout", type=float, default=timeout, metavar="S", help=f"seconds (default {timeout:g})")
+    def _solver_options(q: argparse.ArgumentParser) -> None:
+        from .arguments import TIMEOUT
+
+        q.add_argument("--timeout", type=_seconds, default=TIMEOUT, metavar="S",
+                       help=f"seconds per solver query (default {TIMEOUT:g}; inf: no limit)")
         q.add_argument("--solver", default="auto", choices=("auto", "bitwuzla", "cvc5", "z3"),
                        help="SMT solver (default auto: the fastest installed)")
+        q.set_defaults(spelling=smt_names)
 
     for action, text in (("diff", "inputs on which two models give different bits"),
                          ("prove", "prove two models equal on every input of length k")):
-        q = ssub.add_parser(action, help=text)
+        q = ssub.add_parser(action, help=text, epilog=f"Exit status: {SMT_EXIT[action]}; bad usage 2.")
         q.add_argument("dev1", metavar="DEV1", help="device (or DEVICE:INSTRUCTION)")
         q.add_argument("dev2", metavar="DEV2", help="device (or DEVICE:INSTRUCTION)")
         q.add_argument("--input", "-i", default="fp16", help="input format (default fp16)")
@@ -676,24 +752,31 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--k", type=int, help="products (default: one step of the wider model)")
         q.add_argument("--set", action="append", metavar="PARAM=VALUE",
                        help="change a parameter of DEV2's model (repeatable), e.g. --set carry_bits=3")
-        _solver_options(q, 60)
+        _solver_options(q)
         _json_option(q)
-    q = ssub.add_parser("worst", help="largest error against the exact a·b + c, with its input")
+    q = ssub.add_parser("worst", help="largest error against the exact a·b + c, with its input",
+                        epilog=f"Exit status: {SMT_EXIT['worst']}; bad usage 2. With the defaults the search "
+                               "takes up to 10 minutes (most queries run out of time); --timeout 2 "
+                               "--total-timeout 10 gives a lower bound in about 10 s.")
     q.add_argument("dev1", metavar="DEV", help="device (or DEVICE:INSTRUCTION)")
     q.add_argument("--input", "-i", default="fp16", help="input format (default fp16)")
     q.add_argument("--output", "-o", default="fp32", help="output format (default fp32)")
     q.add_argument("--k", type=int, help="products (default: one step)")
     q.add_argument("--set", action="append", metavar="PARAM=VALUE", help="change a parameter of the model")
     q.add_argument("--absolute", action="store_true", help="absolute error (default: relative to sum|a_i b_i|+|c|)")
-    q.add_argument("--total-timeout", type=float, default=300, metavar="S", help="seconds for the whole search")
+    q.add_argument("--total-timeout", type=_seconds, metavar="S",  # default: smt.TOTAL_TIMEOUT (z3 not imported)
+                   help=f"seconds for the whole search (default {_SMT_TOTAL_TIMEOUT:g}; inf: no limit)")
     _progress_options(q)
-    _solver_options(q, 30)
+    _solver_options(q)
     _json_option(q)
-    q = ssub.add_parser("list", help="the named queries")
+    q = ssub.add_parser("list", help="the named queries", epilog="Exit status: 0.")
     _json_option(q)
-    q = ssub.add_parser("query", help="answer a named query (or 'all')")
+    q = ssub.add_parser("query", help="answer a named query (or 'all')",
+                        epilog=f"Exit status: {SMT_EXIT['query']}; with 'all', 1 if any answer is another than "
+                               "expected, else 2 if any is unknown; bad usage 2.")
     q.add_argument("name", metavar="NAME", help="a query name (blockfma smt list), or all")
-    _solver_options(q, 600)
+    _progress_options(q)
+    _solver_options(q)
     _json_option(q)
     p.set_defaults(func=cmd_smt)
 

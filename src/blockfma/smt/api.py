@@ -2,11 +2,19 @@
 
 Every answer that holds an input is checked by the engine (``blockfma.dot``) before it is returned: the
 witness's outputs are recomputed bit for bit and must be what the formula said, so a witness is a fact about
-the simulator, not only about the encoding.  A time-out gives an ``unknown`` answer with the time spent.
+the simulator, not only about the encoding.  A time-out gives an ``unknown`` answer with the time spent,
+never None; side constraints that no input meets give a ``vacuous`` answer, never a proof.
+
+Time limits: ``timeout`` is seconds per solver query (default :data:`blockfma.arguments.TIMEOUT`, 60 s),
+``total_timeout`` (worst_error) the whole search (default :data:`TOTAL_TIMEOUT`, 600 s); None or
+``math.inf`` mean no limit.  Every public argument is checked where it enters and a bad one raises
+:class:`~blockfma.arguments.ArgumentError` (a ValueError) naming it, its value and the fix.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,15 +25,31 @@ import numpy as np
 import z3
 
 from .. import formats as _formats
+from ..arguments import TIMEOUT, ArgumentError, choice, flag, integer, memory, permutation, seconds
 from ..literals import bits_hex, hex_float
 from ..model import Model
+from ..progress import reporter
 from . import constraints as _cons
 from . import encode as _enc
 from .bv import disj
 from . import solve as _solve
 
 __all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent",
-           "worst_error", "default_k"]
+           "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
+
+MAX_K = 256
+"""The most products a formula may have.  Building grows linearly and the solvers' time much faster: on a
+2-core machine, writing the formula of two V100 models took 1 s and 1.5 MB of SMT-LIB at k = 256, 6 s and
+6 MB at 1024, 51 s and 25 MB (1.3 GB of memory) at 4096; an fp32 FMA chain (MI250X) 16 s and 1 GB already
+at 256 and 100 s and 4 GB at 1024.  No solver answered the harder questions in minutes past k = 64."""
+
+TOTAL_TIMEOUT = 600.0
+"""Seconds a whole :func:`worst_error` search may take unless told otherwise (its queries get ``timeout``
+each)."""
+
+_BYTES_PER_PRODUCT = 6_000  # SMT-LIB text per product of a two-model formula (V100, fp16 -> fp32), measured
+_SEED_ROWS_MAX = 1_000_000
+_DIGITS_MAX = 64
 
 
 class EncodingError(RuntimeError):
@@ -62,12 +86,22 @@ class Witness:
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain values: inputs as exact hex floats, outputs as hex floats and bit patterns."""
+        fa, fb, fc, fd = self.formats
+        return {"a": [hex_float(x) for x in self.a], "b": [hex_float(x) for x in self.b], "c": hex_float(self.c),
+                "formats": {"a": fa, "b": fb, "c": fc, "d": fd},
+                "d": [{"model": n, "value": hex_float(d), "bits": bits_hex(d, fd)}
+                      for n, d in zip(self.names, (self.d_a, self.d_b))],
+                "solver": self.solver, "seconds": round(self.seconds, 4), "checked_by_engine": True}
+
 
 @dataclass(frozen=True)
 class Verdict:
     """The answer of :func:`equivalent`: ``status`` "proved" (no input tells them apart), "refuted" (with
-    ``witness``) or "unknown" (the solver gave up or ran out of time: ``reason``, ``seconds``).
-    ``bool(verdict)`` is True only when proved."""
+    ``witness``), "unknown" (the solver gave up or ran out of time: ``reason``, ``seconds``) or "vacuous"
+    (no input meets the side constraints, so nothing was proved: ``reason``).  ``bool(verdict)`` is True
+    only when proved; :func:`discriminate` returns the unknown and vacuous verdicts as they are."""
 
     status: str
     seconds: float
@@ -83,12 +117,23 @@ class Verdict:
     def unknown(self) -> bool:
         return self.status == "unknown"
 
+    @property
+    def vacuous(self) -> bool:
+        return self.status == "vacuous"
+
     def __str__(self) -> str:
         if self.status == "proved":
             return f"equivalent for k = {self.k}: proved by {self.solver} in {self.seconds:.3f} s"
         if self.status == "refuted":
             return f"not equivalent for k = {self.k}:\n{self.witness}"
+        if self.status == "vacuous":
+            return f"vacuous for k = {self.k}: {self.reason} ({self.solver}, {self.seconds:.3f} s); nothing proved"
         return f"unknown for k = {self.k} after {self.seconds:.1f} s ({self.solver}: {self.reason})"
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain values; the witness (refuted) in :meth:`Witness.to_json`'s form."""
+        return {"status": self.status, "k": self.k, "solver": self.solver, "seconds": round(self.seconds, 4),
+                "reason": self.reason or None, "witness": None if self.witness is None else self.witness.to_json()}
 
 
 @dataclass(frozen=True)
@@ -98,7 +143,9 @@ class WorstError:
     ``value``: the error at ``a``, ``b``, ``c`` (exact; relative to sum |a_i b_i| + |c| with
     ``relative=True``, else absolute); ``bound``: no input has an error above it (proved: every larger
     threshold was unsatisfiable) or None when the search stopped first; ``status`` "exact" when
-    ``value == bound`` to the bisection's resolution, else "lower bound"."""
+    ``value == bound`` to the bisection's resolution, "lower bound" when the search stopped first (no proof
+    that nothing exceeds ``value``), "unknown" when no input meeting the constraints was found at all
+    (``value`` 0 and zero inputs are then placeholders)."""
 
     value: Fraction
     bound: Fraction | None
@@ -125,6 +172,17 @@ class WorstError:
             f"c = {hex_float(self.c)}; d = {hex_float(self.d)}; exact = {frac_text(self.exact)}",
             f"({self.queries} solver queries, {self.solver}, {self.seconds:.1f} s)"])
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain values: errors as exact fractions ("3*2^-25") beside floats, inputs as hex floats."""
+        return {"status": self.status, "relative": self.relative,
+                "value": frac_text(self.value), "value_float": float(self.value),
+                "bound": None if self.bound is None else frac_text(self.bound),
+                "bound_float": None if self.bound is None else float(self.bound),
+                "a": [hex_float(x) for x in self.a], "b": [hex_float(x) for x in self.b], "c": hex_float(self.c),
+                "d": hex_float(self.d), "exact": frac_text(self.exact), "solver": self.solver,
+                "seconds": round(self.seconds, 3), "queries": self.queries,
+                "log": [{"threshold": t, "answer": a, "seconds": sec} for t, a, sec in self.log]}
+
 
 def _floor_log2(x: Fraction) -> int:
     e = x.numerator.bit_length() - x.denominator.bit_length()
@@ -146,18 +204,35 @@ def frac_text(x: Fraction) -> str:
 
 
 # --- models ------------------------------------------------------------------------------------------------
-def resolve(model: Model | str, input_format: Any = None, output_format: Any = None) -> Model:
-    """A Model, or a preset's named as "DEVICE" or "DEVICE:INSTRUCTION" with the formats given."""
+def resolve(model: Model | str, input_format: Any = None, output_format: Any = None, *,
+            name: str = "model") -> Model:
+    """A Model as it is, or a preset's named as "DEVICE" or "DEVICE:INSTRUCTION" with ``input_format``
+    (required) and ``output_format`` (None: fp32).  Formats given with a Model are refused (the Model fixes
+    its own); ``name`` is the argument's name in errors."""
     if isinstance(model, Model):
+        for arg, value in (("input_format", input_format), ("output_format", output_format)):
+            if value is not None:
+                raise ArgumentError(arg, value, f"is for a device named as a string; {name} is a Model with "
+                                    "its own formats", fix=f"leave {arg} out, or change the Model with .replace()")
         return model
-    if not isinstance(model, str):
-        raise TypeError(f"expected a blockfma.Model or a device name, not {type(model).__name__}")
+    if not isinstance(model, str) or not model.strip():
+        raise ArgumentError(name, model, "must be a blockfma.Model or a device name (e.g. 'V100' or "
+                            "'H100:mma.m16n8k16')")
     from ..devices import device
 
-    name, _, instruction = model.partition(":")
+    dev, _, instruction = model.partition(":")
     if input_format is None:
-        raise ValueError(f"{model!r} names a device: give input_format= (and output_format=) too")
-    return device(name).model(input_format, output_format or "fp32", instruction=instruction or None)
+        raise ArgumentError("input_format", None, f"is needed: {name}={model!r} names a device",
+                            use={"input_format": "fp16"})
+    for arg, value in (("input_format", input_format), ("output_format", output_format)):
+        for fmt in value if isinstance(value, (tuple, list)) else [value]:
+            try:
+                if fmt is not None:
+                    _formats.get(fmt)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ArgumentError(arg, value, str(exc).strip("'\"")) from None
+    return device(dev).model(input_format, "fp32" if output_format is None else output_format,
+                             instruction=instruction or None)
 
 
 def default_k(*models: Model) -> int:
@@ -180,12 +255,33 @@ def _same_inputs(ma: Model, mb: Model) -> None:
                              "formats")
 
 
-def _check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, not {k!r}")
-    if k > 256:
-        raise ValueError(f"k = {k} is too long for a formula (at most 256 products)")
-    return int(k)
+def check_k(k: Any) -> int | None:
+    """k checked before any formula is built: None (the default length) or an integer in [1, MAX_K]; a
+    longer one is refused with the size its formula would need."""
+    if k is None:
+        return None
+    k = integer("k", k, least=1)
+    if k > MAX_K:
+        mb = k * _BYTES_PER_PRODUCT / 1e6
+        raise ArgumentError("k", k, f"is too long for a formula: {k} products would need about {mb:,.0f} MB of "
+                            "SMT-LIB text (more for FMA chains) and minutes to write before a solver starts",
+                            use={"k": MAX_K}, fix="the most a formula may have (blockfma.smt.MAX_K), or less")
+    return k
+
+
+def check_constraints(constraints: Any) -> Any:
+    """``constraints`` as given, checked to be None, a callable or an iterable of callables (a list)."""
+    if constraints is None or callable(constraints):
+        return constraints
+    if isinstance(constraints, (str, bytes)) or not hasattr(constraints, "__iter__"):
+        raise ArgumentError("constraints", constraints, "must be a constraint (a function of the symbolic inputs, "
+                            "e.g. smt.constraints.positive()), a list of them, or None")
+    listed = list(constraints)
+    for con in listed:
+        if not callable(con):
+            raise ArgumentError("constraints", constraints, f"holds {con!r}, which is not a constraint (a function "
+                                "of the symbolic inputs, e.g. smt.constraints.positive())")
+    return listed
 
 
 def _codes(values: dict[str, int], names: Sequence[str]) -> np.ndarray:
@@ -275,52 +371,94 @@ def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
 
 
 # --- the questions -----------------------------------------------------------------------------------------
-def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = None, timeout: float = 60,
-                 constraints: Any = None, solver: str = "auto", input_format: Any = None,
-                 output_format: Any = None, order_b: Sequence[int] | None = None,
-                 symmetry: bool = False) -> Witness | None:
-    """Inputs a, b (length k) and c on which the two models give different bits, or None when there are none
-    (proved) or the solver found none within ``timeout`` seconds (use :func:`equivalent` to tell which).
+def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = None,
+                 timeout: float | None = TIMEOUT, constraints: Any = None, solver: str = "auto",
+                 input_format: Any = None, output_format: Any = None, order_b: Sequence[int] | None = None,
+                 symmetry: bool = False) -> Witness | Verdict | None:
+    """Inputs a, b (length k) and c on which the two models give different bits.  Three answers that read
+    apart:
 
-    ``constraints``: side conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model
-    b reads the products in this order (a permutation of range(k)).  Devices may be named instead of Models,
-    with ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
+    * a :class:`Witness` (truthy): found, and checked by the engine;
+    * ``None``: proved, no input of length k (under ``constraints``) tells them apart;
+    * a falsy :class:`Verdict`: no answer.  ``status`` "unknown" when the solver gave up or ``timeout``
+      passed (``reason``, ``seconds``), "vacuous" when no input meets ``constraints``.
+
+    So test ``w is None`` for a proof and ``isinstance(w, Witness)`` (or ``w`` and not a Verdict) for a
+    witness; ``not w`` alone also holds for "unknown".  :func:`equivalent` asks the same question and
+    always returns a Verdict.
+
+    ``timeout``: seconds for the solver (default 60; None or ``math.inf``: no limit); ``constraints``: side
+    conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model b reads the products
+    in this order (a permutation of range(k)).  Devices may be named instead of Models, with
+    ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
     bitwuzla was no faster with it on the carry queries, 1.4 s against 1.3 s, 3.5 against 2.9, 6.8 against
     6.6)."""
     verdict = equivalent(model_a, model_b, k=k, timeout=timeout, constraints=constraints, solver=solver,
                          input_format=input_format, output_format=output_format, order_b=order_b,
                          symmetry=symmetry)
-    return verdict.witness
+    if verdict.status == "refuted":
+        return verdict.witness
+    if verdict.status == "proved":
+        return None
+    return verdict
 
 
-def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = None, timeout: float = 60,
-               constraints: Any = None, solver: str = "auto", input_format: Any = None,
-               output_format: Any = None, order_b: Sequence[int] | None = None,
+def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: float | None
+                       ) -> _solve.Outcome | None:
+    """One solver call on ``constraints`` alone: does any input meet them?  None without constraints."""
+    if constraints is None:
+        return None
+    return _solve.check(_cons.apply(constraints, v), [*v.bits_a, *v.bits_b, v.bits_c], solver=name,
+                        timeout=timeout)
+
+
+def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = None,
+               timeout: float | None = TIMEOUT, constraints: Any = None, solver: str = "auto",
+               input_format: Any = None, output_format: Any = None, order_b: Sequence[int] | None = None,
                symmetry: bool = False) -> Verdict:
     """Do two models give the same bits on every input of length k (under ``constraints``)?  A
-    :class:`Verdict`: proved, refuted with a witness the engine has checked, or unknown after ``timeout``."""
-    ma = resolve(model_a, input_format, output_format)
-    mb = resolve(model_b, input_format, output_format)
+    :class:`Verdict`: "proved", "refuted" with a witness the engine has checked, "unknown" after
+    ``timeout`` seconds (default 60; None or ``math.inf``: no limit), or "vacuous" when no input meets
+    ``constraints`` (checked by one more solver call, made only when constraints are given and the
+    difference was not found).  Only "proved" is truthy.  The arguments are :func:`discriminate`'s; k
+    defaults to :func:`default_k` and is at most :data:`MAX_K`."""
+    timeout = seconds("timeout", timeout)
+    k = check_k(k)
+    constraints = check_constraints(constraints)
+    symmetry = flag("symmetry", symmetry)
+    name = _solve.pick(solver)
+    ma = resolve(model_a, input_format, output_format, name="model_a")
+    mb = resolve(model_b, input_format, output_format, name="model_b")
     for m in (ma, mb):
         _refuse(m)
     _same_inputs(ma, mb)
-    k = _check_k(default_k(ma, mb) if k is None else k)
-    if order_b is not None and sorted(order_b) != list(range(k)):
-        raise ValueError(f"order_b must be a permutation of range({k}), not {list(order_b)}")
+    k = default_k(ma, mb) if k is None else k
+    if order_b is not None:
+        listed = permutation("order_b", order_b, range(k))
+        if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in listed):
+            raise ArgumentError("order_b", order_b, f"must hold the positions 0 to {k - 1} as integers, each once")
+        order_b = [int(i) for i in listed]
     form, variables, v, _, _ = difference_formula(ma, mb, k, constraints, order_b, symmetry)
-    out = _solve.check(form, variables, solver=solver, timeout=timeout)
-    if out.status == "unsat":
-        return Verdict("proved", out.seconds, out.solver, k)
+    start = time.perf_counter()
+    out = _solve.check(form, variables, solver=name, timeout=timeout)
+    if out.status == "sat":
+        return Verdict("refuted", out.seconds, out.solver, k, checked_witness(ma, mb, out, v, order_b))
+    alone = _constraints_alone(v, constraints, name, timeout)
+    spent = time.perf_counter() - start
+    if alone is not None and alone.status == "unsat":
+        return Verdict("vacuous", spent, out.solver, k, reason=f"no input of length {k} meets the constraints")
     if out.status == "unknown":
         return Verdict("unknown", out.seconds, out.solver, k, reason=out.reason)
-    return Verdict("refuted", out.seconds, out.solver, k, checked_witness(ma, mb, out, v, order_b))
+    if alone is not None and alone.status == "unknown":
+        return Verdict("unknown", spent, out.solver, k,
+                       reason="no input tells them apart, but whether any input meets the constraints is "
+                              f"unknown ({alone.reason})")
+    return Verdict("proved", out.seconds, out.solver, k)
 
 
 def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Up to 8 rows of finite inputs (normal ones with ``normal_inputs``) with finite results whose error,
     ranked in binary64 with math.fsum, is largest among ``n`` rows of the probes' input families."""
-    import math
-
     from ..engine import dot
     from ..probes.inputs import Formats, mixed_rows
 
@@ -382,27 +520,58 @@ def _exact_of(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[Fra
 
 
 def worst_error(model: Model | str, *, k: int | None = None, reference: str = "exact", relative: bool = True,
-                constraints: Any = None, timeout: float = 60, total_timeout: float = 600, solver: str = "auto",
-                digits: int = 6, normal_inputs: bool = True, seed_rows: int = 4000, input_format: Any = None,
+                constraints: Any = None, timeout: float | None = TIMEOUT,
+                total_timeout: float | None = TOTAL_TIMEOUT, solver: str = "auto", digits: int = 6,
+                normal_inputs: bool = True, seed_rows: int = 4000, input_format: Any = None,
                 output_format: Any = None, progress: Any = None, symmetry: bool = False) -> WorstError:
     """The largest error |d - (a·b + c)| of a model over all finite inputs of length k whose result is finite
     (and ``constraints``), relative to sum |a_i b_i| + |c| (``relative=True``) or absolute.
 
     Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over
-    powers of two, then ``digits`` bits of T's significand; each satisfiable answer raises the lower bound
-    to the error of the input found (exact, recomputed with the engine and Fractions), each unsatisfiable
-    one proves an upper bound.  ``timeout`` bounds each query and ``total_timeout`` the whole search.
+    powers of two, then ``digits`` bits of T's significand (0 to 64); each satisfiable answer raises the
+    lower bound to the error of the input found (exact, recomputed with the engine and Fractions), each
+    unsatisfiable one proves an upper bound.  ``timeout`` bounds each query (default 60 s) and
+    ``total_timeout`` the whole search (default :data:`TOTAL_TIMEOUT`, 600 s); None or ``math.inf``: no
+    limit.  The result's ``status`` is "exact" when the bound is proved to the bisection's resolution, else
+    "lower bound" (the search stopped first).
+
+    Expected duration: proofs of upper bounds are hard for the solvers, so a search usually runs until its
+    limits.  On a 2-core machine with bitwuzla, V100 (fp16 -> fp32) at k = 4 with ``timeout=2,
+    total_timeout=10`` ends in about 10 s with a lower bound; with the defaults most queries time out and
+    the search takes up to ten minutes.  ``progress`` (None: lines on stderr where it is a terminal; True,
+    False, or a function of one line) reports the start, the engine's rows and every query with the bounds
+    so far.
 
     ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
     emin, above its value, so the alignment can drop C whole (on the V100 preset a relative error of 2**-9
     with the product 2**-22 * 2**-24, and up to about 1/9 in principle), which would hide every other
     error; pass False to include them.  Without ``constraints`` the search starts from the largest error
-    the engine finds on ``seed_rows`` random and adversarial rows (the solver then only has to beat it)."""
-    if reference != "exact":
-        raise ValueError(f"reference={reference!r}: only 'exact' (the exact a·b + c) is supported")
+    the engine finds on ``seed_rows`` random and adversarial rows (0 to 10**6; the solver then only has to
+    beat it); with them it starts from one input the solver finds, and constraints that no such input meets
+    raise an ArgumentError naming them (the worst error over no input is not defined)."""
+    choice("reference", reference, ("exact",))
+    relative = flag("relative", relative)
+    normal_inputs = flag("normal_inputs", normal_inputs)
+    symmetry = flag("symmetry", symmetry)
+    timeout = seconds("timeout", timeout)
+    total_timeout = seconds("total_timeout", total_timeout)
+    digits = integer("digits", digits, least=0, most=_DIGITS_MAX)
+    seed_rows = integer("seed_rows", seed_rows, least=0, most=_SEED_ROWS_MAX)
+    k = check_k(k)
+    constraints = check_constraints(constraints)
+    say = reporter(progress)
+    name = _solve.pick(solver)
     m = resolve(model, input_format, output_format)
     _refuse(m)
-    k = _check_k(default_k(m) if k is None else k)
+    k = default_k(m) if k is None else k
+    if constraints is None:  # the engine's rows: 2 per seed row, a and b with copies and dot's temporaries
+        memory("seed_rows", seed_rows, seed_rows * k * 160, f"the engine's {2 * seed_rows} rows of {k} products",
+               fix="pass fewer seed_rows (or a shorter k)")
+    start = time.perf_counter()
+    if say is not None:
+        limit = "no limit" if total_timeout is None else f"at most {total_timeout:g} s"
+        each = "no limit" if timeout is None else f"up to {timeout:g} s"
+        say(f"worst error of {m.name or 'the model'}, k = {k}: {name} queries of {each} each, {limit} in all")
     v = _inputs(m, k)
     fd = m.output_format
     d = z3.BitVec("d", fd.bits)
@@ -432,13 +601,22 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         w = abs_err.size() + up + n.bit_length() + down + 2
         return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << up, z3.BitVecVal(n << down, w))]
 
-    start = time.perf_counter()
     log: list[tuple[str, str, float]] = []
     best: tuple[Fraction, np.ndarray, np.ndarray, float, Any, Fraction] | None = None
     lo, hi = Fraction(-1), None  # errors <= lo are reached; none exceed hi
     queries = 0
-    name = _solve.pick(solver)
 
+    def bounds() -> str:
+        found = "none yet" if best is None else f"{float(best[0]):.4g}"
+        return f"worst so far {found}, proved bound {'none' if hi is None else f'{float(hi):.4g}'}"
+
+    def left() -> float | None:
+        """Seconds the search may still spend (None: no limit)."""
+        return None if total_timeout is None else total_timeout - (time.perf_counter() - start)
+
+    def limit() -> float | None:
+        rest = left()
+        return timeout if rest is None else rest if timeout is None else min(timeout, rest)
 
     def dyadic(x: Fraction) -> Fraction:
         """x rounded up to a dyadic threshold (2**-(scale_bits + digits + 8) relative, 2**LSB absolute)."""
@@ -451,6 +629,19 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         e = abs(Fraction(float(dd)) - x)
         return (e / mag if relative and mag else e), dd, x
 
+    def found(out: _solve.Outcome) -> Fraction:
+        """Record a satisfying input's error (checked by the engine); the error."""
+        nonlocal best, lo
+        a, b, c = witness_inputs(m, out.values, v)
+        dd, bits = engine_bits(m, a, b, c)
+        if bits != out.values["d"]:
+            raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")
+        e, dd, x = error_of(a, b, c)
+        if best is None or e > best[0]:
+            best = (e, a, b, c, dd, x)
+        lo = max(lo, e)
+        return e
+
     if constraints is None:  # a first lower bound from the engine on adversarial rows: no solver needed
         for a, b, c in _seed_rows(m, k, normal_inputs, seed_rows):
             e_row, dd, x = error_of(a, b, c)
@@ -459,30 +650,37 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         if best is not None:
             lo = best[0]
             log.append(("engine rows", f"{seed_rows} rows: best {float(lo):.4g}", 0.0))
+        if say is not None:
+            say(f"  the engine on {seed_rows} random and adversarial rows: {bounds()}")
+    else:  # one input that meets the constraints, or the proof that none does
+        out = _solve.check(base, variables, solver=name, timeout=limit())
+        queries += 1
+        log.append(("any input", out.status, round(out.seconds, 3)))
+        if say is not None:
+            say(f"  any input meeting the constraints? {out.status} ({out.seconds:.2f} s)")
+        if out.status == "unsat":
+            raise ArgumentError("constraints", constraints, f"no input of length {k} meets them (with finite "
+                                f"inputs{', normal ones,' if normal_inputs else ''} and a finite result), so "
+                                "there is no worst error to find", fix="relax the constraints")
+        if out.status == "sat":
+            found(out)
 
     def ask(T: Fraction) -> str:
-        nonlocal best, lo, hi, queries
-        left = total_timeout - (time.perf_counter() - start)
-        if left <= 0:
+        nonlocal hi, queries
+        rest = left()
+        if rest is not None and rest <= 0:
             return "stop"
-        out = _solve.check(base + above(T), variables, solver=name, timeout=min(timeout, left))
+        out = _solve.check(base + above(T), variables, solver=name, timeout=limit())
         queries += 1
         log.append((frac_text(T), out.status, round(out.seconds, 3)))
-        if progress is not None:
-            progress(f"  error > {float(T):.4g}? {out.status} ({out.seconds:.2f} s)")
         if out.status == "sat":
-            a, b, c = witness_inputs(m, out.values, v)
-            dd, bits = engine_bits(m, a, b, c)
-            if bits != out.values["d"]:
-                raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")
-            e, dd, x = error_of(a, b, c)
-            if e <= T:
-                raise EncodingError(f"the solver's input has error {e}, not above {T}; please report this")
-            if best is None or e > best[0]:
-                best = (e, a, b, c, dd, x)
-            lo = max(lo, e)
+            e_found = found(out)
+            if e_found <= T:
+                raise EncodingError(f"the solver's input has error {e_found}, not above {T}; please report this")
         elif out.status == "unsat":
             hi = T if hi is None else min(hi, T)
+        if say is not None:
+            say(f"  error > {float(T):.4g}? {out.status} ({out.seconds:.2f} s): {bounds()}")
         return out.status
 
     # Upward from an error every rounding reaches (satisfiable queries are the fast ones): each witness
@@ -506,15 +704,16 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         status = ask(mid)
         if status != "sat":
             cap = mid
-    seconds = time.perf_counter() - start
-    if best is None:
+    spent = time.perf_counter() - start
+    if best is None:  # no input found: the zero input (valid without constraints: its error is 0)
         zero = np.zeros(k)
         dd, _ = engine_bits(m, zero, zero, 0.0)
-        return WorstError(Fraction(0), hi, relative, zero, zero, 0.0, dd, Fraction(0),
-                          "exact" if hi is not None else "lower bound", name, seconds, queries, log)
+        status = "unknown" if constraints is not None else "exact" if hi is not None else "lower bound"
+        return WorstError(Fraction(0), hi, relative, zero, zero, 0.0, dd, Fraction(0), status, name, spent,
+                          queries, log)
     e_best, a, b, c, dd, x = best
     exact = hi is not None and (hi - e_best) <= hi / 2 ** digits
-    return WorstError(e_best, hi, relative, a, b, c, dd, x, "exact" if exact else "lower bound", name, seconds,
+    return WorstError(e_best, hi, relative, a, b, c, dd, x, "exact" if exact else "lower bound", name, spent,
                       queries, log)
 
 

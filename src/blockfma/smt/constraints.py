@@ -10,12 +10,14 @@ inputs of one query); the functions here build the common ones, and ``all_of`` j
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import z3
 
 from .. import formats as _formats
+from ..arguments import ArgumentError
 from ..formats import Format
 from . import encode as _enc
 from .bv import conj, disj, exponent, msb, shl, shr
@@ -49,6 +51,7 @@ class Inputs:
 
     def values(self, which: str = "abc") -> list[Sym]:
         """The inputs named by ``which`` ("a", "b", "c" or a combination)."""
+        _which(which)
         out: list[Sym] = []
         if "a" in which:
             out += list(self.a)
@@ -62,6 +65,24 @@ class Inputs:
 Constraint = Callable[[Inputs], "z3.BoolRef | Sequence[z3.BoolRef]"]
 
 
+def _which(which: str) -> str:
+    """``which`` checked: a non-empty combination of "a", "b" and "c" (a typo must not constrain nothing)."""
+    if not isinstance(which, str) or not which or set(which) - set("abc"):
+        raise ArgumentError("which", which, 'must name inputs: "a", "b", "c" or a combination such as "ab"')
+    return which
+
+
+def _positions(name: str, positions: Iterable[int] | None, k: int) -> list[int]:
+    """Positions 0..k-1 (all of them for None), each checked to be an integer in range."""
+    if positions is None:
+        return list(range(k))
+    listed = list(positions)
+    for i in listed:
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < k:
+            raise ArgumentError(name, listed, f"must hold positions 0 to {k - 1} (k = {k}), not {i!r}")
+    return [int(i) for i in listed]
+
+
 def apply(constraints: Constraint | Iterable[Constraint] | None, inputs: Inputs) -> list[z3.BoolRef]:
     """The formulas of one or several constraints over ``inputs``."""
     if constraints is None:
@@ -71,9 +92,13 @@ def apply(constraints: Constraint | Iterable[Constraint] | None, inputs: Inputs)
     out: list[z3.BoolRef] = []
     for con in constraints:
         if not callable(con):
-            raise TypeError(f"a constraint is a callable f(inputs) -> formula, not {con!r}")
+            raise ArgumentError("constraints", con, "is not a constraint (a function of the symbolic inputs)")
         got = con(inputs)
-        out += [got] if isinstance(got, z3.BoolRef) else list(got)
+        listed = [got] if isinstance(got, z3.BoolRef) else list(got) if isinstance(got, (list, tuple)) else None
+        if listed is None or not all(isinstance(x, z3.BoolRef) for x in listed):
+            raise ArgumentError("constraints", con, f"returned {got!r}, not a z3 formula (BoolRef) or a list of "
+                                "them")
+        out += listed
     return out
 
 
@@ -84,33 +109,41 @@ def all_of(*constraints: Constraint) -> Constraint:
 
 def finite(which: str = "abc") -> Constraint:
     """No NaN or infinity among the inputs ``which``."""
+    _which(which)
     return lambda v: [z3.Not(disj(x.nan, x.inf)) for x in v.values(which)]
 
 
 def nonzero(which: str = "abc") -> Constraint:
     """The inputs ``which`` are finite and nonzero."""
+    _which(which)
     return lambda v: [z3.Not(disj(x.nan, x.inf, x.zero)) for x in v.values(which)]
 
 
 def positive(which: str = "abc", positions: Iterable[int] | None = None) -> Constraint:
     """The inputs ``which`` (of a and b only those at ``positions``, default all) are finite and > 0
     (Valpey et al.'s Property 4)."""
+    _which(which)
+    positions = None if positions is None else list(positions)
+
     def f(v: Inputs) -> list[z3.BoolRef]:
-        xs = v.values("c" if "c" in which else "")
+        xs = [v.c] if "c" in which else []
         for name, vec in (("a", v.a), ("b", v.b)):
             if name in which:
-                xs += [vec[i] for i in (range(v.k) if positions is None else positions)]
+                xs += [vec[i] for i in _positions("positions", positions, v.k)]
         return [z3.Not(disj(x.nan, x.inf, x.zero, x.neg)) for x in xs]
     return f
 
 
 def nonnegative(which: str = "abc") -> Constraint:
     """The inputs ``which`` are finite and +0 or > 0."""
+    _which(which)
     return lambda v: [z3.Not(disj(x.nan, x.inf, x.neg)) for x in v.values(which)]
 
 
 def normal(which: str = "abc") -> Constraint:
     """The nonzero inputs ``which`` are normal numbers (no subnormals)."""
+    _which(which)
+
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
         for x in v.values(which):
@@ -125,6 +158,7 @@ def exponents(lo: int, hi: int, which: str = "ab") -> Constraint:
     [lo, hi]); Valpey et al. bound Property 5's inputs to 2**-15 .. 2**14."""
     if lo > hi:
         raise ValueError(f"exponents({lo}, {hi}): lo must not exceed hi")
+    _which(which)
 
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
@@ -169,9 +203,11 @@ def representable(fmt: Format | str, sig: z3.BitVecRef, lsb: z3.BitVecRef) -> z3
 def product_not_in(fmt: Format | str, positions: Iterable[int] | None = None) -> Constraint:
     """The products a_i * b_i (at ``positions``, default all) are nonzero, finite and not values of ``fmt``
     (Valpey et al.'s Property 1: a·b, c·d not in FP16)."""
+    positions = None if positions is None else list(positions)
+
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
-        for i in (range(v.k) if positions is None else positions):
+        for i in _positions("positions", positions, v.k):
             p = _enc.product(v.a[i], v.b[i])
             out.append(z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)))
             out.append(z3.Not(representable(fmt, p.sig, p.lsb)))
@@ -183,10 +219,11 @@ def product_in_range(fmt: Format | str, positions: Iterable[int] | None = None) 
     """The products a_i * b_i (at ``positions``, default all) are finite and nonzero, and their magnitude
     lies in ``fmt``'s normal range [2**emin, 2**(emax + 1))."""
     f = _formats.get(fmt)
+    positions = None if positions is None else list(positions)
 
     def g(v: Inputs) -> list[z3.BoolRef]:
         out = []
-        for i in (range(v.k) if positions is None else positions):
+        for i in _positions("positions", positions, v.k):
             p = _enc.product(v.a[i], v.b[i])
             lead = p.lsb + msb(p.sig)
             out += [z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)),

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import z3
 
 from .. import optional
+from ..arguments import TIMEOUT, ArgumentError, choice, seconds
 
-__all__ = ["SOLVERS", "Outcome", "available", "pick", "check"]
+__all__ = ["SOLVERS", "Outcome", "available", "installed", "pick", "check"]
 
 SOLVERS = ("bitwuzla", "cvc5", "z3")  # the order "auto" tries them in: fastest first (bench_smt.py)
 _INSTALL = {"cvc5": "pip install cvc5", "bitwuzla": "pip install bitwuzla"}
@@ -37,21 +38,28 @@ class Outcome:
 
 def available(solver: str) -> bool:
     """Whether a solver's Python package is installed."""
-    if solver == "z3":
-        return True
-    if solver not in _INSTALL:
-        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)} or 'auto'")
-    return optional.available(solver)
+    solver = choice("solver", solver, SOLVERS)
+    return solver == "z3" or optional.available(solver)
+
+
+def installed() -> list[str]:
+    """The solvers installed here, in the order "auto" tries them."""
+    return [s for s in SOLVERS if available(s)]
 
 
 def pick(solver: str = "auto") -> str:
-    """The solver ``solver`` names, checked to be installed; "auto": the first installed of SOLVERS."""
-    if solver == "auto":
-        return next(s for s in SOLVERS if available(s))
-    if not available(solver):
-        raise ImportError(f"solver {solver!r} is not installed; install it with: {_INSTALL[solver]} "
-                          f"(or: {optional.hint('smt')})")
-    return solver
+    """The solver ``solver`` names ("auto", "bitwuzla", "cvc5" or "z3", any case), checked to be installed;
+    "auto": the first installed of SOLVERS.  An :class:`~blockfma.arguments.ArgumentError` names the
+    installed ones otherwise."""
+    have = installed()
+    name = choice("solver", solver, ("auto",) + SOLVERS)
+    if name == "auto":
+        return have[0]
+    if name not in have:
+        raise ArgumentError("solver", solver, "is not installed here",
+                            fix=f"installed: {', '.join(have)} (or 'auto'); install it with {_INSTALL[name]} "
+                                f"(or {optional.hint('smt')})")
+    return name
 
 
 def _smt2(assertions: Sequence[z3.BoolRef]) -> str:
@@ -60,10 +68,19 @@ def _smt2(assertions: Sequence[z3.BoolRef]) -> str:
     return "(set-logic QF_BV)\n" + s.to_smt2().replace("(check-sat)", "")
 
 
-def _z3(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], timeout: float
+_MAX_MS = 2**31 - 1  # the solvers keep limits in 32 bits: bitwuzla and cvc5 gave up at once on 10**10 s
+
+
+def _ms(timeout: float) -> int:
+    """A time limit in whole milliseconds, at least 1 (0 means "no limit" to every solver)."""
+    return max(1, int(timeout * 1000))
+
+
+def _z3(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], timeout: float | None
         ) -> tuple[str, dict[str, int], str]:
     s = z3.SolverFor("QF_BV")
-    s.set("timeout", max(1, int(timeout * 1000)))
+    if timeout is not None:
+        s.set("timeout", _ms(timeout))
     s.add(*assertions)
     r = s.check()
     if r == z3.sat:
@@ -74,14 +91,15 @@ def _z3(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], tim
     return "unknown", {}, s.reason_unknown()
 
 
-def _bitwuzla(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], timeout: float
+def _bitwuzla(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], timeout: float | None
               ) -> tuple[str, dict[str, int], str]:
     import bitwuzla as bw
 
     tm = bw.TermManager()
     opts = bw.Options()
     opts.set(bw.Option.PRODUCE_MODELS, True)
-    opts.set(bw.Option.TIME_LIMIT_PER, max(1, int(timeout * 1000)))
+    if timeout is not None:
+        opts.set(bw.Option.TIME_LIMIT_PER, _ms(timeout))
     parser = bw.Parser(tm, opts)
     parser.parse(_smt2(assertions), True, False)
     slv = parser.bitwuzla()
@@ -95,14 +113,15 @@ def _bitwuzla(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef
     return "unknown", {}, "timeout"
 
 
-def _cvc5(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], timeout: float
+def _cvc5(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], timeout: float | None
           ) -> tuple[str, dict[str, int], str]:
     import cvc5
 
     tm = cvc5.TermManager()
     slv = cvc5.Solver(tm)
     slv.setOption("produce-models", "true")
-    slv.setOption("tlimit-per", str(max(1, int(timeout * 1000))))
+    if timeout is not None:
+        slv.setOption("tlimit-per", str(_ms(timeout)))
     sm = cvc5.SymbolManager(tm)
     parser = cvc5.InputParser(slv, sm)
     parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, _smt2(assertions), "blockfma")
@@ -126,15 +145,18 @@ _BACKENDS = {"z3": _z3, "bitwuzla": _bitwuzla, "cvc5": _cvc5}
 
 
 def check(assertions: Sequence[z3.BoolRef], variables: Sequence[z3.BitVecRef], *, solver: str = "auto",
-          timeout: float = 60.0) -> Outcome:
+          timeout: float | None = TIMEOUT) -> Outcome:
     """Is the conjunction of ``assertions`` satisfiable?  The values of ``variables`` (bit-vectors) when it
-    is; "unknown" when the solver gives up or ``timeout`` seconds pass."""
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, not {timeout!r} seconds")
+    is; "unknown" when the solver gives up or ``timeout`` seconds pass (None or ``math.inf``: no limit;
+    limits are passed to the solver in whole milliseconds, at least 1; over 2**31 - 1 ms, about 24 days, they
+    are no limit, which the solvers cannot hold)."""
+    timeout = seconds("timeout", timeout)
+    if timeout is not None and timeout * 1000 > _MAX_MS:  # over 24 days: no limit (the solvers cannot hold it)
+        timeout = None
     name = pick(solver)
     start = time.perf_counter()
-    status, values, reason = _BACKENDS[name](list(assertions), list(variables), float(timeout))
-    seconds = time.perf_counter() - start
+    status, values, reason = _BACKENDS[name](list(assertions), list(variables), timeout)
+    spent = time.perf_counter() - start
     if status == "unknown" and not reason:
         reason = "timeout"
-    return Outcome(status, name, seconds, values, reason)
+    return Outcome(status, name, spent, values, reason)
