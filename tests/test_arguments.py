@@ -150,3 +150,12 @@ def test_progress_reporter_follows_the_convention(monkeypatch, capsys):
     assert P.reporter(None) is P.stderr
     with pytest.raises(ArgumentError, match="^verbose=1:"):
         P.reporter(1, "verbose")
+
+
+def test_gemm_takes_a_progress_switch_not_any_truthy_value():
+    import blockfma as bf
+
+    with pytest.raises(ArgumentError, match="^progress='yes': must be True or False$"):
+        bf.gemm(np.ones((2, 2)), np.ones((2, 2)), device="V100", progress="yes")
+    D = bf.gemm(np.ones((2, 2)), np.ones((2, 2)), device="V100", progress=False)
+    assert D.tolist() == [[2.0, 2.0], [2.0, 2.0]]

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats, optional
-from ..arguments import available_memory
+from ..arguments import available_memory, flag
 from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import plan, run
+from ..progress import on_terminal
 from . import rules
 from .kernels import Blocks, flush
 
@@ -389,7 +390,9 @@ class _Progress:
     """A one-line progress report on stderr for long GEMMs (off unless asked for or long and on a TTY)."""
 
     def __init__(self, enabled: bool | None, work: int, label: str):
-        self.on = (work >= 4e9 and sys.stderr.isatty()) if enabled is None else bool(enabled)
+        if enabled is not None:
+            enabled = flag("progress", enabled)
+        self.on = (work >= 4e9 and on_terminal()) if enabled is None else enabled
         self.label = label
         self.start = time.monotonic()
 
