@@ -18,14 +18,12 @@ import functools
 import json
 import os
 import resource
-import sys
 import time
 
 import numpy as np
 
 import blockfma as bf
-from blockfma.arguments import ArgumentError
-from blockfma.files import STDOUT, destination, write_text
+from blockfma.files import results_option, write_text
 
 CASES = [  # (family, device, input format)
     ("truncated-fused", "H100", "fp16"),
@@ -65,13 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(atomically; checked before the run; its folder must exist), or - to print them as JSON "
                     "(the table then goes to stderr)")
     args = ap.parse_args(argv)
-    try:  # a bad destination fails now, not after the run
-        if args.json is not None:
-            destination(args.json, name="json")
-    except ArgumentError as exc:
-        ap.error(exc.message({"json": "--json"}))
-    # with --json - the JSON is standard output's, so the table goes to stderr
-    show = functools.partial(print, file=sys.stderr if args.json == STDOUT else sys.stdout, flush=True)
+    # a bad destination fails now, not after the run; with --json - the table goes to stderr
+    show = functools.partial(print, file=results_option(args.json, "--json", ap.error), flush=True)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     families = {f for f in args.families.split(",") if f}
     cases = [c for c in CASES if not families or c[0] in families]

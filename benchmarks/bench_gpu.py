@@ -27,8 +27,7 @@ import numpy as np
 
 import blockfma as bf
 from blockfma.engine import gpu
-from blockfma.arguments import ArgumentError
-from blockfma.files import STDOUT, destination, write_text
+from blockfma.files import results_option, write_text
 
 CASES = [  # (device, input format, output format)
     ("H100", "fp16", "fp32"),
@@ -81,13 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
     args = ap.parse_args(argv)
-    try:  # a bad destination fails now, not after the run
-        if args.record is not None:
-            destination(args.record, name="record")
-    except ArgumentError as exc:
-        ap.error(exc.message({"record": "--record"}))
-    # with --record - the JSON is standard output's, so the table goes to stderr
-    show = functools.partial(print, file=sys.stderr if args.record == STDOUT else sys.stdout, flush=True)
+    # a bad destination fails now, not after the run; with --record - the table goes to stderr
+    show = functools.partial(print, file=results_option(args.record, "--record", ap.error), flush=True)
     try:
         import torch
         dev = gpu.torch_device(args.backend)

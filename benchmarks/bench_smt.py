@@ -17,10 +17,8 @@ import functools
 import json
 import os
 import platform
-import sys
 
-from blockfma.arguments import ArgumentError
-from blockfma.files import STDOUT, destination, write_text
+from blockfma.files import results_option, write_text
 from blockfma.smt import SOLVERS, available
 from blockfma.smt import queries as Q
 
@@ -34,13 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
     args = ap.parse_args(argv)
-    try:  # a bad destination fails now, not after the run
-        if args.json is not None:
-            destination(args.json, name="json")
-    except ArgumentError as exc:
-        ap.error(exc.message({"json": "--json"}))
-    # with --json - the JSON is standard output's, so the table goes to stderr
-    show = functools.partial(print, file=sys.stderr if args.json == STDOUT else sys.stdout, flush=True)
+    # a bad destination fails now, not after the run; with --json - the table goes to stderr
+    show = functools.partial(print, file=results_option(args.json, "--json", ap.error), flush=True)
     names = args.queries or [q.name for q in Q.queries()]
     rows = []
     head = f"{'query':28s}" + "".join(f"{s:>12s}" for s in args.solvers) + f"{'seed z3':>12s}{'seed cvc5':>12s}"

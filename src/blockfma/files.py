@@ -29,13 +29,13 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .arguments import ArgumentError
 
-__all__ = ["STDOUT", "destination", "atomic_path", "write_text", "dumps", "write_json", "folder"]
+__all__ = ["STDOUT", "destination", "results_option", "atomic_path", "write_text", "dumps", "write_json", "folder"]
 
 STDOUT = "-"
 """The path that means standard output."""
@@ -77,6 +77,19 @@ def destination(path: str | os.PathLike, *, parents: bool = False, name: str = "
         raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} is not writable",
                             fix="name a file in a folder you can write")
     return real
+
+
+def results_option(path: Any, option: str, fail: Callable[[str], Any]) -> TextIO:
+    """For a script's results option (``--json FILE|-``, given as ``option``): check ``path`` before the run,
+    passing a bad one's one-line message (in the option's spelling) to ``fail`` (e.g. argparse's
+    ``parser.error``), and return the stream the script's table goes to: stderr when the results take
+    standard output, else stdout.  None (the option not given) passes."""
+    if path is not None:
+        try:
+            destination(path, name=option)
+        except ArgumentError as exc:
+            fail(exc.message({option: option}))
+    return sys.stderr if isinstance(path, str) and path == STDOUT else sys.stdout
 
 
 @contextlib.contextmanager
