@@ -4,8 +4,8 @@ The data path, one module each:
 
     formats -> family, model, plan -> devices -> engine -> probes / smt / multiword -> check, cli
 
-``bf.smt`` (formal questions about models, through an SMT solver) and ``bf.multiword`` (accurate GEMM from
-low-precision units) load on first use.
+``bf.smt`` (formal questions about models, through an SMT solver), ``bf.multiword`` (accurate GEMM from
+low-precision units) and ``bf.torch`` (PyTorch with another device's arithmetic) load on first use.
 
 >>> import blockfma as bf
 >>> float(bf.dot([1.0, 2.0**-24], [1.0, 1.0], 0.0, device="V100"))
@@ -23,8 +23,8 @@ from .probes import probe
 from .version import __version__
 
 
-def __getattr__(name: str):  # bf.smt and bf.multiword load on first use
-    if name in ("smt", "multiword"):
+def __getattr__(name: str):  # bf.smt, bf.multiword and bf.torch load on first use
+    if name in ("smt", "multiword", "torch"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
@@ -48,5 +48,6 @@ __all__ = [
     "check",
     "smt",
     "multiword",
+    "torch",
     "__version__",
 ]

@@ -1,0 +1,539 @@
+"""``emulate``: torch's matmuls computed by ``bf.gemm`` with a device's models, inside a TorchFunctionMode.
+
+What runs for each dtype (a :class:`Route`, chosen once per dtype and listed in :meth:`Emulation.report`):
+
+* fp16 / bf16: the device's GEMM library.  Where the preset has a probed library model (the NVIDIA
+  ``cublas`` instruction: fp32 accumulation of blocks over all of K, the sum rounded once into the output
+  dtype, then C added) that model; else the device's instruction model for (dtype -> fp32) chained over
+  all of K, its fp32 sum rounded once to nearest even into the dtype, then C added by one IEEE addition
+  (``c_entry="end"``, ``accumulator_format="fp32"``), with a note saying that no library model is known.
+* fp32: TF32 (the device's tf32 model, operands read from their binary32 registers as the unit reads
+  them) when torch's fp32 matmul precision allows TF32; else the device's own fp32 -> fp32 model where it
+  has one (AMD MFMA); else an IEEE fp32 chain in k order (the ``ieee-sequential`` preset: a CUDA-core SGEMM
+  without split-K), with a note.
+* fp64, integers, complex: native torch, logged as such.
+
+A model whose input format does not hold the dtype (an fp8 design run on fp16 tensors) gets its inputs
+scaled per tensor by a power of two (the largest magnitude to at most the format's largest value) and
+rounded to nearest even into the format; the GEMM's result is scaled back exactly and rounded once to
+nearest even into the dtype, then C is added (as ``torch._scaled_mm`` does with per-tensor scales).  A
+model whose output is wider than the dtype without a ``c_entry="end"`` form (a promotion design with
+``instruction_k``, or an output cut to fewer bits) also ends that way.
+
+Tensors go to the host, are computed by the CPU engine and come back on their device in their dtype: on a
+GPU that is slow but right.  Autograd works: each emulated matmul is an autograd Function whose backward
+(grad_A = grad @ B^T, grad_B = A^T @ grad) is emulated with the same routes, also when ``backward()`` runs
+after the block.  Elementwise work (softmax, bias of a broadcast, batch sums of gradients) stays native.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from .. import formats as _formats
+from ..arguments import ArgumentError, Shown
+from ..devices import Device, device as _device
+from ..engine import dot, gemm
+from ..formats import RoundingMode
+from ..model import Model
+from ..report import table
+from ..torch_switches import tf32_enabled
+
+__all__ = ["emulate", "Emulation", "Route", "Op"]
+
+_FORMAT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+_DTYPE_NAMES = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+                "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
+                "float32": torch.float32, "float": torch.float32}
+
+
+@dataclass(frozen=True)
+class Route:
+    """How matmuls of one dtype run: ``model`` through ``bf.gemm`` (None: native torch), ``round_inputs``
+    as passed to it (``"device"`` for TF32 register reads), ``scaled``: inputs scaled per tensor and rounded
+    into the model's input format, ``stored``: the model's result rounded once to nearest even into the
+    dtype and C added after (else the model's output is the dtype's format and C enters the model)."""
+
+    dtype: str
+    model: Model | None
+    note: str = ""
+    round_inputs: str | None = None
+    scaled: bool = False
+    stored: bool = False
+
+    @property
+    def summary(self) -> str:
+        return "native torch" if self.model is None else (self.model.name or self.model.summary())
+
+
+@dataclass(frozen=True)
+class Op:
+    """One call seen under emulation: the op's name, the operands' shapes, the dtype, the route, the
+    number of ``bf.gemm`` calls it took."""
+
+    op: str
+    shapes: str
+    dtype: str
+    route: Route
+    gemms: int = 0
+
+
+def _dtype_key(key: Any) -> torch.dtype:
+    if isinstance(key, torch.dtype) and key in _FORMAT:
+        return key
+    if isinstance(key, str) and key.strip().lower() in _DTYPE_NAMES:
+        return _DTYPE_NAMES[key.strip().lower()]
+    raise ArgumentError("overrides", Shown(f"{{{key!r}: ...}}"), "keys must be torch.float16, torch.bfloat16 or "
+                        "torch.float32 (or 'fp16', 'bf16', 'fp32')")
+
+
+def _pow2_scale(x: np.ndarray, fmt: _formats.Format) -> int:
+    """e such that the largest finite magnitude of x times 2**e is at most fmt's largest value (0 when x has
+    no nonzero finite value)."""
+    finite = np.abs(x[np.isfinite(x)])
+    amax = float(finite.max()) if finite.size else 0.0
+    if amax == 0.0:
+        return 0
+    e = math.floor(math.log2(fmt.max / amax))
+    while math.ldexp(amax, e) > fmt.max:
+        e -= 1
+    while math.ldexp(amax, e + 1) <= fmt.max:
+        e += 1
+    return e
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values on the host in a numpy dtype of the same width, bits unchanged (bf16 as ml_dtypes)."""
+    t = t.detach().to("cpu").contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(_formats.get("bf16").dtype)
+    return t.numpy()
+
+
+def _from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """numpy values of the dtype's format (float16, float32, ml_dtypes bfloat16) as a tensor, bits unchanged."""
+    x = np.ascontiguousarray(x)
+    if dtype == torch.bfloat16:
+        out = torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16)
+    else:
+        out = torch.from_numpy(x.astype(np.dtype(str(dtype).removeprefix("torch.")), copy=True))
+    return out.to(device)
+
+
+class Emulation:
+    """The context manager :func:`emulate` returns; reusable and nestable (the innermost block wins).
+    ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype."""
+
+    def __init__(self, device: Any = None, *, model: Model | None = None,
+                 overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None) -> None:
+        if device is not None and model is not None:
+            raise ArgumentError("model", Shown(model.summary() if isinstance(model, Model) else repr(model)),
+                                "pass either a device or model=, not both", fix=f"device={device!r} was given too")
+        if device is None and model is None:
+            raise ArgumentError("device", None, "name a device preset (emulate('H100')) or pass model=")
+        if model is not None and not isinstance(model, Model):
+            raise ArgumentError("model", Shown(type(model).__name__), "must be a blockfma.Model")
+        self.device: Device | None = None if device is None else _device(device)
+        self.model = model
+        self.backend = backend
+        self.name = name or (self.device.name if self.device is not None else (model.name or model.summary()))
+        self.log: list[Op] = []
+        self._routes: dict[tuple[torch.dtype, bool], Route] = {}
+        self._overrides: dict[torch.dtype, Route] = {}
+        self._modes: list[TorchFunctionMode] = []
+        self._lock = threading.Lock()
+        for key, value in (overrides or {}).items():
+            dtype = _dtype_key(key)
+            self._overrides[dtype] = self._override(dtype, value)
+
+    def __repr__(self) -> str:
+        return f"emulate({self.name!r})"
+
+    # --- routes ---------------------------------------------------------------------------------------------
+    def _override(self, dtype: torch.dtype, value: Any) -> Route:
+        fmt = _FORMAT[dtype]
+        if isinstance(value, Model):
+            return _wrap(value, fmt, "override")
+        ins = value[0] if isinstance(value, tuple) and len(value) == 1 else value
+        if not isinstance(ins, str):
+            raise ArgumentError("overrides", Shown(f"{{{dtype}: {value!r}}}"), "a value must be a blockfma.Model "
+                                "or the name of one of the device's instructions")
+        if self.device is None:
+            raise ArgumentError("overrides", Shown(f"{{{dtype}: {ins!r}}}"), "an instruction name needs a device",
+                                fix="pass emulate(device, overrides=...) or a Model as the value")
+        dev = self.device
+        names = [i.name for i in dev.instructions]
+        if ins not in names:
+            raise ArgumentError("overrides", Shown(f"{{{dtype}: {ins!r}}}"), f"{dev.name} has no instruction "
+                                f"{ins!r}", fix=f"it has {', '.join(names)}")
+        for out in ("fp32", fmt):  # a library accumulates in fp32 where the instruction can
+            if (fmt, out) in dev.instruction(ins).models:
+                return _wrap(dev.instruction(ins).models[(fmt, out)], fmt, f"{dev.name} {ins}")
+        have = ", ".join(f"{i}->{o}" for i, o in dev.instruction(ins).pairs())
+        raise ArgumentError("overrides", Shown(f"{{{dtype}: {ins!r}}}"), f"{dev.name}'s {ins} takes no {fmt} "
+                            f"inputs (it takes {have})")
+
+    def route(self, dtype: torch.dtype) -> Route:
+        """How matmuls of ``dtype`` run under this emulation (ValueError where the device lacks the dtype)."""
+        if dtype in self._overrides:
+            return self._overrides[dtype]
+        if dtype not in _FORMAT:
+            return Route(str(dtype).removeprefix("torch."), None, "not emulated: native torch")
+        key = (dtype, dtype == torch.float32 and tf32_enabled(torch))  # the TF32 switch may change between calls
+        if key not in self._routes:
+            self._routes[key] = self._route(dtype)
+        return self._routes[key]
+
+    def _route(self, dtype: torch.dtype) -> Route:
+        fmt = _FORMAT[dtype]
+        if self.model is not None:
+            return _wrap(self.model, fmt, "model=")
+        dev = self.device
+        assert dev is not None
+        pairs = dev.pairs()
+        if fmt in ("fp16", "bf16"):
+            for ins in dev.instructions:
+                if ins.name == "cublas" and (fmt, fmt) in ins.models:
+                    return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)")
+            if (fmt, "fp32") not in pairs:
+                takes = sorted({i for i, _ in pairs if "*" not in i})
+                raise ArgumentError("dtype", Shown(f"torch.{dtype}".replace("torch.torch.", "torch.")),
+                                    f"{dev.name} has no {fmt} matrix model (its models take {', '.join(takes)})",
+                                    fix="cast the tensors, or pass overrides={dtype: Model} to emulate")
+            ins = dev.instruction_for(fmt, "fp32")
+            base = ins.models[(fmt, "fp32")]
+            note = (f"no library model known for {dev.name}: the {ins.name} instruction model chained over K, "
+                    f"the fp32 sum rounded once to {fmt}, then C")
+            return _wrap(base, fmt, note)
+        if tf32_enabled(torch) and ("tf32", "fp32") in pairs:
+            return Route(fmt, dev.model("tf32", "fp32"), f"TF32 (torch allows it): {dev.name}'s tf32 model, "
+                         "operands read from their fp32 registers", round_inputs="device")
+        if ("fp32", "fp32") in pairs:
+            return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model")
+        seq = _device("ieee-sequential").model("fp32", "fp32")
+        why = "TF32 is off" if ("tf32", "fp32") in pairs else f"{dev.name} has no TF32"
+        return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
+                     "chain in k order (no split-K)")
+
+    # --- the mode --------------------------------------------------------------------------------------------
+    def __enter__(self) -> Emulation:
+        mode = _Mode(self)
+        mode.__enter__()
+        self._modes.append(mode)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._modes.pop().__exit__(*exc)
+
+    def report(self) -> str:
+        """The ops seen so far, one row per (op, dtype, shapes, route) with its count and note."""
+        counts = Counter((o.op, o.dtype, o.shapes, o.route) for o in self.log)
+        gemms = Counter()
+        for o in self.log:
+            gemms[(o.op, o.dtype, o.shapes, o.route)] += o.gemms
+        rows = [{"op": op, "dtype": dt, "shapes": sh, "calls": n, "gemms": gemms[(op, dt, sh, r)],
+                 "model": r.summary, "note": r.note} for (op, dt, sh, r), n in counts.items()]
+        head = f"emulate({self.name!r}): {len(self.log)} ops"
+        return head + "\n" + table(rows, ["op", "dtype", "shapes", "calls", "gemms", "model", "note"])
+
+    # --- computing ---------------------------------------------------------------------------------------------
+    def _record(self, op: str, tensors: Sequence[Any], route: Route, gemms: int = 0) -> None:
+        shapes = " x ".join("x".join(map(str, t.shape)) or "()" for t in tensors if isinstance(t, torch.Tensor))
+        with self._lock:
+            self.log.append(Op(op, shapes, route.dtype, route, gemms))
+
+    def compute(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
+        """D = A @ B + C by ``route`` for A (..., m, k), B (..., k, n), C None or of D's shape, batch axes
+        equal.  A 2-D call is one ``bf.gemm``; a batched one is one ``bf.dot`` over every (batch, i, j)
+        (the same arithmetic per element) up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per slice.
+        Scaled routes scale each operand as a whole.  No autograd here (:class:`_Gemm` wraps it)."""
+        assert route.model is not None
+        fmt = _formats.get(route.dtype)
+        A, B = _to_numpy(a), _to_numpy(b)
+        Cn = None if c is None else _to_numpy(c)
+        ea = eb = 0
+        if route.scaled:
+            m = route.model
+            A64, B64 = _formats.from_numpy(A), _formats.from_numpy(B)
+            ea, eb = _pow2_scale(A64, m.input_format), _pow2_scale(B64, m.b_format)
+            A = _formats.round(m.input_format, np.ldexp(A64, ea), RoundingMode.TiesToEven)
+            B = _formats.round(m.b_format, np.ldexp(B64, eb), RoundingMode.TiesToEven)
+        D = self._product(A, B, None if route.stored else Cn, route)
+        if route.stored:
+            with np.errstate(invalid="ignore", over="ignore"):
+                D64 = _formats.round(fmt, np.ldexp(_formats.from_numpy(D), -(ea + eb)), RoundingMode.TiesToEven)
+                if Cn is not None:  # one IEEE addition in the dtype (float64 holds the sum or rounds innocuously)
+                    D64 = _formats.round(fmt, D64 + _formats.from_numpy(Cn), RoundingMode.TiesToEven)
+            D = _formats.to_numpy(fmt, D64, check=False)
+        return _from_numpy(D, a.dtype, a.device)
+
+    def _product(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, route: Route) -> np.ndarray:
+        """The model's D = A @ B + C in its output format, batch axes equal."""
+        model, rnd = route.model, route.round_inputs
+        if A.ndim == 2:
+            return gemm(A, B, C, model=model, round_inputs=rnd, backend=self.backend)
+        m, k, n = A.shape[-2], A.shape[-1], B.shape[-1]
+        if int(np.prod(A.shape[:-2])) * m * n * k <= DOT_LIMIT:
+            return dot(A[..., :, None, :], np.swapaxes(B, -1, -2)[..., None, :, :], C, model=model, round_inputs=rnd,
+                       backend=self.backend)
+        out = np.empty(A.shape[:-2] + (m, n), dtype=model.output_format.dtype)
+        for idx in np.ndindex(*A.shape[:-2]):
+            out[idx] = gemm(A[idx], B[idx], None if C is None else C[idx], model=model, round_inputs=rnd,
+                            backend=self.backend)
+        return out
+
+
+DOT_LIMIT = 1 << 22  # products of a batched matmul run as one bf.dot call (it copies its broadcast operands)
+
+
+def _wrap(model: Model, fmt: str, where: str) -> Route:
+    """The route of a dtype whose format is ``fmt`` through ``model`` (a model for another pair is adapted:
+    see the module's docstring)."""
+    note = where
+    if model.input_format.name == "tf32" and fmt == "fp32":
+        if model.output_format.name != "fp32":
+            raise ArgumentError("model", Shown(model.summary()), "a tf32 model for fp32 tensors must output fp32")
+        return Route(fmt, model, note, round_inputs="device")
+    scaled = not (_formats.holds(model.input_format, fmt) and _formats.holds(model.b_format, fmt))
+    if scaled:
+        note += f"; inputs scaled per tensor (power of 2) and rounded to {model.input_name}"
+    out = model.output_format.name
+    if out == fmt and not scaled:
+        return Route(fmt, model, note)
+    if not _formats.holds(model.output_format, fmt):
+        raise ArgumentError("model", Shown(model.summary()), f"its output {out} is narrower than the {fmt} tensors "
+                            "it would compute", fix=f"pass a model with {fmt} or fp32 output")
+    if not scaled and model.c_entry == "fused" and model.instruction_k is None and model.accumulator_format is None:
+        try:
+            lib = model.replace(output_format=fmt, accumulator_format=out, c_entry="end",
+                                name=f"{model.name or model.summary()}, chained, {out} sum stored as {fmt}")
+            return Route(fmt, lib, note)
+        except ValueError:
+            pass
+    return Route(fmt, model, note + f"; result rounded once to {fmt} (nearest even), then C added",
+                 scaled=scaled, stored=True)
+
+
+# --- the torch side ------------------------------------------------------------------------------------------
+class _Gemm(torch.autograd.Function):
+    """D = A @ B + C emulated, with the backward GEMMs emulated by the same routes."""
+
+    @staticmethod
+    def forward(ctx: Any, emu: Emulation, route: Route, a: torch.Tensor, b: torch.Tensor,
+                c: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        ctx.emu, ctx.route = emu, route
+        return emu.compute(a, b, c, route)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        a, b = ctx.saved_tensors
+        emu, route = ctx.emu, ctx.route
+        ga = gb = gc = None
+        grad = grad.to(a.dtype)
+        if ctx.needs_input_grad[2]:
+            ga = emu.compute(grad, b.transpose(-1, -2), None, route)
+            emu._record("backward grad_A", (grad, b), route, max(1, int(np.prod(a.shape[:-2]))))
+        if ctx.needs_input_grad[3]:
+            gb = emu.compute(a.transpose(-1, -2), grad, None, route)
+            emu._record("backward grad_B", (a, grad), route, max(1, int(np.prod(b.shape[:-2]))))
+        if ctx.needs_input_grad[4]:
+            gc = grad
+        return None, None, ga, gb, gc
+
+
+def _matmul(emu: Emulation, op: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None,
+            native: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
+    """torch.matmul's semantics (1-D operands, broadcast batch axes; a batched A with a 2-D B is folded
+    into one GEMM, as torch folds it) plus C, emulated; ``native`` runs a dtype the emulation leaves alone."""
+    for name, t in (("input", a), ("other", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op} under emulate: {name} must be a tensor, not {type(t).__name__}")
+    if a.dtype != b.dtype or (c is not None and c.dtype != a.dtype):
+        got = ", ".join(str(t.dtype) for t in (a, b, c) if t is not None)
+        raise ValueError(f"{op} under emulate({emu.name!r}): operands have different dtypes ({got}); cast them to "
+                         "one dtype first (torch refuses this too)")
+    route = emu.route(a.dtype)
+    if route.model is None or a.dim() == 0 or b.dim() == 0:
+        emu._record(op, (a, b), route)
+        assert native is not None
+        return native()
+    squeeze = []
+    if a.dim() == 1:
+        a, squeeze = a.unsqueeze(0), squeeze + [-2]
+    if b.dim() == 1:
+        b, squeeze = b.unsqueeze(-1), squeeze + [-1]
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"{op} under emulate: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    m, n = a.shape[-2], b.shape[-1]
+    if b.dim() == 2 and a.dim() > 2:  # fold A's batch into its rows: one GEMM, as torch runs it
+        lead = a.shape[:-2]
+        a2 = a.reshape(-1, a.shape[-1])
+        c2 = None if c is None else c.expand(*lead, m, n).reshape(-1, n)
+        out = _Gemm.apply(emu, route, a2, b, c2).reshape(*lead, m, n)
+        gemms = 1
+    else:
+        lead = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a3 = a.expand(*lead, *a.shape[-2:])
+        b3 = b.expand(*lead, *b.shape[-2:])
+        c3 = None if c is None else c.expand(*lead, m, n)
+        out = _Gemm.apply(emu, route, a3, b3, c3)
+        gemms = max(1, int(np.prod(lead)))
+    emu._record(op, (a, b) if c is None else (c, a, b), route, gemms)
+    for axis in squeeze:
+        out = out.squeeze(axis) if axis == -1 else out.squeeze(-2 if out.dim() >= 2 else -1)
+    return out
+
+
+def _unit(op: str, name: str, value: Any, fix: str) -> None:
+    if value != 1:
+        raise ArgumentError(name, value, f"{op} under emulate takes {name}=1 only (no scaling is modelled)", fix=fix)
+
+
+def _with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    if out is None:
+        return result
+    out.resize_(result.shape)
+    return out.copy_(result)
+
+
+class _Mode(TorchFunctionMode):
+    """The TorchFunctionMode of one ``with emulate(...)`` block."""
+
+    def __init__(self, emu: Emulation) -> None:
+        super().__init__()
+        self.emu = emu
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        handler = _HANDLERS.get(func)
+        if handler is None:
+            if func in _NOT_EMULATED:
+                self.emu._record(getattr(func, "__name__", str(func)), args,
+                                 Route("-", None, "a matmul-like op blockfma does not route: native torch"))
+            return func(*args, **kwargs)
+        return handler(self.emu, func, *args, **kwargs)
+
+
+def _h_matmul(emu: Emulation, func: Any, a: Any, b: Any, *, out: Any = None) -> Any:
+    return _with_out(_matmul(emu, "matmul", a, b, native=lambda: func(a, b)), out)
+
+
+def _h_rmatmul(emu: Emulation, func: Any, b: Any, a: Any) -> Any:
+    return _matmul(emu, "matmul", a, b, native=lambda: func(b, a))
+
+
+def _h_mm(emu: Emulation, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
+    if kw:
+        return func(a, b, out=out, **kw)
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"mm under emulate: both operands must be 2-D; got {tuple(a.shape)} and {tuple(b.shape)}")
+    return _with_out(_matmul(emu, "mm", a, b, native=lambda: func(a, b)), out)
+
+
+def _h_bmm(emu: Emulation, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
+    if kw:
+        return func(a, b, out=out, **kw)
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm under emulate: operands must be 3-D with one batch size; got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    return _with_out(_matmul(emu, "bmm", a, b, native=lambda: func(a, b)), out)
+
+
+def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
+    def handler(emu: Emulation, func: Any, c: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1,
+                out: Any = None, **kw: Any) -> Any:
+        if kw:
+            return func(c, a, b, beta=beta, alpha=alpha, out=out, **kw)
+        if a.dim() != dims or b.dim() != dims:
+            raise ValueError(f"{op} under emulate: batch operands must be {dims}-D; got {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+        if emu.route(a.dtype).model is None:
+            emu._record(op, (c, a, b), emu.route(a.dtype))
+            return func(c, a, b, beta=beta, alpha=alpha, out=out)
+        _unit(op, "alpha", alpha, "scale the product outside the call")
+        if beta not in (0, 1):
+            _unit(op, "beta", beta, "pass beta=0 or 1, or scale C first")
+        result = _matmul(emu, op, a, b, None if beta == 0 else c)
+        if beta == 0:
+            result = result.expand(torch.broadcast_shapes(result.shape, c.shape))
+        if func in (torch.Tensor.addmm_, torch.Tensor.baddbmm_):
+            return c.copy_(result)
+        return _with_out(result, out)
+
+    return handler
+
+
+def _h_linear(emu: Emulation, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
+    return _matmul(emu, "linear", x, w.t() if w.dim() == 2 else w, bias, native=lambda: func(x, w, bias))
+
+
+def _h_sdpa(emu: Emulation, func: Any, q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+            is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Any:
+    """torch's documented reference of scaled_dot_product_attention, its two matmuls emulated."""
+    if emu.route(q.dtype).model is None:
+        emu._record("scaled_dot_product_attention", (q, k, v), emu.route(q.dtype))
+        return func(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                    enable_gqa=enable_gqa)
+    L, S = q.size(-2), k.size(-2)
+    factor = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    bias = torch.zeros(L, S, dtype=q.dtype, device=q.device)
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal=True, not both")
+        keep = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(diagonal=0)
+        bias = bias.masked_fill(keep.logical_not(), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            bias = bias.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            bias = attn_mask + bias
+    if enable_gqa:
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    scores = _matmul(emu, "sdpa q@k^T", q, k.transpose(-2, -1)) * factor
+    weights = torch.softmax(scores + bias, dim=-1)
+    if dropout_p > 0.0:
+        weights = torch.dropout(weights, dropout_p, train=True)
+    return _matmul(emu, "sdpa attn@v", weights, v)
+
+
+_HANDLERS: dict[Any, Callable[..., Any]] = {
+    torch.matmul: _h_matmul, torch.Tensor.matmul: _h_matmul, torch.Tensor.__matmul__: _h_matmul,
+    torch.Tensor.__rmatmul__: _h_rmatmul,
+    torch.mm: _h_mm, torch.Tensor.mm: _h_mm, torch.bmm: _h_bmm, torch.Tensor.bmm: _h_bmm,
+    torch.addmm: _addmm_like("addmm", 2), torch.Tensor.addmm: _addmm_like("addmm", 2),
+    torch.Tensor.addmm_: _addmm_like("addmm", 2),
+    torch.baddbmm: _addmm_like("baddbmm", 3), torch.Tensor.baddbmm: _addmm_like("baddbmm", 3),
+    torch.Tensor.baddbmm_: _addmm_like("baddbmm", 3),
+    F.linear: _h_linear, F.scaled_dot_product_attention: _h_sdpa,
+}
+_NOT_EMULATED = {torch.einsum, torch.mv, torch.Tensor.mv, torch.dot, torch.Tensor.dot, torch.addmv, torch.addbmm,
+                 torch.tensordot, torch.inner, torch.outer, torch.chain_matmul, F.conv1d, F.conv2d, F.conv3d,
+                 F.bilinear, torch._scaled_mm}
+
+
+def emulate(device: Any = None, *, model: Model | None = None, overrides: Mapping[Any, Any] | None = None,
+            backend: str = "auto", name: str | None = None) -> Emulation:
+    """A context manager under which torch's matmuls run with ``device``'s arithmetic (or ``model``'s).
+
+    ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
+    instead; ``overrides``: ``{dtype: Model or instruction name}`` for some dtypes; ``backend``: the engine
+    ``bf.gemm`` uses; ``name``: the label in reports.  See the module docstring for what runs per dtype.
+
+        >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
+        ...     y = x @ w
+        >>> print(emu.report())  # doctest: +SKIP
+    """
+    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name)
