@@ -84,6 +84,10 @@ def test_library_model_choice_and_note():
     assert "no library model" in r.note
     assert r.model.c_entry == "end" and r.model.accumulator_format.name == "fp32"
     assert r.model.output_format.name == "bf16"
+    v100 = bf.device("V100").model("fp16", "fp32")  # the fp32-accumulating instruction, not fp16->fp16
+    assert bf.torch.emulate("V100").route(torch.float16).model == v100.replace(
+        output_format="fp16", accumulator_format="fp32", c_entry="end",
+        name=bf.torch.emulate("V100").route(torch.float16).model.name)
     with mi:
         torch.ones(2, 3, dtype=torch.bfloat16) @ torch.ones(3, 2, dtype=torch.bfloat16)
     assert "no library model" in mi.report()
@@ -279,3 +283,41 @@ def test_example_runs_and_prints_the_table():
     assert re.search(r"^layer +dtype +shape +H100 ulps +H100 rel +MI300X ulps", out.stdout, re.M)
     assert "fp8 promote/128 ulps" in out.stdout and "\nhead " in out.stdout
     assert "One SGD step: loss fp64" in out.stdout
+
+
+def test_backward_after_the_block_is_still_emulated_and_figure_draws(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    A = data(4, 24).requires_grad_()
+    B = data(24, 3, seed=1).requires_grad_()
+    with bf.torch.emulate("MI300X") as emu:
+        D = A @ B
+    D.float().sum().backward()  # outside the block: the graph recorded under emulation keeps its routes
+    assert [o.op for o in emu.log] == ["matmul", "backward grad_A", "backward grad_B"]
+    ones = torch.ones(4, 3, dtype=torch.float16)
+    same_bits(A.grad, oracle(emu, ones, B.detach().t()))
+    same_bits(B.grad, oracle(emu, A.detach().t(), ones))
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4)).half()
+    div = bf.torch.divergence(net, data(2, 4), devices=["H100"])
+    div.figure(tmp_path / "div.png")
+    assert (tmp_path / "div.png").stat().st_size > 0
+
+
+needs_h100 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                reason="needs an H100 (the cublas preset is the H100's) visible to torch")
+
+
+@pytest.mark.gpu
+@needs_h100
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_emulated_h100_gives_cublas_bits_on_an_h100(dtype):
+    """fp16/bf16 GEMMs with K = 64 (not split over K) on the card against emulate("H100") of the same
+    tensors on the card: same bits, and the result comes back on the card."""
+    A, B, C = (data(*s, dtype=dtype, seed=i).cuda() for i, s in enumerate([(256, 64), (64, 128), (256, 128)]))
+    native = torch.addmm(C, A, B)
+    with bf.torch.emulate("H100"):
+        emulated = torch.addmm(C, A, B)
+    assert emulated.device == native.device
+    same_bits(emulated.cpu(), native.cpu())

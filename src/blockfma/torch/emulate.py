@@ -15,8 +15,9 @@ What runs for each dtype (a :class:`Route`, chosen once per dtype and listed in 
 
 A model whose input format does not hold the dtype (an fp8 design run on fp16 tensors) gets its inputs
 scaled per tensor by a power of two (the largest magnitude to at most the format's largest value) and
-rounded to nearest even into the format; the GEMM's result is scaled back exactly and rounded once to
-nearest even into the dtype, then C is added (as ``torch._scaled_mm`` does with per-tensor scales).  A
+rounded to nearest even into the format (an infinity becomes NaN in a format without infinities, e4m3fn);
+the GEMM's result is scaled back exactly and rounded once to nearest even into the dtype, then C is added
+(as ``torch._scaled_mm`` does with per-tensor scales; ``torch._scaled_mm`` itself is not routed yet).  A
 model whose output is wider than the dtype without a ``c_entry="end"`` form (a promotion design with
 ``instruction_k``, or an output cut to fewer bits) also ends that way.
 
@@ -434,9 +435,15 @@ def _h_rmatmul(emu: Emulation, func: Any, b: Any, a: Any) -> Any:
     return _matmul(emu, "matmul", a, b, native=lambda: func(b, a))
 
 
+def _unrouted(emu: Emulation, op: str, func: Any, args: tuple, kw: dict) -> Any:
+    """A call with keywords the emulation does not model (``out_dtype``, ...): native torch, logged."""
+    emu._record(op, args, Route("-", None, f"not emulated (keywords {', '.join(sorted(kw))}): native torch"))
+    return func(*args, **kw)
+
+
 def _h_mm(emu: Emulation, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
     if kw:
-        return func(a, b, out=out, **kw)
+        return _unrouted(emu, "mm", func, (a, b), {"out": out, **kw})
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"mm under emulate: both operands must be 2-D; got {tuple(a.shape)} and {tuple(b.shape)}")
     return _with_out(_matmul(emu, "mm", a, b, native=lambda: func(a, b)), out)
@@ -444,7 +451,7 @@ def _h_mm(emu: Emulation, func: Any, a: Any, b: Any, *, out: Any = None, **kw: A
 
 def _h_bmm(emu: Emulation, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
     if kw:
-        return func(a, b, out=out, **kw)
+        return _unrouted(emu, "bmm", func, (a, b), {"out": out, **kw})
     if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
         raise ValueError(f"bmm under emulate: operands must be 3-D with one batch size; got {tuple(a.shape)} and "
                          f"{tuple(b.shape)}")
@@ -455,7 +462,7 @@ def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
     def handler(emu: Emulation, func: Any, c: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1,
                 out: Any = None, **kw: Any) -> Any:
         if kw:
-            return func(c, a, b, beta=beta, alpha=alpha, out=out, **kw)
+            return _unrouted(emu, op, func, (c, a, b), {"beta": beta, "alpha": alpha, "out": out, **kw})
         if a.dim() != dims or b.dim() != dims:
             raise ValueError(f"{op} under emulate: batch operands must be {dims}-D; got {tuple(a.shape)} and "
                              f"{tuple(b.shape)}")
