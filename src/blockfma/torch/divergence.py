@@ -3,8 +3,8 @@
 Every leaf module's output is caught by a forward hook: once in a float64 copy of the module run natively
 (the reference), once per device under :func:`blockfma.torch.emulate`.  Per layer and device the table gives
 the largest difference from the reference in ulps of the output dtype at the layer's largest reference
-value (:func:`ulps`) and the relative difference in the 2-norm, ||x - ref|| / ||ref||; a last column gives the largest difference between
-any two devices, in ulps of the dtype (at the first device's largest value).
+value (:func:`ulps`) and the relative difference in the 2-norm, ||x - ref|| / ||ref||; a last column gives
+the largest difference between any two devices, in ulps of the dtype (at the first device's largest value).
 """
 
 from __future__ import annotations
