@@ -535,7 +535,8 @@ class Search:
         ``families``."""
         kk = CHAIN * self.k
         h = n // 2 if "cancel" in families else 0
-        parts = [_inputs.rows("cancel", self.f, kk, h, self.rng), _inputs.mixed_rows(self.f, kk, n - h, self.rng, families)]
+        parts = [_inputs.rows("cancel", self.f, kk, h, self.rng),
+                 _inputs.mixed_rows(self.f, kk, n - h, self.rng, families)]
         a, b, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
         order = self.rng.permutation(len(c))
         return a[order], b[order], c[order]
