@@ -198,7 +198,7 @@ def test_findings_print_short_with_the_evidence_behind_a_method(v100):
     assert r.startswith("<Findings sim:V100: fp16 -> fp32 (C in fp32), k=4: verified on 300 rows: "
                         "truncated-fused fp16->fp32 L=4 F=23 e_zero=-131 out=TowardZero (")
     assert s.splitlines()[0] == r[len("<Findings "):-1]
-    assert "  check 1: 300 rows (60 adversarial), 0 mismatches" in s.splitlines()
+    assert "  check 1: 300 rows (60 adversarial) and 40000 chained rows of k = 12, 0 mismatches" in s.splitlines()
     full = v100.details()
     assert len(full) > 50_000 and json.loads(full)["verified"] is True
 

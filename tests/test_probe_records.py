@@ -122,3 +122,81 @@ def test_cublas_preset_reproduces_the_torch_probe_readings():
                model=m)
     want_bits = int(re.search(r"\((0x[0-9A-Fa-f]+)\)", ce["target"]).group(1), 16)
     assert int(np.asarray(d, dtype=np.float16).view(np.uint16)) == want_bits == 0x5452
+
+
+# --- the run of 2026-11-25 (commit 7a879bb): wgmma and the fp8 mma.m16n8k16 fp16-output paths, cuBLAS ----------
+RUN_1125 = [RECORD.with_name(n) for n in ("h100-probe-cuda-wgmma-fp8.json.gz", "h100-probe-cuda-wgmma-fp8-1e6.json.gz",
+                                          "h100-probe-torch.json.gz")]
+
+
+def _load(path: Path) -> list[dict]:
+    """The probe results of one record: ``paths`` (cuda) or ``runs`` (torch), each with the record's name."""
+    if not path.exists():
+        return []
+    doc = json.loads(gzip.open(path).read())
+    return [{**p, "record": path.name} for p in doc.get("paths", doc.get("runs", []))]
+
+
+PROBES_1125 = {f"{p['record']}:{p['target']}:{p['formats']}": p for path in RUN_1125 for p in _load(path)}
+
+
+def preset_1125(p: dict) -> Model:
+    """The H100 preset of one recorded path: wgmma, the fp8 mma.m16n8k16 instruction, or cuBLAS (torch)."""
+    m = p["model"]
+    fa, fb, fd = m["input"], m["input_b"] or m["input"], m["output"]
+    t = p["target"]
+    ins = "cublas" if t.startswith("torch") else "wgmma" if t.startswith("cuda:wgmma") else "mma.m16n8k16.fp8"
+    return bf.device("H100").model((fa, fb) if fa != fb else fa, fd, ins)
+
+
+def _rows(p: dict) -> tuple[np.ndarray, ...]:
+    """A probe record's observed rows (hex inputs and the GPU's outputs) as arrays a, b, c and d (float64)."""
+    k = p["k"]
+    rows = [r for obs in p["observations"].values() for r in obs]
+    A, B = np.zeros((len(rows), k)), np.zeros((len(rows), k))
+    for i, r in enumerate(rows):
+        for j, h in r["a"].items():
+            A[i, int(j)] = _value(h)
+        for j, h in r["b"].items():
+            B[i, int(j)] = _value(h)
+    return A, B, np.array([_value(r["c"]) for r in rows]), np.array([_value(r["d"]) for r in rows])
+
+
+def test_run_1125_holds_its_paths():
+    """What the README says of the run: 8 + 5 cuda paths and 3 torch runs, each verified with 0 mismatches on
+    200,000, 10^6 and 100,000 rows, on an H100 (sm_90)."""
+    by = {}
+    for p in PROBES_1125.values():
+        by.setdefault(p["record"], []).append(p)
+        last = p["verification"][-1]
+        assert p["verified"] and last["mismatches"] == 0, p["target"]
+        assert p["metadata"]["gpu"] == "NVIDIA H100 80GB HBM3" and p["metadata"]["compute_capability"] == "90"
+        assert p["metadata"]["date"].startswith("2026-11-25")
+    want = {"h100-probe-cuda-wgmma-fp8.json.gz": (8, 200_000), "h100-probe-cuda-wgmma-fp8-1e6.json.gz": (5, 1_000_000),
+            "h100-probe-torch.json.gz": (3, 100_000)}
+    assert {r: len(ps) for r, ps in by.items()} == {r: n for r, (n, _) in want.items()}
+    for r, ps in by.items():
+        assert all(p["verification"][-1]["rows"] >= want[r][1] for p in ps), r
+
+
+@pytest.mark.parametrize("key", sorted(PROBES_1125))
+def test_run_1125_inferred_model_is_the_preset(key):
+    """The model inferred from the GPU's outputs alone is the H100 preset: equal as a Model, or (names and
+    how tf32 is read from binary32 registers aside) giving the same bits on 3,000 rows at three times k."""
+    p = PROBES_1125[key]
+    got, want = Model.from_dict(p["model"]), preset_1125(p)
+    if got != want:
+        assert disagreements(got, want, 3 * p["k"], 3000, seed=3) == 0
+
+
+@pytest.mark.parametrize("key", sorted(PROBES_1125))
+def test_run_1125_preset_reproduces_every_probe_row(key):
+    """Every row the probe sent to the GPU (exact hex inputs), through bf.dot with the preset, gives the bits
+    the GPU returned."""
+    p = PROBES_1125[key]
+    a, b, c, want = _rows(p)
+    got = bf.dot(a, b, c, model=preset_1125(p)).astype(np.float64)
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+    bad = np.nonzero(~same)[0]
+    assert len(c) > 500
+    assert not len(bad), f"{len(bad)} of {len(c)} rows differ: GPU {want[bad[0]].hex()}, preset {got[bad[0]].hex()}"

@@ -180,9 +180,9 @@ def test_a_target_no_model_fits_is_never_reported():
 
     def odd(a, b, c):
         d = bf.dot(a, b, c, model=m)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # nextafter of the largest float32 overflows (not a bump: masked)
             bump = (np.abs(a).sum(axis=1) * 8 % 2 == 1) & np.isfinite(d) & (d != 0)
-        return np.where(bump, np.nextafter(d, np.float32(np.inf)), d).astype(np.float32)
+            return np.where(bump, np.nextafter(d, np.float32(np.inf)), d).astype(np.float32)
     f = probe(odd, "fp16", "fp32", k=4, verify=300, rounds=1, priors="none")
     assert not f.verified
     with pytest.raises(ProbeError, match="no Model passed verification"):

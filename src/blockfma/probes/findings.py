@@ -89,7 +89,8 @@ class Findings:
                     f"{st['after_separation']} after separation: {st['family']} {chosen}")
             lines.append(line if len(line) <= 160 else line[:157] + "...")
         for i, v in enumerate(self.verification, 1):
-            lines.append(f"  check {i}: {v['rows']} rows ({v['adversarial']} adversarial), {v['mismatches']} "
+            chained = f" and {v['chained_rows']} chained rows of k = {v['chained_k']}" if "chained_rows" in v else ""
+            lines.append(f"  check {i}: {v['rows']} rows ({v['adversarial']} adversarial){chained}, {v['mismatches']} "
                          "mismatches")
         if self.smt:
             lines.append(f"  smt: {len(self.smt)} separation(s) asked ({', '.join(e['answer'] for e in self.smt)})")

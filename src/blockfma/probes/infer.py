@@ -10,11 +10,25 @@ The search keeps a version space of candidate Models and every (input, output) p
    stage on, bits);
 2. **separation**: when several candidates survive, the simulator finds inputs on which they disagree
    (random rows of every input family) and the target decides, one call a round, until the survivors agree
-   on every row tried;
+   on every row tried; where they agree on every row of k products, on chained rows of :data:`CHAIN` times
+   k (below), then by SMT;
 3. **verification**: the chosen Model against the target on ``verify`` fresh random and adversarial rows
-   (adversarial: rows that tell the Model from its one-parameter neighbours).  A mismatch starts a repair
+   (adversarial: rows that tell the Model from its one-parameter neighbours), and on ``verify // 5`` chained
+   rows, at least 40,000 (fewer at k over 20: :data:`CHAIN_PRODUCTS`), adversarial ones first: where the
+   Model's own plan over the longer k differs from the Model chained call by call, or from the
+   alternatives.  A mismatch starts a repair
    round (the neighbours that fit everything seen, then verification again); a Model that still fails is
    never reported as the target's model.
+
+**Chains.** A Model also says what a chain of instructions gives (:func:`blockfma.dot` at k longer than
+the instruction's), and two Models can agree on every random single instruction yet not on a chain: a
+late-C model (products summed to 31 bits, C added after) and the fused B200 e5m2 x e4m3 -> fp16 preset
+agree on 30,000 of 30,000 random rows of k = 32 but not on 3 of 30,000 of k = 96, where C, the previous
+instructions' rounded sum, nearly cancels the products.  So rows of ``CHAIN * k`` products go to the target through
+:meth:`Target.chain <blockfma.probes.targets.Target.chain>`: the instruction called once per k products, each
+output the next call's C (cuda and callable targets; their C format must hold D), or the engine at the longer
+k (sim targets).  Targets that cannot chain (torch: one call is a whole cuBLAS GEMM; C narrower than D) are
+verified on single calls only.
 """
 
 from __future__ import annotations
@@ -36,12 +50,16 @@ from ..literals import bits_hex, hex_float
 from ..model import PARAMS, SEARCHED, Family, Model
 from . import inputs as _inputs
 from .features import FEATURE_TESTS, Context, Row, arrays
-from .targets import Target
+from .targets import Target, TargetError, holds
 
 __all__ = ["Evidence", "Stage", "STAGES", "search", "candidates_agree", "neighbours", "disagreements",
-           "DEFAULT_VERIFY"]
+           "DEFAULT_VERIFY", "CHAIN"]
 
 DEFAULT_VERIFY = 10_000
+CHAIN = 3  # instructions per chained row (separation and verification): k = 3 * the target's k
+CHAIN_PRODUCTS = 2_000_000  # chained rows drawn at a time: at most 20,000 and this many products (k = 32: 20,000)
+CHAIN_MAX_ROWS = 100_000  # the most chained rows one verification sends
+CHAIN_CANDIDATES = 16  # the most candidates one round of chained separation runs (each on 20,000 long rows)
 SMT_TIMEOUT = 4.0  # seconds the SMT layer may spend on one pair of candidates that no random row separates
 SMT_MAX_K = 32  # longer rows: bitwuzla gave no answer within SMT_TIMEOUT at k = 64 (16-blocks, fp16), so none is asked
 
@@ -351,12 +369,37 @@ class Search:
         self.alternatives: list[Model] = []
         self.stage_rows: np.ndarray | None = None
         self.stage_t0 = time.perf_counter()
+        # chained rows (CHAIN instructions each) and the target's outputs: None where the target cannot chain
+        self.chain_ev: Evidence | None = Evidence(CHAIN * self.k) if getattr(target, "chaining", None) else None
 
     # -- talking to the target ---------------------------------------------------------------------------
     def ask(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, source: str) -> np.ndarray:
         d = self.t(a, b, c)
         self.ev.add(a, b, c, d, source)
         return d
+
+    def ask_chain(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, source: str) -> np.ndarray | None:
+        """The target's outputs on chained rows (``CHAIN * k`` products), kept as evidence; None (and no more
+        chained rows) where the target turns out unable to chain."""
+        assert self.chain_ev is not None
+        try:
+            d = self.t.chain(a, b, c)
+        except TargetError as exc:
+            if getattr(self.t, "chaining", None) is not None:
+                raise
+            # a callable of fixed k whose C cannot hold D: single calls only
+            _say(self.progress, f"  chained rows: none ({exc})")
+            self.chain_ev = None
+            return None
+        self.chain_ev.add(a, b, c, d, source)
+        return d
+
+    def fits(self, m: Model) -> bool:
+        """Whether ``m`` gives every bit seen, on single and on chained rows."""
+        if not candidates_agree([m], self.ev, STRICT, self.c_format, self.dtype)[0]:
+            return False
+        return self.chain_ev is None or not len(self.chain_ev) or \
+            bool(candidates_agree([m], self.chain_ev, STRICT, self.c_format, self.dtype)[0])
 
     def run_tests(self, names: Iterable[str]) -> None:
         self.stage_t0 = time.perf_counter()
@@ -386,12 +429,29 @@ class Search:
     def keep(self, cands: list[Model], level: int, first: np.ndarray | None = None) -> Kept:
         """The candidates that fit every row seen, else those that miss fewest (:func:`candidates_agree`)."""
         ok, misses = candidates_agree(cands, self.ev, level, self.c_format, self.dtype, first)
+        if self.chain_ev is not None and len(self.chain_ev) and misses:
+            ok, misses = self._chain_misses(ok, misses, level)
         if ok:
             return Kept(ok, 0, misses)
         if not misses:
             return Kept([], -1, misses)
         least = min(misses.values())
         return Kept([m for m in cands if misses.get(m) == least], least, misses)
+
+    def _chain_misses(self, ok: list[Model], misses: dict[Model, int], level: int
+                      ) -> tuple[list[Model], dict[Model, int]]:
+        """Add the chained rows' mismatches to those of the candidates that miss fewest single rows (the
+        others keep their counts: they cannot be chosen); a candidate the engine cannot run is dropped."""
+        least = min(misses.values())
+        contenders = [m for m, n in misses.items() if n == least]
+        _, more = candidates_agree(contenders, self.chain_ev, level, self.c_format, self.dtype)
+        misses = dict(misses)
+        for m in contenders:
+            if m in more:
+                misses[m] += more[m]
+            else:
+                del misses[m]
+        return [m for m in ok if misses.get(m) == 0], misses
 
     def keep_tiers(self, tiers: Iterable[list[Model]], level: int, first: np.ndarray | None = None) -> Kept:
         """:meth:`keep` over tiers of candidates, the likeliest first: the next tier is tried only while no
@@ -425,9 +485,11 @@ class Search:
 
     def separate(self, kept: Kept, level: int, families: tuple[str, ...] = _inputs.FAMILIES,
                  rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000, smt: bool = False,
-                 smt_rounds: int = 2) -> Kept:
+                 smt_rounds: int = 2, chain_rounds: int = 2) -> Kept:
         """Random rows on which the candidates ``kept.models`` disagree go to the target until the survivors
         agree; returns them as the last :meth:`keep` found them (``kept`` itself where no row was asked).
+        Candidates that agree on every row of k products are tried on chained rows (:meth:`chain_separate`),
+        at most ``chain_rounds`` times.
 
         Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the
         candidates would differ in parameters that later stages have not set yet.  With ``smt`` (the last
@@ -445,6 +507,12 @@ class Search:
             for _, o in outs[1:]:
                 differ |= ~_agree(o, ref, level, self.dtype)
             idx = np.nonzero(differ)[0]
+            if len(idx) == 0 and chain_rounds > 0 and self.chain_ev is not None:
+                chain_rounds -= 1
+                if self.chain_separate([m for m, _ in outs], level, families, ask_at_most):
+                    kept = self.keep([m for m, _ in outs], level)
+                    continue
+                chain_rounds = 0  # no chained row separates them either
             if len(idx) == 0:
                 if not (smt and smt_rounds > 0 and self.smt_separate([m for m, _ in outs])):
                     break
@@ -455,6 +523,43 @@ class Search:
             self.ask(a[idx], b[idx], c[idx], "separation")
             kept = self.keep([m for m, _ in outs], level)
         return kept
+
+    def chain_pool(self) -> int:
+        """How many chained rows are drawn at a time (20,000 at most, :data:`CHAIN_PRODUCTS` products)."""
+        return max(1, min(20_000, CHAIN_PRODUCTS // (CHAIN * self.k)))
+
+    def chain_rows(self, n: int, families: tuple[str, ...] = _inputs.FAMILIES) -> tuple[np.ndarray, ...]:
+        """``n`` random rows of ``CHAIN * k`` products: half of the ``cancel`` family (where a chain's C, the
+        previous instructions' rounded sum, meets products that nearly cancel it: there a late C and a fused C
+        differ, about 2 rows in 10,000 at k = 96 against 1 in 40,000 of the other families), half of
+        ``families``."""
+        kk = CHAIN * self.k
+        h = n // 2 if "cancel" in families else 0
+        parts = [_inputs.rows("cancel", self.f, kk, h, self.rng),
+                 _inputs.mixed_rows(self.f, kk, n - h, self.rng, families)]
+        a, b, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        order = self.rng.permutation(len(c))
+        return a[order], b[order], c[order]
+
+    def chain_separate(self, cands: list[Model], level: int, families: tuple[str, ...] = _inputs.FAMILIES,
+                       ask_at_most: int = 2000) -> bool:
+        """Candidates agree on every single row tried: find chained rows (``CHAIN * k`` products, of
+        ``families``) on which their plans over the longer k differ (the first :data:`CHAIN_CANDIDATES`
+        candidates, the likeliest), and send those to the target's chain.  True if any was sent."""
+        a, b, c = self.chain_rows(self.chain_pool(), families)
+        outs = [o for o in (_run(m, a, b, c, self.c_format) for m in cands[:CHAIN_CANDIDATES]) if o is not None]
+        if len(outs) < 2:
+            return False
+        differ = np.zeros(len(c), bool)
+        for o in outs[1:]:
+            differ |= ~_agree(o, outs[0], level, self.dtype)
+        idx = np.nonzero(differ)[0][:ask_at_most]
+        if len(idx):
+            if self.ask_chain(a[idx], b[idx], c[idx], "separation (chained)") is None:
+                return False
+            _say(self.progress, f"  separation: {len(idx)} chained rows (k = {CHAIN * self.k}) tell "
+                 f"{len(cands)} candidates apart that agree on every row of k = {self.k}")
+        return bool(len(idx))
 
     def smt_separate(self, cands: list[Model], pairs: int = 3, timeout: float = SMT_TIMEOUT) -> bool:
         """Candidates agree on every random row: ask the SMT layer (blockfma.smt.discriminate) for an input
@@ -637,12 +742,58 @@ class Search:
         self.stage_rows = start + bad[:256]  # a repair's candidates meet these rows first
         res: dict[str, Any] = {"rows": int(len(c)), "adversarial": int(len(ca)), "mismatches": int(len(bad))}
         if len(bad):
-            i = int(bad[0])
-            res["first_counterexample"] = {
-                "a": [hex_float(x) for x in a[i]], "b": [hex_float(x) for x in b[i]], "c": hex_float(c[i]),
+            res["first_counterexample"] = self._counterexample(a, b, c, d, out, int(bad[0]))
+        if self.chain_ev is not None and n > 0:
+            n_chain = min(max(n // 5, 2 * self.chain_pool()), CHAIN_MAX_ROWS)
+            aa, ba, ca = self.chain_adversarial(m, n_chain // 2)
+            a, b, c = self.chain_rows(n_chain - len(ca))
+            a, b, c = np.concatenate([aa, a]), np.concatenate([ba, b]), np.concatenate([ca, c])
+            d = self.ask_chain(a, b, c, "verification (chained)")
+            if d is None:
+                return res
+            out = _run(m, a, b, c, self.c_format)
+            bad = np.nonzero(out != bits(d))[0] if out is not None else np.arange(len(c))
+            res.update({"chained_rows": int(len(c)), "chained_k": CHAIN * self.k, "chained_adversarial": int(len(ca)),
+                        "chained_mismatches": int(len(bad))})
+            res["mismatches"] += int(len(bad))
+            if len(bad) and "first_counterexample" not in res:
+                res["first_counterexample"] = self._counterexample(a, b, c, d, out, int(bad[0]))
+        return res
+
+    def chain_adversarial(self, m: Model, n: int) -> tuple[np.ndarray, ...]:
+        """Chained rows (``CHAIN * k`` products) on which ``m``'s plan over the longer k differs from ``m``
+        called once per k products, each output the next C (where D fits in C), or from the alternatives:
+        the rows where a Model that fits every single instruction can still be wrong."""
+        kk = CHAIN * self.k
+        if n <= 0:
+            return np.zeros((0, kk)), np.zeros((0, kk)), np.zeros(0)
+        a, b, c = self.chain_rows(self.chain_pool())
+        ref = _run(m, a, b, c, self.c_format)
+        if ref is None:
+            return a[:0], b[:0], c[:0]
+        others = [o for o in (_run(x, a, b, c, self.c_format) for x in self.alternatives) if o is not None]
+        if holds(self.f.c, self.f.d):
+            cc = c
+            with np.errstate(all="ignore"):
+                for s in range(0, kk, self.k):
+                    o = _run(m, a[:, s:s + self.k], b[:, s:s + self.k], cc, self.c_format)
+                    if o is None:
+                        break
+                    cc = o.view(self.dtype).astype(np.float64)
+            if o is not None:
+                others.append(o)
+        differ = np.zeros(len(c), bool)
+        for o in others:
+            differ |= ~_agree(o, ref, STRICT, self.dtype)
+        idx = np.nonzero(differ)[0][:n]
+        return a[idx], b[idx], c[idx]
+
+    def _counterexample(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray, out: np.ndarray | None,
+                        i: int) -> dict[str, Any]:
+        """Row ``i`` with the target's and the Model's outputs, in exact hex."""
+        return {"a": [hex_float(x) for x in a[i]], "b": [hex_float(x) for x in b[i]], "c": hex_float(c[i]),
                 "target": self._shown(d[i:i + 1]),
                 "model": self._shown(out[i:i + 1].view(self.dtype)) if out is not None else None}
-        return res
 
     def _shown(self, x: np.ndarray) -> str:
         """One output as its value and its bits in the D format."""
@@ -682,7 +833,9 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 2, pri
     for r in range(rounds + 1):
         res = s.verify(model, verify)
         verifications.append(res)
-        _say(progress, f"  verification {r + 1}: {res['rows']} rows ({res['adversarial']} adversarial), "
+        chained = f", {res['chained_rows']} chained rows of k = {res['chained_k']} ({res['chained_adversarial']} " \
+            f"adversarial, {res['chained_mismatches']} mismatches)" if "chained_rows" in res else ""
+        _say(progress, f"  verification {r + 1}: {res['rows']} rows ({res['adversarial']} adversarial){chained}, "
              f"{res['mismatches']} mismatches")
         if res["mismatches"] == 0:
             return _instruction_width(model, s), s, verifications
@@ -708,7 +861,7 @@ def _instruction_width(m: Model, s: Search) -> Model:
     if m.instruction_k is not None and m.instruction_k != s.k:  # a prior from an instruction of another k
         for L in dict.fromkeys((m.block_width, s.k // 2, s.k)):
             n = _try(m, instruction_k=s.k, block_width=L)
-            if n is not None and candidates_agree([n], s.ev, STRICT, s.c_format, s.dtype)[0]:
+            if n is not None and s.fits(n):
                 return n
         return m
     if m.block_width is None or m.block_width <= s.k or m.instruction_k is not None:
@@ -716,6 +869,5 @@ def _instruction_width(m: Model, s: Search) -> Model:
     n = _try(m, block_width=s.k)
     if n is None:
         return m
-    ok, _ = candidates_agree([n], s.ev, STRICT, s.c_format, s.dtype)
-    return n if ok else m
+    return n if s.fits(n) else m
 

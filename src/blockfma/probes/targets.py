@@ -59,7 +59,7 @@ from .inputs import Formats
 from .runtime import TORCH_DTYPES, gpu_metadata, import_torch
 
 __all__ = ["BlackBox", "Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",
-           "bits", "sim_jobs", "gpu_metadata", "MAX_K", "OPTIONS", "kind_of", "check_options", "check_k",
+           "bits", "sim_jobs", "gpu_metadata", "MAX_K", "holds", "OPTIONS", "kind_of", "check_options", "check_k",
            "probe_bytes"]
 
 class TargetError(RuntimeError):
@@ -135,6 +135,42 @@ class Target(BlackBox):
             d = self._compute(a, b, c) if n else np.zeros(0, self.formats.d.dtype)
         return d
 
+    @property
+    def chaining(self) -> str | None:
+        """How :meth:`chain` runs rows longer than k: ``"calls"`` (one call per k products, each call's D the
+        next call's C, as a GEMM chains the instruction in registers), ``"k"`` (one call at the longer k) or
+        None where the target cannot chain (C narrower than D, or a target whose one call is a whole GEMM)."""
+        return "calls" if holds(self.formats.c, self.formats.d) else None
+
+    def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
+        """d for rows of ``s * k`` products (``s`` >= 1): the instruction chained over them, its output in the
+        D format after each k products becoming the C of the next (see :attr:`chaining`)."""
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        c = np.asarray(c, dtype=np.float64)
+        n, kk = a.shape if a.ndim == 2 else (-1, -1)
+        if kk < self.k or kk % self.k or b.shape != a.shape or c.shape != (n,):
+            raise ValueError(f"{self.name}: a chain takes a and b of shape (n, s*{self.k}) and c of shape (n,); "
+                             f"got {a.shape}, {b.shape} and {c.shape}")
+        if self.chaining != "calls":
+            raise TargetError(f"{self.name} cannot chain its calls: " + (
+                f"its C format ({self.formats.c.name}) does not hold every {self.formats.d.name} output"
+                if not holds(self.formats.c, self.formats.d) else "one call is a whole GEMM over k"))
+        d = np.zeros(0, self.formats.d.dtype)
+        for s in range(0, kk, self.k):
+            d = self(a[:, s:s + self.k], b[:, s:s + self.k], c)
+            with np.errstate(all="ignore"):
+                c = np.asarray(d, dtype=np.float64)
+        return d
+
+
+def holds(c: _formats.Format, d: _formats.Format) -> bool:
+    """Whether every value of format ``d`` is a value of format ``c`` (D fed back as C loses nothing)."""
+    if c == d:
+        return True
+    return (c.nan == "ieee" and c.precision >= d.precision and c.emax >= d.emax and c.emin <= d.emin
+            and c.emin - c.precision <= d.emin - d.precision)
+
 
 class SimTarget(Target):
     """The engine running one Model."""
@@ -150,6 +186,23 @@ class SimTarget(Target):
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         return dot(a, b, c, model=self.model, c_format=self.formats.c)
 
+    @property
+    def chaining(self) -> str | None:
+        """``"k"``: the engine runs the Model's own plan at any k (C after the instruction's last block where
+        the Model says so, e.g. a GEMM library's epilogue)."""
+        return "k"
+
+    def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
+        """The Model at the rows' own length (a multiple of k), one counted call."""
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        c = np.asarray(c, dtype=np.float64)
+        if a.ndim != 2 or a.shape[1] % self.k or b.shape != a.shape or c.shape != (a.shape[0],):
+            raise ValueError(f"{self.name}: a chain takes a and b of shape (n, s*{self.k}) and c of shape (n,); "
+                             f"got {a.shape}, {b.shape} and {c.shape}")
+        with self.counting(len(c)):
+            return self._compute(a, b, c)
+
     def metadata(self) -> dict[str, Any]:
         return {**super().metadata(), "model": self.model.to_dict()}
 
@@ -163,6 +216,7 @@ class CallableTarget(Target):
         self.k = int(k)
         self.formats = formats
         self.name = name or f"callable:{getattr(f, '__qualname__', type(f).__name__)}"
+        self._long: bool | None = None  # whether f takes rows longer than k (None: not tried yet)
 
     def _once(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} (a, b of shape {a.shape})"
@@ -182,6 +236,34 @@ class CallableTarget(Target):
             return _formats.to_numpy(fmt, d.astype(np.float64))
         except ValueError as exc:
             raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+
+    @property
+    def chaining(self) -> str | None:
+        """``"k"`` where the callable takes rows longer than its k (tried once, on the first :meth:`chain`, with
+        a row of zeros; until then assumed), else ``"calls"`` where its C format holds D, else None."""
+        if self._long is not False:
+            return "k"
+        return "calls" if holds(self.formats.c, self.formats.d) else None
+
+    def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
+        """The callable on the longer rows themselves where it takes them (a simulator of any k: its own chain),
+        else one call per k products, each output the next call's C."""
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        c = np.asarray(c, dtype=np.float64)
+        if a.ndim != 2 or a.shape[1] % self.k or b.shape != a.shape or c.shape != (a.shape[0],):
+            raise ValueError(f"{self.name}: a chain takes a and b of shape (n, s*{self.k}) and c of shape "
+                             f"(n,); got {a.shape}, {b.shape} and {c.shape}")
+        if self._long is None:  # does it take a longer row?  One row of zeros, not counted
+            try:
+                self._once(np.zeros((1, a.shape[1])), np.zeros((1, a.shape[1])), np.zeros(1))
+                self._long = True
+            except TargetError:
+                self._long = False  # an instruction of fixed k: chained through C
+        if not self._long:
+            return super().chain(a, b, c)
+        with self.counting(len(c)):
+            return self._once(a, b, c)
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         d = self._once(a, b, c)
@@ -324,6 +406,13 @@ class TorchTarget(Target):
               torch.from_numpy(i).to(self.device)]
         return _formats.to_numpy(self.formats.d, d.float().cpu().numpy().astype(np.float64), check=False)
 
+    @property
+    def chaining(self) -> str | None:
+        """None: one call is a whole cuBLAS GEMM over k, whose Model (``c_entry="end"``) adds C once after the
+        sum, so GEMMs chained through C are not the Model at a longer k; and a longer K may change cuBLAS's
+        kernel (split-K on skinny shapes)."""
+        return None
+
     def metadata(self) -> dict[str, Any]:
         torch = self.torch
         call = "torch.baddbmm, 16 x k x 16 tiles" + (", out_dtype=torch.float32" if self.out_dtype else "")
@@ -450,10 +539,12 @@ def check_k(k: Any) -> int | None:
 def probe_bytes(k: int, verify: int = 10_000, rounds: int = 2) -> float:
     """An estimate of a probe's working set in bytes (see :data:`MAX_K`): the order test's rows of k products
     with their hex forms, about 200 bytes a product, and the rows of separation and verification (float64 a,
-    b, the rows a verification draws to find adversarial ones), about 64 bytes a product."""
+    b, the rows a verification draws to find adversarial ones), about 64 bytes a product, with the chained
+    rows of three times k (up to 4 million products a check, more where a fifth of ``verify`` is more)."""
     pairs = k * (k - 1) // 2
     order_rows = pairs if pairs <= 600 else 3 * k
-    return 200.0 * k * order_rows + 64.0 * k * (24_000 + (rounds + 1) * verify)
+    chained = max(4_000_000, 3 * k * min(verify // 5, 100_000))
+    return 200.0 * k * order_rows + 64.0 * k * (24_000 + (rounds + 1) * verify) + 64.0 * chained
 
 
 def _format(name: str, value: Any, pair: bool = False) -> Any:
