@@ -1,0 +1,185 @@
+"""GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused family (``backend="triton"``).
+
+One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks K in the model's blocks of L products,
+the block's result (held in binary32 registers) being the next block's C, as :mod:`blockfma.plan` chains
+them (``Plan.is_chain``: C fused into every block, nothing stored, products in their natural order).
+Per block, with integer arithmetic only:
+
+* A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
+  significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits;
+* a product is the int64 ``ma * mb`` (at most 48 bits) at exponent ``la + lb`` (no binary32 overflow, as
+  a float product of two bf16 values would have); its exponent is ``E_a + E_b`` (or the product's own,
+  ``product_exponent="normalized"``), ``e_zero`` for zeros;
+* every product and C is shifted to the unit ``2**(emax - F)`` of the block's largest exponent, cut
+  toward zero (``alignment="truncate"``) or minus infinity (``"floor"``), and the cut terms summed in
+  int64 (below ``2**(F + 2 + log2(L + 1))``), wrapped at ``F + 1 + carry_bits`` bits where the model says;
+* the sum is rounded once into the result format, by integer rounding of its significand in the output
+  rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
+
+Special values follow :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`
+(rewritten in the kernel: NaN for a NaN input or ``inf * 0``; infinite products and C give their
+infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  The host (the caller,
+:func:`blockfma.engine.api.finish`) writes the NaN bit patterns and ``rounded_zero`` afterwards, as for
+every engine.
+
+The kernel is built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
+(one compilation per model and tile size), the shapes runtime arguments (no recompilation per shape).
+On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
+a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
+exact reference.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..formats import RoundingMode, overflow_to_infinity
+from ..model import Alignment, Family, Model, NaNStyle
+from ..optional import require
+from ..plan import plan
+from . import array
+
+__all__ = ["supports", "available", "interpreting", "gemm", "unsupported_reason", "constants"]
+
+_KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
+_MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
+          RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
+
+
+def interpreting() -> bool:
+    """Whether Triton's interpreter is on (``TRITON_INTERPRET=1``): kernels then run on the CPU."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def _triton() -> Any:
+    return require("triton", extra="triton", needed_by="backend='triton'")
+
+
+def _torch() -> Any:
+    return require("torch", extra="torch", needed_by="backend='triton'")
+
+
+def available() -> bool:
+    """Whether Triton imports and can run here: under its interpreter, or with torch seeing a CUDA GPU."""
+    try:
+        _triton()
+        torch = _torch()
+    except ImportError:
+        return False
+    return interpreting() or bool(torch.cuda.is_available())
+
+
+def unsupported_reason(model: Model) -> str | None:
+    """Why the Triton kernel does not run ``model`` (one clause), or None where it does."""
+    m = model.arithmetic_model()
+    if m.family is not Family.TRUNCATED_FUSED:
+        return f"it runs the truncated-fused family only, not {m.family.value}"
+    if not m.c_entry == "fused" or m.accumulator_format is not None:
+        return "it runs chains of blocks with C fused into each block and nothing stored"
+    L = m.block_width
+    if L is None or L > 256:
+        return "it needs blocks of at most 256 products"
+    if not plan(m, 2 * L).is_chain:
+        return "it runs products in their natural order only"
+    if not array.supports(m.block_model()):
+        return "its products, C and result must lie within binary32 and the block sums below 2**53"
+    if m.nan is NaNStyle.PROPAGATE:
+        return "it does not carry NaN payloads (nan='propagate')"
+    if m.input_format.precision > 24 or m.b_format.precision > 24:
+        return "its inputs must be binary32 values"
+    return None
+
+
+def supports(model: Model) -> bool:
+    """Whether ``backend="triton"`` runs this model: a truncated-fused chain of blocks of at most 256
+    products (C fused, nothing stored, natural order) whose values lie within binary32."""
+    return unsupported_reason(model) is None
+
+
+def _define() -> Any:
+    """The kernel module, imported at first use (Triton reads TRITON_INTERPRET when it defines a kernel,
+    so a change of mode since the last import re-imports it)."""
+    import importlib
+
+    _triton()
+    from . import triton_kernel
+
+    if triton_kernel.INTERPRETED != interpreting():
+        triton_kernel = importlib.reload(triton_kernel)
+    return triton_kernel.gemm_kernel
+
+
+def _kernel() -> Any:
+    mode = interpreting()
+    if mode not in _KERNELS:
+        _KERNELS[mode] = _define()
+    return _KERNELS[mode]
+
+
+def _device() -> Any:
+    """Where the kernel runs: the CPU under the interpreter, else the current CUDA GPU; ValueError with
+    the fix where neither is at hand."""
+    torch = _torch()
+    if interpreting():
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError("backend='triton' needs a CUDA GPU (torch sees none) or Triton's interpreter on the CPU "
+                         "(set TRITON_INTERPRET=1 before the first call: slow, for small shapes and tests); "
+                         "backend='auto' runs the CPU engines")
+    return torch.device("cuda")
+
+
+def _overflow_code(fmt: Any, to_inf: bool) -> int:
+    return (1 if fmt.has_infinities else 2) if to_inf else 0
+
+
+def constants(model: Model, specials: bool) -> dict[str, Any]:
+    """The kernel's compile-time parameters for ``model`` (its arithmetic model), ``specials`` saying
+    whether some input may be NaN or infinite."""
+    m = model.arithmetic_model()
+    why = unsupported_reason(m)
+    if why is not None:
+        raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
+    L = m.block_width
+    assert L is not None and m.fraction_bits is not None and m.e_zero is not None
+    fmt = m.result_format
+    pos, neg = overflow_to_infinity(m.output_rounding, m.overflow)  # type: ignore[arg-type]
+    return dict(L=L, LP=1 << (L - 1).bit_length(), F=m.fraction_bits, EZ=m.e_zero,
+                FLOOR=m.alignment is Alignment.FLOOR,
+                WRAP=0 if m.carry_bits is None else m.fraction_bits + 1 + m.carry_bits,
+                NORMALIZED=m.product_exponent == "normalized", A_EMIN=m.input_format.emin,
+                B_EMIN=m.b_format.emin, C_EMIN=m.c_format.emin, P=fmt.precision, EMIN=fmt.emin,
+                FMAX=float(fmt.max), MODE=_MODES[m.output_rounding], SUBNORMALS=bool(m.subnormals),
+                OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
+                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=m.exact_zero != "positive", SPECIALS=specials)
+
+
+def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
+         block_n: int | None = None) -> np.ndarray:
+    """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
+    checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over)."""
+    torch = _torch()
+    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
+    const = constants(model, specials)
+    dev = _device()
+    kernel = _kernel()
+    m, k = A.shape
+    n = Bt.shape[0]
+    if m == 0 or n == 0:
+        return np.array(C, dtype=np.float64)
+    a = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
+    b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)
+    c = torch.from_numpy(np.ascontiguousarray(C, dtype=np.float32)).to(dev)
+    d = torch.empty((m, n), dtype=torch.float32, device=dev)
+    small = dev.type == "cpu"
+    bm = block_m or (16 if small else 32)
+    bn = block_n or (16 if small else 32)
+    L = const["L"]
+    kp = -(-k // L) * L
+    grid = (-(-m // bm), -(-n // bn))
+    kernel[grid](a, b, c, d, m, n, k, kp, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                 c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+    return d.cpu().numpy().astype(np.float64)
