@@ -127,7 +127,7 @@ def _device() -> Any:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ValueError("backend='triton' needs a CUDA GPU (torch sees none) or Triton's interpreter on the CPU "
-                         "(set TRITON_INTERPRET=1 before the first call: slow, for small shapes and tests); "
+                         "(TRITON_INTERPRET=1: slow, for small shapes and tests); "
                          "backend='auto' runs the CPU engines")
     return torch.device("cuda")
 

@@ -18,6 +18,40 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "
 
 
 
+
+# Reductions through tl.reduce with combine functions of this module: tl.sum/tl.max are jitted in Triton's
+# own standard library when triton is imported, so they break the interpreter where TRITON_INTERPRET was
+# set only after that import (as a test does); these are defined when this module is.
+@triton.jit
+def _add(x, y):
+    return x + y
+
+
+@triton.jit
+def _greater(x, y):
+    return tl.maximum(x, y)
+
+
+@triton.jit
+def _lesser(x, y):
+    return tl.minimum(x, y)
+
+
+@triton.jit
+def _sum(x, axis):
+    return tl.reduce(x, axis, _add)
+
+
+@triton.jit
+def _max(x, axis):
+    return tl.reduce(x, axis, _greater)
+
+
+@triton.jit
+def _min(x, axis):
+    return tl.reduce(x, axis, _lesser)
+
+
 @triton.jit
 def _decode(x, EMIN: tl.constexpr):
     """(negative, significand int64 (0 for zeros and non-finite), last-place exponent, E_fmt, zero or
@@ -109,11 +143,11 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, KP, sam, sak, sbk, sbn, scm
         if LP != L:  # lanes beyond L stand for no product at all
             ep = tl.where((lane < L)[None, :, None], ep, -(1 << 30))
         ecz = tl.where(zc, EZ, ec)
-        emax = tl.maximum(tl.max(ep, axis=1), ecz)
+        emax = tl.maximum(_max(ep, axis=1), ecz)
         unit = emax - F
         pneg_f = pneg & ~pzero  # the sign of the finite-replaced product's value
         tp = _cut(pm, unit[:, None, :] - pl, pneg_f, FLOOR)
-        s = tl.sum(tl.where(pneg_f, -tp, tp), axis=1)
+        s = _sum(tl.where(pneg_f, -tp, tp), axis=1)
         cneg_f = nc & ~zc
         tc = _cut(mc, unit - lc, cneg_f, FLOOR)
         s = s + tl.where(cneg_f, -tc, tc)
@@ -148,25 +182,25 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, KP, sam, sak, sbk, sbn, scm
             r = t | inexact.to(tl.int64)
         v = r.to(tl.float64) * _pow2(q)
         if OVER_POS == OVER_NEG:  # beyond the largest finite value: 0 that value, 1 infinity, 2 NaN
-            over = _over(tl.zeros_like(v), FMAX, OVER_POS)
+            over = _over(tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float64), FMAX, OVER_POS)
         else:
-            over = tl.where(neg, _over(tl.zeros_like(v), FMAX, OVER_NEG), _over(tl.zeros_like(v), FMAX, OVER_POS))
+            over = tl.where(neg, _over(tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float64), FMAX, OVER_NEG), _over(tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float64), FMAX, OVER_POS))
         v = tl.where(v > FMAX, over, v)
         if not SUBNORMALS:
             v = tl.where((mag > 0) & (e < EMIN), 0.0, v)
         v = tl.where(neg, -v, v)
         # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
         # (rules.exact_zero: non-finite operands count as +0)
-        plus = tl.zeros_like(v)
+        plus = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float64)
         if IEEE_ZERO and NEG_ZERO:
             live3 = (lane < L)[None, :, None]
             sa = na & ~(nan_a | inf_a)
             sb = nb & ~(nan_b | inf_b)
             sc = nc & ~(nan_c | inf_c)
             zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
-            only_zeros = (tl.min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & zc
-            all_neg = (tl.min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
-            any_neg = (tl.max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+            only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & zc
+            all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
+            any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
             if MODE == 4:
                 zneg = any_neg | ~only_zeros
             else:
@@ -185,9 +219,9 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, KP, sam, sak, sbk, sbn, scm
                     | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
                     | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
             pinf = (inf_a[:, :, None] | inf_b[None, :, :]) & ~pnan
-            nan = nan | (tl.max(pnan.to(tl.int32), axis=1) == 1)
-            pos = pos | (tl.max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
-            ninf = ninf | (tl.max((pinf & pneg).to(tl.int32), axis=1) == 1)
+            nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
+            pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
+            ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
         nan = nan | (pos & ninf)
         v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
         d = v.to(tl.float32)
