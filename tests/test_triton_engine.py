@@ -215,3 +215,17 @@ def test_shapes_and_empty():
     A, B = values(rng, model.input_format, (20, 1)), values(rng, model.b_format, (1, 17))
     check(model, A, B, np.zeros((20, 17)))  # k = 1, m and n past one tile
     assert bf.gemm(np.ones((0, 4)), np.ones((4, 3)), backend="triton").shape == (0, 3)
+
+
+def test_tensors_with_any_strides():
+    """gemm_tensors on torch tensors as they come (a transposed view of B): the numpy engine's bits."""
+    import torch
+
+    model = bf.device("H100").model("bf16", "fp32")
+    rng = np.random.default_rng(11)
+    A, B = values(rng, model.input_format, (5, 20)), values(rng, model.b_format, (20, 6))
+    C = values(rng, model.c_format, (5, 6))
+    bt = torch.from_numpy(np.ascontiguousarray(B.T, dtype=np.float32))
+    d = tr.gemm_tensors(model, torch.from_numpy(A.astype(np.float32)), bt.T, torch.from_numpy(C.astype(np.float32)))
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d.numpy().astype(np.float64)), want) == 0

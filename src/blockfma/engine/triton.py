@@ -42,7 +42,7 @@ from ..optional import require
 from ..plan import plan
 from . import array
 
-__all__ = ["supports", "available", "interpreting", "gemm", "unsupported_reason", "constants"]
+__all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants"]
 
 _KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
@@ -157,29 +157,43 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=m.exact_zero != "positive", SPECIALS=specials)
 
 
+def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
+                 block_m: int | None = None, block_n: int | None = None) -> Any:
+    """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
+    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
+    formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
+    of the result format's values; NaN results are float32 NaNs, whose bit pattern the caller writes per
+    ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
+    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel)."""
+    torch = _torch()
+    if specials is None:
+        specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
+    const = constants(model, specials)
+    m, k = a.shape
+    n = b.shape[1]
+    d = torch.empty((m, n), dtype=torch.float32, device=a.device)
+    if m == 0 or n == 0:
+        return d
+    small = a.device.type == "cpu"
+    bm = block_m or (16 if small else 32)
+    bn = block_n or (16 if small else 32)
+    L = const["L"]
+    grid = (-(-m // bm), -(-n // bn))
+    _kernel()[grid](a, b, c, d, m, n, k, -(-k // L) * L, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                    c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+    return d
+
+
 def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
          block_n: int | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
     checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over)."""
     torch = _torch()
-    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-    const = constants(model, specials)
+    constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
-    kernel = _kernel()
-    m, k = A.shape
-    n = Bt.shape[0]
-    if m == 0 or n == 0:
-        return np.array(C, dtype=np.float64)
+    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
     a = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
     b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)
     c = torch.from_numpy(np.ascontiguousarray(C, dtype=np.float32)).to(dev)
-    d = torch.empty((m, n), dtype=torch.float32, device=dev)
-    small = dev.type == "cpu"
-    bm = block_m or (16 if small else 32)
-    bn = block_n or (16 if small else 32)
-    L = const["L"]
-    kp = -(-k // L) * L
-    grid = (-(-m // bm), -(-n // bn))
-    kernel[grid](a, b, c, d, m, n, k, kp, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                 c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+    d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
     return d.cpu().numpy().astype(np.float64)
