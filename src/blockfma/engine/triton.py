@@ -1,8 +1,11 @@
 """GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused family (``backend="triton"``).
 
-One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks K in the model's blocks of L products,
-the block's result (held in binary32 registers) being the next block's C, as :mod:`blockfma.plan` chains
-them (``Plan.is_chain``: C fused into every block, nothing stored, products in their natural order).
+One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
+(:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
+(the block's result, held in binary32 registers, is the next block's C), or the step's blocks chained
+from +0, their sum stored into the output format where the model accumulates in a wider one, and C added
+by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
+emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
 Per block, with integer arithmetic only:
 
 * A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
@@ -13,8 +16,8 @@ Per block, with integer arithmetic only:
 * every product and C is shifted to the unit ``2**(emax - F)`` of the block's largest exponent, cut
   toward zero (``alignment="truncate"``) or minus infinity (``"floor"``), and the cut terms summed in
   int64 (below ``2**(F + 2 + log2(L + 1))``), wrapped at ``F + 1 + carry_bits`` bits where the model says;
-* the sum is rounded once into the result format, by integer rounding of its significand in the output
-  rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
+* the sum is rounded once into the block's result format, by integer rounding of its significand in the
+  output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
 
 Special values follow :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`
 (rewritten in the kernel: NaN for a NaN input or ``inf * 0``; infinite products and C give their
@@ -40,7 +43,7 @@ from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
 from ..plan import plan
-from . import array
+from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants"]
 
@@ -77,25 +80,24 @@ def unsupported_reason(model: Model) -> str | None:
     m = model.arithmetic_model()
     if m.family is not Family.TRUNCATED_FUSED:
         return f"it runs the truncated-fused family only, not {m.family.value}"
-    if not m.c_entry == "fused" or m.accumulator_format is not None:
-        return "it runs chains of blocks with C fused into each block and nothing stored"
     L = m.block_width
     if L is None or L > 256:
         return "it needs blocks of at most 256 products"
-    if not plan(m, 2 * L).is_chain:
-        return "it runs products in their natural order only"
-    if not array.supports(m.block_model()):
+    block = m.block_model()
+    if not array.supports(block):
         return "its products, C and result must lie within binary32 and the block sums below 2**53"
     if m.nan is NaNStyle.PROPAGATE:
         return "it does not carry NaN payloads (nan='propagate')"
-    if m.input_format.precision > 24 or m.b_format.precision > 24:
-        return "its inputs must be binary32 values"
+    if max(m.input_format.precision, m.b_format.precision, block.result_format.precision) > 24:
+        return "its inputs and results must be binary32 values"
+    if not (rules.values_in_binary32(m.output_format) and rules.values_in_binary32(m.c_format)):
+        return "its C and output formats must lie within binary32"
     return None
 
 
 def supports(model: Model) -> bool:
-    """Whether ``backend="triton"`` runs this model: a truncated-fused chain of blocks of at most 256
-    products (C fused, nothing stored, natural order) whose values lie within binary32."""
+    """Whether ``backend="triton"`` runs this model: truncated-fused, blocks of at most 256 products,
+    inputs, C, block results and outputs within binary32 (every truncated-fused preset)."""
     return unsupported_reason(model) is None
 
 
@@ -137,24 +139,29 @@ def _overflow_code(fmt: Any, to_inf: bool) -> int:
 
 
 def constants(model: Model, specials: bool) -> dict[str, Any]:
-    """The kernel's compile-time parameters for ``model`` (its arithmetic model), ``specials`` saying
-    whether some input may be NaN or infinite."""
+    """The kernel's compile-time parameters for ``model`` (its arithmetic model): its block model's (the
+    family's parameters, the block's result format), the plan's (C fused or added after, a store, a product
+    order) and the output format's; ``specials`` says whether some input may be NaN or infinite."""
     m = model.arithmetic_model()
     why = unsupported_reason(m)
     if why is not None:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
-    L = m.block_width
-    assert L is not None and m.fraction_bits is not None and m.e_zero is not None
-    fmt = m.result_format
-    pos, neg = overflow_to_infinity(m.output_rounding, m.overflow)  # type: ignore[arg-type]
-    return dict(L=L, LP=1 << (L - 1).bit_length(), F=m.fraction_bits, EZ=m.e_zero,
-                FLOOR=m.alignment is Alignment.FLOOR,
-                WRAP=0 if m.carry_bits is None else m.fraction_bits + 1 + m.carry_bits,
-                NORMALIZED=m.product_exponent == "normalized", A_EMIN=m.input_format.emin,
-                B_EMIN=m.b_format.emin, C_EMIN=m.c_format.emin, P=fmt.precision, EMIN=fmt.emin,
-                FMAX=float(fmt.max), MODE=_MODES[m.output_rounding], SUBNORMALS=bool(m.subnormals),
+    L, block = m.block_width, m.block_model()
+    assert L is not None and block.fraction_bits is not None and block.e_zero is not None
+    fmt, out = block.result_format, m.output_format
+    pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
+    p = plan(m, 2 * m.step(L))
+    return dict(L=L, LP=1 << (L - 1).bit_length(), F=block.fraction_bits, EZ=block.e_zero,
+                FLOOR=block.alignment is Alignment.FLOOR,
+                WRAP=0 if block.carry_bits is None else block.fraction_bits + 1 + block.carry_bits,
+                NORMALIZED=block.product_exponent == "normalized", A_EMIN=block.input_format.emin,
+                B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, P=fmt.precision, EMIN=fmt.emin,
+                FMAX=float(fmt.max), MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),
                 OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
-                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=m.exact_zero != "positive", SPECIALS=specials)
+                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
+                C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
+                OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
+                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
 
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
@@ -177,10 +184,12 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     small = a.device.type == "cpu"
     bm = block_m or (16 if small else 32)
     bn = block_n or (16 if small else 32)
-    L = const["L"]
+    p = plan(model.arithmetic_model(), k)
+    order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
-    _kernel()[grid](a, b, c, d, m, n, k, -(-k // L) * L, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                    c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+    _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
+                    b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
+                    **const)
     return d
 
 
