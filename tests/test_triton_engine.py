@@ -28,11 +28,14 @@ PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H10
            ("B200", "e4m3fn", "fp32", None), ("H100", "fp16", "fp16", "cublas"), ("H100", "bf16", "bf16", "cublas")]
 
 
+INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode: no GPU compilation here
+
+
 @pytest.fixture(autouse=True)
-def interpreter(monkeypatch):
-    """Triton's interpreter on: the module reads TRITON_INTERPRET at each call and defines its kernel
-    anew when the mode changed."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def interpreter(request, monkeypatch):
+    """Triton's interpreter on (off for the tests marked gpu): the module reads TRITON_INTERPRET at each
+    call and defines its kernel anew when the mode changed."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0" if request.node.get_closest_marker("gpu") else "1")
 
 
 def values(rng: np.random.Generator, fmt, shape, specials: float = 0.0) -> np.ndarray:
@@ -249,3 +252,26 @@ def test_tensors_with_any_strides():
     d = tr.gemm_tensors(model, torch.from_numpy(A.astype(np.float32)), bt.T, torch.from_numpy(C.astype(np.float32)))
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d.numpy().astype(np.float64)), want) == 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and not INTERPRETED_AT_START
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev,fin,fout,instruction", PRESETS)
+def test_gpu_kernel_equals_cpu_engine(dev, fin, fout, instruction):
+    """The compiled kernel on a CUDA GPU, bit for bit against the CPU engine, at a shape of several tiles
+    in each direction and K of many blocks, with and without special values."""
+    model = bf.device(dev).model(fin, fout, instruction)
+    rng = np.random.default_rng(zlib.crc32(f"gpu {dev} {fin} {fout} {instruction}".encode()))
+    for specials in (0.0, 0.001):
+        A = values(rng, model.input_format, (130, 300), specials)
+        B = values(rng, model.b_format, (300, 97), specials)
+        C = values(rng, model.c_format, (130, 97), specials)
+        got = bf.gemm(A, B, C, model=model, backend="triton")
+        assert same_bits(got, bf.gemm(A, B, C, model=model, backend="auto")) == 0

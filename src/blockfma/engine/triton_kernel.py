@@ -270,7 +270,7 @@ def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNOR
     return v.to(tl.float32)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "N", "K", "KP", "W"])  # one compilation per model, not per shape
 def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
                 L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr,
                 WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr,
