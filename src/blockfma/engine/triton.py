@@ -78,8 +78,10 @@ def available() -> bool:
 def unsupported_reason(model: Model) -> str | None:
     """Why the Triton kernel does not run ``model`` (one clause), or None where it does."""
     m = model.arithmetic_model()
-    if m.family is not Family.TRUNCATED_FUSED:
-        return f"it runs the truncated-fused family only, not {m.family.value}"
+    if m.family not in (Family.TRUNCATED_FUSED, Family.LATE_C):
+        return f"it runs the truncated-fused and late-c families only, not {m.family.value}"
+    if m.family is Family.LATE_C and m.groups not in (1, 2):
+        return "it runs late-c with one or two groups"
     L = m.block_width
     if L is None or L > 256:
         return "it needs blocks of at most 256 products"
@@ -147,11 +149,12 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
     if why is not None:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
     L, block = m.block_width, m.block_model()
-    assert L is not None and block.fraction_bits is not None and block.e_zero is not None
+    late = block.family is Family.LATE_C
+    assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
     fmt, out = block.result_format, m.output_format
     pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
     p = plan(m, 2 * m.step(L))
-    return dict(L=L, LP=1 << (L - 1).bit_length(), F=block.fraction_bits, EZ=block.e_zero,
+    return dict(L=L, LP=1 << (L - 1).bit_length(), F=block.fraction_bits, EZ=block.e_zero or 0,
                 FLOOR=block.alignment is Alignment.FLOOR,
                 WRAP=0 if block.carry_bits is None else block.fraction_bits + 1 + block.carry_bits,
                 NORMALIZED=block.product_exponent == "normalized", A_EMIN=block.input_format.emin,
@@ -161,7 +164,9 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
                 C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
                 OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
-                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
+                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero, LATE=late,
+                F2=block.late_fraction_bits or 0, GROUPS=block.groups, LEADING=block.late_cut == "leading",
+                C_EMAX=block.c_format.emax)
 
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,

@@ -67,7 +67,7 @@ def _decode(x, EMIN: tl.constexpr):
     mant = tl.where(ef > 0, fr | 0x800000, fr)
     mant = tl.where(zero, 0, mant)
     lsb = tl.where(ef > 0, ef - 150, -149)
-    e = tl.maximum(ef - 127, EMIN)
+    e = tl.where(nonfinite, EMIN, tl.maximum(ef - 127, EMIN))
     return neg, mant, lsb, e, zero, nan, inf
 
 
@@ -225,6 +225,101 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
 
 
 @triton.jit
+def _shift_floor(x, k):
+    """floor(x * 2**k) of signed int64 x (arithmetic shifts; |k| clamped to 62)."""
+    return tl.where(k >= 0, x << tl.minimum(tl.maximum(k, 0), 62), x >> tl.minimum(tl.maximum(-k, 0), 62))
+
+
+@triton.jit
+def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, F2: tl.constexpr,
+                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr, A_EMIN: tl.constexpr,
+                B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
+                FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
+                OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+    """One late-c block (AMD CDNA3, :func:`blockfma.engine.array.late_c`): the products cut toward zero at
+    F bits below their maximum exponent (per group of lanes, the groups' sums then floored at the dot's
+    unit), C added at F2 bits below the common exponent (floored), the sum cut again at F2 bits below its
+    own leading bit (``late_cut="leading"``), one rounding.  A finite product of 2**(C_EMAX + 1) or more
+    is an infinity."""
+    na, ma, la, ea, za, nan_a, inf_a = _decode(a, A_EMIN)
+    nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
+    live3 = (lane < L)[None, :, None]
+    pm = ma[:, :, None] * mb[None, :, :]
+    pneg = na[:, :, None] ^ nb[None, :, :]
+    pl = la[:, :, None] + lb[None, :, :]
+    pzero = za[:, :, None] | zb[None, :, :]
+    ep = tl.where(pzero | ~live3, -(1 << 20), ea[:, :, None] + eb[None, :, :])
+    pneg_f = pneg & ~pzero
+    odd = ((lane % 2) == 1)[None, :, None]
+    if GROUPS == 1:
+        e_dot = _max(ep, axis=1)
+        tp = _cut(pm, e_dot[:, None, :] - F - pl, pneg_f, False)
+        s = _sum(tl.where(pneg_f, -tp, tp), axis=1)
+    else:
+        top0 = _max(tl.where(odd, -(1 << 20), ep), axis=1)
+        top1 = _max(tl.where(odd, ep, -(1 << 20)), axis=1)
+        e_dot = tl.maximum(top0, top1)
+        t0 = _cut(pm, top0[:, None, :] - F - pl, pneg_f, False)
+        t1 = _cut(pm, top1[:, None, :] - F - pl, pneg_f, False)
+        s0 = _sum(tl.where(odd, 0, tl.where(pneg_f, -t0, t0)), axis=1)
+        s1 = _sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
+        s = _shift_floor(s0, top0 - e_dot) + _shift_floor(s1, top1 - e_dot)
+    ecz = tl.where(zc, C_EMIN, ec)
+    big_e = tl.maximum(e_dot, ecz)
+    dropped = (ecz < big_e - F - 1) & (GROUPS > 1)
+    G: tl.constexpr = F2 + LEADING
+    s = _shift_floor(s, e_dot - big_e + G - F)
+    msc = tl.where(dropped, 0, tl.where(nc, -mc, mc))
+    cterm = _shift_floor(msc, lc + F - big_e) << (G - F)
+    total = s + cterm
+    if LEADING:
+        mag0 = tl.where(total < 0, -total, total)
+        lead = _lead(tl.maximum(mag0, 1)) + big_e - G
+        sh = tl.minimum(tl.maximum(tl.maximum(lead, C_EMIN) - F2 - (big_e - G), 0), 62)
+        total = tl.where(total == 0, total, (total >> sh) << sh)
+    neg = total < 0
+    mag = tl.where(neg, -total, total)
+    v = _round(mag, big_e - G, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    plus = (total * 0).to(tl.float64)
+    czero = zc | dropped
+    if IEEE_ZERO and NEG_ZERO:
+        sa = na & ~(nan_a | inf_a)
+        sb = nb & ~(nan_b | inf_b)
+        sc = nc & ~(nan_c | inf_c)
+        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
+        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
+        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
+        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+        if MODE == 4:
+            zneg = any_neg | ~only_zeros
+        else:
+            zneg = only_zeros & all_neg
+        v = tl.where(total == 0, tl.where(zneg, -plus, plus), v)
+    else:
+        v = tl.where(total == 0, plus, v)
+    if not NEG_ZERO:
+        v = tl.where(v == 0, plus, v)
+    nan = nan_c
+    pos = inf_c & ~nc
+    ninf = inf_c & nc
+    pover = (pm > 0) & (_lead(tl.maximum(pm, 1)) + pl >= C_EMAX + 1) & live3
+    if SPECIALS:
+        pnan = (nan_a[:, :, None] | nan_b[None, :, :]
+                | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
+                | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+        pinf = ((inf_a[:, :, None] | inf_b[None, :, :]) | pover) & ~pnan
+        nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
+    else:
+        pinf = pover
+    pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
+    ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
+    nan = nan | (pos & ninf)
+    v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
+    return v.to(tl.float32)
+
+
+@triton.jit
 def _store(x, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNORMALS: tl.constexpr,
            OVER: tl.constexpr, NEG_ZERO: tl.constexpr):
     """float32 values rounded to nearest even into the output format (NaN, infinities and the sign of zero
@@ -279,7 +374,8 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
                 NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
                 C_FUSED: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr, OUT_P: tl.constexpr,
                 OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr, OUT_SUBNORMALS: tl.constexpr,
-                OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr,
+                OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr,
+                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in
     blocks of L; C fused into every block (C_FUSED: W = L), or the step's blocks chained from +0, stored
@@ -307,9 +403,15 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
                         other=0.0)
             b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N),
                         other=0.0)
-            acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN, P, EMIN,
-                         FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
+            if LATE:
+                acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN, C_EMIN,
+                                  P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
+            else:
+                acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN, P,
+                             EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
         if C_FUSED:
+            if STORE:
+                acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
             d = acc
         else:
             if STORE:
