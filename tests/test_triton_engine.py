@@ -205,6 +205,19 @@ def test_late_c_product_overflow():
         assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), 0.0)
 
 
+def test_late_c_edges():
+    """late-c's own steps, each decided by one row: a product of exactly 2**128 overflows even where the
+    sum would not; the sum cut at F2 bits below its leading bit turns a sticky bit into a tie (to even);
+    with two groups a C far below the products is dropped (floored it would take one unit off)."""
+    cases = [(bf.device("MI300X").model("bf16", "fp32"), [2.0**100, -(2.0**100)], [2.0**28, 2.0**27], 0.0, np.inf),
+             (bf.device("MI300X").model("fp16", "fp32"), [2.0**-8, 2.0**-12], [2.0**-8, 2.0**-12], 256.0, 256.0),
+             (bf.device("MI300X").model("e4m3fnuz", "fp32"), [1.0, 0.0], [1.0, 0.0], -(2.0**-26), 1.0)]
+    for model, a, b, c, want in cases:
+        D = check(model, np.array([a]), np.array([b]).T, np.array([[c]]))
+        assert D[0, 0] == want, (model.summary(), D[0, 0])
+        assert int(formats.bits(D)[0, 0]) == reference.dot_bits(model, a, b, c)
+
+
 def test_cancellation_and_overflow():
     """Exact cancellation (the sign of an exactly zero sum), sums beyond the output's range."""
     model = _variant(output_rounding=formats.RoundingMode.TiesToEven, exact_zero="ieee",

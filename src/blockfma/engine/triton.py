@@ -1,4 +1,5 @@
-"""GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused family (``backend="triton"``).
+"""GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused and late-c families
+(``backend="triton"``).
 
 One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
 (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
@@ -18,6 +19,10 @@ Per block, with integer arithmetic only:
   int64 (below ``2**(F + 2 + log2(L + 1))``), wrapped at ``F + 1 + carry_bits`` bits where the model says;
 * the sum is rounded once into the block's result format, by integer rounding of its significand in the
   output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
+
+A late-c block (AMD CDNA3) takes the same integer products and follows :func:`blockfma.engine.array.late_c`:
+products cut per group at F bits below the group's top, groups floored to the dot's unit, C floored at F
+bits and added at F2 bits below the common exponent, the sum cut at F2 bits below its own leading bit.
 
 Special values follow :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`
 (rewritten in the kernel: NaN for a NaN input or ``inf * 0``; infinite products and C give their
@@ -98,8 +103,9 @@ def unsupported_reason(model: Model) -> str | None:
 
 
 def supports(model: Model) -> bool:
-    """Whether ``backend="triton"`` runs this model: truncated-fused, blocks of at most 256 products,
-    inputs, C, block results and outputs within binary32 (every truncated-fused preset)."""
+    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups), blocks of
+    at most 256 products, inputs, C, block results and outputs within binary32 (every preset of these
+    families)."""
     return unsupported_reason(model) is None
 
 
