@@ -418,8 +418,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
     for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`; the
     truncated-fused and late-c models it ``supports``) on a CUDA GPU, or on the CPU under Triton's interpreter
-    (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` does not pick it.  ``progress`` prints a progress line on stderr (default: for GEMMs of 4e9 products or
-    more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.  With dask arrays for
+    (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` does not pick it.  ``progress`` prints a
+    progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
