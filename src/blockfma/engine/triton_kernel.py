@@ -137,7 +137,7 @@ def _round(mag, unit, neg, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constex
     else:
         r = t | inexact.to(tl.int64)
     v = r.to(tl.float64) * _pow2(q)
-    zero = v * 0.0
+    zero = (mag * 0).to(tl.float64)  # +0 (v may be infinite below)
     if OVER_POS == OVER_NEG:
         over = _over(zero, FMAX, OVER_POS)
     else:
@@ -327,7 +327,7 @@ def _store(x, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNORMAL
     neg, mant, lsb, e, zero, nan, inf = _decode(x, -126)
     v = _round(mant, lsb, neg, P, EMIN, FMAX, 1, SUBNORMALS, OVER, OVER)
     if not NEG_ZERO:
-        v = tl.where(v == 0, v * 0.0, v)
+        v = tl.where(v == 0, (mant * 0).to(tl.float64), v)
     return tl.where(nan | inf, x, v.to(tl.float32))
 
 
@@ -352,7 +352,7 @@ def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNOR
     neg = total < 0
     mag = tl.where(neg, -total, total)
     v = _round(mag, unit, neg, P, EMIN, FMAX, 1, SUBNORMALS, OVER, OVER)
-    zero = v * 0.0
+    zero = (total * 0).to(tl.float64)
     zneg = zs & zc & ns & nc  # an exact zero: -0 only for (-0) + (-0)
     if NEG_ZERO:
         v = tl.where(total == 0, tl.where(zneg, -zero, zero), v)
