@@ -7,6 +7,12 @@ Before timing, each case's result at the smallest size is compared bit for bit w
 Compilation (torch.compile) happens in a warm-up call and is not timed.  ``--record`` writes the rows with
 the device's metadata as JSON (atomically), for ``data/hardware/``.
 
+On a CUDA GPU with Triton installed, each case our own Triton kernel runs (``backend="triton"``,
+:mod:`blockfma.engine.triton`) adds rows: ``triton`` (the whole ``bf.gemm`` call: input checks on the
+host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :func:`gemm_tensors`), checked
+bit for bit against the CPU engine first as well; ``--no-triton`` leaves them out.  The first call of a
+kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
+
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json
     python benchmarks/bench_gpu.py --backend torch --sizes 128       # the same code on the CPU (smoke test)
@@ -26,6 +32,7 @@ import time
 import numpy as np
 
 import blockfma as bf
+from blockfma import optional
 from blockfma.engine import gpu
 from blockfma.files import results_option, write_text
 
@@ -71,11 +78,46 @@ def metadata(torch, dev) -> dict:
     return meta
 
 
+def _triton(args, dev):
+    """blockfma.engine.triton where its rows are wanted and can run (a CUDA GPU with Triton installed; on the
+    CPU only under TRITON_INTERPRET=1, as a smoke test of this script), else None."""
+    if args.no_triton or not optional.available("triton"):
+        return None
+    from blockfma.engine import triton
+
+    runs = triton.interpreting() if dev.type == "cpu" else not triton.interpreting()
+    return triton if runs and triton.available() else None
+
+
+def _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, repeat, sync, show, case) -> list[dict]:
+    """Rows of backend='triton' for one case: the whole bf.gemm call, and the kernel alone on device tensors
+    (its first call at this shape timed apart: it compiles once per model, not per shape)."""
+    device, fin, fout = case
+    macs = n**3
+    rows = []
+    bf.gemm(A, B, C, model=model, backend="triton")
+    t = best_time(lambda: bf.gemm(A, B, C, model=model, backend="triton"), repeat, sync)
+    a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (A, B, C))
+    start = time.perf_counter()
+    triton.gemm_tensors(model, a, b, c, specials=False)
+    sync()
+    first = time.perf_counter() - start
+    tk = best_time(lambda: triton.gemm_tensors(model, a, b, c, specials=False), repeat, sync)
+    for label, secs in (("triton", t), ("triton-kernel", tk)):
+        rows.append({"n": n, "device": device, "input": fin, "output": fout, "backend": label, "seconds": secs,
+                     "gmacs": macs / secs / 1e9, "baseline_seconds": t_mm, "ratio": secs / t_mm,
+                     **({"first_seconds": first} if label == "triton-kernel" else {})})
+        show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {macs / secs / 1e9:9.2f} {secs / t_mm:14.1f}"
+             f"  {label}" + (f" (first call {first:.3f} s)" if label == "triton-kernel" else ""))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="256,1024,2048,4096", help="comma-separated n (n x n x n GEMMs)")
     ap.add_argument("--backend", default="cuda", help="'cuda' (default), 'cuda:N' or 'torch' (CPU)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case (best is kept)")
+    ap.add_argument("--no-triton", action="store_true", help="leave out the rows of backend='triton'")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
@@ -89,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_gpu: {exc}", file=sys.stderr)
         return 2
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    triton = _triton(args, dev)
     meta = metadata(torch, dev)
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
     rng = np.random.default_rng(2024)
@@ -104,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         same = bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want)))
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same})
         show(f"check {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'} against the CPU engine")
+        if triton and triton.supports(model):
+            same = bool(np.array_equal(bf.formats.bits(bf.gemm(A, B, C, model=model, backend="triton")),
+                                       bf.formats.bits(want)))
+            checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
+                           "backend": "triton"})
+            show(f"check triton {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'}")
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
     show(header)
     show("-" * len(header))
@@ -126,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"n": n, "device": device, "input": fin, "output": fout, "seconds": t,
                          "gmacs": macs / t / 1e9, "baseline_seconds": t_mm, "ratio": t / t_mm})
             show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {t:9.4f} {macs / t / 1e9:9.2f} {t / t_mm:14.1f}")
+            if triton and triton.supports(model):
+                rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
+                                     (device, fin, fout))
     if args.record:
         write_text(args.record, json.dumps({
             "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",

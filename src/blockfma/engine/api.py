@@ -22,7 +22,7 @@ from .kernels import Blocks, flush
 __all__ = ["dot", "gemm", "resolve_model", "last_backend", "BACKENDS"]
 
 _TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
-BACKENDS = ("auto", "numpy", "numba", "torch", "cuda")
+BACKENDS = ("auto", "numpy", "numba", "torch", "cuda", "triton")
 _FAST: Any = None
 
 
@@ -322,6 +322,9 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     """
     backend = _check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
+    if backend == "triton":
+        raise ValueError("backend='triton' runs bf.gemm only (its kernel tiles a matrix product); use bf.gemm, or "
+                         "backend='auto' for dot")
     A = _as_float64(a, "a")
     B = _as_float64(b, "b")
     C = np.zeros(()) if c is None else _check_c_format(m, c_format, _as_float64(c, "c"), "c")  # None: +0
@@ -413,8 +416,10 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
-    for :func:`dot`.  ``progress`` prints a progress line on stderr (default: for GEMMs of 4e9 products or
-    more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.  With dask arrays for
+    for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`; the
+    truncated-fused and late-c models it ``supports``) on a CUDA GPU, or on the CPU under Triton's interpreter
+    (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` does not pick it.  ``progress`` prints a
+    progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
@@ -450,6 +455,12 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if m == 0 or n == 0:
         _ran("numpy")
         return finish(mdl, D)
+    if backend == "triton":
+        from . import triton
+
+        out = finish(mdl, triton.gemm(mdl, A_, Bt, D))
+        _ran("triton")
+        return out
     report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
     fast = None if _on_torch(backend) else _use_fast(mdl, backend, A_, Bt, D)
     if backend == "auto" and not fast and _auto_uses_gpu(mdl, m * n * k):

@@ -1,0 +1,219 @@
+"""GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused and late-c families
+(``backend="triton"``).
+
+One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
+(:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
+(the block's result, held in binary32 registers, is the next block's C), or the step's blocks chained
+from +0, their sum stored into the output format where the model accumulates in a wider one, and C added
+by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
+emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
+Per block, with integer arithmetic only:
+
+* A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
+  significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits;
+* a product is the int64 ``ma * mb`` (at most 48 bits) at exponent ``la + lb`` (no binary32 overflow, as
+  a float product of two bf16 values would have); its exponent is ``E_a + E_b`` (or the product's own,
+  ``product_exponent="normalized"``), ``e_zero`` for zeros;
+* every product and C is shifted to the unit ``2**(emax - F)`` of the block's largest exponent, cut
+  toward zero (``alignment="truncate"``) or minus infinity (``"floor"``), and the cut terms summed in
+  int64 (below ``2**(F + 2 + log2(L + 1))``), wrapped at ``F + 1 + carry_bits`` bits where the model says;
+* the sum is rounded once into the block's result format, by integer rounding of its significand in the
+  output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
+
+A late-c block (AMD CDNA3) takes the same integer products and follows :func:`blockfma.engine.array.late_c`:
+products cut per group at F bits below the group's top, groups floored to the dot's unit, C floored at F
+bits and added at F2 bits below the common exponent, the sum cut at F2 bits below its own leading bit.
+
+Special values follow :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`
+(rewritten in the kernel: NaN for a NaN input or ``inf * 0``; infinite products and C give their
+infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  The host (the caller,
+:func:`blockfma.engine.api.finish`) writes the NaN bit patterns and ``rounded_zero`` afterwards, as for
+every engine.
+
+The kernel is built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
+(one compilation per model and tile size), the shapes runtime arguments (no recompilation per shape).
+On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
+a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
+exact reference.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..formats import RoundingMode, overflow_to_infinity
+from ..model import Alignment, Family, Model, NaNStyle
+from ..optional import require
+from ..plan import plan
+from . import array, rules
+
+__all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants"]
+
+_KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
+_MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
+          RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
+
+
+def interpreting() -> bool:
+    """Whether Triton's interpreter is on (``TRITON_INTERPRET=1``): kernels then run on the CPU."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def _triton() -> Any:
+    return require("triton", extra="triton", needed_by="backend='triton'")
+
+
+def _torch() -> Any:
+    return require("torch", extra="torch", needed_by="backend='triton'")
+
+
+def available() -> bool:
+    """Whether Triton imports and can run here: under its interpreter, or with torch seeing a CUDA GPU."""
+    try:
+        _triton()
+        torch = _torch()
+    except ImportError:
+        return False
+    return interpreting() or bool(torch.cuda.is_available())
+
+
+def unsupported_reason(model: Model) -> str | None:
+    """Why the Triton kernel does not run ``model`` (one clause), or None where it does."""
+    m = model.arithmetic_model()
+    if m.family not in (Family.TRUNCATED_FUSED, Family.LATE_C):
+        return f"it runs the truncated-fused and late-c families only, not {m.family.value}"
+    if m.family is Family.LATE_C and m.groups not in (1, 2):
+        return "it runs late-c with one or two groups"
+    L = m.block_width
+    if L is None or L > 256:
+        return "it needs blocks of at most 256 products"
+    block = m.block_model()
+    if not array.supports(block):
+        return "its products, C and result must lie within binary32 and the block sums below 2**53"
+    if m.nan is NaNStyle.PROPAGATE:
+        return "it does not carry NaN payloads (nan='propagate')"
+    if max(m.input_format.precision, m.b_format.precision, block.result_format.precision) > 24:
+        return "its inputs and results must be binary32 values"
+    if not (rules.values_in_binary32(m.output_format) and rules.values_in_binary32(m.c_format)):
+        return "its C and output formats must lie within binary32"
+    return None
+
+
+def supports(model: Model) -> bool:
+    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups), blocks of
+    at most 256 products, inputs, C, block results and outputs within binary32 (every preset of these
+    families)."""
+    return unsupported_reason(model) is None
+
+
+def _define() -> Any:
+    """The kernel module, imported at first use (Triton reads TRITON_INTERPRET when it defines a kernel,
+    so a change of mode since the last import re-imports it)."""
+    import importlib
+
+    _triton()
+    from . import triton_kernel
+
+    if triton_kernel.INTERPRETED != interpreting():
+        triton_kernel = importlib.reload(triton_kernel)
+    return triton_kernel.gemm_kernel
+
+
+def _kernel() -> Any:
+    mode = interpreting()
+    if mode not in _KERNELS:
+        _KERNELS[mode] = _define()
+    return _KERNELS[mode]
+
+
+def _device() -> Any:
+    """Where the kernel runs: the CPU under the interpreter, else the current CUDA GPU; ValueError with
+    the fix where neither is at hand."""
+    torch = _torch()
+    if interpreting():
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError("backend='triton' needs a CUDA GPU (torch sees none) or Triton's interpreter on the CPU "
+                         "(TRITON_INTERPRET=1: slow, for small shapes and tests); "
+                         "backend='auto' runs the CPU engines")
+    return torch.device("cuda")
+
+
+def _overflow_code(fmt: Any, to_inf: bool) -> int:
+    return (1 if fmt.has_infinities else 2) if to_inf else 0
+
+
+def constants(model: Model, specials: bool) -> dict[str, Any]:
+    """The kernel's compile-time parameters for ``model`` (its arithmetic model): its block model's (the
+    family's parameters, the block's result format), the plan's (C fused or added after, a store, a product
+    order) and the output format's; ``specials`` says whether some input may be NaN or infinite."""
+    m = model.arithmetic_model()
+    why = unsupported_reason(m)
+    if why is not None:
+        raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
+    L, block = m.block_width, m.block_model()
+    late = block.family is Family.LATE_C
+    assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
+    fmt, out = block.result_format, m.output_format
+    pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
+    p = plan(m, 2 * m.step(L))
+    return dict(L=L, LP=1 << (L - 1).bit_length(), F=block.fraction_bits, EZ=block.e_zero or 0,
+                FLOOR=block.alignment is Alignment.FLOOR,
+                WRAP=0 if block.carry_bits is None else block.fraction_bits + 1 + block.carry_bits,
+                NORMALIZED=block.product_exponent == "normalized", A_EMIN=block.input_format.emin,
+                B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, P=fmt.precision, EMIN=fmt.emin,
+                FMAX=float(fmt.max), MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),
+                OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
+                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
+                C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
+                OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
+                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero, LATE=late,
+                F2=block.late_fraction_bits or 0, GROUPS=block.groups, LEADING=block.late_cut == "leading",
+                C_EMAX=block.c_format.emax)
+
+
+def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
+                 block_m: int | None = None, block_n: int | None = None) -> Any:
+    """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
+    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
+    formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
+    of the result format's values; NaN results are float32 NaNs, whose bit pattern the caller writes per
+    ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
+    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel)."""
+    torch = _torch()
+    if specials is None:
+        specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
+    const = constants(model, specials)
+    m, k = a.shape
+    n = b.shape[1]
+    d = torch.empty((m, n), dtype=torch.float32, device=a.device)
+    if m == 0 or n == 0:
+        return d
+    small = a.device.type == "cpu"
+    bm = block_m or (16 if small else 32)
+    bn = block_n or (16 if small else 32)
+    p = plan(model.arithmetic_model(), k)
+    order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
+    grid = (-(-m // bm), -(-n // bn))
+    _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
+                    b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
+                    **const)
+    return d
+
+
+def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
+         block_n: int | None = None) -> np.ndarray:
+    """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
+    checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over)."""
+    torch = _torch()
+    constants(model, False)  # an unsupported model is refused before anything moves
+    dev = _device()
+    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
+    a = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
+    b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)
+    c = torch.from_numpy(np.ascontiguousarray(C, dtype=np.float32)).to(dev)
+    d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
+    return d.cpu().numpy().astype(np.float64)

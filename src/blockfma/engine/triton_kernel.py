@@ -1,0 +1,420 @@
+"""The Triton kernel of :mod:`blockfma.engine.triton` (see there for what it computes and why it is exact).
+
+Imported only by that module, at first use: Triton decides when a kernel is defined whether it runs under
+its interpreter (``TRITON_INTERPRET=1``), and its jitted functions must live at a module's top level.
+"""
+# mypy: ignore-errors
+# ruff: noqa
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+__all__ = ["gemm_kernel", "INTERPRETED"]
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+
+
+# Reductions through tl.reduce with combine functions of this module: tl.sum/tl.max are jitted in Triton's
+# own standard library when triton is imported, so they break the interpreter where TRITON_INTERPRET was
+# set only after that import (as a test does); these are defined when this module is.
+@triton.jit
+def _add(x, y):
+    return x + y
+
+
+@triton.jit
+def _greater(x, y):
+    return tl.maximum(x, y)
+
+
+@triton.jit
+def _lesser(x, y):
+    return tl.minimum(x, y)
+
+
+@triton.jit
+def _sum(x, axis):
+    return tl.reduce(x, axis, _add)
+
+
+@triton.jit
+def _max(x, axis):
+    return tl.reduce(x, axis, _greater)
+
+
+@triton.jit
+def _min(x, axis):
+    return tl.reduce(x, axis, _lesser)
+
+
+@triton.jit
+def _decode(x, EMIN: tl.constexpr):
+    """(negative, significand int64 (0 for zeros and non-finite), last-place exponent, E_fmt, zero or
+    non-finite, NaN, infinite) of binary32 values."""
+    bits = x.to(tl.int32, bitcast=True)
+    neg = bits < 0
+    ef = ((bits >> 23) & 0xFF).to(tl.int64)
+    fr = (bits & 0x7FFFFF).to(tl.int64)
+    nonfinite = ef == 255
+    nan = nonfinite & (fr != 0)
+    inf = nonfinite & (fr == 0)
+    zero = ((bits & 0x7FFFFFFF) == 0) | nonfinite
+    mant = tl.where(ef > 0, fr | 0x800000, fr)
+    mant = tl.where(zero, 0, mant)
+    lsb = tl.where(ef > 0, ef - 150, -149)
+    e = tl.where(nonfinite, EMIN, tl.maximum(ef - 127, EMIN))
+    return neg, mant, lsb, e, zero, nan, inf
+
+
+@triton.jit
+def _cut(mag, sh, neg, FLOOR: tl.constexpr):
+    """mag * 2**-sh (mag >= 0, int64 < 2**53) cut toward zero, or toward minus infinity for ``neg``
+    terms under FLOOR; a left shift where sh < 0."""
+    right = tl.minimum(tl.maximum(sh, 0), 62)
+    left = tl.minimum(tl.maximum(-sh, 0), 62)
+    t = (mag << left) >> right
+    if FLOOR:
+        t = tl.where(neg & (sh > 0), (mag + ((1 << right) - 1)) >> right, t)
+    return t
+
+
+@triton.jit
+def _lead(mag):
+    """floor(log2 mag) of integers 0 < mag < 2**53 (exact through float64)."""
+    return ((mag.to(tl.float64).to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
+
+
+@triton.jit
+def _pow2(e):
+    """2.0**e as float64 for integer e in [-1022, 1023], built from its bits."""
+    return ((e + 1023) << 52).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def _over(zero, FMAX: tl.constexpr, HOW: tl.constexpr):
+    """What a result beyond the largest finite value becomes: 0 that value, 1 infinity, 2 NaN."""
+    if HOW == 0:
+        return zero + FMAX
+    elif HOW == 1:
+        return zero + float("inf")
+    else:
+        return zero + float("nan")
+
+
+@triton.jit
+def _round(mag, unit, neg, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+           SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr):
+    """The value (float64, signed: -0 for a negative zero) of ``(-1)**neg * mag * 2**unit`` (int64
+    0 <= mag < 2**53) rounded once into a format of precision P (MODE: 0 toward zero, 1 nearest even,
+    2 nearest away, 3 up, 4 down, 5 odd), with subnormals or flush-to-zero (tininess before rounding), and
+    beyond its largest finite value FMAX what OVER_POS / OVER_NEG say (0 FMAX, 1 infinity, 2 NaN)."""
+    e = _lead(tl.maximum(mag, 1)) + unit
+    if SUBNORMALS:
+        q = tl.maximum(e, EMIN) - (P - 1)
+    else:
+        q = e - (P - 1)
+    drop = tl.minimum(tl.maximum(q - unit, 0), 60)
+    q = unit + drop
+    t = mag >> drop
+    rem = mag - (t << drop)
+    half = (1 << drop) >> 1
+    inexact = rem != 0
+    if MODE == 0:
+        r = t
+    elif MODE == 1:
+        r = t + ((drop > 0) & ((rem > half) | ((rem == half) & ((t & 1) == 1)))).to(tl.int64)
+    elif MODE == 2:
+        r = t + ((drop > 0) & (rem >= half)).to(tl.int64)
+    elif MODE == 3:
+        r = t + (inexact & ~neg).to(tl.int64)
+    elif MODE == 4:
+        r = t + (inexact & neg).to(tl.int64)
+    else:
+        r = t | inexact.to(tl.int64)
+    v = r.to(tl.float64) * _pow2(q)
+    zero = (mag * 0).to(tl.float64)  # +0 (v may be infinite below)
+    if OVER_POS == OVER_NEG:
+        over = _over(zero, FMAX, OVER_POS)
+    else:
+        over = tl.where(neg, _over(zero, FMAX, OVER_NEG), _over(zero, FMAX, OVER_POS))
+    v = tl.where(v > FMAX, over, v)
+    if not SUBNORMALS:
+        v = tl.where((mag > 0) & (e < EMIN), zero, v)
+    return tl.where(neg, -v, v)
+
+
+@triton.jit
+def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr,
+           FLOOR: tl.constexpr, WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr,
+           B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
+           FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
+           OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+    """One truncated-fused block: a (BM, LP) and b (LP, BN) binary32 operands (lanes from L on stand
+    for no product), d (BM, BN) its C; the rounded result as float32 (BM, BN)."""
+    na, ma, la, ea, za, nan_a, inf_a = _decode(a, A_EMIN)
+    nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
+    # products, (BLOCK_M, LP, BLOCK_N)
+    pm = ma[:, :, None] * mb[None, :, :]
+    pneg = na[:, :, None] ^ nb[None, :, :]  # the factors' signs (as given: also for specials)
+    pl = la[:, :, None] + lb[None, :, :]
+    pzero = za[:, :, None] | zb[None, :, :]  # a zero product of the finite-replaced operands
+    if NORMALIZED:
+        ep = tl.where(pm == 0, EZ, _lead(tl.maximum(pm, 1)) + pl)
+    else:
+        ep = tl.where(pzero, EZ, ea[:, :, None] + eb[None, :, :])
+    if LP != L:  # lanes beyond L stand for no product at all
+        ep = tl.where((lane < L)[None, :, None], ep, -(1 << 30))
+    ecz = tl.where(zc, EZ, ec)
+    emax = tl.maximum(_max(ep, axis=1), ecz)
+    unit = emax - F
+    pneg_f = pneg & ~pzero  # the sign of the finite-replaced product's value
+    tp = _cut(pm, unit[:, None, :] - pl, pneg_f, FLOOR)
+    s = _sum(tl.where(pneg_f, -tp, tp), axis=1)
+    cneg_f = nc & ~zc
+    tc = _cut(mc, unit - lc, cneg_f, FLOOR)
+    s = s + tl.where(cneg_f, -tc, tc)
+    if WRAP > 0:  # carry bits: the sum wraps, keeping its sign (fmod)
+        ms = tl.where(s < 0, -s, s) & ((1 << WRAP) - 1)
+        s = tl.where(s < 0, -ms, ms)
+    # one rounding of s * 2**unit into the result format
+    neg = s < 0
+    mag = tl.where(neg, -s, s)
+    v = _round(mag, unit, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
+    # (rules.exact_zero: non-finite operands count as +0)
+    plus = (s * 0).to(tl.float64)
+    if IEEE_ZERO and NEG_ZERO:
+        live3 = (lane < L)[None, :, None]
+        sa = na & ~(nan_a | inf_a)
+        sb = nb & ~(nan_b | inf_b)
+        sc = nc & ~(nan_c | inf_c)
+        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
+        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & zc
+        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
+        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+        if MODE == 4:
+            zneg = any_neg | ~only_zeros
+        else:
+            zneg = only_zeros & all_neg
+        v = tl.where(s == 0, tl.where(zneg, -plus, plus), v)
+    else:
+        v = tl.where(s == 0, plus, v)
+    if not NEG_ZERO:
+        v = tl.where(v == 0, plus, v)
+    # special values (rules.fused_specials, on the operands as given)
+    nan = nan_c
+    pos = inf_c & ~nc
+    ninf = inf_c & nc
+    if SPECIALS:
+        pnan = (nan_a[:, :, None] | nan_b[None, :, :]
+                | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
+                | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+        pinf = (inf_a[:, :, None] | inf_b[None, :, :]) & ~pnan
+        nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
+        pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
+        ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
+    nan = nan | (pos & ninf)
+    v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _shift_floor(x, k):
+    """floor(x * 2**k) of signed int64 x (arithmetic shifts; |k| clamped to 62)."""
+    return tl.where(k >= 0, x << tl.minimum(tl.maximum(k, 0), 62), x >> tl.minimum(tl.maximum(-k, 0), 62))
+
+
+@triton.jit
+def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, F2: tl.constexpr,
+                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr, A_EMIN: tl.constexpr,
+                B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
+                FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
+                OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+    """One late-c block (AMD CDNA3, :func:`blockfma.engine.array.late_c`): the products cut toward zero at
+    F bits below their maximum exponent (per group of lanes, the groups' sums then floored at the dot's
+    unit), C added at F2 bits below the common exponent (floored), the sum cut again at F2 bits below its
+    own leading bit (``late_cut="leading"``), one rounding.  A finite product of 2**(C_EMAX + 1) or more
+    is an infinity."""
+    na, ma, la, ea, za, nan_a, inf_a = _decode(a, A_EMIN)
+    nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
+    live3 = (lane < L)[None, :, None]
+    pm = ma[:, :, None] * mb[None, :, :]
+    pneg = na[:, :, None] ^ nb[None, :, :]
+    pl = la[:, :, None] + lb[None, :, :]
+    pzero = za[:, :, None] | zb[None, :, :]
+    ep = tl.where(pzero | ~live3, -(1 << 20), ea[:, :, None] + eb[None, :, :])
+    pneg_f = pneg & ~pzero
+    odd = ((lane % 2) == 1)[None, :, None]
+    if GROUPS == 1:
+        e_dot = _max(ep, axis=1)
+        tp = _cut(pm, e_dot[:, None, :] - F - pl, pneg_f, False)
+        s = _sum(tl.where(pneg_f, -tp, tp), axis=1)
+    else:
+        top0 = _max(tl.where(odd, -(1 << 20), ep), axis=1)
+        top1 = _max(tl.where(odd, ep, -(1 << 20)), axis=1)
+        e_dot = tl.maximum(top0, top1)
+        t0 = _cut(pm, top0[:, None, :] - F - pl, pneg_f, False)
+        t1 = _cut(pm, top1[:, None, :] - F - pl, pneg_f, False)
+        s0 = _sum(tl.where(odd, 0, tl.where(pneg_f, -t0, t0)), axis=1)
+        s1 = _sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
+        s = _shift_floor(s0, top0 - e_dot) + _shift_floor(s1, top1 - e_dot)
+    ecz = tl.where(zc, C_EMIN, ec)
+    big_e = tl.maximum(e_dot, ecz)
+    dropped = (ecz < big_e - F - 1) & (GROUPS > 1)
+    G: tl.constexpr = F2 + LEADING
+    s = _shift_floor(s, e_dot - big_e + G - F)
+    msc = tl.where(dropped, 0, tl.where(nc, -mc, mc))
+    cterm = _shift_floor(msc, lc + F - big_e) << (G - F)
+    total = s + cterm
+    if LEADING:
+        mag0 = tl.where(total < 0, -total, total)
+        lead = _lead(tl.maximum(mag0, 1)) + big_e - G
+        sh = tl.minimum(tl.maximum(tl.maximum(lead, C_EMIN) - F2 - (big_e - G), 0), 62)
+        total = tl.where(total == 0, total, (total >> sh) << sh)
+    neg = total < 0
+    mag = tl.where(neg, -total, total)
+    v = _round(mag, big_e - G, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    plus = (total * 0).to(tl.float64)
+    czero = zc | dropped
+    if IEEE_ZERO and NEG_ZERO:
+        sa = na & ~(nan_a | inf_a)
+        sb = nb & ~(nan_b | inf_b)
+        sc = nc & ~(nan_c | inf_c)
+        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
+        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
+        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
+        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+        if MODE == 4:
+            zneg = any_neg | ~only_zeros
+        else:
+            zneg = only_zeros & all_neg
+        v = tl.where(total == 0, tl.where(zneg, -plus, plus), v)
+    else:
+        v = tl.where(total == 0, plus, v)
+    if not NEG_ZERO:
+        v = tl.where(v == 0, plus, v)
+    nan = nan_c
+    pos = inf_c & ~nc
+    ninf = inf_c & nc
+    pover = (pm > 0) & (_lead(tl.maximum(pm, 1)) + pl >= C_EMAX + 1) & live3
+    if SPECIALS:
+        pnan = (nan_a[:, :, None] | nan_b[None, :, :]
+                | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
+                | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+        pinf = ((inf_a[:, :, None] | inf_b[None, :, :]) | pover) & ~pnan
+        nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
+    else:
+        pinf = pover
+    pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
+    ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
+    nan = nan | (pos & ninf)
+    v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _store(x, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNORMALS: tl.constexpr,
+           OVER: tl.constexpr, NEG_ZERO: tl.constexpr):
+    """float32 values rounded to nearest even into the output format (NaN, infinities and the sign of zero
+    kept): the plan's store."""
+    neg, mant, lsb, e, zero, nan, inf = _decode(x, -126)
+    v = _round(mant, lsb, neg, P, EMIN, FMAX, 1, SUBNORMALS, OVER, OVER)
+    if not NEG_ZERO:
+        v = tl.where(v == 0, (mant * 0).to(tl.float64), v)
+    return tl.where(nan | inf, x, v.to(tl.float32))
+
+
+@triton.jit
+def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNORMALS: tl.constexpr,
+           OVER: tl.constexpr, NEG_ZERO: tl.constexpr):
+    """s + c by one IEEE addition rounded to nearest even into the output format (float32 in and out).
+
+    Both are aligned to the unit 2**(top - 50), top the larger one's exponent (its significand then holds
+    below 2**51).  A smaller one whose last bit falls below that unit is cut toward zero: it is then below
+    2**(top - 27), and the sum, exact or cut, lies within 2**23 units of the larger value, which is on the
+    result's grid, while the nearest midpoint of a rounding to 24 bits or fewer lies 2**25 units away (and
+    the nearest power of two below the smallest normal): the rounding cannot tell them apart."""
+    ns, ms, ls, es, zs, nan_s, inf_s = _decode(s, -126)
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(c, -126)
+    top = tl.maximum(tl.where(zs, -(1 << 20), ls), tl.where(zc, -(1 << 20), lc)) + 23
+    top = tl.where(zs & zc, 0, top)  # two zeros (or non-finite values): any unit in range
+    unit = top - 50
+    ts = _cut(ms, unit - ls, False, False)
+    tc = _cut(mc, unit - lc, False, False)
+    total = tl.where(ns, -ts, ts) + tl.where(nc, -tc, tc)
+    neg = total < 0
+    mag = tl.where(neg, -total, total)
+    v = _round(mag, unit, neg, P, EMIN, FMAX, 1, SUBNORMALS, OVER, OVER)
+    zero = (total * 0).to(tl.float64)
+    zneg = zs & zc & ns & nc  # an exact zero: -0 only for (-0) + (-0)
+    if NEG_ZERO:
+        v = tl.where(total == 0, tl.where(zneg, -zero, zero), v)
+    else:
+        v = tl.where(v == 0, zero, v)
+    nan = nan_s | nan_c | (inf_s & inf_c & (ns != nc))
+    inf = (inf_s | inf_c) & ~nan
+    ineg = tl.where(inf_s, ns, nc)
+    v = tl.where(nan, zero + float("nan"), tl.where(inf, tl.where(ineg, zero - float("inf"), zero + float("inf")), v))
+    return v.to(tl.float32)
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "KP", "W"])  # one compilation per model, not per shape
+def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
+                L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr,
+                WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr,
+                C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
+                MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
+                NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
+                C_FUSED: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr, OUT_P: tl.constexpr,
+                OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr, OUT_SUBNORMALS: tl.constexpr,
+                OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr,
+                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in
+    blocks of L; C fused into every block (C_FUSED: W = L), or the step's blocks chained from +0, stored
+    into the output format (STORE) and C added by one IEEE addition.  ORDERED: the step's products enter
+    its blocks in the order of order_ptr (W indices)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    lane = tl.arange(0, LP)
+    out_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
+    for k0 in range(0, KP, W):
+        if C_FUSED:
+            acc = d
+        else:
+            acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
+        for j in range(0, W, L):
+            if ORDERED:
+                kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
+            else:
+                kk = k0 + j + lane
+            live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
+            a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :],
+                        other=0.0)
+            b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N),
+                        other=0.0)
+            if LATE:
+                acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN, C_EMIN,
+                                  P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
+            else:
+                acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN, P,
+                             EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
+        if C_FUSED:
+            if STORE:
+                acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
+            d = acc
+        else:
+            if STORE:
+                acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
+            d = _add_c(acc, d, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
+    tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)

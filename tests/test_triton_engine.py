@@ -1,0 +1,313 @@
+"""The Triton kernel (backend="triton"), run by Triton's interpreter on the CPU, held bit for bit to the
+exact reference (blockfma.reference, row by row) and to the numpy engine (whole GEMMs)."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
+pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+import blockfma as bf  # noqa: E402
+from blockfma import formats, reference  # noqa: E402
+from blockfma.engine import triton as tr  # noqa: E402
+from blockfma.model import Alignment, Family, Model, NaNStyle  # noqa: E402
+
+PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H100", "tf32", "fp32", None),
+           ("H100", "e4m3fn", "fp32", None), ("H100", "e5m2", "fp32", None), ("H100", "fp16", "fp16", None),
+           ("H100", "e4m3fn", "fp16", None), ("V100", "fp16", "fp32", None), ("V100", "fp16", "fp16", None),
+           ("A100", "fp16", "fp32", None), ("A100", "bf16", "fp32", None), ("A100", "tf32", "fp32", None),
+           # C added after the blocks: Hopper's fp8 mma.sync emulation (two blocks over the register halves),
+           # B200's fp8, and cuBLAS (fp32 accumulation over all of K, stored to fp16/bf16, then C)
+           ("H100", "e4m3fn", "fp16", "mma.m16n8k32.fp8"), ("H100", "e5m2", "fp32", "mma.m16n8k16.fp8"),
+           ("B200", "e4m3fn", "fp32", None), ("H100", "fp16", "fp16", "cublas"), ("H100", "bf16", "bf16", "cublas"),
+           # late-c (AMD CDNA3): one group, two groups (fp8), and a block result stored from fp32 into fp16
+           ("MI300X", "fp16", "fp32", None), ("MI300X", "bf16", "fp32", None), ("MI300X", "tf32", "fp32", None),
+           ("MI300X", "e4m3fnuz", "fp32", None), ("MI300X", "fp16", "fp16", None)]
+
+
+INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode: no GPU compilation here
+
+
+@pytest.fixture(autouse=True)
+def interpreter(request, monkeypatch):
+    """Triton's interpreter on (off for the tests marked gpu): the module reads TRITON_INTERPRET at each
+    call and defines its kernel anew when the mode changed."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0" if request.node.get_closest_marker("gpu") else "1")
+
+
+def values(rng: np.random.Generator, fmt, shape, specials: float = 0.0) -> np.ndarray:
+    """Values of ``fmt``: normal-looking ones over a wide exponent range, with zeros of both signs,
+    subnormals and, at rate ``specials``, infinities and NaN."""
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-12, 12, shape))
+    r = rng.random(shape)
+    tiny = r < 0.15
+    x[tiny] = x[tiny] * fmt.smallest_normal * 2.0 ** -6
+    x = formats.round(fmt, x, "rne")
+    x[(r > 0.15) & (r < 0.22)] = 0.0
+    x[(r > 0.22) & (r < 0.26)] = -0.0 if fmt.has_negative_zero else 0.0
+    s = (r > 0.5) & (r < 0.5 + specials)
+    if fmt.has_infinities:
+        x[s & (r < 0.5 + specials / 3)] = np.inf
+        x[s & (r > 0.5 + 2 * specials / 3)] = -np.inf
+    x[s & (r > 0.5 + specials / 3) & (r < 0.5 + 2 * specials / 3)] = np.nan
+    return x
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> int:
+    """The number of outputs whose bit patterns differ (dtypes must agree)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    return int(np.sum(formats.bits(got) != formats.bits(want)))
+
+
+def check(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    D = bf.gemm(A, B, C, model=model, backend="triton")
+    assert bf.engine.last_backend() == "triton"
+    assert same_bits(D, bf.gemm(A, B, C, model=model, backend="numpy")) == 0
+    return D
+
+
+@pytest.mark.parametrize("dev,fin,fout,instruction", PRESETS)
+def test_presets_against_reference(dev, fin, fout, instruction):
+    model = bf.device(dev).model(fin, fout, instruction)
+    assert tr.supports(model)
+    rng = np.random.default_rng(zlib.crc32(f"{dev} {fin} {fout} {instruction}".encode()))
+    arith = model.arithmetic_model()
+    step = arith.instruction_k or arith.block_width or 8
+    m, k, n = 8, step + step // 2 + 3, 8  # more than one step, the last one padded
+    A, B = values(rng, model.input_format, (m, k)), values(rng, model.b_format, (k, n))
+    C = values(rng, model.c_format, (m, n))
+    D = check(model, A, B, C)
+    out = model.output_format
+    for i, j in [(0, 0), (1, 5), (3, 2), (7, 7), (5, 1), (6, 4)]:  # the exact reference, row by row
+        want = reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j])
+        assert int(formats.bits(D)[i, j]) == want, (i, j, D[i, j])
+    assert D.dtype == formats.to_numpy(out, np.zeros(1), check=False).dtype
+
+
+@pytest.mark.parametrize("dev,fin,fout", [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"),
+                                          ("H100", "e5m2", "fp16"), ("A100", "tf32", "fp32")])
+def test_specials(dev, fin, fout):
+    model = bf.device(dev).model(fin, fout)
+    rng = np.random.default_rng(7)
+    A = values(rng, model.input_format, (9, 24), specials=0.01)
+    B = values(rng, model.b_format, (24, 13), specials=0.01)
+    C = values(rng, model.c_format, (9, 13), specials=0.03)
+    D = check(model, A, B, C)
+    assert np.isnan(D).any() and np.isinf(D).any() and (np.isfinite(D) & (D != 0)).any()  # all three kinds met
+
+
+def test_inf_times_zero_and_opposite_infinities():
+    model = bf.device("H100").model("fp16", "fp32")
+    A = np.array([[np.inf, 0.0, 1.0], [np.inf, 1.0, 1.0], [1.0, -np.inf, 1.0], [1.0, 2.0, 3.0]])
+    B = np.array([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    C = np.array([[1.0, 1.0], [-np.inf, -np.inf], [0.0, 0.0], [np.inf, np.nan]])
+    D = check(model, A, B, C)
+    nan, inf = np.nan, np.inf
+    want = np.array([[nan, inf], [nan, nan], [-inf, -inf], [inf, nan]], dtype=np.float32)
+    assert np.array_equal(D, want, equal_nan=True)  # the NaN bits: check() held them to the numpy engine
+
+
+def _variant(**changes) -> Model:
+    base = dict(family=Family.TRUNCATED_FUSED, input_format=formats.get("fp16"), output_format=formats.get("fp32"),
+                block_width=4, fraction_bits=23, e_zero=-30, output_rounding=formats.RoundingMode.TowardZero)
+    base.update(changes)
+    return Model(**base)
+
+
+VARIANTS = {
+    "floor": _variant(alignment=Alignment.FLOOR),
+    "carry": _variant(carry_bits=1, fraction_bits=12),
+    "normalized": _variant(product_exponent="normalized"),
+    "rne-ieee-zero": _variant(output_rounding=formats.RoundingMode.TiesToEven, exact_zero="ieee"),
+    "down-ieee-zero": _variant(output_rounding=formats.RoundingMode.TowardNegative, exact_zero="ieee"),
+    "up": _variant(output_rounding=formats.RoundingMode.TowardPositive),
+    "odd": _variant(output_rounding=formats.RoundingMode.ToOdd),
+    "away-fp16": _variant(output_rounding=formats.RoundingMode.TiesAway, output_format=formats.get("fp16"),
+                          e_zero=-20, fraction_bits=13),
+    "L3": _variant(block_width=3),
+    "L12-ftz": _variant(block_width=12, subnormals=False, output_format=formats.get("fp16"), fraction_bits=13,
+                        e_zero=-20, output_rounding=formats.RoundingMode.TiesToEven),
+    "bf16-ieee-overflow": _variant(input_format=formats.get("bf16"), output_format=formats.get("bf16"),
+                                   overflow="ieee", fraction_bits=10, e_zero=-140),
+    "fp16-small-F": _variant(output_format=formats.get("fp16"), fraction_bits=8, e_zero=-20,
+                             output_rounding=formats.RoundingMode.TiesToEven, nan=NaNStyle.DEFAULT),
+}
+
+
+VARIANTS["late-common"] = Model(Family.LATE_C, formats.get("fp16"), formats.get("fp32"), block_width=8,
+                               fraction_bits=24, late_fraction_bits=31, late_cut="common")
+VARIANTS["late-groups-rz"] = Model(Family.LATE_C, formats.get("bf16"), formats.get("fp32"), block_width=8,
+                                   fraction_bits=20, late_fraction_bits=26, groups=2,
+                                   output_rounding=formats.RoundingMode.TowardZero)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_options(name):
+    model = VARIANTS[name]
+    assert tr.supports(model), tr.unsupported_reason(model)
+    rng = np.random.default_rng(len(name))
+    k = 3 * (model.block_width or 1) + 1
+    A, B = values(rng, model.input_format, (6, k), 0.01), values(rng, model.b_format, (k, 5), 0.01)
+    C = values(rng, model.c_format, (6, 5), 0.01)
+    D = check(model, A, B, C)
+    for i, j in [(0, 0), (2, 3), (5, 4)]:
+        assert int(formats.bits(D)[i, j]) == reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j])
+
+
+def test_carry_bits_wrap():
+    """Four equal products overflow F + 1 + carry_bits bits: the sum wraps (the reference says to what)."""
+    model = VARIANTS["carry"]
+    A, B = np.full((1, 4), 1.5), np.full((4, 1), 1.5)
+    D = check(model, A, B, np.zeros((1, 1)))
+    assert int(formats.bits(D)[0, 0]) == reference.dot_bits(model, [1.5] * 4, [1.5] * 4, 0.0)
+    assert D[0, 0] != 9.0  # 4 * 2.25 without the wrap
+
+
+def test_flush_of_tiny_results():
+    """subnormals=False: a sum below the smallest normal (fp16: 2**-14) becomes zero; one above stays."""
+    model = VARIANTS["L12-ftz"]
+    A = np.array([[2.0**-8] * 3, [2.0**-7] * 3])
+    B = np.full((3, 1), -(2.0**-8))
+    D = check(model, A, B, np.zeros((2, 1)))
+    assert D[0, 0] == 0 and D[1, 0] == -3 * 2.0**-15
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), 0.0)
+
+
+def test_c_after_zero_signs():
+    """C added after the blocks by an IEEE addition: (-0) + (+0) is +0, (-0) + (-0) is -0 (the step's sum is
+    -0 here by cancellation under rounding down, with IEEE zero signs)."""
+    model = _variant(c_entry="after", instruction_k=8, exact_zero="ieee",
+                     output_rounding=formats.RoundingMode.TowardNegative)
+    A = np.array([[1.0, -1.0] + [0.0] * 6] * 2)
+    B = np.ones((8, 1))
+    C = np.array([[0.0], [-0.0]])
+    D = check(model, A, B, C)
+    assert formats.bits(D)[:, 0].tolist() == [0x00000000, 0x80000000]
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
+
+
+def test_late_c_product_overflow():
+    """late-c: a finite product of 2**128 or more is an infinity of its sign (NaN against the other sign)."""
+    model = bf.device("MI300X").model("bf16", "fp32")
+    A = np.array([[2.0**100, 1.0], [2.0**100, -(2.0**100)], [2.0**60, 1.0]])
+    B = np.array([[2.0**30], [2.0**100]])
+    D = check(model, A, B, np.zeros((3, 1)))
+    assert D[0, 0] == np.inf and np.isnan(D[1, 0]) and D[2, 0] == 2.0**100 + 2.0**90  # rows: 2**130, +-2**200, finite
+    for i in range(3):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), 0.0)
+
+
+def test_late_c_edges():
+    """late-c's own steps, each decided by one row: a product of exactly 2**128 overflows even where the
+    sum would not; the sum cut at F2 bits below its leading bit turns a sticky bit into a tie (to even);
+    with two groups a C far below the products is dropped (floored it would take one unit off)."""
+    cases = [(bf.device("MI300X").model("bf16", "fp32"), [2.0**100, -(2.0**100)], [2.0**28, 2.0**27], 0.0, np.inf),
+             (bf.device("MI300X").model("fp16", "fp32"), [2.0**-8, 2.0**-12], [2.0**-8, 2.0**-12], 256.0, 256.0),
+             (bf.device("MI300X").model("e4m3fnuz", "fp32"), [1.0, 0.0], [1.0, 0.0], -(2.0**-26), 1.0)]
+    for model, a, b, c, want in cases:
+        D = check(model, np.array([a]), np.array([b]).T, np.array([[c]]))
+        assert D[0, 0] == want, (model.summary(), D[0, 0])
+        assert int(formats.bits(D)[0, 0]) == reference.dot_bits(model, a, b, c)
+
+
+def test_cancellation_and_overflow():
+    """Exact cancellation (the sign of an exactly zero sum), sums beyond the output's range."""
+    model = _variant(output_rounding=formats.RoundingMode.TiesToEven, exact_zero="ieee",
+                     output_format=formats.get("fp16"), fraction_bits=13, e_zero=-20)
+    A = np.array([[1.0, -1.0, 0.5, -0.5], [-0.0, 0.0, -0.0, -0.0], [60000.0, 60000.0, 60000.0, 60000.0],
+                  [-0.0, -0.0, -0.0, -0.0]])
+    B = np.array([[1.0], [1.0], [1.0], [1.0]])
+    D = check(model, A, B, np.array([[0.0], [-0.0], [0.0], [-0.0]]))
+    assert formats.bits(D)[:, 0].tolist() == [0x0000, 0x0000, 0x7C00, 0x8000]
+
+
+def _random_codes(rng: np.random.Generator, fmt, shape, specials: float) -> np.ndarray:
+    """Values of uniformly drawn codes of ``fmt`` (every exponent, subnormals, zeros, and infinities and
+    NaN), non-finite ones kept at rate ``specials`` (else +0)."""
+    x = formats.decode(fmt, rng.integers(0, 1 << fmt.bits, shape, dtype=np.uint64)) \
+        if fmt.bits <= 16 else rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    x = formats.round(fmt, x, "rne") if fmt.bits > 16 else x
+    drop = ~np.isfinite(x) & (rng.random(shape) >= specials)
+    return np.where(drop, 0.0, x)
+
+
+@settings(max_examples=10, deadline=None)
+@given(preset=st.sampled_from(PRESETS), seed=st.integers(0, 2**32 - 1),
+       specials=st.sampled_from([0.0, 0.01, 0.2]), m=st.integers(1, 9), n=st.integers(1, 9),
+       k=st.integers(1, 40))
+def test_random_codes(preset, seed, specials, m, n, k):
+    """Uniform random codes (wide exponent spreads: truncation at every distance) and random shapes."""
+    model = bf.device(preset[0]).model(*preset[1:])
+    rng = np.random.default_rng(seed)
+    A = _random_codes(rng, model.input_format, (m, k), specials)
+    B = _random_codes(rng, model.b_format, (k, n), specials)
+    C = _random_codes(rng, model.c_format, (m, n), specials)
+    check(model, A, B, C)
+
+
+def test_refusals(monkeypatch):
+    late = Model(Family.EXACT_FUSED, formats.get("fp16"), formats.get("fp32"), block_width=4)
+    assert not tr.supports(late)
+    with pytest.raises(ValueError, match="truncated-fused and late-c families only, not exact-fused"):
+        bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=late, backend="triton")
+    with pytest.raises(ValueError, match="runs bf.gemm only"):
+        bf.dot(np.ones(4), np.ones(4), backend="triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+            bf.gemm(np.ones((2, 4)), np.ones((4, 2)), backend="triton")
+
+
+def test_shapes_and_empty():
+    model = bf.device("H100").model("fp16", "fp32")
+    rng = np.random.default_rng(3)
+    A, B = values(rng, model.input_format, (20, 1)), values(rng, model.b_format, (1, 17))
+    check(model, A, B, np.zeros((20, 17)))  # k = 1, m and n past one tile
+    assert bf.gemm(np.ones((0, 4)), np.ones((4, 3)), backend="triton").shape == (0, 3)
+
+
+def test_tensors_with_any_strides():
+    """gemm_tensors on torch tensors as they come (a transposed view of B): the numpy engine's bits."""
+    import torch
+
+    model = bf.device("H100").model("bf16", "fp32")
+    rng = np.random.default_rng(11)
+    A, B = values(rng, model.input_format, (5, 20)), values(rng, model.b_format, (20, 6))
+    C = values(rng, model.c_format, (5, 6))
+    bt = torch.from_numpy(np.ascontiguousarray(B.T, dtype=np.float32))
+    d = tr.gemm_tensors(model, torch.from_numpy(A.astype(np.float32)), bt.T, torch.from_numpy(C.astype(np.float32)))
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d.numpy().astype(np.float64)), want) == 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and not INTERPRETED_AT_START
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev,fin,fout,instruction", PRESETS)
+def test_gpu_kernel_equals_cpu_engine(dev, fin, fout, instruction):
+    """The compiled kernel on a CUDA GPU, bit for bit against the CPU engine, at a shape of several tiles
+    in each direction and K of many blocks, with and without special values."""
+    model = bf.device(dev).model(fin, fout, instruction)
+    rng = np.random.default_rng(zlib.crc32(f"gpu {dev} {fin} {fout} {instruction}".encode()))
+    for specials in (0.0, 0.001):
+        A = values(rng, model.input_format, (130, 300), specials)
+        B = values(rng, model.b_format, (300, 97), specials)
+        C = values(rng, model.c_format, (130, 97), specials)
+        got = bf.gemm(A, B, C, model=model, backend="triton")
+        assert same_bits(got, bf.gemm(A, B, C, model=model, backend="auto")) == 0
