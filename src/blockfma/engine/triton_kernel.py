@@ -149,6 +149,32 @@ def _round(mag, unit, neg, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constex
 
 
 @triton.jit
+def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
+               MODE: tl.constexpr, IEEE_ZERO: tl.constexpr, NEG_ZERO: tl.constexpr):
+    # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0):
+    # the IEEE sign over the products and C (-0 only if every term is a zero of sign -, or, rounding toward
+    # -inf (MODE 4), if any is), else +0; -0 becomes +0 where the format has none.
+    if IEEE_ZERO and NEG_ZERO:
+        sa = na & ~(nan_a | inf_a)
+        sb = nb & ~(nan_b | inf_b)
+        sc = nc & ~(nan_c | inf_c)
+        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
+        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
+        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
+        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+        if MODE == 4:
+            zneg = any_neg | ~only_zeros
+        else:
+            zneg = only_zeros & all_neg
+        v = tl.where(s == 0, tl.where(zneg, -plus, plus), v)
+    else:
+        v = tl.where(s == 0, plus, v)
+    if not NEG_ZERO:
+        v = tl.where(v == 0, plus, v)
+    return v
+
+
+@triton.jit
 def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr,
            FLOOR: tl.constexpr, WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr,
            B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
@@ -189,24 +215,8 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
     # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
     # (rules.exact_zero: non-finite operands count as +0)
     plus = (s * 0).to(tl.float64)
-    if IEEE_ZERO and NEG_ZERO:
-        live3 = (lane < L)[None, :, None]
-        sa = na & ~(nan_a | inf_a)
-        sb = nb & ~(nan_b | inf_b)
-        sc = nc & ~(nan_c | inf_c)
-        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
-        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & zc
-        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
-        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
-        if MODE == 4:
-            zneg = any_neg | ~only_zeros
-        else:
-            zneg = only_zeros & all_neg
-        v = tl.where(s == 0, tl.where(zneg, -plus, plus), v)
-    else:
-        v = tl.where(s == 0, plus, v)
-    if not NEG_ZERO:
-        v = tl.where(v == 0, plus, v)
+    v = _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc,
+                   (lane < L)[None, :, None], MODE, IEEE_ZERO, NEG_ZERO)
     # special values (rules.fused_specials, on the operands as given)
     nan = nan_c
     pos = inf_c & ~nc
@@ -282,24 +292,8 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
     mag = tl.where(neg, -total, total)
     v = _round(mag, big_e - G, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     plus = (total * 0).to(tl.float64)
-    czero = zc | dropped
-    if IEEE_ZERO and NEG_ZERO:
-        sa = na & ~(nan_a | inf_a)
-        sb = nb & ~(nan_b | inf_b)
-        sc = nc & ~(nan_c | inf_c)
-        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
-        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
-        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
-        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
-        if MODE == 4:
-            zneg = any_neg | ~only_zeros
-        else:
-            zneg = only_zeros & all_neg
-        v = tl.where(total == 0, tl.where(zneg, -plus, plus), v)
-    else:
-        v = tl.where(total == 0, plus, v)
-    if not NEG_ZERO:
-        v = tl.where(v == 0, plus, v)
+    v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped,
+                   live3, MODE, IEEE_ZERO, NEG_ZERO)
     nan = nan_c
     pos = inf_c & ~nc
     ninf = inf_c & nc
