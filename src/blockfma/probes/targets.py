@@ -142,9 +142,8 @@ class Target(BlackBox):
         None where the target cannot chain (C narrower than D, or a target whose one call is a whole GEMM)."""
         return "calls" if holds(self.formats.c, self.formats.d) else None
 
-    def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
-        """d for rows of ``s * k`` products (``s`` >= 1): the instruction chained over them, its output in the
-        D format after each k products becoming the C of the next (see :attr:`chaining`)."""
+    def chain_rows(self, a: Any, b: Any, c: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """a, b, c of a chain as float64 arrays, checked: a and b of shape (n, s*k) with s >= 1, c of (n,)."""
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         c = np.asarray(c, dtype=np.float64)
@@ -152,6 +151,13 @@ class Target(BlackBox):
         if kk < self.k or kk % self.k or b.shape != a.shape or c.shape != (n,):
             raise ValueError(f"{self.name}: a chain takes a and b of shape (n, s*{self.k}) and c of shape (n,); "
                              f"got {a.shape}, {b.shape} and {c.shape}")
+        return a, b, c
+
+    def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
+        """d for rows of ``s * k`` products (``s`` >= 1): the instruction chained over them, its output in the
+        D format after each k products becoming the C of the next (see :attr:`chaining`)."""
+        a, b, c = self.chain_rows(a, b, c)
+        kk = a.shape[1]
         if self.chaining != "calls":
             raise TargetError(f"{self.name} cannot chain its calls: " + (
                 f"its C format ({self.formats.c.name}) does not hold every {self.formats.d.name} output"
@@ -194,12 +200,7 @@ class SimTarget(Target):
 
     def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
         """The Model at the rows' own length (a multiple of k), one counted call."""
-        a = np.asarray(a, dtype=np.float64)
-        b = np.asarray(b, dtype=np.float64)
-        c = np.asarray(c, dtype=np.float64)
-        if a.ndim != 2 or a.shape[1] % self.k or b.shape != a.shape or c.shape != (a.shape[0],):
-            raise ValueError(f"{self.name}: a chain takes a and b of shape (n, s*{self.k}) and c of shape (n,); "
-                             f"got {a.shape}, {b.shape} and {c.shape}")
+        a, b, c = self.chain_rows(a, b, c)
         with self.counting(len(c)):
             return self._compute(a, b, c)
 
@@ -248,12 +249,7 @@ class CallableTarget(Target):
     def chain(self, a: Any, b: Any, c: Any) -> np.ndarray:
         """The callable on the longer rows themselves where it takes them (a simulator of any k: its own chain),
         else one call per k products, each output the next call's C."""
-        a = np.asarray(a, dtype=np.float64)
-        b = np.asarray(b, dtype=np.float64)
-        c = np.asarray(c, dtype=np.float64)
-        if a.ndim != 2 or a.shape[1] % self.k or b.shape != a.shape or c.shape != (a.shape[0],):
-            raise ValueError(f"{self.name}: a chain takes a and b of shape (n, s*{self.k}) and c of shape "
-                             f"(n,); got {a.shape}, {b.shape} and {c.shape}")
+        a, b, c = self.chain_rows(a, b, c)
         if self._long is None:  # does it take a longer row?  One row of zeros, not counted
             try:
                 self._once(np.zeros((1, a.shape[1])), np.zeros((1, a.shape[1])), np.zeros(1))
