@@ -311,3 +311,22 @@ def test_gpu_kernel_equals_cpu_engine(dev, fin, fout, instruction):
         C = values(rng, model.c_format, (130, 97), specials)
         got = bf.gemm(A, B, C, model=model, backend="triton")
         assert same_bits(got, bf.gemm(A, B, C, model=model, backend="auto")) == 0
+
+
+
+def test_a_gemm_that_cannot_fit_the_device_is_refused_before_anything_moves(monkeypatch):
+    """64x512x64 in float32 takes 4 (64*512 + 512*64 + 2*64*64) = 294,912 bytes of A, B, C and D."""
+    import torch
+
+    cuda = torch.device("cuda")  # only named: check_fits reads free_bytes, stood in here
+    monkeypatch.setattr(tr, "free_bytes", lambda device: 294_912)
+    tr.check_fits(64, 512, 64, cuda)  # exactly enough
+    monkeypatch.setattr(tr, "free_bytes", lambda device: 294_911)  # one byte short
+    with pytest.raises(MemoryError, match=r"^gemm 64x512x64 on cuda needs about 0.00 GiB of device memory "):
+        tr.check_fits(64, 512, 64, cuda)
+    moved: list = []
+    monkeypatch.setattr(torch, "from_numpy", lambda *a: moved.append(a))
+    with pytest.raises(MemoryError, match="split the call into blocks of rows of A"):
+        bf.gemm(np.ones((64, 512)), np.ones((512, 64)), device="H100", input_format="fp16", output_format="fp32",
+                backend="triton")
+    assert moved == []  # refused before any operand became a tensor

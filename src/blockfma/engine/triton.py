@@ -50,7 +50,8 @@ from ..optional import require
 from ..plan import plan
 from . import array, rules
 
-__all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants"]
+__all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
+           "free_bytes", "check_fits"]
 
 _KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
@@ -204,13 +205,35 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     return d
 
 
+def free_bytes(device: Any) -> int | None:
+    """Bytes free on a CUDA ``device`` now (``torch.cuda.mem_get_info``), None for the CPU (the engine's
+    own host-memory check covers it)."""
+    if device.type != "cuda":
+        return None
+    return int(_torch().cuda.mem_get_info(device)[0])
+
+
+def check_fits(m: int, k: int, n: int, device: Any) -> None:
+    """Refuse, before anything moves, a GEMM whose float32 operands, C and D (4 (mk + kn + 2mn) bytes) do not
+    fit the device's free memory, naming the sizes and the fix (MemoryError, as the CPU engine's check)."""
+    need = 4 * (m * k + k * n + 2 * m * n)
+    have = free_bytes(device)
+    if have is not None and need > have:
+        gib = 2.0**30
+        raise MemoryError(f"gemm {m}x{k}x{n} on {device} needs about {need / gib:.2f} GiB of device memory "
+                          f"(A, B, C and D in float32) and {have / gib:.2f} GiB are free; split the call into "
+                          "blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
+
+
 def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
          block_n: int | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
-    checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over)."""
+    checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).
+    A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
     torch = _torch()
     constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
+    check_fits(A.shape[0], A.shape[1], Bt.shape[0], dev)
     specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
     a = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
     b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)
