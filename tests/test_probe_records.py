@@ -50,16 +50,8 @@ def test_record_holds_the_paths():
 def test_preset_reproduces_every_probe_row(target):
     p = PATHS[target]
     m = preset(p)
-    k = p["k"]
-    rows = [r for obs in p["observations"].values() for r in obs]
-    A, B = np.zeros((len(rows), k)), np.zeros((len(rows), k))
-    for i, r in enumerate(rows):
-        for j, h in r["a"].items():
-            A[i, int(j)] = _value(h)
-        for j, h in r["b"].items():
-            B[i, int(j)] = _value(h)
-    C = np.array([_value(r["c"]) for r in rows])
-    want = np.array([_value(r["d"]) for r in rows])
+    A, B, C, want = _rows(p)
+    rows = [r for obs in p["observations"].values() for r in obs]  # in _rows' order, for the labels
     got = bf.dot(A, B, C, model=m).astype(np.float64)
     same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
     bad = np.nonzero(~same)[0]

@@ -149,6 +149,22 @@ def _round(mag, unit, neg, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constex
 
 
 @triton.jit
+def _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb):
+    # the (tile, L, tile) products that are NaN (rules.fused_specials): a NaN factor, or an infinity times 0
+    return (nan_a[:, :, None] | nan_b[None, :, :]
+            | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
+            | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+
+
+@triton.jit
+def _with_specials(v, plus, nan, pos, ninf):
+    # v where no special value arose, else NaN (also for +inf meeting -inf), +inf or -inf; as float32
+    nan = nan | (pos & ninf)
+    v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
+    return v.to(tl.float32)
+
+
+@triton.jit
 def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
                MODE: tl.constexpr, IEEE_ZERO: tl.constexpr, NEG_ZERO: tl.constexpr):
     # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0):
@@ -222,16 +238,12 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
     pos = inf_c & ~nc
     ninf = inf_c & nc
     if SPECIALS:
-        pnan = (nan_a[:, :, None] | nan_b[None, :, :]
-                | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
-                | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+        pnan = _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
         pinf = (inf_a[:, :, None] | inf_b[None, :, :]) & ~pnan
         nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
         pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
         ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
-    nan = nan | (pos & ninf)
-    v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
-    return v.to(tl.float32)
+    return _with_specials(v, plus, nan, pos, ninf)
 
 
 @triton.jit
@@ -299,18 +311,14 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
     ninf = inf_c & nc
     pover = (pm > 0) & (_lead(tl.maximum(pm, 1)) + pl >= C_EMAX + 1) & live3
     if SPECIALS:
-        pnan = (nan_a[:, :, None] | nan_b[None, :, :]
-                | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
-                | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+        pnan = _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
         pinf = ((inf_a[:, :, None] | inf_b[None, :, :]) | pover) & ~pnan
         nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
     else:
         pinf = pover
     pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
     ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
-    nan = nan | (pos & ninf)
-    v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
-    return v.to(tl.float32)
+    return _with_specials(v, plus, nan, pos, ninf)
 
 
 @triton.jit
