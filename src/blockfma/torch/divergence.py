@@ -126,7 +126,8 @@ class Divergence:
 
     def figure(self, path: Any = None) -> Any:
         """A matplotlib figure: per layer, the largest ulps difference from fp64 per device (log scale);
-        saved to ``path`` if given."""
+        saved as PNG to ``path`` if given, through the safe writer (:func:`blockfma.plot.save`: a regular file
+        in a folder that exists, written atomically)."""
         plt = require("matplotlib.pyplot", extra="plot", needed_by="Divergence.figure", what="matplotlib")
         fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(self.rows)), 4))
         x = np.arange(len(self.rows))
@@ -140,7 +141,9 @@ class Divergence:
         ax.legend()
         fig.tight_layout()
         if path is not None:
-            fig.savefig(path)
+            from ..plot import save
+
+            save(fig, path)
         return fig
 
 
