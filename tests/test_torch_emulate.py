@@ -238,6 +238,10 @@ def test_scaled_fp8_design():
     (lambda: bf.torch.emulate("H100", overrides={torch.int8: "mma"}), "keys must be"),
     (lambda: bf.torch.emulate("H100", overrides={torch.float16: "nope"}), "has no instruction 'nope'"),
     (lambda: bf.torch.emulate("V100", overrides={torch.bfloat16: "mma"}), "takes no bf16 inputs"),
+    (lambda: bf.torch.emulate("H100", overrides=[torch.float16]), "^overrides=.*: must be a dict"),
+    (lambda: bf.torch.emulate("H100", backend=0), "backend must be one of"),
+    (lambda: bf.torch.emulate("H100", backend="numpi"), "backend must be one of"),
+    (lambda: bf.torch.emulate("H100", name=5), "^name=5: must be a string"),
 ])
 def test_bad_arguments_one_line(make, match):
     with pytest.raises(ValueError, match=match) as e:
@@ -267,6 +271,9 @@ def test_divergence_table():
     text = div.text()
     assert [r["layer"] for r in div.rows] == ["0", "1", "2", "(output)"]
     assert "H100 ulps" in text and "V100 rel" in text
+    alone = bf.torch.divergence(net, x, devices="V100")  # one name stands for [name], not its letters
+    assert [c for c in alone.rows[0] if c.endswith(" ulps")] == ["V100 ulps"]
+    assert alone.rows[0]["V100 ulps"] == div.rows[0]["V100 ulps"]
     ref = div.outputs["fp64"]["0"]
     assert div.rows[0]["H100 ulps"] == bf.torch.ulps(div.outputs["H100"]["0"], ref,
                                                                                    torch.float16)

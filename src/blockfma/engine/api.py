@@ -19,7 +19,7 @@ from ..progress import on_terminal
 from . import rules
 from .kernels import Blocks, flush
 
-__all__ = ["dot", "gemm", "resolve_model", "last_backend", "BACKENDS"]
+__all__ = ["dot", "gemm", "resolve_model", "last_backend", "check_backend", "BACKENDS"]
 
 _TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
 BACKENDS = ("auto", "numpy", "numba", "torch", "cuda", "triton")
@@ -39,7 +39,7 @@ def _fast_module() -> Any:
     return _FAST
 
 
-def _check_backend(backend: Any) -> str:
+def check_backend(backend: Any) -> str:
     """The backend's name, lower-cased (as device and format names are), or ValueError."""
     name = backend.strip().lower() if isinstance(backend, str) else backend
     if not (name in BACKENDS or (isinstance(name, str) and name.startswith("cuda:"))):
@@ -320,7 +320,7 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
     models) on a CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
     """
-    backend = _check_backend(backend)
+    backend = check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
     if backend == "triton":
         raise ValueError("backend='triton' runs bf.gemm only (its kernel tiles a matrix product); use bf.gemm, or "
@@ -423,7 +423,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
-    backend = _check_backend(backend)
+    backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     from . import distributed
 

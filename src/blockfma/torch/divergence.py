@@ -149,10 +149,13 @@ class Divergence:
 
 def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H100", "MI300X")) -> Divergence:
     """Run ``model`` on ``inputs`` (a tensor or a tuple of arguments) under each of ``devices`` (preset
-    names, Models, or ``emulate(...)`` objects) and in float64 natively; return the per-layer table."""
+    names, Models, or ``emulate(...)`` objects; one of them alone stands for a list of one) and in float64
+    natively; return the per-layer table."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"divergence: model must be a torch.nn.Module, not {type(model).__name__}")
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if isinstance(devices, (str, Model, Emulation)):  # one device, not a sequence of its characters
+        devices = [devices]
     emus = [_as_emulation(d) for d in devices]
     if not emus:
         raise ValueError("divergence: devices=[] names nothing; pass e.g. devices=['H100', 'MI300X']")

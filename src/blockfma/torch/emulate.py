@@ -45,6 +45,7 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
 from ..engine import dot, gemm
+from ..engine.api import check_backend
 from ..formats import RoundingMode
 from ..model import Model
 from ..report import table
@@ -144,6 +145,12 @@ class Emulation:
             raise ArgumentError("device", None, "name a device preset (emulate('H100')) or pass model=")
         if model is not None and not isinstance(model, Model):
             raise ArgumentError("model", Shown(type(model).__name__), "must be a blockfma.Model")
+        if overrides is not None and not isinstance(overrides, Mapping):
+            raise ArgumentError("overrides", overrides, "must be a dict {dtype: Model or instruction name}",
+                                fix="e.g. overrides={torch.bfloat16: 'mma'}")
+        if name is not None and not isinstance(name, str):
+            raise ArgumentError("name", name, "must be a string (the label in reports) or None")
+        backend = check_backend(backend)  # a bad engine name fails here, not at the first matmul
         self.device: Device | None = None if device is None else _device(device)
         self.model = model
         self.backend = backend
