@@ -57,10 +57,12 @@ _LAST = threading.local()
 
 def last_backend() -> str | None:
     """Which engine ran the last ``dot``/``gemm`` call of this thread: ``"numba"`` (the compiled kernels),
-    ``"numpy"``, ``"torch"`` (the GPU engine's code on the CPU) or ``"cuda"``/``"cuda:N"``; None before
-    any call.  ``backend="auto"`` picks numba where it runs the model and the inputs; else, for calls of
-    ``GPU_MIN_WORK`` products or more, a CUDA GPU where torch sees one and the GPU engine runs the model;
-    else numpy."""
+    ``"numpy"``, ``"torch"`` (the GPU engine's code on the CPU), ``"cuda"``/``"cuda:N"`` or ``"triton"``;
+    None before any call.  ``backend="auto"`` runs a gemm of ``GPU_MIN_WORK`` products or more with the
+    Triton kernel where a CUDA GPU is visible, the kernel runs the model, the operands fit and the kernel
+    has given the exact engines' bits for that model on this GPU (checked once per model); otherwise it picks
+    numba where it runs the model and the inputs; else, for large calls, the torch GPU engine where torch
+    sees a GPU and it runs the model; else numpy."""
     return getattr(_LAST, "name", None)
 
 
@@ -105,6 +107,26 @@ def _auto_uses_gpu(model: Model, work: int) -> bool:
     from . import gpu
 
     return gpu.supports(model) and gpu.available()
+
+
+def _auto_uses_triton(model: Model, m: int, k: int, n: int) -> bool:
+    """Whether ``backend="auto"`` runs this gemm with our Triton kernel on the GPU: a call of
+    ``GPU_MIN_WORK`` products or more, a CUDA GPU visible (interpreter off), a model the kernel runs, operands
+    that fit the GPU's free memory, and a kernel that has given the numpy engine's bits for this model on
+    this GPU (:func:`.triton.verified`, tried once per model and process)."""
+    if m * k * n < GPU_MIN_WORK or not optional.available("triton"):
+        return False
+    from . import triton
+
+    if not (triton.supports(model) and triton.gpu_visible()):
+        return False
+    import torch  # importable: gpu_visible saw it
+
+    try:
+        triton.check_fits(m, k, n, torch.device("cuda"))
+    except MemoryError:
+        return False
+    return triton.verified(model)
 
 
 def resolve_model(device: Any = None, input_format: Any = None,
@@ -418,8 +440,10 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
     for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`; the
     truncated-fused and late-c models it ``supports``) on a CUDA GPU, or on the CPU under Triton's interpreter
-    (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` does not pick it.  ``progress`` prints a
-    progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for :func:`dot`.  With dask arrays for
+    (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` picks it for large GEMMs on a GPU once it has
+    shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
+    progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
+    skips the input check, as for :func:`dot`.  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
@@ -455,6 +479,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if m == 0 or n == 0:
         _ran("numpy")
         return finish(mdl, D)
+    if backend == "auto" and _auto_uses_triton(mdl, m, k, n):
+        backend = "triton"
     if backend == "triton":
         from . import triton
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import formats as _formats, optional
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
@@ -51,7 +52,7 @@ from ..plan import plan
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
-           "free_bytes", "check_fits"]
+           "free_bytes", "check_fits", "gpu_visible", "trial_inputs", "verified"]
 
 _KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
@@ -240,3 +241,74 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m:
     c = torch.from_numpy(np.ascontiguousarray(C, dtype=np.float32)).to(dev)
     d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
     return d.cpu().numpy().astype(np.float64)
+
+
+# --- backend="auto": the compiled kernel, once it has shown the CPU engine's bits on this GPU -----------------
+_VERIFIED: dict[Model, bool] = {}  # arithmetic model -> whether the kernel gave the numpy engine's bits here
+
+
+def gpu_visible() -> bool:
+    """Whether the compiled kernel can run here: Triton and torch installed, a CUDA GPU visible to torch, and
+    Triton's interpreter off (under the interpreter ``backend="auto"`` never picks the kernel: it is slow)."""
+    if interpreting() or not (optional.available("triton") and optional.available("torch")):
+        return False
+    return bool(_torch().cuda.is_available())
+
+
+def trial_inputs(model: Model, m: int = 40, k: int | None = None, n: int = 24,
+                 seed: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A, B, C for a trial of ``model``: values of its formats over a wide exponent range with zeros of both
+    signs, subnormals, infinities and NaN (where the formats have them) at a few per cent, k spanning two
+    of the model's steps and a partial third (the plan's padding)."""
+    m_ = model.arithmetic_model()
+    if k is None:
+        k = 2 * m_.step(m_.block_width or 1) + 3
+    rng = np.random.default_rng(seed)
+
+    def values(fmt: Any, shape: tuple[int, int]) -> np.ndarray:
+        x = rng.standard_normal(shape) * np.exp2(rng.integers(-14, 14, shape))
+        r = rng.random(shape)
+        x = np.where(r < 0.08, x * fmt.smallest_normal * 2.0**-4, x)  # subnormals, or flushed later
+        x = np.array(_formats.round(fmt, x, "rne"))
+        x[(r > 0.10) & (r < 0.15)] = 0.0
+        if fmt.has_negative_zero:
+            x[(r > 0.15) & (r < 0.18)] = -0.0
+        if fmt.has_infinities:
+            x[(r > 0.18) & (r < 0.19)] = np.inf
+            x[(r > 0.19) & (r < 0.20)] = -np.inf
+        x[(r > 0.20) & (r < 0.21)] = np.nan  # every format has a NaN (ieee, fn, fnuz)
+        return x
+
+    return (values(model.input_format, (m, k)), values(model.b_format, (k, n)), values(model.c_format, (m, n)))
+
+
+def verified(model: Model) -> bool:
+    """Whether the kernel gives the numpy engine's bits for ``model`` on this machine: tried once per model
+    and process on :func:`trial_inputs` (about 0.1 s after the compilation).  A difference is reported once
+    (RuntimeWarning with the first differing output) and the model then stays on the CPU engines; so a
+    GPU or Triton version on which the kernel is wrong costs speed, never bits."""
+    if model in _VERIFIED:
+        return _VERIFIED[model]
+    import warnings
+
+    from .api import gemm as api_gemm
+
+    A, B, C = trial_inputs(model)
+    try:
+        got = _formats.bits(api_gemm(A, B, C, model=model, backend="triton"))
+    except Exception as exc:  # a kernel that does not compile or launch on this GPU
+        warnings.warn(f"backend='auto': the Triton kernel failed for {model.summary()} on this GPU "
+                      f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); the CPU engines run "
+                      "it", RuntimeWarning, stacklevel=3)
+        _VERIFIED[model] = False
+        return False
+    want = _formats.bits(api_gemm(A, B, C, model=model, backend="numpy"))
+    bad = np.argwhere(got != want)
+    if bad.size:
+        i, j = (int(t) for t in bad[0])
+        warnings.warn(f"backend='auto': the Triton kernel differs from the exact engines for {model.summary()} on "
+                      f"this GPU ({len(bad)} of {got.size} trial outputs, first D[{i}, {j}]: bits {int(got[i, j]):#x} "
+                      f"instead of {int(want[i, j]):#x}); the CPU engines run it; please report this with "
+                      "blockfma's and Triton's versions", RuntimeWarning, stacklevel=3)
+    _VERIFIED[model] = not bad.size
+    return _VERIFIED[model]
