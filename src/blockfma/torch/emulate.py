@@ -17,18 +17,35 @@ A model whose input format does not hold the dtype (an fp8 design run on fp16 te
 scaled per tensor by a power of two (the largest magnitude to at most the format's largest value) and
 rounded to nearest even into the format (an infinity becomes NaN in a format without infinities, e4m3fn);
 the GEMM's result is scaled back exactly and rounded once to nearest even into the dtype, then C is added
-(as ``torch._scaled_mm`` does with per-tensor scales; ``torch._scaled_mm`` itself is not routed yet).  A
-model whose output is wider than the dtype without a ``c_entry="end"`` form (a promotion design with
-``instruction_k``, or an output cut to fewer bits) also ends that way.
+(the per-tensor scaling of an fp8 recipe).  A model whose output is wider than the dtype without a
+``c_entry="end"`` form (a promotion design with ``instruction_k``, or an output cut to fewer bits) also
+ends that way.
 
-Tensors go to the host, are computed by the CPU engine and come back on their device in their dtype: on a
-GPU that is slow but right.  Autograd works: each emulated matmul is an autograd Function whose backward
+``torch._scaled_mm`` (fp8 operands with scales; :meth:`Emulation.scaled_mm` says what is rounded where):
+the fp8 products by the device's fp8 -> fp32 model (the H100's ``wgmma``: 32-blocks, 13-bit accumulator),
+promoted to an fp32 sum every 128 products unless ``use_fast_accum`` (cuBLAS's practice on Hopper; the
+interval 128 is assumed), then the scales, the bias and one conversion to ``out_dtype`` in a binary32
+epilogue.  A device without fp8 units refuses it, naming the fix.
+
+Split-K: a route may carry a plan ``{(m, n, k): parts}`` (:mod:`.orders`): a GEMM of that shape cuts K
+into ``parts`` contiguous ranges, each a GEMM by the route's model from +0, the partial sums added one
+after the other in binary32, then C.  The H100's fp32 routes carry the splits the order probes recorded
+for cuBLAS (only those shapes); ``emulate(..., split_k={dtype: plan})`` sets one for any fp32-output route.
+
+Where it runs: tensors on a CUDA GPU whose route's model the Triton kernel runs
+(``bf.engine.triton.supports``; no input rounding, no flushing, no scaling) are computed there by
+``bf.engine.triton.gemm_tensors`` (no host round trip; NaN codes and zero signs finished by
+``bf.engine.api.finish``, as ``bf.gemm`` finishes them), with ``backend="auto"`` or ``"triton"``; so are
+CPU tensors with ``backend="triton"`` under Triton's interpreter (``TRITON_INTERPRET=1``, tests).  Else the
+tensors go to the host, are computed by ``bf.gemm`` with ``backend`` and come back on their device in
+their dtype: on a GPU that is slow but right.  Autograd works: each emulated matmul is an autograd Function whose backward
 (grad_A = grad @ B^T, grad_B = A^T @ grad) is emulated with the same routes, also when ``backward()`` runs
 after the block.  Elementwise work (softmax, bias of a broadcast, batch sums of gradients) stays native.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import Counter
@@ -45,15 +62,19 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
 from ..engine import dot, gemm
-from ..engine.api import check_backend
+from ..engine.api import check_backend, finish
 from ..formats import RoundingMode
-from ..model import Model
+from ..model import Family, Model
 from ..report import table
 from ..torch_switches import tf32_enabled
+from . import orders
 
 __all__ = ["emulate", "Emulation", "Route", "Op"]
 
 _FORMAT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+_FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2", torch.float8_e4m3fnuz: "e4m3fnuz",
+        torch.float8_e5m2fnuz: "e5m2fnuz"}
+PROMOTE_K = 128  # cuBLAS's fp8 promotion interval without use_fast_accum (assumed: DeepSeek-V3's, not probed)
 _DTYPE_NAMES = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
                 "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
                 "float32": torch.float32, "float": torch.float32}
@@ -64,7 +85,8 @@ class Route:
     """How matmuls of one dtype run: ``model`` through ``bf.gemm`` (None: native torch), ``round_inputs``
     as passed to it (``"device"`` for TF32 register reads), ``scaled``: inputs scaled per tensor and rounded
     into the model's input format, ``stored``: the model's result rounded once to nearest even into the
-    dtype and C added after (else the model's output is the dtype's format and C enters the model)."""
+    dtype and C added after (else the model's output is the dtype's format and C enters the model);
+    ``split_k``: the split-K plan, ((m, n, k), parts) pairs (:meth:`parts`; :mod:`.orders`)."""
 
     dtype: str
     model: Model | None
@@ -72,10 +94,15 @@ class Route:
     round_inputs: str | None = None
     scaled: bool = False
     stored: bool = False
+    split_k: tuple[tuple[tuple[int, int, int], int], ...] = ()
 
     @property
     def summary(self) -> str:
         return "native torch" if self.model is None else (self.model.name or self.model.summary())
+
+    def parts(self, m: int, n: int, k: int) -> int:
+        """How many contiguous ranges of K a GEMM of this shape is split into (1: not split)."""
+        return dict(self.split_k).get((m, n, k), 1)
 
 
 @dataclass(frozen=True)
@@ -119,7 +146,28 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach().to("cpu").contiguous()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(_formats.get("bf16").dtype)
+    if t.dtype in _FP8:
+        return t.view(torch.uint8).numpy().view(_formats.get(_FP8[t.dtype]).dtype)
     return t.numpy()
+
+
+def _finish_tensor(model: Model, d: torch.Tensor, dtype: torch.dtype, *, computed: bool = True) -> torch.Tensor:
+    """float32 results of ``model``'s output format (``d``, on any device) as a tensor of ``dtype`` there,
+    the NaNs and zeros finished by :func:`blockfma.engine.api.finish` (the model's NaN codes, +0 for
+    computed zeros under ``rounded_zero="positive"``): only those entries visit the host."""
+    out = d.to(dtype)  # exact: the values are in the format already; NaNs and zeros are rewritten below
+    special = torch.isnan(d) | (d == 0)
+    if bool(special.any()):
+        idx = special.nonzero(as_tuple=True)
+        done = finish(model, d[idx].double().cpu().numpy(), computed=computed)
+        out = out.clone() if out.data_ptr() == d.data_ptr() else out
+        out[idx] = _from_numpy(done, dtype, d.device)
+    return out
+
+
+def _torch_dtype(fmt: str) -> torch.dtype:
+    """The torch dtype of a model's output format (fp16, bf16, fp32)."""
+    return _DTYPE_NAMES[fmt]
 
 
 def _from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -137,7 +185,8 @@ class Emulation:
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype."""
 
     def __init__(self, device: Any = None, *, model: Model | None = None,
-                 overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None) -> None:
+                 overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None,
+                 split_k: Mapping[Any, Any] | None = None) -> None:
         if device is not None and model is not None:
             raise ArgumentError("model", Shown(model.summary() if isinstance(model, Model) else repr(model)),
                                 "pass either a device or model=, not both", fix=f"device={device!r} was given too")
@@ -151,6 +200,13 @@ class Emulation:
         if name is not None and not isinstance(name, str):
             raise ArgumentError("name", name, "must be a string (the label in reports) or None")
         backend = check_backend(backend)  # a bad engine name fails here, not at the first matmul
+        if backend.startswith("cuda") and not torch.cuda.is_available():
+            raise ArgumentError("backend", backend, f"needs a CUDA GPU, and torch {torch.__version__} sees none",
+                                fix="use backend='auto' (the CPU engines for CPU tensors; the tensors' own GPU "
+                                    "where they are on one)")
+        if split_k is not None and not isinstance(split_k, Mapping):
+            raise ArgumentError("split_k", Shown(repr(split_k)), "must be a dict {dtype: {(m, n, k): parts}}",
+                                fix="e.g. split_k={torch.float32: {(16, 16, 256): 8}}")
         self.device: Device | None = None if device is None else _device(device)
         self.model = model
         self.backend = backend
@@ -163,6 +219,11 @@ class Emulation:
         for key, value in (overrides or {}).items():
             dtype = _dtype_key(key)
             self._overrides[dtype] = self._override(dtype, value)
+        self._split: dict[torch.dtype, tuple] = {_dtype_key(key): orders.check_plan(plan, "split_k")
+                                                 for key, plan in (split_k or {}).items()}
+        for dtype in self._split:
+            if dtype != torch.float32:  # its route does not depend on switches: a bad plan fails here
+                self.route(dtype)
 
     def __repr__(self) -> str:
         return f"emulate({self.name!r})"
@@ -193,14 +254,25 @@ class Emulation:
 
     def route(self, dtype: torch.dtype) -> Route:
         """How matmuls of ``dtype`` run under this emulation (ValueError where the device lacks the dtype)."""
-        if dtype in self._overrides:
-            return self._overrides[dtype]
         if dtype not in _FORMAT:
             return Route(str(dtype).removeprefix("torch."), None, "not emulated: native torch")
         key = (dtype, dtype == torch.float32 and tf32_enabled(torch))  # the TF32 switch may change between calls
         if key not in self._routes:
-            self._routes[key] = self._route(dtype)
+            route = self._overrides[dtype] if dtype in self._overrides else self._route(dtype)
+            if dtype in self._split:
+                route = self._with_split(route, self._split[dtype])
+            self._routes[key] = route
         return self._routes[key]
+
+    def _with_split(self, route: Route, plan: tuple) -> Route:
+        """``route`` with the user's split-K plan: its model must sum into fp32 and store nothing."""
+        assert route.model is not None
+        if route.scaled or route.stored or route.model.output_format.name != "fp32":
+            raise ArgumentError("split_k", Shown(f"{{{route.dtype}: ...}}"),
+                                f"a split-K plan needs a route whose model outputs fp32 partial sums; "
+                                f"{route.summary} outputs {route.model.output_format.name}",
+                                fix="give split_k for torch.float32, or an fp32-output model in overrides")
+        return dataclasses.replace(route, split_k=plan, note=route.note + "; split-K plan given")
 
     def _route(self, dtype: torch.dtype) -> Route:
         fmt = _FORMAT[dtype]
@@ -224,14 +296,17 @@ class Emulation:
                     f"the fp32 sum rounded once to {fmt}, then C")
             return _wrap(base, fmt, note)
         if tf32_enabled(torch) and ("tf32", "fp32") in pairs:
+            split = orders.recorded(dev.name, "tf32")
             return Route(fmt, dev.model("tf32", "fp32"), f"TF32 (torch allows it): {dev.name}'s tf32 model, "
-                         "operands read from their fp32 registers", round_inputs="device")
+                         f"operands read from their fp32 registers{_split_note(split)}", round_inputs="device",
+                         split_k=split)
         if ("fp32", "fp32") in pairs:
             return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model")
         seq = _device("ieee-sequential").model("fp32", "fp32")
         why = "TF32 is off" if ("tf32", "fp32") in pairs else f"{dev.name} has no TF32"
+        split = orders.recorded(dev.name, "fp32")
         return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
-                     "chain in k order (no split-K)")
+                     f"chain in k order{_split_note(split)}", split_k=split)
 
     # --- the mode --------------------------------------------------------------------------------------------
     def __enter__(self) -> Emulation:
@@ -262,28 +337,91 @@ class Emulation:
 
     def compute(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
         """D = A @ B + C by ``route`` for A (..., m, k), B (..., k, n), C None or of D's shape, batch axes
-        equal.  A 2-D call is one ``bf.gemm``; a batched one is one ``bf.dot`` over every (batch, i, j)
-        (the same arithmetic per element) up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per slice.
-        Scaled routes scale each operand as a whole.  No autograd here (:class:`_Gemm` wraps it)."""
+        equal, on the tensors' device; D's dtype is A's, or the model's output format for a route of fp8
+        operands.  A shape the route splits over K runs as :meth:`_split` says; tensors the Triton kernel
+        can take where they are (module docstring) run there; else on the host: a 2-D call is one
+        ``bf.gemm``, a batched one one ``bf.dot`` over every (batch, i, j) (the same arithmetic per element)
+        up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per slice.  Scaled routes scale each operand as a
+        whole.  No autograd here (:class:`_Gemm` wraps it)."""
         assert route.model is not None
-        fmt = _formats.get(route.dtype)
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        parts = route.parts(m, n, k)
+        if parts > 1:
+            return self._split_k(a, b, c, route, parts)
+        if self._on_tensors(a, route):
+            return self._compute_tensors(a, b, c, route)
+        out_dtype = a.dtype if route.dtype in _DTYPE_NAMES else _torch_dtype(route.model.output_format.name)
         A, B = _to_numpy(a), _to_numpy(b)
         Cn = None if c is None else _to_numpy(c)
         ea = eb = 0
         if route.scaled:
-            m = route.model
+            mdl = route.model
             A64, B64 = _formats.from_numpy(A), _formats.from_numpy(B)
-            ea, eb = _pow2_scale(A64, m.input_format), _pow2_scale(B64, m.b_format)
-            A = _formats.round(m.input_format, np.ldexp(A64, ea), RoundingMode.TiesToEven)
-            B = _formats.round(m.b_format, np.ldexp(B64, eb), RoundingMode.TiesToEven)
+            ea, eb = _pow2_scale(A64, mdl.input_format), _pow2_scale(B64, mdl.b_format)
+            A = _formats.round(mdl.input_format, np.ldexp(A64, ea), RoundingMode.TiesToEven)
+            B = _formats.round(mdl.b_format, np.ldexp(B64, eb), RoundingMode.TiesToEven)
         D = self._product(A, B, None if route.stored else Cn, route)
         if route.stored:
+            fmt = _formats.get(route.dtype)
             with np.errstate(invalid="ignore", over="ignore"):
                 D64 = _formats.round(fmt, np.ldexp(_formats.from_numpy(D), -(ea + eb)), RoundingMode.TiesToEven)
                 if Cn is not None:  # one IEEE addition in the dtype (float64 holds the sum or rounds innocuously)
                     D64 = _formats.round(fmt, D64 + _formats.from_numpy(Cn), RoundingMode.TiesToEven)
             D = _formats.to_numpy(fmt, D64, check=False)
-        return _from_numpy(D, a.dtype, a.device)
+        return _from_numpy(D, out_dtype, a.device)
+
+    def _split_k(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route,
+                 parts: int) -> torch.Tensor:
+        """K cut into ``parts`` contiguous ranges of ceil(k / parts) products, each range's GEMM by the
+        route's model from +0 (fp32 partial sums), the partials added one after the other in binary32
+        (nearest even), then C added in binary32; NaN codes by the model (:func:`_finish_tensor`)."""
+        whole = dataclasses.replace(route, split_k=())
+        k = a.shape[-1]
+        size = -(-k // parts)
+        total: torch.Tensor | None = None
+        for s in range(0, k, size):
+            part = self.compute(a[..., s:s + size], b[..., s:s + size, :], None, whole)
+            total = part if total is None else total + part
+        assert total is not None and total.dtype == torch.float32
+        if c is not None:
+            total = total + c.to(torch.float32)
+        return _finish_tensor(route.model, total, torch.float32, computed=False)
+
+    def _on_tensors(self, a: torch.Tensor, route: Route) -> bool:
+        """Whether this GEMM runs where its tensors are, by ``bf.engine.triton.gemm_tensors``: CUDA tensors
+        (backend "auto" or "triton") or CPU tensors under Triton's interpreter (backend "triton"), a model
+        the kernel runs, operands taken as they are (no scaling, register reads or flushing), K > 0."""
+        if route.scaled or route.stored or route.round_inputs is not None or a.shape[-1] == 0:
+            return False
+        if self.backend not in ("auto", "triton"):
+            return False
+        from ..engine import triton as tr
+
+        here = a.device.type == "cuda" or (a.device.type == "cpu" and self.backend == "triton" and tr.interpreting())
+        model = route.model
+        assert model is not None
+        return here and model.subnormals and tr.supports(model) and tr.available()
+
+    def _compute_tensors(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
+                         route: Route) -> torch.Tensor:
+        """The GEMM on the tensors' device by the Triton kernel, slice by slice over batch axes; the float32
+        results finished as ``bf.gemm`` finishes them (:func:`_finish_tensor`).  A GEMM that cannot fit the
+        device's free memory is refused first (``bf.engine.triton.check_fits``)."""
+        from ..engine import triton as tr
+
+        assert route.model is not None
+        model = route.model.arithmetic_model()
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        lead = tuple(a.shape[:-2])
+        tr.check_fits(m * max(1, int(np.prod(lead))), k, n, a.device)
+        A, B = a.detach().to(torch.float32), b.detach().to(torch.float32)  # exact: values of <= 24 bits
+        C = torch.zeros(lead + (m, n), dtype=torch.float32, device=a.device) if c is None else \
+            c.detach().to(torch.float32)
+        D = torch.empty(lead + (m, n), dtype=torch.float32, device=a.device)
+        for idx in np.ndindex(*lead):
+            D[idx] = tr.gemm_tensors(model, A[idx], B[idx], C[idx])
+        out = a.dtype if route.dtype in _DTYPE_NAMES else _torch_dtype(model.output_format.name)
+        return _finish_tensor(model, D, out)
 
     def _product(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, route: Route) -> np.ndarray:
         """The model's D = A @ B + C in its output format, batch axes equal."""
@@ -299,6 +437,12 @@ class Emulation:
             out[idx] = gemm(A[idx], B[idx], None if C is None else C[idx], model=model, round_inputs=rnd,
                             backend=self.backend)
         return out
+
+
+def _split_note(split: tuple) -> str:
+    if not split:
+        return " (no split-K order known)"
+    return f" (split-K as cuBLAS's recorded order at {len(split)} shapes, else unsplit)"
 
 
 DOT_LIMIT = 1 << 22  # products of a batched matmul run as one bf.dot call (it copies its broadcast operands)
