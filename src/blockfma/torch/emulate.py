@@ -308,6 +308,94 @@ class Emulation:
         return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
                      f"chain in k order{_split_note(split)}", split_k=split)
 
+    def fp8_route(self, a_dtype: torch.dtype, b_dtype: torch.dtype, fast_accum: bool) -> Route:
+        """The route of ``torch._scaled_mm``'s product for fp8 operands of these dtypes: the device's
+        (fp8 -> fp32) model, of the instruction ``Device.instruction_for`` names (the H100's ``wgmma``), or
+        ``model=`` where its input formats hold the operands'; without ``fast_accum`` a model that chains its
+        blocks in its own accumulator (``c_entry="fused"``) is promoted: a fresh chain every ``PROMOTE_K``
+        products, each chain's result added to an fp32 sum (``c_entry="after"``, ``instruction_k``)."""
+        fa, fb = _FP8[a_dtype], _FP8[b_dtype]
+        key = fa if fa == fb else f"{fa}*{fb}"
+        if self.model is not None:
+            base, where = self.model, "model="
+            if not (_formats.holds(base.input_format, fa) and _formats.holds(base.b_format, fb)) or \
+                    base.output_format.name != "fp32":
+                raise ArgumentError("model", Shown(base.summary()), f"torch._scaled_mm of {key} operands needs a "
+                                    f"model whose inputs hold {key} and whose output is fp32",
+                                    fix="pass an fp8 -> fp32 model, e.g. bf.device('H100').model('e4m3fn', 'fp32')")
+        else:
+            dev = self.device
+            assert dev is not None
+            if (key, "fp32") not in dev.pairs():
+                fp8 = sorted({i for i, o in dev.pairs() if o == "fp32" and i.startswith("e")})
+                have = f"its fp8 models take {', '.join(fp8)}" if fp8 else "it has no fp8 matrix unit"
+                raise ArgumentError("self", Shown(f"torch.{str(a_dtype).removeprefix('torch.')} x "
+                                                  f"torch.{str(b_dtype).removeprefix('torch.')}"),
+                                    f"{dev.name} has no {key} -> fp32 matrix model ({have})",
+                                    fix="emulate a device with fp8 units (H100, B200, MI300X) for these dtypes, "
+                                        "or pass emulate(model=an fp8 Model)")
+            ins = dev.instruction_for(key, "fp32")
+            base, where = ins.models[(key, "fp32")], f"{dev.name}'s {ins.name} {key}->fp32 model"
+        if fast_accum:
+            model, note = base, where + "; use_fast_accum: one chain over all of K"
+        elif base.c_entry != "fused" or base.instruction_k is not None:
+            model, note = base, where + "; each instruction's result is added in fp32 already (no promotion)"
+        else:
+            model = base.replace(c_entry="after", instruction_k=PROMOTE_K,
+                                 name=f"{base.name or base.summary()}, promoted every {PROMOTE_K}")
+            note = where + f"; promoted to an fp32 sum every {PROMOTE_K} products (no use_fast_accum; interval assumed)"
+        return Route(key, model, note + "; scales, bias and out_dtype in a binary32 epilogue")
+
+    def scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                  bias: torch.Tensor | None = None, scale_result: torch.Tensor | None = None,
+                  out_dtype: torch.dtype | None = None, use_fast_accum: bool = False) -> torch.Tensor:
+        """``torch._scaled_mm`` emulated: D = round_out(scale_a * scale_b * (A @ B) + bias).
+
+        What is rounded where (the fp32 epilogue of cuBLASLt's fp8 GEMM, as assumed here): the fp8 products
+        summed by :meth:`fp8_route`'s model into an fp32 result P (its own roundings; promotion without
+        ``use_fast_accum``); then in binary32, nearest even, on the tensors' device: s = scale_a * scale_b
+        (per tensor: one value each; row-wise: scale_a (m, 1), scale_b (1, n)), P * s, + bias (converted
+        to fp32 exactly); then one conversion, nearest even, to ``out_dtype`` (fp32, fp16 or bf16).  NaNs
+        of the epilogue take the model's NaN codes.  Powers of two as scales multiply exactly (no
+        rounding unless the result leaves fp32's range).  An fp8 output (``out_dtype`` None or fp8, the only
+        use of ``scale_result``) is not modelled and refused."""
+        for name, t in (("self", a), ("mat2", b)):
+            if not isinstance(t, torch.Tensor) or t.dtype not in _FP8 or t.dim() != 2:
+                what = type(t).__name__ if not isinstance(t, torch.Tensor) else f"{t.dim()}-D {t.dtype}"
+                raise ArgumentError(name, Shown(what), "torch._scaled_mm under emulate takes 2-D fp8 tensors "
+                                    "(torch.float8_e4m3fn, float8_e5m2 or their fnuz forms)")
+        m, k, n = a.shape[0], a.shape[1], b.shape[1]
+        if b.shape[0] != k:
+            raise ValueError(f"_scaled_mm under emulate: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                             f"multiplied ({k} != {b.shape[0]})")
+        if out_dtype is None or out_dtype not in _FORMAT:
+            raise ArgumentError("out_dtype", out_dtype, "an fp8 (or other) output of torch._scaled_mm is not "
+                                "modelled", fix="pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+        if scale_result is not None:
+            raise ArgumentError("scale_result", Shown("a tensor"), "scales an fp8 output only, which is not "
+                                "modelled", fix="pass scale_result=None with a bf16, fp16 or fp32 out_dtype")
+        sa = _scale("scale_a", scale_a, (m, 1), a.device)
+        sb = _scale("scale_b", scale_b, (1, n), a.device)
+        if bias is not None and (not isinstance(bias, torch.Tensor) or bias.dtype not in _FORMAT
+                                 or tuple(bias.shape) != (n,)):
+            what = type(bias).__name__ if not isinstance(bias, torch.Tensor) else f"{tuple(bias.shape)} {bias.dtype}"
+            raise ArgumentError("bias", Shown(what), f"must be a 1-D fp32, fp16 or bf16 tensor of {n} values "
+                                "(one per output column)")
+        route = self.fp8_route(a.dtype, b.dtype, bool(use_fast_accum))
+        product = self.compute(a, b, None, route)  # fp32, on a's device
+        assert product.dtype == torch.float32
+        d = product * (sa * sb)
+        if bias is not None:
+            d = d + bias.to(device=a.device, dtype=torch.float32)
+        out = d.to(out_dtype)  # nearest even
+        assert route.model is not None
+        nan_model = Model(Family.EXACT_FUSED, _FORMAT[out_dtype], _FORMAT[out_dtype], block_width=1,
+                          nan=route.model.nan, name="the epilogue's NaN codes")
+        if bool(torch.isnan(out).any()):
+            out = _finish_tensor(nan_model, out.to(torch.float32), out_dtype, computed=False)
+        self._record("_scaled_mm", (a, b), route, 1)
+        return out
+
     # --- the mode --------------------------------------------------------------------------------------------
     def __enter__(self) -> Emulation:
         mode = _Mode(self)
@@ -553,6 +641,19 @@ def _unit(op: str, name: str, value: Any, fix: str) -> None:
         raise ArgumentError(name, value, f"{op} under emulate takes {name}=1 only (no scaling is modelled)", fix=fix)
 
 
+def _scale(name: str, s: Any, shape: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """A ``_scaled_mm`` scale as a float32 tensor that broadcasts to (m, n): one value, or ``shape``."""
+    if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
+        what = type(s).__name__ if not isinstance(s, torch.Tensor) else str(s.dtype)
+        raise ArgumentError(name, Shown(what), "must be a float32 tensor", fix="e.g. torch.tensor(1.0)")
+    if s.numel() == 1:
+        return s.reshape(1, 1).to(device)
+    if tuple(s.shape) != shape:
+        raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"must hold one value (per tensor) or have "
+                            f"shape {shape} (row-wise scaling)")
+    return s.to(device)
+
+
 def _with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     if out is None:
         return result
@@ -633,6 +734,12 @@ def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
     return handler
 
 
+def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None,
+                 scale_result: Any = None, out_dtype: Any = None, use_fast_accum: bool = False, *,
+                 out: Any = None) -> Any:
+    return _with_out(emu.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum), out)
+
+
 def _h_linear(emu: Emulation, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
     return _matmul(emu, "linear", x, w.t() if w.dim() == 2 else w, bias, native=lambda: func(x, w, bias))
 
@@ -675,23 +782,25 @@ _HANDLERS: dict[Any, Callable[..., Any]] = {
     torch.Tensor.addmm_: _addmm_like("addmm", 2),
     torch.baddbmm: _addmm_like("baddbmm", 3), torch.Tensor.baddbmm: _addmm_like("baddbmm", 3),
     torch.Tensor.baddbmm_: _addmm_like("baddbmm", 3),
-    F.linear: _h_linear, F.scaled_dot_product_attention: _h_sdpa,
+    F.linear: _h_linear, F.scaled_dot_product_attention: _h_sdpa, torch._scaled_mm: _h_scaled_mm,
 }
 _NOT_EMULATED = {torch.einsum, torch.mv, torch.Tensor.mv, torch.dot, torch.Tensor.dot, torch.addmv, torch.addbmm,
                  torch.tensordot, torch.inner, torch.outer, torch.chain_matmul, F.conv1d, F.conv2d, F.conv3d,
-                 F.bilinear, torch._scaled_mm}
+                 F.bilinear}
 
 
 def emulate(device: Any = None, *, model: Model | None = None, overrides: Mapping[Any, Any] | None = None,
-            backend: str = "auto", name: str | None = None) -> Emulation:
+            backend: str = "auto", name: str | None = None, split_k: Mapping[Any, Any] | None = None) -> Emulation:
     """A context manager under which torch's matmuls run with ``device``'s arithmetic (or ``model``'s).
 
     ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
-    instead; ``overrides``: ``{dtype: Model or instruction name}`` for some dtypes; ``backend``: the engine
-    ``bf.gemm`` uses; ``name``: the label in reports.  See the module docstring for what runs per dtype.
+    (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
+    dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
+    GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
+    replace the recorded ones (fp32-output routes).  See the module docstring for what runs per dtype.
 
         >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
         ...     y = x @ w
         >>> print(emu.report())  # doctest: +SKIP
     """
-    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name)
+    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name, split_k=split_k)
