@@ -178,7 +178,8 @@ def test_recorded_table_is_the_hardware_record():
     found: dict = {}
     for r in runs:
         if r.get("dtype") == "fp32" and r.get("kind") == "split-k" and r.get("combine") == "sequential":
-            found.setdefault(("H100", "tf32" if r["allow_tf32"] else "fp32"), {})[(r["m"], r["n_cols"], r["n"])] = r["ways"]
+            key = ("H100", "tf32" if r["allow_tf32"] else "fp32")
+            found.setdefault(key, {})[(r["m"], r["n_cols"], r["n"])] = r["ways"]
     assert found == orders.RECORDED
 
 
@@ -194,16 +195,23 @@ def test_bad_split_k_plans(kw, match):
 
 
 # --- the tensors' own device (the Triton kernel, interpreted on the CPU) ---------------------------------------
-@pytest.mark.parametrize("dev,dtype", [("H100", torch.float16), ("MI300X", torch.bfloat16)])
-def test_tensor_path_equals_the_numpy_path(monkeypatch, dev, dtype):
+@pytest.mark.parametrize("dev,dtype,over", [("H100", torch.float16, None), ("MI300X", torch.bfloat16, None),
+                                            ("H100", torch.float16, "wgmma")])
+def test_tensor_path_equals_the_numpy_path(monkeypatch, dev, dtype, over):
+    """The Triton kernel on the tensors where they are (the CPU, interpreted) against the host path: specials,
+    batches, C, and a -0 sum that the wgmma model (rounded_zero="positive") finishes as +0."""
     pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     A, B, C = data(2, 5, 24, dtype=dtype), data(2, 24, 3, dtype=dtype, seed=1), data(2, 5, 3, dtype=dtype, seed=2)
     A[0, 1, 2], A[1, 0, 0], B[1, 3, 1], C[0, 4, 0] = float("nan"), float("inf"), float("-inf"), float("nan")
-    A[1, 2] = 0.0
-    with bf.torch.emulate(dev, backend="numpy"):
+    A[1, 2], A[1, 3], C[1, 3, 0] = 0.0, 0.0, -0.0
+    A[1, 3, 0], B[1, 0, 0] = -(2.0**-14), 2.0**-14  # (1, 3, 0): -2**-28 stored as -0 in fp16, plus C = -0
+    overrides = None if over is None else {dtype: over}
+    with bf.torch.emulate(dev, backend="numpy", overrides=overrides) as emu:
         want = torch.baddbmm(C, A, B)
         want_mm = A[1] @ B[0]
+    if over == "wgmma":  # the kernel's IEEE -0 is finished to +0 by the model's rule
+        assert emu.route(dtype).model.rounded_zero == "positive" and not torch.signbit(want[1, 3, 0])
     module = importlib.import_module("blockfma.torch.emulate")  # the module (bf.torch.emulate is the function)
 
     def refuse(*args, **kwargs):
@@ -211,7 +219,7 @@ def test_tensor_path_equals_the_numpy_path(monkeypatch, dev, dtype):
 
     monkeypatch.setattr(module, "gemm", refuse)
     monkeypatch.setattr(module, "dot", refuse)
-    with bf.torch.emulate(dev, backend="triton"):
+    with bf.torch.emulate(dev, backend="triton", overrides=overrides):
         got = torch.baddbmm(C, A, B)
         got_mm = A[1] @ B[0]
     same_bits(got, want)

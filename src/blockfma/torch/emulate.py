@@ -9,8 +9,8 @@ What runs for each dtype (a :class:`Route`, chosen once per dtype and listed in 
   (``c_entry="end"``, ``accumulator_format="fp32"``), with a note saying that no library model is known.
 * fp32: TF32 (the device's tf32 model, operands read from their binary32 registers as the unit reads
   them) when torch's fp32 matmul precision allows TF32; else the device's own fp32 -> fp32 model where it
-  has one (AMD MFMA); else an IEEE fp32 chain in k order (the ``ieee-sequential`` preset: a CUDA-core SGEMM
-  without split-K), with a note.
+  has one (AMD MFMA); else an IEEE fp32 chain in k order (the ``ieee-sequential`` preset: a CUDA-core SGEMM,
+  split over K only at the shapes recorded, see below), with a note.
 * fp64, integers, complex: native torch, logged as such.
 
 A model whose input format does not hold the dtype (an fp8 design run on fp16 tensors) gets its inputs
@@ -34,13 +34,14 @@ for cuBLAS (only those shapes); ``emulate(..., split_k={dtype: plan})`` sets one
 
 Where it runs: tensors on a CUDA GPU whose route's model the Triton kernel runs
 (``bf.engine.triton.supports``; no input rounding, no flushing, no scaling) are computed there by
-``bf.engine.triton.gemm_tensors`` (no host round trip; NaN codes and zero signs finished by
-``bf.engine.api.finish``, as ``bf.gemm`` finishes them), with ``backend="auto"`` or ``"triton"``; so are
-CPU tensors with ``backend="triton"`` under Triton's interpreter (``TRITON_INTERPRET=1``, tests).  Else the
-tensors go to the host, are computed by ``bf.gemm`` with ``backend`` and come back on their device in
-their dtype: on a GPU that is slow but right.  Autograd works: each emulated matmul is an autograd Function whose backward
-(grad_A = grad @ B^T, grad_B = A^T @ grad) is emulated with the same routes, also when ``backward()`` runs
-after the block.  Elementwise work (softmax, bias of a broadcast, batch sums of gradients) stays native.
+``bf.engine.triton.gemm_tensors`` with ``backend="auto"`` or ``"triton"`` (no host round trip of the
+operands; NaN codes and zero signs finished by ``bf.engine.api.finish`` as ``bf.gemm`` finishes them, only
+NaN and -0 entries visiting the host for that); so are CPU tensors with ``backend="triton"`` under Triton's
+interpreter (``TRITON_INTERPRET=1``, tests).  Else the tensors go to the host, are computed by ``bf.gemm``
+with ``backend`` and come back on their device in their dtype: on a GPU that is slow but right.  Autograd
+works: each emulated matmul is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @
+grad) is emulated with the same routes, also when ``backward()`` runs after the block.  Elementwise work
+(softmax, bias of a broadcast, batch sums of gradients) stays native.
 """
 
 from __future__ import annotations
@@ -153,10 +154,11 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
 
 def _finish_tensor(model: Model, d: torch.Tensor, dtype: torch.dtype, *, computed: bool = True) -> torch.Tensor:
     """float32 results of ``model``'s output format (``d``, on any device) as a tensor of ``dtype`` there,
-    the NaNs and zeros finished by :func:`blockfma.engine.api.finish` (the model's NaN codes, +0 for
-    computed zeros under ``rounded_zero="positive"``): only those entries visit the host."""
-    out = d.to(dtype)  # exact: the values are in the format already; NaNs and zeros are rewritten below
-    special = torch.isnan(d) | (d == 0)
+    the NaNs and -0s finished by :func:`blockfma.engine.api.finish` (the model's NaN codes, +0 for
+    computed zeros under ``rounded_zero="positive"``; it leaves other values as they are): only those
+    entries visit the host."""
+    out = d.to(dtype)  # exact: the values are in the format already; NaNs and -0s are rewritten below
+    special = torch.isnan(d) | ((d == 0) & torch.signbit(d))
     if bool(special.any()):
         idx = special.nonzero(as_tuple=True)
         done = finish(model, d[idx].double().cpu().numpy(), computed=computed)

@@ -47,7 +47,8 @@ def check_plan(plan: Mapping[Shape, int], name: str = "split_k") -> tuple[tuple[
     for shape, parts in plan.items():
         ok_shape = isinstance(shape, tuple) and len(shape) == 3 and all(
             isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)
-        ok_parts = isinstance(parts, int) and not isinstance(parts, bool) and ok_shape and 1 <= parts <= max(1, shape[2])
+        ok_parts = (isinstance(parts, int) and not isinstance(parts, bool) and ok_shape
+                    and 1 <= parts <= max(1, shape[2]))
         if not (ok_shape and ok_parts):
             raise ArgumentError(name, Shown(f"{{{shape!r}: {parts!r}}}"), "each entry must be (m, n, k): parts "
                                 "with ints m, n, k >= 0 and 1 <= parts <= k", fix="e.g. {(16, 16, 256): 8}")
