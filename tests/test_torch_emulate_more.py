@@ -149,7 +149,7 @@ def test_a_synthetic_split_k_plan():
     B = g.standard_normal((64, 3)).astype(np.float32)
     seq = bf.device("ieee-sequential").model("fp32", "fp32")
     with matmul_switches(torch, tf32=False):
-        with bf.torch.emulate("V100", split_k={torch.float32: {(4, 3, 64): 4}}) as emu:
+        with bf.torch.emulate("V100", split_k={torch.float32: {(4, 3, 64): 4}}, backend="numpy") as emu:
             got = torch.from_numpy(A) @ torch.from_numpy(B)
             unsplit = torch.from_numpy(A[:3]) @ torch.from_numpy(B)  # another shape: not split
         assert emu.route(torch.float32).parts(4, 3, 64) == 4
@@ -267,3 +267,24 @@ def test_gpu_engine_refuses_a_gemm_that_cannot_fit_before_anything_moves(monkeyp
     monkeypatch.undo()
     monkeypatch.setattr(tr, "free_bytes", lambda device: 294_912)  # exactly enough: runs
     assert gpu.gemm(model, A[:, :16], Bt[:, :16], C, backend="torch")[0, 0] == 16.0
+
+
+needs_cuda_triton = pytest.mark.skipif(not torch.cuda.is_available() or not bf.engine.triton.available(),
+                                       reason="needs a CUDA GPU visible to torch and Triton")
+
+
+@pytest.mark.gpu
+@needs_cuda_triton
+@pytest.mark.parametrize("dev,dtype", [("H100", torch.float16), ("MI300X", torch.bfloat16), ("V100", torch.float16)])
+def test_cuda_tensors_run_on_the_card_and_equal_the_host_path(monkeypatch, dev, dtype):
+    A, B, C = data(3, 64, 96, dtype=dtype), data(3, 96, 48, dtype=dtype, seed=1), data(3, 64, 48, dtype=dtype, seed=2)
+    A[0, 1, 2], B[1, 3, 1] = float("nan"), float("inf")
+    with bf.torch.emulate(dev, backend="numpy"):
+        want = torch.baddbmm(C, A, B)
+    module = importlib.import_module("blockfma.torch.emulate")
+    monkeypatch.setattr(module, "gemm", lambda *a, **k: pytest.fail("the host path ran"))
+    monkeypatch.setattr(module, "dot", lambda *a, **k: pytest.fail("the host path ran"))
+    with bf.torch.emulate(dev):
+        got = torch.baddbmm(C.cuda(), A.cuda(), B.cuda())
+    assert got.device.type == "cuda"
+    same_bits(got.cpu(), want)
