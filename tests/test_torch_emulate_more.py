@@ -288,3 +288,17 @@ def test_cuda_tensors_run_on_the_card_and_equal_the_host_path(monkeypatch, dev, 
         got = torch.baddbmm(C.cuda(), A.cuda(), B.cuda())
     assert got.device.type == "cuda"
     same_bits(got.cpu(), want)
+
+
+def test_scaled_mm_v2_is_left_to_torch_and_logged():
+    if not hasattr(torch.nn.functional, "scaled_mm"):
+        pytest.skip("this torch has no F.scaled_mm")
+    F = torch.nn.functional
+    a, b = fp8_operands(k=32)
+    one = torch.tensor(1.0)
+    native = F.scaled_mm(a, b, one, F.ScalingType.TensorWise, one, F.ScalingType.TensorWise, output_dtype=torch.float32)
+    with bf.torch.emulate("H100") as emu:
+        got = F.scaled_mm(a, b, one, F.ScalingType.TensorWise, one, F.ScalingType.TensorWise,
+                          output_dtype=torch.float32)
+    same_bits(got, native)
+    assert [(o.op, o.route.model) for o in emu.log] == [("_scaled_mm_v2", None)]
