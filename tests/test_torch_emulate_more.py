@@ -290,15 +290,25 @@ def test_cuda_tensors_run_on_the_card_and_equal_the_host_path(monkeypatch, dev, 
     same_bits(got.cpu(), want)
 
 
-def test_scaled_mm_v2_is_left_to_torch_and_logged():
+def test_f_scaled_mm_tensor_and_row_wise_run_as_scaled_mm_and_block_scales_are_left_to_torch():
     if not hasattr(torch.nn.functional, "scaled_mm"):
         pytest.skip("this torch has no F.scaled_mm")
     F = torch.nn.functional
-    a, b = fp8_operands(k=32)
-    one = torch.tensor(1.0)
-    native = F.scaled_mm(a, b, one, F.ScalingType.TensorWise, one, F.ScalingType.TensorWise, output_dtype=torch.float32)
+    a, b = fp8_operands(k=64)
+    sa, sb = torch.full((6, 1), 0.5), torch.full((1, 5), 2.0**-3)
+    row = F.ScalingType.RowWise
     with bf.torch.emulate("H100") as emu:
-        got = F.scaled_mm(a, b, one, F.ScalingType.TensorWise, one, F.ScalingType.TensorWise,
-                          output_dtype=torch.float32)
-    same_bits(got, native)
-    assert [(o.op, o.route.model) for o in emu.log] == [("_scaled_mm_v2", None)]
+        got = F.scaled_mm(a, b, torch.tensor(2.0), F.ScalingType.TensorWise, sb, row, output_dtype=torch.float32)
+        want = torch._scaled_mm(a, b, torch.tensor(2.0), sb, out_dtype=torch.float32)
+        got_row = F.scaled_mm(a, b, sa, row, sb, row, output_dtype=torch.bfloat16, use_fast_accum=True)
+        want_row = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+    same_bits(got, want)
+    same_bits(got_row, want_row)
+    same_bits(got, f32(bf.gemm(np8(a), np8(b), model=PROMOTED, backend="numpy") * np.float32(0.25)))
+    assert [o.op for o in emu.log] == ["_scaled_mm"] * 4
+    v2 = importlib.import_module("blockfma.torch.emulate")._h_scaled_mm_v2
+    calls = []
+    with bf.torch.emulate("H100") as emu2:  # a block-scale recipe: handed to torch as it came, logged
+        v2(emu2, lambda *args, **kw: calls.append(args) or "native", a, b, [sa], [2], [], [sb], [2], [], None,
+           torch.float32)
+    assert calls and emu2.log[0].route.model is None and "recipe not modelled" in emu2.log[0].route.note

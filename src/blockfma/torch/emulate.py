@@ -750,6 +750,26 @@ def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_
     return _with_out(emu.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum), out)
 
 
+_PLAIN_RECIPES = (0, 1)  # F.ScalingType.TensorWise, RowWise: the scales _scaled_mm takes
+
+
+def _h_scaled_mm_v2(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, recipe_a: Any, swizzle_a: Any,
+                    scale_b: Any, recipe_b: Any, swizzle_b: Any, bias: Any = None, out_dtype: Any = None,
+                    contraction_dim: Any = (), use_fast_accum: bool = False, *, out: Any = None) -> Any:
+    """``torch._scaled_mm_v2`` (``F.scaled_mm``): one tensor-wise or row-wise scale per operand, unswizzled,
+    K the usual axis, runs as :meth:`Emulation.scaled_mm`; other recipes (block scales, MX) run natively,
+    logged as not emulated."""
+    plain = (len(scale_a) == 1 and len(scale_b) == 1 and len(recipe_a) == 1 and len(recipe_b) == 1
+             and recipe_a[0] in _PLAIN_RECIPES and recipe_b[0] in _PLAIN_RECIPES and not any(swizzle_a)
+             and not any(swizzle_b) and not list(contraction_dim))
+    if not plain:
+        emu._record("_scaled_mm_v2", (a, b), Route("-", None, "scaling recipe not modelled (block scales, "
+                                                              "swizzles or contraction_dim): native torch"))
+        return func(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias, out_dtype,
+                    contraction_dim, use_fast_accum, **({} if out is None else {"out": out}))
+    return _with_out(emu.scaled_mm(a, b, scale_a[0], scale_b[0], bias, None, out_dtype, use_fast_accum), out)
+
+
 def _h_linear(emu: Emulation, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
     return _matmul(emu, "linear", x, w.t() if w.dim() == 2 else w, bias, native=lambda: func(x, w, bias))
 
@@ -796,8 +816,10 @@ _HANDLERS: dict[Any, Callable[..., Any]] = {
 }
 _NOT_EMULATED = {torch.einsum, torch.mv, torch.Tensor.mv, torch.dot, torch.Tensor.dot, torch.addmv, torch.addbmm,
                  torch.tensordot, torch.inner, torch.outer, torch.chain_matmul, F.conv1d, F.conv2d, F.conv3d,
-                 F.bilinear} | {getattr(torch, n) for n in ("_scaled_mm_v2", "_scaled_grouped_mm") if hasattr(torch, n)}
-# torch._scaled_mm_v2 (F.scaled_mm: scaling recipes, block scales) is not routed yet: native torch, logged
+                 F.bilinear} | {getattr(torch, n) for n in ("_scaled_grouped_mm", "_scaled_grouped_mm_v2")
+                                if hasattr(torch, n)}
+if hasattr(torch, "_scaled_mm_v2"):  # F.scaled_mm in newer torch: its tensor- and row-wise recipes
+    _HANDLERS[torch._scaled_mm_v2] = _h_scaled_mm_v2
 
 
 def emulate(device: Any = None, *, model: Model | None = None, overrides: Mapping[Any, Any] | None = None,
