@@ -25,7 +25,8 @@ ends that way.
 the fp8 products by the device's fp8 -> fp32 model (the H100's ``wgmma``: 32-blocks, 13-bit accumulator),
 promoted to an fp32 sum every 128 products unless ``use_fast_accum`` (cuBLAS's practice on Hopper; the
 interval 128 is assumed), then the scales, the bias and one conversion to ``out_dtype`` in a binary32
-epilogue.  A device without fp8 units refuses it, naming the fix.
+epilogue.  A device without fp8 units refuses it, naming the fix.  ``F.scaled_mm`` (``torch._scaled_mm_v2``)
+with tensor- or row-wise recipes runs the same way; its block-scale (MX) recipes run natively, logged.
 
 Split-K: a route may carry a plan ``{(m, n, k): parts}`` (:mod:`.orders`): a GEMM of that shape cuts K
 into ``parts`` contiguous ranges, each a GEMM by the route's model from +0, the partial sums added one
