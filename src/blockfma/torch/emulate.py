@@ -437,7 +437,7 @@ class Emulation:
     def compute(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
         """D = A @ B + C by ``route`` for A (..., m, k), B (..., k, n), C None or of D's shape, batch axes
         equal, on the tensors' device; D's dtype is A's, or the model's output format for a route of fp8
-        operands.  A shape the route splits over K runs as :meth:`_split` says; tensors the Triton kernel
+        operands.  A shape the route splits over K runs as :meth:`_split_k` says; tensors the Triton kernel
         can take where they are (module docstring) run there; else on the host: a 2-D call is one
         ``bf.gemm``, a batched one one ``bf.dot`` over every (batch, i, j) (the same arithmetic per element)
         up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per slice.  Scaled routes scale each operand as a
