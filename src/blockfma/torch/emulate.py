@@ -9,26 +9,45 @@ What runs for each dtype (a :class:`Route`, chosen once per dtype and listed in 
   (``c_entry="end"``, ``accumulator_format="fp32"``), with a note saying that no library model is known.
 * fp32: TF32 (the device's tf32 model, operands read from their binary32 registers as the unit reads
   them) when torch's fp32 matmul precision allows TF32; else the device's own fp32 -> fp32 model where it
-  has one (AMD MFMA); else an IEEE fp32 chain in k order (the ``ieee-sequential`` preset: a CUDA-core SGEMM
-  without split-K), with a note.
+  has one (AMD MFMA); else an IEEE fp32 chain in k order (the ``ieee-sequential`` preset: a CUDA-core SGEMM,
+  split over K only at the shapes recorded, see below), with a note.
 * fp64, integers, complex: native torch, logged as such.
 
 A model whose input format does not hold the dtype (an fp8 design run on fp16 tensors) gets its inputs
 scaled per tensor by a power of two (the largest magnitude to at most the format's largest value) and
 rounded to nearest even into the format (an infinity becomes NaN in a format without infinities, e4m3fn);
 the GEMM's result is scaled back exactly and rounded once to nearest even into the dtype, then C is added
-(as ``torch._scaled_mm`` does with per-tensor scales; ``torch._scaled_mm`` itself is not routed yet).  A
-model whose output is wider than the dtype without a ``c_entry="end"`` form (a promotion design with
-``instruction_k``, or an output cut to fewer bits) also ends that way.
+(the per-tensor scaling of an fp8 recipe).  A model whose output is wider than the dtype without a
+``c_entry="end"`` form (a promotion design with ``instruction_k``, or an output cut to fewer bits) also
+ends that way.
 
-Tensors go to the host, are computed by the CPU engine and come back on their device in their dtype: on a
-GPU that is slow but right.  Autograd works: each emulated matmul is an autograd Function whose backward
-(grad_A = grad @ B^T, grad_B = A^T @ grad) is emulated with the same routes, also when ``backward()`` runs
-after the block.  Elementwise work (softmax, bias of a broadcast, batch sums of gradients) stays native.
+``torch._scaled_mm`` (fp8 operands with scales; :meth:`Emulation.scaled_mm` says what is rounded where):
+the fp8 products by the device's fp8 -> fp32 model (the H100's ``wgmma``: 32-blocks, 13-bit accumulator),
+promoted to an fp32 sum every 128 products unless ``use_fast_accum`` (cuBLAS's practice on Hopper; the
+interval 128 is assumed), then the scales, the bias and one conversion to ``out_dtype`` in a binary32
+epilogue.  A device without fp8 units refuses it, naming the fix.  ``F.scaled_mm`` (``torch._scaled_mm_v2``)
+with tensor- or row-wise recipes runs the same way; its block-scale (MX) recipes run natively, logged.
+
+Split-K: a route may carry a plan ``{(m, n, k): parts}`` (:mod:`.orders`): a GEMM of that shape cuts K
+into ``parts`` contiguous ranges, each a GEMM by the route's model from +0, the partial sums added one
+after the other in binary32, then C.  The H100's fp32 routes carry the splits the order probes recorded
+for cuBLAS (only those shapes); ``emulate(..., split_k={dtype: plan})`` sets one for any fp32-output route.
+
+Where it runs: tensors on a CUDA GPU whose route's model the Triton kernel runs
+(``bf.engine.triton.supports``; no input rounding, no flushing, no scaling) are computed there by
+``bf.engine.triton.gemm_tensors`` with ``backend="auto"`` or ``"triton"`` (no host round trip of the
+operands; NaN codes and zero signs finished by ``bf.engine.api.finish`` as ``bf.gemm`` finishes them, only
+NaN and -0 entries visiting the host for that); so are CPU tensors with ``backend="triton"`` under Triton's
+interpreter (``TRITON_INTERPRET=1``, tests).  Else the tensors go to the host, are computed by ``bf.gemm``
+with ``backend`` and come back on their device in their dtype: on a GPU that is slow but right.  Autograd
+works: each emulated matmul is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @
+grad) is emulated with the same routes, also when ``backward()`` runs after the block.  Elementwise work
+(softmax, bias of a broadcast, batch sums of gradients) stays native.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import Counter
@@ -45,15 +64,19 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
 from ..engine import dot, gemm
-from ..engine.api import check_backend
+from ..engine.api import check_backend, finish
 from ..formats import RoundingMode
-from ..model import Model
+from ..model import Family, Model
 from ..report import table
 from ..torch_switches import tf32_enabled
+from . import orders
 
 __all__ = ["emulate", "Emulation", "Route", "Op"]
 
 _FORMAT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+_FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2", torch.float8_e4m3fnuz: "e4m3fnuz",
+        torch.float8_e5m2fnuz: "e5m2fnuz"}
+PROMOTE_K = 128  # cuBLAS's fp8 promotion interval without use_fast_accum (assumed: DeepSeek-V3's, not probed)
 _DTYPE_NAMES = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
                 "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
                 "float32": torch.float32, "float": torch.float32}
@@ -64,7 +87,8 @@ class Route:
     """How matmuls of one dtype run: ``model`` through ``bf.gemm`` (None: native torch), ``round_inputs``
     as passed to it (``"device"`` for TF32 register reads), ``scaled``: inputs scaled per tensor and rounded
     into the model's input format, ``stored``: the model's result rounded once to nearest even into the
-    dtype and C added after (else the model's output is the dtype's format and C enters the model)."""
+    dtype and C added after (else the model's output is the dtype's format and C enters the model);
+    ``split_k``: the split-K plan, ((m, n, k), parts) pairs (:meth:`parts`; :mod:`.orders`)."""
 
     dtype: str
     model: Model | None
@@ -72,10 +96,15 @@ class Route:
     round_inputs: str | None = None
     scaled: bool = False
     stored: bool = False
+    split_k: tuple[tuple[tuple[int, int, int], int], ...] = ()
 
     @property
     def summary(self) -> str:
         return "native torch" if self.model is None else (self.model.name or self.model.summary())
+
+    def parts(self, m: int, n: int, k: int) -> int:
+        """How many contiguous ranges of K a GEMM of this shape is split into (1: not split)."""
+        return dict(self.split_k).get((m, n, k), 1)
 
 
 @dataclass(frozen=True)
@@ -119,7 +148,29 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach().to("cpu").contiguous()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(_formats.get("bf16").dtype)
+    if t.dtype in _FP8:
+        return t.view(torch.uint8).numpy().view(_formats.get(_FP8[t.dtype]).dtype)
     return t.numpy()
+
+
+def _finish_tensor(model: Model, d: torch.Tensor, dtype: torch.dtype, *, computed: bool = True) -> torch.Tensor:
+    """float32 results of ``model``'s output format (``d``, on any device) as a tensor of ``dtype`` there,
+    the NaNs and -0s finished by :func:`blockfma.engine.api.finish` (the model's NaN codes, +0 for
+    computed zeros under ``rounded_zero="positive"``; it leaves other values as they are): only those
+    entries visit the host."""
+    out = d.to(dtype)  # exact: the values are in the format already; NaNs and -0s are rewritten below
+    special = torch.isnan(d) | ((d == 0) & torch.signbit(d))
+    if bool(special.any()):
+        idx = special.nonzero(as_tuple=True)
+        done = finish(model, d[idx].double().cpu().numpy(), computed=computed)
+        out = out.clone() if out.data_ptr() == d.data_ptr() else out
+        out[idx] = _from_numpy(done, dtype, d.device)
+    return out
+
+
+def _torch_dtype(fmt: str) -> torch.dtype:
+    """The torch dtype of a model's output format (fp16, bf16, fp32)."""
+    return _DTYPE_NAMES[fmt]
 
 
 def _from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -137,7 +188,8 @@ class Emulation:
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype."""
 
     def __init__(self, device: Any = None, *, model: Model | None = None,
-                 overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None) -> None:
+                 overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None,
+                 split_k: Mapping[Any, Any] | None = None) -> None:
         if device is not None and model is not None:
             raise ArgumentError("model", Shown(model.summary() if isinstance(model, Model) else repr(model)),
                                 "pass either a device or model=, not both", fix=f"device={device!r} was given too")
@@ -151,18 +203,31 @@ class Emulation:
         if name is not None and not isinstance(name, str):
             raise ArgumentError("name", name, "must be a string (the label in reports) or None")
         backend = check_backend(backend)  # a bad engine name fails here, not at the first matmul
+        if backend.startswith("cuda") and not torch.cuda.is_available():
+            raise ArgumentError("backend", backend, f"needs a CUDA GPU, and torch {torch.__version__} sees none",
+                                fix="use backend='auto' (the CPU engines for CPU tensors; the tensors' own GPU "
+                                    "where they are on one)")
+        if split_k is not None and not isinstance(split_k, Mapping):
+            raise ArgumentError("split_k", Shown(repr(split_k)), "must be a dict {dtype: {(m, n, k): parts}}",
+                                fix="e.g. split_k={torch.float32: {(16, 16, 256): 8}}")
         self.device: Device | None = None if device is None else _device(device)
         self.model = model
         self.backend = backend
         self.name = name or (self.device.name if self.device is not None else (model.name or model.summary()))
         self.log: list[Op] = []
         self._routes: dict[tuple[torch.dtype, bool], Route] = {}
+        self._fp8: dict[tuple[torch.dtype, torch.dtype, bool], Route] = {}
         self._overrides: dict[torch.dtype, Route] = {}
         self._modes: list[TorchFunctionMode] = []
         self._lock = threading.Lock()
         for key, value in (overrides or {}).items():
             dtype = _dtype_key(key)
             self._overrides[dtype] = self._override(dtype, value)
+        self._split: dict[torch.dtype, tuple] = {_dtype_key(key): orders.check_plan(plan, "split_k")
+                                                 for key, plan in (split_k or {}).items()}
+        for dtype in self._split:
+            if dtype != torch.float32:  # its route does not depend on switches: a bad plan fails here
+                self.route(dtype)
 
     def __repr__(self) -> str:
         return f"emulate({self.name!r})"
@@ -193,14 +258,25 @@ class Emulation:
 
     def route(self, dtype: torch.dtype) -> Route:
         """How matmuls of ``dtype`` run under this emulation (ValueError where the device lacks the dtype)."""
-        if dtype in self._overrides:
-            return self._overrides[dtype]
         if dtype not in _FORMAT:
             return Route(str(dtype).removeprefix("torch."), None, "not emulated: native torch")
         key = (dtype, dtype == torch.float32 and tf32_enabled(torch))  # the TF32 switch may change between calls
         if key not in self._routes:
-            self._routes[key] = self._route(dtype)
+            route = self._overrides[dtype] if dtype in self._overrides else self._route(dtype)
+            if dtype in self._split:
+                route = self._with_split(route, self._split[dtype])
+            self._routes[key] = route
         return self._routes[key]
+
+    def _with_split(self, route: Route, plan: tuple) -> Route:
+        """``route`` with the user's split-K plan: its model must sum into fp32 and store nothing."""
+        assert route.model is not None
+        if route.scaled or route.stored or route.model.output_format.name != "fp32":
+            raise ArgumentError("split_k", Shown(f"{{{route.dtype}: ...}}"),
+                                f"a split-K plan needs a route whose model outputs fp32 partial sums; "
+                                f"{route.summary} outputs {route.model.output_format.name}",
+                                fix="give split_k for torch.float32, or an fp32-output model in overrides")
+        return dataclasses.replace(route, split_k=plan, note=route.note + "; split-K plan given")
 
     def _route(self, dtype: torch.dtype) -> Route:
         fmt = _FORMAT[dtype]
@@ -212,7 +288,8 @@ class Emulation:
         if fmt in ("fp16", "bf16"):
             for ins in dev.instructions:
                 if ins.name == "cublas" and (fmt, fmt) in ins.models:
-                    return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)")
+                    return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)"
+                                 f"{_split_note(())}")
             if (fmt, "fp32") not in pairs:
                 takes = sorted({i for i, _ in pairs if "*" not in i})
                 raise ArgumentError("dtype", Shown(f"torch.{dtype}".replace("torch.torch.", "torch.")),
@@ -221,17 +298,114 @@ class Emulation:
             ins = dev.instruction_for(fmt, "fp32")
             base = ins.models[(fmt, "fp32")]
             note = (f"no library model known for {dev.name}: the {ins.name} instruction model chained over K, "
-                    f"the fp32 sum rounded once to {fmt}, then C")
+                    f"the fp32 sum rounded once to {fmt}, then C{_split_note(())}")
             return _wrap(base, fmt, note)
         if tf32_enabled(torch) and ("tf32", "fp32") in pairs:
+            split = orders.recorded(dev.name, "tf32")
             return Route(fmt, dev.model("tf32", "fp32"), f"TF32 (torch allows it): {dev.name}'s tf32 model, "
-                         "operands read from their fp32 registers", round_inputs="device")
+                         f"operands read from their fp32 registers{_split_note(split)}", round_inputs="device",
+                         split_k=split)
         if ("fp32", "fp32") in pairs:
             return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model")
         seq = _device("ieee-sequential").model("fp32", "fp32")
         why = "TF32 is off" if ("tf32", "fp32") in pairs else f"{dev.name} has no TF32"
+        split = orders.recorded(dev.name, "fp32")
         return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
-                     "chain in k order (no split-K)")
+                     f"chain in k order{_split_note(split)}", split_k=split)
+
+    def fp8_route(self, a_dtype: torch.dtype, b_dtype: torch.dtype, fast_accum: bool) -> Route:
+        """The route of ``torch._scaled_mm``'s product for fp8 operands of these dtypes: the device's
+        (fp8 -> fp32) model, of the instruction ``Device.instruction_for`` names (the H100's ``wgmma``), or
+        ``model=`` where its input formats hold the operands'; without ``fast_accum`` a model that chains its
+        blocks in its own accumulator (``c_entry="fused"``) is promoted: a fresh chain every ``PROMOTE_K``
+        products, each chain's result added to an fp32 sum (``c_entry="after"``, ``instruction_k``)."""
+        cache = (a_dtype, b_dtype, fast_accum)
+        if cache not in self._fp8:
+            self._fp8[cache] = self._fp8_route(a_dtype, b_dtype, fast_accum)
+        return self._fp8[cache]
+
+    def _fp8_route(self, a_dtype: torch.dtype, b_dtype: torch.dtype, fast_accum: bool) -> Route:
+        fa, fb = _FP8[a_dtype], _FP8[b_dtype]
+        key = fa if fa == fb else f"{fa}*{fb}"
+        if self.model is not None:
+            base, where = self.model, "model="
+            if not (_formats.holds(base.input_format, fa) and _formats.holds(base.b_format, fb)) or \
+                    base.output_format.name != "fp32":
+                raise ArgumentError("model", Shown(base.summary()), f"torch._scaled_mm of {key} operands needs a "
+                                    f"model whose inputs hold {key} and whose output is fp32",
+                                    fix="pass an fp8 -> fp32 model, e.g. bf.device('H100').model('e4m3fn', 'fp32')")
+        else:
+            dev = self.device
+            assert dev is not None
+            if (key, "fp32") not in dev.pairs():
+                fp8 = sorted({i for i, o in dev.pairs() if o == "fp32" and i.startswith("e")})
+                have = f"its fp8 models take {', '.join(fp8)}" if fp8 else "it has no fp8 matrix unit"
+                raise ArgumentError("self", Shown(f"torch.{str(a_dtype).removeprefix('torch.')} x "
+                                                  f"torch.{str(b_dtype).removeprefix('torch.')}"),
+                                    f"{dev.name} has no {key} -> fp32 matrix model ({have})",
+                                    fix="emulate a device with fp8 units (H100, B200, MI300X) for these dtypes, "
+                                        "or pass emulate(model=an fp8 Model)")
+            ins = dev.instruction_for(key, "fp32")
+            base, where = ins.models[(key, "fp32")], f"{dev.name}'s {ins.name} {key}->fp32 model"
+        if fast_accum:
+            model, note = base, where + "; use_fast_accum: one chain over all of K"
+        elif base.c_entry != "fused" or base.instruction_k is not None:
+            model, note = base, where + "; each instruction's result is added in fp32 already (no promotion)"
+        else:
+            model = base.replace(c_entry="after", instruction_k=PROMOTE_K,
+                                 name=f"{base.name or base.summary()}, promoted every {PROMOTE_K}")
+            note = where + f"; promoted to an fp32 sum every {PROMOTE_K} products (no use_fast_accum; interval assumed)"
+        return Route(key, model, note + "; scales, bias and out_dtype in a binary32 epilogue")
+
+    def scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                  bias: torch.Tensor | None = None, scale_result: torch.Tensor | None = None,
+                  out_dtype: torch.dtype | None = None, use_fast_accum: bool = False) -> torch.Tensor:
+        """``torch._scaled_mm`` emulated: D = round_out(scale_a * scale_b * (A @ B) + bias).
+
+        What is rounded where (the fp32 epilogue of cuBLASLt's fp8 GEMM, as assumed here): the fp8 products
+        summed by :meth:`fp8_route`'s model into an fp32 result P (its own roundings; promotion without
+        ``use_fast_accum``); then in binary32, nearest even, on the tensors' device: s = scale_a * scale_b
+        (per tensor: one value each; row-wise: scale_a (m, 1), scale_b (1, n)), P * s, + bias (converted
+        to fp32 exactly); then one conversion, nearest even, to ``out_dtype`` (fp32, fp16 or bf16).  NaNs
+        of the epilogue take the model's NaN codes.  Powers of two as scales multiply exactly (no
+        rounding unless the result leaves fp32's range).  An fp8 output (``out_dtype`` None or fp8, the only
+        use of ``scale_result``) is not modelled and refused."""
+        for name, t in (("self", a), ("mat2", b)):
+            if not isinstance(t, torch.Tensor) or t.dtype not in _FP8 or t.dim() != 2:
+                what = type(t).__name__ if not isinstance(t, torch.Tensor) else f"{t.dim()}-D {t.dtype}"
+                raise ArgumentError(name, Shown(what), "torch._scaled_mm under emulate takes 2-D fp8 tensors "
+                                    "(torch.float8_e4m3fn, float8_e5m2 or their fnuz forms)")
+        m, k, n = a.shape[0], a.shape[1], b.shape[1]
+        if b.shape[0] != k:
+            raise ValueError(f"_scaled_mm under emulate: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                             f"multiplied ({k} != {b.shape[0]})")
+        if out_dtype is None or out_dtype not in _FORMAT:
+            raise ArgumentError("out_dtype", out_dtype, "an fp8 (or other) output of torch._scaled_mm is not "
+                                "modelled", fix="pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+        if scale_result is not None:
+            raise ArgumentError("scale_result", Shown("a tensor"), "scales an fp8 output only, which is not "
+                                "modelled", fix="pass scale_result=None with a bf16, fp16 or fp32 out_dtype")
+        sa = _scale("scale_a", scale_a, (m, 1), a.device)
+        sb = _scale("scale_b", scale_b, (1, n), a.device)
+        if bias is not None and (not isinstance(bias, torch.Tensor) or bias.dtype not in _FORMAT
+                                 or tuple(bias.shape) != (n,)):
+            what = type(bias).__name__ if not isinstance(bias, torch.Tensor) else f"{tuple(bias.shape)} {bias.dtype}"
+            raise ArgumentError("bias", Shown(what), f"must be a 1-D fp32, fp16 or bf16 tensor of {n} values "
+                                "(one per output column)")
+        route = self.fp8_route(a.dtype, b.dtype, bool(use_fast_accum))
+        product = self.compute(a, b, None, route)  # fp32, on a's device
+        assert product.dtype == torch.float32
+        d = product * (sa * sb)
+        if bias is not None:
+            d = d + bias.to(device=a.device, dtype=torch.float32)
+        out = d.to(out_dtype)  # nearest even
+        assert route.model is not None
+        nan_model = Model(Family.EXACT_FUSED, _FORMAT[out_dtype], _FORMAT[out_dtype], block_width=1,
+                          nan=route.model.nan, name="the epilogue's NaN codes")
+        if bool(torch.isnan(out).any()):
+            out = _finish_tensor(nan_model, out.to(torch.float32), out_dtype, computed=False)
+        self._record("_scaled_mm", (a, b), route, 1)
+        return out
 
     # --- the mode --------------------------------------------------------------------------------------------
     def __enter__(self) -> Emulation:
@@ -262,28 +436,91 @@ class Emulation:
 
     def compute(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
         """D = A @ B + C by ``route`` for A (..., m, k), B (..., k, n), C None or of D's shape, batch axes
-        equal.  A 2-D call is one ``bf.gemm``; a batched one is one ``bf.dot`` over every (batch, i, j)
-        (the same arithmetic per element) up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per slice.
-        Scaled routes scale each operand as a whole.  No autograd here (:class:`_Gemm` wraps it)."""
+        equal, on the tensors' device; D's dtype is A's, or the model's output format for a route of fp8
+        operands.  A shape the route splits over K runs as :meth:`_split_k` says; tensors the Triton kernel
+        can take where they are (module docstring) run there; else on the host: a 2-D call is one
+        ``bf.gemm``, a batched one one ``bf.dot`` over every (batch, i, j) (the same arithmetic per element)
+        up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per slice.  Scaled routes scale each operand as a
+        whole.  No autograd here (:class:`_Gemm` wraps it)."""
         assert route.model is not None
-        fmt = _formats.get(route.dtype)
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        parts = route.parts(m, n, k)
+        if parts > 1:
+            return self._split_k(a, b, c, route, parts)
+        if self._on_tensors(a, route):
+            return self._compute_tensors(a, b, c, route)
+        out_dtype = a.dtype if route.dtype in _DTYPE_NAMES else _torch_dtype(route.model.output_format.name)
         A, B = _to_numpy(a), _to_numpy(b)
         Cn = None if c is None else _to_numpy(c)
         ea = eb = 0
         if route.scaled:
-            m = route.model
+            mdl = route.model
             A64, B64 = _formats.from_numpy(A), _formats.from_numpy(B)
-            ea, eb = _pow2_scale(A64, m.input_format), _pow2_scale(B64, m.b_format)
-            A = _formats.round(m.input_format, np.ldexp(A64, ea), RoundingMode.TiesToEven)
-            B = _formats.round(m.b_format, np.ldexp(B64, eb), RoundingMode.TiesToEven)
+            ea, eb = _pow2_scale(A64, mdl.input_format), _pow2_scale(B64, mdl.b_format)
+            A = _formats.round(mdl.input_format, np.ldexp(A64, ea), RoundingMode.TiesToEven)
+            B = _formats.round(mdl.b_format, np.ldexp(B64, eb), RoundingMode.TiesToEven)
         D = self._product(A, B, None if route.stored else Cn, route)
         if route.stored:
+            fmt = _formats.get(route.dtype)
             with np.errstate(invalid="ignore", over="ignore"):
                 D64 = _formats.round(fmt, np.ldexp(_formats.from_numpy(D), -(ea + eb)), RoundingMode.TiesToEven)
                 if Cn is not None:  # one IEEE addition in the dtype (float64 holds the sum or rounds innocuously)
                     D64 = _formats.round(fmt, D64 + _formats.from_numpy(Cn), RoundingMode.TiesToEven)
             D = _formats.to_numpy(fmt, D64, check=False)
-        return _from_numpy(D, a.dtype, a.device)
+        return _from_numpy(D, out_dtype, a.device)
+
+    def _split_k(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route,
+                 parts: int) -> torch.Tensor:
+        """K cut into ``parts`` contiguous ranges of ceil(k / parts) products, each range's GEMM by the
+        route's model from +0 (fp32 partial sums), the partials added one after the other in binary32
+        (nearest even), then C added in binary32; NaN codes by the model (:func:`_finish_tensor`)."""
+        whole = dataclasses.replace(route, split_k=())
+        k = a.shape[-1]
+        size = -(-k // parts)
+        total: torch.Tensor | None = None
+        for s in range(0, k, size):
+            part = self.compute(a[..., s:s + size], b[..., s:s + size, :], None, whole)
+            total = part if total is None else total + part
+        assert total is not None and total.dtype == torch.float32
+        if c is not None:
+            total = total + c.to(torch.float32)
+        return _finish_tensor(route.model, total, torch.float32, computed=False)
+
+    def _on_tensors(self, a: torch.Tensor, route: Route) -> bool:
+        """Whether this GEMM runs where its tensors are, by ``bf.engine.triton.gemm_tensors``: CUDA tensors
+        (backend "auto" or "triton") or CPU tensors under Triton's interpreter (backend "triton"), a model
+        the kernel runs, operands taken as they are (no scaling, register reads or flushing), K > 0."""
+        if route.scaled or route.stored or route.round_inputs is not None or a.shape[-1] == 0:
+            return False
+        if self.backend not in ("auto", "triton"):
+            return False
+        from ..engine import triton as tr
+
+        here = a.device.type == "cuda" or (a.device.type == "cpu" and self.backend == "triton" and tr.interpreting())
+        model = route.model
+        assert model is not None
+        return here and model.subnormals and tr.supports(model) and tr.available()
+
+    def _compute_tensors(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
+                         route: Route) -> torch.Tensor:
+        """The GEMM on the tensors' device by the Triton kernel, slice by slice over batch axes; the float32
+        results finished as ``bf.gemm`` finishes them (:func:`_finish_tensor`).  A GEMM that cannot fit the
+        device's free memory is refused first (``bf.engine.triton.check_fits``)."""
+        from ..engine import triton as tr
+
+        assert route.model is not None
+        model = route.model.arithmetic_model()
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        lead = tuple(a.shape[:-2])
+        tr.check_fits(m * max(1, int(np.prod(lead))), k, n, a.device)
+        A, B = a.detach().to(torch.float32), b.detach().to(torch.float32)  # exact: values of <= 24 bits
+        C = torch.zeros(lead + (m, n), dtype=torch.float32, device=a.device) if c is None else \
+            c.detach().to(torch.float32)
+        D = torch.empty(lead + (m, n), dtype=torch.float32, device=a.device)
+        for idx in np.ndindex(*lead):
+            D[idx] = tr.gemm_tensors(model, A[idx], B[idx], C[idx])
+        out = a.dtype if route.dtype in _DTYPE_NAMES else _torch_dtype(model.output_format.name)
+        return _finish_tensor(model, D, out)
 
     def _product(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, route: Route) -> np.ndarray:
         """The model's D = A @ B + C in its output format, batch axes equal."""
@@ -299,6 +536,12 @@ class Emulation:
             out[idx] = gemm(A[idx], B[idx], None if C is None else C[idx], model=model, round_inputs=rnd,
                             backend=self.backend)
         return out
+
+
+def _split_note(split: tuple) -> str:
+    if not split:
+        return " (no split-K order known)"
+    return f" (split-K as cuBLAS's recorded order at {len(split)} shapes, else unsplit)"
 
 
 DOT_LIMIT = 1 << 22  # products of a batched matmul run as one bf.dot call (it copies its broadcast operands)
@@ -409,6 +652,19 @@ def _unit(op: str, name: str, value: Any, fix: str) -> None:
         raise ArgumentError(name, value, f"{op} under emulate takes {name}=1 only (no scaling is modelled)", fix=fix)
 
 
+def _scale(name: str, s: Any, shape: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """A ``_scaled_mm`` scale as a float32 tensor that broadcasts to (m, n): one value, or ``shape``."""
+    if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
+        what = type(s).__name__ if not isinstance(s, torch.Tensor) else str(s.dtype)
+        raise ArgumentError(name, Shown(what), "must be a float32 tensor", fix="e.g. torch.tensor(1.0)")
+    if s.numel() == 1:
+        return s.reshape(1, 1).to(device)
+    if tuple(s.shape) != shape:
+        raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"must hold one value (per tensor) or have "
+                            f"shape {shape} (row-wise scaling)")
+    return s.to(device)
+
+
 def _with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     if out is None:
         return result
@@ -489,6 +745,32 @@ def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
     return handler
 
 
+def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None,
+                 scale_result: Any = None, out_dtype: Any = None, use_fast_accum: bool = False, *,
+                 out: Any = None) -> Any:
+    return _with_out(emu.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum), out)
+
+
+_PLAIN_RECIPES = (0, 1)  # F.ScalingType.TensorWise, RowWise: the scales _scaled_mm takes
+
+
+def _h_scaled_mm_v2(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, recipe_a: Any, swizzle_a: Any,
+                    scale_b: Any, recipe_b: Any, swizzle_b: Any, bias: Any = None, out_dtype: Any = None,
+                    contraction_dim: Any = (), use_fast_accum: bool = False, *, out: Any = None) -> Any:
+    """``torch._scaled_mm_v2`` (``F.scaled_mm``): one tensor-wise or row-wise scale per operand, unswizzled,
+    K the usual axis, runs as :meth:`Emulation.scaled_mm`; other recipes (block scales, MX) run natively,
+    logged as not emulated."""
+    plain = (len(scale_a) == 1 and len(scale_b) == 1 and len(recipe_a) == 1 and len(recipe_b) == 1
+             and recipe_a[0] in _PLAIN_RECIPES and recipe_b[0] in _PLAIN_RECIPES and not any(swizzle_a)
+             and not any(swizzle_b) and not list(contraction_dim))
+    if not plain:
+        emu._record("_scaled_mm_v2", (a, b), Route("-", None, "scaling recipe not modelled (block scales, "
+                                                              "swizzles or contraction_dim): native torch"))
+        return func(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias, out_dtype,
+                    contraction_dim, use_fast_accum, **({} if out is None else {"out": out}))
+    return _with_out(emu.scaled_mm(a, b, scale_a[0], scale_b[0], bias, None, out_dtype, use_fast_accum), out)
+
+
 def _h_linear(emu: Emulation, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
     return _matmul(emu, "linear", x, w.t() if w.dim() == 2 else w, bias, native=lambda: func(x, w, bias))
 
@@ -531,23 +813,28 @@ _HANDLERS: dict[Any, Callable[..., Any]] = {
     torch.Tensor.addmm_: _addmm_like("addmm", 2),
     torch.baddbmm: _addmm_like("baddbmm", 3), torch.Tensor.baddbmm: _addmm_like("baddbmm", 3),
     torch.Tensor.baddbmm_: _addmm_like("baddbmm", 3),
-    F.linear: _h_linear, F.scaled_dot_product_attention: _h_sdpa,
+    F.linear: _h_linear, F.scaled_dot_product_attention: _h_sdpa, torch._scaled_mm: _h_scaled_mm,
 }
 _NOT_EMULATED = {torch.einsum, torch.mv, torch.Tensor.mv, torch.dot, torch.Tensor.dot, torch.addmv, torch.addbmm,
                  torch.tensordot, torch.inner, torch.outer, torch.chain_matmul, F.conv1d, F.conv2d, F.conv3d,
-                 F.bilinear, torch._scaled_mm}
+                 F.bilinear} | {getattr(torch, n) for n in ("_scaled_grouped_mm", "_scaled_grouped_mm_v2")
+                                if hasattr(torch, n)}
+if hasattr(torch, "_scaled_mm_v2"):  # F.scaled_mm in newer torch: its tensor- and row-wise recipes
+    _HANDLERS[torch._scaled_mm_v2] = _h_scaled_mm_v2
 
 
 def emulate(device: Any = None, *, model: Model | None = None, overrides: Mapping[Any, Any] | None = None,
-            backend: str = "auto", name: str | None = None) -> Emulation:
+            backend: str = "auto", name: str | None = None, split_k: Mapping[Any, Any] | None = None) -> Emulation:
     """A context manager under which torch's matmuls run with ``device``'s arithmetic (or ``model``'s).
 
     ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
-    instead; ``overrides``: ``{dtype: Model or instruction name}`` for some dtypes; ``backend``: the engine
-    ``bf.gemm`` uses; ``name``: the label in reports.  See the module docstring for what runs per dtype.
+    (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
+    dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
+    GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
+    replace the recorded ones (fp32-output routes).  See the module docstring for what runs per dtype.
 
         >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
         ...     y = x @ w
         >>> print(emu.report())  # doctest: +SKIP
     """
-    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name)
+    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name, split_k=split_k)
