@@ -62,6 +62,11 @@ __all__ = [
     "ozaki1",
     "ozaki2",
     "ozaki2_shifts",
+    "ozaki1_steps",
+    "ozaki2_steps",
+    "int_mm_shape",
+    "pick_moduli",
+    "CRT",
 ]
 
 Unit = Callable[[np.ndarray, np.ndarray], Any]
@@ -203,6 +208,13 @@ def model_unit(model: Any = None, *, backend: str = "auto") -> Unit:
     return unit
 
 
+def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
+    """The shape (m', k', n') that ``torch._int_mm`` gets for an (m x k) @ (k x n) product: zero-padded to
+    what cuBLASLt accepts (m > 16, k and n multiples of 8, k at least 32, as torchao's safe_int_mm advises);
+    the padding leaves the product unchanged."""
+    return max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
+
+
 def torch_unit(device: str | None = None) -> Unit:
     """A unit that calls ``torch._int_mm`` (int8 x int8 -> int32) on ``device`` (default: "cuda" where torch
     sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
@@ -214,7 +226,7 @@ def torch_unit(device: str | None = None) -> Unit:
     def unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         m, k = A.shape
         n = B.shape[1]
-        mp, kp, np_ = max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
+        mp, kp, np_ = int_mm_shape(m, k, n)
         Ap = np.zeros((mp, kp), dtype=np.int8)
         Bp = np.zeros((kp, np_), dtype=np.int8)
         Ap[:m, :k] = A
@@ -358,7 +370,7 @@ def ozaki1_steps(xp: Any, A: Any, B: Any, slices: int, w: int, product: Callable
 
 # --------------------------------------------------------------------------------------------- Ozaki II
 
-def _moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int, ...]:
+def pick_moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int, ...]:
     if moduli is not None and n_moduli is not None:
         raise ArgumentError("n_moduli", n_moduli, "and moduli= both choose the moduli: pass moduli= or n_moduli=, "
                             "not both")
@@ -573,7 +585,7 @@ def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int
     2**-L relative to each row's and column's 2-norm, L ~ (log2 P - 1)/2 ~ 3.95 bits per modulus) and the
     final rounding.  Bits per element: L minus the element's distance below its row's norm (a wide dynamic
     range costs bits)."""
-    mods = _moduli(moduli, n_moduli)
+    mods = pick_moduli(moduli, n_moduli)
     scaling = choice("scaling", scaling, ("fast", "accurate"))
     _check_unit(unit)
     A, B = check_operands(A, B)
