@@ -242,7 +242,8 @@ def check_range(x: Any, f: Format, name: str, xp: Any = np) -> None:
     if at is not None:
         i, j = at
         e = math.frexp(float(xp.abs(x).max()) / f.max)[1]
-        raise ArgumentError(name, x if xp is np else Shown(f"<{x.dtype} tensor of shape {tuple(x.shape)} on {x.device}>"),
+        shown = x if xp is np else Shown(f"<{x.dtype} tensor of shape {tuple(x.shape)} on {x.device}>")
+        raise ArgumentError(name, shown,
                             f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
                             f"{f.max!r}: multiword words must hold its entries", fix=f"scale {name} by a power of "
                             f"two first ({name} * 2**-{e}, exact; undo it on the product)")
