@@ -263,3 +263,21 @@ def test_cuda_tensors_stay_on_the_device_within_the_bounds(method):
     assert err <= _bound(method, A.shape[1])
     if method.startswith("ozaki"):  # integer units are exact: the device's bits are the host's
         assert np.array_equal(_bits(C.cpu()), _bits(mw.matmul(A, B, method=method, backend=CPU)))
+
+
+@pytest.mark.parametrize("fmt,mode", [("fp16", "rne"), ("bf16", "rne"), ("tf32", "rne"), ("tf32", "rz"), ("fp16", "rz")])
+def test_torch_rounding_of_binary32_values_is_formats_round(fmt, mode):
+    """arrays.round_to on torch (the binary32 shortcut, or the engine's rounding) against formats.round, on
+    random binary32 bit patterns (every exponent, subnormals, ties) and on float64 values beyond binary32."""
+    from blockfma import formats
+
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 2**32, 40000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = x[np.isfinite(x)].astype(np.float64)
+    x = np.concatenate([x, [0.0, -0.0, 2.0**-149, 65504.0, 65520.0, 2.0**-24, 3 * 2.0**-26, 3 * 2.0**-137]])
+    x = x[np.abs(x) <= formats.get(fmt).max]
+    wide = x * (1 + 2.0**-40)  # not binary32: the general path
+    for values in (x, wide):
+        want = formats.round(fmt, values, mode)
+        got = arrays.round_to(torch, fmt, torch.from_numpy(values), formats.RoundingMode.parse(mode))
+        assert np.array_equal(_bits(got), _bits(want))

@@ -115,4 +115,26 @@ def round_to(xp: Any, fmt: Format | str, x: Any, mode: RoundingMode = RoundingMo
         return _formats.round(f, x, mode)
     if f.name == "fp64":
         return x
-    return _engine_round_to(xp, f, x, mode, subnormals=f.subnormals)
+    fast = _from_binary32(xp, f, x, mode)
+    return fast if fast is not None else _engine_round_to(xp, f, x, mode, subnormals=f.subnormals)
+
+
+def _from_binary32(xp: Any, f: Format, x: Any, mode: RoundingMode) -> Any:
+    """The same rounding in a few device operations where every x is a binary32 value (as fp32-level data
+    and all its split residuals are): fp16/bf16 to nearest even by torch's binary32 conversion (IEEE, one
+    rounding: the float64 -> float32 step is exact here), tf32 by the bits (10 fraction bits: round to
+    nearest even or cut 13 bits of the binary32 pattern; subnormals have the same quantum 2**-136 in both
+    readings).  None where it does not apply."""
+    kind = {("fp16", RoundingMode.TiesToEven): xp.float16, ("bf16", RoundingMode.TiesToEven): xp.bfloat16,
+            ("tf32", RoundingMode.TiesToEven): "rne", ("tf32", RoundingMode.TowardZero): "rz"}.get((f.name, mode))
+    if kind is None:
+        return None
+    y = x.to(xp.float32)
+    if not bool((y.to(xp.float64) == x).all()):
+        return None
+    if not isinstance(kind, str):
+        return y.to(kind).to(xp.float64)
+    b = y.view(xp.int32)
+    if kind == "rne":
+        b = b + (0xFFF + ((b >> 13) & 1))  # a carry into the exponent is the rounding up (to inf beyond range)
+    return (b & ~0x1FFF).view(xp.float32).to(xp.float64)

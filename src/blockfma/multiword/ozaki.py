@@ -513,8 +513,13 @@ class CRT:
         """Fold in r = X mod m (an int64 array of values in [0, m))."""
         W = self.P // m
         c = W * pow(W % m, -1, m) % self.P
-        terms = [r * ci for ci in _limbs(c, self.n)]
-        self.S = terms if self.S is None else [s + t for s, t in zip(self.S, terms)]
+        if self.S is None:
+            self.S = [r * ci for ci in _limbs(c, self.n)]
+        elif arrays.is_numpy(self.xp):
+            self.S = [s + r * ci for s, ci in zip(self.S, _limbs(c, self.n))]
+        else:  # one fused multiply-add per limb, in place
+            for s, ci in zip(self.S, _limbs(c, self.n)):
+                s.add_(r, alpha=ci)
 
     def limbs(self) -> list[Any]:
         """X in normalized limbs (see the class)."""
