@@ -57,7 +57,8 @@ METHODS = ["fp16", "bf16", "tf32", "double-fp16", "double-bf16", "markidis", "oo
 NATIVE = ["fp32", "fp64"]  # torch's SGEMM (TF32 off) and DGEMM: the baselines
 FP64_LEVEL = {"ozaki1", "ozaki2", "fp64"}
 DISTRIBUTIONS = {"uniform01": "uniform(0,1]", "uniform-half": "uniform(-0.5,0.5]"}
-TIMING = ("seconds: multiword.matmul(backend='hardware') end to end ({inputs}); device s: the unit calls alone on device-resident "
+TIMING = ("seconds: multiword.matmul(backend='hardware') end to end ({inputs}); device s: the unit calls alone on "
+          "device-resident "
           "operands (Ozaki: its number of torch._int_mm calls on random int8); median of --repeat runs after a "
           "warm-up, synchronised; TFLOP/s = 2 n^3 / time; t/SGEMM = time / native SGEMM time (device-resident)")
 INPUTS = {"tensors": "float64 tensors on the device in and out, every step there", "numpy": "float64 numpy arrays "
@@ -307,7 +308,8 @@ def aim_lines(rows: list[dict], found: list[dict], methods: list[str]) -> list[s
 
 
 # --- main -------------------------------------------------------------------------------------------------------
-COLUMNS = ["method", "distribution", "n", "seconds", "TFLOP/s", "t/SGEMM", "device s", "dev TFLOP/s", "dev t/SGEMM", "e2e/dev",
+COLUMNS = ["method", "distribution", "n", "seconds", "TFLOP/s", "t/SGEMM", "device s", "dev TFLOP/s", "dev t/SGEMM",
+           "e2e/dev",
            "componentwise", "normwise", "reference / notes"]
 
 

@@ -165,10 +165,15 @@ def test_torch_ldexp_is_numpys_at_the_ends_of_the_range():
         want = np.ldexp(x, e)
     got = arrays.ldexp(torch, torch.from_numpy(x), torch.from_numpy(e))
     assert np.array_equal(_bits(got), _bits(want))
-    assert Fraction(float(arrays.ldexp(torch, torch.tensor([3.0]), -1075)[0])) == Fraction(2) ** -1073  # 1.5 ulps: to even (2)
+    half_way = float(arrays.ldexp(torch, torch.tensor([3.0]), -1075)[0])  # 1.5 ulps: to even (2)
+    assert Fraction(half_way) == Fraction(2) ** -1073
 
 
 # --- bad input --------------------------------------------------------------------------------------------------
+def _ones(*shape, dtype=None, device="cpu"):
+    return torch.ones(*shape, dtype=torch.float64 if dtype is None else dtype, device=device)
+
+
 def _T(X):
     return torch.as_tensor(np.asarray(X, dtype=np.float64))
 
@@ -185,7 +190,8 @@ def test_nan_and_inf_are_refused_naming_the_entry(method, value):
 def test_values_the_words_cannot_hold_are_refused_naming_the_entry():
     A = torch.ones(3, 4, dtype=torch.float64)
     A[1, 2] = 1e6  # beyond fp16's 65504
-    with pytest.raises(ArgumentError, match=r"^A=.*A\[1, 2\] = 1000000.0 is beyond fp16's largest value 65504.0.*\(A \* 2\*\*-4, exact"):
+    with pytest.raises(ArgumentError, match=r"^A=.*A\[1, 2\] = 1000000.0 is beyond fp16's largest value 65504.0"
+                                            r".*\(A \* 2\*\*-4, exact"):
         mw.matmul(A, torch.ones(4, 2, dtype=torch.float64), method="double-fp16")
 
 
@@ -212,20 +218,20 @@ def test_overflow_is_settled_as_for_arrays():
 @pytest.mark.parametrize("shape_a,shape_b", [((0, 4), (4, 3)), ((3, 0), (0, 2)), ((2, 5), (5, 0))])
 @pytest.mark.parametrize("method", ["3xtf32", "ozaki1", "ozaki2", "fp64"])
 def test_empty_operands_give_zeros_of_the_products_shape(method, shape_a, shape_b):
-    C = mw.matmul(torch.zeros(shape_a, dtype=torch.float64), torch.zeros(shape_b, dtype=torch.float64), method=method)
+    C = mw.matmul(_ones(*shape_a) * 0, _ones(*shape_b) * 0, method=method)
     assert C.shape == (shape_a[0], shape_b[1]) and C.dtype == torch.float64 and not C.any()
 
 
 @pytest.mark.parametrize("A,B,name,text", [
-    (torch.ones(4, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64), "A", r"must be a 2-D matrix; got shape \(4,\).*reshape"),
-    (torch.ones(2, 4, dtype=torch.float64), torch.ones(3, 2, dtype=torch.float64), "B", "inner dimensions differ"),
-    (torch.ones(2, 4, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float32), "B", r"has dtype torch.float32 and A torch.float64"),
-    (torch.ones(2, 4, dtype=torch.float64), np.ones((4, 2)), "B", "is not a torch tensor, and A is one"),
-    (np.ones((2, 4)), torch.ones(4, 2, dtype=torch.float64), "A", "is not a torch tensor, and B is one"),
-    (torch.ones(2, 4, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64, device="meta"), "B", "is on meta and A on cpu"),
-    (torch.ones(2, 4, dtype=torch.bool), torch.ones(4, 2, dtype=torch.bool), "A", "torch.bool: a mask"),
-    (torch.ones(2, 4, dtype=torch.complex128), torch.ones(4, 2, dtype=torch.complex128), "A", "real matrices"),
-    (torch.full((2, 4), 2**53 + 1, dtype=torch.int64), torch.ones(4, 2, dtype=torch.int64), "A",
+    (_ones(4), _ones(4, 2), "A", r"must be a 2-D matrix; got shape \(4,\).*reshape"),
+    (_ones(2, 4), _ones(3, 2), "B", "inner dimensions differ"),
+    (_ones(2, 4), _ones(4, 2, dtype=torch.float32), "B", r"has dtype torch.float32 and A torch.float64"),
+    (_ones(2, 4), np.ones((4, 2)), "B", "is not a torch tensor, and A is one"),
+    (np.ones((2, 4)), _ones(4, 2), "A", "is not a torch tensor, and B is one"),
+    (_ones(2, 4), _ones(4, 2, device="meta"), "B", "is on meta and A on cpu"),
+    (_ones(2, 4, dtype=torch.bool), _ones(4, 2, dtype=torch.bool), "A", "torch.bool: a mask"),
+    (_ones(2, 4, dtype=torch.complex128), _ones(4, 2, dtype=torch.complex128), "A", "real matrices"),
+    (torch.full((2, 4), 2**53 + 1, dtype=torch.int64), _ones(4, 2, dtype=torch.int64), "A",
      r"A\[0, 0\] = 9007199254740993 has more significant bits than binary64"),
 ])
 @pytest.mark.parametrize("method", ["double-bf16", "ozaki2"])
@@ -265,7 +271,8 @@ def test_cuda_tensors_stay_on_the_device_within_the_bounds(method):
         assert np.array_equal(_bits(C.cpu()), _bits(mw.matmul(A, B, method=method, backend=CPU)))
 
 
-@pytest.mark.parametrize("fmt,mode", [("fp16", "rne"), ("bf16", "rne"), ("tf32", "rne"), ("tf32", "rz"), ("fp16", "rz")])
+@pytest.mark.parametrize("fmt,mode", [("fp16", "rne"), ("bf16", "rne"), ("tf32", "rne"), ("tf32", "rz"),
+                                      ("fp16", "rz")])
 def test_torch_rounding_of_binary32_values_is_formats_round(fmt, mode):
     """arrays.round_to on torch (the binary32 shortcut, or the engine's rounding) against formats.round, on
     random binary32 bit patterns (every exponent, subnormals, ties) and on float64 values beyond binary32."""

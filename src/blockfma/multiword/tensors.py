@@ -205,7 +205,8 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
            summation: str | None = None, block: int | None = None, rounding: Any = None,
            simulated: dict[str, Any] | None = None) -> Any:
     """:func:`.methods.matmul` for torch tensors (its arguments already checked there; ``method`` and the
-    rest for the word methods; ``simulated``: the device=/model= given): C as a float64 tensor on A's device, and (C, info) with ``return_info``."""
+    rest for the word methods; ``simulated``: the device=/model= given): C as a float64 tensor on A's
+    device, and (C, info) with ``return_info``."""
     from . import ozaki
     from .bounds import ozaki_slices
     from .methods import check_backend, combine, split_operands, working_set
