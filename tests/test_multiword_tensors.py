@@ -288,3 +288,10 @@ def test_torch_rounding_of_binary32_values_is_formats_round(fmt, mode):
         want = formats.round(fmt, values, mode)
         got = arrays.round_to(torch, fmt, torch.from_numpy(values), formats.RoundingMode.parse(mode))
         assert np.array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("method", ["3xtf32", "ozaki2"])
+def test_a_product_beyond_the_devices_memory_is_refused_before_any_work(method):
+    huge = torch.ones(1, 1, dtype=torch.float64).expand(2**21, 2**21)  # a view: nothing allocated
+    with pytest.raises(ArgumentError, match=r"^A=.*needs about .* GiB on cpu, and .* GiB are free; split the product"):
+        mw.matmul(huge, huge, method=method)

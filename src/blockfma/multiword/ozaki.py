@@ -521,24 +521,31 @@ class CRT:
             for s, ci in zip(self.S, _limbs(c, self.n)):
                 s.add_(r, alpha=ci)
 
-    def limbs(self) -> list[Any]:
-        """X in normalized limbs (see the class)."""
+    def limbs(self, rows: slice = slice(None)) -> list[Any]:
+        """X in normalized limbs (see the class), of the rows ``rows`` only (a slice)."""
         xp, P = self.xp, self.P
         assert self.S is not None
-        approx = self.S[0] * 0.0
-        for i, s in enumerate(self.S):
+        S = [s[rows] for s in self.S]
+        approx = S[0] * 0.0
+        for i, s in enumerate(S):
             approx = approx + arrays.to(xp, s, "float64") * 2.0 ** (LIMB * i)
         q = arrays.to(xp, xp.round(approx * (1.0 / float(P))), "int64")  # within one of the true quotient
-        X = _normalize([s - q * p for s, p in zip(self.S, _limbs(P, self.n))])
+        X = _normalize([s - q * p for s, p in zip(S, _limbs(P, self.n))])
         H = P // 2
         over = _normalize([x - c for x, c in zip(X, _limbs(P - H, self.n))])[-1] >= 0  # X > P - 1 - H
         X = _normalize([xp.where(over, x - p, x) for x, p in zip(X, _limbs(P, self.n))])
         under = _normalize([x + c for x, c in zip(X, _limbs(H, self.n))])[-1] < 0  # X < -H
         return _normalize([xp.where(under, x + p, x) for x, p in zip(X, _limbs(P, self.n))])
 
-    def value(self) -> Any:
-        """X rounded once to float64, to nearest even."""
-        return round_limbs(self.xp, self.limbs())
+    def value(self, block: int | None = None) -> Any:
+        """X rounded once to float64, to nearest even; ``block`` rows at a time (None: all at once), which
+        bounds the temporaries (about 30 limb arrays of the block's rows) where memory is short."""
+        assert self.S is not None
+        m = int(self.S[0].shape[0])
+        if block is None or block >= m:
+            return round_limbs(self.xp, self.limbs())
+        parts = [round_limbs(self.xp, self.limbs(slice(i, i + block))) for i in range(0, m, block)]
+        return np.concatenate(parts) if arrays.is_numpy(self.xp) else self.xp.cat(parts)
 
 
 def round_limbs(xp: Any, X: list[Any]) -> Any:
@@ -602,10 +609,10 @@ def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int
 
 
 def ozaki2_steps(xp: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str,
-                 product: Callable[[Any, Any], Any]) -> Any:
+                 product: Callable[[Any, Any], Any], block: int | None = None) -> Any:
     """:func:`ozaki2`'s steps on checked, non-empty float64 operands (numpy arrays, or torch tensors on one
     device with ``xp`` = torch), ``product`` the unit (int8 operands, int64 result): the one copy of the
-    scheme that both paths run."""
+    scheme that both paths run.  ``block``: rows of the CRT's final rounding at a time (:meth:`CRT.value`)."""
     sa, sb = shifts(xp, A, B, math.prod(mods), scaling, product)
     with np.errstate(under="ignore"):
         Ai = xp.trunc(arrays.ldexp(xp, A, sa[:, None]))
@@ -613,6 +620,6 @@ def ozaki2_steps(xp: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str,
     crt = CRT(xp, mods)
     for mo in mods:
         crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), _RESIDUE_K) % mo)
-    Xf = crt.value()  # one rounding, to nearest even
+    Xf = crt.value(block)  # one rounding, to nearest even
     with np.errstate(under="ignore", over="ignore"):
         return arrays.ldexp(xp, Xf, -(sa[:, None] + sb[None, :]))

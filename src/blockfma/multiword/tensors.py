@@ -33,7 +33,7 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, choice, integer
 from . import arrays, hardware
 
-__all__ = ["given", "matmul", "check_tensors", "TensorRun"]
+__all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun"]
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -48,10 +48,12 @@ def _shown(X: Any) -> Shown:
     return Shown(f"<{X.dtype} tensor of shape {tuple(X.shape)} on {X.device}>")
 
 
-def check_tensors(A: Any, B: Any) -> tuple[Any, Any]:
+def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] | None = None
+                  ) -> tuple[Any, Any]:
     """A and B as contiguous float64 tensors on their (common) device, or an ArgumentError naming the
     argument and the fix: both tensors, one device, one dtype, a real dtype, 2-D, inner dimensions equal,
-    finite values."""
+    finite values.  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
+    (the checks of the backend and the memory)."""
     torch = hardware.import_torch(hardware.NEEDS)
     for name, X, other in (("A", A, B), ("B", B, A)):
         if not isinstance(X, torch.Tensor):
@@ -77,6 +79,8 @@ def check_tensors(A: Any, B: Any) -> tuple[Any, Any]:
     if A.shape[1] != B.shape[0]:
         raise ArgumentError("B", _shown(B), f"inner dimensions differ: A is {tuple(A.shape)}, B is "
                             f"{tuple(B.shape)} (A's columns must equal B's rows)")
+    if before is not None:
+        before(int(A.shape[0]), int(A.shape[1]), int(B.shape[1]), A.device)
     out = []
     for name, X in (("A", A), ("B", B)):
         X = X.detach()
@@ -129,6 +133,23 @@ def _check_memory(device: Any, need: float, what: str) -> None:
         raise ArgumentError("A", Shown(f"<{what}>"), f"needs about {need / gib:.3g} GiB on {device}, and "
                             f"{have / gib:.1f} GiB are free", fix="split the product into blocks of rows of A "
                             "(matmul(A[i:i+r], B, ...)) or of columns of B")
+
+
+def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> float:
+    """Bytes the device path holds at its peak, about (A is m x k, B k x q; ``words``: the method's words,
+    slices or moduli): the float64 operands, their words (and the unit's copies) or slices, the result and
+    its partial sums; for Ozaki II the truncated operands, one modulus' product and the CRT's limbs
+    (:class:`.ozaki.CRT`: 24-bit limbs of P times the margin), its final rounding an eighth of the rows at a
+    time."""
+    ab, mq = float(m) * k + float(k) * q, float(m) * q
+    if kind == "baseline":
+        return 16 * ab + 24 * mq
+    if kind == "multiword":
+        return (12 * words + 16) * ab + 40 * mq
+    if name == "ozaki1":
+        return (words + 24) * ab + 48 * mq
+    limbs = -(-(8 * words + 8 + 8 + 2 + 5) // 24) + 1  # CRT.n for moduli below 2**8
+    return 18 * ab + (16 + 8 * limbs + 30 + 8) * mq  # the rounding: ~30 int64 arrays of an eighth of the rows
 
 
 class TensorRun:
@@ -209,16 +230,12 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
     device, and (C, info) with ``return_info``."""
     from . import ozaki
     from .bounds import ozaki_slices
-    from .methods import check_backend, combine, split_operands, working_set
+    from .methods import check_backend, combine, split_operands
 
     backend_name, on_hw = check_backend(backend)
     for key, value in (simulated or {}).items():  # matmul refuses these for hardware backends, not for None
         raise ArgumentError(key, value, "picks a simulated unit, and torch tensors run on the real units of "
                             "their device", fix="leave it out (or pass numpy arrays to simulate a unit)")
-    A_, B_ = check_tensors(A, B)
-    torch = hardware.import_torch(hardware.NEEDS)
-    device = A_.device
-    spec = _device_backend(backend, backend_name, on_hw, device)
     if method is not None and method.high == "fp64":
         raise ArgumentError("method", method.name, f"{method.name} needs a unit with exact fp32 x fp32 products "
                             "accumulated in fp64, which no GPU has: it runs on the simulator, with numpy arrays",
@@ -226,7 +243,6 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
     if name in ("ozaki1", "ozaki2") and options.get("unit") is not None:
         raise ArgumentError("unit", options["unit"], "picks an int8 unit for numpy arrays; torch tensors run on "
                             "torch._int_mm on their device", fix="leave it out")
-    (m, k), q = A_.shape, B_.shape[1]
     kind = "ozaki" if name in ("ozaki1", "ozaki2") else "baseline" if name in ("fp32", "fp64") else "multiword"
     words = method.p if method is not None else 1
     if name == "ozaki1":
@@ -238,8 +254,16 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
         mods = ozaki.pick_moduli(options.get("moduli"), options.get("n_moduli"))
         scaling = choice("scaling", options.get("scaling", "fast"), ("fast", "accurate"))
         words = len(mods)
-    need = working_set("ozaki" + name[-1] if kind == "ozaki" else kind, m, k, q, words)
-    _check_memory(device, need, f"{name} on a {m}x{k} @ {k}x{q} product")
+    where: list[str] = []
+
+    def before(m: int, k: int, q: int, device: Any) -> None:  # the shapes and device known, nothing converted
+        where.append(_device_backend(backend, backend_name, on_hw, device))
+        _check_memory(device, working_set(name, kind, m, k, q, words), f"{name} on a {m}x{k} @ {k}x{q} product")
+
+    A_, B_ = check_tensors(A, B, before)
+    torch = hardware.import_torch(hardware.NEEDS)
+    device, spec = A_.device, where[0]
+    (m, k), q = A_.shape, B_.shape[1]
     if say:
         say(f"{name}: {m}x{k} @ {k}x{q} on {device} ...")
 
@@ -261,7 +285,7 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
             C = ozaki.ozaki1_steps(torch, A_, B_, slices, w, unit.product)
             detail = f"{slices} slices"
         else:
-            C = ozaki.ozaki2_steps(torch, A_, B_, mods, scaling, unit.product)
+            C = ozaki.ozaki2_steps(torch, A_, B_, mods, scaling, unit.product, block=max(1, m // 8))
             detail = f"{len(mods)} moduli"
         info = {"method": name, "unit": f"{unit.name}, {detail}", "calls": unit.calls, "hardware": unit.info(),
                 "unit_seconds": unit.seconds}
