@@ -295,3 +295,19 @@ def test_a_product_beyond_the_devices_memory_is_refused_before_any_work(method):
     huge = torch.ones(1, 1, dtype=torch.float64).expand(2**21, 2**21)  # a view: nothing allocated
     with pytest.raises(ArgumentError, match=r"^A=.*needs about .* GiB on cpu, and .* GiB are free; split the product"):
         mw.matmul(huge, huge, method=method)
+
+
+@pytest.mark.parametrize("scale", [2.0**1000, 2.0**-1060])
+@pytest.mark.parametrize("method", ["ozaki1", "ozaki2"])
+def test_ozaki_at_the_ends_of_binary64_as_for_arrays(method, scale):
+    """Products beyond binary64 (+-inf with an OverflowWarning) and subnormal operands: the numpy path's bits."""
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((10, 12)) * scale, rng.standard_normal((12, 6)) * (2.0**40 if scale > 1 else 1.0)
+    with warnings.catch_warnings(record=True) as w_np:
+        warnings.simplefilter("always")
+        want = mw.matmul(A, B, method=method, backend=CPU)
+    with warnings.catch_warnings(record=True) as w_t:
+        warnings.simplefilter("always")
+        got = mw.matmul(_T(A), _T(B), method=method)
+    assert np.array_equal(_bits(got), _bits(want)) and (np.isinf(want).any() == (scale > 1))
+    assert [str(w.message) for w in w_t] == [str(w.message) for w in w_np]
