@@ -30,6 +30,10 @@ During each call :func:`matmul_flags` disallows reduced-precision reductions (fp
 16 bits) and fp16 accumulation, allows TF32 only for tf32 words, and restores every switch afterwards.
 The switches are process-wide, so concurrent torch work in other threads sees them for that moment.
 
+With torch tensors in (:mod:`.tensors`), nothing goes through the host: :meth:`TorchUnit.product` takes the
+words already on the device in the unit's dtype, and :meth:`Int8Unit.product` multiplies int8 tensors there
+(padded as :func:`.ozaki.int_mm_shape` says), returning int64 tensors.
+
 The units follow the protocol of every black box blockfma calls (:class:`blockfma.probes.targets.BlackBox`:
 ``name``, ``formats``, ``k``, ``calls``, ``rows``, ``seconds``, ``metadata()``); :func:`import_torch` and
 :func:`device_info` live in :mod:`blockfma.probes.runtime`, shared with the probe targets, and are re-exported

@@ -296,8 +296,7 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
         run = TensorRun(hw)
         Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
         Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
-        C, info = combine(run, Aw, Bw, method, products, accumulate, summation, block, say,
-                                  shape=f"{m}x{k} @ {k}x{q}")
+        C, info = combine(run, Aw, Bw, method, products, accumulate, summation, block, say, shape=f"{m}x{k} @ {k}x{q}")
         C = _settled(C, run.over, A_, B_, method.high, method.name, run.where, run.name, run.limit())
     info["device"] = str(device)
     return (C, info) if return_info else C
