@@ -260,14 +260,18 @@ def test_bad_arguments_with_tensors_are_refused(kw, name, text):
 # --- CUDA ------------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @needs_cuda
-@pytest.mark.parametrize("method", ["fp16", "3xtf32", "bf16x9", "ozaki1", "ozaki2"])
-def test_cuda_tensors_stay_on_the_device_within_the_bounds(method):
+@pytest.mark.parametrize("method", HARDWARE)
+def test_cuda_tensors_stay_on_the_device_with_the_numpy_paths_bits(method):
+    """On the GPU the words and the unit calls are the same (the same cuBLAS / _int_mm calls on the same
+    operands), so the device path's bits are the numpy path's on the same GPU; within the method's bound."""
     A, B = _data(method, "uniform-half", m=64, k=256, n=48)
     C = _quiet(mw.matmul, _T(A).cuda(), _T(B).cuda(), method=method)
     assert C.is_cuda and C.dtype == torch.float64
+    want = _quiet(mw.matmul, A, B, method=method, backend="hardware:cuda")
+    assert np.array_equal(_bits(C.cpu()), _bits(want))
     err = mw.errors(C.cpu().numpy(), mw.reference(A, B, exact=True), A, B)["componentwise"]
     assert err <= _bound(method, A.shape[1])
-    if method.startswith("ozaki"):  # integer units are exact: the device's bits are the host's
+    if method.startswith("ozaki"):  # integer units are exact: the GPU's bits are the CPU's
         assert np.array_equal(_bits(C.cpu()), _bits(mw.matmul(A, B, method=method, backend=CPU)))
 
 
