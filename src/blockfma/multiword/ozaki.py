@@ -459,10 +459,18 @@ def shifts(xp: Any, A: Any, B: Any, P: int, scaling: str, product: Callable[[Any
     return ua + _max_shifts(xp, C2, L, 1), vb + _max_shifts(xp, C2, L, 0)
 
 
+def integers(xp: Any, X: Any) -> Any:
+    """X (integers held in float64) as int64 where every |x| < 2**62 (exact), else X itself."""
+    return arrays.to(xp, X, "int64") if X.shape[0] * X.shape[1] and bool((xp.abs(X) < 2.0**62).all()) else X
+
+
 def residues(xp: Any, X: Any, m: int) -> Any:
-    """X (integers held in float64) modulo m, centred into [-(m // 2), m - 1 - m // 2] (so within int8), as
-    int8: ``fmod`` is exact in float64, and so is the centring of its result (|fmod| < m)."""
+    """X (integers: int64 from :func:`integers`, or held in float64) modulo m, centred into [-(m // 2),
+    m - 1 - m // 2] (so within int8), as int8: ((X + h) mod m) - h in int64 (|X| < 2**62: no overflow), or
+    ``fmod`` in float64, which is exact, and the centring of its result (|fmod| < m)."""
     h = m // 2
+    if X.dtype == (np.int64 if arrays.is_numpy(xp) else xp.int64):
+        return arrays.to(xp, (X + h) % m - h, "int8")
     y = xp.fmod(X, float(m))
     y = xp.where(y > m - 1 - h, y - m, xp.where(y < -h, y + m, y))
     return arrays.to(xp, y, "int8")
@@ -497,35 +505,40 @@ class CRT:
     as the integer of [-(P // 2), P - 1 - P // 2] with those residues, :meth:`value` rounds it once to
     float64 (to nearest even).
 
-    No Python integers per element and no loop over the moduli per element: X = sum_l r_l c_l mod P with
-    c_l = (P/m_l) ((P/m_l)^-1 mod m_l), accumulated in limbs as each residue comes (one multiply-add per
-    limb); the multiple of P to subtract is estimated in float64 and corrected by at most one P each way
-    with two exact comparisons; the rounding takes the top 55 bits with a sticky bit (round to odd), which
-    float64's conversion then rounds to nearest even: the correct rounding of X."""
+    No Python integers per element: X = sum_l r_l c_l mod P with c_l = (P/m_l) ((P/m_l)^-1 mod m_l); the
+    residues are kept as uint8 and, a block of rows at a time, multiplied by the 24-bit limbs of the c_l in
+    one float64 matrix product (L x N @ N x elements: exact, every product below 2**32 and every sum below
+    2**37, whatever the summation order); the multiple of P to subtract is estimated in float64 and corrected
+    by at most one P each way with two exact comparisons; the rounding takes the top 55 bits with a sticky
+    bit (round to odd), which float64's conversion then rounds to nearest even: the correct rounding of X."""
 
     def __init__(self, xp: Any, mods: Sequence[int]) -> None:
         self.xp, self.mods = xp, tuple(mods)
         self.P = math.prod(self.mods)
         self.n = -(-(self.P.bit_length() + 2 + len(self.mods).bit_length() + 8) // LIMB) + 1
-        self.S: list[Any] | None = None
+        self.residues: list[Any] = []
+        self.limb_rows: list[list[int]] = []  # for each residue added, the limbs of its c_l
 
     def add(self, m: int, r: Any) -> None:
-        """Fold in r = X mod m (an int64 array of values in [0, m))."""
+        """Take r = X mod m (an integer array of values in [0, m))."""
         W = self.P // m
-        c = W * pow(W % m, -1, m) % self.P
-        if self.S is None:
-            self.S = [r * ci for ci in _limbs(c, self.n)]
-        elif arrays.is_numpy(self.xp):
-            self.S = [s + r * ci for s, ci in zip(self.S, _limbs(c, self.n))]
-        else:  # one fused multiply-add per limb, in place
-            for s, ci in zip(self.S, _limbs(c, self.n)):
-                s.add_(r, alpha=ci)
+        self.limb_rows.append(_limbs(W * pow(W % m, -1, m) % self.P, self.n))
+        self.residues.append(arrays.to(self.xp, r, "uint8"))
+
+    def sums(self, rows: slice = slice(None)) -> list[Any]:
+        """S = sum_l r_l c_l in (unnormalized) limbs, int64, of the rows ``rows``."""
+        xp = self.xp
+        assert self.residues, "no residues added"
+        R = arrays.to(xp, xp.stack([r[rows] for r in self.residues]), "float64")
+        Cm = arrays.constant(xp, [list(t) for t in zip(*self.limb_rows)], "float64", R)  # limbs x moduli
+        shape = R.shape[1:]
+        S = arrays.to(xp, Cm @ R.reshape(len(self.residues), -1), "int64")  # exact: integers below 2**37
+        return [S[i].reshape(shape) for i in range(self.n)]
 
     def limbs(self, rows: slice = slice(None)) -> list[Any]:
         """X in normalized limbs (see the class), of the rows ``rows`` only (a slice)."""
         xp, P = self.xp, self.P
-        assert self.S is not None
-        S = [s[rows] for s in self.S]
+        S = self.sums(rows)
         approx = S[0] * 0.0
         for i, s in enumerate(S):
             approx = approx + arrays.to(xp, s, "float64") * 2.0 ** (LIMB * i)
@@ -540,8 +553,7 @@ class CRT:
     def value(self, block: int | None = None) -> Any:
         """X rounded once to float64, to nearest even; ``block`` rows at a time (None: all at once), which
         bounds the temporaries (about 30 limb arrays of the block's rows) where memory is short."""
-        assert self.S is not None
-        m = int(self.S[0].shape[0])
+        m = int(self.residues[0].shape[0])
         if block is None or block >= m:
             return round_limbs(self.xp, self.limbs())
         parts = [round_limbs(self.xp, self.limbs(slice(i, i + block))) for i in range(0, m, block)]
@@ -617,6 +629,7 @@ def ozaki2_steps(xp: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str,
     with np.errstate(under="ignore"):
         Ai = xp.trunc(arrays.ldexp(xp, A, sa[:, None]))
         Bi = xp.trunc(arrays.ldexp(xp, B, sb[None, :]))
+    Ai, Bi = integers(xp, Ai), integers(xp, Bi)  # int64 up to 16 moduli: fewer passes per residue
     crt = CRT(xp, mods)
     for mo in mods:
         crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), _RESIDUE_K) % mo)

@@ -138,9 +138,8 @@ def _check_memory(device: Any, need: float, what: str) -> None:
 def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> float:
     """Bytes the device path holds at its peak, about (A is m x k, B k x q; ``words``: the method's words,
     slices or moduli): the float64 operands, their words (and the unit's copies) or slices, the result and
-    its partial sums; for Ozaki II the truncated operands, one modulus' product and the CRT's limbs
-    (:class:`.ozaki.CRT`: 24-bit limbs of P times the margin), its final rounding an eighth of the rows at a
-    time."""
+    its partial sums; for Ozaki II the truncated operands, one modulus' product, the residues and the CRT
+    (:class:`.ozaki.CRT`: 24-bit limbs of P times a margin) an eighth of the rows at a time."""
     ab, mq = float(m) * k + float(k) * q, float(m) * q
     if kind == "baseline":
         return 16 * ab + 24 * mq
@@ -149,7 +148,9 @@ def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> flo
     if name == "ozaki1":
         return (words + 24) * ab + 48 * mq
     limbs = -(-(8 * words + 8 + 8 + 2 + 5) // 24) + 1  # CRT.n for moduli below 2**8
-    return 18 * ab + (16 + 8 * limbs + 30 + 8) * mq  # the rounding: ~30 int64 arrays of an eighth of the rows
+    # one modulus' product and its residue (int64), the uint8 residues, the result; an eighth of the rows at
+    # a time: the residues in float64, the limbs' sums and ~30 int64 arrays of the rounding
+    return 18 * ab + (16 + words + 8 + (8 * words + 16 * limbs + 240) / 8) * mq
 
 
 class TensorRun:
