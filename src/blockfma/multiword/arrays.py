@@ -19,7 +19,7 @@ from .. import formats as _formats
 from ..engine.array import round_to as _engine_round_to
 from ..formats import Format, RoundingMode
 
-__all__ = ["is_numpy", "pow2", "ldexp", "frexp", "round_to", "to", "zeros", "contiguous", "clip", "amax",
+__all__ = ["is_numpy", "pow2", "ldexp", "frexp", "round_to", "binary32", "to", "zeros", "contiguous", "clip", "amax",
            "row_squares", "first", "constant", "count"]
 
 
@@ -109,19 +109,28 @@ def ldexp(xp: Any, x: Any, e: Any) -> Any:
     return m * pow2(xp, t1) * pow2(xp, t2)
 
 
-def round_to(xp: Any, fmt: Format | str, x: Any, mode: RoundingMode = RoundingMode.TiesToEven) -> Any:
+def binary32(xp: Any, x: Any) -> bool:
+    """Whether every value of the float64 array x is a binary32 value (a finite x: within its range)."""
+    with np.errstate(over="ignore"):  # beyond binary32's range: inf, not equal
+        return bool((to(xp, to(xp, x, "float32"), "float64") == x).all())
+
+
+def round_to(xp: Any, fmt: Format | str, x: Any, mode: RoundingMode = RoundingMode.TiesToEven, *,
+             is_binary32: bool | None = None) -> Any:
     """Finite float64 values rounded once to ``fmt`` in ``mode``, as float64: :func:`blockfma.formats.round`
-    on numpy arrays, :func:`blockfma.engine.array.round_to` (the engine's exact array rounding) on torch."""
+    on numpy arrays, :func:`blockfma.engine.array.round_to` (the engine's exact array rounding) on torch,
+    or torch's binary32 conversions where x holds binary32 values (``is_binary32``: known; None: looked
+    at)."""
     f = _formats.get(fmt)
     if is_numpy(xp):
         return _formats.round(f, x, mode)
     if f.name == "fp64":
         return x
-    fast = _from_binary32(xp, f, x, mode)
+    fast = _from_binary32(xp, f, x, mode, is_binary32)
     return fast if fast is not None else _engine_round_to(xp, f, x, mode, subnormals=f.subnormals)
 
 
-def _from_binary32(xp: Any, f: Format, x: Any, mode: RoundingMode) -> Any:
+def _from_binary32(xp: Any, f: Format, x: Any, mode: RoundingMode, known: bool | None) -> Any:
     """The same rounding in a few device operations where every x is a binary32 value (as fp32-level data
     and all its split residuals are): fp16/bf16 to nearest even by torch's binary32 conversion (IEEE, one
     rounding: the float64 -> float32 step is exact here), tf32 by the bits (10 fraction bits: round to
@@ -131,9 +140,9 @@ def _from_binary32(xp: Any, f: Format, x: Any, mode: RoundingMode) -> Any:
             ("tf32", RoundingMode.TiesToEven): "rne", ("tf32", RoundingMode.TowardZero): "rz"}.get((f.name, mode))
     if kind is None:
         return None
-    y = x.to(xp.float32)
-    if not bool((y.to(xp.float64) == x).all()):
+    if known is False or (known is None and not binary32(xp, x)):
         return None
+    y = x.to(xp.float32)
     if not isinstance(kind, str):
         return y.to(kind).to(xp.float64)
     b = y.view(xp.int32)

@@ -142,11 +142,15 @@ class _Loss:
 
 
 def split_words(x: Any, f: Format, p: int, scale: int, mode: RoundingMode, xp: Any = np) -> list[Any]:
-    """The p words of x (float64, numpy or torch, ``xp`` its module): the rule of :func:`split`, unchecked."""
+    """The p words of x (float64, numpy or torch, ``xp`` its module): the rule of :func:`split`, unchecked.
+    (On torch, binary32 data is looked at once: its residuals, scaled or not, are binary32 values too, each
+    a multiple of its entry's binary32 quantum with fewer than 24 bits, so every word's rounding can take
+    torch's binary32 conversions, :func:`.arrays.round_to`.)"""
     words: list[Any] = []
     residual = x
+    b32 = None if arrays.is_numpy(xp) or f.precision > 24 or f.emin < -126 else arrays.binary32(xp, x)
     for i in range(p):
-        w = arrays.round_to(xp, f, arrays.ldexp(xp, residual, scale * i), mode)
+        w = arrays.round_to(xp, f, arrays.ldexp(xp, residual, scale * i), mode, is_binary32=b32)
         words.append(w)
         residual = residual - arrays.ldexp(xp, w, -scale * i)  # exact: the error of one rounding
     return words
@@ -251,7 +255,14 @@ def check_range(x: Any, f: Format, name: str, xp: Any = np) -> None:
 
 def _lost_to_underflow(f: Format, words: list[Any], x: Any, scale: int, xp: Any = np) -> Any:
     """Entries whose some word's input lay below fmt's smallest normal (its significand cut by the range,
-    not by the precision), where the entry is not yet exact."""
+    not by the precision), where the entry is not yet exact.  None where binary32 data rules it out at once:
+    a word's nonzero input is a multiple of its entry's binary32 quantum times 2**(scale i) >= 2**(e - 23),
+    so no entry of exponent e >= emin + 23 can have one below 2**emin."""
+    ax = xp.abs(x)
+    nonzero = ax[ax != 0]
+    if nonzero.shape[0] == 0 or (float(nonzero.min()) >= 2.0 ** (f.emin + 23) and arrays.binary32(xp, x)):
+        return xp.zeros(x.shape, dtype=bool) if arrays.is_numpy(xp) else xp.zeros(x.shape, dtype=xp.bool,
+                                                                                    device=x.device)
     mask = None
     residual = x
     for i, w in enumerate(words):
