@@ -29,6 +29,10 @@ dynamic range: bits are counted below the row's largest element (Ozaki I) or its
 element 2**-d below them keeps d fewer bits (a subnormal next to a normal value usually keeps none).  This
 is the scheme's known limitation, not a defect of this code.
 
+Both schemes' steps (:func:`ozaki1_steps`, :func:`ozaki2_steps`: slicing, scaling, residues, the CRT of
+:class:`CRT` in int64 limbs) take the array module first and run on numpy arrays here and on torch tensors
+on their device (:mod:`.tensors`, with ``torch._int_mm``), the same code and the same bits.
+
 Units: ``unit=None`` is :func:`exact_unit` (the exact integer product, checked against int32 overflow);
 :func:`model_unit` runs the blockfma engine with :func:`int8_model`; :func:`torch_unit` calls
 ``torch._int_mm`` (a GPU's int8 tensor cores on CUDA).  Any callable ``f(Ai8, Bi8) -> int array`` works.
@@ -67,6 +71,13 @@ __all__ = [
     "int_mm_shape",
     "pick_moduli",
     "CRT",
+    "round_limbs",
+    "cut_rows",
+    "shifts",
+    "integers",
+    "residues",
+    "chunked",
+    "numpy_product",
 ]
 
 Unit = Callable[[np.ndarray, np.ndarray], Any]
