@@ -158,8 +158,9 @@ class TensorRun:
     the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and the overflow
     bookkeeping kept on the device (read only when something overflowed)."""
 
-    def __init__(self, hw: Any) -> None:
+    def __init__(self, hw: Any, chained: bool = False) -> None:
         self.hw = hw
+        self.chained = chained  # every product chained into the unit's accumulator: outputs stay fp32 tensors
         self.torch = hardware.import_torch(hardware.NEEDS)
         self.calls = 0
         self.over: Any = None
@@ -187,9 +188,13 @@ class TensorRun:
         return self.torch.zeros(shape, dtype=self.torch.float64, device=self.hw.device)
 
     def gemm(self, a: Any, b: Any, c: Any, label: str = "") -> Any:
-        """One product on the unit, C (float64 values of fp32, or None) chained in; float64 out."""
+        """One product on the unit, C (values of fp32, or None) chained in; float64 out, or the unit's fp32
+        tensor itself when every product is chained (no conversions between the calls)."""
         self.calls += 1
-        out = self.hw.product(a, b, None if c is None else c.to(self.torch.float32)).to(self.torch.float64)
+        f32 = self.torch.float32
+        out = self.hw.product(a, b, None if c is None else c if c.dtype == f32 else c.to(f32))
+        if not self.chained:
+            out = out.to(self.torch.float64)
         self.note(out, label)
         return out
 
@@ -294,10 +299,11 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
     else:
         hw = hardware.TorchUnit(method.low, spec)
         Aw, Bw = split_operands(A_, B_, method, rounding, xp=torch, stacklevel=4)
-        run = TensorRun(hw)
+        run = TensorRun(hw, chained=accumulate == "inside" and not summation and not method.outside_groups)
         Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
         Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
         C, info = combine(run, Aw, Bw, method, products, accumulate, summation, block, say, shape=f"{m}x{k} @ {k}x{q}")
-        C = _settled(C, run.over, A_, B_, method.high, method.name, run.where, run.name, run.limit())
+        C = _settled(C.to(torch.float64), run.over, A_, B_, method.high, method.name, run.where, run.name,
+                     run.limit())
     info["device"] = str(device)
     return (C, info) if return_info else C
