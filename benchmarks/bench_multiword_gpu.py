@@ -5,10 +5,11 @@ For each n (n x n x n products) and each distribution (entries uniform on (0, 1]
 ``blockfma.experiments.multiword.sample``; fp32 matrices for the fp32-level methods as in ``blockfma
 multiword``, the same draws unrounded (fp64) for Ozaki and DGEMM), every method is timed two ways:
 
-* **seconds**: ``multiword.matmul(A, B, method=..., backend="hardware")`` end to end, from float64 numpy
-  arrays to float64 numpy arrays: the split into words on the host (numpy), the transfers, the unit calls
-  and the outside additions on the host.  For the Ozaki schemes also the slicing, residues and the CRT on
-  the host.  This is what the library costs today; for most methods the host part dominates.
+* **seconds**: ``multiword.matmul(A, B, method=..., backend="hardware")`` end to end.  ``--inputs tensors``
+  (the default): from float64 tensors on the device to a float64 tensor there, every step on the device
+  (``multiword.tensors``: the split, the additions, Ozaki's slicing, residues and CRT as torch operations).
+  ``--inputs numpy``: from float64 numpy arrays to numpy arrays, the split, additions, slicing, residues and
+  CRT on the host (numpy), the transfers and unit calls on the device: for most methods the host dominates.
 * **device s**: the unit calls alone, operands already on the device in the unit's dtype: the word
   products in the method's order with its accumulation (inside: chained through cuBLAS with beta = 1;
   outside: fp32 additions on the device), replayed on the same words (the result is checked to be the
@@ -56,10 +57,12 @@ METHODS = ["fp16", "bf16", "tf32", "double-fp16", "double-bf16", "markidis", "oo
 NATIVE = ["fp32", "fp64"]  # torch's SGEMM (TF32 off) and DGEMM: the baselines
 FP64_LEVEL = {"ozaki1", "ozaki2", "fp64"}
 DISTRIBUTIONS = {"uniform01": "uniform(0,1]", "uniform-half": "uniform(-0.5,0.5]"}
-TIMING = ("seconds: multiword.matmul(backend='hardware') end to end (host split, transfers, unit calls, host-side "
-          "additions; Ozaki: slicing/residues/CRT on the host); device s: the unit calls alone on device-resident "
+TIMING = ("seconds: multiword.matmul(backend='hardware') end to end ({inputs}); device s: the unit calls alone on "
+          "device-resident "
           "operands (Ozaki: its number of torch._int_mm calls on random int8); median of --repeat runs after a "
           "warm-up, synchronised; TFLOP/s = 2 n^3 / time; t/SGEMM = time / native SGEMM time (device-resident)")
+INPUTS = {"tensors": "float64 tensors on the device in and out, every step there", "numpy": "float64 numpy arrays "
+          "in and out: host split, transfers, unit calls, host-side additions; Ozaki: slicing/residues/CRT on the host"}
 AIM_3XTF32 = "3xTF32 at least 2x native SGEMM's speed (time <= 0.5 SGEMM) at SGEMM accuracy (error <= 2x SGEMM's)"
 AIM_OZAKI2 = ("Ozaki-II at DGEMM accuracy (error <= 2x DGEMM's) at or above native DGEMM speed (time <= DGEMM's) "
               "for n >= 8192")
@@ -159,8 +162,10 @@ def multiword_replay(mw: Any, unit: Any, name: str, A: np.ndarray, B: np.ndarray
 
 def int8_replay(torch: Any, device: Any, n: int, calls: int, seed: int) -> Callable[[], Any]:
     """``calls`` torch._int_mm products of random n x n int8 matrices (padded as ozaki.torch_unit pads)."""
+    from blockfma.multiword.ozaki import int_mm_shape
+
     g = torch.Generator(device="cpu").manual_seed(seed)
-    m, k, q = max(n, 17), -(-max(n, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
+    m, k, q = int_mm_shape(n, n, n)
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=g).to(device)
     b = torch.randint(-128, 128, (k, q), dtype=torch.int8, generator=g).to(device)
 
@@ -210,6 +215,9 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
         return timed(lambda: unit.product(a, b), max(args.repeat, 3), sync)[0]
 
     native = {"fp32": native_seconds("fp32", A32, B32), "fp64": native_seconds("fp64", A64, B64)}
+    tensors = args.inputs == "tensors"
+    if tensors:  # the operands on the device once, outside the timings (float64, as the numpy arrays are)
+        T64, U64, T32, U32 = (torch.from_numpy(X).to(device) for X in (A64, B64, A32, B32))
     t_sgemm = native["fp32"]
     flops = 2.0 * n**3
     out = []
@@ -223,11 +231,14 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
             kw["n_moduli"] = args.moduli
         say(f"n={n} {dist}: {name} ...")
         e2e_repeat = args.repeat if n <= args.e2e_max else 0
+        X, Y = ((T64, U64) if fp64 else (T32, U32)) if tensors else (A, B)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", mw.RangeWarning)
             seconds, times, (C, info) = timed(
-                lambda: mw.matmul(A, B, method=name, backend=args.backend, return_info=True, **kw), e2e_repeat,
+                lambda: mw.matmul(X, Y, method=name, backend=args.backend, return_info=True, **kw), e2e_repeat,
                 sync)
+        if tensors:
+            C = C.cpu().numpy()  # for the errors, outside the timing
         underflow = sum(issubclass(w.category, mw.RangeWarning) for w in caught) > 0
         replay_same = None
         if name in NATIVE:
@@ -243,6 +254,7 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
         else:
             dev_s = timed(int8_replay(torch, device, n, int(info["calls"]), args.seed), args.repeat, sync)[0]
         row = {"method": name, "distribution": dist, "n": n, "data": "fp64" if fp64 else "fp32",
+               "inputs": args.inputs, "e2e_over_device": seconds / dev_s,
                "seconds": seconds, "times": times, "warm_up_timed": e2e_repeat == 0,
                "tflops": flops / seconds / 1e12, "t_sgemm": seconds / t_sgemm,
                "device_seconds": dev_s, "device_tflops": flops / dev_s / 1e12, "device_t_sgemm": dev_s / t_sgemm,
@@ -297,6 +309,7 @@ def aim_lines(rows: list[dict], found: list[dict], methods: list[str]) -> list[s
 
 # --- main -------------------------------------------------------------------------------------------------------
 COLUMNS = ["method", "distribution", "n", "seconds", "TFLOP/s", "t/SGEMM", "device s", "dev TFLOP/s", "dev t/SGEMM",
+           "e2e/dev",
            "componentwise", "normwise", "reference / notes"]
 
 
@@ -309,6 +322,7 @@ def table_rows(rows: list[dict]) -> list[dict]:
     return [{"method": r["method"], "distribution": r["distribution"], "n": r["n"], "seconds": _g(r["seconds"]),
              "TFLOP/s": _g(r["tflops"], 3), "t/SGEMM": _g(r["t_sgemm"], 3), "device s": _g(r["device_seconds"]),
              "dev TFLOP/s": _g(r["device_tflops"], 3), "dev t/SGEMM": _g(r["device_t_sgemm"], 3),
+             "e2e/dev": _g(r["seconds"] / r["device_seconds"], 3),
              "componentwise": _g(r["componentwise"]), "normwise": _g(r["normwise_2"]),
              "reference / notes": "; ".join([r["reference"]] + (["words underflow"] if r["words_underflow"] else [])
                                             + (["seconds: one run"] if r.get("warm_up_timed") else []))}
@@ -353,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated methods (default all: {', '.join(METHODS + NATIVE)}); fp32 and fp64 (native "
                          "SGEMM and DGEMM, the baselines) are always included")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs after the warm-up (median; default 3)")
+    ap.add_argument("--inputs", choices=["tensors", "numpy"], default="tensors",
+                    help="tensors: device-resident float64 tensors in and out, every step on the device (default); "
+                         "numpy: float64 arrays in and out, the split/CRT on the host")
     ap.add_argument("--backend", default="hardware",
                     help="hardware (CUDA if torch sees a GPU), hardware:cuda[:N], hardware:cpu")
     ap.add_argument("--out", metavar="FILE", help="JSON results (default on CUDA: data/hardware/<gpu>-multiword-speed.json; "
@@ -361,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows of an existing --out (same GPU) that this run does not measure again")
     ap.add_argument("--e2e-max", type=int, default=4096,
-                    help="above this n the end-to-end time is the one (warm-up) run, not a median (host-bound: "
-                         "minutes a run at n = 8192); default 4096")
+                    help="above this n the end-to-end time is the one (warm-up) run, not a median (with --inputs numpy "
+                         "host-bound: minutes a run at n = 8192); default 4096")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--exact-max", type=int, default=1024, help="largest n with the exact reference everywhere")
     ap.add_argument("--sample-rows", type=int, default=64, help="rows of the exact reference above --exact-max")
@@ -397,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     cuda = device.type == "cuda"
     sizes = args.n or ([1024, 2048, 4096, 8192] if cuda else [256])
     meta = metadata(hw, device)
+    timing = TIMING.format(inputs=INPUTS[args.inputs])
     out = None if args.out is None or printed else Path(args.out)
     if args.out is None and cuda:
         out = REPO / "data" / "hardware" / f"{gpu_slug(meta['name'])}-multiword-speed.json"
@@ -409,10 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         say("no --out: results are printed only (on the CPU a file needs --out)")
     settings = {"n": sizes, "distributions": args.dists, "methods": args.methods, "repeat": args.repeat,
                 "backend": args.backend, "seed": args.seed, "exact_max": args.exact_max, "e2e_max": args.e2e_max,
-                "sample_rows": args.sample_rows, "slices": args.slices, "moduli": args.moduli}
+                "sample_rows": args.sample_rows, "slices": args.slices, "moduli": args.moduli, "inputs": args.inputs}
     record: dict[str, Any] = {
         "what": "multiword methods and Ozaki schemes on real units through torch, with native SGEMM/DGEMM",
-        "timing": TIMING, "metadata": meta, "settings": settings, "runs": [], "rows": [], "aims": []}
+        "timing": timing, "metadata": meta, "settings": settings, "runs": [], "rows": [], "aims": []}
     kept: list[dict] = []
     if args.merge and out is not None and out.exists():
         try:
@@ -444,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     where = f", CUDA {meta['cuda']}, compute capability {meta['compute_capability']}" if cuda else ""
     show(f"{meta['name']} ({meta['device']}), torch {meta['torch']}{where}")
-    show(f"timing: {TIMING}")
+    show(f"timing: {timing}")
     show("errors: componentwise max |C - C_hat| / (|A||B|) (Fasi et al. eq. 3.1) and normwise ||C - C_hat||_F / "
          "||C||_F, against the reference named per row; fp32 data for the fp32-level methods, fp64 for Ozaki and "
          "fp64")

@@ -30,6 +30,10 @@ During each call :func:`matmul_flags` disallows reduced-precision reductions (fp
 16 bits) and fp16 accumulation, allows TF32 only for tf32 words, and restores every switch afterwards.
 The switches are process-wide, so concurrent torch work in other threads sees them for that moment.
 
+With torch tensors in (:mod:`.tensors`), nothing goes through the host: :meth:`TorchUnit.product` takes the
+words already on the device in the unit's dtype, and :meth:`Int8Unit.product` multiplies int8 tensors there
+(padded as :func:`.ozaki.int_mm_shape` says), returning int64 tensors.
+
 The units follow the protocol of every black box blockfma calls (:class:`blockfma.probes.targets.BlackBox`:
 ``name``, ``formats``, ``k``, ``calls``, ``rows``, ``seconds``, ``metadata()``); :func:`import_torch` and
 :func:`device_info` live in :mod:`blockfma.probes.runtime`, shared with the probe targets, and are re-exported
@@ -266,6 +270,32 @@ class Int8Unit(BlackBox):
 
     def describe_formats(self) -> str:
         return "int8 -> int32"
+
+    def product(self, a: Any, b: Any) -> Any:
+        """a @ b for int8 tensors on the unit's device, exactly, as an int64 tensor there: zero-padded to
+        :func:`.ozaki.int_mm_shape`, one ``torch._int_mm`` (int32 accumulation; synchronised and timed)."""
+        from .ozaki import int_mm_shape
+
+        torch = self._torch
+        (m, k), n = a.shape, b.shape[1]
+        mp, kp, np_ = int_mm_shape(m, k, n)
+        if (mp, kp) != (m, k):
+            a, a_ = a.new_zeros((mp, kp)), a
+            a[:m, :k] = a_
+        if (kp, np_) != (k, n):
+            b, b_ = b.new_zeros((kp, np_)), b
+            b[:k, :n] = b_
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        with self.counting(m):
+            try:
+                out = torch._int_mm(a.contiguous(), b.contiguous())
+                if cuda:
+                    torch.cuda.synchronize(self.device)
+            except (RuntimeError, NotImplementedError) as exc:
+                raise RuntimeError(f"torch._int_mm on {self.device} failed: {_first_line(exc)}") from None
+        return out[:m, :n].to(torch.int64)
 
     def __call__(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         with self.counting(int(np.shape(A)[0])):

@@ -32,7 +32,7 @@ from ..arguments import ArgumentError, Shown, choice, flag, integer, keywords, m
 from ..formats import RoundingMode
 from ..model import Family, Model
 from ..progress import reporter
-from . import hardware as _hardware
+from . import hardware as _hardware, tensors as _tensors
 from .split import (MAX_WORDS, RangeWarning, check_range, range_message, split_words, underflow_loss,
                     check_format, check_input, check_rounding)
 
@@ -284,6 +284,14 @@ class _Run:
             self.over = bad if self.over is None else self.over | bad
             self.where[label] = self.where.get(label, 0) + int(np.count_nonzero(bad))
 
+    def fl(self, fmt: str, x: np.ndarray) -> np.ndarray:
+        """x rounded to ``fmt``, to nearest even (the outside additions' rounding)."""
+        return _fl(fmt, x)
+
+    def zeros(self, shape: tuple[int, int]) -> np.ndarray:
+        """A float64 zero matrix of ``shape``."""
+        return np.zeros(shape)
+
     def gemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, label: str = "") -> np.ndarray:
         """One product on the unit, its C chained in (None: from zero); float64 values of the unit's output."""
         from ..engine import gemm
@@ -314,23 +322,97 @@ def _fl(fmt: str, x: np.ndarray) -> np.ndarray:
     return _formats.round(fmt, x, RoundingMode.TiesToEven)
 
 
-def _fabsum(run: _Run, A: np.ndarray, B: np.ndarray, block: int, version: str, high: str) -> np.ndarray:
+def _fabsum(run: Any, A: np.ndarray, B: np.ndarray, block: int, version: str, high: str) -> np.ndarray:
     """Algorithms 4.2/4.3: blocks of ``block`` inner products on the unit, from zero; the blocks added in
     fp32 (v1) or fp64 (v2), rounding to nearest, the v2 sum rounded once to ``high`` at the end."""
     n = A.shape[1]
     inter = "fp32" if version == "fabsum-v1" else "fp64"
-    total = np.zeros((A.shape[0], B.shape[1]))
+    total = run.zeros((A.shape[0], B.shape[1]))
     for start in range(0, n, block):
         T = run.gemm(A[:, start:start + block], B[start:start + block, :], None, f"A1B1 (FABsum block at {start})")
-        total = _fl(inter, total + T)  # one IEEE addition per entry (exact sum of two floats, rounded)
+        total = run.fl(inter, total + T)  # one IEEE addition per entry (exact sum of two floats, rounded)
         run.note(total, f"FABsum's {inter} sum", unit=False)
-    out = _fl(high, total)
+    out = run.fl(high, total)
     run.note(out, f"FABsum's {high} result", unit=False)
     return out
 
 
 def _label(i: int, j: int) -> str:
     return f"A{i + 1}B{j + 1}"
+
+
+def split_operands(A: Any, B: Any, m_: Method, rounding: Any, xp: Any = np, stacklevel: int = 3
+                   ) -> tuple[list[Any], list[Any]]:
+    """The words of A and B (checked float64, numpy or torch with ``xp``) for method ``m_``: an
+    ArgumentError naming the first entry beyond the low format's range, one RangeWarning (at the caller's
+    caller, ``stacklevel``) for words that lose bits to underflow beyond the split's accuracy."""
+    lowf = _formats.get(m_.low)
+    check_range(A, lowf, "A", xp)
+    check_range(B, lowf, "B", xp)
+    mode = check_rounding("split_rounding", rounding)
+    Aw = split_words(A, lowf, m_.p, m_.scale, mode, xp)
+    Bw = split_words(B, lowf, m_.p, m_.scale, mode, xp)
+    losses = [underflow_loss(A, Aw, lowf, m_.p, m_.scale, 1, "A", xp),
+              underflow_loss(B, Bw, lowf, m_.p, m_.scale, 0, "B", xp)]
+    if any(loss.entries for loss in losses):
+        warnings.warn(range_message(losses, lowf, m_.p, m_.name), RangeWarning, stacklevel=stacklevel)
+    return Aw, Bw
+
+
+def combine(run: Any, Aw: list[Any], Bw: list[Any], m_: Method, products: tuple[tuple[int, int], ...], acc: str,
+            summation: str | None, block: int | None, say: Callable[[str], None] | None, shape: str = ""
+            ) -> tuple[Any, dict[str, Any]]:
+    """The word products of ``m_`` in the order ``products`` on ``run``'s unit, added as the method adds
+    them (inside the unit's accumulator, or outside in the high format rounding to nearest; Ootomo's groups;
+    FABsum's blocks): (C, info).  ``run`` holds the arrays' side (``_Run`` for numpy arrays on the host, the
+    tensor run of :mod:`.tensors` on a torch device): ``gemm``, ``fl``, ``zeros``, ``note``, ``name``,
+    ``calls``, ``extra``; the words ``Aw``, ``Bw`` are in what its ``gemm`` takes.  The one copy of the
+    methods' accumulation rules, run by both paths."""
+    high = m_.high
+    step = [0]
+
+    def tell(i: int, j: int) -> None:
+        step[0] += 1
+        if say:
+            say(f"{m_.name}: product {step[0]} of {len(products)} ({_label(i, j)}) on {run.name}, {shape} ...")
+
+    def scaled(i: int, j: int, T: Any) -> Any:
+        return T * 2.0 ** (-m_.scale * (i + j)) if m_.scale else T  # a power of two above 2**-1022: ldexp's bits
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        if m_.outside_groups:  # Ootomo-Yokota: each group summed in the unit, the groups added outside (RN)
+            C = run.zeros((Aw[0].shape[0], Bw[0].shape[1]))
+            for group in sorted(m_.outside_groups, key=lambda g: -min(sum(products[t]) for t in g)):
+                T = None
+                for t in group:
+                    i, j = products[t]
+                    tell(i, j)
+                    T = run.gemm(Aw[i], Bw[j], T, _label(i, j))
+                i, j = products[group[0]]
+                C = run.fl(high, C + scaled(i, j, T))
+                run.note(C, f"the {high} sum", unit=False)
+            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products, **run.extra()}
+        else:
+            C = None
+            for i, j in products:
+                tell(i, j)
+                if summation and (i, j) == (0, 0):
+                    T = _fabsum(run, Aw[0], Bw[0], block, summation, high)
+                    C = T if C is None else run.fl(high, C + T)
+                elif acc == "inside":
+                    if m_.scale:
+                        raise ArgumentError("accumulate", acc, "scaled words cannot be chained in the unit's "
+                                            "accumulator", use={"accumulate": "outside"})
+                    C = run.gemm(Aw[i], Bw[j], C, _label(i, j))
+                    continue
+                else:
+                    T = scaled(i, j, run.gemm(Aw[i], Bw[j], None, _label(i, j)))
+                    C = T if C is None else run.fl(high, C + T)
+                run.note(C, f"the {high} sum", unit=False)
+            assert C is not None
+            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products,
+                    "accumulate": acc, "summation": summation, "block": block, **run.extra()}
+    return C, info
 
 
 def _exact_side(A: np.ndarray, B: np.ndarray, I: np.ndarray, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -349,8 +431,8 @@ def _exact_side(A: np.ndarray, B: np.ndarray, I: np.ndarray, J: np.ndarray) -> t
         return np.ldexp(S[ri, ci], ea[ri] + eb[ci]), np.ldexp(M[ri, ci], ea[ri] + eb[ci])
 
 
-def _settle(C: np.ndarray, over: np.ndarray | None, A: np.ndarray, B: np.ndarray, high: str, method: str,
-            where: dict[str, int], unit: str, limit: float) -> np.ndarray:
+def settle(C: np.ndarray, over: np.ndarray | None, A: np.ndarray, B: np.ndarray, high: str, method: str,
+           where: dict[str, int], unit: str, limit: float) -> np.ndarray:
     """Entries that overflowed somewhere: +-inf with the exact product's sign where the exact product lies
     beyond ``high``'s range (rounding to nearest), NaN where it does not (the method cannot compute them on
     this unit); one OverflowWarning naming the method, the products and the fix."""
@@ -452,6 +534,8 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     256 in double-fp16 (3 products) takes about 0.6 s, 256 x 4096 x 256 about 1.5 s, 1024 x 4096 x 1024
     about 25 s; the numpy engine (no numba) is several times slower.  On real units the host's split
     dominates (seconds at n = 8192).
+    torch tensors (CPU or CUDA) in: a float64 tensor on their device out, every step there
+    (:mod:`.tensors`; ``backend`` None or "hardware"); NaN and Inf are refused as for arrays.
     """
     name = check_method(method)
     backend_name, on_hw = check_backend(backend)
@@ -519,7 +603,13 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
         if on_hw and m_.high == "fp64":
             raise ArgumentError("backend", backend, f"{m_.name} needs a unit with exact fp32 x fp32 products "
                                 "accumulated in fp64, which no GPU has", use={"backend": "auto"})
-        unit = None if on_hw else unit_model(m_.low, m_.high, device, model)
+        unit = None if on_hw or _tensors.given(A, B) else unit_model(m_.low, m_.high, device, model)
+
+    if _tensors.given(A, B):  # torch tensors: every step on their device (.tensors), a tensor out
+        steps = {} if m_ is None else {"method": m_, "products": products, "accumulate": acc,
+                                       "summation": summation, "block": block, "rounding": rounding}
+        return _tensors.matmul(A, B, name, backend, options, say=say, return_info=return_info, **steps,
+                               simulated={k: given[k] for k in ("device", "model") if k in given})
 
     # the operands: shapes and memory before any conversion
     A_raw, B_raw = _as_array(A, "A"), _as_array(B, "B")
@@ -547,7 +637,7 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
             with np.errstate(over="ignore", invalid="ignore"):
                 C = (A_.astype(dt) @ B_.astype(dt)).astype(np.float64)
             info = {"method": name, "unit": f"numpy {dt.__name__} matmul", "calls": 1}
-        C = _settle(C, None, A_, B_, name, name, {}, info["unit"], _formats.get(name).max)
+        C = settle(C, None, A_, B_, name, name, {}, info["unit"], _formats.get(name).max)
         return (C, info) if return_info else C
     if kind in ("ozaki1", "ozaki2"):
         from . import ozaki
@@ -572,66 +662,15 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
         info = {"method": name, "unit": f"int8 x int8 -> int32 (exact), {detail}", "calls": None}
         if hw is not None:
             info.update(unit=f"{hw.name}, {detail}", calls=hw.calls, hardware=hw.info(), unit_seconds=hw.seconds)
-        C = _settle(C, None, A_, B_, "fp64", name, {}, info["unit"], _formats.get("fp64").max)
+        C = settle(C, None, A_, B_, "fp64", name, {}, info["unit"], _formats.get("fp64").max)
         return (C, info) if return_info else C
 
     assert m_ is not None
     run = _Run(unit, backend_name, hw=_hardware.TorchUnit(m_.low, backend_name) if on_hw else None)
-    lowf = _formats.get(m_.low)
-    check_range(A_, lowf, "A")
-    check_range(B_, lowf, "B")
-    mode = check_rounding("split_rounding", rounding)
-    Aw = split_words(A_, lowf, m_.p, m_.scale, mode)
-    Bw = split_words(B_, lowf, m_.p, m_.scale, mode)
-    losses = [underflow_loss(A_, Aw, lowf, m_.p, m_.scale, 1, "A"), underflow_loss(B_, Bw, lowf, m_.p, m_.scale, 0, "B")]
-    if any(loss.entries for loss in losses):
-        warnings.warn(range_message(losses, lowf, m_.p, m_.name), RangeWarning, stacklevel=2)
-    high = m_.high
-    shape = f"{A_.shape[0]}x{A_.shape[1]} @ {B_.shape[0]}x{B_.shape[1]}"
-    step = [0]
-
-    def tell(i: int, j: int) -> None:
-        step[0] += 1
-        if say:
-            say(f"{m_.name}: product {step[0]} of {len(products)} ({_label(i, j)}) on {run.name}, {shape} ...")
-
-    def scaled(i: int, j: int, T: np.ndarray) -> np.ndarray:
-        return np.ldexp(T, -m_.scale * (i + j)) if m_.scale else T
-
-    with np.errstate(over="ignore", invalid="ignore"):
-        if m_.outside_groups:  # Ootomo-Yokota: each group summed in the unit, the groups added outside (RN)
-            C = np.zeros((A_.shape[0], B_.shape[1]))
-            for group in sorted(m_.outside_groups, key=lambda g: -min(sum(products[t]) for t in g)):
-                T = None
-                for t in group:
-                    i, j = products[t]
-                    tell(i, j)
-                    T = run.gemm(Aw[i], Bw[j], T, _label(i, j))
-                i, j = products[group[0]]
-                C = _fl(high, C + scaled(i, j, T))
-                run.note(C, f"the {high} sum", unit=False)
-            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products, **run.extra()}
-        else:
-            C = None
-            for i, j in products:
-                tell(i, j)
-                if summation and (i, j) == (0, 0):
-                    T = _fabsum(run, Aw[0], Bw[0], block, summation, high)
-                    C = T if C is None else _fl(high, C + T)
-                elif acc == "inside":
-                    if m_.scale:
-                        raise ArgumentError("accumulate", acc, "scaled words cannot be chained in the unit's "
-                                            "accumulator", use={"accumulate": "outside"})
-                    C = run.gemm(Aw[i], Bw[j], C, _label(i, j))
-                    continue
-                else:
-                    T = scaled(i, j, run.gemm(Aw[i], Bw[j], None, _label(i, j)))
-                    C = T if C is None else _fl(high, C + T)
-                run.note(C, f"the {high} sum", unit=False)
-            assert C is not None
-            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products,
-                    "accumulate": acc, "summation": summation, "block": block, **run.extra()}
-    C = _settle(C, run.over, A_, B_, high, m_.name, run.where, run.name, run._limit()[0])
+    Aw, Bw = split_operands(A_, B_, m_, rounding)
+    C, info = combine(run, Aw, Bw, m_, products, acc, summation, block, say, shape=f"{A_.shape[0]}x{A_.shape[1]} "
+                      f"@ {B_.shape[0]}x{B_.shape[1]}")
+    C = settle(C, run.over, A_, B_, m_.high, m_.name, run.where, run.name, run._limit()[0])
     return (C, info) if return_info else C
 
 

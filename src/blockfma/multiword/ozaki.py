@@ -29,6 +29,10 @@ dynamic range: bits are counted below the row's largest element (Ozaki I) or its
 element 2**-d below them keeps d fewer bits (a subnormal next to a normal value usually keeps none).  This
 is the scheme's known limitation, not a defect of this code.
 
+Both schemes' steps (:func:`ozaki1_steps`, :func:`ozaki2_steps`: slicing, scaling, residues, the CRT of
+:class:`CRT` in int64 limbs) take the array module first and run on numpy arrays here and on torch tensors
+on their device (:mod:`.tensors`, with ``torch._int_mm``), the same code and the same bits.
+
 Units: ``unit=None`` is :func:`exact_unit` (the exact integer product, checked against int32 overflow);
 :func:`model_unit` runs the blockfma engine with :func:`int8_model`; :func:`torch_unit` calls
 ``torch._int_mm`` (a GPU's int8 tensor cores on CUDA).  Any callable ``f(Ai8, Bi8) -> int array`` works.
@@ -45,6 +49,7 @@ import numpy as np
 from .. import formats as _formats
 from ..arguments import ArgumentError, choice, integer, memory
 from ..probes.runtime import import_torch
+from . import arrays
 from .split import check_input, check_operands
 
 __all__ = [
@@ -61,6 +66,18 @@ __all__ = [
     "ozaki1",
     "ozaki2",
     "ozaki2_shifts",
+    "ozaki1_steps",
+    "ozaki2_steps",
+    "int_mm_shape",
+    "pick_moduli",
+    "CRT",
+    "round_limbs",
+    "cut_rows",
+    "shifts",
+    "integers",
+    "residues",
+    "chunked",
+    "numpy_product",
 ]
 
 Unit = Callable[[np.ndarray, np.ndarray], Any]
@@ -157,14 +174,21 @@ def _run_unit(unit: Unit | None, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return C
 
 
-def _unit_chunked(unit: Unit | None, A: np.ndarray, B: np.ndarray, chunk: int) -> np.ndarray:
-    """Sum over k-chunks of at most ``chunk`` of the unit's products, in int64 (exact)."""
+def numpy_product(unit: Unit | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The int64 product of int8 numpy arrays on ``unit`` (None: :func:`exact_unit`), checked: what the
+    schemes' steps (:func:`ozaki1_steps`, :func:`ozaki2_steps`) call on the host."""
+    return lambda A, B: _run_unit(unit, A, B)
+
+
+def chunked(xp: Any, product: Callable[[Any, Any], Any], A: Any, B: Any, chunk: int) -> Any:
+    """Sum over k-chunks of at most ``chunk`` of ``product`` (int8 operands, int64 results), in int64
+    (exact); ``xp``: numpy or torch."""
     k = A.shape[1]
     if k <= chunk:
-        return _run_unit(unit, A, B)
-    C = np.zeros((A.shape[0], B.shape[1]), dtype=np.int64)
+        return product(A, B)
+    C = arrays.zeros(xp, (A.shape[0], B.shape[1]), "int64", A)
     for lo in range(0, k, chunk):
-        C += _run_unit(unit, np.ascontiguousarray(A[:, lo:lo + chunk]), np.ascontiguousarray(B[lo:lo + chunk]))
+        C = C + product(arrays.contiguous(xp, A[:, lo:lo + chunk]), arrays.contiguous(xp, B[lo:lo + chunk]))
     return C
 
 
@@ -195,6 +219,13 @@ def model_unit(model: Any = None, *, backend: str = "auto") -> Unit:
     return unit
 
 
+def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
+    """The shape (m', k', n') that ``torch._int_mm`` gets for an (m x k) @ (k x n) product: zero-padded to
+    what cuBLASLt accepts (m > 16, k and n multiples of 8, k at least 32, as torchao's safe_int_mm advises);
+    the padding leaves the product unchanged."""
+    return max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
+
+
 def torch_unit(device: str | None = None) -> Unit:
     """A unit that calls ``torch._int_mm`` (int8 x int8 -> int32) on ``device`` (default: "cuda" where torch
     sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
@@ -206,7 +237,7 @@ def torch_unit(device: str | None = None) -> Unit:
     def unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         m, k = A.shape
         n = B.shape[1]
-        mp, kp, np_ = max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
+        mp, kp, np_ = int_mm_shape(m, k, n)
         Ap = np.zeros((mp, kp), dtype=np.int8)
         Bp = np.zeros((kp, np_), dtype=np.int8)
         Ap[:m, :k] = A
@@ -246,14 +277,15 @@ def slices_needed(bits: int, k: int) -> int:
     return -(-bits // slice_width(k))
 
 
-def row_exponents(A: np.ndarray) -> np.ndarray:
+def row_exponents(A: Any, xp: Any = np) -> Any:
     """e_i with max_j |a_ij| < 2**e_i <= 2 * max_j |a_ij| (frexp's exponent of the row maximum), as int64;
     0 for an all-zero row.  (ceil(log2 max) except at powers of two, where it is one more, so that the top
-    slice stays below 2**w.)"""
-    A = np.asarray(A, dtype=np.float64)
+    slice stays below 2**w.)  ``xp``: numpy, or torch for a float64 tensor."""
+    if arrays.is_numpy(xp):
+        A = np.asarray(A, dtype=np.float64)
     if A.shape[1] == 0:
-        return np.zeros(A.shape[0], dtype=np.int64)
-    return np.frexp(np.abs(A).max(axis=1))[1].astype(np.int64)
+        return arrays.zeros(xp, (A.shape[0],), "int64", A)
+    return arrays.frexp(xp, arrays.amax(xp, xp.abs(A), 1))[1]
 
 
 def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -269,15 +301,22 @@ def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]
     A = check_input(A, "A")
     slices = _positive_int(slices, "slices", 1, MAX_SLICES)
     width = _positive_int(width, "width", 1, 7)
-    e = row_exponents(A)
-    out = np.zeros((slices,) + A.shape, dtype=np.int8)
-    r = A.copy()
+    S, e = cut_rows(np, A, slices, width)
+    return (np.stack(S) if S else np.zeros((0,) + A.shape, dtype=np.int8)), e
+
+
+def cut_rows(xp: Any, A: Any, slices: int, width: int) -> tuple[list[Any], Any]:
+    """:func:`slice_rows`'s rule on checked float64 A (numpy, or a torch tensor with ``xp``): the int8
+    slices as a list, and the row exponents."""
+    e = row_exponents(A, xp)
+    out = []
+    r = A
     for s in range(1, slices + 1):
         shift = (s * width - e)[:, None]
         with np.errstate(under="ignore"):  # an underflowing value is < 2**-1022 and truncates to 0 anyway
-            d = np.trunc(np.ldexp(r, shift))
-        out[s - 1] = d
-        r -= np.ldexp(d, -shift)  # the bits just taken: exactly representable, so exact
+            d = xp.trunc(arrays.ldexp(xp, r, shift))
+        out.append(arrays.to(xp, d, "int8"))
+        r = r - arrays.ldexp(xp, d, -shift)  # the bits just taken: exactly representable, so exact
     return out, e
 
 
@@ -312,28 +351,37 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
     w = slice_width(k) if width is None else width
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n))
-    SA, ea = slice_rows(A, slices, w)
-    SBt, eb = slice_rows(B.T, slices, w)
-    SB = [np.ascontiguousarray(SBt[t].T) for t in range(slices)]
-    live_a = [bool(SA[s].any()) for s in range(slices)]
-    live_b = [bool(SB[t].any()) for t in range(slices)]
+    return ozaki1_steps(np, A, B, slices, w, numpy_product(unit))
+
+
+def ozaki1_steps(xp: Any, A: Any, B: Any, slices: int, w: int, product: Callable[[Any, Any], Any]) -> Any:
+    """:func:`ozaki1`'s steps on checked, non-empty float64 operands (numpy arrays, or torch tensors on one
+    device with ``xp`` = torch), ``product`` the unit (int8 operands, int64 result): the one copy of the
+    scheme that both paths run."""
+    m, n = A.shape[0], B.shape[1]
+    SA, ea = cut_rows(xp, A, slices, w)
+    SBt, eb = cut_rows(xp, B.T, slices, w)
+    SB = [arrays.contiguous(xp, S.T) for S in SBt]
+    live_a = [bool(S.any()) for S in SA]
+    live_b = [bool(S.any()) for S in SB]
     base = ea[:, None] + eb[None, :]
-    C = np.zeros((m, n))
+    C = arrays.zeros(xp, (m, n), "float64", A)
     for g in range(slices + 1, 1, -1):  # smallest terms first
-        level = np.zeros((m, n), dtype=np.int64)
+        level = None
         for s in range(max(1, g - slices), min(slices, g - 1) + 1):
             t = g - s
             if live_a[s - 1] and live_b[t - 1]:
-                level += _run_unit(unit, SA[s - 1], SB[t - 1])
-        if level.any():
+                T = product(SA[s - 1], SB[t - 1])
+                level = T if level is None else level + T
+        if level is not None and bool(level.any()):
             with np.errstate(under="ignore", over="ignore", invalid="ignore"):  # inf - inf: as float64 GEMM
-                C += np.ldexp(level.astype(np.float64), base - g * w)
+                C = C + arrays.ldexp(xp, arrays.to(xp, level, "float64"), base - g * w)
     return C
 
 
 # --------------------------------------------------------------------------------------------- Ozaki II
 
-def _moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int, ...]:
+def pick_moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int, ...]:
     if moduli is not None and n_moduli is not None:
         raise ArgumentError("n_moduli", n_moduli, "and moduli= both choose the moduli: pass moduli= or n_moduli=, "
                             "not both")
@@ -364,24 +412,24 @@ def _half_bits(P: int) -> float:
     return (math.log2(P) - 1) / 2 - 2.0**-20
 
 
-def _norm_shifts(X: np.ndarray, L: float) -> np.ndarray:
+def _norm_shifts(xp: Any, X: Any, L: float) -> Any:
     """s_i = the largest integer with 2**s_i * ||x_i||_2 <= 2**L, from a rigorous upper bound of the norm."""
-    m, k = X.shape
-    e = row_exponents(X)
+    k = X.shape[1]
+    e = row_exponents(X, xp)
     with np.errstate(under="ignore"):
-        Y = np.ldexp(X, -e[:, None])  # |y| < 1, max|y| >= 1/2; underflow moves y by < 2**-1074
-        sq = np.einsum("ij,ij->i", Y, Y)  # rounding: relative gamma_k; underflow: < k * 2**-1074 absolute
+        Y = arrays.ldexp(xp, X, -e[:, None])  # |y| < 1, max|y| >= 1/2; underflow moves y by < 2**-1074
+        sq = arrays.row_squares(xp, Y)  # rounding: relative gamma_k; underflow: < k * 2**-1074 absolute
     ub = sq * (1 + (k + 2) * 2.0**-52) + 2.0**-1000
-    s = np.floor(L - 0.5 * np.log2(ub)).astype(np.int64) - e
-    return np.where(sq > 0, s, 0)
+    s = arrays.to(xp, xp.floor(L - 0.5 * xp.log2(ub)), "int64") - e
+    return xp.where(sq > 0, s, 0)
 
 
-def _max_shifts(C2: np.ndarray, L: float, axis: int) -> np.ndarray:
-    """c with 2**c * sqrt(max C2 along axis) <= 2**L (0 where the maximum is 0)."""
-    mx = C2.max(axis=axis).astype(np.float64) if C2.size else np.zeros(C2.shape[1 - axis])
+def _max_shifts(xp: Any, C2: Any, L: float, axis: int) -> Any:
+    """c with 2**c * sqrt(max C2 along axis) <= 2**L (0 where the maximum is 0); C2 non-empty."""
+    mx = arrays.to(xp, arrays.amax(xp, C2, axis), "float64")
     with np.errstate(divide="ignore"):
-        c = np.floor(L - 0.5 * np.log2(np.where(mx > 0, mx, 1.0)) * (1 + 2.0**-40)).astype(np.int64)
-    return np.where(mx > 0, c, 0)
+        c = arrays.to(xp, xp.floor(L - 0.5 * xp.log2(xp.where(mx > 0, mx, 1.0)) * (1 + 2.0**-40)), "int64")
+    return xp.where(mx > 0, c, 0)
 
 
 def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] = "fast",
@@ -401,75 +449,161 @@ def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] =
     P = integer("P", P, least=2)
     _check_unit(unit)
     A, B = check_operands(A, B)
+    if A.shape[1] == 0 or A.shape[0] == 0 or B.shape[1] == 0:
+        return np.zeros(A.shape[0], dtype=np.int64), np.zeros(B.shape[1], dtype=np.int64)
+    return shifts(np, A, B, P, scaling, numpy_product(unit))
+
+
+def shifts(xp: Any, A: Any, B: Any, P: int, scaling: str, product: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+    """:func:`ozaki2_shifts`' rule on checked, non-empty float64 operands (numpy, or torch with ``xp``)."""
     L = _half_bits(P)
     if scaling == "fast":
-        return _norm_shifts(A, L), _norm_shifts(B.T, L)
-    ua = _BOUND_BITS - row_exponents(A)
-    vb = _BOUND_BITS - row_exponents(B.T)
+        return _norm_shifts(xp, A, L), _norm_shifts(xp, B.T, L)
+    ua = _BOUND_BITS - row_exponents(A, xp)
+    vb = _BOUND_BITS - row_exponents(B.T, xp)
     with np.errstate(under="ignore"):
-        Ab = np.ceil(np.ldexp(np.abs(A), ua[:, None]))
-        Bb = np.ceil(np.ldexp(np.abs(B), vb[None, :]))
-    Ab = np.where((Ab == 0) & (A != 0), 1.0, Ab).astype(np.int8)  # a value lost to underflow still counts 1
-    Bb = np.where((Bb == 0) & (B != 0), 1.0, Bb).astype(np.int8)
-    C2 = _unit_chunked(unit, Ab, Bb, _BOUND_K)
-    return ua + _max_shifts(C2, L, 1), vb + _max_shifts(C2, L, 0)
+        Ab = xp.ceil(arrays.ldexp(xp, xp.abs(A), ua[:, None]))
+        Bb = xp.ceil(arrays.ldexp(xp, xp.abs(B), vb[None, :]))
+    Ab = arrays.to(xp, xp.where((Ab == 0) & (A != 0), 1.0, Ab), "int8")  # lost to underflow: still counts 1
+    Bb = arrays.to(xp, xp.where((Bb == 0) & (B != 0), 1.0, Bb), "int8")
+    C2 = chunked(xp, product, Ab, Bb, _BOUND_K)
+    return ua + _max_shifts(xp, C2, L, 1), vb + _max_shifts(xp, C2, L, 0)
 
 
-def _integer_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(M, E), int64, with X = M * 2**E exactly, |M| < 2**53 and E >= 0, for X holding integers in float64."""
-    frac, exp = np.frexp(X)
-    M = np.ldexp(frac, 53).astype(np.int64)  # exact: |frac| < 1 has 53 significant bits
-    E = exp.astype(np.int64) - 53
-    neg = E < 0  # X < 2**53: M is a multiple of 2**-E (X is an integer), so the shift is exact
-    M = np.where(neg, M >> np.where(neg, -E, 0), M)
-    return M, np.maximum(E, 0)
+def integers(xp: Any, X: Any) -> Any:
+    """X (integers held in float64) as int64 where every |x| < 2**62 (exact), else X itself."""
+    return arrays.to(xp, X, "int64") if X.shape[0] * X.shape[1] and bool((xp.abs(X) < 2.0**62).all()) else X
 
 
-def _residues(parts: tuple[np.ndarray, np.ndarray], m: int) -> np.ndarray:
-    """X = M * 2**E modulo m, centred into [-(m // 2), m - 1 - m // 2] (so within int8), in int64 arithmetic:
-    ((M mod m) * (2**E mod m)) mod m, every intermediate below 2**16."""
-    M, E = parts
+def residues(xp: Any, X: Any, m: int) -> Any:
+    """X (integers: int64 from :func:`integers`, or held in float64) modulo m, centred into [-(m // 2),
+    m - 1 - m // 2] (so within int8), as int8: ((X + h) mod m) - h in int64 (|X| < 2**62: no overflow), or
+    ``fmod`` in float64, which is exact, and the centring of its result (|fmod| < m)."""
     h = m // 2
-    pow2 = np.array([pow(2, int(e), m) for e in range(int(E.max(initial=0)) + 1)], dtype=np.int64)
-    return (np.mod(np.mod(M, m) * pow2[E] + h, m) - h).astype(np.int8)
+    if X.dtype == (np.int64 if arrays.is_numpy(xp) else xp.int64):
+        return arrays.to(xp, (X + h) % m - h, "int8")
+    y = xp.fmod(X, float(m))
+    y = xp.where(y > m - 1 - h, y - m, xp.where(y < -h, y + m, y))
+    return arrays.to(xp, y, "int8")
+
+
+# The CRT in limbs: an integer X as a list of int64 arrays x_i, X = sum_i x_i 2**(LIMB i), every limb but the
+# last in [0, 2**LIMB) once normalized (the last carries the sign).  24-bit limbs keep every intermediate of
+# the sums below 2**40: residue (< 2**8) times limb (< 2**24), summed over at most 20 moduli.
+LIMB = 24
+_MASK = (1 << LIMB) - 1
+
+
+def _limbs(v: int, n: int) -> list[int]:
+    """A non-negative Python int as n limbs."""
+    return [(v >> (LIMB * i)) & _MASK for i in range(n)]
+
+
+def _normalize(X: list[Any]) -> list[Any]:
+    """Carries propagated: limbs but the last in [0, 2**LIMB) (arithmetic shifts: floor for negatives)."""
+    out, carry = [], 0
+    for x in X[:-1]:
+        x = x + carry
+        carry = x >> LIMB
+        out.append(x & _MASK)
+    out.append(X[-1] + carry)
+    return out
+
+
+class CRT:
+    """The Chinese remainder theorem on arrays (numpy, or torch on the residues' device): :meth:`add` the
+    residue of X modulo each of ``mods`` (any order, integers in [0, m)), then :meth:`limbs` gives X exactly
+    as the integer of [-(P // 2), P - 1 - P // 2] with those residues, :meth:`value` rounds it once to
+    float64 (to nearest even).
+
+    No Python integers per element: X = sum_l r_l c_l mod P with c_l = (P/m_l) ((P/m_l)^-1 mod m_l); the
+    residues are kept as uint8 and, a block of rows at a time, multiplied by the 24-bit limbs of the c_l in
+    one float64 matrix product (L x N @ N x elements: exact, every product below 2**32 and every sum below
+    2**37, whatever the summation order); the multiple of P to subtract is estimated in float64 and corrected
+    by at most one P each way with two exact comparisons; the rounding takes the top 55 bits with a sticky
+    bit (round to odd), which float64's conversion then rounds to nearest even: the correct rounding of X."""
+
+    def __init__(self, xp: Any, mods: Sequence[int]) -> None:
+        self.xp, self.mods = xp, tuple(mods)
+        self.P = math.prod(self.mods)
+        self.n = -(-(self.P.bit_length() + 2 + len(self.mods).bit_length() + 8) // LIMB) + 1
+        self.residues: list[Any] = []
+        self.limb_rows: list[list[int]] = []  # for each residue added, the limbs of its c_l
+
+    def add(self, m: int, r: Any) -> None:
+        """Take r = X mod m (an integer array of values in [0, m))."""
+        W = self.P // m
+        self.limb_rows.append(_limbs(W * pow(W % m, -1, m) % self.P, self.n))
+        self.residues.append(arrays.to(self.xp, r, "uint8"))
+
+    def sums(self, rows: slice = slice(None)) -> list[Any]:
+        """S = sum_l r_l c_l in (unnormalized) limbs, int64, of the rows ``rows``."""
+        xp = self.xp
+        assert self.residues, "no residues added"
+        R = arrays.to(xp, xp.stack([r[rows] for r in self.residues]), "float64")
+        Cm = arrays.constant(xp, [list(t) for t in zip(*self.limb_rows)], "float64", R)  # limbs x moduli
+        shape = R.shape[1:]
+        S = arrays.to(xp, Cm @ R.reshape(len(self.residues), -1), "int64")  # exact: integers below 2**37
+        return [S[i].reshape(shape) for i in range(self.n)]
+
+    def limbs(self, rows: slice = slice(None)) -> list[Any]:
+        """X in normalized limbs (see the class), of the rows ``rows`` only (a slice)."""
+        xp, P = self.xp, self.P
+        S = self.sums(rows)
+        approx = S[0] * 0.0
+        for i, s in enumerate(S):
+            approx = approx + arrays.to(xp, s, "float64") * 2.0 ** (LIMB * i)
+        q = arrays.to(xp, xp.round(approx * (1.0 / float(P))), "int64")  # within one of the true quotient
+        X = _normalize([s - q * p for s, p in zip(S, _limbs(P, self.n))])
+        H = P // 2
+        over = _normalize([x - c for x, c in zip(X, _limbs(P - H, self.n))])[-1] >= 0  # X > P - 1 - H
+        X = _normalize([xp.where(over, x - p, x) for x, p in zip(X, _limbs(P, self.n))])
+        under = _normalize([x + c for x, c in zip(X, _limbs(H, self.n))])[-1] < 0  # X < -H
+        return _normalize([xp.where(under, x + p, x) for x, p in zip(X, _limbs(P, self.n))])
+
+    def value(self, block: int | None = None) -> Any:
+        """X rounded once to float64, to nearest even; ``block`` rows at a time (None: all at once), which
+        bounds the temporaries (about 30 limb arrays of the block's rows) where memory is short."""
+        m = int(self.residues[0].shape[0])
+        if block is None or block >= m:
+            return round_limbs(self.xp, self.limbs())
+        parts = [round_limbs(self.xp, self.limbs(slice(i, i + block))) for i in range(0, m, block)]
+        return np.concatenate(parts) if arrays.is_numpy(self.xp) else self.xp.cat(parts)
+
+
+def round_limbs(xp: Any, X: list[Any]) -> Any:
+    """The integer of normalized limbs X (see :class:`CRT`) rounded once to float64, to nearest even."""
+    neg = X[-1] < 0
+    X = _normalize([xp.where(neg, -x, x) for x in X])  # |X|: every limb in [0, 2**LIMB)
+    t = arrays.to(xp, X[0] * 0, "int64")
+    top = t
+    for i, x in enumerate(X):
+        t, top = xp.where(x != 0, i, t), xp.where(x != 0, x, top)
+    bits = LIMB * t + arrays.frexp(xp, arrays.to(xp, top, "float64"))[1]  # |X| < 2**bits, exactly
+    shift = arrays.clip(xp, bits - 55, 0, None)
+    T, sticky = t * 0, t != t
+    for i, x in enumerate(X):
+        d = LIMB * i - shift
+        r = arrays.clip(xp, -d, 0, 62)
+        right = x >> r
+        T = T + xp.where(d >= 0, x << arrays.clip(xp, d, 0, 62), right)
+        sticky = sticky | ((d < 0) & (x - (right << r) != 0))
+    T = T | arrays.to(xp, sticky, "int64")  # round to odd at 55 bits: then to nearest even at 53 is exact
+    v = arrays.ldexp(xp, arrays.to(xp, T, "float64"), shift)
+    return xp.where(neg, -v, v)
 
 
 def _crt(residues: list[np.ndarray], mods: tuple[int, ...], P: int) -> np.ndarray:
-    """The integers X with |X| < P/2 and X = residues[l] (mod mods[l]), as an object array of Python ints.
-
-    Garner's algorithm in int64 (all values below 2**17) gives mixed-radix digits of Y = X + P//2 in [0, P);
-    digits are gathered into int64 groups (radix product < 2**62), and the groups into Python ints."""
-    H = P // 2
-    N = len(mods)
-    W = [1]
-    for mo in mods[:-1]:
-        W.append(W[-1] * mo)
-    digits: list[np.ndarray] = []
-    for l_, (r, mo) in enumerate(zip(residues, mods)):
-        y = np.mod(r + H % mo, mo)
-        t = np.zeros_like(y)
-        for j in range(l_ - 1, -1, -1):  # Horner: v_0 + m_0 (v_1 + m_1 (...)) modulo mo
-            t = np.mod(t * mods[j] + digits[j], mo)
-        inv = pow(W[l_] % mo, -1, mo) if l_ else 1
-        digits.append(np.mod((y - t) * inv, mo))
-    groups: list[tuple[int, np.ndarray]] = []  # (first digit index, group value)
-    start = 0
-    while start < N:
-        end, radix = start, 1
-        while end < N and radix * mods[end] < 2**62:
-            radix *= mods[end]
-            end += 1
-        z = np.zeros_like(digits[0])
-        for j in range(end - 1, start - 1, -1):
-            z = z * mods[j] + digits[j]
-        groups.append((start, z))
-        start = end
-    if len(groups) == 1 and P < 2**62:
-        return groups[0][1] - H
-    Y = groups[-1][1].astype(object)
-    for (start, z), (nxt, _) in zip(groups[-2::-1], groups[:0:-1]):
-        Y = Y * (W[nxt] // W[start]) + z.astype(object)
-    return Y - H
+    """The integers X with |X| < P/2 and X = residues[l] (mod mods[l]), as an object array of Python ints
+    (:class:`CRT`'s limbs, read exactly)."""
+    crt = CRT(np, mods)
+    for r, mo in zip(residues, mods):
+        crt.add(mo, np.mod(np.asarray(r, dtype=np.int64), mo))
+    X = crt.limbs()
+    out = np.zeros(X[0].shape, dtype=object)
+    for i, x in enumerate(X):
+        out = out + x.astype(object) * (1 << (LIMB * i))
+    return out
 
 
 def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int | None = None,
@@ -486,22 +620,30 @@ def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int
     2**-L relative to each row's and column's 2-norm, L ~ (log2 P - 1)/2 ~ 3.95 bits per modulus) and the
     final rounding.  Bits per element: L minus the element's distance below its row's norm (a wide dynamic
     range costs bits)."""
-    mods = _moduli(moduli, n_moduli)
+    mods = pick_moduli(moduli, n_moduli)
     scaling = choice("scaling", scaling, ("fast", "accurate"))
     _check_unit(unit)
     A, B = check_operands(A, B)
-    P = math.prod(mods)
     m, k = A.shape
     n = B.shape[1]
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n))
-    sa, sb = ozaki2_shifts(A, B, P, scaling, unit)
+    return ozaki2_steps(np, A, B, mods, scaling, numpy_product(unit))
+
+
+def ozaki2_steps(xp: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str,
+                 product: Callable[[Any, Any], Any], block: int | None = None) -> Any:
+    """:func:`ozaki2`'s steps on checked, non-empty float64 operands (numpy arrays, or torch tensors on one
+    device with ``xp`` = torch), ``product`` the unit (int8 operands, int64 result): the one copy of the
+    scheme that both paths run.  ``block``: rows of the CRT's final rounding at a time (:meth:`CRT.value`)."""
+    sa, sb = shifts(xp, A, B, math.prod(mods), scaling, product)
     with np.errstate(under="ignore"):
-        Ai = np.trunc(np.ldexp(A, sa[:, None]))
-        Bi = np.trunc(np.ldexp(B, sb[None, :]))
-    pa, pb = _integer_parts(Ai), _integer_parts(Bi)
-    residues = [np.mod(_unit_chunked(unit, _residues(pa, mo), _residues(pb, mo), _RESIDUE_K), mo) for mo in mods]
-    X = _crt(residues, mods, P)
-    Xf = X.astype(np.float64)  # one rounding (Python int -> float rounds to nearest even)
+        Ai = xp.trunc(arrays.ldexp(xp, A, sa[:, None]))
+        Bi = xp.trunc(arrays.ldexp(xp, B, sb[None, :]))
+    Ai, Bi = integers(xp, Ai), integers(xp, Bi)  # int64 up to 16 moduli: fewer passes per residue
+    crt = CRT(xp, mods)
+    for mo in mods:
+        crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), _RESIDUE_K) % mo)
+    Xf = crt.value(block)  # one rounding, to nearest even
     with np.errstate(under="ignore", over="ignore"):
-        return np.ldexp(Xf, -(sa[:, None] + sb[None, :]))
+        return arrays.ldexp(xp, Xf, -(sa[:, None] + sb[None, :]))

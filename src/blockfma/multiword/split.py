@@ -20,6 +20,7 @@ import numpy as np
 from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, integer
 from ..formats import Format, RoundingMode
+from . import arrays
 
 __all__ = ["RangeWarning", "split", "check_input", "check_operands", "check_format", "check_rounding",
            "MAX_WORDS", "MAX_SCALE"]
@@ -140,37 +141,43 @@ class _Loss:
     line_max: float  # the largest entry of that entry's line (row of A, column of B)
 
 
-def split_words(x: np.ndarray, f: Format, p: int, scale: int, mode: RoundingMode) -> list[np.ndarray]:
-    words: list[np.ndarray] = []
-    residual = x.copy()
+def split_words(x: Any, f: Format, p: int, scale: int, mode: RoundingMode, xp: Any = np) -> list[Any]:
+    """The p words of x (float64, numpy or torch, ``xp`` its module): the rule of :func:`split`, unchecked.
+    (On torch, binary32 data is looked at once: its residuals, scaled or not, are binary32 values too, each
+    a multiple of its entry's binary32 quantum with fewer than 24 bits, so every word's rounding can take
+    torch's binary32 conversions, :func:`.arrays.round_to`.)"""
+    words: list[Any] = []
+    residual = x
+    b32 = None if arrays.is_numpy(xp) or f.precision > 24 or f.emin < -126 else arrays.binary32(xp, x)
     for i in range(p):
-        w = _formats.round(f, np.ldexp(residual, scale * i), mode)
+        w = arrays.round_to(xp, f, arrays.ldexp(xp, residual, scale * i), mode, is_binary32=b32)
         words.append(w)
-        residual = residual - np.ldexp(w, -scale * i)  # exact: the error of one rounding
+        residual = residual - arrays.ldexp(xp, w, -scale * i)  # exact: the error of one rounding
     return words
 
 
-def underflow_loss(x: np.ndarray, words: list[np.ndarray], f: Format, p: int, scale: int, axis: int,
-                    name: str) -> _Loss:
+def underflow_loss(x: Any, words: list[Any], f: Format, p: int, scale: int, axis: int,
+                    name: str, xp: Any = np) -> _Loss:
     """The entries whose words lost bits to underflow by more than the split's own accuracy: error
     |a - sum of words| > u_low**p * (largest |entry| of the entry's line), lines along ``axis`` (1: rows,
-    for the left operand; 0: columns, for the right one)."""
-    lost = _lost_to_underflow(f, words, x, scale)
-    if not lost.any():
+    for the left operand; 0: columns, for the right one).  ``xp``: numpy, or torch for tensors."""
+    lost = _lost_to_underflow(f, words, x, scale, xp)
+    if not bool(lost.any()):
         return _Loss(name, 0, 0.0, None, 0.0)
-    total = words[0].copy()
+    total = words[0]
     for i in range(1, p):
-        total = total + np.ldexp(words[i], -scale * i)
-    err = np.abs(x - total)
-    line = np.abs(x).max(axis=axis, keepdims=True)
+        total = total + arrays.ldexp(xp, words[i], -scale * i)
+    err = xp.abs(x - total)
+    line = arrays.amax(xp, xp.abs(x), axis, keepdims=True)
     u = math.ldexp(1.0, -f.precision)
     with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-        rel = np.where(lost, err / line, 0.0)
+        rel = xp.where(lost, err / line, 0.0)
     over = lost & (rel > u**p)
-    if not over.any():
+    if not bool(over.any()):
         return _Loss(name, 0, float(rel.max()), None, 0.0)
-    i, j = (int(t) for t in np.unravel_index(int(np.argmax(np.where(over, rel, -1.0))), rel.shape))
-    return _Loss(name, int(np.count_nonzero(over)), float(rel[i, j]), (i, j),
+    flat = int(xp.argmax(xp.where(over, rel, -1.0)))
+    i, j = divmod(flat, int(rel.shape[1]))
+    return _Loss(name, arrays.count(xp, over), float(rel[i, j]), (i, j),
                  float(line[0, j] if axis == 0 else line[i, 0]))
 
 
@@ -232,24 +239,35 @@ def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: Roundi
     return words
 
 
-def check_range(x: np.ndarray, f: Format, name: str) -> None:
-    big = np.argwhere(np.abs(x) > f.max)
-    if len(big):
-        i, j = (int(t) for t in big[0])
-        e = math.frexp(float(np.abs(x).max()) / f.max)[1]
-        raise ArgumentError(name, x, f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
+def check_range(x: Any, f: Format, name: str, xp: Any = np) -> None:
+    """An ArgumentError naming the first entry of x (numpy, or torch with ``xp``) beyond ``f``'s range."""
+    big = xp.abs(x) > f.max
+    at = arrays.first(xp, big) if bool(big.any()) else None
+    if at is not None:
+        i, j = at
+        e = math.frexp(float(xp.abs(x).max()) / f.max)[1]
+        shown = x if xp is np else Shown(f"<{x.dtype} tensor of shape {tuple(x.shape)} on {x.device}>")
+        raise ArgumentError(name, shown,
+                            f"{name}[{i}, {j}] = {float(x[i, j])!r} is beyond {f.name}'s largest value "
                             f"{f.max!r}: multiword words must hold its entries", fix=f"scale {name} by a power of "
                             f"two first ({name} * 2**-{e}, exact; undo it on the product)")
 
 
-def _lost_to_underflow(f: Format, words: list[np.ndarray], x: np.ndarray, scale: int) -> np.ndarray:
+def _lost_to_underflow(f: Format, words: list[Any], x: Any, scale: int, xp: Any = np) -> Any:
     """Entries whose some word's input lay below fmt's smallest normal (its significand cut by the range,
-    not by the precision), where the entry is not yet exact."""
-    mask = np.zeros(x.shape, bool)
-    residual = x.copy()
+    not by the precision), where the entry is not yet exact.  None where binary32 data rules it out at once:
+    a word's nonzero input is a multiple of its entry's binary32 quantum times 2**(scale i) >= 2**(e - 23),
+    so no entry of exponent e >= emin + 23 can have one below 2**emin."""
+    ax = xp.abs(x)
+    nonzero = ax[ax != 0]
+    if nonzero.shape[0] == 0 or (float(nonzero.min()) >= 2.0 ** (f.emin + 23) and arrays.binary32(xp, x)):
+        return xp.zeros(x.shape, dtype=bool) if arrays.is_numpy(xp) else xp.zeros(x.shape, dtype=xp.bool,
+                                                                                    device=x.device)
+    mask = None
+    residual = x
     for i, w in enumerate(words):
-        scaled = np.ldexp(residual, scale * i)
-        tiny = (scaled != 0) & (np.abs(scaled) < f.smallest_normal) & (w != scaled)
-        mask |= tiny
-        residual = residual - np.ldexp(w, -scale * i)
+        scaled = arrays.ldexp(xp, residual, scale * i)
+        tiny = (scaled != 0) & (xp.abs(scaled) < f.smallest_normal) & (w != scaled)
+        mask = tiny if mask is None else mask | tiny
+        residual = residual - arrays.ldexp(xp, w, -scale * i)
     return mask

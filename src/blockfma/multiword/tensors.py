@@ -1,0 +1,309 @@
+"""``multiword.matmul`` on torch tensors: tensors in, a tensor out, every step on the tensors' device.
+
+:func:`blockfma.multiword.matmul` sends torch tensors here (``backend`` None or "hardware"; "hardware:cpu"
+or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy path's own code, run with
+``xp = torch`` (:mod:`.arrays`: the few operations the two spell differently): the split into words and its
+range checks (:func:`.methods.split_operands`), the products and their additions (:func:`.methods.combine`),
+Ozaki I's slicing (:func:`.ozaki.ozaki1_steps`), Ozaki II's scaling, residues and CRT
+(:func:`.ozaki.ozaki2_steps`, :class:`.ozaki.CRT` in int64 limbs), all as torch operations on the device;
+the unit calls are :class:`.hardware.TorchUnit` (fp16/bf16/tf32 words, fp32 output) and
+:meth:`.hardware.Int8Unit.product` (``torch._int_mm``).  Nothing goes through the host but Python scalars
+(a few ``.any()`` checks, the shapes), except after an overflow, whose entries are settled on the host as
+for arrays (:func:`.methods.settle`).  So the result's bits are the numpy path's on the same device
+(``backend="hardware:cpu"`` with CPU tensors equals numpy arrays with it); the Ozaki II shifts come from a
+float64 norm whose summation order is torch's, which can move a shift (and the bits) only where a row's
+norm lies within an ulp of a power of two.
+
+Operands: 2-D tensors on one device, of one dtype: float16, bfloat16, float32, float64 (or torch's float8
+types), or integers (taken as their values; int64 beyond 2**53 is refused); bool and complex tensors are
+refused.  NaN and Inf are refused (an ArgumentError naming the first one), as the numpy path refuses them:
+a multiword method's words and an Ozaki scheme's scaling are not defined for them.  Empty operands give a
+zero matrix of the product's shape.  The result is float64 (values of the method's high format: fp32 for
+the word methods, fp64 for Ozaki), on the operands' device, without autograd history.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+from .. import formats as _formats
+from ..arguments import ArgumentError, Shown, available_memory, choice, integer
+from . import arrays, hardware
+
+__all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun"]
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def given(A: Any, B: Any) -> bool:
+    """Whether A or B is a torch tensor (torch is not imported to find out)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and (isinstance(A, torch.Tensor) or isinstance(B, torch.Tensor))
+
+
+def _shown(X: Any) -> Shown:
+    return Shown(f"<{X.dtype} tensor of shape {tuple(X.shape)} on {X.device}>")
+
+
+def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] | None = None
+                  ) -> tuple[Any, Any]:
+    """A and B as contiguous float64 tensors on their (common) device, or an ArgumentError naming the
+    argument and the fix: both tensors, one device, one dtype, a real dtype, 2-D, inner dimensions equal,
+    finite values.  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
+    (the checks of the backend and the memory)."""
+    torch = hardware.import_torch(hardware.NEEDS)
+    for name, X, other in (("A", A, B), ("B", B, A)):
+        if not isinstance(X, torch.Tensor):
+            raise ArgumentError(name, Shown(f"<{type(X).__name__}>"), f"is not a torch tensor, and "
+                                f"{'B' if name == 'A' else 'A'} is one: pass both as tensors on one device "
+                                f"(torch.as_tensor({name}, device={'B' if name == 'A' else 'A'}.device)) or both "
+                                "as numpy arrays")
+    if A.device != B.device:
+        raise ArgumentError("B", _shown(B), f"is on {B.device} and A on {A.device}: the product runs on one "
+                            "device", fix=f"move them to one device (B.to({str(A.device)!r}))")
+    if A.dtype != B.dtype:
+        raise ArgumentError("B", _shown(B), f"has dtype {B.dtype} and A {A.dtype}: pass one dtype (as "
+                            "torch.matmul needs)", fix=f"B.to({A.dtype}) (exact where B's values fit it) or "
+                            "A.to(B.dtype)")
+    for name, X in (("A", A), ("B", B)):
+        if X.dtype == torch.bool or X.is_complex():
+            what = "a mask, not a matrix of numbers (pass X.double() for 0/1 values)" if X.dtype == torch.bool \
+                else "multiword products take real matrices (pass X.real if that is meant)"
+            raise ArgumentError(name, _shown(X), f"has dtype {X.dtype}: {what}")
+        if X.dim() != 2:
+            raise ArgumentError(name, _shown(X), f"must be a 2-D matrix; got shape {tuple(X.shape)}",
+                                fix=f"{name}.reshape(1, -1) for a row or {name}.reshape(-1, 1) for a column")
+    if A.shape[1] != B.shape[0]:
+        raise ArgumentError("B", _shown(B), f"inner dimensions differ: A is {tuple(A.shape)}, B is "
+                            f"{tuple(B.shape)} (A's columns must equal B's rows)")
+    if before is not None:
+        before(int(A.shape[0]), int(A.shape[1]), int(B.shape[1]), A.device)
+    out = []
+    for name, X in (("A", A), ("B", B)):
+        X = X.detach()
+        if not X.is_floating_point():
+            if X.dtype == torch.int64 and X.numel():
+                big = X.abs() > 2**53
+                if bool(big.any()):
+                    i, j = arrays.first(torch, big)
+                    raise ArgumentError(name, _shown(X), f"{name}[{i}, {j}] = {int(X[i, j])} has more significant "
+                                        "bits than binary64 holds, so it cannot be taken exactly",
+                                        fix=f"round it first ({name}.double() rounds to nearest)")
+        X = X.to(torch.float64).contiguous()  # exact: every float dtype and int below 2**53 fits binary64
+        bad = ~torch.isfinite(X)
+        if bool(bad.any()):
+            i, j = arrays.first(torch, bad)
+            raise ArgumentError(name, _shown(X), f"{name}[{i}, {j}] = {float(X[i, j])!r} is not finite "
+                                f"({arrays.count(torch, bad)} non-finite entries): multiword products take finite "
+                                "matrices (the words and the Ozaki scaling are not defined for NaN and Inf)",
+                                fix=f"replace them first (torch.nan_to_num({name})) or use torch.matmul")
+        out.append(X)
+    return out[0], out[1]
+
+
+def _device_backend(backend: str | None, backend_name: str, on_hw: bool, device: Any) -> str:
+    """The hardware backend naming ``device`` (the tensors'), or an ArgumentError for a simulator backend
+    or a hardware backend naming another device."""
+    here = f"hardware:{device}"
+    if backend is None:
+        return here
+    if not on_hw:
+        raise ArgumentError("backend", backend, "is the simulator's engine, which takes numpy arrays; torch "
+                            "tensors run on the real units of their device", use={"backend": "hardware"},
+                            fix="or pass numpy arrays (A.cpu().numpy()) to simulate a unit")
+    if hardware.hardware_spec(backend_name) and hardware.hardware_device(backend_name) != device:
+        raise ArgumentError("backend", backend, f"names {hardware.hardware_device(backend_name)}, and the tensors "
+                            f"are on {device}", use={"backend": "hardware"},
+                            fix=f"or move the tensors there (A.to({str(hardware.hardware_device(backend_name))!r}))")
+    return here
+
+
+def _check_memory(device: Any, need: float, what: str) -> None:
+    """An ArgumentError, before any work, where ``need`` bytes exceed the free memory of ``device``."""
+    if device.type == "cuda":
+        torch = hardware.import_torch(hardware.NEEDS)
+        have = torch.cuda.mem_get_info(device)[0]
+    else:
+        have = available_memory()
+    if have is not None and need > have:
+        gib = 2.0**30
+        raise ArgumentError("A", Shown(f"<{what}>"), f"needs about {need / gib:.3g} GiB on {device}, and "
+                            f"{have / gib:.1f} GiB are free", fix="split the product into blocks of rows of A "
+                            "(matmul(A[i:i+r], B, ...)) or of columns of B")
+
+
+def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> float:
+    """Bytes the device path holds at its peak, about (A is m x k, B k x q; ``words``: the method's words,
+    slices or moduli): the float64 operands, their words (and the unit's copies) or slices, the result and
+    its partial sums; for Ozaki II the truncated operands, one modulus' product, the residues and the CRT
+    (:class:`.ozaki.CRT`: 24-bit limbs of P times a margin) an eighth of the rows at a time."""
+    ab, mq = float(m) * k + float(k) * q, float(m) * q
+    if kind == "baseline":
+        return 16 * ab + 24 * mq
+    if kind == "multiword":
+        return (12 * words + 16) * ab + 40 * mq
+    if name == "ozaki1":
+        return (words + 24) * ab + 48 * mq
+    limbs = -(-(8 * words + 8 + 8 + 2 + 5) // 24) + 1  # CRT.n for moduli below 2**8
+    # one modulus' product and its residue (int64), the uint8 residues, the result; an eighth of the rows at
+    # a time: the residues in float64, the limbs' sums and ~30 int64 arrays of the rounding
+    return 18 * ab + (16 + words + 8 + (8 * words + 16 * limbs + 240) / 8) * mq
+
+
+class TensorRun:
+    """The tensor side of :func:`.methods.combine`: the unit's products on the device (words already in
+    the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and the overflow
+    bookkeeping kept on the device (read only when something overflowed)."""
+
+    def __init__(self, hw: Any, chained: bool = False) -> None:
+        self.hw = hw
+        self.chained = chained  # every product chained into the unit's accumulator: outputs stay fp32 tensors
+        self.torch = hardware.import_torch(hardware.NEEDS)
+        self.calls = 0
+        self.over: Any = None
+        self.counts: list[tuple[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        return self.hw.name
+
+    def extra(self) -> dict[str, Any]:
+        return {"hardware": self.hw.info(), "unit_seconds": self.hw.seconds}
+
+    def limit(self) -> float:
+        """The unit output format's largest value (fp32's; the GPU units do not saturate)."""
+        return _formats.get("fp32").max
+
+    def fl(self, fmt: str, x: Any) -> Any:
+        """x (float64) rounded to ``fmt`` to nearest even, as float64: fp32 by torch's conversion (IEEE,
+        to nearest even, overflow to inf), others by :func:`.arrays.round_to`."""
+        if fmt == "fp32":
+            return x.to(self.torch.float32).to(self.torch.float64)
+        return arrays.round_to(self.torch, fmt, x)
+
+    def zeros(self, shape: tuple[int, int]) -> Any:
+        return self.torch.zeros(shape, dtype=self.torch.float64, device=self.hw.device)
+
+    def gemm(self, a: Any, b: Any, c: Any, label: str = "") -> Any:
+        """One product on the unit, C (values of fp32, or None) chained in; float64 out, or the unit's fp32
+        tensor itself when every product is chained (no conversions between the calls)."""
+        self.calls += 1
+        f32 = self.torch.float32
+        out = self.hw.product(a, b, None if c is None else c if c.dtype == f32 else c.to(f32))
+        if not self.chained:
+            out = out.to(self.torch.float64)
+        self.note(out, label)
+        return out
+
+    def note(self, X: Any, label: str, unit: bool = True) -> None:
+        bad = ~self.torch.isfinite(X)
+        self.over = bad if self.over is None else self.over | bad
+        self.counts.append((label, self.torch.count_nonzero(bad)))
+
+    def where(self) -> dict[str, int]:
+        """Entries each step overflowed (the labels in order; read from the device)."""
+        out: dict[str, int] = {}
+        for label, n in self.counts:
+            if int(n.item()):
+                out[label] = out.get(label, 0) + int(n.item())
+        return out
+
+
+def _settled(C: Any, over: Any, A: Any, B: Any, high: str, method: str, where: Callable[[], dict[str, int]],
+             unit: str, limit: float) -> Any:
+    """C, or where some entry overflowed (rare: |A||B| near the unit's range), :func:`.methods.settle` on the
+    host (its entries +-inf or NaN and its OverflowWarning), back on C's device."""
+    torch = hardware.import_torch(hardware.NEEDS)
+    bad = ~torch.isfinite(C) if over is None else over | ~torch.isfinite(C)
+    if not bool(bad.any()):
+        return C
+    from .methods import settle
+
+    host = settle(C.cpu().numpy(), None if over is None else over.cpu().numpy(), A.cpu().numpy(),
+                  B.cpu().numpy(), high, method, where(), unit, limit)
+    return torch.from_numpy(host).to(C.device)
+
+
+def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, Any], *, say: Any = None,
+           return_info: bool = False, method: Any = None, products: Any = None, accumulate: str | None = None,
+           summation: str | None = None, block: int | None = None, rounding: Any = None,
+           simulated: dict[str, Any] | None = None) -> Any:
+    """:func:`.methods.matmul` for torch tensors (its arguments already checked there; ``method`` and the
+    rest for the word methods; ``simulated``: the device=/model= given): C as a float64 tensor on A's
+    device, and (C, info) with ``return_info``."""
+    from . import ozaki
+    from .bounds import ozaki_slices
+    from .methods import check_backend, combine, split_operands
+
+    backend_name, on_hw = check_backend(backend)
+    for key, value in (simulated or {}).items():  # matmul refuses these for hardware backends, not for None
+        raise ArgumentError(key, value, "picks a simulated unit, and torch tensors run on the real units of "
+                            "their device", fix="leave it out (or pass numpy arrays to simulate a unit)")
+    if method is not None and method.high == "fp64":
+        raise ArgumentError("method", method.name, f"{method.name} needs a unit with exact fp32 x fp32 products "
+                            "accumulated in fp64, which no GPU has: it runs on the simulator, with numpy arrays",
+                            fix="pass A.cpu().numpy(), B.cpu().numpy()")
+    if name in ("ozaki1", "ozaki2") and options.get("unit") is not None:
+        raise ArgumentError("unit", options["unit"], "picks an int8 unit for numpy arrays; torch tensors run on "
+                            "torch._int_mm on their device", fix="leave it out")
+    kind = "ozaki" if name in ("ozaki1", "ozaki2") else "baseline" if name in ("fp32", "fp64") else "multiword"
+    words = method.p if method is not None else 1
+    if name == "ozaki1":
+        options.setdefault("slices", ozaki_slices(53))  # fp64 accuracy by the slice-count rule, as for arrays
+        slices = integer("slices", options["slices"], least=1, most=ozaki.MAX_SLICES)
+        width = integer("width", options["width"], least=1, most=7, none=True) if "width" in options else None
+        words = slices
+    if name == "ozaki2":
+        mods = ozaki.pick_moduli(options.get("moduli"), options.get("n_moduli"))
+        scaling = choice("scaling", options.get("scaling", "fast"), ("fast", "accurate"))
+        words = len(mods)
+    where: list[str] = []
+
+    def before(m: int, k: int, q: int, device: Any) -> None:  # the shapes and device known, nothing converted
+        where.append(_device_backend(backend, backend_name, on_hw, device))
+        _check_memory(device, working_set(name, kind, m, k, q, words), f"{name} on a {m}x{k} @ {k}x{q} product")
+
+    A_, B_ = check_tensors(A, B, before)
+    torch = hardware.import_torch(hardware.NEEDS)
+    device, spec = A_.device, where[0]
+    (m, k), q = A_.shape, B_.shape[1]
+    if say:
+        say(f"{name}: {m}x{k} @ {k}x{q} on {device} ...")
+
+    if m == 0 or q == 0 or k == 0:
+        C = torch.zeros((m, q), dtype=torch.float64, device=device)
+        info = {"method": name, "unit": f"none ({m}x{k} @ {k}x{q} is empty)", "calls": 0, "device": str(device)}
+        return (C, info) if return_info else C
+
+    if kind == "baseline":
+        hw = hardware.TorchUnit(name, spec)
+        dt = torch.float32 if name == "fp32" else torch.float64
+        C = hw.product(A_.to(dt), B_.to(dt)).to(torch.float64)  # float32: rounded to nearest, as for arrays
+        info = {"method": name, "unit": hw.name, "calls": 1, "hardware": hw.info(), "unit_seconds": hw.seconds}
+        C = _settled(C, None, A_, B_, name, name, dict, hw.name, _formats.get(name).max)
+    elif kind == "ozaki":
+        unit = hardware.Int8Unit(spec)
+        if name == "ozaki1":
+            w = ozaki.slice_width(k) if width is None else width
+            C = ozaki.ozaki1_steps(torch, A_, B_, slices, w, unit.product)
+            detail = f"{slices} slices"
+        else:
+            C = ozaki.ozaki2_steps(torch, A_, B_, mods, scaling, unit.product, block=max(1, m // 8))
+            detail = f"{len(mods)} moduli"
+        info = {"method": name, "unit": f"{unit.name}, {detail}", "calls": unit.calls, "hardware": unit.info(),
+                "unit_seconds": unit.seconds}
+        C = _settled(C, None, A_, B_, "fp64", name, dict, info["unit"], _formats.get("fp64").max)
+    else:
+        hw = hardware.TorchUnit(method.low, spec)
+        Aw, Bw = split_operands(A_, B_, method, rounding, xp=torch, stacklevel=4)
+        run = TensorRun(hw, chained=accumulate == "inside" and not summation and not method.outside_groups)
+        Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
+        Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
+        C, info = combine(run, Aw, Bw, method, products, accumulate, summation, block, say, shape=f"{m}x{k} @ {k}x{q}")
+        C = _settled(C.to(torch.float64), run.over, A_, B_, method.high, method.name, run.where, run.name,
+                     run.limit())
+    info["device"] = str(device)
+    return (C, info) if return_info else C
