@@ -43,7 +43,8 @@ from ..arguments import ArgumentError, Shown, flag, integer
 from . import bounds as _bounds
 from . import ozaki as _ozaki
 
-__all__ = ["Rates", "RATES", "Option", "Choice", "choose", "ozaki2_bound", "check_accuracy", "target", "matmul_for"]
+__all__ = ["Rates", "RATES", "Option", "Choice", "choose", "ozaki2_bound", "check_accuracy", "target", "rates_for",
+           "matmul_for"]
 
 ACCURACIES = ("fp64", "fp32")
 """The named accuracies :func:`choose` takes (besides a number)."""
@@ -282,7 +283,13 @@ def target(accuracy: str | float, k: int, input_format: str | None = None) -> fl
 
 # -------------------------------------------------------------------------------------------- the device
 
-def _rates(device: Any, on_hw: bool, backend: str | None) -> Rates:
+def rates_for(device: Any = None, backend: str | None = None) -> Rates:
+    """The :class:`Rates` ``device`` names (a key of :data:`RATES`, any case, or a Rates): by default the
+    GPU torch sees (or "cpu") for a hardware ``backend``, "H100" on the simulator; an ArgumentError naming
+    the cards with rates otherwise."""
+    from .methods import check_backend
+
+    on_hw = check_backend(backend)[1]
     if isinstance(device, Rates):
         return device
     if device is None and on_hw:
@@ -324,6 +331,9 @@ def _unit(rates: Rates, low: str, on_hw: bool) -> tuple[str | None, float | None
     from ..formats import RoundingMode
     from ..model import Alignment
     from .methods import unit_model
+
+    if rates.preset is None:
+        return f"{rates.name} has no simulated units (no device preset): run it with backend='hardware'", None, ""
 
     try:
         model = unit_model(low, "fp32", rates.preset)
@@ -414,7 +424,7 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     m, k, n = (integer(name, v, least=1) for name, v in (("m", m), ("k", k), ("n", n)))
     acc = check_accuracy(accuracy)
     backend_name, on_hw = check_backend(backend)
-    rates = _rates(device, on_hw, backend)
+    rates = rates_for(device, backend)
     notes: list[str] = []
     if data is not None and exponent_spread is not None:
         raise ArgumentError("exponent_spread", exponent_spread, "and data= both give the spread", fix="pass one")
