@@ -522,6 +522,13 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     if not from_data and chosen.method in ("ozaki1", "ozaki2"):
         notes.append("Ozaki bounds grow with the exponent spread of A's rows and B's columns; this one assumes "
                      f"{spread}: run it with data=(A, B) (mw.matmul(A, B, accuracy=...) does)")
+    if isinstance(acc, str) and not chosen.native:
+        typical = math.sqrt(k) * (_U64 if acc == "fp64" else 2.0**-24)
+        if chosen.bound > 10 * typical:
+            notes.append(f"the target is {'DGEMM' if acc == 'fp64' else 'SGEMM'}'s worst-case bound, which grows "
+                         f"like k u; that GEMM usually errs about sqrt(k) u = {typical:.2g} or less, and the chosen "
+                         f"method's bound allows {chosen.bound / typical:.3g}x that: pass accuracy={typical:.2g} "
+                         "for the typical error as the goal")
     if any(o.u_high is not None and o.u_high > 2.0**-24 for o in options):
         notes.append(f"{rates.name}'s low-precision units truncate: their bounds use u_high = 2^-23 (fp32 "
                      "rounding toward zero), not 2^-24")
@@ -544,8 +551,8 @@ def matmul_for(A: Any, B: Any, *, method: Any, accuracy: Any, explain: Any, devi
         if explain:
             raise ArgumentError("explain", explain, "shows the method chosen for accuracy=, and none was asked",
                                 use={"accuracy": "fp64"})
-        raise ArgumentError("method", None, "name a method (blockfma.multiword.methods() lists them), or pass "
-                            "accuracy='fp64', 'fp32' or a number to have one chosen", use={"accuracy": "fp64"})
+        raise ArgumentError("method", None, "unknown method: name one (blockfma.multiword.methods() lists them), "
+                            "or pass accuracy='fp64', 'fp32' or a number to have one chosen", use={"accuracy": "fp64"})
     check_accuracy(accuracy)
     for key, value in unused.items():
         raise ArgumentError(key, value, "sets a parameter of one method, and with accuracy= the method and its "
