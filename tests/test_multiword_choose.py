@@ -186,3 +186,9 @@ def test_a_card_runs_its_presets_units_and_lacks_what_it_lacks():
     v100 = choose(12, 128, 10, accuracy=2e-2, device="V100")
     missing = {o.method for o in v100.alternatives if "V100 has no" in o.reason}
     assert missing == {"bf16", "tf32", "double-bf16", "triple-bf16", "3xtf32", "4xtf32", "bf16x9", "ozaki1", "ozaki2"}
+
+
+def test_an_empty_product_is_zeros():
+    C, info = mw.matmul(np.ones((3, 0)), np.ones((0, 2)), accuracy="fp64", return_info=True)
+    assert np.array_equal(_bits(C), _bits(np.zeros((3, 2)))) and info["choice"] is None
+    assert mw.matmul(np.ones((0, 4)), np.ones((4, 2)), accuracy="fp32").shape == (0, 2)

@@ -83,6 +83,19 @@ def test_float32_routed_when_asked():
     assert acc.log[0].dtype == "float32" and acc.log[0].method != "native"
 
 
+def test_vectors_and_broadcast_batches_follow_torch_matmul():
+    a, b = _operands(6, 20, 5)
+    x = a[0].clone()
+    with mw.accurate("fp64", **SIM) as acc:
+        vm, mv = x @ b, a @ b[:, 0]
+        batched = a[None].expand(2, 6, 20) @ b[None].expand(3, 20, 5)[:1]  # broadcast batch 2 x 1
+    want = _direct(a, b)
+    assert vm.shape == (5,) and _same_bits(vm, _direct(a[:1], b)[0])
+    assert mv.shape == (6,) and _same_bits(mv, _direct(a, b[:, :1])[:, 0])
+    assert batched.shape == (2, 6, 5) and _same_bits(batched[1], want)
+    assert [c.products for c in acc.log] == [1, 1, 2]
+
+
 def test_what_stays_native_is_logged():
     a, b = _operands(4, 16, 4)
     bad = a.clone()

@@ -118,7 +118,8 @@ _U64 = 2.0**-53
 class Option:
     """One method considered: its matmul name and parameters, the predicted error bound (inf where it has
     none here) and time (s; inf where it cannot run), its unit calls, the unit in words, the u_high its
-    bound used (None for Ozaki and the native GEMMs), and ``reason``: why it was rejected ("" if chosen)."""
+    bound used (None for Ozaki and the native GEMMs), ``reason``: why it was rejected ("" if chosen), and
+    ``detail``: the method's words (slices, moduli) and products in words."""
 
     method: str
     params: tuple[tuple[str, Any], ...]
@@ -128,6 +129,7 @@ class Option:
     unit: str
     u_high: float | None = None
     reason: str = ""
+    detail: str = ""
 
     @property
     def label(self) -> str:
@@ -150,7 +152,7 @@ class Choice:
 
     option: Option
     shape: tuple[int, int, int]
-    accuracy: str
+    accuracy: str | float
     target: float
     rates: Rates
     backend: str | None
@@ -198,7 +200,8 @@ class Choice:
                  f"  target: componentwise error <= {self.target:.3g}" + {
                      "fp64": " (DGEMM's bound gamma_k(2^-53))", "fp32": " (SGEMM's bound)"}.get(self.accuracy, ""),
                  f"  chosen: {self.option.label}: predicted error <= {self.bound:.3g}, {self.option.calls} unit "
-                 f"calls, predicted time {_time(self.cost)} on {self.option.unit}",
+                 f"call{'s' if self.option.calls != 1 else ''}, predicted time {_time(self.cost)} on {self.option.unit}",
+                 f"    ({self.option.detail})",
                  f"  exponent spread {self.spread} " + ("(from the data)" if self.spread_from_data else
                                                         "(assumed: pass data=(A, B) to count it)"),
                  f"  rates: {self.rates.source}", "  rejected:"]
@@ -320,8 +323,7 @@ def rates_for(device: Any = None, backend: str | None = None) -> Rates:
 def _unit(rates: Rates, low: str, on_hw: bool) -> tuple[str | None, float | None, str]:
     """(the reason it cannot run or None, the unit's u_high for the bound, the unit in words) for words of
     ``low`` with fp32 accumulation."""
-    from .bounds import unit_roundoff
-
+    unit_roundoff = _bounds.unit_roundoff
     if rates.rate(low) is None:
         return f"{rates.name} has no {low} matrix unit", None, ""
     if on_hw:
@@ -375,11 +377,11 @@ def _multiword_cost(c: _Cost, name: str) -> tuple[float, int]:
     mth = METHODS[name]
     calls = len(mth.products)
     t = c.over_ab(8 + mth.p * _BYTES[mth.low])  # the words of A and of B, one pass each
-    inside = mth.accumulate == "inside" and not mth.outside_groups
-    t += sum(c.call(mth.low, 4, chained=inside and i > 0) for i in range(calls))
-    adds = (len(mth.outside_groups) if mth.outside_groups else calls) - 1
-    if not inside:
-        t += max(adds, 0) * c.over_mn(12)  # C <- fl(C + C_ij): read two fp32, write one
+    # the sums outside the unit: one per product (Algorithm 2.1), none (all chained in the unit's
+    # accumulator), or one per group of products chained in the unit (Ootomo-Yokota)
+    sums = len(mth.outside_groups) or (1 if mth.accumulate == "inside" else calls)
+    t += sum(c.call(mth.low, 4, chained=i >= sums) for i in range(calls))  # calls past `sums` chain a C in
+    t += (sums - 1) * c.over_mn(12)  # C <- fl(C + C_ij): read two fp32, write one
     return t + c.over_mn(12), calls  # fp32 result to float64
 
 
@@ -419,7 +421,7 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     and whose dtype (fp32 data: SGEMM takes them as they are) the targets use; ``exponent_spread``: that
     spread where the data are not at hand (default 0, an assumption the Choice states).  An accuracy that
     no method reaches is an ArgumentError naming the most accurate one."""
-    from .methods import check_backend
+    from .methods import METHODS, check_backend
 
     m, k, n = (integer(name, v, least=1) for name, v in (("m", m), ("k", k), ("n", n)))
     acc = check_accuracy(accuracy)
@@ -446,22 +448,23 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
         spread, from_data = integer("exponent_spread", 0 if exponent_spread is None else exponent_spread,
                                     least=0), exponent_spread is not None
     goal = target(acc, k, fmt_in)
-    label = acc if isinstance(acc, str) else f"{acc:.3g}"
     cost = _Cost(rates, m, k, n)
     options: list[Option] = []
 
     def add(method: str, params: dict[str, Any], bound: float, seconds: float, calls: int, unit: str,
-            u: float | None = None, reason: str = "") -> None:
-        options.append(Option(method, tuple(params.items()), bound, seconds, calls, unit, u, reason))
+            u: float | None = None, reason: str = "", detail: str = "") -> None:
+        if not detail and method in METHODS:
+            detail = METHODS[method].description
+        options.append(Option(method, tuple(params.items()), bound, seconds, calls, unit, u, reason, detail))
 
     # the native GEMMs
-    add("fp64", {}, _bounds.bound("fp64", k), cost.call("fp64", 8), 1, f"{rates.name} fp64 GEMM (DGEMM)")
+    add("fp64", {}, _bounds.bound("fp64", k), cost.call("fp64", 8), 1, f"{rates.name} fp64 GEMM (DGEMM)",
+        detail="the native fp64 GEMM")
     add("fp32", {}, _bounds.bound("fp32", k, input_format="fp32" if fmt_in == "fp32" else None),
-        cost.over_ab(12) + cost.call("fp32", 4) + cost.over_mn(12), 1, f"{rates.name} fp32 GEMM (SGEMM)")
+        (0.0 if fmt_in == "fp32" else cost.over_ab(12)) + cost.call("fp32", 4) + cost.over_mn(12), 1,
+        f"{rates.name} fp32 GEMM (SGEMM)", detail="the native fp32 GEMM, inputs rounded to fp32, the result back")
     # one word, and the multiword methods
     for name in _SINGLE + _MULTIWORD:
-        from .methods import METHODS
-
         low = METHODS[name].low
         why, u, unit = _unit(rates, low, on_hw)
         if why:
@@ -492,7 +495,8 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
                     break
             s, b = best
             t, calls = _ozaki1_cost(cost, s, chunks)
-            add("ozaki1", {"slices": s}, b, t, calls, int8)
+            add("ozaki1", {"slices": s}, b, t, calls, int8, detail=f"{s} int8 slices of {w} bits per row of A and "
+                f"column of B, the {s * (s + 1) // 2} slice products with s + t <= {s + 1}, added in float64")
         chunks = -(-k // (2**31 // (128 * 128)))
         for scaling in ("fast", "accurate"):
             for N in range(1, len(_ozaki.MODULI) + 1):
@@ -500,7 +504,9 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
                 if b <= goal:
                     break
             t, calls = _ozaki2_cost(cost, N, chunks, scaling)
-            add("ozaki2", {"n_moduli": N, "scaling": scaling}, b, t, calls, int8)
+            add("ozaki2", {"n_moduli": N, "scaling": scaling}, b, t, calls, int8, detail=f"{N} moduli (the first "
+                f"{N} of ozaki.MODULI, P ~ 2^{math.log2(math.prod(_ozaki.MODULI[:N])):.0f}), {scaling} scaling, one "
+                "int8 product per modulus, the CRT")
 
     feasible = [o for o in options if o.bound <= goal and math.isfinite(o.cost)]
     if not feasible:
@@ -532,7 +538,7 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     if any(o.u_high is not None and o.u_high > 2.0**-24 for o in options):
         notes.append(f"{rates.name}'s low-precision units truncate: their bounds use u_high = 2^-23 (fp32 "
                      "rounding toward zero), not 2^-24")
-    return Choice(chosen, (m, k, n), label, goal, rates, backend, spread, from_data, tuple(rest), tuple(notes))
+    return Choice(chosen, (m, k, n), acc, goal, rates, backend, spread, from_data, tuple(rest), tuple(notes))
 
 
 # ------------------------------------------------------------------------------------- matmul(accuracy=)
@@ -560,6 +566,12 @@ def matmul_for(A: Any, B: Any, *, method: Any, accuracy: Any, explain: Any, devi
     from .split import check_operands
 
     A_, B_ = check_operands(A, B)
+    if 0 in A_.shape + B_.shape:  # an empty product: exact zeros, nothing to choose
+        if explain:
+            print(f"accuracy={accuracy!r}: an empty product ({A_.shape} @ {B_.shape}): zeros, by the native fp64 GEMM")
+        C, info = matmul(A, B, method="fp64", backend=backend, progress=progress, return_info=True)
+        info["choice"] = None
+        return (C, info) if flag("return_info", return_info) else C
     choice = choose(A_.shape[0], A_.shape[1], B_.shape[1], accuracy=accuracy, device=device, backend=backend,
                     data=(A, B))
     if explain:
