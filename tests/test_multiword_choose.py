@@ -192,3 +192,19 @@ def test_an_empty_product_is_zeros():
     C, info = mw.matmul(np.ones((3, 0)), np.ones((0, 2)), accuracy="fp64", return_info=True)
     assert np.array_equal(_bits(C), _bits(np.zeros((3, 2)))) and info["choice"] is None
     assert mw.matmul(np.ones((0, 4)), np.ones((4, 2)), accuracy="fp32").shape == (0, 2)
+
+
+def test_words_that_cannot_hold_the_data_are_not_chosen():
+    A, B = _data(12, 128, 10, "narrow")
+    A[3, 7] = 1e6  # beyond fp16's range: fp16 words cannot split it (matmul would refuse it)
+    c = choose(12, 128, 10, accuracy=2e-2, device=CARD, data=(A, B))
+    reasons = {o.method: o.reason for o in c.alternatives}
+    for name in ("fp16", "double-fp16", "markidis", "ootomo"):
+        assert "A[3, 7] = 1000000.0 is beyond fp16's largest value" in reasons[name]
+    assert c.method in ("bf16", "tf32")
+    C = mw.matmul(A, B, accuracy=2e-2, device=CARD, backend="numpy")
+    assert mw.metrics.componentwise(C, mw.reference(A, B, exact=True), A, B) <= c.bound
+    huge = A * 2.0**105  # entries within fp32, sums of products beyond it: only the fp64 methods are left
+    c = choose(12, 128, 10, accuracy=2e-2, device=CARD, data=(huge, B))
+    assert c.method in ("fp64", "ozaki1", "ozaki2") and "beyond fp32's range" in {
+        o.method: o.reason for o in c.alternatives}["bf16"]

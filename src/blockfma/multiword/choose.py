@@ -103,7 +103,11 @@ RATES: dict[str, Rates] = {r.name: r for r in [
           "with benchmarks/bench_multiword_gpu.py"),
 ]}
 """Peak rates per card (keys as :func:`choose` takes them in ``device=``); none of them is in
-shared/DEVICE-FACTS.md, which records arithmetic, not speed: each row names its vendor source."""
+shared/DEVICE-FACTS.md, which records arithmetic, not speed: each row names its vendor source.  A check of
+the roofline against issue 21's H100 measurements (benchmarks/bench_multiword_gpu.py, device time) at
+n = 8192: DGEMM 18 ms (predicted 16.4), SGEMM 21 ms (16.4), 3xTF32's three unit calls 8.4 ms (6.7), so
+large products reach 78 to 91% of these peaks; at n = 1024 the measured calls take 4 to 10 times the
+prediction (per-call overheads beyond the 5 us launch), which only strengthens the native fallback."""
 
 _BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 _SINGLE = ("fp16", "bf16", "tf32")
@@ -403,6 +407,23 @@ def _ozaki2_cost(c: _Cost, N: int, chunks: int, scaling: str) -> tuple[float, in
 
 # ------------------------------------------------------------------------------------------------ choose
 
+def _range_reason(A: np.ndarray | None, B: np.ndarray | None, fmt: str, k: int) -> str:
+    """Why words of ``fmt`` (with fp32 sums) cannot hold this data ("" if they can, or without data): an entry
+    beyond the format's range (:func:`.split.check_range`'s message), or products that may overflow fp32."""
+    from .. import formats
+    from .split import check_range
+
+    if A is None or B is None:
+        return ""
+    for X, name in ((A, "A"), (B, "B")):
+        try:
+            check_range(X, formats.get(fmt), name)
+        except ArgumentError as exc:
+            return exc.problem.split(":")[0]
+    top = float(np.abs(A).max(initial=0.0)) * float(np.abs(B).max(initial=0.0)) * k
+    return f"sums of products may reach {top:.3g}, beyond fp32's range" if top > formats.get("fp32").max else ""
+
+
 def _data_format(X: Any) -> str | None:
     dt = getattr(X, "dtype", None)
     name = str(dt).removeprefix("torch.") if dt is not None else ""
@@ -445,6 +466,7 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
         fmts = {_data_format(X) for X in data}
         fmt_in = fmts.pop() if len(fmts) == 1 else None
     else:
+        A = B = None
         spread, from_data = integer("exponent_spread", 0 if exponent_spread is None else exponent_spread,
                                     least=0), exponent_spread is not None
     goal = target(acc, k, fmt_in)
@@ -460,13 +482,16 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     # the native GEMMs
     add("fp64", {}, _bounds.bound("fp64", k), cost.call("fp64", 8), 1, f"{rates.name} fp64 GEMM (DGEMM)",
         detail="the native fp64 GEMM")
-    add("fp32", {}, _bounds.bound("fp32", k, input_format="fp32" if fmt_in == "fp32" else None),
-        (0.0 if fmt_in == "fp32" else cost.over_ab(12)) + cost.call("fp32", 4) + cost.over_mn(12), 1,
-        f"{rates.name} fp32 GEMM (SGEMM)", detail="the native fp32 GEMM, inputs rounded to fp32, the result back")
+    why = _range_reason(A, B, "fp32", k)
+    add("fp32", {}, math.inf if why else _bounds.bound("fp32", k, input_format="fp32" if fmt_in == "fp32" else None),
+        math.inf if why else (0.0 if fmt_in == "fp32" else cost.over_ab(12)) + cost.call("fp32", 4) + cost.over_mn(12),
+        1, f"{rates.name} fp32 GEMM (SGEMM)", reason=why,
+        detail="the native fp32 GEMM, inputs rounded to fp32, the result back")
     # one word, and the multiword methods
     for name in _SINGLE + _MULTIWORD:
         low = METHODS[name].low
         why, u, unit = _unit(rates, low, on_hw)
+        why = why or _range_reason(A, B, low, k)
         if why:
             add(name, {}, math.inf, math.inf, len(METHODS[name].products), "", reason=why)
             continue
