@@ -208,3 +208,10 @@ def test_words_that_cannot_hold_the_data_are_not_chosen():
     c = choose(12, 128, 10, accuracy=2e-2, device=CARD, data=(huge, B))
     assert c.method in ("fp64", "ozaki1", "ozaki2") and "beyond fp32's range" in {
         o.method: o.reason for o in c.alternatives}["bf16"]
+
+
+def test_an_unreachable_accuracy_names_one_that_is_reached():
+    for k in (16, 4096):
+        with pytest.raises(ArgumentError, match="no method reaches") as info:
+            choose(64, k, 64, accuracy=1e-30, device="H100")
+        assert choose(64, k, 64, **info.value.use, device="H100").bound <= info.value.use["accuracy"]
