@@ -58,7 +58,8 @@ class Rates:
     """Peak rates of one card's units (FLOP/s; OP/s for int8, None where the card has no int8 matrix unit),
     its memory bandwidth (bytes/s), the latency of one kernel launch (s), whether its low-precision matrix
     units truncate (NVIDIA: alignment and fp32 output toward zero, shared/DEVICE-FACTS.md), the blockfma
-    device preset whose Models simulate its units, and the source of the numbers."""
+    device preset whose Models simulate its units, and the source of the numbers.  ``launch``: 5 us by
+    default, the order of one CUDA kernel launch (no datasheet gives it)."""
 
     name: str
     fp64: float
@@ -167,22 +168,27 @@ class Choice:
 
     @property
     def method(self) -> str:
+        """The chosen method's matmul name ("fp64" and "fp32" are the native GEMMs)."""
         return self.option.method
 
     @property
     def params(self) -> dict[str, Any]:
+        """Its parameters for matmul (``slices``; ``n_moduli`` and ``scaling``; none for the others)."""
         return dict(self.option.params)
 
     @property
     def bound(self) -> float:
+        """Its predicted componentwise error bound."""
         return self.option.bound
 
     @property
     def cost(self) -> float:
+        """Its predicted time in seconds on the card."""
         return self.option.cost
 
     @property
     def native(self) -> bool:
+        """Whether it is the native GEMM."""
         return self.option.native
 
     def arguments(self) -> dict[str, Any]:
