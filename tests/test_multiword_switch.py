@@ -100,15 +100,32 @@ def test_what_stays_native_is_logged():
     a, b = _operands(4, 16, 4)
     bad = a.clone()
     bad[1, 2] = float("nan")
-    w = b.clone().requires_grad_(True)
     with mw.accurate("fp64", **SIM) as acc:
         y_nan = bad @ b
-        y_grad = a @ w
+        y_int = torch.ones(3, 4, dtype=torch.int64) @ torch.ones(4, 2, dtype=torch.int64)
     assert torch.isnan(y_nan[1]).all() and not torch.isnan(y_nan[0]).any()
-    assert y_grad.requires_grad
+    assert torch.equal(y_int, torch.full((3, 2), 4))
     notes = [c.note for c in acc.log]
-    assert "NaN or infinite" in notes[0] and "requires grad" in notes[1]
+    assert "NaN or infinite" in notes[0] and "int64 is not routed" in notes[1]
     assert all(c.method == "native" and c.choice is None for c in acc.log)
+
+
+def test_gradients_run_through_the_chosen_methods():
+    a0, b0 = _operands(6, 40, 5)
+    g = _operands(6, 40, 5, seed=1)[0][:, :5].contiguous()  # the upstream gradient
+    for backward_inside in (True, False):
+        a, w = a0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
+        with mw.accurate("fp64", **SIM) as acc:
+            y = a @ w
+            if backward_inside:
+                y.backward(g)
+        if not backward_inside:  # a graph made inside the block keeps its routes
+            y.backward(g)
+        assert _same_bits(y.detach(), _direct(a0, b0))
+        assert _same_bits(a.grad, _direct(g, b0.t())) and _same_bits(w.grad, _direct(a0.t(), g))
+        assert [c.op for c in acc.log] == ["matmul", "backward grad_A", "backward grad_B"]
+        assert all(c.method.startswith("ozaki2") for c in acc.log)
+        assert torch.allclose(a.grad, g @ b0.t(), rtol=1e-13, atol=0)
 
 
 def test_the_hardware_backend_on_this_machine():
@@ -119,6 +136,11 @@ def test_the_hardware_backend_on_this_machine():
         y = a @ b
     assert acc.log[0].method == "fp64" and acc.log[0].choice.rates.name == "cpu"
     assert _same_bits(y, torch.mm(a, b))
+    w = b.clone().requires_grad_(True)
+    with mw.accurate("fp64", backend="hardware:cpu") as acc:
+        (a @ w).sum().backward()  # the backward's products run inside the block: the units' own torch.mm
+    assert [c.op for c in acc.log] == ["matmul", "backward grad_B"]  # are not routed again
+    assert _same_bits(w.grad, torch.mm(a.t(), torch.ones(16, 16, dtype=torch.float64)))
 
 
 def test_bad_input_is_refused_when_the_switch_is_made():

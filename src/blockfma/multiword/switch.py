@@ -12,9 +12,14 @@ to nearest into the tensors' dtype (exact for float64, where the methods' result
 and comes back on the tensors' device.  ``addmm``/``baddbmm``/``linear`` add C (times beta) and scale by
 alpha with torch's own elementwise operations after the product.  On exit torch's native GEMMs are back.
 
+Autograd: a routed product is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad)
+runs through the chosen methods too (each product chosen for its own shape and data, logged as
+"backward grad_A" / "backward grad_B"), also when ``backward()`` runs after the block.
+
 Run natively and logged as such: other dtypes, empty operands, operands with NaN or infinities (torch's
-GEMM propagates them as DGEMM does; the methods refuse them), operands that require grad while autograd
-records (the routed product has no backward), and calls with keywords the switch does not model.
+GEMM propagates them as DGEMM does; the methods refuse them), and calls with keywords the switch does not
+model.  Torch calls made while a routed product runs (the real units' own matmuls) are never routed again:
+a mode is off while its handler runs, and ``backward()`` (``autograd.grad``) inside the block is such a call.
 """
 
 from __future__ import annotations
@@ -111,8 +116,6 @@ class Accurate:
             return f"dtype {a.dtype} is not routed"
         if any(t.dim() == 0 or t.numel() == 0 for t in tensors):
             return "an empty or 0-d operand"
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            return "requires grad: the routed product has no backward"
         if not all(bool(torch.isfinite(t).all()) for t in tensors):
             return "NaN or infinite entries: torch's GEMM propagates them (the methods refuse them)"
         return ""
@@ -149,9 +152,25 @@ class Accurate:
         return out
 
     def _gemm(self, a: Any, b: Any, choices: list[Choice]) -> Any:
-        C, info = _run(a, b, accuracy=self.accuracy, device=self.device, backend=self.backend)
+        """One 2-D product by the chosen method, differentiable where autograd records."""
+        torch = _torch()
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return _autograd()(self, choices, a, b)
+        return self.run(a, b, choices)
+
+    def run(self, a: Any, b: Any, choices: list[Choice]) -> Any:
+        """One 2-D product by the chosen method (no autograd), its Choice appended to ``choices``."""
+        C, info = _run(a.detach(), b.detach(), accuracy=self.accuracy, device=self.device, backend=self.backend)
         choices.append(info["choice"])
         return C
+
+    def backward_product(self, op: str, a: Any, b: Any) -> Any:
+        """A gradient's product (2-D) by the chosen method, logged as ``op``."""
+        choices: list[Choice] = []
+        out = self.run(a, b, choices)
+        self._record(Call(op, f"{_shape(a)} x {_shape(b)}", str(a.dtype).removeprefix("torch."),
+                          choices[0].option.label, choices[0], 1))
+        return out
 
 
 def _shape(t: Any) -> str:
@@ -238,6 +257,35 @@ def _h_linear(acc: Accurate, func: Any, x: Any, w: Any, bias: Any = None) -> Any
         return _native(acc, "linear", why, (x, w), lambda: func(x, w, bias))
     y = acc.product("linear", x, w.t() if w.dim() == 2 else w)
     return y if bias is None else y + bias
+
+
+_AUTOGRAD: list[Any] = []
+
+
+def _autograd() -> Any:
+    """The autograd Function of a routed 2-D product (made once, on first use: torch is optional):
+    ``apply(acc, choices, a, b)``; its backward routes grad @ B^T and A^T @ grad the same way."""
+    if _AUTOGRAD:
+        return _AUTOGRAD[0]
+    torch = _torch()
+
+    class _Product(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, acc: Accurate, choices: list[Choice], a: Any, b: Any) -> Any:
+            ctx.save_for_backward(a, b)
+            ctx.acc = acc
+            return acc.run(a, b, choices)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
+            a, b = ctx.saved_tensors
+            acc = ctx.acc
+            ga = acc.backward_product("backward grad_A", grad, b.t()) if ctx.needs_input_grad[2] else None
+            gb = acc.backward_product("backward grad_B", a.t(), grad) if ctx.needs_input_grad[3] else None
+            return None, None, ga, gb
+
+    _AUTOGRAD.append(_Product.apply)
+    return _AUTOGRAD[0]
 
 
 _HANDLERS: dict[Any, Callable[..., Any]] = {}
