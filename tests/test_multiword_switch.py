@@ -143,6 +143,16 @@ def test_the_hardware_backend_on_this_machine():
     assert _same_bits(w.grad, torch.mm(a.t(), torch.ones(16, 16, dtype=torch.float64)))
 
 
+def test_nested_blocks_the_innermost_routes_and_the_units_are_not_routed_again():
+    a, b = _operands(16, 16, 16)
+    with mw.accurate("fp64", backend="hardware:cpu") as outer:
+        with mw.accurate("fp64", dtypes=(torch.float64, torch.float32), backend="hardware:cpu") as inner:
+            y = a @ b  # the inner block's fp64 GEMM runs torch.mm inside: the outer block must not route it
+        z = a.float() @ b.float()  # float32 is not the outer block's
+    assert [c.method for c in inner.log] == ["fp64"] and _same_bits(y, torch.mm(a, b))
+    assert [(c.method, c.dtype) for c in outer.log] == [("native", "float32")] and z.dtype == torch.float32
+
+
 def test_bad_input_is_refused_when_the_switch_is_made():
     for kwargs, text in [({"accuracy": "fp128"}, "accuracy='fp128'"), ({"accuracy": -1.0}, "accuracy=-1.0"),
                          ({"dtypes": (torch.int32,)}, "dtypes="), ({"dtypes": ()}, "is empty"),

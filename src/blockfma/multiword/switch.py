@@ -18,8 +18,8 @@ runs through the chosen methods too (each product chosen for its own shape and d
 
 Run natively and logged as such: other dtypes, empty operands, operands with NaN or infinities (torch's
 GEMM propagates them as DGEMM does; the methods refuse them), and calls with keywords the switch does not
-model.  Torch calls made while a routed product runs (the real units' own matmuls) are never routed again:
-a mode is off while its handler runs, and ``backward()`` (``autograd.grad``) inside the block is such a call.
+model.  Torch calls made while a routed product runs (the real units' own matmuls) are never routed again,
+also not by an enclosing block.
 """
 
 from __future__ import annotations
@@ -121,8 +121,7 @@ class Accurate:
         return ""
 
     def product(self, op: str, a: Any, b: Any) -> Any:
-        """torch.matmul(a, b) (1-D operands, broadcast batch axes) by the chosen methods, or None where the
-        operands run natively (logged by the caller)."""
+        """torch.matmul(a, b) (1-D operands, broadcast batch axes) by the chosen methods, logged."""
         torch = _torch()
         squeeze = []
         if a.dim() == 1:
@@ -160,7 +159,11 @@ class Accurate:
 
     def run(self, a: Any, b: Any, choices: list[Choice]) -> Any:
         """One 2-D product by the chosen method (no autograd), its Choice appended to ``choices``."""
-        C, info = _run(a.detach(), b.detach(), accuracy=self.accuracy, device=self.device, backend=self.backend)
+        _BUSY.on = True
+        try:
+            C, info = _run(a.detach(), b.detach(), accuracy=self.accuracy, device=self.device, backend=self.backend)
+        finally:
+            _BUSY.on = False
         choices.append(info["choice"])
         return C
 
@@ -171,6 +174,9 @@ class Accurate:
         self._record(Call(op, f"{_shape(a)} x {_shape(b)}", str(a.dtype).removeprefix("torch."),
                           choices[0].option.label, choices[0], 1))
         return out
+
+
+_BUSY = threading.local()  # set while a routed product runs in this thread: every block's mode lets torch be
 
 
 def _shape(t: Any) -> str:
@@ -324,7 +330,7 @@ def _mode_class() -> type:
 
         def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
             handler = _HANDLERS.get(func)
-            if handler is None:
+            if handler is None or getattr(_BUSY, "on", False):
                 return func(*args, **(kwargs or {}))
             return handler(self.acc, func, *args, **(kwargs or {}))
 
