@@ -215,3 +215,13 @@ def test_an_unreachable_accuracy_names_one_that_is_reached():
         with pytest.raises(ArgumentError, match="no method reaches") as info:
             choose(64, k, 64, accuracy=1e-30, device="H100")
         assert choose(64, k, 64, **info.value.use, device="H100").bound <= info.value.use["accuracy"]
+
+
+def test_the_named_targets_are_dgemm_and_sgemm_bounds():
+    for k in (1, 100, 4096):
+        u, v = 2.0**-53, 2.0**-24
+        assert target("fp64", k) == pytest.approx(k * u / (1 - k * u), rel=1e-15)  # gamma_k, Higham 3.1
+        assert target("fp32", k, "fp32") == pytest.approx(k * v / (1 - k * v), rel=1e-15)
+        assert target("fp32", k, "bf16") == target("fp32", k, "fp32")  # fp32 holds bf16 data exactly
+        assert target("fp32", k) == pytest.approx(2 * v + v * v + k * v / (1 - k * v), rel=1e-15)  # + rounding
+        assert target(1e-7, k) == 1e-7

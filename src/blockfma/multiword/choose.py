@@ -282,15 +282,20 @@ def check_accuracy(accuracy: Any) -> str | float:
                         "in (0, 1) such as 1e-10 (a positive number below 1)", use={"accuracy": "fp64"})
 
 
+def _in_fp32(input_format: str | None) -> str | None:
+    """"fp32" for data that fp32 holds exactly (SGEMM takes them without rounding), else None."""
+    return "fp32" if input_format in ("fp32", "fp16", "bf16") else None
+
+
 def target(accuracy: str | float, k: int, input_format: str | None = None) -> float:
     """The componentwise error bound ``accuracy`` asks for at inner dimension k: DGEMM's bound ("fp64"),
-    SGEMM's ("fp32", with the rounding of the inputs to fp32 unless ``input_format`` is "fp32"), or the
-    number."""
+    SGEMM's ("fp32", with the rounding of the inputs to fp32 unless ``input_format`` is one fp32 holds:
+    "fp32", "fp16", "bf16"), or the number."""
     acc = check_accuracy(accuracy)
     if acc == "fp64":
         return _bounds.bound("fp64", k)
     if acc == "fp32":
-        return _bounds.bound("fp32", k, input_format="fp32" if input_format == "fp32" else None)
+        return _bounds.bound("fp32", k, input_format=_in_fp32(input_format))
     return float(acc)
 
 
@@ -494,7 +499,7 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     add("fp64", {}, _bounds.bound("fp64", k), cost.call("fp64", 8), 1, f"{rates.name} fp64 GEMM (DGEMM)",
         detail="the native fp64 GEMM")
     why = _range_reason(A, B, "fp32", k)
-    add("fp32", {}, math.inf if why else _bounds.bound("fp32", k, input_format="fp32" if fmt_in == "fp32" else None),
+    add("fp32", {}, math.inf if why else _bounds.bound("fp32", k, input_format=_in_fp32(fmt_in)),
         math.inf if why else (0.0 if fmt_in == "fp32" else cost.over_ab(12)) + cost.call("fp32", 4) + cost.over_mn(12),
         1, f"{rates.name} fp32 GEMM (SGEMM)", reason=why,
         detail="the native fp32 GEMM, inputs rounded to fp32, the result back")
