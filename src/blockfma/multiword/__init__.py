@@ -9,13 +9,23 @@ on real units through torch with ``backend="hardware"`` (:mod:`.hardware`).
     errors(C_hat, C, A, B)                    componentwise (eq. 3.1) and normwise errors
     reference(A, B, exact=False)              float64, or correctly rounded exact products
     bound(method, n, ...)                     Theorem 2.1, Table 2.1, FABsum and probabilistic bounds
+    matmul(A, B, accuracy="fp64", explain=False)   the fastest method meeting DGEMM's bound ("fp32": SGEMM's,
+                                              or a number) on this device and shape, chosen, then run
+    choose(m, k, n, *, accuracy, device=None, backend=None, data=None)   that choice as a Choice record
+                                              (method, parameters, predicted error and time, the rejected
+                                              alternatives and why; .explain()), on a card's RATES
+    with accurate("fp64", dtypes=(torch.float64,), backend="hardware"): ...   torch's matmuls of those
+                                              dtypes through the chosen methods; .log says what ran
 """
 
 from . import bounds, hardware, metrics, ozaki
 from .bounds import bound
+from .choose import RATES, Choice, Option, Rates, choose
 from .methods import METHODS, TF64_UNIT, Method, OverflowWarning, matmul, methods, unit_model
 from .metrics import errors, reference
 from .split import RangeWarning, split
+from .switch import Accurate, accurate
 
 __all__ = ["bounds", "hardware", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS",
-           "Method", "split", "RangeWarning", "OverflowWarning", "unit_model", "TF64_UNIT"]
+           "Method", "split", "RangeWarning", "OverflowWarning", "unit_model", "TF64_UNIT",
+           "choose", "Choice", "Option", "Rates", "RATES", "accurate", "Accurate"]

@@ -492,12 +492,12 @@ _PARAMETERS = ("method", "device", "model", "backend", "summation", "block", "or
 _OZAKI = {"ozaki1": ("slices", "unit", "width"), "ozaki2": ("moduli", "n_moduli", "unit", "scaling")}
 
 
-def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | None = None,
+def matmul(A: Any, B: Any, *, method: str | None = None, device: Any = None, model: Model | None = None,
            backend: str | None = None, summation: str | None = None, block: int | None = None,
            order: str | Sequence[tuple[int, int]] | None = None, accumulate: str | None = None,
            split_rounding: str | None = None, p: int | None = None, low: str | None = None,
            progress: bool | Callable[[str], None] | None = None, return_info: bool = False,
-           **options: Any) -> Any:
+           accuracy: Any = None, explain: bool = False, **options: Any) -> Any:
     """C ≈ A @ B by ``method`` (see :func:`methods`), its word products on a simulated unit: the device
     preset's Model for the words' format (default V100 for fp16, ``device="A100"`` for bf16/tf32), or
     ``model``.  Returns a float64 array of values of the method's high format (fp32; fp64 for tf64, Ozaki).
@@ -534,9 +534,24 @@ def matmul(A: Any, B: Any, *, method: str, device: Any = None, model: Model | No
     256 in double-fp16 (3 products) takes about 0.6 s, 256 x 4096 x 256 about 1.5 s, 1024 x 4096 x 1024
     about 25 s; the numpy engine (no numba) is several times slower.  On real units the host's split
     dominates (seconds at n = 8192).
+
     torch tensors (CPU or CUDA) in: a float64 tensor on their device out, every step there
     (:mod:`.tensors`; ``backend`` None or "hardware"); NaN and Inf are refused as for arrays.
+
+    ``accuracy`` instead of ``method`` ("fp64": DGEMM's error bound, "fp32": SGEMM's, or a componentwise
+    bound in (0, 1)): the fastest method that meets it for this shape and data on ``device`` (a card of
+    :data:`.choose.RATES`, default "H100") is chosen by :func:`.choose.choose` and run; ``explain=True``
+    prints the :class:`.choose.Choice`, ``return_info=True`` returns it as ``info["choice"]``.  The other
+    method parameters are refused with ``accuracy``, as is ``method`` itself.
     """
+    if accuracy is not None or method is None or explain is not False:  # the method chosen for an accuracy
+        from .choose import matmul_for
+
+        unused = {k: v for k, v in (("model", model), ("summation", summation), ("block", block), ("order", order),
+                                    ("accumulate", accumulate), ("split_rounding", split_rounding), ("p", p),
+                                    ("low", low)) if v is not None}
+        return matmul_for(A, B, method=method, accuracy=accuracy, explain=explain, device=device, backend=backend,
+                          progress=progress, return_info=return_info, unused={**unused, **options})
     name = check_method(method)
     backend_name, on_hw = check_backend(backend)
     return_info = flag("return_info", return_info)
