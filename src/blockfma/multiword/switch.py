@@ -184,15 +184,18 @@ def _shape(t: Any) -> str:
 
 
 def _run(a: Any, b: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    """One 2-D product by :func:`blockfma.multiword.matmul` (``accuracy=`` in ``kwargs``), tensors in and out.
-    The conversion at this boundary goes once matmul takes tensors itself (issue 21, part 1): then it is
-    ``matmul(a, b, **kwargs, return_info=True)`` alone."""
+    """One 2-D product by :func:`blockfma.multiword.matmul` (``accuracy=`` in ``kwargs``), tensors in and out:
+    on real units (``backend="hardware..."``) the tensors go in as they are and every step runs on their
+    device (:mod:`.tensors`); on simulated units (a simulator backend) through host arrays, as the simulator
+    computes there."""
+    from .hardware import is_hardware
     from .methods import matmul
 
+    if is_hardware(kwargs.get("backend")):
+        C, info = matmul(a, b, return_info=True, **kwargs)
+        return C.to(dtype=a.dtype), info
     torch = _torch()
-    A = a.detach().to("cpu").numpy()
-    B = b.detach().to("cpu").numpy()
-    C, info = matmul(A, B, return_info=True, **kwargs)
+    C, info = matmul(a.detach().to("cpu").numpy(), b.detach().to("cpu").numpy(), return_info=True, **kwargs)
     return torch.from_numpy(np.asarray(C, dtype=np.float64)).to(device=a.device, dtype=a.dtype), info
 
 
