@@ -258,15 +258,16 @@ def test_gpu_engine_refuses_a_gemm_that_cannot_fit_before_anything_moves(monkeyp
 
     model = bf.device("H100").model("fp16", "fp32")
     A, Bt, C = np.ones((64, 512)), np.ones((64, 512)), np.zeros((64, 64))
-    monkeypatch.setattr(tr, "free_bytes", lambda device: 294_911)  # one byte short of 4 (mk + kn + 2mn)
+    monkeypatch.setattr(tr, "free_bytes", lambda device: 1_114_111)  # one byte short of 16 (mk + kn + mn)
     moved: list = []
     monkeypatch.setattr(gpu, "_on", lambda *a: moved.append(a))
-    with pytest.raises(MemoryError, match=r"^gemm 64x512x64 on cpu needs about .* split the call"):
+    with pytest.raises(MemoryError, match=r"^gemm 64x512x64 on cpu needs about .*\(A and B in float64 with their "
+                       r"exponents, C and D in float64\) .* split the call"):
         gpu.gemm(model, A, Bt, C, backend="torch")
     assert moved == []
     monkeypatch.undo()
-    monkeypatch.setattr(tr, "free_bytes", lambda device: 294_912)  # exactly enough: runs
-    assert gpu.gemm(model, A[:, :16], Bt[:, :16], C, backend="torch")[0, 0] == 16.0
+    monkeypatch.setattr(tr, "free_bytes", lambda device: 1_114_112)  # exactly enough: runs
+    assert gpu.gemm(model, A, Bt, C, backend="torch")[0, 0] == 512.0
 
 
 needs_cuda_triton = pytest.mark.skipif(not torch.cuda.is_available() or not bf.engine.triton.available(),

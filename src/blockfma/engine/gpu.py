@@ -183,12 +183,13 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: st
          progress: Callable[[float], None] | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ Bt.T + C, values already checked, flushed and in the model's formats.
     A GEMM whose operands cannot fit the device's free memory is refused before anything moves, with the
-    sizes and the fix (``blockfma.engine.triton.check_fits``: A, B, C and D in float32, a lower bound of
-    what this engine holds, its float64 operands and their exponents being wider)."""
+    sizes and the fix (``blockfma.engine.triton.check_fits`` with this engine's sizes: A and B in float64
+    with their int64 exponents, C and D in float64; one tile's temporaries come on top)."""
     _check(model)
     from .triton import check_fits
 
-    check_fits(A.shape[0], A.shape[1], Bt.shape[0], torch_device(backend))
+    check_fits(A.shape[0], A.shape[1], Bt.shape[0], torch_device(backend), operand_bytes=16, output_bytes=16,
+               what="A and B in float64 with their exponents, C and D in float64")
     p = plan(model, A.shape[-1])
     tiles = _Tiles(p, A, Bt, backend, gemm=True)
     return run(p, tiles, _on(tiles.dev, C), progress).cpu().numpy()
