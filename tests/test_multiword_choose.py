@@ -225,3 +225,20 @@ def test_the_named_targets_are_dgemm_and_sgemm_bounds():
         assert target("fp32", k, "bf16") == target("fp32", k, "fp32")  # fp32 holds bf16 data exactly
         assert target("fp32", k) == pytest.approx(2 * v + v * v + k * v / (1 - k * v), rel=1e-15)  # + rounding
         assert target(1e-7, k) == 1e-7
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+def test_tensors_are_looked_at_on_their_device(monkeypatch):
+    """choose(data=tensors) and matmul(tensors, accuracy=) read the data where it is: no tensor is copied to
+    a numpy array (each such copy would be a host round trip from a GPU), and the spread and the choice are
+    those of the same data as arrays."""
+    import torch
+
+    A, B = _data(24, 40, 16, "narrow", seed=5)
+    want = choose(24, 40, 16, accuracy="fp64", device=CARD, data=(A, B))
+    monkeypatch.setattr(torch.Tensor, "numpy", lambda self, *a, **k: pytest.fail("a tensor went to numpy"))
+    tA, tB = torch.from_numpy(A), torch.from_numpy(B)
+    got = choose(24, 40, 16, accuracy="fp64", device=CARD, data=(tA, tB))
+    assert (got.method, got.params, got.bound) == (want.method, want.params, want.bound)
+    C = mw.matmul(tA, tB, accuracy="fp64", device=CARD, backend="hardware:cpu")
+    assert isinstance(C, torch.Tensor) and C.shape == (24, 16)

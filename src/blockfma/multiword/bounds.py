@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import operator as _operator
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -535,13 +536,16 @@ def exponent_spread(A: Any, B: Any) -> int:
     """d_A + d_B for :func:`ozaki_bound`: the least integers with |a_ik| >= 2**-d_A max_k |a_ik| for every
     nonzero a_ik (each row of A) and likewise d_B for the columns of B."""
 
+    from . import arrays
+
     def d(X: Any, axis: int) -> int:
-        X = np.abs(np.asarray(X, dtype=np.float64))
-        if X.size == 0 or not X.any():
+        torch = sys.modules.get("torch")
+        xp = torch if torch is not None and isinstance(X, torch.Tensor) else np  # a tensor stays on its device
+        X = abs(arrays.to(xp, X, "float64") if xp is not np else np.asarray(X, dtype=np.float64))
+        if 0 in X.shape or not bool(X.any()):
             return 0
-        top = X.max(axis=axis, keepdims=True)
-        with np.errstate(divide="ignore"):
-            ratio = np.where(X > 0, top / np.where(X > 0, X, 1.0), 1.0)
+        top = arrays.amax(xp, X, axis, keepdims=True)
+        ratio = xp.where(X > 0, top / xp.where(X > 0, X, 1.0), 1.0)
         return int(math.ceil(math.log2(float(ratio.max()))))
 
     return d(A, 1) + d(B, 0)

@@ -33,6 +33,7 @@ import dataclasses
 import difflib
 import math
 import numbers
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -418,7 +419,7 @@ def _ozaki2_cost(c: _Cost, N: int, chunks: int, scaling: str) -> tuple[float, in
 
 # ------------------------------------------------------------------------------------------------ choose
 
-def _range_reason(A: np.ndarray | None, B: np.ndarray | None, fmt: str, k: int) -> str:
+def _range_reason(A: Any, B: Any, fmt: str, k: int) -> str:
     """Why words of ``fmt`` (with fp32 sums) cannot hold this data ("" if they can, or without data): an entry
     beyond the format's range (:func:`.split.check_range`'s message), or products that may overflow fp32."""
     from .. import formats
@@ -426,18 +427,19 @@ def _range_reason(A: np.ndarray | None, B: np.ndarray | None, fmt: str, k: int) 
 
     if A is None or B is None:
         return ""
+    torch = sys.modules.get("torch")
+    xp = torch if torch is not None and isinstance(A, torch.Tensor) else np  # tensors looked at on their device
     for X, name in ((A, "A"), (B, "B")):
         try:
-            check_range(X, formats.get(fmt), name)
+            check_range(X, formats.get(fmt), name, xp)
         except ArgumentError as exc:
             return exc.problem.split(":")[0]
-    top = float(np.abs(A).max(initial=0.0)) * float(np.abs(B).max(initial=0.0)) * k
+
+    def biggest(X: Any) -> float:
+        return 0.0 if 0 in tuple(X.shape) else float(abs(X).max())
+
+    top = biggest(A) * biggest(B) * k
     return f"sums of products may reach {top:.3g}, beyond fp32's range" if top > formats.get("fp32").max else ""
-
-
-def _host(X: Any) -> Any:
-    """X for the choice's look at the data: a torch tensor (any device) as a host numpy array, else X."""
-    return X.detach().to("cpu").numpy() if hasattr(X, "detach") and hasattr(X, "numpy") else X
 
 
 def _data_format(X: Any) -> str | None:
@@ -475,9 +477,11 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
         if shapes != ((m, k), (k, n)):
             raise ArgumentError("data", Shown(f"<shapes {shapes}>"), f"must be A of shape ({m}, {k}) and B of "
                                 f"shape ({k}, {n}) for m={m}, k={k}, n={n}")
+        from . import tensors
         from .split import check_operands
 
-        A, B = check_operands(*(_host(X) for X in data))
+        # the operands checked where they are: tensors on their device (no copy to the host)
+        A, B = tensors.check_tensors(*data) if tensors.given(*data) else check_operands(*data)
         spread, from_data = _bounds.exponent_spread(A, B), True
         fmts = {_data_format(X) for X in data}
         fmt_in = fmts.pop() if len(fmts) == 1 else None
@@ -606,7 +610,9 @@ def matmul_for(A: Any, B: Any, *, method: Any, accuracy: Any, explain: Any, devi
                             "parameters are chosen", fix="leave it out, or pass method= instead of accuracy=")
     from .split import check_operands
 
-    A_, B_ = check_operands(_host(A), _host(B))
+    from . import tensors
+
+    A_, B_ = tensors.check_tensors(A, B) if tensors.given(A, B) else check_operands(A, B)
     if 0 in A_.shape + B_.shape:  # an empty product: exact zeros, nothing to choose
         if explain:
             print(f"accuracy={accuracy!r}: an empty product ({A_.shape} @ {B_.shape}): zeros, by the native fp64 GEMM")
