@@ -16,41 +16,17 @@ the table then goes to stderr).  Not run by CI (it times things); a tiny smoke r
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
-import os
-import platform
 import sys
-import time
 
 import numpy as np
 
 import blockfma as bf
 from blockfma.files import results_option, write_json
+from blockfma.provenance import provenance
+from blockfma.timing import best_time, synchronizer
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-
-
-def best_time(fn, repeat: int, sync) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        sync()
-        t = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
-def metadata(torch, dev) -> dict:
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "blockfma": bf.__version__, "torch": torch.__version__, "numpy": np.__version__,
-            "python": platform.python_version(), "cpus": os.cpu_count(), "device": str(dev)}
-    if dev.type == "cuda":
-        props = torch.cuda.get_device_properties(dev)
-        meta.update({"gpu": props.name, "compute_capability": f"{props.major}.{props.minor}",
-                     "cuda": torch.version.cuda})
-    return meta
 
 
 def host(t):
@@ -98,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_emulate: {exc}", file=sys.stderr)
         return 2
     dev = torch.device(args.on or ("cuda" if torch.cuda.is_available() else "cpu"))
-    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-    meta = metadata(torch, dev)
+    sync = synchronizer(torch, dev)
+    meta = provenance(dev)
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
     header = f"{'shape':>14}  {'dtype':6} {'device':8} {'native s':>10} {'emulated s':>11} {'slowdown':>10}  bits"
     show(header)

@@ -35,13 +35,9 @@ Results go to ``--out`` (JSON, written atomically after every size and distribut
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -73,27 +69,11 @@ def say(text: str) -> None:
 
 
 # --- metadata ------------------------------------------------------------------------------------------------
-def git_commit() -> dict[str, Any]:
-    """HEAD of the repository this script is in, and whether tracked files differ from it."""
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    head = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": head, "dirty": None if status is None else bool(status)}
-
-
 def metadata(hw: Any, device: Any) -> dict[str, Any]:
-    import blockfma
+    """The run's provenance (blockfma.provenance: date, versions, commit, host) and the torch device's facts."""
+    from blockfma.provenance import provenance
 
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "blockfma": blockfma.__version__, **git_commit(), **hw.device_info(device), "numpy": np.__version__,
-            "python": platform.python_version(), "host": platform.node(), "cpus": os.cpu_count()}
-    return meta
+    return provenance(device)
 
 
 def gpu_slug(name: str) -> str:
