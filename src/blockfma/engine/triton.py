@@ -53,7 +53,9 @@ from . import array, rules
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits"]
 
-_KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
+_KERNELS: dict[tuple[bool, bool], Any] = {}  # (interpreter mode, step family) -> the jitted kernel
+STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
+LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
           RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
 
@@ -82,10 +84,13 @@ def available() -> bool:
 
 
 def unsupported_reason(model: Model) -> str | None:
-    """Why the Triton kernel does not run ``model`` (one clause), or None where it does."""
+    """Why the Triton kernels do not run ``model`` (one clause), or None where they do."""
     m = model.arithmetic_model()
+    if m.family in STEP_FAMILIES:
+        return _step_reason(m)
     if m.family not in (Family.TRUNCATED_FUSED, Family.LATE_C):
-        return f"it runs the truncated-fused and late-c families only, not {m.family.value}"
+        return ("it runs the truncated-fused, late-c, exact-fused, pairwise and fma-chain families only, "
+                f"not {m.family.value}")
     if m.family is Family.LATE_C and m.groups not in (1, 2):
         return "it runs late-c with one or two groups"
     L = m.block_width
@@ -103,16 +108,32 @@ def unsupported_reason(model: Model) -> str | None:
     return None
 
 
+def _step_reason(m: Model) -> str | None:
+    """unsupported_reason for the FMA chain, pairwise and exact-fused (:mod:`.triton_families`)."""
+    block = m.block_model()
+    formats = (block.input_format, block.b_format, block.c_format, block.result_format, m.output_format)
+    if not all(rules.values_in_binary32(f) for f in formats):
+        return (f"its {m.family.value} inputs, C and results must lie within binary32 (fp64 ones run on the "
+                "CPU engines)")
+    if m.nan is NaNStyle.PROPAGATE:
+        return "it does not carry NaN payloads (nan='propagate')"
+    if m.family is Family.PAIRWISE and (m.block_width is None or m.block_width > 256):
+        return "it runs pairwise blocks of at most 256 products"
+    return None
+
+
 def supports(model: Model) -> bool:
-    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups), blocks of
-    at most 256 products, inputs, C, block results and outputs within binary32 (every preset of these
-    families)."""
+    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups) with blocks
+    of at most 256 products, or the FMA chain, pairwise (blocks of at most 256) and exact-fused (any block
+    width, or one block), where inputs, C, block results and outputs lie within binary32 (every preset of
+    these families but the fp64 ones)."""
     return unsupported_reason(model) is None
 
 
-def _define() -> Any:
-    """The kernel module, imported at first use (Triton reads TRITON_INTERPRET when it defines a kernel,
-    so a change of mode since the last import re-imports it)."""
+def _define(step: bool) -> Any:
+    """The kernel (``step``: the FMA chain's, pairwise's and exact-fused's), its module imported at first
+    use (Triton reads TRITON_INTERPRET when it defines a kernel, so a change of mode since the last import
+    re-imports both modules, the shared helpers' first)."""
     import importlib
 
     _triton()
@@ -120,14 +141,20 @@ def _define() -> Any:
 
     if triton_kernel.INTERPRETED != interpreting():
         triton_kernel = importlib.reload(triton_kernel)
-    return triton_kernel.gemm_kernel
+    if not step:
+        return triton_kernel.gemm_kernel
+    from . import triton_families
+
+    if triton_families.INTERPRETED != interpreting():
+        triton_families = importlib.reload(triton_families)
+    return triton_families.family_kernel
 
 
-def _kernel() -> Any:
-    mode = interpreting()
-    if mode not in _KERNELS:
-        _KERNELS[mode] = _define()
-    return _KERNELS[mode]
+def _kernel(step: bool = False) -> Any:
+    key = (interpreting(), step)
+    if key not in _KERNELS:
+        _KERNELS[key] = _define(step)
+    return _KERNELS[key]
 
 
 def _device() -> Any:
@@ -155,6 +182,8 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
     why = unsupported_reason(m)
     if why is not None:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
+    if m.family in STEP_FAMILIES:
+        return _step_constants(m, specials)
     L, block = m.block_width, m.block_model()
     late = block.family is Family.LATE_C
     assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
@@ -174,6 +203,40 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero, LATE=late,
                 F2=block.late_fraction_bits or 0, GROUPS=block.groups, LEADING=block.late_cut == "leading",
                 C_EMAX=block.c_format.emax)
+
+
+def _lowest_place(fmt: Any) -> int:
+    """The lowest last place of a value of ``fmt`` as binary32 encodes it (its smallest subnormal's
+    exponent, less binary32's 23 fraction bits, or binary32's own last subnormal place)."""
+    return max(fmt.emin - (fmt.precision - 1) - 23, -149)
+
+
+def _step_constants(m: Model, specials: bool) -> dict[str, Any]:
+    """The compile-time parameters of :func:`.triton_families.family_kernel` for an FMA chain, pairwise or
+    exact-fused model ``m`` (its arithmetic model)."""
+    block = m.block_model()
+    fmt, fc, out = block.result_format, block.c_format, m.output_format
+    pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
+    L = block.block_width
+    p = plan(m, 2 * m.step(L or 1))
+    family = {Family.FMA_CHAIN: 0, Family.PAIRWISE: 1, Family.EXACT_FUSED: 2}[m.family]
+    if family == 2:  # the Kulisch accumulator: every last place of a product or C, the carries of 2**31 terms
+        lo = min(_lowest_place(block.input_format) + _lowest_place(block.b_format), _lowest_place(fc))
+        hi = max(block.input_format.emax + block.b_format.emax + 2, fc.emax + 1) + 32
+        nl = -(-(hi - lo) // LIMB_BITS) + 1
+        lp = min(1 << ((L or 16) - 1).bit_length(), 16)
+    else:
+        lo, nl, lp = 0, 1, L or 1
+    return dict(FAMILY=family, LP=lp, LOG2L=lp.bit_length() - 1, NL=nl, NLP=1 << (nl - 1).bit_length(),
+                LOG2NL=(nl - 1).bit_length(), LO=lo,
+                FC_P=fc.precision, FC_EMIN=fc.emin, FC_FMAX=float(fc.max), FC_OVER=_overflow_code(fc, True),
+                FC_NEG_ZERO=fc.has_negative_zero, P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max),
+                MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),
+                OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
+                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
+                C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
+                OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
+                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
 
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
@@ -199,6 +262,11 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
+    if "FAMILY" in const:  # the FMA chain, pairwise, exact-fused: blocks of p.block_width products
+        _kernel(True)[grid](a, b, c, d, order, m, n, k, p.padded, p.width, p.block_width, a.stride(0),
+                            a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), d.stride(0),
+                            d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+        return d
     _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
                     b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
                     **const)
