@@ -248,7 +248,7 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
     ORDERED; those past K are the plan's +0 padding) and C = d, summed exactly in limbs, in chunks of LP
     lanes, rounded once; special values by rules.fused_specials.  float32 (BM, BN)."""
     ax = tl.arange(0, NLP)[None, :, None]
-    acc = tl.zeros((BLOCK_M, NLP, BLOCK_N), dtype=tl.int64)
+    acc = tl.full((BLOCK_M, NLP, BLOCK_N), 0, tl.int64)
     nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, -126)
     nan = nan_c
     pos = inf_c & ~nc
