@@ -152,6 +152,13 @@ def test_exact_fused_spans_beyond_64_bits():
     assert D[:, 0].tolist() == [2.0**-130 + 2.0**-140, below[0], 2.0**-119 - 2.0**-143, below[1]]
     for i in range(A.shape[0]):
         assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
+    # a sticky bit far below the leading limbs: 1 + 2**-130 rounds up, and breaks the tie 1 + 2**-24 upward
+    for mode, a, want in [(RM.TowardPositive, [1.0, 2.0**-130, 0.0], 1.0 + 2.0**-23),
+                          (RM.TiesToEven, [1.0, 2.0**-24, 2.0**-130], 1.0 + 2.0**-23),
+                          (RM.TiesToEven, [1.0, 2.0**-24, 0.0], 1.0)]:
+        model = _model(Family.EXACT_FUSED, "bf16", "fp32", block_width=3, output_rounding=mode)
+        D = check(model, np.array([a]), np.ones((3, 1)), np.zeros((1, 1)))
+        assert D[0, 0] == want, (mode, a)
 
 
 def test_fma_sticky_and_zero_signs():
