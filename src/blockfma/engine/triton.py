@@ -228,7 +228,7 @@ def _step_constants(m: Model, specials: bool) -> dict[str, Any]:
     else:
         lo, nl, lp = 0, 1, L or 1
     return dict(FAMILY=family, LP=lp, LOG2L=lp.bit_length() - 1, NL=nl, NLP=1 << (nl - 1).bit_length(),
-                LOG2NL=(nl - 1).bit_length(), LO=lo,
+                LOG2NL=(nl - 1).bit_length(), ONE_CHUNK=L is not None and L <= lp, LO=lo,
                 FC_P=fc.precision, FC_EMIN=fc.emin, FC_FMAX=float(fc.max), FC_OVER=_overflow_code(fc, True),
                 FC_NEG_ZERO=fc.has_negative_zero, P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max),
                 MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),

@@ -66,12 +66,6 @@ def _fold(x, LOG2: tl.constexpr, OP: tl.constexpr):
 
 
 @triton.jit
-def _pick(acc, ax, i, LOG2: tl.constexpr):
-    """Limb i (a tensor or a number) of the accumulator (BM, 2**LOG2, BN): (BM, BN)."""
-    return _fold(tl.where(ax == i, acc, 0), LOG2, 0)
-
-
-@triton.jit
 def _odd53(mag, unit):
     """``mag * 2**unit`` (int64, 0 <= mag < 2**63) rounded to odd at 53 bits: (mag' < 2**53, unit')."""
     sh = tl.where(mag >= (1 << 53), tk.lead(tl.maximum(mag >> 11, 1)) + 11 - 52, 0)
@@ -198,41 +192,72 @@ def _pairwise(a, b, c, LOG2L: tl.constexpr, FC_P: tl.constexpr, FC_EMIN: tl.cons
 
 
 @triton.jit
+def _piece(m, l, i: tl.constexpr, LO: tl.constexpr):
+    """The bits of m * 2**l (0 <= m < 2**49) in limb i, of weight 2**(LO + 32 i): an int64 in [0, 2**32)."""
+    s = l - (LO + 32 * i)  # the term's last place above the limb's
+    sl = tl.minimum(tl.maximum(s, 0), 31)
+    sr = tl.minimum(tl.maximum(-s, 0), 63)
+    piece = tl.where(s >= 0, (m & ((1 << (32 - sl)) - 1)) << sl, (m >> sr) & 0xFFFFFFFF)
+    return tl.where(s >= 32, 0, piece)
+
+
+@triton.jit
 def _limbs_add(acc, m, l, neg, ax, NL: tl.constexpr, LO: tl.constexpr, LOG2LP: tl.constexpr):
     """The Kulisch accumulator ``acc`` (BM, NLP, BN; limb i of weight 2**(LO + 32 i)) plus the terms
-    (-1)**neg * m * 2**l (BM, lanes, BN; 0 <= m < 2**49), each cut into the 32-bit pieces of its limbs."""
+    (-1)**neg * m * 2**l (BM, 2**LOG2LP lanes, BN), each cut into the 32-bit pieces of its limbs."""
     for i in tl.static_range(NL):
-        s = l - (LO + 32 * i)  # the term's last place above the limb's
-        sl = tl.minimum(tl.maximum(s, 0), 31)
-        sr = tl.minimum(tl.maximum(-s, 0), 63)
-        piece = tl.where(s >= 0, (m & ((1 << (32 - sl)) - 1)) << sl, (m >> sr) & 0xFFFFFFFF)
-        piece = tl.where(s >= 32, 0, piece)
-        part = _fold(tl.where(neg, -piece, piece), LOG2LP, 0)
-        acc = acc + tl.where(ax == i, part[:, None, :], 0)
+        piece = _piece(m, l, i, LO)
+        acc = acc + tl.where(ax == i, _fold(tl.where(neg, -piece, piece), LOG2LP, 0)[:, None, :], 0)
     return acc
 
 
 @triton.jit
-def _carry(acc, ax, NL: tl.constexpr, LOG2NL: tl.constexpr):
-    """The limbs carried: limbs 0 .. NL - 2 in [0, 2**32), the top one signed (the same value)."""
-    for i in tl.static_range(NL - 1):
-        up = _pick(acc, ax, i, LOG2NL) >> 32  # floor
-        acc = acc - tl.where(ax == i, (up << 32)[:, None, :], 0) + tl.where(ax == i + 1, up[:, None, :], 0)
-    return acc
+def _lead_limbs(x, i: tl.constexpr, top, hi, nx, low, below, prev):
+    """The leading-limb state after limb i (value x in [0, 2**32)) of a sum read from its lowest limb up:
+    top (the highest nonzero limb so far, -1: none), hi and nx (that limb and the one below), low (a
+    nonzero limb below those two), below (a nonzero limb below i - 1), prev (limb i)."""
+    nz = x != 0
+    top = tl.where(nz, i, top)
+    hi = tl.where(nz, x, hi)
+    nx = tl.where(nz, prev, nx)
+    low = tl.where(nz, below, low)
+    return top, hi, nx, low, below | (prev != 0), x
 
 
 @triton.jit
-def _limbs_value(acc, ax, NL: tl.constexpr, LO: tl.constexpr, LOG2NL: tl.constexpr):
-    """(negative, magnitude < 2**53 rounded to odd, unit, zero) of the accumulator's exact value."""
-    acc = _carry(acc, ax, NL, LOG2NL)
-    neg = _pick(acc, ax, NL - 1, LOG2NL) < 0
-    acc = _carry(tl.where(neg[:, None, :], -acc, acc), ax, NL, LOG2NL)  # the magnitude's limbs
-    nz = acc != 0
-    top = _fold(tl.where(nz, ax, -1), LOG2NL, 1)  # the leading nonzero limb (-1: zero)
-    t3 = top[:, None, :]
-    hi = _pick(acc, ax, t3, LOG2NL)  # 1 <= hi < 2**32
-    nx = _pick(acc, ax, t3 - 1, LOG2NL)
-    low = _fold((nz & (ax < t3 - 1)).to(tl.int32), LOG2NL, 1) == 1
+def _exact_sum(pm, pl, pn, mc, lc, nc, acc, ax, NL: tl.constexpr, LO: tl.constexpr, LOG2L: tl.constexpr,
+               LOG2NL: tl.constexpr, ONE_CHUNK: tl.constexpr):
+    """(negative, magnitude < 2**53 rounded to odd, unit, zero) of the exact sum of the block's terms: the
+    products (-1)**pn pm 2**pl (BM, lanes, BN) where ONE_CHUNK, else the limbs of ``acc``, and C.
+
+    From the lowest limb up, each limb's sum plus the carry from below is split into its 32 bits and the
+    carry (floor) for the next; the sum and its negation are read so at once, the final carry (-1 or 0)
+    gives the sign, and the chain of the magnitude keeps its leading limbs and a sticky bit below them."""
+    zero2 = mc * 0
+    cp = zero2
+    cn = zero2
+    tp = (zero2 - 1).to(tl.int32)
+    hp, xp, lp, bp, pp = zero2, zero2, zero2 != 0, zero2 != 0, zero2
+    tn, hn, xn, ln, bn, pv = tp, zero2, zero2, lp, bp, zero2
+    for i in tl.static_range(NL):
+        if ONE_CHUNK:
+            piece = _piece(pm, pl, i, LO)
+            part = _fold(tl.where(pn, -piece, piece), LOG2L, 0)
+        else:
+            part = _fold(tl.where(ax == i, acc, 0), LOG2NL, 0)
+        pc = _piece(mc, lc, i, LO)
+        part = part + tl.where(nc, -pc, pc)
+        v = part + cp
+        cp = v >> 32
+        w = cn - part
+        cn = w >> 32
+        tp, hp, xp, lp, bp, pp = _lead_limbs(v & 0xFFFFFFFF, i, tp, hp, xp, lp, bp, pp)
+        tn, hn, xn, ln, bn, pv = _lead_limbs(w & 0xFFFFFFFF, i, tn, hn, xn, ln, bn, pv)
+    neg = cp < 0
+    top = tl.where(neg, tn, tp)
+    hi = tl.where(neg, hn, hp)
+    nx = tl.where(neg, xn, xp)
+    low = tl.where(neg, ln, lp)
     mag = (hi << 30) | (nx >> 2) | (low | ((nx & 3) != 0)).to(tl.int64)  # 31 to 62 bits, rounded to odd
     mag, unit = _odd53(mag, LO + 32 * top.to(tl.int64) - 30)
     return neg, mag, unit, top < 0
@@ -241,12 +266,14 @@ def _limbs_value(acc, ax, NL: tl.constexpr, LO: tl.constexpr, LOG2NL: tl.constex
 @triton.jit
 def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam, sak, sbk, sbn, d,
                  LP: tl.constexpr, LOG2L: tl.constexpr, NL: tl.constexpr, NLP: tl.constexpr, LO: tl.constexpr,
-                 LOG2NL: tl.constexpr, ORDERED: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+                 LOG2NL: tl.constexpr, ONE_CHUNK: tl.constexpr, ORDERED: tl.constexpr, P: tl.constexpr,
+                 EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
                  SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr,
                  IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One exact-fused block: the BL products j0 .. j0 + BL - 1 of the step at k0 (through order_ptr where
-    ORDERED; those past K are the plan's +0 padding) and C = d, summed exactly in limbs, in chunks of LP
-    lanes, rounded once; special values by rules.fused_specials.  float32 (BM, BN)."""
+    ORDERED; those past K are the plan's +0 padding) and C = d, summed exactly in limbs (ONE_CHUNK: the
+    block's BL <= LP products at once; else in chunks of LP lanes, into an accumulator of NL limbs), rounded
+    once; special values by rules.fused_specials.  float32 (BM, BN)."""
     ax = tl.arange(0, NLP)[None, :, None]
     acc = tl.full((BLOCK_M, NLP, BLOCK_N), 0, tl.int64)
     nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, -126)
@@ -256,6 +283,9 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
     only_zeros = zc
     all_neg = nc
     any_neg = nc
+    pm = tl.full((BLOCK_M, LP, BLOCK_N), 0, tl.int64)
+    pl = pm
+    pt = pm != 0
     for jj in range(0, BL, LP):
         idx = jj + lane
         inblock = idx < BL
@@ -271,7 +301,10 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
         pm = ma[:, :, None] * mb[None, :, :]
         pn = na[:, :, None] ^ nb[None, :, :]
         pz = za[:, :, None] | zb[None, :, :]
-        acc = _limbs_add(acc, pm, la[:, :, None] + lb[None, :, :], pn & ~pz, ax, NL, LO, LOG2L)
+        pl = la[:, :, None] + lb[None, :, :]
+        pt = pn & ~pz
+        if not ONE_CHUNK:
+            acc = _limbs_add(acc, pm, pl, pt, ax, NL, LO, LOG2L)
         in3 = inblock[None, :, None]  # lanes of the block (padding products are +0 * +0 terms)
         only_zeros = only_zeros & (_fold(tl.where(in3, pz.to(tl.int32), 1), LOG2L, 2) == 1)
         all_neg = all_neg & (_fold(tl.where(in3, pn.to(tl.int32), 1), LOG2L, 2) == 1)
@@ -282,8 +315,7 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
             nan = nan | (_fold(pnan.to(tl.int32), LOG2L, 1) == 1)
             pos = pos | (_fold((pinf & ~pn).to(tl.int32), LOG2L, 1) == 1)
             ninf = ninf | (_fold((pinf & pn).to(tl.int32), LOG2L, 1) == 1)
-    acc = _limbs_add(acc, mc[:, None, :], lc[:, None, :], (nc & ~zc)[:, None, :], ax, NL, LO, 0)
-    neg, mag, unit, zero = _limbs_value(acc, ax, NL, LO, LOG2NL)
+    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, NL, LO, LOG2L, LOG2NL, ONE_CHUNK)
     v, plus = _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, P, EMIN, FMAX, MODE, SUBNORMALS,
                       OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO)
     return tk.with_specials(v, plus, nan, pos, ninf)
@@ -292,7 +324,8 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
 @triton.jit(do_not_specialize=["M", "N", "K", "KP", "W", "BL"])  # one compilation per model, not per shape
 def family_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, BL, sam, sak, sbk, sbn, scm, scn, sdm,
                   sdn, FAMILY: tl.constexpr, LP: tl.constexpr, LOG2L: tl.constexpr, NL: tl.constexpr,
-                  NLP: tl.constexpr, LO: tl.constexpr, LOG2NL: tl.constexpr, FC_P: tl.constexpr, FC_EMIN: tl.constexpr,
+                  NLP: tl.constexpr, LO: tl.constexpr, LOG2NL: tl.constexpr, ONE_CHUNK: tl.constexpr,
+                  FC_P: tl.constexpr, FC_EMIN: tl.constexpr,
                   FC_FMAX: tl.constexpr, FC_OVER: tl.constexpr, FC_NEG_ZERO: tl.constexpr, P: tl.constexpr,
                   EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
                   OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr,
@@ -319,7 +352,7 @@ def family_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, BL, sam
         for j in range(0, W, BL):
             if FAMILY == 2:
                 acc = _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j, BL, K, M, N, sam, sak, sbk, sbn,
-                                   acc, LP, LOG2L, NL, NLP, LO, LOG2NL, ORDERED, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS,
+                                   acc, LP, LOG2L, NL, NLP, LO, LOG2NL, ONE_CHUNK, ORDERED, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS,
                                    OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, BLOCK_M, BLOCK_N)
             else:
                 if ORDERED:
