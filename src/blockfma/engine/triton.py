@@ -1,5 +1,5 @@
-"""GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused and late-c families
-(``backend="triton"``).
+"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, and of the
+FMA chain, pairwise and exact-fused families (``backend="triton"``).
 
 One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
 (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
@@ -30,7 +30,20 @@ infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  T
 :func:`blockfma.engine.api.finish`) writes the NaN bit patterns and ``rounded_zero`` afterwards, as for
 every engine.
 
-The kernel is built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
+The FMA chain, pairwise and exact-fused families run a second kernel, :mod:`.triton_families`, on the same
+plan and tiles (C fused or added after, a store, a product order), every operation on integers and rounded
+once by the same integer rounding: an FMA ``R(a*b + d)`` and pairwise's final ``R(c + s)`` as exact sums of
+two terms (the smaller one floored below the larger one's 60 bits, its remainder a sticky bit: rounded to odd,
+which every later rounding of 24 bits or fewer cannot tell from the exact sum); pairwise's products rounded to
+nearest even into the C format and its tree of IEEE additions as the plan's addition of C (``add_c``);
+exact-fused blocks (any ``block_width``, or one block over all of K) summed exactly in a Kulisch accumulator
+of 32-bit limbs over every place the model's formats can reach.  The only float operations left are exact
+scalings by powers of two and conversions: nothing for Triton to contract into an FMA (``enable_fp_fusion``
+does not matter), or for the interpreter's numpy arithmetic to round differently.
+Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"`` are refused
+(:func:`unsupported_reason`).
+
+The kernels are built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
 (one compilation per model and tile size), the shapes runtime arguments (no recompilation per shape).
 On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
 a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
@@ -256,7 +269,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
-    small = a.device.type == "cpu"
+    small = a.device.type == "cpu" or const.get("FAMILY") == 2  # exact-fused: its limbs take registers
     bm = block_m or (16 if small else 32)
     bn = block_n or (16 if small else 32)
     p = plan(model.arithmetic_model(), k)
