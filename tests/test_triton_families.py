@@ -19,7 +19,10 @@ from blockfma import formats, reference  # noqa: E402
 from blockfma.devices import devices  # noqa: E402
 from blockfma.engine import triton as tr  # noqa: E402
 from blockfma.model import Family, Model, NaNStyle  # noqa: E402
-from test_triton_engine import _random_codes, check, interpreter, same_bits, values  # noqa: E402,F401
+import test_triton_engine as engine_tests  # noqa: E402
+from test_triton_engine import _random_codes, check, same_bits, values  # noqa: E402
+
+interpreter = engine_tests.interpreter  # its autouse fixture: the interpreter on, off for gpu tests
 
 RM = formats.RoundingMode
 STEP = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)
