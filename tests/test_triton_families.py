@@ -188,15 +188,16 @@ def test_pairwise_rounds_products_and_sums_in_the_c_format():
     assert pair[0, 0] == 2.0**13 and fused[0, 0] == 2.0**13 + 1 + 2.0**-20
 
 
-CODES = [p for p in PRESETS if p[0] != "A100"] + [("exact", "fp16", "fp16", None)]
+CODES = [p for p in PRESETS if p[0] != "A100"] + [("exact", "fp16", "fp16", None)] + list(VARIANTS)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(preset=st.sampled_from(CODES), seed=st.integers(0, 2**32 - 1), specials=st.sampled_from([0.0, 0.02, 0.3]),
        m=st.integers(1, 6), n=st.integers(1, 6), k=st.integers(1, 24))
 def test_random_codes(preset, seed, specials, m, n, k):
-    """Uniform random codes (every exponent: spans beyond 64 bits, subnormals, overflow) and shapes."""
-    model = bf.device(preset[0]).model(*preset[1:])
+    """Uniform random codes (every exponent: spans beyond 64 bits, subnormals, overflow) and shapes, on the
+    presets and the variants (directed roundings, flush, zero signs)."""
+    model = VARIANTS[preset] if isinstance(preset, str) else bf.device(preset[0]).model(*preset[1:])
     rng = np.random.default_rng(seed)
     A = _random_codes(rng, model.input_format, (m, k), specials)
     B = _random_codes(rng, model.b_format, (k, n), specials)
@@ -217,6 +218,48 @@ def test_refusals():
     amx = bf.device("Intel AMX").model("bf16", "fp32")
     assert tr.unsupported_reason(amx) == ("it runs the truncated-fused, late-c, exact-fused, pairwise and "
                                           "fma-chain families only, not amx")
+
+
+COMPILE = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import blockfma as bf
+from blockfma.engine import triton as tr
+from blockfma.engine import triton_families
+runtime = ["a_ptr", "b_ptr", "c_ptr", "d_ptr", "order_ptr", "M", "N", "K", "KP", "W", "BL", "sam", "sak", "sbk",
+           "sbn", "scm", "scn", "sdm", "sdn"]
+for dev, fin, fout in [("MI300X", "fp32", "fp32"), ("MI250X", "fp16", "fp32"), ("MI100", "fp16", "fp32"),
+                       ("exact", "e4m3fn", "fp32")]:
+    const = dict(tr.constants(bf.device(dev).model(fin, fout), True), BLOCK_M=16, BLOCK_N=16)
+    sig = {n: "*i32" if n == "order_ptr" else "*fp32" if n.endswith("_ptr") else "i32" for n in runtime}
+    sig.update(dict.fromkeys(const, "constexpr"))
+    kernel = triton.compile(ASTSource(triton_families.family_kernel, sig, constexprs=const),
+                            target=GPUTarget("cuda", 90, 32))
+    assert "family_kernel" in kernel.asm["ptx"], dev
+    print(dev, fin, fout, "cubin", len(kernel.asm["cubin"]))
+"""
+
+
+@pytest.mark.slow
+def test_kernel_compiles_for_a_gpu_without_one(tmp_path):
+    """The jitted code lowers through Triton's compiler to PTX and a cubin for sm_90 (its own ptxas), one
+    preset of each family and both exact-fused paths: what the interpreter, which runs the kernel's Python,
+    cannot check.  In a subprocess with the interpreter off."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    if importlib.util.find_spec("triton.backends.nvidia") is None:
+        pytest.skip("this triton has no NVIDIA backend")
+    env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="0",
+               PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("cubin") == 4, run.stdout
 
 
 def _cuda() -> bool:
