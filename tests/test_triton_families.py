@@ -220,6 +220,19 @@ def test_refusals():
                                           "fma-chain families only, not amx")
 
 
+@pytest.mark.parametrize("preset", [("MI250X", "fp16", "fp32"), ("H100", "fp16", "fp32")], ids="-".join)
+def test_interpreter_after_the_compiler_was_defined(monkeypatch, preset):
+    """Interpreter, compiler (its kernel defined: the kernel modules re-imported), interpreter again: the
+    kernel then still runs (a kernel cached from the first round called the compiler's helpers)."""
+    model = bf.device(preset[0]).model(*preset[1:])
+    A, B, C = np.ones((2, 4)), np.ones((4, 2)), np.zeros((2, 2))
+    check(model, A, B, C)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    tr._kernel(model.family in STEP)  # defined only (no GPU here to run it)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert check(model, A, B, C)[0, 0] == 4.0
+
+
 COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget

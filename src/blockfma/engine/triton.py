@@ -66,7 +66,6 @@ from . import array, rules
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits"]
 
-_KERNELS: dict[tuple[bool, bool], Any] = {}  # (interpreter mode, step family) -> the jitted kernel
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
 LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
@@ -164,10 +163,11 @@ def _define(step: bool) -> Any:
 
 
 def _kernel(step: bool = False) -> Any:
-    key = (interpreting(), step)
-    if key not in _KERNELS:
-        _KERNELS[key] = _define(step)
-    return _KERNELS[key]
+    """The kernel for the current mode, looked up at each call, not cached here: a kernel defined in one mode
+    calls helpers that its module's re-import for the other mode replaced, so after a switch to the
+    compiler and back the interpreter's old kernel failed ("Cannot call @triton.jit'd outside of the scope
+    of a kernel"); the modules are re-imported only when the mode changed."""
+    return _define(step)
 
 
 def _device() -> Any:
