@@ -19,8 +19,11 @@ change a bit.
   ``NL`` limbs of 32 bits at fixed places ``2**(LO + 32 i)`` covering every binary32 encoding of the
   model's formats (``LO`` the lowest last place a product or C can have) and the carries of up to
   ``2**31`` terms.  Each term adds its bits to the limbs it covers (integer adds: exact in any order, so
-  a block of any length is summed in chunks of ``LP`` lanes); the limbs are then carried, the sign and
-  magnitude read off, and the top 31 to 62 bits with a sticky bit rounded to odd at 53 bits.
+  a block of more than ``LP`` products is summed in chunks of ``LP`` lanes into an accumulator tensor,
+  and a block of at most ``LP`` goes straight to the next step); the limbs are then read from the lowest
+  up, carrying, for the sum and its negation at once: the final carry gives the sign, and the leading
+  limbs of the magnitude, 31 to 62 bits, with a sticky bit for every nonzero limb below, rounded to odd
+  at 53 bits, give the rounding its input.
 * Rounding to odd at 53 bits (:func:`_odd53`) keeps every later rounding to 24 bits or fewer exact, in
   every mode, with subnormals or flush (tininess before rounding: a value below ``2**emin`` stays below).
 
