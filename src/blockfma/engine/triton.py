@@ -43,8 +43,9 @@ does not matter), or for the interpreter's numpy arithmetic to round differently
 Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"`` are refused
 (:func:`unsupported_reason`).
 
-The kernels are built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
-(one compilation per model and tile size), the shapes runtime arguments (no recompilation per shape).
+The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
+model's parameters are ``tl.constexpr`` (one compilation per model and tile size), the shapes runtime
+arguments (no recompilation per shape).
 On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
 a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
 exact reference.
@@ -67,6 +68,7 @@ __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "uns
            "free_bytes", "check_fits"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
+FAMILY_CODES = {f: i for i, f in enumerate(STEP_FAMILIES)}  # family_kernel's FAMILY constexpr
 LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
           RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
@@ -232,7 +234,7 @@ def _step_constants(m: Model, specials: bool) -> dict[str, Any]:
     pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
     L = block.block_width
     p = plan(m, 2 * m.step(L or 1))
-    family = {Family.FMA_CHAIN: 0, Family.PAIRWISE: 1, Family.EXACT_FUSED: 2}[m.family]
+    family = FAMILY_CODES[m.family]
     if family == 2:  # the Kulisch accumulator: every last place of a product or C, the carries of 2**31 terms
         lo = min(_lowest_place(block.input_format) + _lowest_place(block.b_format), _lowest_place(fc))
         hi = max(block.input_format.emax + block.b_format.emax + 2, fc.emax + 1) + 32
@@ -269,7 +271,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
-    small = a.device.type == "cpu" or const.get("FAMILY") == 2  # exact-fused: its limbs take registers
+    small = a.device.type == "cpu" or const.get("FAMILY") == FAMILY_CODES[Family.EXACT_FUSED]  # limbs: registers
     bm = block_m or (16 if small else 32)
     bn = block_n or (16 if small else 32)
     p = plan(model.arithmetic_model(), k)

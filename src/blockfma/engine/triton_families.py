@@ -45,11 +45,9 @@ import triton.language as tl
 
 from . import triton_kernel as tk
 
-__all__ = ["family_kernel", "INTERPRETED", "EXACT", "PAIRWISE", "FMA"]
+__all__ = ["family_kernel", "INTERPRETED"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
-
-FMA, PAIRWISE, EXACT = 0, 1, 2  # the FAMILY constexpr
 
 
 @triton.jit
@@ -336,7 +334,8 @@ def family_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, BL, sam
                   OUT_P: tl.constexpr, OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr,
                   OUT_SUBNORMALS: tl.constexpr, OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """D = A @ B + C by the model's plan (as triton_kernel.gemm_kernel): steps of W products (KP = K padded
+    """D = A @ B + C by the model's plan (as triton_kernel.gemm_kernel) for FAMILY 0 (the FMA chain), 1
+    (pairwise) or 2 (exact-fused; triton.FAMILY_CODES): steps of W products (KP = K padded
     to whole steps), each in blocks of BL products (the FMA chain: 1; pairwise: LP = 2**LOG2L; exact-fused:
     any, summed in chunks of LP lanes); C fused into every block (C_FUSED), or the step's blocks chained
     from +0, stored into the output format (STORE) and C added by one IEEE addition."""
