@@ -10,7 +10,8 @@ the device's metadata as JSON (atomically), for ``data/hardware/``.
 On a CUDA GPU with Triton installed, each case our own Triton kernel runs (``backend="triton"``,
 :mod:`blockfma.engine.triton`) adds rows: ``triton`` (the whole ``bf.gemm`` call: input checks on the
 host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :func:`gemm_tensors`), checked
-bit for bit against the CPU engine first as well; ``--no-triton`` leaves them out.  The first call of a
+bit for bit against the CPU engine first as well, and so do ``TRITON_CASES``, presets of the families only
+that kernel runs on a GPU (exact-fused, pairwise, the FMA chain); ``--no-triton`` leaves them out.  The first call of a
 kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
 
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
@@ -47,6 +48,19 @@ CASES = [  # (device, input format, output format)
     ("MI300X", "fp16", "fp32"),
     ("MI300X", "e4m3fnuz", "fp32"),
 ]
+# the families only backend='triton' runs on the GPU (the FMA chain, pairwise, exact-fused): triton rows only
+TRITON_CASES = [
+    ("MI100", "fp16", "fp32"),  # exact-fused, blocks of 4
+    ("MI250X", "fp16", "fp32"),  # pairwise, blocks of 4
+    ("MI300X", "fp32", "fp32"),  # FMA chain
+]
+
+
+def _operands(rng, model, fin: str, n: int):
+    """A, B (n x n, in the input format, saturating) and C (in the C format) of standard normal values."""
+    A = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
+    B = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
+    return A, B, bf.formats.round(model.c_format, rng.standard_normal((n, n)))
 
 
 def _sync(torch, dev) -> None:
@@ -139,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     n0 = min(sizes)
     for device, fin, fout in CASES:  # bit-for-bit check against the CPU engine first
         model = bf.device(device).model(fin, fout)
-        A = bf.formats.round(fin, rng.standard_normal((n0, n0)), saturate=True)
-        B = bf.formats.round(fin, rng.standard_normal((n0, n0)), saturate=True)
-        C = bf.formats.round(model.c_format, rng.standard_normal((n0, n0)))
+        A, B, C = _operands(rng, model, fin, n0)
         got = bf.gemm(A, B, C, model=model, backend=args.backend)
         want = bf.gemm(A, B, C, model=model, backend="auto")
         same = bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want)))
@@ -153,6 +165,14 @@ def main(argv: list[str] | None = None) -> int:
             checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
                            "backend": "triton"})
             show(f"check triton {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'}")
+    for device, fin, fout in TRITON_CASES if triton else ():
+        model = bf.device(device).model(fin, fout)
+        A, B, C = _operands(rng, model, fin, n0)
+        same = bool(np.array_equal(bf.formats.bits(bf.gemm(A, B, C, model=model, backend="triton")),
+                                   bf.formats.bits(bf.gemm(A, B, C, model=model, backend="auto"))))
+        checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
+                       "backend": "triton"})
+        show(f"check triton {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'}")
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
     show(header)
     show("-" * len(header))
@@ -167,9 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         show(f"{n:>5}  {'torch':8} {'fp32 matmul':14} {t_mm:9.5f} {macs / t_mm / 1e9:9.1f} {1.0:14.1f}")
         for device, fin, fout in CASES:
             model = bf.device(device).model(fin, fout)
-            A = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
-            B = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
-            C = bf.formats.round(model.c_format, rng.standard_normal((n, n)))
+            A, B, C = _operands(rng, model, fin, n)
             bf.gemm(A, B, C, model=model, backend=args.backend)  # warm-up: compiles this shape
             t = best_time(lambda: bf.gemm(A, B, C, model=model, backend=args.backend), args.repeat, sync)
             rows.append({"n": n, "device": device, "input": fin, "output": fout, "seconds": t,
@@ -178,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
             if triton and triton.supports(model):
                 rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                      (device, fin, fout))
+        for device, fin, fout in TRITON_CASES if triton else ():
+            model = bf.device(device).model(fin, fout)
+            A, B, C = _operands(rng, model, fin, n)
+            rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
+                                 (device, fin, fout))
     if args.record:
         write_text(args.record, json.dumps({
             "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",

@@ -254,10 +254,10 @@ def test_random_codes(preset, seed, specials, m, n, k):
 
 
 def test_refusals(monkeypatch):
-    late = Model(Family.EXACT_FUSED, formats.get("fp16"), formats.get("fp32"), block_width=4)
-    assert not tr.supports(late)
-    with pytest.raises(ValueError, match="truncated-fused and late-c families only, not exact-fused"):
-        bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=late, backend="triton")
+    amx = Model(Family.AMX, formats.get("bf16"), formats.get("fp32"), block_width=2)
+    assert not tr.supports(amx)
+    with pytest.raises(ValueError, match="pairwise and fma-chain families only, not amx"):
+        bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=amx, backend="triton")
     with pytest.raises(ValueError, match="runs bf.gemm only"):
         bf.dot(np.ones(4), np.ones(4), backend="triton")
     monkeypatch.setenv("TRITON_INTERPRET", "0")

@@ -1,5 +1,5 @@
-"""GPU kernels of our own, in Triton: a tiled GEMM of the truncated-fused and late-c families
-(``backend="triton"``).
+"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, and of the
+FMA chain, pairwise and exact-fused families (``backend="triton"``).
 
 One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
 (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
@@ -30,8 +30,22 @@ infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  T
 :func:`blockfma.engine.api.finish`) writes the NaN bit patterns and ``rounded_zero`` afterwards, as for
 every engine.
 
-The kernel is built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
-(one compilation per model and tile size), the shapes runtime arguments (no recompilation per shape).
+The FMA chain, pairwise and exact-fused families run a second kernel, :mod:`.triton_families`, on the same
+plan and tiles (C fused or added after, a store, a product order), every operation on integers and rounded
+once by the same integer rounding: an FMA ``R(a*b + d)`` and pairwise's final ``R(c + s)`` as exact sums of
+two terms (the smaller one floored below the larger one's 60 bits, its remainder a sticky bit: rounded to odd,
+which every later rounding of 24 bits or fewer cannot tell from the exact sum); pairwise's products rounded to
+nearest even into the C format and its tree of IEEE additions as the plan's addition of C (``add_c``);
+exact-fused blocks (any ``block_width``, or one block over all of K) summed exactly in a Kulisch accumulator
+of 32-bit limbs over every place the model's formats can reach.  The only float operations left are exact
+scalings by powers of two and conversions: nothing for Triton to contract into an FMA (``enable_fp_fusion``
+does not matter), or for the interpreter's numpy arithmetic to round differently.
+Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"`` are refused
+(:func:`unsupported_reason`).
+
+The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
+model's parameters are ``tl.constexpr`` (one compilation per model and tile size), the shapes runtime
+arguments (no recompilation per shape).
 On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
 a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
 exact reference.
@@ -54,7 +68,9 @@ from . import array, rules
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits", "gpu_visible", "trial_inputs", "verified"]
 
-_KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
+STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
+FAMILY_CODES = {f: i for i, f in enumerate(STEP_FAMILIES)}  # family_kernel's FAMILY constexpr
+LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
           RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
 
@@ -83,10 +99,13 @@ def available() -> bool:
 
 
 def unsupported_reason(model: Model) -> str | None:
-    """Why the Triton kernel does not run ``model`` (one clause), or None where it does."""
+    """Why the Triton kernels do not run ``model`` (one clause), or None where they do."""
     m = model.arithmetic_model()
+    if m.family in STEP_FAMILIES:
+        return _step_reason(m)
     if m.family not in (Family.TRUNCATED_FUSED, Family.LATE_C):
-        return f"it runs the truncated-fused and late-c families only, not {m.family.value}"
+        return ("it runs the truncated-fused, late-c, exact-fused, pairwise and fma-chain families only, "
+                f"not {m.family.value}")
     if m.family is Family.LATE_C and m.groups not in (1, 2):
         return "it runs late-c with one or two groups"
     L = m.block_width
@@ -104,16 +123,32 @@ def unsupported_reason(model: Model) -> str | None:
     return None
 
 
+def _step_reason(m: Model) -> str | None:
+    """unsupported_reason for the FMA chain, pairwise and exact-fused (:mod:`.triton_families`)."""
+    block = m.block_model()
+    formats = (block.input_format, block.b_format, block.c_format, block.result_format, m.output_format)
+    if not all(rules.values_in_binary32(f) for f in formats):
+        return (f"its {m.family.value} inputs, C and results must lie within binary32 (fp64 ones run on the "
+                "CPU engines)")
+    if m.nan is NaNStyle.PROPAGATE:
+        return "it does not carry NaN payloads (nan='propagate')"
+    if m.family is Family.PAIRWISE and (m.block_width is None or m.block_width > 256):
+        return "it runs pairwise blocks of at most 256 products"
+    return None
+
+
 def supports(model: Model) -> bool:
-    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups), blocks of
-    at most 256 products, inputs, C, block results and outputs within binary32 (every preset of these
-    families)."""
+    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups) with blocks
+    of at most 256 products, or the FMA chain, pairwise (blocks of at most 256) and exact-fused (any block
+    width, or one block), where inputs, C, block results and outputs lie within binary32 (every preset of
+    these families but the fp64 ones)."""
     return unsupported_reason(model) is None
 
 
-def _define() -> Any:
-    """The kernel module, imported at first use (Triton reads TRITON_INTERPRET when it defines a kernel,
-    so a change of mode since the last import re-imports it)."""
+def _define(step: bool) -> Any:
+    """The kernel (``step``: the FMA chain's, pairwise's and exact-fused's), its module imported at first
+    use (Triton reads TRITON_INTERPRET when it defines a kernel, so a change of mode since the last import
+    re-imports both modules, the shared helpers' first)."""
     import importlib
 
     _triton()
@@ -121,14 +156,21 @@ def _define() -> Any:
 
     if triton_kernel.INTERPRETED != interpreting():
         triton_kernel = importlib.reload(triton_kernel)
-    return triton_kernel.gemm_kernel
+    if not step:
+        return triton_kernel.gemm_kernel
+    from . import triton_families
+
+    if triton_families.INTERPRETED != interpreting():
+        triton_families = importlib.reload(triton_families)
+    return triton_families.family_kernel
 
 
-def _kernel() -> Any:
-    mode = interpreting()
-    if mode not in _KERNELS:
-        _KERNELS[mode] = _define()
-    return _KERNELS[mode]
+def _kernel(step: bool = False) -> Any:
+    """The kernel for the current mode, looked up at each call, not cached here: a kernel defined in one mode
+    calls helpers that its module's re-import for the other mode replaced, so after a switch to the
+    compiler and back the interpreter's old kernel failed ("Cannot call @triton.jit'd outside of the scope
+    of a kernel"); the modules are re-imported only when the mode changed."""
+    return _define(step)
 
 
 def _device() -> Any:
@@ -156,6 +198,8 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
     why = unsupported_reason(m)
     if why is not None:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
+    if m.family in STEP_FAMILIES:
+        return _step_constants(m, specials)
     L, block = m.block_width, m.block_model()
     late = block.family is Family.LATE_C
     assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
@@ -177,6 +221,40 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 C_EMAX=block.c_format.emax)
 
 
+def _lowest_place(fmt: Any) -> int:
+    """The lowest last place of a value of ``fmt`` as binary32 encodes it (its smallest subnormal's
+    exponent, less binary32's 23 fraction bits, or binary32's own last subnormal place)."""
+    return max(fmt.emin - (fmt.precision - 1) - 23, -149)
+
+
+def _step_constants(m: Model, specials: bool) -> dict[str, Any]:
+    """The compile-time parameters of :func:`.triton_families.family_kernel` for an FMA chain, pairwise or
+    exact-fused model ``m`` (its arithmetic model)."""
+    block = m.block_model()
+    fmt, fc, out = block.result_format, block.c_format, m.output_format
+    pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
+    L = block.block_width
+    p = plan(m, 2 * m.step(L or 1))
+    family = FAMILY_CODES[m.family]
+    if family == 2:  # the Kulisch accumulator: every last place of a product or C, the carries of 2**31 terms
+        lo = min(_lowest_place(block.input_format) + _lowest_place(block.b_format), _lowest_place(fc))
+        hi = max(block.input_format.emax + block.b_format.emax + 2, fc.emax + 1) + 32
+        nl = -(-(hi - lo) // LIMB_BITS) + 1
+        lp = min(1 << ((L or 16) - 1).bit_length(), 16)
+    else:
+        lo, nl, lp = 0, 1, L or 1
+    return dict(FAMILY=family, LP=lp, LOG2L=lp.bit_length() - 1, NL=nl, NLP=1 << (nl - 1).bit_length(),
+                LOG2NL=(nl - 1).bit_length(), ONE_CHUNK=L is not None and L <= lp, LO=lo,
+                FC_P=fc.precision, FC_EMIN=fc.emin, FC_FMAX=float(fc.max), FC_OVER=_overflow_code(fc, True),
+                FC_NEG_ZERO=fc.has_negative_zero, P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max),
+                MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),
+                OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
+                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
+                C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
+                OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
+                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
+
+
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
                  block_m: int | None = None, block_n: int | None = None) -> Any:
     """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
@@ -194,12 +272,17 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
-    small = a.device.type == "cpu"
+    small = a.device.type == "cpu" or const.get("FAMILY") == FAMILY_CODES[Family.EXACT_FUSED]  # limbs: registers
     bm = block_m or (16 if small else 32)
     bn = block_n or (16 if small else 32)
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
+    if "FAMILY" in const:  # the FMA chain, pairwise, exact-fused: blocks of p.block_width products
+        _kernel(True)[grid](a, b, c, d, order, m, n, k, p.padded, p.width, p.block_width, a.stride(0),
+                            a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), d.stride(0),
+                            d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+        return d
     _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
                     b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
                     **const)

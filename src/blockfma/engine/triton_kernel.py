@@ -12,7 +12,8 @@ import os
 import triton
 import triton.language as tl
 
-__all__ = ["gemm_kernel", "INTERPRETED"]
+__all__ = ["gemm_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan", "with_specials",
+           "store_output", "add_c"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -420,3 +421,9 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
                 acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
             d = _add_c(acc, d, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
     tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)
+
+
+# Public names of the jitted helpers that the kernel of the other families (triton_families) shares; its
+# jitted code reaches them as attributes of this module (Triton resolves module attributes at compile time).
+decode, cut, lead, round_value, product_nan, with_specials = _decode, _cut, _lead, _round, _product_nan, _with_specials
+store_output, add_c = _store, _add_c
