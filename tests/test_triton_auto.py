@@ -102,7 +102,9 @@ def test_a_kernel_that_fails_is_reported_and_the_cpu_engines_run(gpu, monkeypatc
 
 def test_auto_leaves_the_kernel_where_it_cannot_serve(gpu, monkeypatch):
     A, B, C = inputs()
-    bf.gemm(A, B, C, device="MI250X", input_format="fp16")  # pairwise: a family the kernel does not run
+    amx = bf.device("Intel AMX").model("bf16", "fp32")  # a family the kernel does not run
+    assert not tr.supports(amx)
+    bf.gemm(formats.round("bf16", A, "rne"), formats.round("bf16", B, "rne"), C, model=amx)
     assert bf.engine.last_backend() != "triton"
     monkeypatch.setattr(tr, "free_bytes", lambda device: 1000)  # operands that do not fit the GPU
     bf.gemm(A, B, C, model=MODEL)

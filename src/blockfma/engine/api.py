@@ -439,7 +439,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
     for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`; the
-    truncated-fused and late-c models it ``supports``) on a CUDA GPU, or on the CPU under Triton's interpreter
+    truncated-fused, late-c, exact-fused, pairwise and FMA-chain models it ``supports``) on a CUDA GPU, or on the CPU under Triton's interpreter
     (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` picks it for large GEMMs on a GPU once it has
     shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
