@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import ArgumentError, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
@@ -51,7 +52,7 @@ from ..plan import plan
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
-           "free_bytes", "check_fits"]
+           "free_bytes", "check_fits", "fast_constants"]
 
 _KERNELS: dict[bool, Any] = {}  # interpreter mode -> the jitted kernel
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
@@ -176,14 +177,74 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 C_EMAX=block.c_format.emax)
 
 
+def _exponents(x: Any, fmt: Any) -> tuple[int, int] | None:
+    """(lowest, highest) floor(log2 |x|) over the finite nonzero values of tensor ``x``, None where there are
+    none; the format's own bounds (its smallest subnormal, its largest value) where they already suffice."""
+    torch = _torch()
+    v = x.abs()
+    v = v[torch.isfinite(v) & (v > 0)]
+    if v.numel() == 0:
+        return None
+    return int(torch.frexp(v.min()).exponent) - 1, int(torch.frexp(v.max()).exponent) - 1
+
+
+def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
+    """The kernel's fast-path parameters (:mod:`.triton_kernel`, its fast path): FAST where that path holds
+    this model on these operands (torch tensors ``a``, ``b``; None: the formats' whole ranges) bit for bit,
+    CHUNK (lanes an int32 sum of cut terms holds) and SUM64 (a block's sum needs int64).
+
+    FAST needs: the product exponent ``"max"`` (not ``"normalized"``); significands whose product fits
+    binary32's 24 bits (fp16, bf16, tf32, fp8 inputs, not fp32); 1 <= F <= 29 (a term below 2**(F + 2) fits
+    int32); every nonzero finite |a|, |b| a binary32 normal, their products in [2**(F - 127), 2**128) (late-c:
+    below 2**(C_EMAX + 1), where a product would overflow); late-c groups within one int32 sum.  fp16 and fp8
+    inputs meet the range by their formats; bf16 and tf32 ones are looked at (a bf16 subnormal, or products
+    that far apart, take the general path)."""
+    m = model.arithmetic_model()
+    block = m.block_model()
+    late = block.family is Family.LATE_C
+    F, L = block.fraction_bits, m.block_width
+    assert F is not None and L is not None
+    per = (1 << (F + 2)) - 1 if F <= 29 else 1 << 31  # the largest |term|
+    chunk = max((2**31 - 1) // per, 1)
+    sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
+    const = dict(FAST=False, CHUNK=chunk, SUM64=sum64)
+    if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
+            or not 1 <= F <= 29 or (late and -(-L // block.groups) > chunk)):
+        return const
+    top = min(block.c_format.emax, 127) - 1 if late else 126  # the largest exponent sum of a product
+    ranges = []
+    for x, fmt in ((a, block.input_format), (b, block.b_format)):
+        lo, hi = int(np.floor(np.log2(fmt.smallest_subnormal))), fmt.emax
+        if x is not None and not (lo >= -126 and 2 * lo >= F - 127 and 2 * hi <= top):
+            r = _exponents(x, fmt)
+            if r is None:  # no nonzero finite value: every product is zero
+                return dict(const, FAST=True)
+            lo, hi = r
+        ranges.append((lo, hi))
+    (lo_a, hi_a), (lo_b, hi_b) = ranges
+    fast = min(lo_a, lo_b) >= -126 and lo_a + lo_b >= F - 127 and hi_a + hi_b <= top
+    return dict(const, FAST=fast)
+
+
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
-                 block_m: int | None = None, block_n: int | None = None) -> Any:
+                 block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
+                 fast: bool | None = None) -> Any:
     """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
     interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
     formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
     of the result format's values; NaN results are float32 NaNs, whose bit pattern the caller writes per
     ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
-    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel)."""
+    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
+    whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
+    the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
+    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 64 x 64 and 4 warps
+    on the fast path, 32 x 32 on the general one; 16 x 16 under the interpreter)."""
+    for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
+        integer(name, v, least=1, most=256, none=True)
+        if v is not None and v & (v - 1):
+            raise ArgumentError(name, v, "must be a power of two", use={name: 1 << (v.bit_length() - 1)})
+    if fast not in (None, True, False):
+        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
     torch = _torch()
     if specials is None:
         specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
@@ -193,15 +254,21 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
+    path = fast_constants(model, a, b) if fast is not False else dict(fast_constants(model), FAST=False)
+    if fast and not path["FAST"]:
+        raise ArgumentError("fast", True, f"the fast path does not hold {model.arithmetic_model().summary()} on "
+                            "these operands exactly (see fast_constants)", use={"fast": None})
+    const.update(path)
     small = a.device.type == "cpu"
-    bm = block_m or (16 if small else 32)
-    bn = block_n or (16 if small else 32)
+    bm = block_m or (16 if small else 64 if path["FAST"] else 32)
+    bn = block_n or (16 if small else 64 if path["FAST"] else 32)
+    warps = num_warps or 4
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
     _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
                     b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
-                    **const)
+                    num_warps=warps, **const)
     return d
 
 
