@@ -13,9 +13,16 @@ host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :fun
 bit for bit against the CPU engine first as well; ``--no-triton`` leaves them out.  The first call of a
 kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
 
+A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
+parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
+at the smallest size first, and the general path (``fast=False``) once at its default tile as the
+reference: rows ``triton-tile`` with ``tile`` and ``path``, and the best tile per case printed, so one GPU
+session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  ``--tiles ''`` skips it.
+
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json
     python benchmarks/bench_gpu.py --backend torch --sizes 128       # the same code on the CPU (smoke test)
+    python benchmarks/bench_gpu.py --sizes 256 --sweep-size 8192     # issue 20's target size, tiles only
 """
 
 from __future__ import annotations
@@ -47,6 +54,62 @@ CASES = [  # (device, input format, output format)
     ("MI300X", "fp16", "fp32"),
     ("MI300X", "e4m3fnuz", "fp32"),
 ]
+
+
+SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m3fn", "fp32"),
+               ("MI300X", "fp16", "fp32")]
+TILES = "64x64x4,64x64x8,128x64x8,64x128x8,128x128x8,32x64x4,32x32x4,128x32x4"
+
+
+def parse_tiles(text: str) -> list[tuple[int, int, int]]:
+    """``"64x64x4,128x64x8"`` -> [(64, 64, 4), (128, 64, 8)] (BLOCK_M x BLOCK_N x num_warps, powers of two);
+    ValueError naming the bad entry."""
+    tiles = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        parts = item.split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 and int(p) & (int(p) - 1) == 0 for p in parts):
+            raise ValueError(f"--tiles: {item!r} is not BLOCK_MxBLOCK_NxWARPS in powers of two (e.g. 64x64x4)")
+        tiles.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return tiles
+
+
+def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, show, rng) -> tuple[list, list]:
+    """Rows and checks of the tile sweep: per case, the kernel alone at n x n x n for each tile (checked at
+    n0 first) and the general path once; the best tile printed."""
+    rows, checks = [], []
+    for device, fin, fout in SWEEP_CASES:
+        model = bf.device(device).model(fin, fout)
+        small = [bf.formats.round(fin, rng.standard_normal((n0, n0)), saturate=True) for _ in range(2)]
+        c0 = bf.formats.round(model.c_format, rng.standard_normal((n0, n0)))
+        want = bf.formats.bits(bf.gemm(*small, c0, model=model, backend="auto"))
+        a0, b0, cc0 = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (*small, c0))
+        A, B = (torch.from_numpy(bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
+                                 .astype(np.float32)).to(dev) for _ in range(2))
+        C = torch.from_numpy(bf.formats.round(model.c_format, rng.standard_normal((n, n))).astype(np.float32)).to(dev)
+        path = "fast" if triton.fast_constants(model, A, B)["FAST"] else "general"
+        best = None
+        for bm, bn, warps in [*tiles, (None, None, None)]:
+            fast = None if bm is not None else False  # the last row: the general path, its default tile
+            label = f"{bm}x{bn}x{warps}" if bm is not None else "default"
+            run = functools.partial(triton.gemm_tensors, model, specials=False, block_m=bm, block_n=bn,
+                                    num_warps=warps, fast=fast)
+            got = bf.engine.api.finish(model.arithmetic_model(), run(a0, b0, cc0).cpu().numpy().astype(np.float64))
+            same = bool(np.array_equal(bf.formats.bits(got), want))
+            checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
+                           "backend": "triton", "tile": label, "path": path if fast is None else "general"})
+            secs = best_time(lambda: run(A, B, C), repeat, sync)
+            row = {"n": n, "device": device, "input": fin, "output": fout, "backend": "triton-tile", "tile": label,
+                   "path": path if fast is None else "general", "num_warps": warps, "seconds": secs,
+                   "gmacs": n**3 / secs / 1e9, "bit_exact": same}
+            rows.append(row)
+            show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f}  tile {label:10} "
+                 f"{row['path']:8}{'' if same else '  MISMATCH'}")
+            if fast is None and (best is None or secs < best["seconds"]):
+                best = row
+        if best is not None:
+            show(f"best tile for {device} {fin}->{fout} at n={n}: {best['tile']} ({best['gmacs']:.1f} GMAC/s, "
+                 f"{best['path']} path)")
+    return rows, checks
 
 
 def _sync(torch, dev) -> None:
@@ -118,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cuda", help="'cuda' (default), 'cuda:N' or 'torch' (CPU)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case (best is kept)")
     ap.add_argument("--no-triton", action="store_true", help="leave out the rows of backend='triton'")
+    ap.add_argument("--tiles", default=TILES, help="BLOCK_MxBLOCK_NxWARPS launch parameters of the Triton tile "
+                    "sweep, comma-separated ('' skips the sweep)")
+    ap.add_argument("--sweep-size", type=int, default=4096, help="n of the tile sweep's n x n x n GEMMs")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
@@ -131,6 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_gpu: {exc}", file=sys.stderr)
         return 2
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    try:
+        tiles = parse_tiles(args.tiles)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.sweep_size < 1:
+        ap.error(f"--sweep-size {args.sweep_size}: must be a positive integer")
     triton = _triton(args, dev)
     meta = metadata(torch, dev)
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
@@ -178,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
             if triton and triton.supports(model):
                 rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                      (device, fin, fout))
+    if triton and tiles:
+        sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
+                                              show, rng)
+        rows += sweep_rows
+        checks += sweep_checks
     if args.record:
         write_text(args.record, json.dumps({
             "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
