@@ -7,7 +7,7 @@ One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's ste
 from +0, their sum stored into the output format where the model accumulates in a wider one, and C added
 by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
 emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
-Per block, with integer arithmetic only:
+Per block, on the general path (integer arithmetic only):
 
 * A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
   significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits;
@@ -20,6 +20,16 @@ Per block, with integer arithmetic only:
 * the sum is rounded once into the block's result format, by integer rounding of its significand in the
   output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
 
+The fast path (:func:`fast_constants`, taken wherever it holds the call's operands exactly: every fp16 and
+fp8 input, bf16/tf32 inputs whose products stay within binary32's normal range) computes the same block
+with GPU-sized work: one ``BLOCK_M x BLOCK_N`` register tile per lane of the block, a first pass for the
+largest exponent (``E_a + E_b`` read from the codes), a second for the terms: the binary32 product ``a*b``
+(exact: at most 24 significant bits), scaled by ``2**(F - emax)`` (exact) and converted to int32 (the
+conversion truncates toward zero: that is the cut), summed in int32 (in int64 past ``CHUNK`` terms); C's
+term, the rounding, zero signs and special values as on the general path (the same jitted helpers).
+Where it does not hold (fp32 inputs, normalized product exponents, bf16 subnormals or products beyond
+``[2**(F - 127), 2**128)``) the general path runs.
+
 A late-c block (AMD CDNA3) takes the same integer products and follows :func:`blockfma.engine.array.late_c`:
 products cut per group at F bits below the group's top, groups floored to the dot's unit, C floored at F
 bits and added at F2 bits below the common exponent, the sum cut at F2 bits below its own leading bit.
@@ -31,7 +41,7 @@ infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  T
 every engine.
 
 The kernel is built once per process and interpreter mode; the model's parameters are ``tl.constexpr``
-(one compilation per model and tile size), the shapes runtime arguments (no recompilation per shape).
+(one compilation per model, path and launch parameters), the shapes runtime arguments (no recompilation per shape).
 On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
 a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
 exact reference.
@@ -177,9 +187,9 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 C_EMAX=block.c_format.emax)
 
 
-def _exponents(x: Any, fmt: Any) -> tuple[int, int] | None:
+def _exponents(x: Any) -> tuple[int, int] | None:
     """(lowest, highest) floor(log2 |x|) over the finite nonzero values of tensor ``x``, None where there are
-    none; the format's own bounds (its smallest subnormal, its largest value) where they already suffice."""
+    none (every product of x is then zero)."""
     torch = _torch()
     v = x.abs()
     v = v[torch.isfinite(v) & (v > 0)]
@@ -194,29 +204,31 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     CHUNK (lanes an int32 sum of cut terms holds) and SUM64 (a block's sum needs int64).
 
     FAST needs: the product exponent ``"max"`` (not ``"normalized"``); significands whose product fits
-    binary32's 24 bits (fp16, bf16, tf32, fp8 inputs, not fp32); 1 <= F <= 29 (a term below 2**(F + 2) fits
-    int32); every nonzero finite |a|, |b| a binary32 normal, their products in [2**(F - 127), 2**128) (late-c:
-    below 2**(C_EMAX + 1), where a product would overflow); late-c groups within one int32 sum.  fp16 and fp8
-    inputs meet the range by their formats; bf16 and tf32 ones are looked at (a bf16 subnormal, or products
-    that far apart, take the general path)."""
+    binary32's 24 bits (fp16, bf16, tf32, fp8 inputs, not fp32); 1 <= F <= 28 (a term, at most 2**(F + 2),
+    fits int32) and e_zero <= F + 126; every nonzero finite |a|, |b| a binary32 normal and their products in
+    [2**(F - 127), 2**128) (late-c: below 2**(C_EMAX + 1), where a product would overflow); late-c groups
+    within one int32 sum.  fp16 and fp8 inputs meet the range by their formats; bf16 and tf32 ones are
+    looked at (a bf16 subnormal, or products that far apart, take the general path)."""
     m = model.arithmetic_model()
     block = m.block_model()
     late = block.family is Family.LATE_C
     F, L = block.fraction_bits, m.block_width
     assert F is not None and L is not None
-    per = (1 << (F + 2)) - 1 if F <= 29 else 1 << 31  # the largest |term|
+    # the largest |term| (below 2**(F + 2); a floored negative one may reach it) and |C's term| (2**(F + 1))
+    per = (1 << (F + 2)) - (block.alignment is not Alignment.FLOOR) if F <= 28 else 1 << 31
     chunk = max((2**31 - 1) // per, 1)
     sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
     const = dict(FAST=False, CHUNK=chunk, SUM64=sum64)
     if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
-            or not 1 <= F <= 29 or (late and -(-L // block.groups) > chunk)):
+            or not 1 <= F <= 28 or (late and -(-L // block.groups) > chunk)
+            or (not late and (block.e_zero or 0) > F + 126)):
         return const
     top = min(block.c_format.emax, 127) - 1 if late else 126  # the largest exponent sum of a product
     ranges = []
     for x, fmt in ((a, block.input_format), (b, block.b_format)):
         lo, hi = int(np.floor(np.log2(fmt.smallest_subnormal))), fmt.emax
         if x is not None and not (lo >= -126 and 2 * lo >= F - 127 and 2 * hi <= top):
-            r = _exponents(x, fmt)
+            r = _exponents(x)
             if r is None:  # no nonzero finite value: every product is zero
                 return dict(const, FAST=True)
             lo, hi = r
