@@ -220,7 +220,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
     const = dict(FAST=False, CHUNK=chunk, SUM64=sum64)
     if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
-            or not 1 <= F <= 28 or (late and -(-L // block.groups) > chunk)
+            or not 1 <= F <= 28 or (late and (L % block.groups or L // block.groups > chunk))
             or (not late and (block.e_zero or 0) > F + 126)):
         return const
     top = min(block.c_format.emax, 127) - 1 if late else 126  # the largest exponent sum of a product

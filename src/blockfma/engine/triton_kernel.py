@@ -393,20 +393,23 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
 # such terms cannot overflow; longer sums and C go on in int64 (SUM64).  Nothing here depends on the GPU
 # flushing subnormals or fusing multiplies: every float32 operation is exact on normal operands.
 
-NONE: tl.constexpr = -(1 << 20)  # the exponent of no product (zeros and non-finite factors): below any real one
+NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-finite factors): below any real one
 
 
 @triton.jit
-def _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED: tl.constexpr):
+def _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED: tl.constexpr,
+          CACHE: tl.constexpr):
     """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
-    step's product order under ORDERED); products past K are the plan's +0 padding."""
+    step's product order under ORDERED); products past K are the plan's +0 padding.  The two passes load with
+    different CACHE modifiers, so that the compiler reloads (from L1) rather than holding a whole block's
+    columns and rows in registers from one pass to the next."""
     if ORDERED:
         kk = k0 + tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
     else:
         kk = k0 + j + l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where k0 + j + l is a Python int
     live = kk < K
-    a = tl.load(a_ptr + rm * sam + kk * sak, mask=(rm < M) & live, other=0.0)
-    b = tl.load(b_ptr + kk * sbk + rn * sbn, mask=(rn < N) & live, other=0.0)
+    a = tl.load(a_ptr + rm * sam + kk * sak, mask=(rm < M) & live, other=0.0, cache_modifier=CACHE)
+    b = tl.load(b_ptr + kk * sbk + rn * sbn, mask=(rn < N) & live, other=0.0, cache_modifier=CACHE)
     return a, b
 
 
@@ -464,15 +467,15 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
                 OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr,
                 SPECIALS: tl.constexpr, ORDERED: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """:func:`_block` on the fast path (see above): two passes over the block's L lanes, the first for its
-    largest exponent, the second for the cut terms; C's term, the sum's rounding, zero signs and special
-    values as there."""
+    """:func:`_block` on the fast path (see above): two passes over the block's L lanes (loops, not unrolled:
+    an unrolled block holds too many registers), the first for its largest exponent, the second for the cut
+    terms; C's term, the sum's rounding, zero signs and special values as there."""
     ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
     top = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
     zrow = rm < 0  # which rows of A / columns of B hold a zero factor in the block: a zero product there
     zcol = rn < 0
-    for l in tl.static_range(L):
-        a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED)
+    for l in range(L):
+        a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, "")
         ea, za = _lane_exp(a, A_EMIN)
         eb, zb = _lane_exp(b, B_EMIN)
         top = tl.maximum(top, ea[:, None] + eb[None, :])
@@ -481,26 +484,28 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
     emax = tl.maximum(tl.maximum(top, tl.where(zrow[:, None] | zcol[None, :], EZ, NONE)), tl.where(zc, EZ, ec))
     scale = _scale(F - emax)
-    nan = nan_c
-    pos = inf_c & ~nc
-    ninf = inf_c & nc
+    nan = zc & ~zc  # the products' special flags (C's are decoded again after the loop: fewer live registers)
+    pos = nan
+    ninf = nan
     bits_or = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
     s32 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     s64 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int64)
-    for l in tl.static_range(L):
-        a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED)
-        if SPECIALS:
-            a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
-        p = a[:, None] * b[None, :]
-        if ZEROS:
-            bits_or = bits_or | p.to(tl.int32, bitcast=True)
-            bits_and = bits_and & p.to(tl.int32, bitcast=True)
-        s32 = s32 + _term(p, scale, FLOOR)
-        if SUM64 and (l + 1) % CHUNK == 0:
+    for c in range(0, L, CHUNK):  # int32 sums of at most CHUNK terms
+        for l in range(c, min(c + CHUNK, L)):
+            a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, ".ca")
+            if SPECIALS:
+                a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+            p = a[:, None] * b[None, :]
+            if ZEROS:
+                bits_or = bits_or | p.to(tl.int32, bitcast=True)
+                bits_and = bits_and & p.to(tl.int32, bitcast=True)
+            s32 = s32 + _term(p, scale, FLOOR)
+        if SUM64:
             s64 = s64 + s32.to(tl.int64)
             s32 = s32 * 0
     unit = emax - F
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
     cneg_f = nc & ~zc
     tc = _cut_to(mc, unit - lc, cneg_f, FLOOR, 30)
     tc = tl.where(cneg_f, -tc, tc)
@@ -511,7 +516,7 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
     v, s, plus = _fused_value(s, unit.to(tl.int64), WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc, nc & ~(nan_c | inf_c))
     v = _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
-    return _with_specials(v, plus, nan, pos, ninf)
+    return _with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
 
 
 @triton.jit
@@ -524,51 +529,53 @@ def _fast_late_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, 
                      ORDERED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """:func:`_late_block` on the fast path (see above; the host also keeps every product below
     2**(C_EMAX + 1), so none overflows): per group (even and odd lanes where GROUPS is 2) its top exponent,
-    then its terms cut at F bits below it, summed in int32 (the host checks L lanes fit); C and the rest as
-    there."""
+    then its terms cut at F bits below it, summed in int32 (the host checks a group's lanes fit, and that
+    GROUPS divides L); C and the rest as there."""
     ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
     top0 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
     top1 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
-    for l in tl.static_range(L):
-        a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED)
-        ea, za = _lane_exp(a, A_EMIN)
-        eb, zb = _lane_exp(b, B_EMIN)
-        if GROUPS == 2 and l % 2 == 1:
-            top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
-        else:
-            top0 = tl.maximum(top0, ea[:, None] + eb[None, :])
+    for l in range(0, L, GROUPS):  # lane l + g in group g
+        for g in tl.static_range(GROUPS):
+            a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l + g, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, "")
+            ea, za = _lane_exp(a, A_EMIN)
+            eb, zb = _lane_exp(b, B_EMIN)
+            if g == 1:
+                top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
+            else:
+                top0 = tl.maximum(top0, ea[:, None] + eb[None, :])
     scale0 = _scale(F - top0)
     scale1 = _scale(F - top1)
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
-    nan = nan_c
-    pos = inf_c & ~nc
-    ninf = inf_c & nc
+    nan = top0 != top0  # the products' special flags
+    pos = nan
+    ninf = nan
     bits_or = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
     s0 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     s1 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
-    for l in tl.static_range(L):
-        a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED)
-        if SPECIALS:
-            a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
-        p = a[:, None] * b[None, :]
-        if ZEROS:
-            bits_or = bits_or | p.to(tl.int32, bitcast=True)
-            bits_and = bits_and & p.to(tl.int32, bitcast=True)
-        if GROUPS == 2 and l % 2 == 1:
-            s1 = s1 + _term(p, scale1, False)
-        else:
-            s0 = s0 + _term(p, scale0, False)
+    for l in range(0, L, GROUPS):
+        for g in tl.static_range(GROUPS):
+            a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l + g, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, ".ca")
+            if SPECIALS:
+                a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+            p = a[:, None] * b[None, :]
+            if ZEROS:
+                bits_or = bits_or | p.to(tl.int32, bitcast=True)
+                bits_and = bits_and & p.to(tl.int32, bitcast=True)
+            if g == 1:
+                s1 = s1 + _term(p, scale1, False)
+            else:
+                s0 = s0 + _term(p, scale0, False)
     if GROUPS == 1:
         s = s0.to(tl.int64)
         e_dot = top0.to(tl.int64)
     else:
         s, e_dot = _late_join(s0.to(tl.int64), s1.to(tl.int64), top0.to(tl.int64), top1.to(tl.int64))
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
     v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, F, F2, GROUPS, LEADING, C_EMIN, P, EMIN,
                                           FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc | dropped, nc & ~(nan_c | inf_c))
     v = _zero_pick(v, total, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
-    return _with_specials(v, plus, nan, pos, ninf)
+    return _with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
 
 
 @triton.jit
