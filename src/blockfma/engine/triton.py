@@ -201,7 +201,7 @@ def _exponents(x: Any) -> tuple[int, int] | None:
 def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
     """The kernel's fast-path parameters (:mod:`.triton_kernel`, its fast path): FAST where that path holds
     this model on these operands (torch tensors ``a``, ``b``; None: the formats' whole ranges) bit for bit,
-    CHUNK (lanes an int32 sum of cut terms holds) and SUM64 (a block's sum needs int64).
+    CHUNK (lanes an int32 sum of cut terms holds, at most L) and SUM64 (a block's sum needs int64).
 
     FAST needs: the product exponent ``"max"`` (not ``"normalized"``); significands whose product fits
     binary32's 24 bits (fp16, bf16, tf32, fp8 inputs, not fp32); 1 <= F <= 28 (a term, at most 2**(F + 2),
@@ -216,7 +216,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     assert F is not None and L is not None
     # the largest |term| (below 2**(F + 2); a floored negative one may reach it) and |C's term| (2**(F + 1))
     per = (1 << (F + 2)) - (block.alignment is not Alignment.FLOOR) if F <= 28 else 1 << 31
-    chunk = max((2**31 - 1) // per, 1)
+    chunk = min(max((2**31 - 1) // per, 1), L)
     sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
     const = dict(FAST=False, CHUNK=chunk, SUM64=sum64)
     if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
@@ -249,8 +249,8 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
     the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
-    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 64 x 64 and 4 warps
-    on the fast path, 32 x 32 on the general one; 16 x 16 under the interpreter)."""
+    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 64 x 64 and 8 warps
+    on the fast path, 32 x 32 and 4 on the general one; 16 x 16 under the interpreter)."""
     for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
         integer(name, v, least=1, most=256, none=True)
         if v is not None and v & (v - 1):
@@ -272,9 +272,11 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
                             "these operands exactly (see fast_constants)", use={"fast": None})
     const.update(path)
     small = a.device.type == "cpu"
+    # defaults by ptxas's report for sm_90 (64 x 64 x 8 warps: 16 values a thread, ~180 registers, no spills;
+    # 4 warps spill); benchmarks/bench_gpu.py's tile sweep measures the alternatives
     bm = block_m or (16 if small else 64 if path["FAST"] else 32)
     bn = block_n or (16 if small else 64 if path["FAST"] else 32)
-    warps = num_warps or 4
+    warps = num_warps or (8 if path["FAST"] and not small else 4)
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))

@@ -491,7 +491,10 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
     bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
     s32 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     s64 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int64)
-    for c in range(0, L, CHUNK):  # int32 sums of at most CHUNK terms
+    for c in range(0, L, CHUNK):  # int32 sums of at most CHUNK (<= L) terms, carried on in int64 between them
+        if CHUNK < L:
+            s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
+            s32 = s32 * 0
         for l in range(c, min(c + CHUNK, L)):
             a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, ".ca")
             if SPECIALS:
@@ -501,9 +504,6 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
                 bits_or = bits_or | p.to(tl.int32, bitcast=True)
                 bits_and = bits_and & p.to(tl.int32, bitcast=True)
             s32 = s32 + _term(p, scale, FLOOR)
-        if SUM64:
-            s64 = s64 + s32.to(tl.int64)
-            s32 = s32 * 0
     unit = emax - F
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
     cneg_f = nc & ~zc
