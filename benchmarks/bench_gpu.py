@@ -58,7 +58,7 @@ CASES = [  # (device, input format, output format)
 
 SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m3fn", "fp32"),
                ("MI300X", "fp16", "fp32")]
-TILES = "64x64x4,64x64x8,128x64x8,64x128x8,128x128x8,32x64x4,32x32x4,128x32x4"
+TILES = "64x64x8,64x64x4,32x32x4,32x64x4,64x32x4,128x64x8,64x128x8,128x128x8"
 
 
 def parse_tiles(text: str) -> list[tuple[int, int, int]]:
