@@ -23,6 +23,7 @@ session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  `
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json
     python benchmarks/bench_gpu.py --backend torch --sizes 128       # the same code on the CPU (smoke test)
     python benchmarks/bench_gpu.py --sizes 256 --sweep-size 8192     # issue 20's target size, tiles only
+    python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers and spills per tile
 """
 
 from __future__ import annotations
@@ -112,6 +113,53 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
     return rows, checks
 
 
+def ptxas_report(tiles, show) -> list[dict]:
+    """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
+    for each sweep case and tile, row-major operands as bf.gemm passes them, and read its registers and
+    spill stack from the cubin (cuobjdump): a tile past 255 registers spills, which no GPU run can hide."""
+    import subprocess
+    import tempfile
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from blockfma.engine import triton as tr
+
+    if tr.interpreting():
+        raise ValueError("--ptxas compiles for the GPU: unset TRITON_INTERPRET")
+    from blockfma.engine.triton_kernel import gemm_kernel as kernel
+
+    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    rows = []
+    for device, fin, fout in SWEEP_CASES:
+        model = bf.device(device).model(fin, fout)
+        for bm, bn, warps in tiles:
+            const = {**tr.constants(model, False), **tr.fast_constants(model), "FAST": True, "BLOCK_M": bm,
+                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1}  # strides of 1: specialized
+            names = list(kernel.arg_names)
+            sig = {n: "constexpr" if n in const else "*i32" if n == "order_ptr" else "*fp32" if n.endswith("_ptr")
+                   else "i32" for n in names}
+            attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+                     if n.endswith("_ptr") or n in ("sam", "sbk", "scm", "sdm")}
+            src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()},
+                            attrs=attrs)
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(compiled.asm["cubin"])
+                f.flush()
+                usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                                       text=True, check=True).stdout
+            fields = dict(kv.split(":") for line in usage.splitlines() if "REG:" in line for kv in line.split()
+                          if ":" in kv and kv.split(":")[1].isdigit())
+            row = {"device": device, "input": fin, "output": fout, "tile": f"{bm}x{bn}x{warps}",
+                   "registers": int(fields["REG"]), "stack_bytes": int(fields["STACK"])}
+            rows.append(row)
+            show(f"ptxas sm_90 {device} {fin}->{fout} tile {row['tile']:10} {row['registers']:4} registers, "
+                 f"{row['stack_bytes']:6} bytes of stack (spills)")
+    return rows
+
+
 def _sync(torch, dev) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -184,18 +232,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiles", default=TILES, help="BLOCK_MxBLOCK_NxWARPS launch parameters of the Triton tile "
                     "sweep, comma-separated ('' skips the sweep)")
     ap.add_argument("--sweep-size", type=int, default=4096, help="n of the tile sweep's n x n x n GEMMs")
+    ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernel's fast path "
+                    "for sm_90 for each sweep case and --tiles entry and report registers and spills, then stop")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
     args = ap.parse_args(argv)
     # a bad destination fails now, not after the run; with --record - the table goes to stderr
     show = functools.partial(print, file=results_option(args.record, "--record", ap.error), flush=True)
-    try:
-        import torch
-        dev = gpu.torch_device(args.backend)
-    except (ImportError, ValueError) as exc:
-        print(f"bench_gpu: {exc}", file=sys.stderr)
-        return 2
     sizes = [int(s) for s in args.sizes.split(",") if s]
     try:
         tiles = parse_tiles(args.tiles)
@@ -203,6 +247,23 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(exc))
     if args.sweep_size < 1:
         ap.error(f"--sweep-size {args.sweep_size}: must be a positive integer")
+    if args.ptxas:
+        try:
+            ptx_rows = ptxas_report(tiles, show)
+        except (ImportError, ValueError) as exc:
+            print(f"bench_gpu: {exc}", file=sys.stderr)
+            return 2
+        if args.record:
+            write_text(args.record, json.dumps({"what": "registers and spills of the Triton kernel's fast path, "
+                                                "compiled for sm_90 by Triton's ptxas", "rows": ptx_rows},
+                                               indent=1) + "\n")
+        return 0
+    try:
+        import torch
+        dev = gpu.torch_device(args.backend)
+    except (ImportError, ValueError) as exc:
+        print(f"bench_gpu: {exc}", file=sys.stderr)
+        return 2
     triton = _triton(args, dev)
     meta = metadata(torch, dev)
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
