@@ -362,8 +362,9 @@ def _in_range(rng: np.random.Generator, fmt, shape, lo: int, hi: int, specials: 
     x = formats.round(fmt, np.ldexp(rng.uniform(1, 2, shape), e) * rng.choice([-1, 1], shape), "rz")
     r = rng.random(shape)
     x[r < 0.1] = 0.0
-    x[(r > 0.1) & (r < 0.15)] = -0.0
-    x[(r > 0.5) & (r < 0.5 + specials / 2)] = np.inf
+    x[(r > 0.1) & (r < 0.15)] = -0.0 if fmt.has_negative_zero else 0.0
+    if fmt.has_infinities:
+        x[(r > 0.5) & (r < 0.5 + specials / 2)] = np.inf
     x[(r > 0.6) & (r < 0.6 + specials / 2)] = np.nan
     return x
 
@@ -457,3 +458,29 @@ def test_launch_parameters():
     for name, bad in [("block_m", 24), ("block_n", 0), ("num_warps", 3)]:
         with pytest.raises(bf.arguments.ArgumentError, match=rf"^{name}={bad}: must be "):
             tr.gemm_tensors(model, a, b, c, **{name: bad})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev,fin,fout", [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"),
+                                          ("H100", "e4m3fn", "fp32"), ("B200", "e4m3fn", "fp32"),
+                                          ("MI300X", "fp16", "fp32"), ("MI300X", "e4m3fnuz", "fp32")])
+def test_gpu_fast_path_equals_general_path(dev, fin, fout):
+    """On a CUDA GPU: the fast path (at its default tile and at 32 x 32 x 4 warps) and the general path, bit
+    for bit against the CPU engine, on operands the fast path holds (bf16 within its range), with specials."""
+    import torch
+
+    model = bf.device(dev).model(fin, fout)
+    F = model.arithmetic_model().block_model().fraction_bits
+    rng = np.random.default_rng(zlib.crc32(f"gpu fast {dev} {fin}".encode()))
+    lo = -((127 - F) // 2) if fin == "bf16" else -6
+    A = _in_range(rng, model.input_format, (130, 300), lo, 7, 0.001)
+    B = _in_range(rng, model.b_format, (300, 97), lo, 7, 0.001)
+    C = values(rng, model.c_format, (130, 97), 0.001)
+    want = bf.gemm(A, B, C, model=model, backend="auto")
+    a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
+    assert tr.fast_constants(model, a, b)["FAST"]
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
+        d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
