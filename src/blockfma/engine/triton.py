@@ -250,7 +250,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
     the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: 64 x 64 and 8 warps
-    on the fast path, 32 x 32 and 4 on the general one; 16 x 16 under the interpreter)."""
+    on the fast path on a GPU, else 16 x 16 and 4 warps)."""
     for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
         integer(name, v, least=1, most=256, none=True)
         if v is not None and v & (v - 1):
@@ -272,11 +272,13 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
                             "these operands exactly (see fast_constants)", use={"fast": None})
     const.update(path)
     small = a.device.type == "cpu"
-    # defaults by ptxas's report for sm_90 (64 x 64 x 8 warps: 16 values a thread, ~180 registers, no spills;
-    # 4 warps spill); benchmarks/bench_gpu.py's tile sweep measures the alternatives
-    bm = block_m or (16 if small else 64 if path["FAST"] else 32)
-    bn = block_n or (16 if small else 64 if path["FAST"] else 32)
-    warps = num_warps or (8 if path["FAST"] and not small else 4)
+    # defaults by ptxas's report for sm_90 (bench_gpu.py --ptxas): the fast path at 64 x 64 with 8 warps
+    # (16 values a thread, ~170-250 registers, no spills; 4 warps spill), the general one at 16 x 16 (its
+    # (16, L, 16) int64 products spill kilobytes at 32 x 32); bench_gpu.py's tile sweep times the others
+    fast_tile = path["FAST"] and not small
+    bm = block_m or (64 if fast_tile else 16)
+    bn = block_n or (64 if fast_tile else 16)
+    warps = num_warps or (8 if fast_tile else 4)
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
