@@ -201,7 +201,8 @@ def _exponents(x: Any) -> tuple[int, int] | None:
 def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
     """The kernel's fast-path parameters (:mod:`.triton_kernel`, its fast path): FAST where that path holds
     this model on these operands (torch tensors ``a``, ``b``; None: the formats' whole ranges) bit for bit,
-    CHUNK (lanes an int32 sum of cut terms holds, at most L) and SUM64 (a block's sum needs int64).
+    CHUNK (lanes an int32 sum of cut terms holds, at most L), SUM64 (a block's sum needs int64) and EZ_LIVE
+    (a zero product's e_zero may be a block's largest exponent while some term is not zero).
 
     FAST needs: the product exponent ``"max"`` (not ``"normalized"``); significands whose product fits
     binary32's 24 bits (fp16, bf16, tf32, fp8 inputs, not fp32); 1 <= F <= 28 (a term, at most 2**(F + 2),
@@ -218,7 +219,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     per = (1 << (F + 2)) - (block.alignment is not Alignment.FLOOR) if F <= 28 else 1 << 31
     chunk = min(max((2**31 - 1) // per, 1), L)
     sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
-    const = dict(FAST=False, CHUNK=chunk, SUM64=sum64)
+    const = dict(FAST=False, CHUNK=chunk, SUM64=sum64, EZ_LIVE=not late)
     if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
             or not 1 <= F <= 28 or (late and (L % block.groups or L // block.groups > chunk))
             or (not late and (block.e_zero or 0) > F + 126)):
@@ -230,12 +231,14 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
         if x is not None and not (lo >= -126 and 2 * lo >= F - 127 and 2 * hi <= top):
             r = _exponents(x)
             if r is None:  # no nonzero finite value: every product is zero
-                return dict(const, FAST=True)
+                return dict(const, FAST=True)  # (e_zero kept live: C alone decides then)
             lo, hi = r
         ranges.append((lo, hi))
     (lo_a, hi_a), (lo_b, hi_b) = ranges
     fast = min(lo_a, lo_b) >= -126 and lo_a + lo_b >= F - 127 and hi_a + hi_b <= top
-    return dict(const, FAST=fast)
+    # e_zero counts only where it may pass a nonzero product's E_a + E_b or a nonzero C's exponent
+    low = min(max(lo_a, block.input_format.emin) + max(lo_b, block.b_format.emin), block.c_format.emin)
+    return dict(const, FAST=fast, EZ_LIVE=not late and (block.e_zero or 0) > low)
 
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,

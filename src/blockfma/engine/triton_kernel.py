@@ -414,10 +414,15 @@ def _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn
 
 
 @triton.jit
-def _lane_exp(x, EMIN: tl.constexpr):
-    """(E_fmt of binary32 values, NONE for zeros and non-finite ones (int32); zero or non-finite)."""
-    neg, mant, lsb, e, zero, nan, inf = _decode32(x, EMIN)
-    return tl.where(zero, NONE, e), zero
+def _lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
+    """(E_fmt + 127 of binary32 values the fast path holds (finite nonzero ones are normal: the exponent field,
+    raised to EMIN + 127), NONE for zeros and (SPECIALS) non-finite values (int32); which are those).  Biased:
+    the block subtracts 2 * 127 once from its largest sum, not per lane and value."""
+    ef = (x.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    none = ef == 0
+    if SPECIALS:
+        none = none | (ef == 255)
+    return tl.where(none, NONE, tl.maximum(ef, EMIN + 127)), none
 
 
 @triton.jit
@@ -466,7 +471,7 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
                 EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
                 OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr,
                 SPECIALS: tl.constexpr, ORDERED: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                EZ_LIVE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """:func:`_block` on the fast path (see above): two passes over the block's L lanes (loops, not unrolled:
     an unrolled block holds too many registers), the first for its largest exponent, the second for the cut
     terms; C's term, the sum's rounding, zero signs and special values as there."""
@@ -476,13 +481,16 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
     zcol = rn < 0
     for l in range(L):
         a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, "")
-        ea, za = _lane_exp(a, A_EMIN)
-        eb, zb = _lane_exp(b, B_EMIN)
+        ea, za = _lane_exp(a, A_EMIN, SPECIALS)
+        eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
         top = tl.maximum(top, ea[:, None] + eb[None, :])
-        zrow = zrow | za
-        zcol = zcol | zb
+        if EZ_LIVE:
+            zrow = zrow | za
+            zcol = zcol | zb
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
-    emax = tl.maximum(tl.maximum(top, tl.where(zrow[:, None] | zcol[None, :], EZ, NONE)), tl.where(zc, EZ, ec))
+    emax = tl.maximum(top - 254, tl.where(zc, EZ, ec))
+    if EZ_LIVE:  # a zero product's e_zero may be the largest exponent where some term is not zero
+        emax = tl.maximum(emax, tl.where(zrow[:, None] | zcol[None, :], EZ, NONE))
     scale = _scale(F - emax)
     nan = zc & ~zc  # the products' special flags (C's are decoded again after the loop: fewer live registers)
     pos = nan
@@ -537,12 +545,14 @@ def _fast_late_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, 
     for l in range(0, L, GROUPS):  # lane l + g in group g
         for g in tl.static_range(GROUPS):
             a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l + g, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, "")
-            ea, za = _lane_exp(a, A_EMIN)
-            eb, zb = _lane_exp(b, B_EMIN)
+            ea, za = _lane_exp(a, A_EMIN, SPECIALS)
+            eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
             if g == 1:
                 top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
             else:
                 top0 = tl.maximum(top0, ea[:, None] + eb[None, :])
+    top0 = top0 - 254
+    top1 = top1 - 254
     scale0 = _scale(F - top0)
     scale1 = _scale(F - top1)
     nan = top0 != top0  # the products' special flags
@@ -635,13 +645,14 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
                 OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr, OUT_SUBNORMALS: tl.constexpr,
                 OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr,
                 GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr,
-                FAST: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr,
+                FAST: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr, EZ_LIVE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in
     blocks of L; C fused into every block (C_FUSED: W = L), or the step's blocks chained from +0, stored
     into the output format (STORE) and C added by one IEEE addition.  ORDERED: the step's products enter
     its blocks in the order of order_ptr (W indices).  FAST: each block by :func:`_fast_block` or
-    :func:`_fast_late_block` (int32 sums of CHUNK terms, carried on in int64 where SUM64), else by
+    :func:`_fast_late_block` (int32 sums of CHUNK terms, carried on in int64 where SUM64; EZ_LIVE: e_zero
+    may be a block's largest exponent while some term is not zero), else by
     :func:`_block` or :func:`_late_block` on (BLOCK_M, LP, BLOCK_N) int64 products."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -665,7 +676,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
                 acc = _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, sbn, acc, L, F,
                                   EZ, FLOOR, WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
                                   OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64,
-                                  BLOCK_M, BLOCK_N)
+                                  EZ_LIVE, BLOCK_M, BLOCK_N)
             else:
                 if ORDERED:
                     kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
