@@ -447,6 +447,22 @@ def test_fast_sum_beyond_int32():
         assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
 
 
+def test_fast_zero_products_e_zero():
+    """e_zero above C's emin (a made-up model): a block of zero products puts its largest exponent at e_zero,
+    above a tiny C, which is then cut at e_zero - F (the fast path's EZ_LIVE flags); with no zero product it
+    is not."""
+    model = _variant(output_format=formats.get("fp16"), fraction_bits=8, e_zero=-10,
+                     output_rounding=formats.RoundingMode.TiesToEven)
+    assert tr.fast_constants(model)["EZ_LIVE"] and not tr.fast_constants(bf.device("H100").model())["EZ_LIVE"]
+    c = 2.0**-14 * (1 + 2.0**-10)
+    A = np.array([[0.0, 0.0, 0.0, 0.0], [2.0**-14, 2.0**-14, 2.0**-14, 2.0**-14]])
+    B = np.full((4, 1), 2.0**-10)
+    D = both_paths(model, A, B, np.array([[c], [c]]))
+    assert D[0, 0] == 2.0**-14  # cut at 2**-18
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), c)
+
+
 def test_launch_parameters():
     """Tiles of any power-of-two shape and warps give the same bits; a bad one is refused by name first."""
     model = bf.device("H100").model("fp16", "fp32")

@@ -219,7 +219,9 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     per = (1 << (F + 2)) - (block.alignment is not Alignment.FLOOR) if F <= 28 else 1 << 31
     chunk = min(max((2**31 - 1) // per, 1), L)
     sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
-    const = dict(FAST=False, CHUNK=chunk, SUM64=sum64, EZ_LIVE=not late)
+    # a zero C brings e_zero in by itself, a nonzero one an exponent of at least C's emin: zero products' e_zero
+    # counts only above that
+    const = dict(FAST=False, CHUNK=chunk, SUM64=sum64, EZ_LIVE=not late and (block.e_zero or 0) > block.c_format.emin)
     if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
             or not 1 <= F <= 28 or (late and (L % block.groups or L // block.groups > chunk))
             or (not late and (block.e_zero or 0) > F + 126)):
@@ -236,9 +238,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
         ranges.append((lo, hi))
     (lo_a, hi_a), (lo_b, hi_b) = ranges
     fast = min(lo_a, lo_b) >= -126 and lo_a + lo_b >= F - 127 and hi_a + hi_b <= top
-    # e_zero counts only where it may pass a nonzero product's E_a + E_b or a nonzero C's exponent
-    low = min(max(lo_a, block.input_format.emin) + max(lo_b, block.b_format.emin), block.c_format.emin)
-    return dict(const, FAST=fast, EZ_LIVE=not late and (block.e_zero or 0) > low)
+    return dict(const, FAST=fast)
 
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
