@@ -454,7 +454,7 @@ def test_fast_zero_products_e_zero():
     model = _variant(output_format=formats.get("fp16"), fraction_bits=8, e_zero=-10,
                      output_rounding=formats.RoundingMode.TiesToEven)
     assert tr.fast_constants(model)["EZ_LIVE"] and not tr.fast_constants(bf.device("H100").model())["EZ_LIVE"]
-    c = 2.0**-14 * (1 + 2.0**-10)
+    c = 2.0**-14 * (1 + 2.0**-6)  # its last bit at 2**-20: kept at the unit 2**(-14 - F), cut at 2**(-10 - F)
     A = np.array([[0.0, 0.0, 0.0, 0.0], [2.0**-14, 2.0**-14, 2.0**-14, 2.0**-14]])
     B = np.full((4, 1), 2.0**-10)
     D = both_paths(model, A, B, np.array([[c], [c]]))
