@@ -397,19 +397,19 @@ NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-fin
 
 
 @triton.jit
-def _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED: tl.constexpr,
-          CACHE: tl.constexpr):
+def _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr):
     """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
-    step's product order under ORDERED); products past K are the plan's +0 padding.  The two passes load with
-    different CACHE modifiers, so that the compiler reloads (from L1) rather than holding a whole block's
-    columns and rows in registers from one pass to the next."""
+    step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
+    columns past M and N repeat the last one: their results are not stored); products past K are the plan's
+    +0 padding.  The two passes load with different CACHE modifiers, so that the compiler reloads (from L1)
+    rather than holding a whole block's columns and rows in registers from one pass to the next."""
     if ORDERED:
         kk = k0 + tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
     else:
         kk = k0 + j + l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where k0 + j + l is a Python int
     live = kk < K
-    a = tl.load(a_ptr + rm * sam + kk * sak, mask=(rm < M) & live, other=0.0, cache_modifier=CACHE)
-    b = tl.load(b_ptr + kk * sbk + rn * sbn, mask=(rn < N) & live, other=0.0, cache_modifier=CACHE)
+    a = tl.load(a_rows + kk * sak, mask=live, other=0.0, cache_modifier=CACHE)
+    b = tl.load(b_cols + kk * sbk, mask=live, other=0.0, cache_modifier=CACHE)
     return a, b
 
 
@@ -465,7 +465,7 @@ def _zero_flags(bits_or, bits_and, czero, sc):
 
 
 @triton.jit
-def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, sbn, d,
+def _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
                 L: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
                 A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr,
                 EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
@@ -477,10 +477,10 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
     terms; C's term, the sum's rounding, zero signs and special values as there."""
     ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
     top = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
-    zrow = rm < 0  # which rows of A / columns of B hold a zero factor in the block: a zero product there
-    zcol = rn < 0
+    zrow = tl.full([BLOCK_M], 0, tl.int1)  # which rows of A / columns of B hold a zero factor in the block:
+    zcol = tl.full([BLOCK_N], 0, tl.int1)  # a zero product there
     for l in range(L):
-        a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, "")
+        a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, "")
         ea, za = _lane_exp(a, A_EMIN, SPECIALS)
         eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
         top = tl.maximum(top, ea[:, None] + eb[None, :])
@@ -504,7 +504,7 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
             s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
             s32 = s32 * 0
         for l in range(c, min(c + CHUNK, L)):
-            a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, ".ca")
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, ".ca")
             if SPECIALS:
                 a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
             p = a[:, None] * b[None, :]
@@ -528,7 +528,7 @@ def _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, 
 
 
 @triton.jit
-def _fast_late_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, sbn, d,
+def _fast_late_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
                      L: tl.constexpr, F: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
                      LEADING: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr,
                      P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
@@ -544,7 +544,7 @@ def _fast_late_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, 
     top1 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
     for l in range(0, L, GROUPS):  # lane l + g in group g
         for g in tl.static_range(GROUPS):
-            a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l + g, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, "")
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, "")
             ea, za = _lane_exp(a, A_EMIN, SPECIALS)
             eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
             if g == 1:
@@ -564,7 +564,7 @@ def _fast_late_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, 
     s1 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     for l in range(0, L, GROUPS):
         for g in tl.static_range(GROUPS):
-            a, b = _lane(a_ptr, b_ptr, order_ptr, k0, j, l + g, rm, rn, M, N, K, sam, sak, sbk, sbn, ORDERED, ".ca")
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, ".ca")
             if SPECIALS:
                 a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
             p = a[:, None] * b[None, :]
@@ -661,6 +661,8 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
     lane = tl.arange(0, LP)
     out_mask = (rm[:, None] < M) & (rn[None, :] < N)
     d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
+    a_rows = a_ptr + tl.minimum(rm, M - 1) * sam  # the fast path's rows of A and columns of B (see _lane)
+    b_cols = b_ptr + tl.minimum(rn, N - 1) * sbn
     for k0 in range(0, KP, W):
         if C_FUSED:
             acc = d
@@ -668,15 +670,13 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
             acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
         for j in range(0, W, L):
             if FAST and LATE:
-                acc = _fast_late_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, sbn, acc,
-                                       L, F, F2, GROUPS, LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE,
-                                       SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED,
-                                       BLOCK_M, BLOCK_N)
+                acc = _fast_late_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, acc, L, F, F2, GROUPS,
+                                       LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS,
+                                       OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
             elif FAST:
-                acc = _fast_block(a_ptr, b_ptr, order_ptr, k0, j, rm, rn, M, N, K, sam, sak, sbk, sbn, acc, L, F,
-                                  EZ, FLOOR, WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
-                                  OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64,
-                                  EZ_LIVE, BLOCK_M, BLOCK_N)
+                acc = _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, acc, L, F, EZ, FLOOR, WRAP, A_EMIN,
+                                  B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
+                                  IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
             else:
                 if ORDERED:
                     kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
