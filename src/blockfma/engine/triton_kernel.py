@@ -383,7 +383,7 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
 
 # ---- the fast path: one (BLOCK_M, BLOCK_N) register tile per lane, float32 products, int32 terms ----------------
 #
-# Taken where the host (blockfma.engine.triton.fast_path) has shown it exact for the call's operands: the
+# Taken where the host (blockfma.engine.triton.fast_constants) has shown it exact for the call's operands: the
 # significands multiply within 24 bits (fp16, bf16, tf32, fp8 inputs), every nonzero |a|, |b| is a binary32
 # normal and every nonzero product lies in [2**(F - 127), 2**128).  Then a*b is exact in binary32, the block's
 # scale 2**(F - emax) is a binary32 normal wherever a nonzero product exists (emax is at least that product's
@@ -391,7 +391,10 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
 # conversion to int32, which truncates toward zero, IS the cut (a floor for FLOOR; a result that underflowed,
 # of magnitude below 1 anyway, truncates to 0 and floors to -1 for a negative product).  Int32 sums of CHUNK
 # such terms cannot overflow; longer sums and C go on in int64 (SUM64).  Nothing here depends on the GPU
-# flushing subnormals or fusing multiplies: every float32 operation is exact on normal operands.
+# flushing subnormals or fusing multiplies: every float32 operation is exact on normal operands.  A zero (or,
+# under SPECIALS, non-finite) factor is no product (NONE); its e_zero enters only where it can matter
+# (EZ_LIVE); C's term, the rounding, zero signs and specials are the general path's helpers.  The passes are
+# loops over lanes (an unrolled block held too many registers: see benchmarks/bench_gpu.py --ptxas).
 
 NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-finite factors): below any real one
 
