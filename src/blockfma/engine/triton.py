@@ -233,7 +233,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
         if x is not None and not (lo >= -126 and 2 * lo >= F - 127 and 2 * hi <= top):
             r = _exponents(x)
             if r is None:  # no nonzero finite value: every product is zero
-                return dict(const, FAST=True)  # (e_zero kept live: C alone decides then)
+                return dict(const, FAST=True)
             lo, hi = r
         ranges.append((lo, hi))
     (lo_a, hi_a), (lo_b, hi_b) = ranges
