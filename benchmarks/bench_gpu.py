@@ -136,12 +136,12 @@ def ptxas_report(tiles, show) -> list[dict]:
         model = bf.device(device).model(fin, fout)
         for bm, bn, warps in tiles:
             const = {**tr.constants(model, False), **tr.fast_constants(model), "FAST": True, "BLOCK_M": bm,
-                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1}  # strides of 1: specialized
+                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1, "seak": 1}  # strides of 1: specialized
             names = list(kernel.arg_names)
-            sig = {n: "constexpr" if n in const else "*i32" if n == "order_ptr" else "*fp32" if n.endswith("_ptr")
-                   else "i32" for n in names}
+            sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
+                   if n.endswith("_ptr") else "i32" for n in names}
             attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
-                     if n.endswith("_ptr") or n in ("sam", "sbk", "scm", "sdm")}
+                     if n.endswith("_ptr") or n in ("sam", "sbk", "scm", "sdm", "seam")}
             src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()},
                             attrs=attrs)
             compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})

@@ -241,6 +241,21 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     return dict(const, FAST=fast)
 
 
+def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
+    """The fast path's exponent codes of A (``E_fmt + 127``, or the kernel's NONE for zeros and non-finite
+    values; int32, contiguous), by the kernel module's own rule (its exponent_kernel): read once per value,
+    where the GEMM would decode each value once per column tile."""
+    from . import triton_kernel  # the module _kernel() loaded, in the current mode
+
+    torch = _torch()
+    x = a.contiguous()
+    e = torch.empty(x.shape, dtype=torch.int32, device=x.device)
+    block = 1024
+    triton_kernel.exponent_kernel[(-(-x.numel() // block),)](x, e, x.numel(), EMIN=emin, SPECIALS=specials,
+                                                             BLOCK=block)
+    return e
+
+
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
                  block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                  fast: bool | None = None) -> Any:
@@ -284,10 +299,12 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     warps = num_warps or (8 if fast_tile else 4)
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
+    kernel = _kernel()
+    ea = _exponent_codes(a, const["A_EMIN"], specials) if path["FAST"] else a  # (unread on the general path)
     grid = (-(-m // bm), -(-n // bn))
-    _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
-                    b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
-                    num_warps=warps, **const)
+    kernel[grid](a, b, c, d, order, ea, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
+                 b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), ea.stride(0), ea.stride(1),
+                 BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
     return d
 
 

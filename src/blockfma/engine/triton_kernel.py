@@ -12,7 +12,7 @@ import os
 import triton
 import triton.language as tl
 
-__all__ = ["gemm_kernel", "INTERPRETED"]
+__all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -400,18 +400,20 @@ NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-fin
 
 
 @triton.jit
-def _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr):
+def _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
+          OTHER: tl.constexpr):
     """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
     step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
     columns past M and N repeat the last one: their results are not stored); products past K are the plan's
-    +0 padding.  The two passes load with different CACHE modifiers, so that the compiler reloads (from L1)
+    +0 padding (A's value there: OTHER; the first pass reads A's exponents, :func:`exponent_kernel`, with
+    NONE).  The two passes load with different CACHE modifiers, so that the compiler reloads (from L1)
     rather than holding a whole block's columns and rows in registers from one pass to the next."""
     if ORDERED:
         kk = k0 + tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
     else:
         kk = k0 + j + l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where k0 + j + l is a Python int
     live = kk < K
-    a = tl.load(a_rows + kk * sak, mask=live, other=0.0, cache_modifier=CACHE)
+    a = tl.load(a_rows + kk * sak, mask=live, other=OTHER, cache_modifier=CACHE)
     b = tl.load(b_cols + kk * sbk, mask=live, other=0.0, cache_modifier=CACHE)
     return a, b
 
@@ -426,6 +428,16 @@ def _lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
     if SPECIALS:
         none = none | (ef == 255)
     return tl.where(none, NONE, tl.maximum(ef, EMIN + 127)), none
+
+
+@triton.jit
+def exponent_kernel(x_ptr, e_ptr, n, EMIN: tl.constexpr, SPECIALS: tl.constexpr, BLOCK: tl.constexpr):
+    """e = :func:`_lane_exp` of n contiguous binary32 values x (int32): the fast path's first pass reads A's
+    exponents from here, once per value, rather than decoding them once per value and column of a tile."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + i, mask=i < n, other=0.0)
+    e, none = _lane_exp(x, EMIN, SPECIALS)
+    tl.store(e_ptr + i, e, mask=i < n)
 
 
 @triton.jit
@@ -468,7 +480,7 @@ def _zero_flags(bits_or, bits_and, czero, sc):
 
 
 @triton.jit
-def _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
+def _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, d,
                 L: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
                 A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr,
                 EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
@@ -483,12 +495,11 @@ def _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
     zrow = tl.full([BLOCK_M], 0, tl.int1)  # which rows of A / columns of B hold a zero factor in the block:
     zcol = tl.full([BLOCK_N], 0, tl.int1)  # a zero product there
     for l in range(L):
-        a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, "")
-        ea, za = _lane_exp(a, A_EMIN, SPECIALS)
+        ea, b = _lane(ea_rows, b_cols, order_ptr, k0, j, l, K, seak, sbk, ORDERED, "", NONE)
         eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
         top = tl.maximum(top, ea[:, None] + eb[None, :])
         if EZ_LIVE:
-            zrow = zrow | za
+            zrow = zrow | (ea == NONE)
             zcol = zcol | zb
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
     emax = tl.maximum(top - 254, tl.where(zc, EZ, ec))
@@ -507,7 +518,7 @@ def _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
             s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
             s32 = s32 * 0
         for l in range(c, min(c + CHUNK, L)):
-            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, ".ca")
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, ".ca", 0.0)
             if SPECIALS:
                 a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
             p = a[:, None] * b[None, :]
@@ -531,7 +542,7 @@ def _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
 
 
 @triton.jit
-def _fast_late_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
+def _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, d,
                      L: tl.constexpr, F: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
                      LEADING: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr,
                      P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
@@ -547,8 +558,7 @@ def _fast_late_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
     top1 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
     for l in range(0, L, GROUPS):  # lane l + g in group g
         for g in tl.static_range(GROUPS):
-            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, "")
-            ea, za = _lane_exp(a, A_EMIN, SPECIALS)
+            ea, b = _lane(ea_rows, b_cols, order_ptr, k0, j, l + g, K, seak, sbk, ORDERED, "", NONE)
             eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
             if g == 1:
                 top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
@@ -567,7 +577,7 @@ def _fast_late_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, d,
     s1 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
     for l in range(0, L, GROUPS):
         for g in tl.static_range(GROUPS):
-            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, ".ca")
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, ".ca", 0.0)
             if SPECIALS:
                 a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
             p = a[:, None] * b[None, :]
@@ -638,7 +648,8 @@ def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNOR
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "KP", "W"])  # one compilation per model, not per shape
-def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
+def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
+                seam, seak,
                 L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr,
                 WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr,
                 C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
@@ -666,6 +677,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
     d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
     a_rows = a_ptr + tl.minimum(rm, M - 1) * sam  # the fast path's rows of A and columns of B (see _lane)
     b_cols = b_ptr + tl.minimum(rn, N - 1) * sbn
+    ea_rows = ea_ptr + tl.minimum(rm, M - 1) * seam  # A's exponents (exponent_kernel), on the fast path
     for k0 in range(0, KP, W):
         if C_FUSED:
             acc = d
@@ -673,13 +685,13 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
             acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
         for j in range(0, W, L):
             if FAST and LATE:
-                acc = _fast_late_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, acc, L, F, F2, GROUPS,
-                                       LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS,
-                                       OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
+                acc = _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F,
+                                       F2, GROUPS, LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
+                                       OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
             elif FAST:
-                acc = _fast_block(a_rows, b_cols, order_ptr, k0, j, K, sak, sbk, acc, L, F, EZ, FLOOR, WRAP, A_EMIN,
-                                  B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
-                                  IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
+                acc = _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F, EZ, FLOOR,
+                                  WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                                  NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
             else:
                 if ORDERED:
                     kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
