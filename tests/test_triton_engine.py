@@ -463,6 +463,19 @@ def test_fast_zero_products_e_zero():
         assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), c)
 
 
+def test_fast_exponents_at_emin():
+    """A's exponent codes (read once per value on the fast path) at fp16's emin: 2**-14 (1 + 2**-8) and a
+    subnormal, both E = -14, the block's largest exponent: with F = 8 the unit is 2**-22, which keeps the
+    last bit of the first (one exponent higher would cut it)."""
+    model = VARIANTS["fp16-small-F"]
+    A = np.array([[2.0**-14 * (1 + 2.0**-8), 0.0], [3 * 2.0**-24, 2.0**-14 * (1 + 2.0**-8)]])
+    B = np.array([[1.0], [0.0]])
+    D = both_paths(model, A, B, np.zeros((2, 1)))
+    assert D[0, 0] == 2.0**-14 * (1 + 2.0**-8)
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), 0.0)
+
+
 def test_launch_parameters():
     """Tiles of any power-of-two shape and warps give the same bits; a bad one is refused by name first."""
     model = bf.device("H100").model("fp16", "fp32")
