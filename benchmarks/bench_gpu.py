@@ -14,9 +14,17 @@ bit for bit against the CPU engine first as well, and so do ``TRITON_CASES``, pr
 that kernel runs on a GPU (exact-fused, pairwise, the FMA chain); ``--no-triton`` leaves them out.  The first call of a
 kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
 
+A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
+parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
+at the smallest size first, and the general path (``fast=False``) once at its default tile as the
+reference: rows ``triton-tile`` with ``tile`` and ``path``, and the best tile per case printed, so one GPU
+session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  ``--tiles ''`` skips it.
+
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json
     python benchmarks/bench_gpu.py --backend torch --sizes 128       # the same code on the CPU (smoke test)
+    python benchmarks/bench_gpu.py --sizes 256 --sweep-size 8192     # issue 20's target size, tiles only
+    python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers and spills per tile
 """
 
 from __future__ import annotations
@@ -61,6 +69,109 @@ def _operands(rng, model, fin: str, n: int):
     A = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
     B = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
     return A, B, bf.formats.round(model.c_format, rng.standard_normal((n, n)))
+
+
+SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m3fn", "fp32"),
+               ("MI300X", "fp16", "fp32")]
+TILES = "64x64x8,64x64x4,32x32x4,32x64x4,64x32x4,128x64x8,64x128x8,128x128x8"
+
+
+def parse_tiles(text: str) -> list[tuple[int, int, int]]:
+    """``"64x64x4,128x64x8"`` -> [(64, 64, 4), (128, 64, 8)] (BLOCK_M x BLOCK_N x num_warps, powers of two);
+    ValueError naming the bad entry."""
+    tiles = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        parts = item.split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 and int(p) & (int(p) - 1) == 0 for p in parts):
+            raise ValueError(f"--tiles: {item!r} is not BLOCK_MxBLOCK_NxWARPS in powers of two (e.g. 64x64x4)")
+        tiles.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return tiles
+
+
+def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, show, rng) -> tuple[list, list]:
+    """Rows and checks of the tile sweep: per case, the kernel alone at n x n x n for each tile (checked at
+    n0 first) and the general path once; the best tile printed."""
+    rows, checks = [], []
+    for device, fin, fout in SWEEP_CASES:
+        model = bf.device(device).model(fin, fout)
+        small = [bf.formats.round(fin, rng.standard_normal((n0, n0)), saturate=True) for _ in range(2)]
+        c0 = bf.formats.round(model.c_format, rng.standard_normal((n0, n0)))
+        want = bf.formats.bits(bf.gemm(*small, c0, model=model, backend="auto"))
+        a0, b0, cc0 = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (*small, c0))
+        A, B = (torch.from_numpy(bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
+                                 .astype(np.float32)).to(dev) for _ in range(2))
+        C = torch.from_numpy(bf.formats.round(model.c_format, rng.standard_normal((n, n))).astype(np.float32)).to(dev)
+        path = "fast" if triton.fast_constants(model, A, B)["FAST"] else "general"
+        best = None
+        for bm, bn, warps in [*tiles, (None, None, None)]:
+            fast = None if bm is not None else False  # the last row: the general path, its default tile
+            label = f"{bm}x{bn}x{warps}" if bm is not None else "default"
+            run = functools.partial(triton.gemm_tensors, model, specials=False, block_m=bm, block_n=bn,
+                                    num_warps=warps, fast=fast)
+            got = bf.engine.api.finish(model.arithmetic_model(), run(a0, b0, cc0).cpu().numpy().astype(np.float64))
+            same = bool(np.array_equal(bf.formats.bits(got), want))
+            checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
+                           "backend": "triton", "tile": label, "path": path if fast is None else "general"})
+            secs = best_time(lambda: run(A, B, C), repeat, sync)
+            row = {"n": n, "device": device, "input": fin, "output": fout, "backend": "triton-tile", "tile": label,
+                   "path": path if fast is None else "general", "num_warps": warps, "seconds": secs,
+                   "gmacs": n**3 / secs / 1e9, "bit_exact": same}
+            rows.append(row)
+            show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f}  tile {label:10} "
+                 f"{row['path']:8}{'' if same else '  MISMATCH'}")
+            if fast is None and (best is None or secs < best["seconds"]):
+                best = row
+        if best is not None:
+            show(f"best tile for {device} {fin}->{fout} at n={n}: {best['tile']} ({best['gmacs']:.1f} GMAC/s, "
+                 f"{best['path']} path)")
+    return rows, checks
+
+
+def ptxas_report(tiles, show) -> list[dict]:
+    """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
+    for each sweep case and tile, row-major operands as bf.gemm passes them, and read its registers and
+    spill stack from the cubin (cuobjdump): a tile past 255 registers spills, which no GPU run can hide."""
+    import subprocess
+    import tempfile
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from blockfma.engine import triton as tr
+
+    if tr.interpreting():
+        raise ValueError("--ptxas compiles for the GPU: unset TRITON_INTERPRET")
+    from blockfma.engine.triton_kernel import gemm_kernel as kernel
+
+    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    rows = []
+    for device, fin, fout in SWEEP_CASES:
+        model = bf.device(device).model(fin, fout)
+        for bm, bn, warps in tiles:
+            const = {**tr.constants(model, False), **tr.fast_constants(model), "FAST": True, "BLOCK_M": bm,
+                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1, "seak": 1}  # strides of 1: specialized
+            names = list(kernel.arg_names)
+            sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
+                   if n.endswith("_ptr") else "i32" for n in names}
+            attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+                     if n.endswith("_ptr") or n in ("sam", "sbk", "scm", "sdm", "seam")}
+            src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()},
+                            attrs=attrs)
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(compiled.asm["cubin"])
+                f.flush()
+                usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                                       text=True, check=True).stdout
+            fields = dict(kv.split(":") for line in usage.splitlines() if "REG:" in line for kv in line.split()
+                          if ":" in kv and kv.split(":")[1].isdigit())
+            row = {"device": device, "input": fin, "output": fout, "tile": f"{bm}x{bn}x{warps}",
+                   "registers": int(fields["REG"]), "stack_bytes": int(fields["STACK"])}
+            rows.append(row)
+            show(f"ptxas sm_90 {device} {fin}->{fout} tile {row['tile']:10} {row['registers']:4} registers, "
+                 f"{row['stack_bytes']:6} bytes of stack (spills)")
+    return rows
 
 
 def _sync(torch, dev) -> None:
@@ -132,19 +243,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cuda", help="'cuda' (default), 'cuda:N' or 'torch' (CPU)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case (best is kept)")
     ap.add_argument("--no-triton", action="store_true", help="leave out the rows of backend='triton'")
+    ap.add_argument("--tiles", default=TILES, help="BLOCK_MxBLOCK_NxWARPS launch parameters of the Triton tile "
+                    "sweep, comma-separated ('' skips the sweep)")
+    ap.add_argument("--sweep-size", type=int, default=4096, help="n of the tile sweep's n x n x n GEMMs")
+    ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernel's fast path "
+                    "for sm_90 for each sweep case and --tiles entry and report registers and spills, then stop")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
     args = ap.parse_args(argv)
     # a bad destination fails now, not after the run; with --record - the table goes to stderr
     show = functools.partial(print, file=results_option(args.record, "--record", ap.error), flush=True)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    try:
+        tiles = parse_tiles(args.tiles)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.sweep_size < 1:
+        ap.error(f"--sweep-size {args.sweep_size}: must be a positive integer")
+    if args.ptxas:
+        try:
+            ptx_rows = ptxas_report(tiles, show)
+        except (ImportError, ValueError) as exc:
+            print(f"bench_gpu: {exc}", file=sys.stderr)
+            return 2
+        if args.record:
+            write_text(args.record, json.dumps({"what": "registers and spills of the Triton kernel's fast path, "
+                                                "compiled for sm_90 by Triton's ptxas", "rows": ptx_rows},
+                                               indent=1) + "\n")
+        return 0
     try:
         import torch
         dev = gpu.torch_device(args.backend)
     except (ImportError, ValueError) as exc:
         print(f"bench_gpu: {exc}", file=sys.stderr)
         return 2
-    sizes = [int(s) for s in args.sizes.split(",") if s]
     triton = _triton(args, dev)
     meta = metadata(torch, dev)
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
@@ -201,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
             A, B, C = _operands(rng, model, fin, n)
             rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                  (device, fin, fout))
+    if triton and tiles:
+        sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
+                                              show, rng)
+        rows += sweep_rows
+        checks += sweep_checks
     if args.record:
         write_text(args.record, json.dumps({
             "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",

@@ -330,3 +330,186 @@ def test_a_gemm_that_cannot_fit_the_device_is_refused_before_anything_moves(monk
         bf.gemm(np.ones((64, 512)), np.ones((512, 64)), device="H100", input_format="fp16", output_format="fp32",
                 backend="triton")
     assert moved == []  # refused before any operand became a tensor
+
+
+# ---- the fast path (float32 products, int32 cut terms; triton_kernel's header says when it is exact) ----------
+
+
+def _tensors(*xs):
+    import torch
+
+    return [torch.from_numpy(np.asarray(x, dtype=np.float32)) for x in xs]
+
+
+def both_paths(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, **launch) -> np.ndarray:
+    """The kernel on the fast path (which must hold these operands) and on the general one: both the numpy
+    engine's bits."""
+    a, b, c = _tensors(A, B, C)
+    assert tr.fast_constants(model, a, b)["FAST"]
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    arith = model.arithmetic_model()
+    for fast in (True, False):
+        d = tr.gemm_tensors(model, a, b, c, fast=fast, **launch)
+        assert same_bits(bf.engine.api.finish(arith, d.numpy().astype(np.float64)), want) == 0, fast
+    return want
+
+
+def _in_range(rng: np.random.Generator, fmt, shape, lo: int, hi: int, specials: float = 0.0) -> np.ndarray:
+    """Values of ``fmt`` with exponents drawn from [lo, hi] (lo and hi themselves among them), zeros of both
+    signs, and non-finite ones at rate ``specials``."""
+    e = rng.integers(lo, hi + 1, shape)
+    e.flat[:2] = [lo, hi]
+    x = formats.round(fmt, np.ldexp(rng.uniform(1, 2, shape), e) * rng.choice([-1, 1], shape), "rz")
+    r = rng.random(shape)
+    x[r < 0.1] = 0.0
+    x[(r > 0.1) & (r < 0.15)] = -0.0 if fmt.has_negative_zero else 0.0
+    if fmt.has_infinities:
+        x[(r > 0.5) & (r < 0.5 + specials / 2)] = np.inf
+    x[(r > 0.6) & (r < 0.6 + specials / 2)] = np.nan
+    return x
+
+
+def test_fast_path_where_it_holds():
+    """fp16 and fp8 inputs by their formats; bf16/tf32 by their values: a binary32 subnormal, or products
+    beyond [2**(F - 127), 2**128), send the call down the general path; so do fp32 inputs (48-bit products)
+    and normalized product exponents."""
+    ones = _tensors(np.ones((2, 2)))[0]
+    for preset in [("H100", "fp16", "fp32"), ("H100", "e4m3fn", "fp16"), ("V100", "fp16", "fp16"),
+                   ("B200", "e4m3fn", "fp32"), ("MI300X", "e4m3fnuz", "fp32")]:
+        assert tr.fast_constants(bf.device(preset[0]).model(*preset[1:]))["FAST"], preset
+    h100 = bf.device("H100").model("bf16", "fp32")  # F = 25: products down to 2**-102
+    assert not tr.fast_constants(h100)["FAST"]  # the format alone does not say
+    for a, b, fast in [(2.0**-51, 2.0**-51, True), (2.0**-52, 2.0**-51, False), (2.0**63, 2.0**63, True),
+                       (2.0**64, 2.0**63, False), (2.0**-130, 1.0, False)]:
+        a_, b_ = _tensors([[1.0, a]], [[1.0], [b]])
+        assert tr.fast_constants(h100, a_, b_)["FAST"] is fast, (a, b)
+    assert tr.fast_constants(h100, *_tensors([[0.0, -0.0]], [[1.0], [2.0**-130]]))["FAST"]  # no nonzero product
+    late16 = Model(Family.LATE_C, formats.get("fp16"), formats.get("fp16"), block_width=8, fraction_bits=24,
+                   late_fraction_bits=31)  # C in fp16: a product of 2**16 or more overflows, the general path's
+    assert tr.constants(late16, False)["C_EMAX"] == 15 and not tr.fast_constants(late16)["FAST"]
+    assert tr.fast_constants(late16, *_tensors([[2.0**7]], [[2.0**7]]))["FAST"]
+    assert not tr.fast_constants(late16, *_tensors([[2.0**8]], [[2.0**7]]))["FAST"]
+    const = tr.fast_constants(h100, ones, ones)
+    assert const["FAST"] and const["CHUNK"] == 16 and const["SUM64"]  # 16 terms below 2**27 fit int32, C not
+    fp32 = _variant(input_format=formats.get("fp32"))
+    assert not tr.fast_constants(fp32, ones, ones)["FAST"]
+    assert not tr.fast_constants(VARIANTS["normalized"], ones, ones)["FAST"]
+    with pytest.raises(bf.arguments.ArgumentError, match=r"^fast=True: the fast path does not hold .*pass fast=None"):
+        tr.gemm_tensors(fp32, ones, ones, ones, fast=True)
+
+
+@pytest.mark.parametrize("dev,fin,fout", [("H100", "bf16", "fp32"), ("A100", "tf32", "fp32"),
+                                          ("MI300X", "bf16", "fp32")])
+def test_fast_path_at_the_edges_of_its_range(dev, fin, fout):
+    """bf16/tf32 values whose exponents reach both ends of the fast path's range (products from 2**(F - 127)
+    to just below 2**128, in one block: the scale 2**(F - emax) at binary32's ends), with zeros and
+    specials: the fast path and the general one, bit for bit, and the exact reference."""
+    model = bf.device(dev).model(fin, fout)
+    F = model.arithmetic_model().block_model().fraction_bits
+    rng = np.random.default_rng(zlib.crc32(f"edges {dev} {fin}".encode()))
+    lo = -((127 - F) // 2)
+    A = _in_range(rng, model.input_format, (4, 19), lo, 63, 0.02)
+    B = _in_range(rng, model.b_format, (19, 3), F - 127 - lo, 63, 0.02)
+    C = values(rng, model.c_format, (4, 3), 0.05)
+    # row 3 x column 2: every product near 2**(F - 127), C zero: emax = F - 127, the scale 2**127
+    A[3] = formats.round(model.input_format, np.ldexp(rng.uniform(1, 2, 19), lo) * rng.choice([-1, 1], 19), "rz")
+    B[:, 2] = formats.round(model.b_format, np.ldexp(rng.uniform(1, 2, 19), F - 127 - lo), "rz")
+    C[3, 2] = 0.0
+    D = both_paths(model, A, B, C)
+    assert D[3, 2] != 0
+    for i, j in [(0, 0), (1, 2), (3, 1), (3, 2)]:
+        assert int(formats.bits(D)[i, j]) == reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j])
+
+
+def test_fast_floor_of_an_underflowing_term():
+    """alignment='floor': a negative product 2**-48 far below C = 2**126 scales to -2**-151, which binary32
+    cannot hold (it becomes -0, or flushes): its floor is still -1 unit (2**103 here)."""
+    model = VARIANTS["floor"]
+    A = np.array([[2.0**-24, 0.0, 0.0, 0.0], [2.0**-24, 0.0, 0.0, 0.0]])
+    B = np.array([[-(2.0**-24)], [0.0], [0.0], [0.0]])
+    C = np.array([[2.0**126], [-(2.0**126)]])
+    D = both_paths(model, A, B, C)
+    assert D[:, 0].tolist() == [2.0**126 - 2.0**103, -(2.0**126 + 2.0**103)]  # both floored one unit down
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
+
+
+def test_fast_sum_beyond_int32():
+    """16 products of fp16's largest significand (1.999 * 1.999, 2**27 - 2**17 units each) and C of the same
+    exponent: their sum passes 2**31, so the int32 sum of the 16 terms goes on in int64 with C."""
+    model = bf.device("H100").model("fp16", "fp32")
+    big = 2.0 - 2.0**-10
+    A = np.array([[big] * 16, [-big] * 16])
+    B = np.full((16, 1), big)
+    C = np.array([[2.0 - 2.0**-23], [-(2.0 - 2.0**-23)]])
+    D = both_paths(model, A, B, C)
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
+
+
+def test_fast_zero_products_e_zero():
+    """e_zero above C's emin (a made-up model): a block of zero products puts its largest exponent at e_zero,
+    above a tiny C, which is then cut at e_zero - F (the fast path's EZ_LIVE flags); with no zero product it
+    is not."""
+    model = _variant(output_format=formats.get("fp16"), fraction_bits=8, e_zero=-10,
+                     output_rounding=formats.RoundingMode.TiesToEven)
+    assert tr.fast_constants(model)["EZ_LIVE"] and not tr.fast_constants(bf.device("H100").model())["EZ_LIVE"]
+    c = 2.0**-14 * (1 + 2.0**-6)  # its last bit at 2**-20: kept at the unit 2**(-14 - F), cut at 2**(-10 - F)
+    A = np.array([[0.0, 0.0, 0.0, 0.0], [2.0**-14, 2.0**-14, 2.0**-14, 2.0**-14]])
+    B = np.full((4, 1), 2.0**-10)
+    D = both_paths(model, A, B, np.array([[c], [c]]))
+    assert D[0, 0] == 2.0**-14  # cut at 2**-18
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), c)
+
+
+def test_fast_exponents_at_emin():
+    """A's exponent codes (read once per value on the fast path) at fp16's emin: 2**-14 (1 + 2**-8) and a
+    subnormal, both E = -14, the block's largest exponent: with F = 8 the unit is 2**-22, which keeps the
+    last bit of the first (one exponent higher would cut it)."""
+    model = VARIANTS["fp16-small-F"]
+    A = np.array([[2.0**-14 * (1 + 2.0**-8), 0.0], [3 * 2.0**-24, 2.0**-14 * (1 + 2.0**-8)]])
+    B = np.array([[1.0], [0.0]])
+    D = both_paths(model, A, B, np.zeros((2, 1)))
+    assert D[0, 0] == 2.0**-14 * (1 + 2.0**-8)
+    for i in range(2):
+        assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), 0.0)
+
+
+def test_launch_parameters():
+    """Tiles of any power-of-two shape and warps give the same bits; a bad one is refused by name first."""
+    model = bf.device("H100").model("fp16", "fp32")
+    rng = np.random.default_rng(5)
+    A, B = values(rng, model.input_format, (9, 20)), values(rng, model.b_format, (20, 5))
+    C = values(rng, model.c_format, (9, 5))
+    both_paths(model, A, B, C, block_m=8, block_n=4, num_warps=2)
+    a, b, c = _tensors(A, B, C)
+    for name, bad in [("block_m", 24), ("block_n", 0), ("num_warps", 3)]:
+        with pytest.raises(bf.arguments.ArgumentError, match=rf"^{name}={bad}: must be "):
+            tr.gemm_tensors(model, a, b, c, **{name: bad})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev,fin,fout", [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"),
+                                          ("H100", "e4m3fn", "fp32"), ("B200", "e4m3fn", "fp32"),
+                                          ("MI300X", "fp16", "fp32"), ("MI300X", "e4m3fnuz", "fp32")])
+def test_gpu_fast_path_equals_general_path(dev, fin, fout):
+    """On a CUDA GPU: the fast path (at its default tile and at 32 x 32 x 4 warps) and the general path, bit
+    for bit against the CPU engine, on operands the fast path holds (bf16 within its range), with specials."""
+    import torch
+
+    model = bf.device(dev).model(fin, fout)
+    F = model.arithmetic_model().block_model().fraction_bits
+    rng = np.random.default_rng(zlib.crc32(f"gpu fast {dev} {fin}".encode()))
+    lo = -((127 - F) // 2) if fin == "bf16" else -6
+    A = _in_range(rng, model.input_format, (130, 300), lo, 7, 0.001)
+    B = _in_range(rng, model.b_format, (300, 97), lo, 7, 0.001)
+    C = values(rng, model.c_format, (130, 97), 0.001)
+    want = bf.gemm(A, B, C, model=model, backend="auto")
+    a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
+    assert tr.fast_constants(model, a, b)["FAST"]
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
+        d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch

@@ -123,7 +123,7 @@ def _auto_uses_triton(model: Model, m: int, k: int, n: int) -> bool:
     import torch  # importable: gpu_visible saw it
 
     try:
-        triton.check_fits(m, k, n, torch.device("cuda"))
+        triton.check_fits(m, k, n, torch.device("cuda"), **triton.GEMM_BYTES)
     except MemoryError:
         return False
     return triton.verified(model)

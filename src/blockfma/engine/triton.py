@@ -7,7 +7,7 @@ One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's ste
 from +0, their sum stored into the output format where the model accumulates in a wider one, and C added
 by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
 emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
-Per block, with integer arithmetic only:
+Per block, on the general path (integer arithmetic only):
 
 * A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
   significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits;
@@ -19,6 +19,16 @@ Per block, with integer arithmetic only:
   int64 (below ``2**(F + 2 + log2(L + 1))``), wrapped at ``F + 1 + carry_bits`` bits where the model says;
 * the sum is rounded once into the block's result format, by integer rounding of its significand in the
   output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
+
+The fast path (:func:`fast_constants`, taken wherever it holds the call's operands exactly: every fp16 and
+fp8 input, bf16/tf32 inputs whose products stay within binary32's normal range) computes the same block
+with GPU-sized work: one ``BLOCK_M x BLOCK_N`` register tile per lane of the block, a first pass for the
+largest exponent (``E_a + E_b`` read from the codes), a second for the terms: the binary32 product ``a*b``
+(exact: at most 24 significant bits), scaled by ``2**(F - emax)`` (exact) and converted to int32 (the
+conversion truncates toward zero: that is the cut), summed in int32 (in int64 past ``CHUNK`` terms); C's
+term, the rounding, zero signs and special values as on the general path (the same jitted helpers).
+Where it does not hold (fp32 inputs, normalized product exponents, bf16 subnormals or products beyond
+``[2**(F - 127), 2**128)``) the general path runs.
 
 A late-c block (AMD CDNA3) takes the same integer products and follows :func:`blockfma.engine.array.late_c`:
 products cut per group at F bits below the group's top, groups floored to the dot's unit, C floored at F
@@ -44,7 +54,7 @@ Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"
 (:func:`unsupported_reason`).
 
 The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
-model's parameters are ``tl.constexpr`` (one compilation per model and tile size), the shapes runtime
+model's parameters are ``tl.constexpr`` (one compilation per model, path and launch parameters), the shapes runtime
 arguments (no recompilation per shape).
 On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
 a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
@@ -59,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats, optional
+from ..arguments import ArgumentError, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
@@ -66,7 +77,7 @@ from ..plan import plan
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
-           "free_bytes", "check_fits", "gpu_visible", "trial_inputs", "verified"]
+           "free_bytes", "check_fits", "GEMM_BYTES", "fast_constants", "gpu_visible", "trial_inputs", "verified"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
 FAMILY_CODES = {f: i for i, f in enumerate(STEP_FAMILIES)}  # family_kernel's FAMILY constexpr
@@ -255,14 +266,94 @@ def _step_constants(m: Model, specials: bool) -> dict[str, Any]:
                 OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
 
 
+def _exponents(x: Any) -> tuple[int, int] | None:
+    """(lowest, highest) floor(log2 |x|) over the finite nonzero values of tensor ``x``, None where there are
+    none (every product of x is then zero)."""
+    torch = _torch()
+    v = x.abs()
+    v = v[torch.isfinite(v) & (v > 0)]
+    if v.numel() == 0:
+        return None
+    return int(torch.frexp(v.min()).exponent) - 1, int(torch.frexp(v.max()).exponent) - 1
+
+
+def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
+    """The kernel's fast-path parameters (:mod:`.triton_kernel`, its fast path): FAST where that path holds
+    this model on these operands (torch tensors ``a``, ``b``; None: the formats' whole ranges) bit for bit,
+    CHUNK (lanes an int32 sum of cut terms holds, at most L), SUM64 (a block's sum needs int64) and EZ_LIVE
+    (a zero product's e_zero may be a block's largest exponent while some term is not zero).
+
+    FAST needs: the product exponent ``"max"`` (not ``"normalized"``); significands whose product fits
+    binary32's 24 bits (fp16, bf16, tf32, fp8 inputs, not fp32); 1 <= F <= 28 (a term, at most 2**(F + 2),
+    fits int32) and e_zero <= F + 126; every nonzero finite |a|, |b| a binary32 normal and their products in
+    [2**(F - 127), 2**128) (late-c: below 2**(C_EMAX + 1), where a product would overflow); late-c groups
+    within one int32 sum.  fp16 and fp8 inputs meet the range by their formats; bf16 and tf32 ones are
+    looked at (a bf16 subnormal, or products that far apart, take the general path)."""
+    m = model.arithmetic_model()
+    block = m.block_model()
+    late = block.family is Family.LATE_C
+    F, L = block.fraction_bits, m.block_width
+    assert F is not None and L is not None
+    # the largest |term| (below 2**(F + 2); a floored negative one may reach it) and |C's term| (2**(F + 1))
+    per = (1 << (F + 2)) - (block.alignment is not Alignment.FLOOR) if F <= 28 else 1 << 31
+    chunk = min(max((2**31 - 1) // per, 1), L)
+    sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
+    # a zero C brings e_zero in by itself, a nonzero one an exponent of at least C's emin: zero products' e_zero
+    # counts only above that
+    const = dict(FAST=False, CHUNK=chunk, SUM64=sum64, EZ_LIVE=not late and (block.e_zero or 0) > block.c_format.emin)
+    if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
+            or not 1 <= F <= 28 or (late and (L % block.groups or L // block.groups > chunk))
+            or (not late and (block.e_zero or 0) > F + 126)):
+        return const
+    top = min(block.c_format.emax, 127) - 1 if late else 126  # the largest exponent sum of a product
+    ranges = []
+    for x, fmt in ((a, block.input_format), (b, block.b_format)):
+        lo, hi = int(np.floor(np.log2(fmt.smallest_subnormal))), fmt.emax
+        if x is not None and not (lo >= -126 and 2 * lo >= F - 127 and 2 * hi <= top):
+            r = _exponents(x)
+            if r is None:  # no nonzero finite value: every product is zero
+                return dict(const, FAST=True)
+            lo, hi = r
+        ranges.append((lo, hi))
+    (lo_a, hi_a), (lo_b, hi_b) = ranges
+    fast = min(lo_a, lo_b) >= -126 and lo_a + lo_b >= F - 127 and hi_a + hi_b <= top
+    return dict(const, FAST=fast)
+
+
+def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
+    """The fast path's exponent codes of A (``E_fmt + 127``, or the kernel's NONE for zeros and non-finite
+    values; int32, contiguous), by the kernel module's own rule (its exponent_kernel): read once per value,
+    where the GEMM would decode each value once per column tile."""
+    from . import triton_kernel  # the module _kernel() loaded, in the current mode
+
+    torch = _torch()
+    x = a.contiguous()
+    e = torch.empty(x.shape, dtype=torch.int32, device=x.device)
+    block = 1024
+    triton_kernel.exponent_kernel[(-(-x.numel() // block),)](x, e, x.numel(), EMIN=emin, SPECIALS=specials,
+                                                             BLOCK=block)
+    return e
+
+
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
-                 block_m: int | None = None, block_n: int | None = None) -> Any:
+                 block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
+                 fast: bool | None = None) -> Any:
     """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
     interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
     formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
     of the result format's values; NaN results are float32 NaNs, whose bit pattern the caller writes per
     ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
-    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel)."""
+    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
+    whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
+    the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
+    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 64 x 64 and 8 warps
+    on the fast path on a GPU, else 16 x 16 and 4 warps)."""
+    for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
+        integer(name, v, least=1, most=256, none=True)
+        if v is not None and v & (v - 1):
+            raise ArgumentError(name, v, "must be a power of two", use={name: 1 << (v.bit_length() - 1)})
+    if fast not in (None, True, False):
+        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
     torch = _torch()
     if specials is None:
         specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
@@ -272,20 +363,41 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
-    small = a.device.type == "cpu" or const.get("FAMILY") == FAMILY_CODES[Family.EXACT_FUSED]  # limbs: registers
-    bm = block_m or (16 if small else 32)
-    bn = block_n or (16 if small else 32)
+    if "FAMILY" in const:  # the FMA chain, pairwise, exact-fused: blocks of p.block_width products
+        if fast:
+            raise ArgumentError("fast", True, f"the fast path runs the truncated-fused and late-c families, not "
+                                f"{model.arithmetic_model().family.value}", use={"fast": None})
+        path = {"FAST": False}
+        small = a.device.type == "cpu" or const["FAMILY"] == FAMILY_CODES[Family.EXACT_FUSED]  # limbs: registers
+        bm, bn = block_m or (16 if small else 32), block_n or (16 if small else 32)
+        warps = num_warps or 4
+    else:
+        path = fast_constants(model, a, b) if fast is not False else dict(fast_constants(model), FAST=False)
+        if fast and not path["FAST"]:
+            raise ArgumentError("fast", True, f"the fast path does not hold {model.arithmetic_model().summary()} on "
+                                "these operands exactly (see fast_constants)", use={"fast": None})
+        const.update(path)
+        small = a.device.type == "cpu"
+        # defaults by ptxas's report for sm_90 (bench_gpu.py --ptxas): the fast path at 64 x 64 with 8 warps
+        # (16 values a thread, ~170-250 registers, no spills; 4 warps spill), the general one at 16 x 16 (its
+        # (16, L, 16) int64 products spill kilobytes at 32 x 32); bench_gpu.py's tile sweep times the others
+        fast_tile = path["FAST"] and not small
+        bm = block_m or (64 if fast_tile else 16)
+        bn = block_n or (64 if fast_tile else 16)
+        warps = num_warps or (8 if fast_tile else 4)
     p = plan(model.arithmetic_model(), k)
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
-    if "FAMILY" in const:  # the FMA chain, pairwise, exact-fused: blocks of p.block_width products
+    if "FAMILY" in const:
         _kernel(True)[grid](a, b, c, d, order, m, n, k, p.padded, p.width, p.block_width, a.stride(0),
                             a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), d.stride(0),
-                            d.stride(1), BLOCK_M=bm, BLOCK_N=bn, **const)
+                            d.stride(1), BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
         return d
-    _kernel()[grid](a, b, c, d, order, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
-                    b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), BLOCK_M=bm, BLOCK_N=bn,
-                    **const)
+    kernel = _kernel()  # first: it (re)imports triton_kernel in the current mode, whose exponent_kernel runs next
+    ea = _exponent_codes(a, const["A_EMIN"], specials) if path["FAST"] else a  # (unread on the general path)
+    kernel[grid](a, b, c, d, order, ea, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
+                 b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), ea.stride(0), ea.stride(1),
+                 BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
     return d
 
 
@@ -295,6 +407,10 @@ def free_bytes(device: Any) -> int | None:
     if device.type != "cuda":
         return None
     return int(_torch().cuda.mem_get_info(device)[0])
+
+
+# what gemm holds on the device: A (float32, and its int32 exponent codes on the fast path), B, C and D in float32
+GEMM_BYTES = dict(operand_bytes=8, output_bytes=8, what="A with its exponent codes, B, C and D in float32")
 
 
 def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, output_bytes: int = 8,
@@ -320,7 +436,7 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m:
     torch = _torch()
     constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
-    check_fits(A.shape[0], A.shape[1], Bt.shape[0], dev)
+    check_fits(A.shape[0], A.shape[1], Bt.shape[0], dev, **GEMM_BYTES)
     specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
     a = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
     b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)

@@ -12,8 +12,8 @@ import os
 import triton
 import triton.language as tl
 
-__all__ = ["gemm_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan", "with_specials",
-           "store_output", "add_c"]
+__all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
+           "with_specials", "store_output", "add_c"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -54,13 +54,13 @@ def _min(x, axis):
 
 
 @triton.jit
-def _decode(x, EMIN: tl.constexpr):
-    """(negative, significand int64 (0 for zeros and non-finite), last-place exponent, E_fmt, zero or
-    non-finite, NaN, infinite) of binary32 values."""
+def _decode32(x, EMIN: tl.constexpr):
+    """(negative, significand (0 for zeros and non-finite), last-place exponent, E_fmt, zero or non-finite,
+    NaN, infinite) of binary32 values, the integers as int32."""
     bits = x.to(tl.int32, bitcast=True)
     neg = bits < 0
-    ef = ((bits >> 23) & 0xFF).to(tl.int64)
-    fr = (bits & 0x7FFFFF).to(tl.int64)
+    ef = (bits >> 23) & 0xFF
+    fr = bits & 0x7FFFFF
     nonfinite = ef == 255
     nan = nonfinite & (fr != 0)
     inf = nonfinite & (fr == 0)
@@ -73,15 +73,29 @@ def _decode(x, EMIN: tl.constexpr):
 
 
 @triton.jit
-def _cut(mag, sh, neg, FLOOR: tl.constexpr):
-    """mag * 2**-sh (mag >= 0, int64 < 2**53) cut toward zero, or toward minus infinity for ``neg``
-    terms under FLOOR; a left shift where sh < 0."""
-    right = tl.minimum(tl.maximum(sh, 0), 62)
-    left = tl.minimum(tl.maximum(-sh, 0), 62)
+def _decode(x, EMIN: tl.constexpr):
+    """:func:`_decode32` with the significand and exponents as int64."""
+    neg, mant, lsb, e, zero, nan, inf = _decode32(x, EMIN)
+    return neg, mant.to(tl.int64), lsb.to(tl.int64), e.to(tl.int64), zero, nan, inf
+
+
+@triton.jit
+def _cut_to(mag, sh, neg, FLOOR: tl.constexpr, LIM: tl.constexpr):
+    """mag * 2**-sh (mag >= 0) cut toward zero, or toward minus infinity for ``neg`` terms under FLOOR; a
+    left shift where sh < 0; shifts clamped to LIM (62 for int64 mag < 2**53, 30 for int32 mag < 2**30)."""
+    right = tl.minimum(tl.maximum(sh, 0), LIM)
+    left = tl.minimum(tl.maximum(-sh, 0), LIM)
     t = (mag << left) >> right
     if FLOOR:
         t = tl.where(neg & (sh > 0), (mag + ((1 << right) - 1)) >> right, t)
     return t
+
+
+@triton.jit
+def _cut(mag, sh, neg, FLOOR: tl.constexpr):
+    """mag * 2**-sh (mag >= 0, int64 < 2**53) cut toward zero, or toward minus infinity for ``neg``
+    terms under FLOOR; a left shift where sh < 0."""
+    return _cut_to(mag, sh, neg, FLOOR, 62)
 
 
 @triton.jit
@@ -150,11 +164,17 @@ def _round(mag, unit, neg, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constex
 
 
 @triton.jit
+def _nan_of(nan_a, inf_a, za, nan_b, inf_b, zb):
+    # the products that are NaN (rules.fused_specials), of factors' flags already broadcast to one shape: a NaN
+    # factor, or an infinity times a (finite) 0
+    return nan_a | nan_b | (inf_a & (zb & ~inf_b & ~nan_b)) | ((za & ~inf_a & ~nan_a) & inf_b)
+
+
+@triton.jit
 def _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb):
-    # the (tile, L, tile) products that are NaN (rules.fused_specials): a NaN factor, or an infinity times 0
-    return (nan_a[:, :, None] | nan_b[None, :, :]
-            | (inf_a[:, :, None] & (zb & ~inf_b & ~nan_b)[None, :, :])
-            | ((za & ~inf_a & ~nan_a)[:, :, None] & inf_b[None, :, :]))
+    # the (tile, L, tile) products that are NaN (:func:`_nan_of`)
+    return _nan_of(nan_a[:, :, None], inf_a[:, :, None], za[:, :, None], nan_b[None, :, :], inf_b[None, :, :],
+                   zb[None, :, :])
 
 
 @triton.jit
@@ -166,19 +186,12 @@ def _with_specials(v, plus, nan, pos, ninf):
 
 
 @triton.jit
-def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
-               MODE: tl.constexpr, IEEE_ZERO: tl.constexpr, NEG_ZERO: tl.constexpr):
-    # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0):
-    # the IEEE sign over the products and C (-0 only if every term is a zero of sign -, or, rounding toward
-    # -inf (MODE 4), if any is), else +0; -0 becomes +0 where the format has none.
+def _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE: tl.constexpr, IEEE_ZERO: tl.constexpr,
+               NEG_ZERO: tl.constexpr):
+    # The result where the block's exact sum s is zero (rules.exact_zero): the IEEE sign (-0 only if every
+    # term is a zero (only_zeros) of sign - (all_neg), or, rounding toward -inf (MODE 4), if any is (any_neg)),
+    # else +0; -0 becomes +0 where the format has none.  The flags count C in.
     if IEEE_ZERO and NEG_ZERO:
-        sa = na & ~(nan_a | inf_a)
-        sb = nb & ~(nan_b | inf_b)
-        sc = nc & ~(nan_c | inf_c)
-        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
-        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
-        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
-        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
         if MODE == 4:
             zneg = any_neg | ~only_zeros
         else:
@@ -189,6 +202,40 @@ def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c,
     if not NEG_ZERO:
         v = tl.where(v == 0, plus, v)
     return v
+
+
+@triton.jit
+def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
+               MODE: tl.constexpr, IEEE_ZERO: tl.constexpr, NEG_ZERO: tl.constexpr):
+    # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0),
+    # by :func:`_zero_pick` over the (tile, L, tile) products and C.
+    only_zeros = czero
+    all_neg = czero
+    any_neg = czero
+    if IEEE_ZERO and NEG_ZERO:
+        sa = na & ~(nan_a | inf_a)
+        sb = nb & ~(nan_b | inf_b)
+        sc = nc & ~(nan_c | inf_c)
+        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
+        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
+        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
+        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+    return _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+
+
+@triton.jit
+def _fused_value(s, unit, WRAP: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
+                 MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr):
+    """A truncated-fused block's int64 sum s of cut terms at ``2**unit``, wrapped at WRAP bits where the model
+    has carry bits (keeping its sign, fmod), rounded once into the result format: (value float64, the
+    wrapped sum, +0 float64)."""
+    if WRAP > 0:  # carry bits: the sum wraps, keeping its sign (fmod)
+        ms = tl.where(s < 0, -s, s) & ((1 << WRAP) - 1)
+        s = tl.where(s < 0, -ms, ms)
+    neg = s < 0
+    mag = tl.where(neg, -s, s)
+    v = _round(mag, unit, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    return v, s, (s * 0).to(tl.float64)
 
 
 @triton.jit
@@ -222,16 +269,9 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
     cneg_f = nc & ~zc
     tc = _cut(mc, unit - lc, cneg_f, FLOOR)
     s = s + tl.where(cneg_f, -tc, tc)
-    if WRAP > 0:  # carry bits: the sum wraps, keeping its sign (fmod)
-        ms = tl.where(s < 0, -s, s) & ((1 << WRAP) - 1)
-        s = tl.where(s < 0, -ms, ms)
-    # one rounding of s * 2**unit into the result format
-    neg = s < 0
-    mag = tl.where(neg, -s, s)
-    v = _round(mag, unit, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v, s, plus = _fused_value(s, unit, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
     # (rules.exact_zero: non-finite operands count as +0)
-    plus = (s * 0).to(tl.float64)
     v = _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc,
                    (lane < L)[None, :, None], MODE, IEEE_ZERO, NEG_ZERO)
     # special values (rules.fused_specials, on the operands as given)
@@ -251,6 +291,42 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
 def _shift_floor(x, k):
     """floor(x * 2**k) of signed int64 x (arithmetic shifts; |k| clamped to 62)."""
     return tl.where(k >= 0, x << tl.minimum(tl.maximum(k, 0), 62), x >> tl.minimum(tl.maximum(-k, 0), 62))
+
+
+@triton.jit
+def _late_join(s0, s1, top0, top1):
+    """Two groups' int64 sums (cut at F bits below their tops) floored to the unit of the larger top: (the
+    sum, that top e_dot)."""
+    e_dot = tl.maximum(top0, top1)
+    return _shift_floor(s0, top0 - e_dot) + _shift_floor(s1, top1 - e_dot), e_dot
+
+
+@triton.jit
+def _late_value(s, e_dot, nc, mc, lc, ec, zc, F: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
+                LEADING: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
+                FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
+                OVER_NEG: tl.constexpr):
+    """A late-c block from its products' int64 sum s at the unit 2**(e_dot - F) and C (decoded, int64): C
+    floored at F bits and added at F2 bits below the common exponent (dropped, with two groups, where it lies
+    below the products' unit), the sum cut at F2 bits below its own leading bit (``late_cut="leading"``),
+    one rounding: (value float64, the exact sum, +0 float64, C dropped)."""
+    ecz = tl.where(zc, C_EMIN, ec)
+    big_e = tl.maximum(e_dot, ecz)
+    dropped = (ecz < big_e - F - 1) & (GROUPS > 1)
+    G: tl.constexpr = F2 + LEADING
+    s = _shift_floor(s, e_dot - big_e + G - F)
+    msc = tl.where(dropped, 0, tl.where(nc, -mc, mc))
+    cterm = _shift_floor(msc, lc + F - big_e) << (G - F)
+    total = s + cterm
+    if LEADING:
+        mag0 = tl.where(total < 0, -total, total)
+        lead = _lead(tl.maximum(mag0, 1)) + big_e - G
+        sh = tl.minimum(tl.maximum(tl.maximum(lead, C_EMIN) - F2 - (big_e - G), 0), 62)
+        total = tl.where(total == 0, total, (total >> sh) << sh)
+    neg = total < 0
+    mag = tl.where(neg, -total, total)
+    v = _round(mag, big_e - G, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    return v, total, (total * 0).to(tl.float64), dropped
 
 
 @triton.jit
@@ -282,29 +358,13 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
     else:
         top0 = _max(tl.where(odd, -(1 << 20), ep), axis=1)
         top1 = _max(tl.where(odd, ep, -(1 << 20)), axis=1)
-        e_dot = tl.maximum(top0, top1)
         t0 = _cut(pm, top0[:, None, :] - F - pl, pneg_f, False)
         t1 = _cut(pm, top1[:, None, :] - F - pl, pneg_f, False)
         s0 = _sum(tl.where(odd, 0, tl.where(pneg_f, -t0, t0)), axis=1)
         s1 = _sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
-        s = _shift_floor(s0, top0 - e_dot) + _shift_floor(s1, top1 - e_dot)
-    ecz = tl.where(zc, C_EMIN, ec)
-    big_e = tl.maximum(e_dot, ecz)
-    dropped = (ecz < big_e - F - 1) & (GROUPS > 1)
-    G: tl.constexpr = F2 + LEADING
-    s = _shift_floor(s, e_dot - big_e + G - F)
-    msc = tl.where(dropped, 0, tl.where(nc, -mc, mc))
-    cterm = _shift_floor(msc, lc + F - big_e) << (G - F)
-    total = s + cterm
-    if LEADING:
-        mag0 = tl.where(total < 0, -total, total)
-        lead = _lead(tl.maximum(mag0, 1)) + big_e - G
-        sh = tl.minimum(tl.maximum(tl.maximum(lead, C_EMIN) - F2 - (big_e - G), 0), 62)
-        total = tl.where(total == 0, total, (total >> sh) << sh)
-    neg = total < 0
-    mag = tl.where(neg, -total, total)
-    v = _round(mag, big_e - G, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
-    plus = (total * 0).to(tl.float64)
+        s, e_dot = _late_join(s0, s1, top0, top1)
+    v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, F, F2, GROUPS, LEADING, C_EMIN, P, EMIN,
+                                          FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped,
                    live3, MODE, IEEE_ZERO, NEG_ZERO)
     nan = nan_c
@@ -320,6 +380,226 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
     pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
     ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
     return _with_specials(v, plus, nan, pos, ninf)
+
+
+# ---- the fast path: one (BLOCK_M, BLOCK_N) register tile per lane, float32 products, int32 terms ----------------
+#
+# Taken where the host (blockfma.engine.triton.fast_constants) has shown it exact for the call's operands: the
+# significands multiply within 24 bits (fp16, bf16, tf32, fp8 inputs), every nonzero |a|, |b| is a binary32
+# normal and every nonzero product lies in [2**(F - 127), 2**128).  Then a*b is exact in binary32, the block's
+# scale 2**(F - emax) is a binary32 normal wherever a nonzero product exists (emax is at least that product's
+# exponent), and a*b * 2**(F - emax) is exact and below 2**(F + 2) (|a*b| < 2**(E_a + E_b + 2)): its
+# conversion to int32, which truncates toward zero, IS the cut (a floor for FLOOR; a result that underflowed,
+# of magnitude below 1 anyway, truncates to 0 and floors to -1 for a negative product).  Int32 sums of CHUNK
+# such terms cannot overflow; longer sums and C go on in int64 (SUM64).  Nothing here depends on the GPU
+# flushing subnormals or fusing multiplies: every float32 operation is exact on normal operands.  A zero (or,
+# under SPECIALS, non-finite) factor is no product (NONE); its e_zero enters only where it can matter
+# (EZ_LIVE); C's term, the rounding, zero signs and specials are the general path's helpers.  The passes are
+# loops over lanes (an unrolled block held too many registers: see benchmarks/bench_gpu.py --ptxas).
+
+NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-finite factors): below any real one
+
+
+@triton.jit
+def _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
+          OTHER: tl.constexpr):
+    """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
+    step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
+    columns past M and N repeat the last one: their results are not stored); products past K are the plan's
+    +0 padding (A's value there: OTHER; the first pass reads A's exponents, :func:`exponent_kernel`, with
+    NONE).  The two passes load with different CACHE modifiers, so that the compiler reloads (from L1)
+    rather than holding a whole block's columns and rows in registers from one pass to the next."""
+    if ORDERED:
+        kk = k0 + tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
+    else:
+        kk = k0 + j + l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where k0 + j + l is a Python int
+    live = kk < K
+    a = tl.load(a_rows + kk * sak, mask=live, other=OTHER, cache_modifier=CACHE)
+    b = tl.load(b_cols + kk * sbk, mask=live, other=0.0, cache_modifier=CACHE)
+    return a, b
+
+
+@triton.jit
+def _lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
+    """(E_fmt + 127 of binary32 values the fast path holds (finite nonzero ones are normal: the exponent field,
+    raised to EMIN + 127), NONE for zeros and (SPECIALS) non-finite values (int32); which are those).  Biased:
+    the block subtracts 2 * 127 once from its largest sum, not per lane and value."""
+    ef = (x.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    none = ef == 0
+    if SPECIALS:
+        none = none | (ef == 255)
+    return tl.where(none, NONE, tl.maximum(ef, EMIN + 127)), none
+
+
+@triton.jit
+def exponent_kernel(x_ptr, e_ptr, n, EMIN: tl.constexpr, SPECIALS: tl.constexpr, BLOCK: tl.constexpr):
+    """e = :func:`_lane_exp` of n contiguous binary32 values x (int32): the fast path's first pass reads A's
+    exponents from here, once per value, rather than decoding them once per value and column of a tile."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + i, mask=i < n, other=0.0)
+    e, none = _lane_exp(x, EMIN, SPECIALS)
+    tl.store(e_ptr + i, e, mask=i < n)
+
+
+@triton.jit
+def _scale(e):
+    """2.0**e as float32 (int32 e clamped to [-126, 127]: only reached where every product is zero)."""
+    return ((tl.minimum(tl.maximum(e, -126), 127) + 127) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _term(p, scale, FLOOR: tl.constexpr):
+    """The cut int32 terms of exact float32 products p (BLOCK_M, BLOCK_N) at the unit 1/scale: p * scale
+    truncated toward zero by the conversion, or floored (FLOOR)."""
+    x = p * scale
+    if FLOOR:
+        t = tl.floor(x).to(tl.int32)
+        t = tl.where((p < 0) & (t == 0), -1, t)  # a negative product whose scaled value underflowed
+    else:
+        t = x.to(tl.int32)
+    return t
+
+
+@triton.jit
+def _lane_specials(a, b, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, nan, pos, ninf):
+    """One lane's products folded into the special flags of :func:`_with_specials` (rules.fused_specials),
+    and a, b with their non-finite values as +0 (the finite-replaced operands, rules.exact_zero)."""
+    na, ma, la, ea, za, nan_a, inf_a = _decode32(a, A_EMIN)
+    nb, mb, lb, eb, zb, nan_b, inf_b = _decode32(b, B_EMIN)
+    pn = _nan_of(nan_a[:, None], inf_a[:, None], za[:, None], nan_b[None, :], inf_b[None, :], zb[None, :])
+    pi = (inf_a[:, None] | inf_b[None, :]) & ~pn
+    pg = na[:, None] ^ nb[None, :]
+    return tl.where(za, 0.0, a), tl.where(zb, 0.0, b), nan | pn, pos | (pi & ~pg), ninf | (pi & pg)
+
+
+@triton.jit
+def _zero_flags(bits_or, bits_and, czero, sc):
+    """The flags of :func:`_zero_pick` from the OR and the AND of the bit patterns of a block's exact float32
+    products of finite-replaced operands (their sign bits are the IEEE signs, zeros included): every
+    product a zero (and C, ``czero``), every one of sign - (and C's, ``sc``), any of sign -."""
+    return czero & ((bits_or & 0x7FFFFFFF) == 0), (bits_and < 0) & sc, (bits_or < 0) | sc
+
+
+@triton.jit
+def _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, d,
+                L: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
+                A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr,
+                EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
+                OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr,
+                SPECIALS: tl.constexpr, ORDERED: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr,
+                EZ_LIVE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """:func:`_block` on the fast path (see above): two passes over the block's L lanes (loops, not unrolled:
+    an unrolled block holds too many registers), the first for its largest exponent, the second for the cut
+    terms; C's term, the sum's rounding, zero signs and special values as there."""
+    ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
+    top = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
+    zrow = tl.full([BLOCK_M], 0, tl.int1)  # which rows of A / columns of B hold a zero factor in the block:
+    zcol = tl.full([BLOCK_N], 0, tl.int1)  # a zero product there
+    for l in range(L):
+        ea, b = _lane(ea_rows, b_cols, order_ptr, k0, j, l, K, seak, sbk, ORDERED, "", NONE)
+        eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
+        top = tl.maximum(top, ea[:, None] + eb[None, :])
+        if EZ_LIVE:
+            zrow = zrow | (ea == NONE)
+            zcol = zcol | zb
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
+    emax = tl.maximum(top - 254, tl.where(zc, EZ, ec))
+    if EZ_LIVE:  # a zero product's e_zero may be the largest exponent where some term is not zero
+        emax = tl.maximum(emax, tl.where(zrow[:, None] | zcol[None, :], EZ, NONE))
+    scale = _scale(F - emax)
+    nan = zc & ~zc  # the products' special flags (C's are decoded again after the loop: fewer live registers)
+    pos = nan
+    ninf = nan
+    bits_or = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
+    s32 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    s64 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int64)
+    for c in range(0, L, CHUNK):  # int32 sums of at most CHUNK (<= L) terms, carried on in int64 between them
+        if CHUNK < L:
+            s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
+            s32 = s32 * 0
+        for l in range(c, min(c + CHUNK, L)):
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, ".ca", 0.0)
+            if SPECIALS:
+                a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+            p = a[:, None] * b[None, :]
+            if ZEROS:
+                bits_or = bits_or | p.to(tl.int32, bitcast=True)
+                bits_and = bits_and & p.to(tl.int32, bitcast=True)
+            s32 = s32 + _term(p, scale, FLOOR)
+    unit = emax - F
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
+    cneg_f = nc & ~zc
+    tc = _cut_to(mc, unit - lc, cneg_f, FLOOR, 30)
+    tc = tl.where(cneg_f, -tc, tc)
+    if SUM64:
+        s = s64 + s32.to(tl.int64) + tc.to(tl.int64)
+    else:
+        s = (s32 + tc).to(tl.int64)
+    v, s, plus = _fused_value(s, unit.to(tl.int64), WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc, nc & ~(nan_c | inf_c))
+    v = _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+    return _with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
+
+
+@triton.jit
+def _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, d,
+                     L: tl.constexpr, F: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
+                     LEADING: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr,
+                     P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+                     SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
+                     NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
+                     ORDERED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """:func:`_late_block` on the fast path (see above; the host also keeps every product below
+    2**(C_EMAX + 1), so none overflows): per group (even and odd lanes where GROUPS is 2) its top exponent,
+    then its terms cut at F bits below it, summed in int32 (the host checks a group's lanes fit, and that
+    GROUPS divides L); C and the rest as there."""
+    ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
+    top0 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
+    top1 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
+    for l in range(0, L, GROUPS):  # lane l + g in group g
+        for g in tl.static_range(GROUPS):
+            ea, b = _lane(ea_rows, b_cols, order_ptr, k0, j, l + g, K, seak, sbk, ORDERED, "", NONE)
+            eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
+            if g == 1:
+                top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
+            else:
+                top0 = tl.maximum(top0, ea[:, None] + eb[None, :])
+    top0 = top0 - 254
+    top1 = top1 - 254
+    scale0 = _scale(F - top0)
+    scale1 = _scale(F - top1)
+    nan = top0 != top0  # the products' special flags
+    pos = nan
+    ninf = nan
+    bits_or = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
+    s0 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    s1 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    for l in range(0, L, GROUPS):
+        for g in tl.static_range(GROUPS):
+            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, ".ca", 0.0)
+            if SPECIALS:
+                a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+            p = a[:, None] * b[None, :]
+            if ZEROS:
+                bits_or = bits_or | p.to(tl.int32, bitcast=True)
+                bits_and = bits_and & p.to(tl.int32, bitcast=True)
+            if g == 1:
+                s1 = s1 + _term(p, scale1, False)
+            else:
+                s0 = s0 + _term(p, scale0, False)
+    if GROUPS == 1:
+        s = s0.to(tl.int64)
+        e_dot = top0.to(tl.int64)
+    else:
+        s, e_dot = _late_join(s0.to(tl.int64), s1.to(tl.int64), top0.to(tl.int64), top1.to(tl.int64))
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
+    v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, F, F2, GROUPS, LEADING, C_EMIN, P, EMIN,
+                                          FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc | dropped, nc & ~(nan_c | inf_c))
+    v = _zero_pick(v, total, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+    return _with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
 
 
 @triton.jit
@@ -369,7 +649,8 @@ def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNOR
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "KP", "W"])  # one compilation per model, not per shape
-def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
+def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
+                seam, seak,
                 L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr,
                 WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr,
                 C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
@@ -379,11 +660,15 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
                 OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr, OUT_SUBNORMALS: tl.constexpr,
                 OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr,
                 GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr,
+                FAST: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr, EZ_LIVE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in
     blocks of L; C fused into every block (C_FUSED: W = L), or the step's blocks chained from +0, stored
     into the output format (STORE) and C added by one IEEE addition.  ORDERED: the step's products enter
-    its blocks in the order of order_ptr (W indices)."""
+    its blocks in the order of order_ptr (W indices).  FAST: each block by :func:`_fast_block` or
+    :func:`_fast_late_block` (int32 sums of CHUNK terms, carried on in int64 where SUM64; EZ_LIVE: e_zero
+    may be a block's largest exponent while some term is not zero), else by
+    :func:`_block` or :func:`_late_block` on (BLOCK_M, LP, BLOCK_N) int64 products."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -391,27 +676,41 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, sam, sak,
     lane = tl.arange(0, LP)
     out_mask = (rm[:, None] < M) & (rn[None, :] < N)
     d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
+    a_rows = a_ptr + tl.minimum(rm, M - 1) * sam  # the fast path's rows of A and columns of B (see _lane)
+    b_cols = b_ptr + tl.minimum(rn, N - 1) * sbn
+    ea_rows = ea_ptr + tl.minimum(rm, M - 1) * seam  # A's exponents (exponent_kernel), on the fast path
     for k0 in range(0, KP, W):
         if C_FUSED:
             acc = d
         else:
             acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
         for j in range(0, W, L):
-            if ORDERED:
-                kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
+            if FAST and LATE:
+                acc = _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F,
+                                       F2, GROUPS, LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
+                                       OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
+            elif FAST:
+                acc = _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F, EZ, FLOOR,
+                                  WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                                  NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
             else:
-                kk = k0 + j + lane
-            live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
-            a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :],
-                        other=0.0)
-            b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N),
-                        other=0.0)
-            if LATE:
-                acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN, C_EMIN,
-                                  P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
-            else:
-                acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN, P,
-                             EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
+                if ORDERED:
+                    kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
+                else:
+                    kk = k0 + j + lane
+                live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
+                a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak,
+                            mask=(rm[:, None] < M) & live[None, :], other=0.0)
+                b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
+                            mask=live[:, None] & (rn[None, :] < N), other=0.0)
+                if LATE:
+                    acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN,
+                                      C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
+                                      IEEE_ZERO, SPECIALS)
+                else:
+                    acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN,
+                                 P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO,
+                                 SPECIALS)
         if C_FUSED:
             if STORE:
                 acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
