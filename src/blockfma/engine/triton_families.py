@@ -116,16 +116,7 @@ def _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, P: tl.constexpr,
     formats without -0 give +0."""
     v = tk.round_value(mag, unit, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     plus = (mag * 0).to(tl.float64)
-    if IEEE_ZERO and NEG_ZERO:
-        if MODE == 4:
-            zneg = any_neg | ~only_zeros
-        else:
-            zneg = only_zeros & all_neg
-        v = tl.where(zero, tl.where(zneg, -plus, plus), v)
-    else:
-        v = tl.where(zero, plus, v)
-    if not NEG_ZERO:
-        v = tl.where(v == 0, plus, v)
+    v = tk.zero_pick(v, tl.where(zero, 0, 1), plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
     return v, plus
 
 

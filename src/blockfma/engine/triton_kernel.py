@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 __all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
-           "with_specials", "store_output", "add_c"]
+           "with_specials", "store_output", "add_c", "zero_pick"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -725,4 +725,4 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, s
 # Public names of the jitted helpers that the kernel of the other families (triton_families) shares; its
 # jitted code reaches them as attributes of this module (Triton resolves module attributes at compile time).
 decode, cut, lead, round_value, product_nan, with_specials = _decode, _cut, _lead, _round, _product_nan, _with_specials
-store_output, add_c = _store, _add_c
+store_output, add_c, zero_pick = _store, _add_c, _zero_pick
