@@ -30,11 +30,9 @@ session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  `
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import json
 import os
-import platform
 import sys
 import time
 
@@ -44,6 +42,8 @@ import blockfma as bf
 from blockfma import optional
 from blockfma.engine import gpu
 from blockfma.files import results_option, write_text
+from blockfma.provenance import provenance
+from blockfma.timing import best_time, synchronizer
 
 CASES = [  # (device, input format, output format)
     ("H100", "fp16", "fp32"),
@@ -174,33 +174,10 @@ def ptxas_report(tiles, show) -> list[dict]:
     return rows
 
 
-def _sync(torch, dev) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def best_time(fn, repeat: int, sync) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        sync()
-        t = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def metadata(torch, dev) -> dict:
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "blockfma": bf.__version__, "torch": torch.__version__, "numpy": np.__version__,
-            "python": platform.python_version(), "host": platform.node(), "cpus": os.cpu_count(),
-            "torch_compile": gpu.COMPILE.get(dev.type, False)}
-    if dev.type == "cuda":
-        props = torch.cuda.get_device_properties(dev)
-        meta.update({"gpu": props.name, "compute_capability": f"{props.major}.{props.minor}",
-                     "multiprocessors": props.multi_processor_count, "memory_gib": props.total_memory / 2**30,
-                     "cuda": torch.version.cuda})
-    return meta
+    """The run's provenance (blockfma.provenance: date, versions, commit, host, the torch device's facts) and
+    whether the GPU engine compiles its steps with torch.compile on this device."""
+    return {**provenance(dev), "torch_compile": gpu.COMPILE.get(dev.type, False)}
 
 
 def _triton(args, dev):
@@ -309,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
     show(header)
     show("-" * len(header))
-    sync = lambda: _sync(torch, dev)  # noqa: E731
+    sync = synchronizer(torch, dev)
     for n in sizes:
         macs = n**3
         a32 = torch.randn(n, n, device=dev)
