@@ -122,8 +122,8 @@ def get(name: Any) -> Reproduction:
             if r.name == name.strip().lower():
                 return r
     close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.3) if isinstance(name, str) else []
-    raise ArgumentError("name", name, "is no reproduction", use={"name": close[0]} if close else None,
-                        fix="blockfma reproduce --list names them all")
+    raise ArgumentError("name", name, "is no reproduction",
+                        fix=(f"did you mean {close[0]}? " if close else "") + "blockfma reproduce --list names them all")
 
 
 def load(entry: Reproduction) -> Callable[..., Result]:
