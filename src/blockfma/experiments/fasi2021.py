@@ -31,7 +31,7 @@ def _section(source: str) -> str:
     return "other"
 
 
-def _show(x: float, fmt: str) -> str:
+def _show(x: float) -> str:
     """An output as exact hex (the bits decide)."""
     from ..literals import hex_float
 
@@ -64,10 +64,10 @@ def table_2(*, scale: str = "ci", progress: Any = None) -> Result:
             else:
                 d = dot(np.array(case.a), np.array(case.b), case.c, model=model)
                 ours_bits = int(_formats.encode(fout, np.float64(d)))
-                ours = _show(d, case.output_format)
+                ours = _show(d)
             if dev in case.expected:
                 want_bits = seeds.expected_bits(case, dev)
-                paper = _show(float(_formats.decode(fout, want_bits)), case.output_format)
+                paper = _show(float(_formats.decode(fout, want_bits)))
                 agrees = ours_bits == want_bits
                 why = "" if agrees else (f"the {dev} preset has no {case.input_format}->{case.output_format} model"
                                          if model is None else "")

@@ -209,7 +209,9 @@ def write(result: Result, out_dir: str | os.PathLike[str], *, note: Callable[[st
           ) -> list[Path]:
     """Write ``result`` into the folder ``out_dir`` (made if missing): ``NAME.csv`` (the rows), ``NAME.json``
     (the Result and :func:`provenance`) and, where the Result has a figure, ``NAME.png``.  Without matplotlib
-    the PNG is skipped and ``note`` (if given) receives one line saying so.  Returns the paths written."""
+    the PNG is skipped and ``note`` (if given) receives one line saying so.  The Result's figure function is
+    given a fresh Figure: it may draw on it (and return None) or return a Figure of its own (the
+    :mod:`blockfma.plot` functions make theirs), which is the one saved.  Returns the paths written."""
     from ..files import folder, write_json, write_text
     from ..optional import available, hint
 
