@@ -255,11 +255,30 @@ def unexplained(result: Result) -> list[Any]:
     return [c for c in result.differences if not c.why]
 
 
-def text(result: Result, columns: Sequence[str] | None = None, *, max_rows: int = 12,
+def _paired(columns: list[str], rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """For display: each pair of columns "X (paper)" and "X (ours)" as one column X, reading "v" where
+    both are v and "paper / ours" where they differ."""
+    pairs = [c[:-8] for c in columns if c.endswith(" (paper)") and f"{c[:-8]} (ours)" in columns]
+    if not pairs:
+        return columns, rows
+    cols = [c for c in columns if not any(c in (f"{p} (paper)", f"{p} (ours)") for p in pairs)]
+    at = min(columns.index(f"{p} (paper)") for p in pairs)
+    cols[at:at] = pairs
+    out = []
+    for r in rows:
+        row = {k: v for k, v in r.items()}
+        for p in pairs:
+            a, b = r.get(f"{p} (paper)"), r.get(f"{p} (ours)")
+            row[p] = a if a == b else f"{a} / {b}"
+        out.append(row)
+    return cols, out
+
+
+def text(result: Result, columns: Sequence[str] | None = None, *, max_rows: int = 16,
          max_comparisons: int = 16) -> str:
     """The short table ``blockfma reproduce NAME`` prints: the verdict, the comparisons (every difference with
-    its why, then agreeing ones up to ``max_comparisons``), the first ``max_rows`` rows (first nine columns)
-    and the notes."""
+    its why, then agreeing ones up to ``max_comparisons``), the first ``max_rows`` rows (first nine columns;
+    a paper/ours pair of columns as one, "paper / ours" where they differ) and the notes."""
     import textwrap
 
     from ..report import table
@@ -278,11 +297,13 @@ def text(result: Result, columns: Sequence[str] | None = None, *, max_rows: int 
         for c in [c for c in result.comparisons if c.why]:
             out += textwrap.wrap(f"{c.what}: {c.why}", 110, initial_indent="* ", subsequent_indent="  ")
         out.append("")
-    cols = list(columns or result.columns[:9])
-    shown = list(result.rows[:max_rows])
+    cols, shown = _paired(list(columns or result.columns), list(result.rows[:max_rows]))
+    cols = cols[:9]
     if shown:
+        paired = any(f"{c} (paper)" in result.columns for c in cols)
         out.append(f"{result.title}: {len(result.rows)} rows" + (f" (the first {max_rows}; all in the CSV and JSON)"
-                                                                 if len(result.rows) > max_rows else ""))
+                                                                 if len(result.rows) > max_rows else "")
+                   + ("; a cell 'paper / ours' where they differ" if paired else ""))
         out += [table(shown, cols), ""]
     for n in result.notes:
         out += textwrap.wrap(n, 110, initial_indent="Note: ", subsequent_indent="  ")
