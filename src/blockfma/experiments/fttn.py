@@ -183,6 +183,21 @@ def _feature_readings(device: str, inp: str, k: int = 32) -> dict[str, Any]:
     return got
 
 
+def _inferred(device: str, inp: str) -> dict[str, Any]:
+    """``blockfma.probe`` of ``sim:DEVICE`` with no presets among its candidates (``priors="none"``): whether
+    a Model verified, and its L, F and output rounding (tens of seconds a row; scale "paper" only)."""
+    from ..probes import probe
+
+    out_fmt = "fp64" if inp == "fp64" else "fp32"
+    try:
+        f = probe(f"sim:{device}", inp, out_fmt, verify=2000, priors="none", progress=False)
+    except ValueError as exc:
+        return {"probe": f"not run: {exc}"}
+    r = f.row()
+    return {"probe verified": r["verified"], "probe L": r.get("L"), "probe F": r.get("F"),
+            "probe rounding": r.get("output_rounding"), "probe seconds": round(f.seconds, 1)}
+
+
 def _width(counts: list[float]) -> int | None:
     """Block width from the order test's counts (M at 0, -M at j, unit terms elsewhere): the u's of a block
     that holds M or -M are lost, so the count stays at its first value while j is in the first block; a chain
@@ -221,6 +236,8 @@ def table_4(*, scale: str = "ci", progress: Any = None) -> Any:
             progress(f"fttn-table4: {dev} {inp} ({n} of {len(TABLE_IV)})")
         ours = _feature_readings(dev, inp)
         row: dict[str, Any] = {"inputs": inp, "GPU": dev}
+        if scale == "paper":  # the whole probe suite too: a Model inferred from outputs alone, verified
+            row.update(_inferred(dev, inp))
         for col, want in zip(TABLE_IV_COLUMNS, paper):
             got = ours[col]
             if isinstance(want, bool):
@@ -241,7 +258,9 @@ def table_4(*, scale: str = "ci", progress: Any = None) -> Any:
     notes = (
         "Ours: the probes' feature tests (blockfma.probes.features: subnormals, precision, order) and FTTN's "
         "T_rnd_dir idea with one product, sent to sim:GPU as a black box at k = 32; the presets' parameters are "
-        "not read. 'exact' extra bits: every bit of the block kept (an exact sum, one rounding).",
+        "not read. 'exact' extra bits: every bit of the block kept (an exact sum, one rounding). At scale paper "
+        "each row also runs the whole probe suite (blockfma.probe, no presets among the candidates): the 'probe' "
+        "columns give the Model it inferred and verified from the outputs alone.",
         "Table IV's 'order within one FMA unit is controllable' column is not compared (the paper's 'no' for every "
         "unit is what a symmetric exact block sum gives).",
         "MI250X's fp16/bf16 'subnormals not handled' is the preset's flush to zero (AMD's note); A100 bf16 output "
