@@ -233,3 +233,15 @@ def test_missing_module_skips_in_all(capsys, monkeypatch):
     assert code == 0 and "gone: skipped" in out
     code, _, err = _run(capsys, "reproduce", "gone")
     assert code == 2 and "not in this installation" in err
+
+
+@pytest.mark.slow
+def test_fttn_table4_paper_scale_probes_every_row():
+    """At scale paper every Table IV row is also probed as a black box (about three minutes): each infers and
+    verifies a Model whose width is the feature reading's (MI250X fp16, which the order test cannot read: the
+    pairwise unit's 4)."""
+    res = rp.run("fttn-table4", "paper", progress=False)
+    assert len(res.rows) == 15 and all(r["probe verified"] for r in res.rows)
+    for r in res.rows:
+        width = r["FMA width (ours)"]
+        assert str(r["probe L"]) == width or (r["GPU"], r["inputs"]) in {("MI250X", "fp16"), ("MI250X", "bf16")}

@@ -244,7 +244,9 @@ def verdict(result: Result) -> str:
     unexplained = [c for c in diff if not c.why]
     if not n:
         return f"{result.name}: nothing to compare with the paper ({len(result.rows)} rows; see the notes)"
-    text = f"{result.name}: {n - len(diff)} of {n} of the paper's values agree"
+    own = any(r.name == result.name and r.authors == _OWN[0] for r in REPRODUCTIONS)
+    whose = "reference values (bounds, recorded GPU bits)" if own else "paper's values"
+    text = f"{result.name}: {n - len(diff)} of {n} of the {whose} agree"
     if diff:
         text += f"; {len(diff) - len(unexplained)} of {len(diff)} differences explained"
     return text
