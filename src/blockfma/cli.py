@@ -17,6 +17,8 @@
     blockfma multiword METHOD [--device DEV] [--n 1024] [--dist uniform01|uniform-half]
                                               accurate GEMM from low-precision units: the error table
     blockfma multiword --compare [...]        every method on its unit (fp16 on V100, bf16/tf32 on A100)
+    blockfma reproduce NAME|--list|--all [--out DIR] [--scale ci|paper]
+                                              a seed paper's table or figure, the paper's values beside ours
 
 Every command also takes ``--json [FILE|-]``, and the long ones (report, probe, smt worst and query,
 multiword) ``--progress``/``--quiet``.
@@ -634,6 +636,64 @@ def cmd_multiword(args: argparse.Namespace) -> Answer:
     return Answer(head + _report.table([cell(r) for r in rows], cols), {"parameters": params, "rows": rows})
 
 
+# --- reproduce ---------------------------------------------------------------------------------------------
+def cmd_reproduce(args: argparse.Namespace) -> Answer:
+    """``blockfma reproduce NAME|--list|--all``: exit 0 when every difference from the paper is explained, 1
+    when one is not, 2 for bad usage; with --all each finished reproduction's files are written at once, so
+    an interrupted run (130) keeps them."""
+    import time
+
+    from .experiments import reproduce as rp
+    from .experiments.result import check_scale
+
+    chosen = [x for x, on in (("NAME", args.name is not None), ("--list", args.list), ("--all", args.all)) if on]
+    if len(chosen) != 1:
+        raise _Usage("name one reproduction (NAME), or pass --list or --all" if not chosen else
+                     f"pass one of NAME, --list and --all, not {' and '.join(chosen)}")
+    if args.list:
+        rows = [{"name": r.name, "seed": r.seed, "table/figure": r.what, "seconds": r.seconds,
+                 "ci": "yes" if r.ci else "slow", "function": r.function} for r in rp.reproductions()]
+        text = _report.table(rows, ["name", "seed", "table/figure", "seconds", "ci"])
+        return Answer(text + "\n\nseconds: at --scale ci on two cores. Run one: blockfma reproduce NAME "
+                      "[--out DIR] [--scale ci|paper]", rows)
+    scale = check_scale(args.scale)
+    entries = rp.reproductions() if args.all else [rp.get(args.name)]
+    out = files.folder(args.out, create=True, name="out") if args.out is not None else None
+    if out is not None:  # every file of the run checked before the first one runs
+        for e in entries:
+            rp.files_for(e.name, out)
+    say = _progress.reporter(args.progress)
+    done: list[dict[str, Any]] = []
+    texts: list[str] = []
+    status = 0
+    for i, e in enumerate(entries, 1):
+        if say and args.all:
+            say(f"[{i}/{len(entries)}] {e.name}: {e.seed}, {e.what} (about {e.seconds:g} s at ci) ...")
+        t0 = time.perf_counter()
+        try:
+            res = rp.run(e, scale, progress=say or False)
+        except rp.Missing as exc:
+            if not args.all:
+                raise _Usage(str(exc)) from None
+            done.append({"name": e.name, "skipped": str(exc)})
+            texts.append(f"{e.name}: skipped ({exc})")
+            continue
+        secs = time.perf_counter() - t0
+        bad = rp.unexplained(res)
+        status = max(status, 1 if bad else 0)
+        written = [str(p) for p in rp.write(res, out, note=_progress.stderr)] if out is not None else []
+        doc = {**res.to_dict(), "seconds": round(secs, 2), "verdict": rp.verdict(res), "unexplained": len(bad),
+               "files": written, "provenance": rp.provenance()}
+        done.append(doc)
+        if args.all:
+            texts.append(f"{rp.verdict(res)} ({secs:.1f} s)" + (f"; {len(bad)} UNEXPLAINED" if bad else ""))
+            if args.json not in (None, files.STDOUT):  # an interrupted --all keeps what finished
+                files.write_json(args.json, done)
+        else:
+            texts.append(rp.text(res) + "".join(f"\nwrote {p}" for p in written))
+    return Answer("\n".join(texts), done if args.all else done[0], status)
+
+
 # --- parser ----------------------------------------------------------------------------------------------
 def _operand_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", default="fp16", help="input format of a and b (default fp16)")
@@ -807,6 +867,21 @@ def build_parser() -> argparse.ArgumentParser:
     _progress_options(p)
     _json_option(p)
     p.set_defaults(func=cmd_multiword, spelling={"method": "METHOD"})
+
+    p = sub.add_parser("reproduce", help="reproduce a table or figure of the seed papers (--list names them)",
+                       epilog="Example: blockfma reproduce fttn-table4 --out results. Exit status 0 when every "
+                              "difference from the paper is explained, 1 when one is not, 2 for bad usage, 130 "
+                              "interrupted (--all keeps the files of what finished).")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a reproduction (blockfma reproduce --list)")
+    p.add_argument("--list", action="store_true", help="every reproduction with its seed, table/figure, seconds")
+    p.add_argument("--all", action="store_true", help="run every reproduction, a progress line each")
+    p.add_argument("--out", metavar="DIR", help="write NAME.csv, NAME.json (with provenance) and NAME.png into DIR "
+                                                "(made if missing; checked before the work)")
+    p.add_argument("--scale", default="ci", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
+                                                                   "paper (the paper's sizes where practical)")
+    _json_option(p)
+    _progress_options(p)
+    p.set_defaults(func=cmd_reproduce, spelling={"name": "NAME", "scale": "--scale", "out": "--out"})
     return parser
 
 
