@@ -131,7 +131,7 @@ def test_cli_one_with_out(capsys, tmp_path):
     header = (res / "fasi2023-fig4.5.csv").read_text().splitlines()[0].split(",")
     assert header[:3] == ["figure", "panel", "series"]
     doc = json.loads((res / "fasi2023-fig4.5.json").read_text())
-    assert set(doc["provenance"]) >= {"blockfma", "numpy", "python", "date", "git_commit"}
+    assert set(doc["provenance"]) >= {"blockfma", "numpy", "python", "date", "commit", "host"}
     assert doc["compared"] == 2 and doc["rows"]
     pytest.importorskip("matplotlib")
     assert (res / "fasi2023-fig4.5.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

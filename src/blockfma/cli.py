@@ -491,7 +491,6 @@ def _smt_pair(args: argparse.Namespace, ma: Model, mb: Model) -> Answer:
 
 def cmd_smt(args: argparse.Namespace) -> Answer:
     """``blockfma smt diff|prove|worst|list|query``: exit statuses in :data:`SMT_EXIT`."""
-    from . import smt
     from .smt import queries
 
     try:
@@ -645,6 +644,7 @@ def cmd_reproduce(args: argparse.Namespace) -> Answer:
 
     from .experiments import reproduce as rp
     from .experiments.result import check_scale
+    from .provenance import provenance
 
     chosen = [x for x, on in (("NAME", args.name is not None), ("--list", args.list), ("--all", args.all)) if on]
     if len(chosen) != 1:
@@ -683,7 +683,7 @@ def cmd_reproduce(args: argparse.Namespace) -> Answer:
         status = max(status, 1 if bad else 0)
         written = [str(p) for p in rp.write(res, out, note=_progress.stderr)] if out is not None else []
         doc = {**res.to_dict(), "seconds": round(secs, 2), "verdict": rp.verdict(res), "unexplained": len(bad),
-               "files": written, "provenance": rp.provenance()}
+               "files": written, "provenance": provenance()}
         done.append(doc)
         if args.all:
             texts.append(f"{rp.verdict(res)} ({secs:.1f} s)" + (f"; {len(bad)} UNEXPLAINED" if bad else ""))

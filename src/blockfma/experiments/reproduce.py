@@ -18,20 +18,18 @@ figure, where the Result has one and matplotlib is installed), each written atom
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import difflib
 import importlib
 import io
 import math
 import os
-import platform
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..arguments import ArgumentError
+from ..provenance import provenance
 from .result import Result, check_scale
 
 __all__ = ["Reproduction", "REPRODUCTIONS", "reproductions", "get", "load", "run", "write", "provenance",
@@ -151,29 +149,6 @@ def run(name: str | Reproduction, scale: str = "ci", progress: Any = None) -> Re
 
 
 # --- writing ---------------------------------------------------------------------------------------------
-def _git_commit() -> str | None:
-    """The commit of the git checkout this package runs from, or None (no git, not a checkout)."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def provenance() -> dict[str, Any]:
-    """Where and with what a result was made: blockfma, numpy, Python, the date (UTC), the machine and the git
-    commit (None outside a checkout)."""
-    import numpy
-
-    from ..version import __version__
-
-    return {"blockfma": __version__, "numpy": numpy.__version__, "python": platform.python_version(),
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.platform(), "git_commit": _git_commit()}
-
-
 def files_for(name: str, out_dir: str | os.PathLike[str], *, figure: bool = True) -> list[Path]:
     """The files :func:`write` makes for reproduction ``name`` in ``out_dir`` (CSV, JSON and, with
     ``figure``, PNG), each checked now (:func:`blockfma.files.destination`), so a bad folder fails first."""
