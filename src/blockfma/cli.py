@@ -295,13 +295,15 @@ def cmd_report(args: argparse.Namespace) -> Answer:
     secs = _report.sections(devs, inputs, not args.no_probes, progress=args.progress,
                             smt_timeout=None if args.smt_timeout == 0 else args.smt_timeout)
     data = _report.as_json(secs, _report.provenance())
-    then = None
-    if args.html is not None:
-        from . import report_html
+    return Answer(_report.as_text(secs).rstrip("\n"), data,
+                  then=None if args.html is None else lambda: _write_html(args.html, data))
 
-        def then() -> None:
-            report_html.write(args.html, data)
-    return Answer(_report.as_text(secs).rstrip("\n"), data, then=then)
+
+def _write_html(path: str, data: dict[str, Any]) -> None:
+    """The report's page (--html FILE), after the text is printed; atomically, like every results file."""
+    from . import report_html
+
+    report_html.write(path, data)
 
 
 def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | None]]:

@@ -24,8 +24,10 @@ from typing import Any
 
 from . import files
 
-__all__ = ["html", "write", "figure_html", "HEATMAP_PAIRS"]
+__all__ = ["html", "write", "figure_html", "HEATMAP_PAIRS", "LONG"]
 
+LONG = 40
+"""Tables longer than this many rows are folded (one click opens them); their figure stays in view."""
 HEATMAP_PAIRS = ("fp16->fp32", "bf16->fp32", "tf32->fp32", "e4m3fn->fp32")
 """The format pairs the feature heat-map shows (every pair is in the feature table)."""
 
@@ -130,7 +132,10 @@ def _section(key: str, s: dict[str, Any], figs: dict[str, str]) -> str:
     elif s.get("intro"):
         parts.append(f"<p>{_e(s['intro'])}</p>")
     parts.append(figs.get(key, ""))
-    parts.append(_table(s["rows"], s["columns"]))
+    table = _table(s["rows"], s["columns"])
+    if len(s["rows"]) > LONG:
+        table = f"<details><summary>The table: {len(s['rows'])} rows</summary>{table}</details>"
+    parts.append(table)
     if key == "discriminate":
         for r in s["rows"]:
             if "a" in r:
