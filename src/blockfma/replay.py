@@ -34,7 +34,8 @@ import numpy as np
 from . import formats as _formats
 
 __all__ = ["Replay", "REPO", "HARDWARE", "GOLDEN_DEFAULT", "golden_root", "golden_missing", "golden", "records",
-           "probe_records", "replay_all", "EXAMPLES"]
+           "probe_records", "replay_all", "EXAMPLES", "golden_sets", "golden_set", "record_files", "record_paths",
+           "record_path", "record_preset", "nan_codes", "probe_preset", "probe_path", "PROBE_RECORDS"]
 
 REPO = Path(__file__).resolve().parents[2]
 """The checkout this module runs from (src/blockfma/replay.py -> the repository)."""
@@ -190,8 +191,10 @@ def golden(root: Path | None = None, devices: Iterable[str] | None = None) -> li
 
 
 # --- the project's records (data/hardware/*.json) ------------------------------------------------------------
-def _nan_inputs(folder: Path) -> dict[tuple[str, str], dict[tuple, tuple[list[str], list[str]]]]:
-    """(record file, path) -> {(a, b, c) as recorded: (A's codes, B's codes)} from the *-nan-inputs files."""
+def nan_codes(folder: Path | None = None) -> dict[tuple[str, str], dict[tuple, tuple[list[str], list[str]]]]:
+    """(record file, path) -> {(a, b, c) as recorded: (A's codes, B's codes)} from the ``*-nan-inputs.json``
+    files of ``folder`` (default :data:`HARDWARE`): the codes of the NaN inputs a record wrote as ``nan``."""
+    folder = HARDWARE if folder is None else Path(folder)
     out: dict = {}
     for f in sorted(folder.glob("*-nan-inputs.json")):
         doc = json.loads(f.read_text())
@@ -313,7 +316,7 @@ def record_path(record: str, name: str, entry: dict, nan_codes: dict | None = No
 def records(folder: Path | None = None) -> list[Replay]:
     """Every recorded path of ``folder`` (default :data:`HARDWARE`) replayed (:func:`record_path`)."""
     folder = HARDWARE if folder is None else Path(folder)
-    codes = _nan_inputs(folder)
+    codes = nan_codes(folder)
     return [record_path(rec, name, entry, codes.get((rec, name))) for rec, name, entry, _ in record_paths(folder)]
 
 
