@@ -437,7 +437,7 @@ def verdict_lines(replays: Sequence[Any], devices: Sequence[Device], questions: 
 # --- SMT: an input that tells neighbouring generations apart --------------------------------------------------
 #: neighbouring generations, the formats and the k of the query (None: the instructions'), side conditions
 NEIGHBOURS = (("V100", "A100", "fp16", "fp32", 4, None), ("A100", "H100", "fp16", "fp32", 4, None),
-              ("H100", "B200", "e5m2", "fp32", None, (-4, 4)), ("MI250X", "MI300X", "fp16", "fp32", 4, (-4, 4)))
+              ("H100", "B200", "e5m2", "fp32", None, (-4, 4)), ("MI250X", "MI300X", "fp16", "fp32", 2, (-4, 4)))
 DISCRIMINATE_COLUMNS = ["pair", "formats", "k", "result", "d (older)", "d (newer)", "solver", "seconds"]
 
 
