@@ -1,8 +1,11 @@
-"""Plain-text tables and JSON-ready rows: the feature table, the FTTN porting example, the cross-device report.
+"""Plain-text tables and JSON-ready rows: the cross-device report (``blockfma report``), its data gathered.
 
-Every function here is pure: it takes presets (or names) and returns rows (lists of dicts of plain values)
-or text.  :func:`report` assembles :class:`Section` objects; later versions add sections (probe findings,
-GPU results) by appending to :func:`sections` without touching the rest.  Writing files (:func:`write_json`,
+The sections, in order: the verdict (recorded hardware outputs replayed bit for bit, :mod:`blockfma.replay`),
+the feature table, the FTTN porting example, one SMT-found input per pair of neighbouring generations, the
+open questions, the probes and the presets resting on thin evidence.  The row functions take presets (or
+names) and return rows (lists of dicts of plain values) or text; :func:`sections` assembles
+:class:`Section` objects, :func:`as_text` and :func:`as_json` (with :func:`provenance`) render them, and
+:mod:`blockfma.report_html` renders the same JSON as one self-contained page.  Writing files (:func:`write_json`,
 :func:`dumps`, :func:`atomic_path`) lives in :mod:`blockfma.files`, re-exported here.
 
     >>> from blockfma import report
