@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import blockfma as bf
+from blockfma import replay
 from blockfma.model import Model
 from blockfma.probes.infer import disagreements
 
@@ -26,17 +27,8 @@ PATHS = {p["target"]: p for p in DOC["paths"]}
 
 
 def preset(p: dict) -> Model:
-    m = p["model"]
-    fa, fb, fd = m["input"], m["input_b"] or m["input"], m["output"]
-    name = p["target"]
-    ins = "mma"
-    if fa in ("e4m3fn", "e5m2"):
-        ins = "mma.m16n8k16.fp8" if ".m16n8k16." in name else "mma.m16n8k32.fp8"
-    return bf.device("H100").model((fa, fb) if fa != fb else fa, fd, ins)
-
-
-def _value(h: str) -> float:
-    return float("nan") if h == "nan" else float.fromhex(h)
+    """The H100 preset of one path of the record (:func:`blockfma.replay.probe_preset`)."""
+    return replay.probe_preset(RECORD.name, p)
 
 
 def test_record_holds_the_paths():
@@ -48,16 +40,11 @@ def test_record_holds_the_paths():
 
 @pytest.mark.parametrize("target", sorted(PATHS))
 def test_preset_reproduces_every_probe_row(target):
-    p = PATHS[target]
-    m = preset(p)
-    A, B, C, want = _rows(p)
-    rows = [r for obs in p["observations"].values() for r in obs]  # in _rows' order, for the labels
-    got = bf.dot(A, B, C, model=m).astype(np.float64)
-    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
-    bad = np.nonzero(~same)[0]
-    assert len(rows) > 500
-    assert not len(bad), f"{len(bad)} of {len(rows)} rows differ, e.g. {rows[bad[0]]['label']}: GPU " \
-                         f"{rows[bad[0]]['d']}, preset {float(got[bad[0]]).hex()}"
+    """Every row the probe sent to the GPU through the preset (:func:`blockfma.replay.probe_path`): the
+    same value with the same sign, or NaN for NaN."""
+    r = replay.probe_path(RECORD.name, PATHS[target])
+    assert r.rows > 500
+    assert r.mismatches == 0, f"{r.mismatches} of {r.rows} rows differ, e.g. {r.examples[0]}"
 
 
 @pytest.mark.parametrize("target", sorted(PATHS))
@@ -134,24 +121,7 @@ PROBES_1125 = {f"{p['record']}:{p['target']}:{p['formats']}": p for path in RUN_
 
 def preset_1125(p: dict) -> Model:
     """The H100 preset of one recorded path: wgmma, the fp8 mma.m16n8k16 instruction, or cuBLAS (torch)."""
-    m = p["model"]
-    fa, fb, fd = m["input"], m["input_b"] or m["input"], m["output"]
-    t = p["target"]
-    ins = "cublas" if t.startswith("torch") else "wgmma" if t.startswith("cuda:wgmma") else "mma.m16n8k16.fp8"
-    return bf.device("H100").model((fa, fb) if fa != fb else fa, fd, ins)
-
-
-def _rows(p: dict) -> tuple[np.ndarray, ...]:
-    """A probe record's observed rows (hex inputs and the GPU's outputs) as arrays a, b, c and d (float64)."""
-    k = p["k"]
-    rows = [r for obs in p["observations"].values() for r in obs]
-    A, B = np.zeros((len(rows), k)), np.zeros((len(rows), k))
-    for i, r in enumerate(rows):
-        for j, h in r["a"].items():
-            A[i, int(j)] = _value(h)
-        for j, h in r["b"].items():
-            B[i, int(j)] = _value(h)
-    return A, B, np.array([_value(r["c"]) for r in rows]), np.array([_value(r["d"]) for r in rows])
+    return replay.probe_preset(p["record"], p)
 
 
 def test_run_1125_holds_its_paths():
@@ -186,9 +156,6 @@ def test_run_1125_preset_reproduces_every_probe_row(key):
     """Every row the probe sent to the GPU (exact hex inputs), through bf.dot with the preset, gives the bits
     the GPU returned."""
     p = PROBES_1125[key]
-    a, b, c, want = _rows(p)
-    got = bf.dot(a, b, c, model=preset_1125(p)).astype(np.float64)
-    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
-    bad = np.nonzero(~same)[0]
-    assert len(c) > 500
-    assert not len(bad), f"{len(bad)} of {len(c)} rows differ: GPU {want[bad[0]].hex()}, preset {got[bad[0]].hex()}"
+    r = replay.probe_path(p["record"], p)
+    assert r.rows > 500
+    assert r.mismatches == 0, f"{r.mismatches} of {r.rows} rows differ: {r.examples[0]}"

@@ -5,7 +5,7 @@
                                               one d = a·b + c, printed exactly
     blockfma compare DEV [DEV ...|all] --a ... --b ... [--c ...]
                                               the same on several presets, next to the exact answer
-    blockfma report                           cross-device feature table, porting example, probes
+    blockfma report [--html FILE]             verdict against hardware data, features, porting example, probes
     blockfma probe TARGET [--input fp16] [--output fp32] [--k N] [--record FILE]
                                               measure a target (sim:DEVICE, cuda, torch) and infer its model
     blockfma probe --all [TARGET]             every preset (sim), every mma.sync path (cuda) or dtype (torch)
@@ -294,8 +294,18 @@ def cmd_compare(args: argparse.Namespace) -> Answer:
 def cmd_report(args: argparse.Namespace) -> Answer:
     devs = _split([args.devices], '--devices') if args.devices is not None else None
     inputs = args.fttn_inputs  # checked by the report (fp16 and/or bf16)
-    secs = _report.sections(devs, inputs, not args.no_probes, progress=args.progress)
-    return Answer(_report.as_text(secs).rstrip("\n"), _report.as_json(secs))
+    secs = _report.sections(devs, inputs, not args.no_probes, progress=args.progress,
+                            smt_timeout=None if args.smt_timeout == 0 else args.smt_timeout)
+    data = _report.as_json(secs, _report.provenance())
+    return Answer(_report.as_text(secs).rstrip("\n"), data,
+                  then=None if args.html is None else lambda: _write_html(args.html, data))
+
+
+def _write_html(path: str, data: dict[str, Any]) -> None:
+    """The report's page (--html FILE), after the text is printed; atomically, like every results file."""
+    from . import report_html
+
+    report_html.write(path, data)
 
 
 def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | None]]:
@@ -756,8 +766,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fttn-inputs", default="fp16,bf16", metavar="FORMATS",
                    help="input formats of the FTTN GEMM (default fp16,bf16)")
     p.add_argument("--no-probes", action="store_true", help="leave out the probe section (some seconds a target)")
+    p.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page (figures "
+                                                  "inline, no network; checked before the work starts)")
+    p.add_argument("--smt-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds for each SMT query telling neighbouring generations apart (default 10; 0: none)")
     _progress_options(p)
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=cmd_report, results=("html",))
 
     p = sub.add_parser("probe", help="measure a target through its outputs and infer its model (verified)",
                        epilog="Targets: sim:DEVICE[:INSTRUCTION] (the simulator), a devices file (.json), cuda "

@@ -19,7 +19,7 @@ from typing import Any
 from .optional import hint, require
 
 __all__ = ["HINT", "FIGURES", "plot", "save", "fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
-           "valero_lara_fig_5", "ozaki_slices", "accuracy_table"]
+           "valero_lara_fig_5", "ozaki_slices", "accuracy_table", "porting_bars", "feature_heatmap", "png_bytes"]
 
 HINT = hint("plot")
 Rows = Sequence[dict[str, Any]]
@@ -340,6 +340,72 @@ def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> An
     _note(fig, "Every method on the presets' units (fp16: each device; bf16, tf32: where the device has them)",
           rows, "the seeds' distributions; fp64-level methods on fp64 matrices against the exact product")
     return _done(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------- the report
+
+def porting_bars(rows: Rows, exact: float | None = None, path: str | os.PathLike[str] | None = None) -> Any:
+    """FTTN's porting GEMM per device (:func:`blockfma.report.fttn_rows`): D with fp16 (and bf16) inputs as
+    horizontal bars, FTTN's published value as a mark, the exact answer as a line."""
+    fig, axes = _figure(1, 1, width=7.0, height=0.32 * max(len(rows), 4) + 1.0)
+    ax = axes[0][0]
+    names = [r["device"] for r in rows]
+    ys = list(range(len(rows)))
+    for shift, key, color in ((-0.2, "D_fp16", "#1f77b4"), (0.2, "D_bf16", "#ff7f0e")):
+        vals = [_num(r.get(key)) for r in rows]
+        ax.barh([y + shift for y in ys], [0.0 if math.isnan(v) else v for v in vals], height=0.38, color=color,
+                label=key.replace("D_", "D, ") + " inputs")
+    published = [(y, _num(r.get("FTTN"))) for y, r in zip(ys, rows) if r.get("FTTN") is not None]
+    if published:
+        ax.plot([v for _, v in published], [y - 0.2 for y, _ in published], "k|", markersize=12,
+                label="FTTN's measurement")
+    if exact is not None:
+        ax.axvline(exact, color="#2ca02c", linestyle="--", linewidth=1, label=f"exact {exact:g}")
+    ax.set_yticks(ys, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("D = C - A·B (C = 2^20, K = 8192)")
+    ax.set_title("FTTN's porting GEMM on each device", fontsize=10)
+    _legend(ax)
+    return _done(fig, path)
+
+
+def feature_heatmap(rows: Rows, columns: Sequence[str] = ("L", "F", "e_zero", "alignment", "rounding", "subnormals",
+                                                            "nan"), path: str | os.PathLike[str] | None = None) -> Any:
+    """The feature table (:func:`blockfma.report.feature_rows`) as a heat-map: a row per device and format
+    pair, a column per feature, each column's values coloured by rank (numbers) or by kind (words), the
+    value written in its cell."""
+    fig, axes = _figure(1, 1, width=1.0 * len(columns) + 3.2, height=0.2 * max(len(rows), 4) + 0.8)
+    ax = axes[0][0]
+    grid = []
+    for c in columns:
+        vals = [r.get(c) for r in rows]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals if v is not None)
+        keys = sorted({v for v in vals if v is not None}, key=lambda v: (str(type(v)), v if numeric else str(v)))
+        rank = {v: i / max(len(keys) - 1, 1) for i, v in enumerate(keys)}
+        grid.append([rank[v] if v is not None else math.nan for v in vals])
+    data = [list(col) for col in zip(*grid)] if rows else [[math.nan] * len(columns)]
+    ax.imshow(data, aspect="auto", cmap="viridis", interpolation="nearest")
+    for i, r in enumerate(rows):
+        for j, c in enumerate(columns):
+            v = r.get(c)
+            text = "-" if v is None else ("yes" if v is True else "no" if v is False else str(v))
+            shade = data[i][j]
+            ax.text(j, i, text[:18], ha="center", va="center", fontsize=5.5,
+                    color="black" if not math.isnan(shade) and shade > 0.6 else "white")
+    ax.set_xticks(range(len(columns)), list(columns), fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(rows)), [f"{r['device']} {r['pair']}" for r in rows], fontsize=6)
+    ax.set_title("Features per device and format pair (colour: the value's rank in its column)", fontsize=9)
+    return _done(fig, path)
+
+
+def png_bytes(fig: Any, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes (for a page that carries its figures inline)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------- dispatch

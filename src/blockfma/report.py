@@ -1,8 +1,11 @@
-"""Plain-text tables and JSON-ready rows: the feature table, the FTTN porting example, the cross-device report.
+"""Plain-text tables and JSON-ready rows: the cross-device report (``blockfma report``), its data gathered.
 
-Every function here is pure: it takes presets (or names) and returns rows (lists of dicts of plain values)
-or text.  :func:`report` assembles :class:`Section` objects; later versions add sections (probe findings,
-GPU results) by appending to :func:`sections` without touching the rest.  Writing files (:func:`write_json`,
+The sections, in order: the verdict (recorded hardware outputs replayed bit for bit, :mod:`blockfma.replay`),
+the feature table, the FTTN porting example, one SMT-found input per pair of neighbouring generations, the
+open questions, the probes and the presets resting on thin evidence.  The row functions take presets (or
+names) and return rows (lists of dicts of plain values) or text; :func:`sections` assembles
+:class:`Section` objects, :func:`as_text` and :func:`as_json` (with :func:`provenance`) render them, and
+:mod:`blockfma.report_html` renders the same JSON as one self-contained page.  Writing files (:func:`write_json`,
 :func:`dumps`, :func:`atomic_path`) lives in :mod:`blockfma.files`, re-exported here.
 
     >>> from blockfma import report
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -28,8 +31,10 @@ from .files import atomic_path, dumps, write_json  # noqa: F401 (re-exported: th
 from .arguments import ArgumentError
 from .progress import reporter
 
-__all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "Section", "sections",
-           "report", "as_text", "as_json", "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS"]
+__all__ = ["table", "hardware", "feature_rows", "fttn_rows", "confidence_rows", "probe_rows", "verdict_rows",
+           "verdict_lines", "discriminate_rows", "provenance", "Section", "sections", "report", "as_text", "as_json",
+           "dumps", "write_json", "FEATURE_COLUMNS", "FTTN_COLUMNS", "CONFIDENCE_COLUMNS", "PROBE_COLUMNS",
+           "VERDICT_COLUMNS", "DISCRIMINATE_COLUMNS", "NEIGHBOURS"]
 
 DATA_PATH = "formats -> Model -> engine (bit-exact simulation) -> devices (presets with sources) -> report"
 
@@ -209,6 +214,7 @@ class Section:
     intro: str = ""
     notes: tuple[str, ...] = field(default=())
     group: tuple[str, ...] = field(default=())  # columns shown once per block of equal rows
+    details: list[dict[str, Any]] = field(default_factory=list)  # finer rows (JSON and HTML only)
 
     def text(self) -> str:
         parts = [self.title, "=" * len(self.title)]
@@ -219,8 +225,11 @@ class Section:
         return "\n".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"title": self.title, "intro": self.intro, "columns": list(self.columns),
-                "rows": self.rows, "notes": list(self.notes)}
+        out = {"title": self.title, "intro": self.intro, "columns": list(self.columns),
+               "rows": self.rows, "notes": list(self.notes)}
+        if self.details:
+            out["details"] = self.details
+        return out
 
 
 def question_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str, Any]]:
@@ -238,72 +247,335 @@ def question_rows(devices: Iterable[str | Device] | None = None) -> list[dict[st
     return rows
 
 
-#: presets the report probes as black boxes (one or two per family), with the pair and instruction
+#: presets the report probes as black boxes (one or two per family), with the pair and instruction (H100 fp8: wgmma,
+#: some seconds; its mma.sync reading, two fp16 HMMAs, takes a minute to probe and the verdict replays its record)
 PROBED = (("V100", "fp16", "fp32", None), ("A100", "bf16", "fp32", None), ("H100", "fp16", "fp16", None),
-          ("H100", "e4m3fn", "fp32", "mma.m16n8k32.fp8"), ("B200", "e5m2", "fp32", None),
+          ("H100", "e4m3fn", "fp32", None), ("B200", "e5m2", "fp32", None),
           ("MI100", "fp16", "fp32", None), ("MI250X", "bf16", "fp32", None), ("MI300X", "fp16", "fp32", None),
           ("Intel AMX", "bf16", "fp32", None), ("Arm BFDOT", "bf16", "fp32", None))
 PROBE_COLUMNS = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero", "rounding", "same as preset",
                  "calls", "rows", "seconds"]
 
 
-def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2000,
-               gpu: bool = True, progress: Any = None) -> list[dict[str, Any]]:
-    """The probe suite on presets it treats as black boxes (``priors="none"``: it infers them from the
-    generic families alone), one row each: what it inferred, whether that verified, and whether the
-    inferred model gives the preset's bits on fresh random rows with k three times the instruction's.  With
-    ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too.  Some seconds a target;
-    ``progress`` (:func:`blockfma.progress.reporter`: None prints on a terminal) names each as it starts."""
-    from .probes import probe
-    from .probes.infer import disagreements
-
-    say = reporter(progress)
-
-    names = None if devices is None else {d.name for d in _resolve(devices, [])}
-    jobs: list[tuple[Any, Any, str, Any]] = []
+def _probe_jobs(names: set[str] | None, gpu: bool) -> list[tuple[str, str, str, tuple | None]]:
+    """(target, input, output, the preset as (device, input, output, instruction) or None) per probe."""
+    jobs: list[tuple[str, str, str, tuple | None]] = []
     for name, inp, out, ins in PROBED:
         if names is None or name in names:
-            m = _device(name).model(inp, out, ins) if ins else _device(name).model(inp, out)
-            jobs.append((f"sim:{name}" + (f":{ins}" if ins else ""), inp, out, m))
+            jobs.append((f"sim:{name}" + (f":{ins}" if ins else ""), inp, out, (name, inp, out, ins)))
     if gpu:
         from .probes import cuda
 
         if cuda.available():
             jobs.append(("cuda", "fp16", "fp32", None))
+    return jobs
+
+
+def probe_row(spec: str, inp: str, out: str, preset: tuple | None, verify: int = 2000) -> dict[str, Any]:
+    """One probe of :func:`probe_rows` (``preset``: (device, input, output, instruction) whose bits the inferred
+    model should give, or None), as a row of :data:`PROBE_COLUMNS` plus ``summary``, the model found."""
+    from .probes import probe
+    from .probes.infer import disagreements
+
+    f = probe(spec, inp, out, verify=verify, priors="none", progress=False)
+    found = f.row()
+    row = {k: v for k, v in found.items() if k in PROBE_COLUMNS}
+    row["rounding"] = found.get("output_rounding")
+    model = None
+    if preset is not None:
+        name, pi, po, ins = preset
+        model = _device(name).model(pi, po, ins) if ins else _device(name).model(pi, po)
+    row["same as preset"] = (disagreements(f.model(), model, 3 * f.k, 2000, seed=1) == 0
+                             if f.verified and model is not None else None)
+    row["summary"] = f.model().summary() if f.verified else "no model verified"
+    return row
+
+
+_SLOW = ("sim:A100", "sim:Intel AMX", "sim:B200", "sim:H100")  # the probes that take longest
+
+
+def _quiet_worker() -> None:
+    """Probe workers leave Ctrl-C to the parent, which ends them (no traceback from each)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _ProbeRun:
+    """The probe jobs, the simulated ones started at once in ``workers`` spawned processes (so that the rest
+    of the report runs beside them), a GPU's in this process when :meth:`rows` is called."""
+
+    def __init__(self, jobs: list[tuple], verify: int, workers: int, say: Any) -> None:
+        import queue
+
+        self.jobs, self.verify, self.say = jobs, verify, say
+        self.done: queue.Queue = queue.Queue()
+        self.pool = None
+        self.remote = [i for i, j in enumerate(jobs) if j[0] != "cuda"] if workers > 1 else []
+        if len(self.remote) > 1:
+            import multiprocessing
+
+            n = min(workers, len(self.remote))
+            if say:
+                say(f"report: probing {len(self.remote)} targets, {n} at a time in worker processes ...")
+            ctx = multiprocessing.get_context("spawn")
+            self.pool = ctx.Pool(n, initializer=_quiet_worker)
+            for i in sorted(self.remote, key=lambda i: jobs[i][0] not in _SLOW):  # the longest first
+                self.pool.apply_async(probe_row, (*jobs[i], verify),
+                                      callback=lambda row, i=i: self.done.put((i, row, None)),
+                                      error_callback=lambda exc, i=i: self.done.put((i, None, exc)))
+        else:
+            self.remote = []
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+    def _said(self, i: int, row: dict[str, Any], n: int) -> None:
+        if self.say:
+            spec, inp, out, _ = self.jobs[i]
+            self.say(f"probed {spec} {inp}->{out} ({n} of {len(self.jobs)}): {row['summary']} "
+                     f"({row['seconds']:.1f} s)")
+
+    def rows(self) -> list[dict[str, Any]]:
+        out: list[Any] = [None] * len(self.jobs)
+        try:
+            for n in range(1, len(self.remote) + 1):
+                i, row, exc = self.done.get()
+                if exc is not None:
+                    raise exc
+                out[i] = row
+                self._said(i, row, n)
+            n = len(self.remote)
+            for i, job in enumerate(self.jobs):
+                if out[i] is None:
+                    n += 1
+                    if self.say:
+                        self.say(f"probing {job[0]} {job[1]}->{job[2]} ({n} of {len(self.jobs)}) ...")
+                    out[i] = probe_row(*job, self.verify)
+                    self._said(i, out[i], n)
+        finally:
+            self.close()
+        return out
+
+
+def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2000,
+               gpu: bool = True, progress: Any = None, workers: int | None = None) -> list[dict[str, Any]]:
+    """The probe suite on presets it treats as black boxes (``priors="none"``: it infers them from the
+    generic families alone), one row each: what it inferred, whether that verified, and whether the
+    inferred model gives the preset's bits on fresh random rows with k three times the instruction's.  With
+    ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too.  Some seconds a target,
+    ``workers`` at a time (spawned processes; default: two where the machine has two cores, 1: all here);
+    ``progress`` (:func:`blockfma.progress.reporter`: None prints on a terminal) names each as it ends."""
+    return _start_probes(devices, verify=verify, gpu=gpu, progress=progress, workers=workers).rows()
+
+
+def _start_probes(devices: Iterable[str | Device] | None, *, verify: int, gpu: bool, progress: Any,
+                  workers: int | None) -> _ProbeRun:
+    import os
+
+    names = None if devices is None else {d.name for d in _resolve(devices, [])}
+    workers = min(2, os.cpu_count() or 1) if workers is None else workers
+    return _ProbeRun(_probe_jobs(names, gpu), verify, workers, reporter(progress))
+
+
+# --- the verdict: recorded hardware outputs replayed --------------------------------------------------------
+VERDICT_COLUMNS = ["source", "dataset", "device", "paths", "rows", "mismatches", "skipped", "verdict"]
+_SOURCES = {"golden": "Khattak & Mikaitis (arXiv:2512.07004), model-validation rows",
+            "record": "The project's H100 records (data/hardware)",
+            "probe record": "Rows blockfma.probe sent to the H100 (data/hardware)"}
+
+
+def verdict_rows(replays: Sequence[Any]) -> list[dict[str, Any]]:
+    """The replays (:mod:`blockfma.replay`) summed per source, data set and device: paths, rows compared,
+    mismatches, rows that could not be rebuilt, and the verdict in words."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for r in replays:
+        groups.setdefault((r.source, r.dataset, r.device), []).append(r)
     rows = []
-    for n, (spec, inp, out, preset) in enumerate(jobs, 1):
+    for (source, dataset, dev), rs in groups.items():
+        n, bad = sum(r.rows for r in rs), sum(r.mismatches for r in rs)
+        differ = [r.path for r in rs if r.mismatches]
+        rows.append({"source": source, "dataset": dataset, "device": dev, "paths": len(rs), "rows": n,
+                     "mismatches": bad, "skipped": sum(r.skipped for r in rs),
+                     "verdict": "bit for bit" if not bad and n else
+                     f"{bad} rows differ in {len(differ)} paths: {', '.join(differ[:3])}" if bad else "no rows"})
+    return rows
+
+
+def verdict_lines(replays: Sequence[Any], devices: Sequence[Device], questions: Sequence[dict[str, Any]],
+                  golden_note: str | None = None) -> list[str]:
+    """The verdict in sentences: which presets agree bit for bit with which hardware data, how many rows,
+    what differs, which presets no hardware data here checks, and what is open."""
+    out = []
+    for source, label in _SOURCES.items():
+        rs = [r for r in replays if r.source == source]
+        if not rs:
+            continue
+        devs = list(dict.fromkeys(r.device for r in rs))
+        n, bad = sum(r.rows for r in rs), sum(r.mismatches for r in rs)
+        verdict = ("all bit for bit" if not bad else
+                   f"{bad:,} rows differ, in {', '.join(f'{r.device} {r.path}' for r in rs if r.mismatches)}")
+        out.append(f"{label}: {len(devs)} preset{'s' if len(devs) > 1 else ''} ({', '.join(devs)}), {len(rs)} "
+                   f"sets, {n:,} rows: {verdict}.")
+    if golden_note:
+        out.append(f"Not replayed: {golden_note}.")
+    skipped = sum(r.skipped for r in replays)
+    if skipped:
+        out.append(f"{skipped} recorded rows not rebuilt (NaN inputs whose codes the record did not keep: "
+                   f"{', '.join(sorted({r.dataset for r in replays if r.skipped}))}).")
+    checked = {r.device for r in replays}
+    rest = [d.name for d in devices if d.name not in checked and not d.variant_of]
+    if rest:
+        out.append(f"No hardware data here for {', '.join(rest)}: their presets rest on the papers and manuals "
+                   "they cite (blockfma devices NAME).")
+    if questions:
+        out.append(f"Open: {len(questions)} questions ({', '.join(q['question'] for q in questions)}); each says "
+                   "how to settle it below.")
+    return out
+
+
+# --- SMT: an input that tells neighbouring generations apart --------------------------------------------------
+#: neighbouring generations, the formats and the k of the query (None: the instructions'), side conditions
+NEIGHBOURS = (("V100", "A100", "fp16", "fp32", 4, None), ("A100", "H100", "fp16", "fp32", 4, None),
+              ("H100", "B200", "e5m2", "fp32", None, (-4, 4)), ("MI250X", "MI300X", "fp16", "fp32", 2, (-4, 4)))
+DISCRIMINATE_COLUMNS = ["pair", "formats", "k", "result", "d (older)", "d (newer)", "solver", "seconds"]
+
+
+def discriminate_rows(devices: Iterable[str | Device] | None = None, *, timeout: float = 10.0,
+                      progress: Any = None) -> list[dict[str, Any]]:
+    """For each pair of :data:`NEIGHBOURS` among ``devices``: finite inputs (``blockfma.smt.discriminate``,
+    ``timeout`` seconds each, nothing cached) on which the older generation's preset and the newer's give
+    different bits, with the inputs and both outputs in exact hex, or "same bits (proved)" or "unknown"."""
+    from . import smt
+    from .literals import bits_hex, hex_float
+
+    say = reporter(progress)
+    names = None if devices is None else {d.name for d in _resolve(devices, [])}
+    rows = []
+    for old, new, inp, out, k, exps in NEIGHBOURS:
+        if names is not None and not {old, new} <= names:
+            continue
         if say:
-            say(f"probing {spec} {inp}->{out} ({n} of {len(jobs)}) ...")
-        f = probe(spec, inp, out, verify=verify, priors="none", progress=False)
-        if say:
-            found = f.model().summary() if f.verified else "no model verified"
-            say(f"  {found} ({f.seconds:.1f} s)")
-        found = f.row()
-        row = {k: v for k, v in found.items() if k in PROBE_COLUMNS}
-        row["rounding"] = found.get("output_rounding")
-        row["same as preset"] = (disagreements(f.model(), preset, 3 * f.k, 2000, seed=1) == 0
-                                 if f.verified and preset is not None else None)
+            say(f"smt: an input that tells {old} from {new} ({inp}->{out}) ...")
+        cons = smt.constraints.finite()
+        if exps is not None:
+            cons = smt.constraints.all_of(cons, smt.constraints.exponents(*exps))
+        t0 = time.perf_counter()
+        w = smt.discriminate(old, new, input_format=inp, output_format=out, k=k, timeout=timeout, constraints=cons)
+        row: dict[str, Any] = {"pair": f"{old} -> {new}", "formats": f"{inp}->{out}", "k": k}
+        if isinstance(w, smt.Witness):
+            row.update(k=len(w.a), result="differ", a=[hex_float(x) for x in w.a], b=[hex_float(x) for x in w.b],
+                       c=hex_float(w.c), **{"d (older)": f"{hex_float(w.d_a)} {bits_hex(w.d_a, out)}",
+                                            "d (newer)": f"{hex_float(w.d_b)} {bits_hex(w.d_b, out)}"},
+                       solver=w.solver)
+        elif w is None:
+            row.update(result="same bits (proved)")
+        else:
+            row.update(k=w.k, result=f"unknown ({w.reason})", solver=w.solver)
+        row["seconds"] = round(time.perf_counter() - t0, 2)
         rows.append(row)
     return rows
 
 
+# --- provenance ---------------------------------------------------------------------------------------------
+def provenance() -> dict[str, Any]:
+    """Where and from what the report was made: blockfma's version and git commit (with "+changes" where the
+    checkout differs from it), the date (UTC), Python, numpy, the machine, its CPU and cores, and the GPU torch
+    sees (None without one or without torch)."""
+    import datetime
+    import os
+    import platform
+    import subprocess
+
+    import numpy as np
+
+    from .probes.runtime import cpu_name
+    from .replay import REPO
+
+    commit = None
+    if (REPO / ".git").exists():
+        try:
+            git = ["git", "-C", str(REPO)]
+            commit = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip() or None
+            dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                   text=True, timeout=10).stdout.strip()
+            if commit and dirty:
+                commit += "+changes"
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    gpu = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001 - provenance only: no torch, or a broken CUDA install, means no GPU here
+        gpu = None
+    return {"blockfma": __version__, "commit": commit,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "numpy": np.__version__, "host": platform.node(),
+            "machine": f"{platform.system()} {platform.machine()}", "cpu": cpu_name(), "cores": os.cpu_count(),
+            "gpu": gpu}
+
+
 def sections(devices: Iterable[str | Device] | None = None,
              fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True, *,
-             progress: Any = None) -> list[Section]:
-    """The report's sections, in order: features, FTTN porting example, probes (presets as black boxes,
-    and this GPU where there is one), confidence, open questions.  About a minute and a half on two cores
-    for every preset (the probes most of it; ``probes=False``: some seconds).  ``progress``
-    (:func:`blockfma.progress.reporter`: None prints on stderr where it is a terminal, True always, False
-    never, or a function of one line) says what it is doing, section by section and target by target."""
+             progress: Any = None, verdict: bool = True, smt_timeout: float | None = 10.0,
+             workers: int | None = None) -> list[Section]:
+    """The report's sections, in order: the verdict (recorded hardware outputs replayed through the presets,
+    :mod:`blockfma.replay`), features, FTTN porting example, one SMT-found input per pair of neighbouring
+    generations (``smt_timeout`` seconds each; None: left out), open questions, probes (presets as black
+    boxes, and this GPU where there is one; ``workers`` processes, see :func:`probe_rows`), confidence.  Under
+    a minute on two cores once compiled (the probes most of it; ``probes=False``: some seconds).
+    ``progress`` (:func:`blockfma.progress.reporter`: None prints on stderr where it is a terminal, True
+    always, False never, or a function of one line) says what it is doing, section by section."""
+    from . import replay as _replay
+
     say = reporter(progress)
     t0 = time.perf_counter()
     devs = None if devices is None else _resolve(devices, [])
     hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
+    fttn_inputs = _fttn_inputs(fttn_inputs)
+    if smt_timeout is not None:
+        from .arguments import seconds
+
+        smt_timeout = seconds("smt_timeout", smt_timeout, none=False)
+    run = _start_probes(hw, verify=2000, gpu=True, progress=say or False, workers=workers) if probes else None
+    try:
+        out = _sections(devs, hw, fttn_inputs, run, say, verdict, smt_timeout, _replay)
+    finally:
+        if run is not None:
+            run.close()
+    if say:
+        say(f"report: done in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: Sequence[str], run: Any, say: Any,
+              verdict: bool, smt_timeout: float | None, _replay: Any) -> list[Section]:
+    names = None if hw is None else {d.name for d in hw}
+    questions = question_rows(hw)
+    out = []
+    if verdict:
+        if say:
+            say("report: replaying the recorded hardware outputs through the presets ...")
+        replays = _replay.replay_all(False, devices=names)
+        missing = _replay.golden_missing()
+        lines = verdict_lines(replays, hw if hw is not None else hardware(), questions, missing)
+        out.append(Section(
+            "verdict", "Verdict: the presets against recorded hardware outputs", VERDICT_COLUMNS,
+            verdict_rows(replays), intro=" ".join(lines),
+            notes=("Every recorded row was rerun through the current preset and compared bit for bit; "
+                   "differing rows, with their inputs in exact hex, are in the JSON and HTML forms (details).",),
+            details=[r.row() for r in replays]))
     if say:
         say(f"report: feature table and FTTN porting GEMM (K = {_fttn.K}) on "
             f"{'every preset' if devs is None else ', '.join(d.name for d in devs)} ...")
     fttn = fttn_rows(devs, fttn_inputs)
-    questions = question_rows(hw)
     shown = {r["device"] for r in fttn}
     fttn_notes = []
     if "MI250X" in shown:
@@ -312,7 +584,7 @@ def sections(devices: Iterable[str | Device] | None = None,
     if "exact" in shown:
         fttn_notes.append(f"exact: even the correctly rounded A·B is an fp32 accumulator (quantum 2^-4 just "
                           f"below 2^20), so D = 192.0 rather than {_fttn.EXACT!r}.")
-    out = [
+    out += [
         Section("features", "Feature table", FEATURE_COLUMNS, feature_rows(hw),
                 intro="One row per device, format pair and model (instructions sharing a model share a row). "
                       "L: block width; F: fraction bits kept after alignment; e_zero: exponent of zero terms; "
@@ -326,48 +598,64 @@ def sections(devices: Iterable[str | Device] | None = None,
                       "of it. FTTN: value FTTN published; match: D_fp16 equals it.",
                 notes=tuple(fttn_notes)),
     ]
-    if probes:
+    pairs: list[dict[str, Any]] = []
+    if smt_timeout is not None:
+        t = time.perf_counter()
+        pairs = discriminate_rows(hw, timeout=smt_timeout, progress=say or False)
+    if smt_timeout is not None and pairs:
         out.append(Section(
-            "probes", "Probes: presets inferred as black boxes", PROBE_COLUMNS,
-            probe_rows(hw, progress=say or False),
+            "discriminate", "Neighbouring generations told apart (SMT)", DISCRIMINATE_COLUMNS, pairs,
+            intro=f"For each pair, finite inputs on which the older generation's preset and the newer's give "
+                  f"different bits, found by blockfma.smt.discriminate ({smt_timeout:g} s at most each, nothing "
+                  f"cached; {time.perf_counter() - t:.1f} s in all) and checked by the engine. Rerun one with "
+                  "blockfma smt diff OLD NEW --input FORMAT --k K.",
+            notes=tuple(f"{r['pair']} ({r['formats']}): a = [{', '.join(r['a'])}], b = [{', '.join(r['b'])}], "
+                        f"c = {r['c']}" for r in pairs if "a" in r)))
+    out.append(Section(
+        "questions", "Open questions", QUESTION_COLUMNS, questions,
+        intro="Readings no hardware data settle yet: the preset keeps one; where the other is a Model "
+              "parameter, the variant '<device>~<question>' runs it (bf.device('MI100~all-zero-block-sign')).",
+        notes=tuple(f"{r['question']}: {r['text']} Preset: {r['preset']}. Other: {r['other reading']}. "
+                    f"To settle: {r['to settle']}" for r in questions)))
+    if run is not None:
+        out.append(Section(
+            "probes", "Probes: presets inferred as black boxes", PROBE_COLUMNS, run.rows(),
             intro="blockfma.probe measured each target through its outputs alone (feature tests built from the "
                   "formats, candidate models narrowed and separated by simulated inputs, then verified on "
                   "random and adversarial rows), with no preset among its candidates. same as preset: the "
                   "inferred model gives the preset's bits on 2000 fresh rows with k three times the target's.",
             notes=("Real hardware: data/hardware/h100-probe-cuda.json.gz holds the same inference on 22 of an "
-                   "H100's mma.sync paths, each verified on 10^6 rows (blockfma probe cuda --all on a GPU).",)))
-    out += [
-        Section("confidence", "Presets resting on thin evidence", CONFIDENCE_COLUMNS, confidence_rows(hw),
-                intro="Presets resting on one source, on a vendor manual only, or with confidence below high."),
-        Section("questions", "Open questions", QUESTION_COLUMNS, questions,
-                intro="Readings no hardware data settle yet: the preset keeps one; where the other is a Model "
-                      "parameter, the variant '<device>~<question>' runs it (bf.device('MI100~all-zero-block-sign')).",
-                notes=tuple(f"{r['question']}: {r['text']} Preset: {r['preset']}. Other: {r['other reading']}. "
-                            f"To settle: {r['to settle']}" for r in questions)),
-    ]
-    if say:
-        say(f"report: done in {time.perf_counter() - t0:.1f} s")
+                   "H100's mma.sync paths, each verified on 10^6 rows (blockfma probe cuda --all on a GPU); "
+                   "the verdict above replays their rows.",)))
+    out.append(Section("confidence", "Presets resting on thin evidence", CONFIDENCE_COLUMNS, confidence_rows(hw),
+                       intro="Presets resting on one source, on a vendor manual only, or with confidence below high."))
     return out
 
 
 def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
            fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True,
-           progress: Any = None) -> str | dict[str, Any]:
-    """The cross-device report: header, feature table, FTTN porting example, confidence notes.
+           progress: Any = None, **options: Any) -> str | dict[str, Any]:
+    """The cross-device report: verdict, feature table, FTTN porting example, neighbouring generations told
+    apart, open questions, probes, confidence notes.
 
-    ``json=True`` returns a JSON-ready dict (``{"blockfma": version, "data_path": ..., "sections": {key:
-    section}}``) instead of text.  ``devices`` restricts every section to those presets; ``fttn_inputs``
-    chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device); ``probes``
-    runs the probe section (:func:`probe_rows`, some seconds per target; about a minute and a half in all on
-    two cores).  ``progress``: see :func:`sections` (None: progress lines on stderr where it is a terminal).
+    ``json=True`` returns a JSON-ready dict (``{"blockfma": version, "data_path": ..., "provenance": ...,
+    "sections": {key: section}}``) instead of text.  ``devices`` restricts every section to those presets;
+    ``fttn_inputs`` chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device);
+    ``probes`` runs the probe section (:func:`probe_rows`).  ``options``: :func:`sections`' ``verdict``,
+    ``smt_timeout`` and ``workers``.  ``progress``: see :func:`sections` (None: progress lines on stderr where
+    it is a terminal).  :mod:`blockfma.report_html` renders the same sections as one HTML page.
     """
-    secs = sections(devices, fttn_inputs, probes, progress=progress)
-    return as_json(secs) if json else as_text(secs)
+    secs = sections(devices, fttn_inputs, probes, progress=progress, **options)
+    return as_json(secs, provenance()) if json else as_text(secs)
 
 
-def as_json(secs: Sequence[Section]) -> dict[str, Any]:
-    """The report of these sections as a JSON-ready dict."""
-    return {"blockfma": __version__, "data_path": DATA_PATH, "sections": {s.key: s.to_json() for s in secs}}
+def as_json(secs: Sequence[Section], provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report of these sections as a JSON-ready dict (with ``provenance`` where given: :func:`provenance`)."""
+    out: dict[str, Any] = {"blockfma": __version__, "data_path": DATA_PATH}
+    if provenance is not None:
+        out["provenance"] = provenance
+    out["sections"] = {s.key: s.to_json() for s in secs}
+    return out
 
 
 def as_text(secs: Sequence[Section]) -> str:
