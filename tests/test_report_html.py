@@ -92,8 +92,8 @@ def test_page_holds_the_verdict_first_then_the_sections(page: dict) -> None:
 
 def test_provenance_header(page: dict) -> None:
     prov = page["data"]["provenance"]
-    assert {"blockfma", "commit", "date", "python", "numpy", "machine", "cpu", "cores", "gpu"} <= set(prov)
-    assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", prov["commit"] or "0" * 12)
+    assert {"blockfma", "commit", "dirty", "date", "python", "numpy", "machine", "cpu", "cpus", "gpu"} <= set(prov)
+    assert re.fullmatch(r"[0-9a-f]{40}", prov["commit"] or "0" * 40)
     header = page["html"].split("<section", 1)[0]
     for key in ("blockfma", "commit", "date", "python", "numpy", "cpu", "gpu"):
         assert f"<td>{key}</td>" in header

@@ -38,8 +38,8 @@ def git_commit(where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
 
 def provenance(device: Any = None) -> dict[str, Any]:
-    """The date, blockfma's version and commit, Python's, numpy's and ml_dtypes' versions, the host, its CPU
-    and core count; with a torch ``device`` (``"cuda"``, ``"cpu"``, a torch.device) also what
+    """The date, blockfma's version and commit, Python's, numpy's and ml_dtypes' versions, the host, its system and
+    architecture, its CPU and core count; with a torch ``device`` (``"cuda"``, ``"cpu"``, a torch.device) also what
     :func:`blockfma.probes.runtime.device_info` says of it (GPU name, compute capability, memory, torch and
     CUDA versions)."""
     import ml_dtypes
@@ -50,7 +50,8 @@ def provenance(device: Any = None) -> dict[str, Any]:
 
     meta: dict[str, Any] = {"date": now(), "blockfma": __version__, **git_commit(),
                             "python": platform.python_version(), "numpy": np.__version__,
-                            "ml_dtypes": ml_dtypes.__version__, "host": platform.node(), "cpu": cpu_name(),
+                            "ml_dtypes": ml_dtypes.__version__, "host": platform.node(),
+                            "machine": f"{platform.system()} {platform.machine()}", "cpu": cpu_name(),
                             "cpus": os.cpu_count()}
     if device is not None:
         from .probes.runtime import device_info

@@ -482,31 +482,10 @@ def discriminate_rows(devices: Iterable[str | Device] | None = None, *, timeout:
 
 # --- provenance ---------------------------------------------------------------------------------------------
 def provenance() -> dict[str, Any]:
-    """Where and from what the report was made: blockfma's version and git commit (with "+changes" where the
-    checkout differs from it), the date (UTC), Python, numpy, the machine, its CPU and cores, and the GPU torch
-    sees (None without one or without torch)."""
-    import datetime
-    import os
-    import platform
-    import subprocess
+    """Where and from what the report was made (:func:`blockfma.provenance.provenance`: the date, versions,
+    commit, machine) and the GPU torch sees (None without one or without torch)."""
+    from . import provenance as _provenance
 
-    import numpy as np
-
-    from .probes.runtime import cpu_name
-    from .replay import REPO
-
-    commit = None
-    if (REPO / ".git").exists():
-        try:
-            git = ["git", "-C", str(REPO)]
-            commit = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                                    timeout=10).stdout.strip() or None
-            dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                   text=True, timeout=10).stdout.strip()
-            if commit and dirty:
-                commit += "+changes"
-        except (OSError, subprocess.SubprocessError):
-            commit = None
     gpu = None
     try:
         import torch
@@ -515,11 +494,7 @@ def provenance() -> dict[str, Any]:
             gpu = torch.cuda.get_device_name(0)
     except Exception:  # noqa: BLE001 - provenance only: no torch, or a broken CUDA install, means no GPU here
         gpu = None
-    return {"blockfma": __version__, "commit": commit,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "python": platform.python_version(), "numpy": np.__version__, "host": platform.node(),
-            "machine": f"{platform.system()} {platform.machine()}", "cpu": cpu_name(), "cores": os.cpu_count(),
-            "gpu": gpu}
+    return {**_provenance.provenance(), "gpu": gpu}
 
 
 def sections(devices: Iterable[str | Device] | None = None,
