@@ -30,7 +30,8 @@ from ..smt import solve as smt_solve
 from ..smt.api import frac_text
 from .result import Comparison, Result, check_scale, result
 
-__all__ = ["table_1", "table_3", "table_4", "table_5", "GENERATIONS", "TABLE_4_ROWS"]
+__all__ = ["table_1", "table_3", "table_4", "table_5", "GENERATIONS", "TABLE_4_ROWS", "markidis_ootomo",
+           "witness_values"]
 
 PAPER = "Valpey et al. 2024"
 MACHINE = ("this run's machine (blockfma's CI: 2 shared CPU cores); the paper's: an AMD EPYC 7502P, 32 cores, "
@@ -114,10 +115,6 @@ def _ask(name: str, solver: str, timeout: float | None, say: Callable[[str], Non
     return smt_queries.run(name, solver=solver, timeout=timeout, progress=False)
 
 
-def _say(progress: Any) -> Callable[[str], None] | None:
-    return reporter(progress)
-
-
 # --- Table 1 -----------------------------------------------------------------------------------------------
 #: Table 1 as printed: a, b, the exact product, the product rounded to fp16 and the hardware's result.
 TABLE_1 = {"a": ("1.2587890625", -15), "b": ("1.3681640625", -1), "Exact Result": ("1.4162635803222656", -17),
@@ -132,7 +129,7 @@ def _subnormal_reading(significand: str) -> Fraction:
 def table_1(*, scale: str = "ci", progress: Any = None) -> Result:
     """Table 1: fp16 inputs whose product is not an fp16 value; the unit returns the product exactly."""
     scale = check_scale(scale)
-    say = _say(progress)
+    say = reporter(progress)
     a = float(_subnormal_reading(TABLE_1["a"][0]))
     b = float(_printed(*TABLE_1["b"]))
     exact = Fraction(a) * Fraction(b)
@@ -206,7 +203,7 @@ def _rtz_row(inputs: str, gen: str, dev: str, in_paper: bool, a: Sequence[float]
 def table_3(*, scale: str = "ci", progress: Any = None) -> Result:
     """Table 3: a truncating alignment is not IEEE round-toward-zero: 2 + (-2**-40) gives 2, above the exact sum."""
     scale = check_scale(scale)
-    say = _say(progress)
+    say = reporter(progress)
     a, b, c = [float(TABLE_3["a"]), 0.0, 0.0, 0.0], [float(TABLE_3["b"]), 0.0, 0.0, 0.0], float(TABLE_3["c"])
     if say is not None:
         say("Table 3: the paper's inputs on each generation's preset")
@@ -254,7 +251,7 @@ def table_4(*, scale: str = "ci", progress: Any = None, timeout: float | None = 
     1 s for cvc5 and z3)."""
     scale = check_scale(scale)
     limit = seconds("timeout", timeout) if timeout is not None else None
-    say = _say(progress)
+    say = reporter(progress)
     chosen = TABLE_4_ROWS[:_CI_ROWS] if scale == "ci" else TABLE_4_ROWS
     rows: list[dict[str, Any]] = []
     comps: list[Comparison] = []
@@ -383,7 +380,7 @@ def _mo_row(inputs: str, gen: str, dev: str, in_paper: bool, a: Sequence[float],
 def table_5(*, scale: str = "ci", progress: Any = None) -> Result:
     """Table 5: inputs on which Ootomo-Yokota's product is less accurate than Markidis's (Property 5)."""
     scale = check_scale(scale)
-    say = _say(progress)
+    say = reporter(progress)
     a = [float(_printed(*t)) for t in TABLE_5["a"]]
     b = [float(_printed(*t)) for t in TABLE_5["b"]]
     c = float(_printed(*TABLE_5["c"]))
