@@ -146,3 +146,20 @@ def test_readme_device_table_is_current():
     assert "| H100 | NVIDIA Hopper sm_90 |" in text and "`cublas-epilogue`" in text
     stale = text.replace("| V100 | NVIDIA Volta sm_70 |", "| V100 | NVIDIA Volta sm_7x |")
     assert module.update(stale) != stale
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_local_links_and_figures_exist():
+    """Every relative link and image of README.md and docs/*.md names a file of the repository (the data
+    path figure, the reproductions' PNGs, the docs pages the README points to)."""
+    missing = []
+    for path in FILES:
+        for target in LINK.findall(path.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (path.parent / target).exists():
+                missing.append(f"{path.relative_to(ROOT)} -> {target}")
+    assert not missing, "links to missing files: " + ", ".join(missing)
+    assert (ROOT / "docs" / "datapath.svg").stat().st_size > 1000
