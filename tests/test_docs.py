@@ -163,3 +163,21 @@ def test_local_links_and_figures_exist():
                 missing.append(f"{path.relative_to(ROOT)} -> {target}")
     assert not missing, "links to missing files: " + ", ".join(missing)
     assert (ROOT / "docs" / "datapath.svg").stat().st_size > 1000
+
+
+def test_datapath_figure_names_model_fields():
+    """docs/datapath.svg is labelled with Model's field names (its script refuses names Model lacks), and
+    the committed SVG keeps its text as text, each label findable."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("datapath_figure", ROOT / "scripts" / "datapath_figure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.check_fields()                       # raises SystemExit naming a field Model does not have
+    svg = (ROOT / "docs" / "datapath.svg").read_text(encoding="utf-8")
+    for name in ("block_width", "fraction_bits", "e_zero", "alignment", "c_entry", "carry_bits",
+                 "output_rounding"):
+        assert name in svg, f"docs/datapath.svg has no label {name}; rerun scripts/datapath_figure.py"
+    module.FIELDS = module.FIELDS + ("no_such_field",)
+    with pytest.raises(SystemExit, match="no_such_field"):
+        module.check_fields()
