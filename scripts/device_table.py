@@ -61,10 +61,12 @@ def table() -> str:
                 used.append(key)
         rows.append(f"| {dev.name} | {dev.vendor} {dev.arch} | {', '.join(families)} | {_inputs(dev)} | "
                     f"{_block(dev)} | {confidence} | {', '.join(dev.sources)} | {extra} |")
-    key = ["", "Sources (`src/blockfma/devices/sources.json`):", ""]
+    key = ["", "Sources (`src/blockfma/devices/sources.json`; the facts each preset takes from them, source by "
+           "source, are in the project's `shared/DEVICE-FACTS.md` and the notes `blockfma devices NAME` prints):", ""]
     for name in used:
         src = devices.SOURCES[name]
-        key.append(f"* **{name}** ({src.kind}): {src.citation}")
+        where = " ([data/hardware/README.md](data/hardware/README.md))" if src.kind == "hardware data" else ""
+        key.append(f"* **{name}** ({src.kind}): {src.citation}{where}")
     return "\n".join(rows + key) + "\n"
 
 
