@@ -13,7 +13,10 @@ authors of the docs:
   TEXT, or, where TEXT ends in ``...``, start with what comes before the ``...``. Any other comment is
   prose and is not checked.
 
-Blocks fenced any other way (```python-text, plain ```, ```sh) are not run.
+Blocks fenced any other way (```python-text, plain ```, ```sh) are not run. A block that needs an optional
+dependency this environment lacks (torch, dask, ...: a ModuleNotFoundError for one of ``OPTIONAL``, or
+blockfma's own "pip install 'blockfma[extra]'" ImportError) is skipped with that reason, as the other tests
+of those extras skip; any other error fails.
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 MARKER = re.compile(r"#\s*doctest:\s*\+(SKIP|SLOW)\b\s*(.*)")
 ARROW = re.compile(r"#\s*->\s*(.*?)\s*$")
+OPTIONAL = {"torch", "dask", "distributed", "matplotlib", "numba", "triton", "cupy", "bitwuzla", "cvc5",
+            "PIL"}
+
+
+def missing_optional(error: ImportError) -> str | None:
+    """The reason to skip where ``error`` says an optional dependency is missing, else None."""
+    name = (getattr(error, "name", None) or "").split(".")[0]
+    if isinstance(error, ModuleNotFoundError) and name in OPTIONAL:
+        return f"needs {name}, not installed here"
+    if "pip install 'blockfma[" in str(error):
+        return str(error)
+    return None
 
 
 def blocks(path):
@@ -103,7 +118,13 @@ def test_example_runs(path, line, source, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(ROOT / "examples"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    run_block(source, f"{path.relative_to(ROOT)}:{line}")
+    try:
+        run_block(source, f"{path.relative_to(ROOT)}:{line}")
+    except ImportError as error:
+        reason = missing_optional(error)
+        if reason is None:
+            raise
+        pytest.skip(reason)
 
 
 # --- the harness itself: it must fail where the docs are wrong --------------------------------------------
@@ -125,6 +146,13 @@ def test_harness_checks_outputs():
         run_block("x = 2   # -> 2\n", "stray")
     with pytest.raises(NameError):
         run_block("undefined_name + 1\n", "broken")
+
+
+def test_only_missing_optional_dependencies_skip():
+    assert missing_optional(ModuleNotFoundError("No module named 'torch'", name="torch")) is not None
+    assert missing_optional(ImportError("bf.torch needs torch: pip install 'blockfma[torch]'")) is not None
+    assert missing_optional(ModuleNotFoundError("No module named 'blockfma.nope'", name="blockfma.nope")) is None
+    assert missing_optional(ImportError("cannot import name 'nope' from 'blockfma'")) is None
 
 
 def test_every_page_with_code_is_collected():
