@@ -58,6 +58,7 @@ __all__ = [
     "RN4_UNIT",
     "FP32_FMA_UNIT",
     "sample",
+    "csv_cell",
     "double_fp16",
     "measures",
     "fig_3_1",
@@ -779,7 +780,11 @@ def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return cols
 
 
-def _cell(v: Any) -> str:
+def csv_cell(v: Any) -> str:
+    """A CSV cell of a record's value: empty for None, floats exactly (``repr``, "nan"), lists and tuples
+    joined by "; ", anything else by ``str``."""
+    if isinstance(v, (list, tuple)):
+        return "; ".join(map(str, v))
     if v is None:
         return ""
     if isinstance(v, float):
@@ -801,7 +806,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> P
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for r in rows:
-        w.writerow([_cell(r.get(c)) for c in cols])
+        w.writerow([csv_cell(r.get(c)) for c in cols])
     return write_text(path, buf.getvalue())
 
 

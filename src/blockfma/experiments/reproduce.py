@@ -21,7 +21,6 @@ import csv
 import difflib
 import importlib
 import io
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 
 from ..arguments import ArgumentError
 from ..provenance import provenance
+from .multiword import csv_cell
 from .result import Result, check_scale
 
 __all__ = ["Reproduction", "REPRODUCTIONS", "reproductions", "get", "load", "run", "write", "provenance",
@@ -161,22 +161,12 @@ def files_for(name: str, out_dir: str | os.PathLike[str], *, figure: bool = True
     return paths
 
 
-def _cell(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else repr(v)
-    if isinstance(v, (list, tuple)):
-        return "; ".join(map(str, v))
-    return str(v)
-
-
 def _csv(result: Result) -> str:
     buf = io.StringIO(newline="")
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(result.columns)
     for r in result.rows:
-        w.writerow([_cell(r.get(c)) for c in result.columns])
+        w.writerow([csv_cell(r.get(c)) for c in result.columns])
     return buf.getvalue()
 
 
