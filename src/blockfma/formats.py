@@ -719,7 +719,7 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
     ok = is_representable(fmt, x)
     if not np.all(ok):
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
-        raise ValueError(f"encode: value {x[idx]!r} at index {idx} is not representable in {fmt.name}; "
+        raise ValueError(f"encode: value {float(x[idx])!r} at index {idx} is not representable in {fmt.name}; "
                          f"round it first with blockfma.formats.round({fmt.name!r}, x)")
     t = fmt.fraction_bits
     w = fmt.exponent_bits
