@@ -175,9 +175,7 @@ def _oracle(f: F.Format, x: Fraction, negative: bool, mode: RoundingMode) -> flo
         r = mags[0]
     else:
         i = bisect.bisect_right(mags, m) - 1  # mags[i] <= m
-        if i == len(mags) - 1 and m > mags[i]:
-            r, overflow_beyond = None, True
-        elif mags[i] == m:
+        if i == len(mags) - 1 or mags[i] == m:  # exact, or beyond the value past the largest (overflows below)
             r = m
         else:
             lo, hi = mags[i], mags[i + 1]
@@ -196,16 +194,13 @@ def _oracle(f: F.Format, x: Fraction, negative: bool, mode: RoundingMode) -> flo
                 r = hi
             else:
                 r = lo if even(i) else hi
-        if r is None or r > mags[-2]:  # overflow
-            if not f.has_nan:
-                r = mags[-2]
-            else:
-                to_inf = {RoundingMode.TiesToEven: True, RoundingMode.TiesAway: True, RoundingMode.TowardZero: False,
-                          RoundingMode.ToOdd: False, RoundingMode.TowardPositive: not negative,
-                          RoundingMode.TowardNegative: negative}[mode]
-                if to_inf and r is not None and r > mags[-2] or to_inf and r is None:
-                    return nan
-                r = mags[-2]
+        if r > mags[-2]:  # overflow: saturate without NaN, else NaN where IEEE 754 (7.4) gives infinity
+            to_inf = {RoundingMode.TiesToEven: True, RoundingMode.TiesAway: True, RoundingMode.TowardZero: False,
+                      RoundingMode.ToOdd: False, RoundingMode.TowardPositive: not negative,
+                      RoundingMode.TowardNegative: negative}[mode]
+            if to_inf and f.has_nan:
+                return nan
+            r = mags[-2]
     if r == 0:
         return -0.0 if negative and f.has_negative_zero else 0.0
     if negative and not f.signed:
