@@ -181,7 +181,8 @@ def draw_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, n
         if special:
             for arr, fmt in ((a[r], fin), (b[r], fb)):
                 if rng.random() < 0.5:
-                    arr[rng.integers(k)] = rng.choice([np.nan, np.inf, -np.inf]) if fmt.has_infinities else np.nan
+                    if fmt.has_nan:  # fp4 and fp6 have no special values
+                        arr[rng.integers(k)] = rng.choice([np.nan, np.inf, -np.inf]) if fmt.has_infinities else np.nan
         a[r], b[r] = sanitize(fin, a[r], special or style == 0), sanitize(fb, b[r], special or style == 0)
         c[r] = sanitize(fc, np.array(c[r]), special or style == 0)
     return a, b, c
@@ -251,7 +252,7 @@ def finite_inputs(model: Model, shape: tuple[int, int, int], seed: int):
     rng = np.random.default_rng(seed)
     m, k, n = shape
     fin, fb, fc = model.input_format, model.b_format, model.c_format
-    spread = min(12, fin.emax - 2)
+    spread = max(1, min(12, fin.emax - 2))  # fp4 and fp6: emax 2 to 4
     A = F.round(fin, rng.standard_normal((m, k)) * 2.0 ** rng.integers(-spread, spread, (m, k)), saturate=True)
     B = F.round(fb, rng.standard_normal((k, n)) * 2.0 ** rng.integers(-4, 4, (k, n)), saturate=True)
     A[rng.random((m, k)) < 0.05] = 0.0

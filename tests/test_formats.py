@@ -26,7 +26,10 @@ MODES = list(RoundingMode)
 
 
 # --- properties ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["bf16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"])
+MX = ["e2m1fn", "e3m2fn", "e2m3fn", "e8m0fnu"]  # the OCP MX formats ml_dtypes has (tests/test_formats_mx.py)
+
+
+@pytest.mark.parametrize("name", ["bf16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", *MX])
 def test_properties_match_ml_dtypes_finfo(name):
     f = F.get(name)
     fi = ml_dtypes.finfo(f.dtype)
@@ -67,18 +70,18 @@ def test_aliases_and_errors():
 
 
 # --- encode / decode -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("name", SMALL + MX)
 def test_every_code_decodes_like_the_storage_dtype(name):
     f = F.get(name)
     codes = np.arange(1 << f.bits, dtype=np.uint64)
     ours = F.decode(f, codes)
-    storage = F.from_numpy(codes.astype(np.uint8 if f.bits == 8 else np.uint16).view(f.dtype))
+    storage = F.from_numpy(codes.astype(F.uint_dtype(f.dtype.itemsize * 8)).view(f.dtype))
     same = (ours == storage) & (np.signbit(ours) == np.signbit(storage))
     assert np.all(same | (np.isnan(ours) & np.isnan(storage)))
     finite = ~np.isnan(ours)
     assert np.array_equal(F.encode(f, ours[finite]), codes[finite])
-    assert np.array_equal(F.to_numpy(f, ours[finite]).view(np.uint8 if f.bits == 8 else np.uint16),
-                          codes[finite].astype(np.uint8 if f.bits == 8 else np.uint16))
+    assert np.array_equal(F.to_numpy(f, ours[finite]).view(F.uint_dtype(f.dtype.itemsize * 8)),
+                          codes[finite].astype(F.uint_dtype(f.dtype.itemsize * 8)))
 
 
 def test_nan_codes_keep_sign_and_payload():
@@ -312,7 +315,8 @@ def test_round_fraction_matches_reference(name, mode):
 
 # --- bit views, storage, the A*B reader --------------------------------------------------------------------
 ONE_CODES = {"fp64": 0x3FF0000000000000, "fp32": 0x3F800000, "tf32": 0x3F800000, "e8m13": 0x3F800000,
-             "bf16": 0x3F80, "fp16": 0x3C00, "e4m3fn": 0x38, "e5m2": 0x3C, "e4m3fnuz": 0x40, "e5m2fnuz": 0x40}
+             "bf16": 0x3F80, "fp16": 0x3C00, "e4m3fn": 0x38, "e5m2": 0x3C, "e4m3fnuz": 0x40, "e5m2fnuz": 0x40,
+             "e2m1fn": 0x2, "e3m2fn": 0xC, "e2m3fn": 0x8, "e8m0fnu": 0x7F, "ue4m3": 0x38}
 
 
 @pytest.mark.parametrize("name", list(ONE_CODES))

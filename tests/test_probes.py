@@ -229,6 +229,9 @@ def test_every_preset_recovered(priors):
     failures = []
     jobs = sim_jobs()
     assert len(jobs) >= 100
+    # fp6/fp4 inputs (kind::f8f6f4) are not probed yet: their few bits cannot build the witnesses the feature
+    # tests send (issue 23, the probe step); the MMA-Sim differential holds those presets meanwhile
+    jobs = [j for j in jobs if not {f.name for f in bf.formats.pair(j[1])} & {"e3m2fn", "e2m3fn", "e2m1fn"}]
     for spec, inp, out, m in jobs:
         try:
             f = probe(spec, inp, out, verify=1000, priors=priors)

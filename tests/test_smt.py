@@ -66,6 +66,8 @@ FAST = [
     ("H100", "e4m3fn", "fp32", None),  # e8m13 output (output_fraction_bits)
     ("H100", ("e4m3fn", "e5m2"), "fp16", "mma.m16n8k32.fp8"),  # unpack to fp16, halves order, C after the blocks
     ("B200", "e4m3fn", "fp32", "mma"),
+    ("B200", ("e2m1fn", "e3m2fn"), "fp32", "tcgen05"),  # fp4 x fp6: formats without NaN (kind::f8f6f4)
+    ("RTX 5090", "e2m3fn", "fp16", None),
     ("MI100", "fp16", "fp16", None),  # exact-fused with an fp32 accumulator stored as fp16
     ("MI250X", "fp16", "fp32", None),  # pairwise, flushing
     ("MI250X", "fp32", "fp32", None),  # fma-chain in fp32

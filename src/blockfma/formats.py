@@ -60,6 +60,13 @@ __all__ = [
     "e4m3fnuz",
     "e5m2fnuz",
     "e8m13",
+    "e2m1fn",
+    "e3m2fn",
+    "e2m3fn",
+    "e8m0fnu",
+    "ue4m3",
+    "pack",
+    "unpack",
 ]
 
 
@@ -99,7 +106,7 @@ _MODE_ALIASES = {
     RoundingMode.ToOdd: {"ro", "odd", "toodd", "roundtoodd", "jam"},
 }
 
-NaNEncoding = Literal["ieee", "fn", "fnuz"]
+NaNEncoding = Literal["ieee", "fn", "fnuz", "none"]
 Overflow = Literal["ieee", "inf", "saturate"]
 
 
@@ -110,7 +117,11 @@ class Format:
     ``precision`` counts the significand bits including the implicit bit (p = 11 for binary16).
     ``nan`` says how NaN is encoded: ``"ieee"`` (all-ones exponent, nonzero fraction; infinities have a
     zero fraction), ``"fn"`` (finite-only: only the all-ones code is NaN, e.g. e4m3fn) or ``"fnuz"``
-    (finite, unsigned zero: the negative-zero code 0x80 is the only NaN, e.g. e4m3fnuz).
+    (finite, unsigned zero: the negative-zero code 0x80 is the only NaN, e.g. e4m3fnuz) or ``"none"`` (no NaN
+    and no infinities: every code is a number, e.g. the OCP MX element formats e2m1fn, e3m2fn, e2m3fn).
+    ``signed=False``: no sign bit (the scale formats e8m0fnu and ue4m3; ``bits`` is one less), so negative
+    values have no code.  ``has_zero=False``: the exponent field 0 is an ordinary binade (e8m0fnu: 2**-127),
+    so no code is zero and there are no subnormals.
     """
 
     name: str
@@ -122,20 +133,28 @@ class Format:
     dtype_name: str = "float32"
     aliases: tuple[str, ...] = field(default=(), compare=False)
     description: str = field(default="", compare=False)
+    signed: bool = True
+    has_zero: bool = True
 
     def __post_init__(self) -> None:
         if self.exponent_bits < 1 or self.precision < 1:
             raise ValueError(f"format {self.name!r}: exponent_bits and precision must be positive")
-        if self.nan not in ("ieee", "fn", "fnuz"):
-            raise ValueError(f"format {self.name!r}: nan must be 'ieee', 'fn' or 'fnuz', not {self.nan!r}")
+        if self.nan not in ("ieee", "fn", "fnuz", "none"):
+            raise ValueError(f"format {self.name!r}: nan must be 'ieee', 'fn', 'fnuz' or 'none', not {self.nan!r}")
+        if not self.has_zero and self.subnormals:
+            raise ValueError(f"format {self.name!r}: has_zero=False makes the exponent field 0 a normal binade, so "
+                             "there are no subnormals; pass subnormals=False")
+        if not self.signed and self.nan not in ("ieee", "fn"):
+            raise ValueError(f"format {self.name!r}: an unsigned format needs a NaN code (nan='ieee' or 'fn') for "
+                             f"negative values, which it cannot hold; nan={self.nan!r} has none")
         if self.precision > 53 or self.emax > 1023 or self.emin - self.precision + 1 < -1074:
             raise ValueError(f"format {self.name!r} does not fit in float64, which carries all values here")
 
     # --- finfo-style properties -------------------------------------------------------------------
     @property
     def bits(self) -> int:
-        """Storage width: sign, exponent and fraction bits."""
-        return self.exponent_bits + self.precision
+        """Storage width: sign (where the format is signed), exponent and fraction bits."""
+        return int(self.signed) + self.exponent_bits + self.fraction_bits
 
     @property
     def fraction_bits(self) -> int:
@@ -146,24 +165,31 @@ class Format:
         return self.nan == "ieee"
 
     @property
+    def has_nan(self) -> bool:
+        return self.nan != "none"
+
+    @property
     def has_negative_zero(self) -> bool:
-        return self.nan != "fnuz"
+        return self.signed and self.has_zero and self.nan != "fnuz"
 
     @property
     def emin(self) -> int:
-        """Exponent of the smallest normal number."""
-        return 1 - self.bias
+        """Exponent of the smallest normal number (the exponent field 1, or 0 where no code is zero)."""
+        return (1 if self.has_zero else 0) - self.bias
 
     @property
     def emax(self) -> int:
         """Exponent of the largest finite number."""
         top = (1 << self.exponent_bits) - 1
-        return (top - 1 if self.nan == "ieee" else top) - self.bias
+        # IEEE formats give the top binade to infinities and NaNs; fn formats only its all-ones code, which is
+        # the whole binade where there are no fraction bits (e8m0fnu: 0xFF is NaN)
+        lost = self.nan == "ieee" or (self.nan == "fn" and self.fraction_bits == 0)
+        return top - int(lost) - self.bias
 
     @property
     def max(self) -> float:
         """Largest finite value."""
-        ulps = 1 if self.nan != "fn" else 2  # fn formats lose the all-ones significand to NaN
+        ulps = 2 if self.nan == "fn" and self.fraction_bits > 0 else 1  # fn: the all-ones significand is NaN
         return float(np.ldexp((1 << self.precision) - ulps, self.emax - self.precision + 1))
 
     @property
@@ -184,7 +210,8 @@ class Format:
 
     @property
     def dtype(self) -> np.dtype:
-        """The numpy storage dtype (ml_dtypes types for bf16 and fp8; float32 holds tf32 and e8m13)."""
+        """The numpy storage dtype (ml_dtypes types for bf16, fp8, fp6, fp4 and e8m0; float32 holds tf32 and
+        e8m13, float8_e4m3fn holds ue4m3)."""
         return _dtype(self.dtype_name)
 
     def __str__(self) -> str:
@@ -228,8 +255,30 @@ e8m13 = Format("e8m13", 8, 14, 127, dtype_name="float32", aliases=("fp32_e8m13",
                description="binary32 with 13 fraction bits kept: the fp8 accumulator output of Ada and Hopper "
                            "tensor cores (stored in float32)")
 
+# OCP Microscaling Formats (MX) Specification v1.0, sec. 5.3: the element formats FP6 (E3M2, E2M3) and FP4
+# (E2M1) have no infinities and no NaN; sec. 5.4: the scale format E8M0 is unsigned, has no zero and one NaN
+# (0xFF).  ue4m3 is the scale of NVFP4 (PTX ISA, "Block Scaling for mma.sync" / tcgen05.mma block scale: an
+# unsigned e4m3, 7 bits).  ml_dtypes spells the first four float4_e2m1fn, float6_e3m2fn, float6_e2m3fn and
+# float8_e8m0fnu and holds their codes in the low bits of a byte.
+e2m1fn = Format("e2m1fn", 2, 2, 1, nan="none", dtype_name="float4_e2m1fn",
+                aliases=("e2m1", "float4_e2m1fn", "fp4", "fp4_e2m1", "mxfp4_e2m1"),
+                description="OCP MX FP4 E2M1 (no infinities, no NaN; largest value 6)")
+e3m2fn = Format("e3m2fn", 3, 3, 3, nan="none", dtype_name="float6_e3m2fn",
+                aliases=("e3m2", "float6_e3m2fn", "fp6_e3m2", "mxfp6_e3m2"),
+                description="OCP MX FP6 E3M2 (no infinities, no NaN; largest value 28)")
+e2m3fn = Format("e2m3fn", 2, 4, 1, nan="none", dtype_name="float6_e2m3fn",
+                aliases=("e2m3", "float6_e2m3fn", "fp6_e2m3", "mxfp6_e2m3"),
+                description="OCP MX FP6 E2M3 (no infinities, no NaN; largest value 7.5)")
+e8m0fnu = Format("e8m0fnu", 8, 1, 127, nan="fn", subnormals=False, dtype_name="float8_e8m0fnu",
+                 aliases=("e8m0", "ue8m0", "float8_e8m0fnu"), signed=False, has_zero=False,
+                 description="OCP MX scale E8M0: the powers of two 2**-127 to 2**127, no sign, no zero, NaN 0xFF")
+ue4m3 = Format("ue4m3", 4, 4, 7, nan="fn", dtype_name="float8_e4m3fn", aliases=("e4m3fnu",), signed=False,
+               description="unsigned E4M3 (7 bits, NaN 0x7F, largest value 448): NVFP4's block scale "
+                           "(held in float8_e4m3fn codes with the sign bit zero)")
+
 _REGISTRY: dict[str, Format] = {}
-for _f in (fp64, fp32, tf32, bf16, fp16, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e8m13):
+for _f in (fp64, fp32, tf32, bf16, fp16, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e8m13, e2m1fn, e3m2fn, e2m3fn, e8m0fnu,
+           ue4m3):
     for _key in (_f.name, *_f.aliases):
         _REGISTRY[_key.lower()] = _f
 
@@ -278,10 +327,10 @@ def pair_name(a: Format | str, b: Format | str | None = None) -> str:
 
 def _held_in(fmt: Format) -> Format | None:
     """The registered format of ``fmt.dtype`` where its codes hold ``fmt``'s values (same exponent field,
-    bias and NaN encoding, at least ``fmt``'s precision), else None."""
+    bias, NaN encoding and zero, at least ``fmt``'s precision, a sign bit where ``fmt`` has one), else None."""
     held = _REGISTRY.get(fmt.dtype_name.lower())
     if held is None or held.exponent_bits != fmt.exponent_bits or held.bias != fmt.bias or held.nan != fmt.nan \
-            or held.precision < fmt.precision:
+            or held.precision < fmt.precision or held.has_zero != fmt.has_zero or (fmt.signed and not held.signed):
         return None
     return held
 
@@ -301,10 +350,14 @@ def storage(fmt: Format | str) -> Format:
 
 def storage_mask(fmt: Format | str) -> int:
     """The code bits of :func:`storage` (``fmt``) that values of ``fmt`` may set: 0xFFFFE000 for tf32 (binary32
-    with the low 13 fraction bits zero), all ``fmt.bits`` ones for a format stored as itself."""
+    with the low 13 fraction bits zero), 0x7F for ue4m3 (e4m3fn codes without the sign bit), all ``fmt.bits``
+    ones for a format stored as itself."""
     fmt = get(fmt)
     held = storage(fmt)
-    return ((1 << held.bits) - 1) ^ ((1 << (held.precision - fmt.precision)) - 1)
+    mask = ((1 << held.bits) - 1) ^ ((1 << (held.precision - fmt.precision)) - 1)
+    if held.signed and not fmt.signed:
+        mask &= ~(1 << (held.bits - 1))
+    return mask
 
 
 _UINTS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -351,18 +404,25 @@ def signed_result(xp: Any, fmt: Format, magnitude: Any, negative: Any, tiny: Any
                   overflow: Overflow, *, subnormals: bool) -> Any:
     """The last steps of every rounding to ``fmt`` (one place for all of them): ``magnitude`` (float64, the
     rounded |x|) beyond the largest finite value becomes an infinity or the largest finite value as
-    :func:`overflow_to_infinity` says (NaN for formats without infinities); with ``subnormals=False`` a
-    result whose exact magnitude was below the smallest normal (``tiny``) becomes zero; then the sign, and
-    +0 for formats without -0.  ``xp`` is the array module (numpy or torch)."""
+    :func:`overflow_to_infinity` says (NaN for formats without infinities, the largest finite value for
+    formats without NaN either: they saturate, as the OCP MX spec v1.0 sec. 5.3.3 and ml_dtypes convert);
+    with ``subnormals=False`` a result whose exact magnitude was below the smallest normal (``tiny``) becomes
+    zero; in a format without zero (e8m0fnu) such a result is the smallest value instead, and an exact zero
+    NaN (as ml_dtypes converts); then the sign: +0 for formats without -0, NaN for a negative nonzero result
+    in an unsigned format.  ``xp`` is the array module (numpy or torch)."""
     pos_inf, neg_inf = overflow_to_infinity(mode, overflow)
     to_inf = (negative & neg_inf) | (~negative & pos_inf)
-    big = float("inf") if fmt.has_infinities else float("nan")
+    big = float("inf") if fmt.has_infinities else float("nan") if fmt.has_nan else fmt.max
     v = xp.where(magnitude > fmt.max, xp.where(to_inf, big, xp.full_like(magnitude, fmt.max)), magnitude)
     if not subnormals:
         v = xp.where(tiny, 0.0, v)
+    if not fmt.has_zero:
+        v = xp.where(v == 0, xp.where(tiny, fmt.smallest_subnormal, float("nan")), v)
     v = xp.where(negative, -v, v)
     if not fmt.has_negative_zero:
         v = xp.where(v == 0, 0.0, v)
+    if not fmt.signed:
+        v = xp.where(v < 0, float("nan"), v)
     return v
 
 
@@ -445,7 +505,7 @@ def round_fraction(fmt: Format | str, x: Fraction | int, mode: RoundingMode | st
     A zero gives +0."""
     x = Fraction(x)
     if x == 0:
-        return 0.0
+        return 0.0 if get(fmt).has_zero else float("nan")
     num, den = abs(x.numerator), x.denominator
     shift = 61 - (num.bit_length() - den.bit_length())  # x * 2**shift lies in [2**60, 2**62)
     scaled, rest = divmod(num << shift, den) if shift >= 0 else divmod(num, den << -shift)
@@ -472,7 +532,12 @@ def round(
 
     NaN stays NaN, quiet, with its sign and the leading payload bits ``fmt`` holds (an IEEE conversion:
     :func:`cut_nans`); infinities stay infinite where ``fmt`` has them, else become NaN (or the largest
-    finite value with ``saturate=True``).  See :func:`round_integer` for subnormals and overflow.
+    finite value with ``saturate=True``, or where ``fmt`` has no NaN either).  See :func:`round_integer` for
+    subnormals and overflow, and :func:`signed_result` for formats without sign or zero.
+
+    A format without NaN (e2m1fn, e3m2fn, e2m3fn) has no code for a NaN: it stays a float64 NaN here, which
+    :func:`encode` and :func:`to_numpy` refuse (ml_dtypes turns it into a zero; the OCP MX spec v1.0 leaves
+    it to the implementation).  Its overflow saturates in every mode.
     """
     fmt = get(fmt)
     arr = np.asarray(x)
@@ -486,7 +551,9 @@ def round(
     out = np.where(np.signbit(x) & (out == 0) & fmt.has_negative_zero, -0.0, out)
     if not np.all(finite):
         inf_value = np.where(np.signbit(x), -1.0, 1.0) * (
-            np.inf if fmt.has_infinities else (fmt.max if saturate else np.nan))
+            np.inf if fmt.has_infinities else (fmt.max if saturate or not fmt.has_nan else np.nan))
+        if not fmt.signed:
+            inf_value = np.where(inf_value < 0, np.nan, inf_value)
         out = np.where(np.isinf(x), inf_value, out)
         out = np.where(np.isnan(x), cut_nans(fmt, x), out)
     return out
@@ -595,7 +662,8 @@ def _storage_round_trip(fmt: Format, x: np.ndarray) -> np.ndarray | None:
     value of the storage type, so the round trip returns x exactly when x is one.  Formats narrower than
     their binary32 storage (tf32, e8m13) also need their dropped low bits zero.  None where no storage type
     holds exactly the format's values (another format, or one without subnormals)."""
-    if not fmt.subnormals or _held_in(fmt) is None:
+    held = _held_in(fmt)
+    if held is None or held.subnormals != fmt.subnormals:
         return None
     with np.errstate(invalid="ignore", over="ignore"):
         y = x.astype(fmt.dtype)
@@ -606,14 +674,24 @@ def _storage_round_trip(fmt: Format, x: np.ndarray) -> np.ndarray | None:
     if low:
         codes = bits(y)
         same &= (codes & codes.dtype.type(low)) == 0
-    if fmt.has_infinities:
-        return same | np.isnan(x)
-    return (same & np.isfinite(x)) | np.isnan(x)
+    return _finish_representable(fmt, x, same)
+
+
+def _finish_representable(fmt: Format, x: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """The last rules of ``is_representable``, one place: infinities and NaN count where ``fmt`` has them; no
+    negative value (-0 included) in an unsigned format, no zero where ``fmt`` has none."""
+    if not fmt.signed:
+        same = same & ~np.signbit(x)
+    if not fmt.has_zero:
+        same = same & (x != 0)
+    if not fmt.has_infinities:
+        same = same & np.isfinite(x)
+    return same | (np.isnan(x) & fmt.has_nan)
 
 
 def is_representable(fmt: Format | str, x: Any) -> np.ndarray:
-    """True where the float64 value is exactly a value of ``fmt`` (NaN counts; infinities where the
-    format has them; -0 only where the format has a negative zero)."""
+    """True where the float64 value is exactly a value of ``fmt`` (NaN and infinities where the format has
+    them; -0 only where the format has a negative zero)."""
     fmt = get(fmt)
     x = np.asarray(x, dtype=np.float64)
     fast = _storage_round_trip(fmt, x)
@@ -625,9 +703,7 @@ def _representable_by_rounding(fmt: Format, x: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         rounded = round(fmt, x, RoundingMode.TowardZero)
         same = (rounded == x) & (np.signbit(rounded) == np.signbit(x))
-    if fmt.has_infinities:
-        return same | np.isnan(x)
-    return (same & np.isfinite(x)) | np.isnan(x)
+    return _finish_representable(fmt, x, same)
 
 
 # --- bit patterns ----------------------------------------------------------------------------------------
@@ -636,18 +712,18 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
 
     NaN encodes as a quiet NaN of ``fmt`` with the float64 NaN's sign and payload, left-aligned and cut to
     ``fmt``'s width (:func:`nan_codes`; ``numpy.nan`` gives the default NaN, 0x7E00 for binary16); fn
-    formats have the all-ones code, fnuz formats 0x80.
+    formats have the all-ones code, fnuz formats 0x80; formats without NaN refuse it.
     """
     fmt = get(fmt)
     x = np.asarray(x, dtype=np.float64)
     ok = is_representable(fmt, x)
     if not np.all(ok):
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
-        raise ValueError(f"encode: value {x[idx]!r} at index {idx} is not representable in {fmt.name}; "
+        raise ValueError(f"encode: value {float(x[idx])!r} at index {idx} is not representable in {fmt.name}; "
                          f"round it first with blockfma.formats.round({fmt.name!r}, x)")
     t = fmt.fraction_bits
     w = fmt.exponent_bits
-    sign_bit = np.uint64(1) << np.uint64(fmt.bits - 1)
+    sign_bit = np.uint64(1 << (fmt.bits - 1) if fmt.signed else 0)
     finite = np.isfinite(x)
     a = np.abs(np.where(finite, x, 0.0))
     _, e = np.frexp(a)
@@ -666,8 +742,10 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
         nan_code = nan_codes(fmt, x)
     elif fmt.nan == "fn":
         nan_code = all_ones_exp | np.uint64((1 << t) - 1)
-    else:
+    elif fmt.nan == "fnuz":
         nan_code = sign_bit
+    else:  # no NaN: is_representable refused NaNs above
+        return code.astype(np.uint64)
     return np.where(np.isnan(x), np.uint64(nan_code), code).astype(np.uint64)
 
 
@@ -680,10 +758,11 @@ def decode(fmt: Format | str, code: Any) -> np.ndarray:
         raise ValueError(f"decode: code wider than the {fmt.bits} bits of {fmt.name}")
     t = fmt.fraction_bits
     w = fmt.exponent_bits
-    negative = ((code >> np.uint64(fmt.bits - 1)) & np.uint64(1)).astype(bool)
+    negative = ((code >> np.uint64(fmt.bits - 1)) & np.uint64(1)).astype(bool) if fmt.signed else \
+        np.zeros(code.shape, dtype=bool)
     exp_field = ((code >> np.uint64(t)) & np.uint64((1 << w) - 1)).astype(np.int64)
     frac = (code & np.uint64((1 << t) - 1)).astype(np.int64)
-    normal = exp_field > 0
+    normal = (exp_field > 0) | (not fmt.has_zero)  # without zero the exponent field 0 is a normal binade
     sig = np.where(normal, frac + (1 << t), frac)
     scale = np.where(normal, exp_field - fmt.bias, fmt.emin) - t
     with np.errstate(over="ignore"):  # the all-ones exponent codes; replaced just below
@@ -694,7 +773,7 @@ def decode(fmt: Format | str, code: Any) -> np.ndarray:
         value = np.where(special, np.where(frac == 0, np.inf, np.nan), value)
     elif fmt.nan == "fn":
         value = np.where((exp_field == top) & (frac == (1 << t) - 1), np.nan, value)
-    else:
+    elif fmt.nan == "fnuz":
         value = np.where(negative & (exp_field == 0) & (frac == 0), np.nan, value)
     value = np.where(negative, -value, value)
     if fmt.nan == "ieee" and t > 0 and np.any(np.isnan(value)):
@@ -711,7 +790,7 @@ def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
     fmt = get(fmt)
     x = np.asarray(x, dtype=np.float64)
     if check:
-        ok = is_representable(fmt, x) | np.isnan(x)
+        ok = is_representable(fmt, x)  # NaN where fmt has one
         if not np.all(ok):
             idx = tuple(int(i) for i in np.argwhere(~ok)[0])
             raise ValueError(f"x{index_text(idx)} = {float(x[idx])!r} is not a value of {fmt.name}; "
@@ -721,6 +800,47 @@ def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
     # ml_dtypes types: go through the bit patterns so no cast can round
     codes = encode(fmt, x)
     return codes.astype(uint_dtype(fmt.dtype.itemsize * 8)).view(fmt.dtype)
+
+
+def pack(fmt: Format | str, codes: Any) -> np.ndarray:
+    """Two codes of a format of at most 4 bits (e2m1fn) per byte, as registers hold them: along the last axis
+    (even length), element ``2i`` in the low nibble of byte ``i`` and ``2i + 1`` in the high nibble.  That is
+    the order of PTX's packed types (PTX ISA, cvt: ``cvt.rn.satfinite.e2m1x2.f32 d, a, b`` puts ``b``, the
+    first element, in the low 4 bits of ``d``, as ``.f16x2`` puts it in the low half) and of CUDA's
+    ``__nv_fp4x2_e2m1``.  Returns uint8; :func:`unpack` undoes it."""
+    fmt = get(fmt)
+    if fmt.bits > 4:
+        raise ValueError(f"pack: {fmt.name} codes are {fmt.bits} bits wide; two fit a byte only for formats of at "
+                         "most 4 bits (e2m1fn)")
+    codes = np.asarray(codes)
+    if codes.dtype.kind not in "iu":
+        raise ValueError(f"pack: codes must be integers (the bit patterns of {fmt.name}, e.g. from "
+                         f"blockfma.formats.encode({fmt.name!r}, x)), not {codes.dtype}")
+    if codes.ndim == 0 or codes.shape[-1] % 2:
+        raise ValueError(f"pack: the last axis holds {codes.shape[-1] if codes.ndim else 0} codes; two go in a byte, "
+                         "so it needs an even length (pad with the code of +0)")
+    if np.any((codes < 0) | (codes >> fmt.bits != 0)):
+        idx = tuple(int(i) for i in np.argwhere((codes < 0) | (codes >> fmt.bits != 0))[0])
+        raise ValueError(f"pack: codes{index_text(idx)} = {int(codes[idx])} is not a {fmt.bits}-bit code of "
+                         f"{fmt.name}")
+    c = codes.astype(np.uint8)
+    return (c[..., 0::2] | (c[..., 1::2] << np.uint8(4))).astype(np.uint8)
+
+
+def unpack(fmt: Format | str, packed: Any) -> np.ndarray:
+    """The codes (uint8) of bytes that :func:`pack` filled: byte ``i`` gives element ``2i`` (low nibble) and
+    ``2i + 1`` (high nibble), so the last axis doubles."""
+    fmt = get(fmt)
+    if fmt.bits > 4:
+        raise ValueError(f"unpack: {fmt.name} codes are {fmt.bits} bits wide; bytes hold two codes only for formats "
+                         "of at most 4 bits (e2m1fn)")
+    packed = np.asarray(packed)
+    if packed.dtype != np.uint8 or packed.ndim == 0:
+        raise ValueError(f"unpack: packed must be an array of uint8 bytes, not {packed.dtype} of shape {packed.shape}")
+    out = np.empty(packed.shape[:-1] + (2 * packed.shape[-1],), dtype=np.uint8)
+    out[..., 0::2] = packed & np.uint8(0x0F)
+    out[..., 1::2] = packed >> np.uint8(4)
+    return out
 
 
 def from_numpy(x: Any, what: str = "x") -> np.ndarray:

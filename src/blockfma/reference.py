@@ -80,10 +80,9 @@ def cut(t: Fraction, q: Fraction, alignment: Alignment | str) -> Fraction:
 
 
 def largest_finite(fmt: Format) -> Fraction:
-    """The largest finite value of fmt, exactly.  fn formats (e4m3fn) lose the all-ones significand of the
-    top binade to NaN, so their largest value is one ulp lower (448 for e4m3fn)."""
-    ulps = 2 if fmt.nan == "fn" else 1
-    return (2**fmt.precision - ulps) * pow2(fmt.emax - fmt.precision + 1)
+    """The largest finite value of fmt, exactly (``Format.max`` states the rule: fn formats such as e4m3fn lose
+    the all-ones significand of the top binade to NaN, so their largest value is one ulp lower, 448)."""
+    return Fraction(fmt.max)
 
 
 def _signed(value: Fraction | float, negative: bool) -> float:
@@ -110,8 +109,12 @@ def round_exact(
     ``"ieee"`` as IEEE 754 sec. 7.4 (TiesToEven, TiesAway: infinity; TowardZero, ToOdd: the largest
     finite value; TowardPositive/TowardNegative: infinity on their side only), ``"inf"`` always infinity,
     ``"saturate"`` always the largest finite value.  A format without infinities gives NaN where infinity
-    is due; a format without negative zero gives +0.
+    is due (the largest finite value where it has no NaN either); a format without negative zero gives +0.
+    Formats without a sign or a zero (the scale formats e8m0fnu, ue4m3) are not output formats: refused.
     """
+    if not fmt.signed or not fmt.has_zero:
+        raise ValueError(f"round_exact: {fmt.name} has no sign or no zero; the reference rounds to signed formats "
+                         "with a zero (blockfma.formats.round handles the scale formats)")
     mode = RoundingMode.parse(mode)
     x = Fraction(x)
     sign = x < 0 or (x == 0 and negative)
@@ -171,7 +174,9 @@ def round_exact(
             raise ValueError(f"overflow must be 'ieee', 'inf' or 'saturate', not {overflow!r}")
         if not to_infinity:
             return _signed(big, sign)
-        return _signed(INF, sign) if fmt.has_infinities else NAN
+        if fmt.has_infinities:
+            return _signed(INF, sign)
+        return NAN if fmt.has_nan else _signed(big, sign)
     return _signed(result, sign)
 
 

@@ -87,7 +87,7 @@ def _random_bits(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...]) 
 
 
 def _specials(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    pool = [np.nan, fmt.max, -fmt.max, 0.0, -0.0 if fmt.has_negative_zero else 0.0]
+    pool = ([np.nan] if fmt.has_nan else []) + [fmt.max, -fmt.max, 0.0, -0.0 if fmt.has_negative_zero else 0.0]
     if fmt.has_infinities:
         pool += [np.inf, -np.inf]
     return np.array(pool)[rng.integers(0, len(pool), size=shape)]

@@ -57,8 +57,11 @@ class Sym:
 
 
 def decode(fmt: Format, bits: z3.BitVecRef) -> Sym:
-    """The value of a bit pattern of ``fmt`` (IEEE layout; "fn" and "fnuz" NaN encodings)."""
+    """The value of a bit pattern of ``fmt`` (IEEE layout; "fn", "fnuz" and "none" NaN encodings)."""
     t, eb = fmt.fraction_bits, fmt.exponent_bits
+    if not fmt.signed or not fmt.has_zero:
+        raise NotImplementedError(f"the SMT encoding reads signed formats with a zero; {fmt.name} (a block scale) "
+                                  "is not an operand format yet")
     assert bits.size() == fmt.bits, (fmt, bits.size())
     sign = z3.Extract(fmt.bits - 1, fmt.bits - 1, bits) == 1
     field = z3.Extract(t + eb - 1, t, bits)
@@ -71,9 +74,11 @@ def decode(fmt: Format, bits: z3.BitVecRef) -> Sym:
     elif fmt.nan == "fn":
         nan = conj(field == top, z3.BoolVal(True) if frac is None else frac == (1 << t) - 1)
         inf = z3.BoolVal(False)
-    else:  # fnuz: the negative-zero code is the NaN
+    elif fmt.nan == "fnuz":  # the negative-zero code is the NaN
         nan = bits == (1 << (fmt.bits - 1))
         inf = z3.BoolVal(False)
+    else:  # "none": every code is a number (fp6, fp4)
+        nan = inf = z3.BoolVal(False)
     sub = field == 0
     zero = conj(sub, frac_zero, z3.Not(nan))
     hidden = z3.If(sub, z3.BitVecVal(0, 1), z3.BitVecVal(1, 1))
