@@ -41,7 +41,7 @@ def test_a_model_of_the_family(tree):
         assert bf.Model.from_dict(model.to_dict()) == model
     with pytest.raises(ValueError, match="power-of-two block_width"):
         m.replace(block_width=6)
-    with pytest.raises(ValueError, match="e_zero applies to the truncated-fused family only"):
+    with pytest.raises(ValueError, match="e_zero applies to the truncated-fused and scaled-fused families only"):
         m.replace(e_zero=-133)
     with pytest.raises(ValueError, match="unknown option 'normalise'"):
         m.replace(options={"normalise": False})

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .formats import Format
     from .model import Model
 
-__all__ = ["Family", "Option", "ENGINES", "register", "unregister", "families", "EngineMissing"]
+__all__ = ["Family", "Option", "ENGINES", "SCALE_FORMATS", "register", "unregister", "families", "EngineMissing"]
 
 #: the engines a family may give a block to, and what each expects (``a``, ``b``: the block's L inputs;
 #: ``c``: its C; the result: a value of ``model.c_format``, as the next block's C):
@@ -317,6 +317,37 @@ def _truncated_fused_base(a: Format, b: Format, d: Format, k: int) -> Model | No
         return None
 
 
+#: the scale formats a block-scaled unit reads (PTX ISA, "Block scaling": .ue8m0 for MX, .ue4m3 for NVFP4)
+SCALE_FORMATS = ("e8m0fnu", "ue4m3")
+
+
+def _check_scale_format(x: Any) -> str | None:
+    return None if x in SCALE_FORMATS else f"must be one of {', '.join(SCALE_FORMATS)}, not {x!r}"
+
+
+def _check_scale_block(x: Any) -> str | None:
+    ok = isinstance(x, int) and not isinstance(x, bool) and x >= 1
+    return None if ok else f"must be a positive integer (16 or 32 on the hardware), not {x!r}"
+
+
+def _check_scale_group(x: Any) -> str | None:
+    ok = x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= 1)
+    return None if ok else f"must be None (each product scaled alone) or a positive integer, not {x!r}"
+
+
+def _check_scaled_fused(m: Model) -> Iterator[str]:
+    yield from _check_truncated_fused(m)
+    block, group = m.option("scale_block"), m.option("scale_group")
+    if m.block_width is None or not isinstance(block, int) or m.block_width % block:
+        yield f"block_width must be a multiple of the scale block ({block})"
+    if isinstance(group, int) and isinstance(block, int) and block % group:
+        yield f"option scale_group: {group} must divide the scale block {block}"
+    if m.c_entry != "fused" or m.accumulator_format is not None or m.instruction_k is not None \
+            or m.product_order != "natural" or m.unpack_format is not None:
+        yield "a block-scaled model fuses C into each block (c_entry='fused', no accumulator_format, " \
+              "instruction_k, product_order or unpack_format)"
+
+
 def _late_c_symmetric(m: Model) -> bool:
     return m.groups == 1  # with groups=2 a product's place (even or odd) matters
 
@@ -360,6 +391,22 @@ AMX = register(Family(
     "amx", "Intel AMX TDPBF16PS: even and odd fp32 partial sums of FMAs, then C + (even + odd)",
     reference=_REF + "amx_block", numpy=_KER + "amx", numba=_FAST + "AMX", smt=_SMT + "amx_block",
     check=_check_amx))
+
+SCALED_FUSED = register(Family(
+    "scaled-fused", "block-scaled truncated-fused (PTX mma.block_scale, tcgen05.mma.block_scale): each "
+    "product, or each exact sum of scale_group products, takes one scale of A and one of B per scale_block "
+    "products along K, their exponents added to its own; then aligned, cut at F, summed, rounded once",
+    reference=_REF + "scaled_fused_block",
+    parameters=("fraction_bits", "e_zero", "alignment", "carry_bits"),
+    required=("fraction_bits", "e_zero"), fused=True,
+    options=(Option("scale_format", "e8m0fnu", "the scales' format: e8m0fnu (ue8m0, MX) or ue4m3 (NVFP4)",
+                    SCALE_FORMATS, _check_scale_format),
+             Option("scale_block", 32, "products along K that share one scale of A and one of B", (16, 32),
+                    _check_scale_block),
+             Option("scale_group", None, "None: each product takes its scales (MMA-Sim's MMA_ST_FDPA); G: "
+                    "every G products are summed exactly first, the sum's exponent being the scales' alone "
+                    "(MMA_GST_FDPA)", (None, 16), _check_scale_group)),
+    check=_check_scaled_fused))
 
 _BUILTIN = tuple(_REGISTRY.values())
 

@@ -27,8 +27,8 @@ from .plan import Index, Plan, pad, plan, run, take
 
 __all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite",
            "binary64_bits", "from_binary64_bits", "truncated_fused_block", "exact_fused_block", "pairwise_block",
-           "late_c_block", "fma_chain_block", "amx_block", "bfdot_block", "special_result", "product", "term",
-           "round_result", "Term"]
+           "late_c_block", "scaled_fused_block", "fma_chain_block", "amx_block", "bfdot_block", "special_result",
+           "product", "term", "round_result", "Term"]
 
 NAN = math.nan
 INF = math.inf
@@ -377,6 +377,88 @@ def truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], 
     return round_result(model, S, terms)
 
 
+def scaled_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float,
+                       sa: Sequence[float] | None = None, sb: Sequence[float] | None = None) -> float:
+    """scaled-fused (block-scaled MMA): truncated-fused whose terms carry the scales of A and B.
+
+    ``sa[i]``, ``sb[i]``: the scales of product i (values of the ``scale_format`` option; None: all 1).  As
+    MMA-Sim 2.1.1 reads PTX's ``mma.block_scale`` / ``tcgen05.mma.block_scale`` (mmasim/arithmetic/fdpa.py):
+
+    * ``scale_group`` None (``st_fdpa``, the k = 32 ``kind::mxf8f6f4``): term i is a_i b_i sa_i sb_i, its
+      exponent the sum of the four factors' exponents (E_f, subnormals at emin); a zero term at e_zero;
+    * ``scale_group`` G (``gst_fdpa``, the k = 64 ``kind::mxf4`` and ``mxf4nvf4``): every G consecutive
+      products are summed exactly, the sum times its scales sa sb is a term whose exponent is the scales'
+      exponents alone (not the sum's); at e_zero where all G products are zero or sa sb = 0 (a sum that
+      cancels to zero keeps the scales' exponent);
+    * C at its exponent (e_zero if zero); then as truncated-fused: e_max, every term cut at 2**(e_max - F),
+      exact sum, one rounding.  A NaN scale makes the result NaN."""
+    n = len(a)
+    sa = [1.0] * n if sa is None else list(sa)
+    sb = [1.0] * n if sb is None else list(sb)
+    if any(math.isnan(x) for x in sa + sb):
+        return NAN
+    special = special_result(list(zip(a, b)), [c])
+    if special is not None:
+        return special
+    fa, fb, fc, F = model.input_format, model.b_format, model.c_format, model.fraction_bits
+    fs = _scale_format(model)
+    assert F is not None and model.e_zero is not None
+    G = model.option("scale_group")
+    terms: list[Term] = []
+    exps: list[int] = []
+    if G is None:
+        for ai, bi, x, y in zip(a, b, sa, sb):
+            value, negative = product(ai, bi)
+            value *= to_fraction(x) * to_fraction(y)
+            terms.append((value, negative))
+            exps.append(exponent(fa, ai) + exponent(fb, bi) + exponent(fs, x) + exponent(fs, y)
+                        if value != 0 else model.e_zero)
+    else:
+        for g in range(0, n, G):
+            products = [product(ai, bi) for ai, bi in zip(a[g:g + G], b[g:g + G])]
+            scale = to_fraction(sa[g]) * to_fraction(sb[g])
+            total = sum((p for p, _ in products), Fraction(0))
+            terms.append((total * scale, all(neg for _, neg in products)))
+            zero = scale == 0 or all(p == 0 for p, _ in products)
+            exps.append(model.e_zero if zero else exponent(fs, sa[g]) + exponent(fs, sb[g]))
+    e_c = exponent(fc, c) if c != 0 else model.e_zero
+    e_max = max(*exps, e_c)
+    q = pow2(e_max - F)
+    terms.append(term(c))
+    S = sum((cut(t, q, model.alignment) for t, _ in terms), Fraction(0))
+    if model.carry_bits is not None:
+        wrapped = abs(S) % pow2(e_max + 1 + model.carry_bits)
+        S = -wrapped if S < 0 else wrapped
+    return round_result(model, S, terms)
+
+
+def _scale_format(model: Model) -> Format:
+    from .formats import get
+
+    return get(model.option("scale_format"))
+
+
+def _scale_of(fmt: Format, x: Number, what: str) -> float:
+    """x as a float, checked to be a scale of fmt: e8m0fnu a power of two in [2**-127, 2**127], ue4m3 a
+    non-negative e4m3fn value; NaN passes (it makes the result NaN)."""
+    v = float(x)
+    if math.isnan(v):
+        return v
+    if isinstance(x, (int, Fraction)) and Fraction(v) != x:
+        raise ValueError(f"{what} = {x!r} is not a value of {fmt.name}")
+    if is_negative(v) or math.isinf(v):
+        raise ValueError(f"{what} = {x!r} is not a value of {fmt.name} (scales are unsigned and finite)")
+    if fmt.name == "e8m0fnu":
+        r = Fraction(v)
+        if r == 0 or r.numerator & (r.numerator - 1) or r.denominator & (r.denominator - 1) \
+                or not -127 <= floor_log2(r) <= 127:
+            raise ValueError(f"{what} = {x!r} is not a value of {fmt.name} (a power of two, 2**-127 to 2**127)")
+        return v
+    from .formats import e4m3fn
+
+    return _value_of(e4m3fn, v, what)
+
+
 def exact_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
     """exact-fused: S = p_1 + ... + p_L + c exactly, result R(S)."""
     return _ieee_operation(model, round_result, list(zip(a, b)), [c])
@@ -497,38 +579,70 @@ def _A(model: Model, x: Fraction, terms: Sequence[Term]) -> float:
     return 0.0 if value == 0 and model.rounded_zero == "positive" else value
 
 
-def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> float:
+def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number,
+        scale_a: Sequence[Number] | None = None, scale_b: Sequence[Number] | None = None) -> float:
     """d = a.b + c as ``model`` computes it; the value of the output format as a float (NaN as nan).
 
     "Blocks and chaining": the model's step plan (:mod:`blockfma.plan`: blocks of L = ``block_width``, a
     short last step padded with (+0) * (+0), each block's result the next block's C, or C added after a
     step's blocks) run with this module's exact blocks.  With ``subnormals=False`` subnormal inputs are
     flushed to zeros of their sign first (in the formats the datapath reads them in).
+
+    A block-scaled model (the scaled-fused family) takes ``scale_a`` and ``scale_b``: one scale of its
+    ``scale_format`` per ``scale_block`` products along K (k a multiple of it); product i takes
+    ``scale_a[i // scale_block]`` and ``scale_b[i // scale_block]``; padding products take scale 1.
     """
     if len(a) != len(b):
         raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
     a_values = [_value_of(model.input_format, x, f"a[{i}]") for i, x in enumerate(a)]
     b_values = [_value_of(model.b_format, x, f"b[{i}]") for i, x in enumerate(b)]
     d = _value_of(model.c_format, c, "c")
+    scales = _scales(model, len(a_values), scale_a, scale_b)
     if not a_values:  # an empty dot product is C as given
         return d
     p = plan(model, len(a_values))
     m = p.model  # operands unpacked to a wider format keep their values
     a_values = pad([_flush_input(m, m.input_format, x) for x in a_values], p.padded, 0.0)
     b_values = pad([_flush_input(m, m.b_format, x) for x in b_values], p.padded, 0.0)
-    return run(p, _Exact(p, a_values, b_values), _flush_input(m, m.c_format, d))
+    if scales is not None:
+        scales = (pad(scales[0], p.padded, 1.0), pad(scales[1], p.padded, 1.0))
+    return run(p, _Exact(p, a_values, b_values, scales), _flush_input(m, m.c_format, d))
+
+
+def _scales(model: Model, k: int, scale_a: Sequence[Number] | None,
+            scale_b: Sequence[Number] | None) -> tuple[list[float], list[float]] | None:
+    """The scales of each of the k products (block-scaled models), checked; None for other models."""
+    if model.family.name != "scaled-fused":
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"scale_a and scale_b are for block-scaled models; {model.family.name} takes none")
+        return None
+    block, fs = model.option("scale_block"), _scale_format(model)
+    if k % block:
+        raise ValueError(f"k = {k} must be a multiple of the scale block {block}")
+    out = []
+    for name, given in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if given is None or len(given) != k // block:
+            raise ValueError(f"{name} must hold {k // block} scales (one per {block} products of k = {k}), "
+                             f"not {None if given is None else len(given)}")
+        values = [_scale_of(fs, x, f"{name}[{j}]") for j, x in enumerate(given)]
+        out.append([values[i // block] for i in range(k)])
+    return out[0], out[1]
 
 
 class _Exact:
     """The reference's :class:`blockfma.plan.Datapath`: the family's exact block, and the store and the
     IEEE addition of C written with this module's own rounding."""
 
-    def __init__(self, p: Plan, a: list[float], b: list[float]):
-        self.model, self.unit, self.a, self.b = p.model, p.block, a, b
+    def __init__(self, p: Plan, a: list[float], b: list[float],
+                 scales: tuple[list[float], list[float]] | None = None):
+        self.model, self.unit, self.a, self.b, self.scales = p.model, p.block, a, b, scales
         self.sum_block = p.block.family.implementation("reference")
 
     def block(self, products: Index, c: float) -> float:
-        return self.sum_block(self.unit, take(self.a, products), take(self.b, products), c)
+        a, b = take(self.a, products), take(self.b, products)
+        if self.scales is None:
+            return self.sum_block(self.unit, a, b, c)
+        return self.sum_block(self.unit, a, b, c, take(self.scales[0], products), take(self.scales[1], products))
 
     def zero(self, c: float) -> float:
         return 0.0
@@ -549,6 +663,7 @@ def _store(model: Model, d: float) -> float:
                        subnormals=model.subnormals)
 
 
-def dot_bits(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number) -> int:
+def dot_bits(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number,
+             scale_a: Sequence[Number] | None = None, scale_b: Sequence[Number] | None = None) -> int:
     """:func:`dot`, as the bit pattern of the result in ``model.output_format`` (NaN per ``model.nan``)."""
-    return encode(model.output_format, dot(model, a, b, c), model.nan)
+    return encode(model.output_format, dot(model, a, b, c, scale_a, scale_b), model.nan)
