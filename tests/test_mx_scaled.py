@@ -12,6 +12,9 @@ the slow mark runs more rows of each.
 from __future__ import annotations
 
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -77,6 +80,8 @@ def _c(rng, shape) -> np.ndarray:
     c[pick < 0.1] = 0.0
     c[(pick >= 0.1) & (pick < 0.15)] = -0.0
     c[(pick >= 0.15) & (pick < 0.2)] = np.float32(1e-40)
+    powers = (pick >= 0.2) & (pick < 0.45)  # C a power of two: a term cut at F shows across its binade
+    c[powers] = (np.where(rng.random(shape) < 0.5, -1.0, 1.0) * 2.0 ** rng.integers(-40, 40, shape))[powers]
     return c
 
 
@@ -118,24 +123,31 @@ def mmasim_d(device: str, cfg, A, B, C, SA, SB) -> np.ndarray:
     return d.numpy().view(np.uint32)
 
 
-def _compare(device: str, cfg, rows: int, k_mult: int, seed: int) -> tuple[int, int]:
+def _rows(cfg, rows: int, k: int, seed: int):
+    """A (rows x k), B (k x 8), C, SA, SB for one configuration: random codes (fp8 A with NaN and
+    infinities in even seeds), C over a wide range with zeros and a subnormal, scales by :func:`_scales`
+    (one NaN in every third seed)."""
     kind, fa, fb, block, fs = cfg
-    model = scaled_model(*cfg)
     rng = np.random.default_rng(seed)
-    m, n, k = rows, 8, model.block_width * k_mult
-    specials = fa in ("e4m3fn", "e5m2")
-    A = F.decode(F.get(fa), _codes(rng, F.get(fa), (m, k), specials and seed % 2 == 0))
-    B = F.decode(F.get(fb), _codes(rng, F.get(fb), (k, n), False))
-    C = _c(rng, (m, n))
-    SA = _scales(rng, fs, m, k // block, nan=seed % 3 == 0)
-    SB = _scales(rng, fs, n, k // block, nan=False).T
+    specials = fa in ("e4m3fn", "e5m2") and seed % 2 == 0
+    A = F.decode(F.get(fa), _codes(rng, F.get(fa), (rows, k), specials))
+    B = F.decode(F.get(fb), _codes(rng, F.get(fb), (k, 8), False))
+    SA = _scales(rng, fs, rows, k // block, nan=seed % 3 == 0)
+    SB = _scales(rng, fs, 8, k // block, nan=False).T
+    return A, B, _c(rng, (rows, 8)), SA, SB
+
+
+def _differ(model: Model, device: str, cfg, A, B, C, SA, SB) -> int:
+    """How many entries of D the reference under ``model`` and MMA-Sim give different bits."""
     D = mmasim_d(device, cfg, A, B, C, SA, SB)
-    bad = 0
-    for i in range(m):
-        for j in range(n):
-            got = R.dot_bits(model, list(A[i]), list(B[:, j]), float(C[i, j]), list(SA[i]), list(SB[:, j]))
-            bad += got != int(D[i, j])
-    return m * n - bad, m * n
+    return sum(R.dot_bits(model, list(A[i]), list(B[:, j]), float(C[i, j]), list(SA[i]), list(SB[:, j]))
+               != int(D[i, j]) for i in range(C.shape[0]) for j in range(C.shape[1]))
+
+
+def _compare(device: str, cfg, rows: int, k_mult: int, seed: int) -> tuple[int, int]:
+    model = scaled_model(*cfg)
+    data = _rows(cfg, rows, model.block_width * k_mult, seed)
+    return rows * 8 - _differ(model, device, cfg, *data), rows * 8
 
 
 def _name(cfg) -> str:
@@ -158,3 +170,130 @@ def test_reference_matches_mmasim_more(cfg):
     for seed in range(2, 8):
         same, total = _compare("B200", cfg, 8, 1 + seed % 2, 1000 + seed)
         assert same == total
+
+
+# --- the rows that pin each parameter: the reading matches MMA-Sim and its neighbour does not ---------------
+PINNED = [CONFIGS[0], CONFIGS[24], CONFIGS[-4], CONFIGS[-1]]  # e4m3*e4m3, fp4 mxf8f6f4, mxf4, nvf4 ue4m3
+
+
+def _one(cfg, a: dict, b: dict, c: float, sa: float, sb: float):
+    """One row of A and one column of B, zero but at the given positions; every scale sa (sb); C = c."""
+    model = scaled_model(*cfg)
+    k, block = model.block_width, cfg[3]
+    A, B = np.zeros((1, k)), np.zeros((k, 8))
+    for i, v in a.items():
+        A[0, i] = v
+    for i, v in b.items():
+        B[i, :] = v
+    return A, B, np.full((1, 8), c, dtype=np.float32), np.full((1, k // block), sa), np.full((k // block, 8), sb)
+
+
+@pytest.mark.parametrize("cfg", PINNED, ids=_name)
+def test_fraction_bits_pinned(cfg):
+    """A product of -0.25 under C = 2**(F - 2) is kept at F fraction bits and dropped at F - 1: the result
+    moves by one ulp, and MMA-Sim's F (25 for k = 32, 35 for k = 64) is the one that agrees."""
+    model = scaled_model(*cfg)
+    data = _one(cfg, {0: -0.5}, {0: 0.5}, 2.0 ** (model.fraction_bits - 2), 1.0, 1.0)
+    assert _differ(model, "B200", cfg, *data) == 0
+    assert _differ(model.replace(fraction_bits=model.fraction_bits - 1), "B200", cfg, *data) == 8
+
+
+@pytest.mark.parametrize("cfg", PINNED[:3], ids=_name)
+def test_e_zero_pinned(cfg):
+    """C = 0 takes part at e_zero: a product 2.25 * 2**-147 (scales 2**-127 and 2**-20) keeps its last bit
+    under MMA-Sim's e_zero and loses it under e_zero = -100 (ue8m0 scales: ue4m3 ones never reach that low)."""
+    model = scaled_model(*cfg)
+    data = _one(cfg, {0: 1.5}, {0: 1.5}, 0.0, 2.0 ** -127, 2.0 ** -20)
+    assert _differ(model, "B200", cfg, *data) == 0
+    assert _differ(model.replace(e_zero=-100), "B200", cfg, *data) == 8
+
+
+def test_groups_pinned():
+    """The k = 64 kinds sum 16 products before scaling (G = 16), the k = 32 kind scales each product: on the
+    random rows the other reading disagrees with MMA-Sim somewhere, for each of the pinned configurations."""
+    for cfg in PINNED[:3]:
+        model = scaled_model(*cfg)
+        flip = model.replace(options={**dict(model.options),
+                                      "scale_group": None if model.option("scale_group") else 16})
+        assert sum(_differ(flip, "B200", cfg, *_rows(cfg, 8, model.block_width * 2, 50 + s))
+                   for s in range(2)) > 0, _name(cfg)
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[-1]], ids=_name)
+def test_nan_and_zero_scales(cfg):
+    """A NaN scale makes D the canonical NaN 0x7FFFFFFF even where its products are zero (MMA-Sim: the NaN
+    enters the term's significand); a zero ue4m3 scale makes its block's products a zero at e_zero."""
+    model = scaled_model(*cfg)
+    nan = float("nan")
+    A, B, C, SA, SB = _one(cfg, {}, {}, 1.0, nan, 1.0)
+    assert R.dot_bits(model, list(A[0]), list(B[:, 0]), 1.0, list(SA[0]), list(SB[:, 0])) == 0x7FFFFFFF
+    assert _differ(model, "B200", cfg, A, B, C, SA, SB) == 0
+    if cfg[4] == "ue4m3":
+        A, B, C, SA, SB = _one(cfg, {0: 6.0, 20: 1.0}, {0: 6.0, 20: 1.0}, 0.0, 1.0, 1.0)
+        SA[0, 0] = 0.0
+        assert R.dot(model, list(A[0]), list(B[:, 0]), 0.0, list(SA[0]), list(SB[:, 0])) == 1.0
+        assert _differ(model, "B200", cfg, A, B, C, SA, SB) == 0
+
+
+# --- power-of-two scaling against Fractions ---------------------------------------------------------------
+def _rz_fp32(x: Fraction) -> float:
+    """x rounded toward zero to fp32 (normal range), by Fractions alone."""
+    if x == 0:
+        return 0.0
+    e = math.floor(math.log2(abs(x)))
+    e += (abs(x) >= Fraction(2) ** (e + 1)) - (abs(x) < Fraction(2) ** e)
+    q = Fraction(2) ** (e - 23)
+    return float(math.trunc(x / q) * q)
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[24], CONFIGS[-4], CONFIGS[-2]], ids=_name)
+def test_power_of_two_scales_match_fractions(cfg):
+    """fp4 products span few binades, so neither F cuts them: with ue8m0 scales 2**x, 2**y per block, D is
+    the exact sum of a_i b_i 2**(x_j + y_j) + C rounded toward zero to fp32, computed here by Fractions."""
+    model = scaled_model(*cfg)
+    rng = np.random.default_rng(5)
+    k, block = model.block_width * 2, cfg[3]
+    for _ in range(20):
+        a = F.decode(F.e2m1fn, rng.integers(0, 16, k))
+        b = F.decode(F.e2m1fn, rng.integers(0, 16, k))
+        x = rng.integers(-3, 4, k // block)
+        y = rng.integers(-3, 4, k // block)
+        c = float(rng.integers(1, 1 << 10)) / 8 * rng.choice([-1, 1])
+        exact = sum(Fraction(float(a[i])) * Fraction(float(b[i])) * Fraction(2) ** int(x[i // block] + y[i // block])
+                    for i in range(k)) + Fraction(c)
+        got = R.dot(model, list(a), list(b), c, [2.0 ** int(v) for v in x], [2.0 ** int(v) for v in y])
+        assert got == _rz_fp32(exact), (got, exact)
+
+
+# --- bad input ---------------------------------------------------------------------------------------------
+def test_bad_scales_are_named():
+    model = scaled_model(*CONFIGS[-1])  # nvf4, ue4m3, block 16, k = 64
+    a, b = [0.5] * 64, [1.0] * 64
+    ok = [1.0] * 4
+    with pytest.raises(ValueError, match=r"scale_a must hold 4 scales \(one per 16 products of k = 64\), not 3"):
+        R.dot(model, a, b, 0.0, [1.0] * 3, ok)
+    with pytest.raises(ValueError, match=r"scale_b must hold 4 scales"):
+        R.dot(model, a, b, 0.0, ok, None)
+    with pytest.raises(ValueError, match=r"scale_a\[2\] = -1.0 is not a value of ue4m3 \(scales are unsigned"):
+        R.dot(model, a, b, 0.0, [1.0, 1.0, -1.0, 1.0], ok)
+    with pytest.raises(ValueError, match=r"scale_b\[0\] = 1.0625 is not a value of ue4m3"):
+        R.dot(model, a, b, 0.0, ok, [1.0625, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="k = 40 must be a multiple of the scale block 16"):
+        R.dot(model, a[:40], b[:40], 0.0, ok, ok)
+    mx = scaled_model(*CONFIGS[0])  # ue8m0
+    with pytest.raises(ValueError, match=r"scale_a\[0\] = 3.0 is not a value of e8m0fnu \(a power of two"):
+        R.dot(mx, [1.0] * 32, [1.0] * 32, 0.0, [3.0], [1.0])
+    with pytest.raises(ValueError, match=r"scale_b\[0\] = 0.0 is not a value of e8m0fnu"):
+        R.dot(mx, [1.0] * 32, [1.0] * 32, 0.0, [1.0], [0.0])
+    with pytest.raises(ValueError, match="scale_a and scale_b are for block-scaled models"):
+        R.dot(model.replace(family="truncated-fused", options={}), a, b, 0.0, ok, ok)
+
+
+def test_bad_options_are_named():
+    model = scaled_model(*CONFIGS[-1])
+    with pytest.raises(ValueError, match="option scale_format: must be one of e8m0fnu, ue4m3, not 'fp8'"):
+        model.replace(options={**dict(model.options), "scale_format": "fp8"})
+    with pytest.raises(ValueError, match=r"block_width must be a multiple of the scale block \(16\)"):
+        model.replace(block_width=40)
+    with pytest.raises(ValueError, match="scale_group: 32 must divide the scale block 16"):
+        model.replace(options={**dict(model.options), "scale_group": 32})

@@ -456,7 +456,10 @@ def _scale_of(fmt: Format, x: Number, what: str) -> float:
         return v
     from .formats import e4m3fn
 
-    return _value_of(e4m3fn, v, what)
+    try:
+        return _value_of(e4m3fn, v, what)  # ue4m3: the non-negative values of e4m3fn
+    except ValueError:
+        raise ValueError(f"{what} = {x!r} is not a value of {fmt.name}") from None
 
 
 def exact_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: float) -> float:
