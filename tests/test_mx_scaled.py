@@ -297,3 +297,43 @@ def test_bad_options_are_named():
         model.replace(block_width=40)
     with pytest.raises(ValueError, match="scale_group: 32 must divide the scale block 16"):
         model.replace(options={**dict(model.options), "scale_group": 32})
+
+
+# --- bf.dot and bf.gemm --------------------------------------------------------------------------------------
+def test_gemm_and_dot_take_scales():
+    """bf.gemm with scale_a (m x k/block) and scale_b (k/block x n) gives MMA-Sim's bits; bf.dot with the
+    scales broadcast as a and b gives the same; both run through the exact reference."""
+    import blockfma as bf
+    from blockfma.engine import last_backend
+
+    for cfg in (CONFIGS[0], CONFIGS[-1]):
+        model = scaled_model(*cfg)
+        A, B, C, SA, SB = _rows(cfg, 3, 2 * model.block_width, 3)
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+        assert D.dtype == np.float32 and last_backend() == "reference"
+        assert (D.view(np.uint32) == mmasim_d("B200", cfg, A, B, C, SA, SB)).all()
+        d = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None])
+        assert (d.view(np.uint32) == D.view(np.uint32)).all()
+
+
+def test_api_scale_errors():
+    import blockfma as bf
+    from blockfma.arguments import ArgumentError
+
+    cfg = CONFIGS[-1]
+    model = scaled_model(*cfg)
+    A, B, C, SA, SB = _rows(cfg, 2, 64, 1)
+    cases = [(dict(scale_a=SA[:, :3], scale_b=SB), r"scale_a=<2x3 float64 array>: must hold 4 scales along K "
+              r"\(one per 16 products of k = 64\)"),
+             (dict(scale_a=-np.abs(SA), scale_b=SB), r"scale_a\[0, 0\] = -\d.* is not a value of ue4m3 "
+              r"\(scales are unsigned\)"),
+             (dict(scale_a=SA, scale_b=np.full((4, 8), 1.0625)), r"scale_b=<4x8 float64 array>: scale_b\[0, 0\] = "
+              r"1.0625 is not a value of ue4m3"),
+             (dict(scale_b=SB), r"scale_a=None: .* is block-scaled: it needs 4 scales of ue4m3")]
+    for kwargs, message in cases:
+        with pytest.raises(ArgumentError, match=message):
+            bf.gemm(A, B, C, model=model, **kwargs)
+    with pytest.raises(ArgumentError, match="is not block-scaled and takes no scales"):
+        bf.dot([1.0], [1.0], device="H100", input_format="fp16", scale_a=[1.0])
+    with pytest.raises(ArgumentError, match="k = 40 must be a multiple of the scale block 16"):
+        bf.dot(np.zeros(40), np.zeros(40), model=model, scale_a=np.ones(2), scale_b=np.ones(2))

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats, optional
-from ..arguments import available_memory, flag
+from .. import reference as _reference
+from ..arguments import ArgumentError, Shown, available_memory, flag
 from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import plan, run
@@ -321,7 +322,8 @@ def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray,
 
 def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any = None,
         output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
-        round_inputs: Any = None, backend: str = "auto", check: bool = True, c_format: Any = None) -> np.ndarray:
+        round_inputs: Any = None, backend: str = "auto", check: bool = True, c_format: Any = None,
+        scale_a: Any = None, scale_b: Any = None) -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
     ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format
@@ -337,6 +339,12 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``check=False`` is the trusted path for callers that built their values in the formats themselves
     (multiword splitting, probes): it skips the representability check; values outside the format then
     give unspecified bits.
+    ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
+    ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as
+    ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
+    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  These run through the
+    exact reference (:func:`blockfma.reference.dot`, Fractions: slow, about a millisecond a dot product),
+    whatever ``backend`` says.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -367,6 +375,16 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     rows = int(np.prod(lead, dtype=np.int64))
     _check_memory(rows, 2 * rows * A.shape[-1], f"dot of {rows} rows of length {A.shape[-1]}")  # broadcasts copy
     A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b))
+    scales = _scales(m, scale_a, scale_b, A.shape[-1], ("scale_a", "scale_b"), (A.shape[:-1], B.shape[:-1]))
+    if scales is not None:
+        SA, SB = (np.broadcast_to(x, lead + (x.shape[-1],)).reshape(rows, -1) for x in scales)
+        A2 = np.broadcast_to(A, lead + (A.shape[-1],)).reshape(rows, -1)
+        B2 = np.broadcast_to(B, lead + (A.shape[-1],)).reshape(rows, -1)
+        C2 = np.broadcast_to(C, lead).reshape(rows)
+        out = finish(m, np.array([_reference.dot(m, A2[r], B2[r], C2[r], SA[r], SB[r]) for r in range(rows)],
+                                 dtype=np.float64).reshape(lead))
+        _ran("reference")
+        return out
     m = m.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     k = A.shape[-1]
     fast = None if _on_torch(backend) else _use_fast(m, backend, A, B, C)
@@ -393,6 +411,54 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     out = finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
     _ran("numpy")
     return out
+
+
+def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
+            vectors: tuple[tuple[int, ...], tuple[int, ...]], b_transposed: bool = False
+            ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The scales of a block-scaled model as float64 arrays (B's with its vectors first, as A's), checked:
+    one per scale block along K on the last axis (the first for gemm's B), values of the scale format,
+    NaN allowed; None for other models, which take no scales."""
+    if model.family.name != "scaled-fused":
+        for name, given in zip(names, (scale_a, scale_b)):
+            if given is not None:
+                raise ArgumentError(name, given, f"{model.summary()} is not block-scaled and takes no scales",
+                                    fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, mxf4 or "
+                                        "mxf4nvf4 kind) or leave the scales out")
+        return None
+    block, fs = model.option("scale_block"), _formats.get(model.option("scale_format"))
+    if k % block:
+        raise ArgumentError("a", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale block {block}",
+                            fix=f"pad A and B with zeros to a multiple of {block} along K")
+    out = []
+    for i, (name, given) in enumerate(zip(names, (scale_a, scale_b))):
+        if given is None:
+            raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {k // block} scales "
+                                f"of {fs.name} per row along K (one per {block} products)")
+        x = as_given = _as_float64(given, name)
+        if i == 1 and b_transposed and x.ndim == 2:
+            x = x.T
+        if x.ndim == 0 or x.shape[-1] != k // block:
+            raise ArgumentError(name, as_given, f"must hold {k // block} scales along K (one per {block} products of "
+                                f"k = {k}), not shape {x.shape}")
+        try:
+            np.broadcast_shapes(x.shape[:-1], vectors[i])
+        except ValueError:
+            raise ArgumentError(name, as_given, f"its shape {x.shape} does not match its operand's "
+                                f"{vectors[i] + (k // block,)}") from None
+        finite = ~np.isnan(x)
+        bad = np.signbit(x) & finite
+        if not bad.any():
+            bad = finite & ~_formats.is_representable(fs, np.where(finite, x, 1.0))
+        if bad.any():
+            pos = tuple(int(j) for j in np.argwhere(bad)[0])
+            value = float(x[pos])
+            shown = pos[::-1] if i == 1 and b_transposed else pos  # gemm's B scales as the caller laid them
+            raise ArgumentError(name, as_given, f"{name}[{', '.join(map(str, shown))}] = {value!r} is not a value of "
+                                f"{fs.name}" + (" (scales are unsigned)" if np.signbit(value) else ""),
+                                fix="round the scales to the scale format first (bf.formats.round)")
+        out.append(x)
+    return out[0], out[1]
 
 
 _available_memory = available_memory  # a module name, so tests can stand in a smaller machine
@@ -433,7 +499,7 @@ class _Progress:
 def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
          round_inputs: Any = None, backend: str = "auto", progress: bool | None = None, check: bool = True,
-         c_format: Any = None) -> np.ndarray:
+         c_format: Any = None, scale_a: Any = None, scale_b: Any = None) -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
@@ -443,7 +509,9 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` picks it for large GEMMs on a GPU once it has
     shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
-    skips the input check, as for :func:`dot`.  With dask arrays for
+    skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
+    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the exact reference
+    computes it).  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
@@ -474,6 +542,13 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B))
+    scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), b_transposed=True)
+    if scales is not None:
+        SA, SBt = scales
+        out = finish(mdl, np.array([[_reference.dot(mdl, A_[i], Bt[j], C_[i, j], SA[i], SBt[j]) for j in range(n)]
+                                    for i in range(m)], dtype=np.float64).reshape(m, n))
+        _ran("reference")
+        return out
     mdl = mdl.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
     D = np.array(C_, dtype=np.float64)
     if m == 0 or n == 0:
