@@ -126,7 +126,8 @@ def test_compiled_kernels_cover_every_preset_family():
         pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
     uncovered = {m.summary() for m in preset_models() if not FAST.supports(m)}
     assert all("fp64" in name for name in uncovered), sorted(uncovered)
-    assert {m.family for m in COMPILED} == set(Family)
+    # the block-scaled family runs in the exact reference only so far (issue 23)
+    assert {m.family for m in COMPILED} == set(Family) - {Family.SCALED_FUSED}
 
 
 def _extreme_rows(model: Model, rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,7 +164,8 @@ def test_truncated_fused_extreme_terms(name, fmt, align):
     subnormal or zero C, and the int32 sums of many large terms."""
     model = None
     for ins in bf.device(name).instructions:
-        model = ins.models.get((fmt, "fp32"), model)
+        found = ins.models.get((fmt, "fp32"))
+        model = found if found is not None and found.family is Family.TRUNCATED_FUSED else model
     model = model.replace(alignment=Alignment(align))
     L = model.block_width
     for k, seed in ((L, 1), (2 * L + 1, 2)):
@@ -214,7 +216,8 @@ def test_truncated_fused_binary32_range(name, fmt, align, a_range, b_range, bina
         pytest.skip("numba is not installed (pip install 'blockfma[fast]')")
     model = None
     for ins in bf.device(name).instructions:
-        model = ins.models.get((fmt, "fp32"), model)
+        found = ins.models.get((fmt, "fp32"))
+        model = found if found is not None and found.family is Family.TRUNCATED_FUSED else model
     model = model.replace(alignment=Alignment(align))
     path = fast.runners._binary32_products(model.input_format, model.fraction_bits, model.e_zero, align == "floor",
                                    a_range, b_range)

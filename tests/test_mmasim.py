@@ -122,6 +122,8 @@ def _configs() -> list:
             if (device, ins.name) in NOT_IN_MMASIM:
                 continue
             for (fin, fout), model in ins.models.items():
+                if model.family.name == "scaled-fused":  # block-scaled: tests/test_mx_scaled.py, with scales
+                    continue
                 k = ins.k.get(fin) or model.block_width or 1
                 if device in NV_ARCH:
                     out.append(pytest.param(device, ins.name, fin, fout, k, id=f"{device}-{ins.name}-{fin}-{fout}",

@@ -337,3 +337,21 @@ def test_api_scale_errors():
         bf.dot([1.0], [1.0], device="H100", input_format="fp16", scale_a=[1.0])
     with pytest.raises(ArgumentError, match="k = 40 must be a multiple of the scale block 16"):
         bf.dot(np.zeros(40), np.zeros(40), model=model, scale_a=np.ones(2), scale_b=np.ones(2))
+
+
+# --- presets ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device,prefix", [("B200", "tcgen05"), ("RTX 5090", "mma")])
+def test_presets_are_mmasims_reading(device, prefix):
+    """Each block-scaled configuration is an instruction named by its PTX kind and block size (and scale
+    format where mxf4nvf4.block16 takes two) whose model is the one held to MMA-Sim above."""
+    import blockfma as bf
+
+    dev = bf.device(device)
+    for cfg in CONFIGS:
+        kind, fa, fb, block, fs = cfg
+        name = f"{prefix}.{kind}.block{block}" + (f".{PTX[fs]}" if (kind, block) == ("mxf4nvf4", 16) else "")
+        ins = dev.instruction(name)
+        assert kind in ins.ptx and f"block{block}" in ins.ptx and PTX[fs] in ins.ptx
+        preset = dev.model((fa, fb), "fp32", instruction=name)
+        assert preset.replace(name="") == scaled_model(*cfg), (device, name, fa, fb)
+        assert ins.k[preset.input_name] == preset.block_width
