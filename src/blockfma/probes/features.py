@@ -261,12 +261,48 @@ def _build_precision(ctx: Context) -> list[Row]:
             # by register halves (k mod 4 in {0, 1} first, Hopper's fp8 mma.sync)
             B.add(f"2^E at 0, -2^E at 4, {'+' if s > 0 else '-'}2^(E-{x}) at 1",
                   {0: math.ldexp(1.0, E), 4: -math.ldexp(1.0, E), 1: small})
+    if E - _least_product_exponent(ctx.formats) < ctx.formats.d.precision + 4:
+        _precision_c_rows(B, ctx)
     return B.rows
+
+
+def _least_product_exponent(f: Formats) -> int:
+    """The exponent of the smallest nonzero product (subnormal factors where the formats have them)."""
+    return f.a.emin - (f.a.fraction_bits if f.a.subnormals else 0) + f.b.emin - (f.b.fraction_bits if f.b.subnormals else 0)
+
+
+def _precision_c_rows(B: Builder, ctx: Context) -> None:
+    """Where the products span too few binades to reach the alignment cut among themselves (fp6, fp4: a
+    product of two such inputs spans some 14 binades), C is the largest term: C = 2^Y, one product
+    ±2^(Y-x) and, for a rounding to nearest, another at half an output ulp of C, 2^(Y-p).  The two signs
+    give different outputs exactly when the small product lies above the cut (toward zero: 2^Y against its
+    predecessor; to nearest: the tie at half an ulp broken up or down).  Y is placed so that 2^(Y-x) is
+    the smallest product the inputs form."""
+    p = ctx.formats.d.precision
+    lo = _least_product_exponent(ctx.formats)
+    for x in range(1, 60):
+        Y = lo + x
+        for half in (False, True):
+            for s in (1.0, -1.0):
+                terms = {0: s * math.ldexp(1.0, Y - x)}
+                if half:
+                    if x <= p:
+                        continue
+                    terms[1] = math.ldexp(1.0, Y - p)
+                B.add(f"C = 2^Y{', 2^(Y-p)' if half else ''}, {'+' if s > 0 else '-'}2^(Y-{x}) (C largest)",
+                      terms, math.ldexp(1.0, Y))
 
 
 def _read_precision(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
     kept = [int(r.label.split("E-")[1].split(")")[0]) for r, x in zip(rows, d)
             if r.label.startswith("2^E - 2^E +") and float(x) != 0]
+    # C largest: the two signs of the small product give different outputs while it lies above the cut
+    out = {r.label: int(u) for r, u in zip(rows, bits(d)) if r.label.endswith("(C largest)")}
+    for label, u in out.items():
+        if ", +2^(Y-" in label:
+            x = int(label.split("2^(Y-")[-1].split(")")[0])
+            if out.get(label.replace(", +2^(Y-", ", -2^(Y-")) not in (None, u):
+                kept.append(x)
     return {"bits kept below the largest term (F)": max(kept) if kept else 0}
 
 
