@@ -17,8 +17,9 @@ The search keeps a version space of candidate Models and every (input, output) p
    rows, at least 40,000 (fewer at k over 20: :data:`CHAIN_PRODUCTS`), adversarial ones first: where the
    Model's own plan over the longer k differs from the Model chained call by call, or from the
    alternatives.  A mismatch starts a repair
-   round (the neighbours that fit everything seen, then verification again); a Model that still fails is
-   never reported as the target's model.
+   round (the neighbours that fit everything seen, else the structure stage's other families taken
+   through the later stages again, then verification again); a Model that still fails is never reported
+   as the target's model.
 
 **Chains.** A Model also says what a chain of instructions gives (:func:`blockfma.dot` at k longer than
 the instruction's), and two Models can agree on every random single instruction yet not on a chain: a
