@@ -261,12 +261,88 @@ def _build_precision(ctx: Context) -> list[Row]:
             # by register halves (k mod 4 in {0, 1} first, Hopper's fp8 mma.sync)
             B.add(f"2^E at 0, -2^E at 4, {'+' if s > 0 else '-'}2^(E-{x}) at 1",
                   {0: math.ldexp(1.0, E), 4: -math.ldexp(1.0, E), 1: small})
+    # products that reach fewer bits below the top than a cut may lie (25 on the fp6/fp4 units), or than the
+    # output holds: C supplies the far term (only fp6 and fp4 inputs, alone or paired, come this short)
+    if E - _least_product_exponent(ctx.formats) < max(ctx.formats.d.precision + 4, 28):
+        _precision_c_rows(B, ctx)
     return B.rows
+
+
+def _least_product_exponent(f: Formats) -> int:
+    """The exponent of the smallest nonzero product (subnormal factors where the formats have them)."""
+    return f.a.emin - (f.a.fraction_bits if f.a.subnormals else 0) + f.b.emin - (f.b.fraction_bits if f.b.subnormals else 0)
+
+
+def _precision_c_rows(B: Builder, ctx: Context) -> None:
+    """Where the products span too few binades to reach the alignment cut among themselves (fp6, fp4: a
+    product of two such inputs spans some 14 binades), C is one of the two far-apart terms.
+
+    C largest: C = 2^Y, one product ±2^(Y-x) and, for a rounding to nearest, another at half an output ulp
+    of C, 2^(Y-p); Y is placed so that 2^(Y-x) is the smallest product the inputs form.  C smallest (where C
+    reaches far below the products, e.g. fp16): products summing to 2^Y (several lanes where no one product
+    is that large) and the half-ulp product, C = ±2^(Y-x).  In both the two signs of the small term give
+    different outputs exactly when it lies above the cut (toward zero: 2^Y against its predecessor; to
+    nearest: the tie at half an ulp broken up or down)."""
+    f = ctx.formats
+    p = f.d.precision
+    lo = _least_product_exponent(f)
+    for x in range(1, 60):
+        for half in (False, True):
+            if half and x <= p:
+                continue
+            for s in (1.0, -1.0):
+                sign = "+" if s > 0 else "-"
+                Y = lo + x
+                terms = {0: s * math.ldexp(1.0, Y - x)}
+                if half:
+                    terms[1] = math.ldexp(1.0, Y - p)
+                B.add(f"C = 2^Y{', 2^(Y-p)' if half else ''}, {sign}2^(Y-{x}) (C largest)", terms, math.ldexp(1.0, Y))
+                Y = lo + p  # the half-ulp product the smallest one
+                big = _products_summing_to(f, math.ldexp(1.0, Y), ctx.k - 1)
+                if big is not None:
+                    terms = dict(enumerate(big))
+                    if half:
+                        terms[len(big)] = math.ldexp(1.0, Y - p)
+                    below = math.frexp(big[0])[1] - 1 - (Y - x)  # bits below the largest product
+                    B.add(f"products 2^Y{', 2^(Y-p)' if half else ''}, C = {sign}2^(Y-{x}), {below} bits below the "
+                          "largest product (C smallest)", terms, s * math.ldexp(1.0, Y - x))
+
+
+def _products_summing_to(f: Formats, value: float, lanes: int) -> list[float] | None:
+    """At most ``lanes`` products of A's and B's values (largest first) that sum to ``value`` exactly."""
+    out: list[float] = []
+    rest = value
+    for v in _products(f):
+        while v <= rest and len(out) < lanes:
+            out.append(v)
+            rest -= v
+    return out if rest == 0 else None
+
+
+@lru_cache(maxsize=64)
+def _products(f: Formats) -> tuple[float, ...]:
+    """The positive products of a value of A's format and one of B's, largest first (small formats only)."""
+    def values(fmt: Format) -> set[float]:
+        t = fmt.fraction_bits
+        lo = fmt.emin - (t if fmt.subnormals else 0)
+        cands = {math.ldexp(m, e - t) for e in range(lo, fmt.emax + 1) for m in range(1, 1 << (t + 1))}
+        return {v for v in cands if _holds(fmt, v)}
+    # those the Builder can place (:func:`_product`: one factor a power of two)
+    return tuple(sorted({v for v in {a * b for a in values(f.a) for b in values(f.b)} if _product(f, v)},
+                        reverse=True))
 
 
 def _read_precision(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
     kept = [int(r.label.split("E-")[1].split(")")[0]) for r, x in zip(rows, d)
             if r.label.startswith("2^E - 2^E +") and float(x) != 0]
+    # C largest or smallest: the two signs of the small term give different outputs while it lies above the cut
+    out = {r.label: int(u) for r, u in zip(rows, bits(d)) if r.label.endswith(("(C largest)", "(C smallest)"))}
+    for label, u in out.items():
+        if "+2^(Y-" in label:
+            x = int(label.split(", ")[-1].split(" bits below")[0]) if "bits below" in label else \
+                int(label.split("2^(Y-")[-1].split(")")[0])
+            if out.get(label.replace("+2^(Y-", "-2^(Y-")) not in (None, u):
+                kept.append(x)
     return {"bits kept below the largest term (F)": max(kept) if kept else 0}
 
 

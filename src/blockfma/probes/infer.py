@@ -17,8 +17,9 @@ The search keeps a version space of candidate Models and every (input, output) p
    rows, at least 40,000 (fewer at k over 20: :data:`CHAIN_PRODUCTS`), adversarial ones first: where the
    Model's own plan over the longer k differs from the Model chained call by call, or from the
    alternatives.  A mismatch starts a repair
-   round (the neighbours that fit everything seen, then verification again); a Model that still fails is
-   never reported as the target's model.
+   round (the neighbours that fit everything seen, else the structure stage's other families taken
+   through the later stages again, then verification again); a Model that still fails is never reported
+   as the target's model.
 
 **Chains.** A Model also says what a chain of instructions gives (:func:`blockfma.dot` at k longer than
 the instruction's), and two Models can agree on every random single instruction yet not on a chain: a
@@ -714,6 +715,24 @@ class Search:
              + ", ".join(f"{k}={v}" for k, v in entry["chosen"].items()) + f" ({entry['seconds']:.1f} s)")
         return kept
 
+    def other_families(self, structure: list[Model], failed: Model) -> Kept:
+        """A repair's last resort: the structure stage kept candidates of several families that its rows
+        cannot tell apart (late-C and fused with fp6 inputs and an fp16 C), the later stages followed one,
+        and verification (chained rows) rejected it.  Each other family kept there goes through the later
+        stages again, now with every row seen (verification's too); the first whose last stage fits every
+        row is returned (``least`` -1 where none does)."""
+        for fam in dict.fromkeys(m.family for m in structure if m.family is not failed.family):
+            same = [m for m in structure if m.family is fam]
+            self.best, self.alternatives = same[0], same[1:4]
+            kept = Kept([], -1)
+            for stage in STAGES[1:]:
+                self.stage_t0 = time.perf_counter()
+                kept = self.vary(stage)
+            if kept.least == 0 and kept.models:
+                _say(self.progress, f"  repair: the structure stage's {fam.value} candidates fit every row seen")
+                return kept
+        return Kept([], -1)
+
     # -- verification ---------------------------------------------------------------------------------------
     def adversarial(self, m: Model, n: int) -> tuple[np.ndarray, ...]:
         """Rows on which ``m``'s one-parameter neighbours disagree with it (found by the simulator)."""
@@ -824,9 +843,13 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 2, pri
     check repaired and checked again, at most ``rounds`` times (``rounds=0``: the first check decides)."""
     s = Search(target, priors=priors, seed=seed, progress=progress)
     ranking: dict[Model, int] = {}  # the mismatch counts of the candidates run last: where a repair starts
+    structure: list[Model] = []  # what the structure stage kept: other families a repair may take up
     for stage in STAGES:
         s.run_tests(stage.tests)
-        ranking = (s.structure(stage) if stage.name == "structure" else s.vary(stage)).misses
+        kept = s.structure(stage) if stage.name == "structure" else s.vary(stage)
+        ranking = kept.misses
+        if stage.name == "structure":
+            structure = kept.models
     assert s.best is not None
     verifications = []
     model: Model | None = s.best
@@ -843,6 +866,8 @@ def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 2, pri
             break
         # repair: the neighbours of the current model (and of the alternatives) that fit everything seen
         kept, _ = s.widen([model] + s.alternatives, STRICT, ranking)
+        if kept.least != 0 or not kept.models:
+            kept = s.other_families(structure, model)
         if kept.least != 0 or not kept.models:
             _say(progress, "  repair: no Model one or two parameters away fits every row seen")
             return None, s, verifications
