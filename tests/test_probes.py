@@ -274,3 +274,14 @@ def test_every_preset_recovered(priors):
         if not f.verified or disagreements(f.model(), m, 3 * f.k, n=3000):
             failures.append((spec, inp, out, f.verified))
     assert not failures, failures
+
+
+def test_probe_bases_offer_no_block_scaled_preset():
+    """A probe target passes no scales yet, so the search never starts from a block-scaled preset (which
+    would need them), while the unscaled kind::f8f6f4 preset of the same formats stays a prior."""
+    from blockfma.probes import infer
+
+    e2m1, fp32 = bf.formats.get("e2m1fn"), bf.formats.get("fp32")
+    presets, generic = infer.bases(Formats(e2m1, e2m1, fp32, fp32), 64, "presets")
+    assert presets and all(m.family is not Family.SCALED_FUSED for m in presets + generic)
+    assert any(m.family is Family.TRUNCATED_FUSED for m in presets)
