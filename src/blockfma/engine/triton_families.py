@@ -157,9 +157,7 @@ def _pairwise(a, b, c, LOG2L: tl.constexpr, FC_P: tl.constexpr, FC_EMIN: tl.cons
     balanced tree of IEEE additions in that format (``add_c``: nearest even), then ``R(c + s)``."""
     na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
     nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
-    pm = ma[:, :, None] * mb[None, :, :]
-    pn = na[:, :, None] ^ nb[None, :, :]
-    pl = la[:, :, None] + lb[None, :, :]
+    pm, pn, pl, _ = tk.products(na, ma, la, za, nb, mb, lb, zb)
     pv = tk.round_value(pm, pl, pn, FC_P, FC_EMIN, FC_FMAX, 1, SUBNORMALS, FC_OVER, FC_OVER)
     plus3 = (pm * 0).to(tl.float64)
     if not FC_NEG_ZERO:
@@ -290,10 +288,7 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
         b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N), other=0.0)
         na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
         nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
-        pm = ma[:, :, None] * mb[None, :, :]
-        pn = na[:, :, None] ^ nb[None, :, :]
-        pz = za[:, :, None] | zb[None, :, :]
-        pl = la[:, :, None] + lb[None, :, :]
+        pm, pn, pl, pz = tk.products(na, ma, la, za, nb, mb, lb, zb)
         pt = pn & ~pz
         if not ONE_CHUNK:
             acc = _limbs_add(acc, pm, pl, pt, ax, NL, LO, LOG2L)

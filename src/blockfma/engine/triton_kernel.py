@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 __all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
-           "with_specials", "store_output", "add_c", "zero_pick"]
+           "with_specials", "store_output", "add_c", "zero_pick",
+           "products"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -224,6 +225,15 @@ def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c,
 
 
 @triton.jit
+def _products(na, ma, la, za, nb, mb, lb, zb):
+    """The (BM, L, BN) products of decoded a (BM, L) and b (L, BN): exact int64 significand products, the
+    factors' signs (xor, as given: also for specials), last places (la + lb), and whether a factor is a
+    zero (or a non-finite value, decoded as one)."""
+    return (ma[:, :, None] * mb[None, :, :], na[:, :, None] ^ nb[None, :, :], la[:, :, None] + lb[None, :, :],
+            za[:, :, None] | zb[None, :, :])
+
+
+@triton.jit
 def _fused_value(s, unit, WRAP: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
                  MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr):
     """A truncated-fused block's int64 sum s of cut terms at ``2**unit``, wrapped at WRAP bits where the model
@@ -249,11 +259,7 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
     na, ma, la, ea, za, nan_a, inf_a = _decode(a, A_EMIN)
     nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
-    # products, (BLOCK_M, LP, BLOCK_N)
-    pm = ma[:, :, None] * mb[None, :, :]
-    pneg = na[:, :, None] ^ nb[None, :, :]  # the factors' signs (as given: also for specials)
-    pl = la[:, :, None] + lb[None, :, :]
-    pzero = za[:, :, None] | zb[None, :, :]  # a zero product of the finite-replaced operands
+    pm, pneg, pl, pzero = _products(na, ma, la, za, nb, mb, lb, zb)  # (BLOCK_M, LP, BLOCK_N)
     if NORMALIZED:
         ep = tl.where(pm == 0, EZ, _lead(tl.maximum(pm, 1)) + pl)
     else:
@@ -344,10 +350,7 @@ def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexp
     nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
     live3 = (lane < L)[None, :, None]
-    pm = ma[:, :, None] * mb[None, :, :]
-    pneg = na[:, :, None] ^ nb[None, :, :]
-    pl = la[:, :, None] + lb[None, :, :]
-    pzero = za[:, :, None] | zb[None, :, :]
+    pm, pneg, pl, pzero = _products(na, ma, la, za, nb, mb, lb, zb)
     ep = tl.where(pzero | ~live3, -(1 << 20), ea[:, :, None] + eb[None, :, :])
     pneg_f = pneg & ~pzero
     odd = ((lane % 2) == 1)[None, :, None]
@@ -725,4 +728,4 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, s
 # Public names of the jitted helpers that the kernel of the other families (triton_families) shares; its
 # jitted code reaches them as attributes of this module (Triton resolves module attributes at compile time).
 decode, cut, lead, round_value, product_nan, with_specials = _decode, _cut, _lead, _round, _product_nan, _with_specials
-store_output, add_c, zero_pick = _store, _add_c, _zero_pick
+store_output, add_c, zero_pick, products = _store, _add_c, _zero_pick, _products
