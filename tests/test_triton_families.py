@@ -20,7 +20,7 @@ from blockfma.devices import devices  # noqa: E402
 from blockfma.engine import triton as tr  # noqa: E402
 from blockfma.model import Family, Model, NaNStyle  # noqa: E402
 import test_triton_engine as engine_tests  # noqa: E402
-from test_triton_engine import _random_codes, check, same_bits, values  # noqa: E402
+from test_triton_engine import _cuda, _random_codes, check, same_bits, values  # noqa: E402
 
 interpreter = engine_tests.interpreter  # its autouse fixture: the interpreter on, off for gpu tests
 
@@ -280,14 +280,6 @@ def test_kernel_compiles_for_a_gpu_without_one(tmp_path):
     run = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("cubin") == 4, run.stdout
-
-
-def _cuda() -> bool:
-    import torch
-
-    from test_triton_engine import INTERPRETED_AT_START
-
-    return torch.cuda.is_available() and not INTERPRETED_AT_START
 
 
 @pytest.mark.gpu
