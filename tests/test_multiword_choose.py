@@ -242,3 +242,12 @@ def test_tensors_are_looked_at_on_their_device(monkeypatch):
     assert (got.method, got.params, got.bound) == (want.method, want.params, want.bound)
     C = mw.matmul(tA, tB, accuracy="fp64", device=CARD, backend="hardware:cpu")
     assert isinstance(C, torch.Tensor) and C.shape == (24, 16)
+
+
+def test_a_misspelt_keyword_is_named_not_taken_for_a_missing_method():
+    A = np.ones((4, 4))
+    with pytest.raises(ArgumentError, match=r"^accuarcy='fp64': matmul\(\) takes no argument 'accuarcy'; did you "
+                                            r"mean accuracy=\?"):
+        mw.matmul(A, A, accuarcy="fp64")
+    with pytest.raises(ArgumentError, match=r"did you mean explain=\?"):
+        mw.matmul(A, A, accuracy="fp64", explian=True)

@@ -488,7 +488,7 @@ def _words(kind: str, m: Method | None, options: dict[str, Any]) -> int:
 
 
 _PARAMETERS = ("method", "device", "model", "backend", "summation", "block", "order", "accumulate",
-               "split_rounding", "p", "low", "progress", "return_info")
+               "split_rounding", "p", "low", "progress", "return_info", "accuracy", "explain")
 _OZAKI = {"ozaki1": ("slices", "unit", "width"), "ozaki2": ("moduli", "n_moduli", "unit", "scaling")}
 
 
@@ -546,6 +546,10 @@ def matmul(A: Any, B: Any, *, method: str | None = None, device: Any = None, mod
     """
     if accuracy is not None or method is None or explain is not False:  # the method chosen for an accuracy
         from .choose import matmul_for
+
+        for key in options:  # a misspelt keyword is named as such, not taken for a missing method
+            if not any(key in keys for keys in _OZAKI.values()):
+                keywords("matmul", {key: options[key]}, _PARAMETERS)
 
         unused = {k: v for k, v in (("model", model), ("summation", summation), ("block", block), ("order", order),
                                     ("accumulate", accumulate), ("split_rounding", split_rounding), ("p", p),
