@@ -16,14 +16,16 @@ kernel at a new shape is timed apart (``first_seconds``: it must not compile per
 
 A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
 parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
-at the smallest size first, and the general path (``fast=False``) once at its default tile as the
-reference: rows ``triton-tile`` with ``tile`` and ``path``, and the best tile per case printed, so one GPU
+at ``--check-size`` first, and the general path (``fast=False``) once at its default tile as the
+reference (``--no-general`` leaves it out): rows ``triton-tile`` with ``tile`` and ``path``, and the best tile per case printed, so one GPU
 session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  ``--tiles ''`` skips it.
 
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json
     python benchmarks/bench_gpu.py --backend torch --sizes 128       # the same code on the CPU (smoke test)
     python benchmarks/bench_gpu.py --sizes 256 --sweep-size 8192     # issue 20's target size, tiles only
+    python benchmarks/bench_gpu.py --sizes 4096 --check-size 256 --cases 'H100 (fp16|e4m3fn)->fp32' \
+        --tiles 64x64x8,128x128x8 --sweep-size 8192 --no-general      # a short GPU session's rows
     python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers and spills per tile
 """
 
@@ -33,6 +35,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
 import time
 
@@ -76,6 +79,20 @@ SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m
 TILES = "64x64x8,64x64x4,32x32x4,32x64x4,64x32x4,128x64x8,64x128x8,128x128x8"
 
 
+def cpu_engine(A, B, C, model):
+    """The check's reference: the numpy engine (no compile time; --check-size keeps it short).  Never
+    ``backend="auto"``, which on a GPU machine sends large calls to the very kernels under test."""
+    return bf.gemm(A, B, C, model=model, backend="numpy")
+
+
+def select(cases, pattern: str | None):
+    """The cases whose 'device input->output' label matches the regular expression ``pattern`` (all if None)."""
+    if not pattern:
+        return list(cases)
+    rx = re.compile(pattern)
+    return [c for c in cases if rx.search(f"{c[0]} {c[1]}->{c[2]}")]
+
+
 def parse_tiles(text: str) -> list[tuple[int, int, int]]:
     """``"64x64x4,128x64x8"`` -> [(64, 64, 4), (128, 64, 8)] (BLOCK_M x BLOCK_N x num_warps, powers of two);
     ValueError naming the bad entry."""
@@ -88,22 +105,23 @@ def parse_tiles(text: str) -> list[tuple[int, int, int]]:
     return tiles
 
 
-def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, show, rng) -> tuple[list, list]:
+def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, show, rng,
+               cases=SWEEP_CASES, general: bool = True) -> tuple[list, list]:
     """Rows and checks of the tile sweep: per case, the kernel alone at n x n x n for each tile (checked at
     n0 first) and the general path once; the best tile printed."""
     rows, checks = [], []
-    for device, fin, fout in SWEEP_CASES:
+    for device, fin, fout in cases:
         model = bf.device(device).model(fin, fout)
         small = [bf.formats.round(fin, rng.standard_normal((n0, n0)), saturate=True) for _ in range(2)]
         c0 = bf.formats.round(model.c_format, rng.standard_normal((n0, n0)))
-        want = bf.formats.bits(bf.gemm(*small, c0, model=model, backend="auto"))
+        want = bf.formats.bits(cpu_engine(*small, c0, model))
         a0, b0, cc0 = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (*small, c0))
         A, B = (torch.from_numpy(bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
                                  .astype(np.float32)).to(dev) for _ in range(2))
         C = torch.from_numpy(bf.formats.round(model.c_format, rng.standard_normal((n, n))).astype(np.float32)).to(dev)
         path = "fast" if triton.fast_constants(model, A, B)["FAST"] else "general"
         best = None
-        for bm, bn, warps in [*tiles, (None, None, None)]:
+        for bm, bn, warps in [*tiles, *([(None, None, None)] if general else [])]:
             fast = None if bm is not None else False  # the last row: the general path, its default tile
             label = f"{bm}x{bn}x{warps}" if bm is not None else "default"
             run = functools.partial(triton.gemm_tensors, model, specials=False, block_m=bm, block_n=bn,
@@ -223,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiles", default=TILES, help="BLOCK_MxBLOCK_NxWARPS launch parameters of the Triton tile "
                     "sweep, comma-separated ('' skips the sweep)")
     ap.add_argument("--sweep-size", type=int, default=4096, help="n of the tile sweep's n x n x n GEMMs")
+    ap.add_argument("--cases", metavar="REGEX", help="only the cases whose 'DEVICE IN->OUT' label matches, "
+                    "e.g. 'H100 (fp16|e4m3fn)->fp32' (all rows: checks, timings, tile sweep)")
+    ap.add_argument("--check-size", type=int, help="n of the bit-for-bit checks against the CPU engine "
+                    "(default: the smallest of --sizes)")
+    ap.add_argument("--no-general", action="store_true", help="leave out the tile sweep's row of the general "
+                    "path (much slower than the fast path at large --sweep-size)")
     ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernel's fast path "
                     "for sm_90 for each sweep case and --tiles entry and report registers and spills, then stop")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
@@ -238,6 +262,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(exc))
     if args.sweep_size < 1:
         ap.error(f"--sweep-size {args.sweep_size}: must be a positive integer")
+    if args.check_size is not None and args.check_size < 1:
+        ap.error(f"--check-size {args.check_size}: must be a positive integer")
+    try:
+        cases, triton_cases, sweep_cases = (select(c, args.cases) for c in (CASES, TRITON_CASES, SWEEP_CASES))
+    except re.error as exc:
+        ap.error(f"--cases {args.cases!r}: not a regular expression ({exc})")
+    if not (cases or triton_cases):
+        ap.error(f"--cases {args.cases!r} matches none of " + ", ".join(f"'{d} {i}->{o}'" for d, i, o in
+                                                                      CASES + TRITON_CASES))
     if args.ptxas:
         try:
             ptx_rows = ptxas_report(tiles, show)
@@ -260,12 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
     rng = np.random.default_rng(2024)
     rows, checks = [], []
-    n0 = min(sizes)
-    for device, fin, fout in CASES:  # bit-for-bit check against the CPU engine first
+    n0 = args.check_size or min(sizes)
+    for device, fin, fout in cases:  # bit-for-bit check against the CPU engine first
         model = bf.device(device).model(fin, fout)
         A, B, C = _operands(rng, model, fin, n0)
         got = bf.gemm(A, B, C, model=model, backend=args.backend)
-        want = bf.gemm(A, B, C, model=model, backend="auto")
+        want = cpu_engine(A, B, C, model)
         same = bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want)))
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same})
         show(f"check {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'} against the CPU engine")
@@ -275,11 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
                            "backend": "triton"})
             show(f"check triton {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'}")
-    for device, fin, fout in TRITON_CASES if triton else ():
+    for device, fin, fout in triton_cases if triton else ():
         model = bf.device(device).model(fin, fout)
         A, B, C = _operands(rng, model, fin, n0)
         same = bool(np.array_equal(bf.formats.bits(bf.gemm(A, B, C, model=model, backend="triton")),
-                                   bf.formats.bits(bf.gemm(A, B, C, model=model, backend="auto"))))
+                                   bf.formats.bits(cpu_engine(A, B, C, model))))
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
                        "backend": "triton"})
         show(f"check triton {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'}")
@@ -295,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         a32 @ b32
         t_mm = best_time(lambda: a32 @ b32, max(args.repeat, 5), sync)
         show(f"{n:>5}  {'torch':8} {'fp32 matmul':14} {t_mm:9.5f} {macs / t_mm / 1e9:9.1f} {1.0:14.1f}")
-        for device, fin, fout in CASES:
+        for device, fin, fout in cases:
             model = bf.device(device).model(fin, fout)
             A, B, C = _operands(rng, model, fin, n)
             bf.gemm(A, B, C, model=model, backend=args.backend)  # warm-up: compiles this shape
@@ -306,14 +339,14 @@ def main(argv: list[str] | None = None) -> int:
             if triton and triton.supports(model):
                 rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                      (device, fin, fout))
-        for device, fin, fout in TRITON_CASES if triton else ():
+        for device, fin, fout in triton_cases if triton else ():
             model = bf.device(device).model(fin, fout)
             A, B, C = _operands(rng, model, fin, n)
             rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                  (device, fin, fout))
-    if triton and tiles:
+    if triton and tiles and sweep_cases:
         sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
-                                              show, rng)
+                                              show, rng, sweep_cases, not args.no_general)
         rows += sweep_rows
         checks += sweep_checks
     if args.record:
