@@ -159,3 +159,42 @@ def test_run_1125_preset_reproduces_every_probe_row(key):
     r = replay.probe_path(p["record"], p)
     assert r.rows > 500
     assert r.mismatches == 0, f"{r.mismatches} of {r.rows} rows differ: {r.examples[0]}"
+
+
+# --- the run of 2026-11-26 on an H200 (tree of commit 70d98d3): the wgmma fp8 -> fp16 paths left on 11-25 -------
+RECORD_1126 = RECORD.with_name("h200-probe-cuda-wgmma-fp8-f16.json.gz")
+PROBES_1126 = {f"{p['target']}:{p['formats']}": p for p in _load(RECORD_1126)}
+
+
+def test_run_1126_holds_its_paths():
+    """What data/hardware/README.md says of the run: two wgmma fp8 -> fp16 paths (e4m3 x e5m2 and e5m2 x e4m3),
+    each verified on 10^6 rows with 0 mismatches, on an H200 (sm_90)."""
+    if not PROBES_1126:
+        pytest.skip(f"{RECORD_1126.name} is not in this checkout")
+    assert sorted(p["target"] for p in PROBES_1126.values()) == [
+        "cuda:wgmma.m64n64k32.f16.e4m3.e5m2", "cuda:wgmma.m64n64k32.f16.e5m2.e4m3"]
+    for p in PROBES_1126.values():
+        last = p["verification"][-1]
+        assert p["verified"] and last["mismatches"] == 0 and last["rows"] == 1_000_000, p["target"]
+        assert p["metadata"]["gpu"] == "NVIDIA H200" and p["metadata"]["compute_capability"] == "90"
+        assert p["metadata"]["date"].startswith("2026-11-26")
+
+
+@pytest.mark.parametrize("key", sorted(PROBES_1126))
+def test_run_1126_inferred_model_is_the_preset(key):
+    """The model inferred from the H200's outputs alone is the H100 wgmma preset of those formats (the same
+    chip), equal as a Model or giving the same bits on 3,000 rows at three times k."""
+    p = PROBES_1126[key]
+    got, want = Model.from_dict(p["model"]), replay.probe_preset(RECORD_1126.name, p)
+    assert want.block_width == 32 and want.fraction_bits == 13 and want.output_format.name == "fp16"
+    if got != want:
+        assert disagreements(got, want, 3 * p["k"], 3000, seed=3) == 0
+
+
+@pytest.mark.parametrize("key", sorted(PROBES_1126))
+def test_run_1126_preset_reproduces_every_probe_row(key):
+    """Every row the probe sent to the H200 gives, through bf.dot with the H100 preset, the bits it returned."""
+    p = PROBES_1126[key]
+    r = replay.probe_path(RECORD_1126.name, p)
+    assert r.rows > 500
+    assert r.mismatches == 0, f"{r.mismatches} of {r.rows} rows differ: {r.examples[0]}"

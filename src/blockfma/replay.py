@@ -322,8 +322,10 @@ def records(folder: Path | None = None) -> list[Replay]:
 
 # --- the probe suite's records (data/hardware/*probe*.json.gz) ------------------------------------------------
 PROBE_RECORDS = ("h100-probe-cuda.json.gz", "h100-probe-cuda-wgmma-fp8.json.gz",
-                 "h100-probe-cuda-wgmma-fp8-1e6.json.gz", "h100-probe-torch.json.gz")
-"""The probe records whose rows are kept (h100-torch-order.json.gz keeps readings, not rows)."""
+                 "h100-probe-cuda-wgmma-fp8-1e6.json.gz", "h100-probe-torch.json.gz",
+                 "h200-probe-cuda-wgmma-fp8-f16.json.gz")
+"""The probe records whose rows are kept (h100-torch-order.json.gz keeps readings, not rows).  The H200's
+record is replayed with the H100 presets: the same Hopper chip (sm_90), same instructions."""
 
 
 def probe_preset(record: str, p: dict) -> Any:

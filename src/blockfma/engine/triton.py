@@ -346,7 +346,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
     the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
-    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 64 x 64 and 8 warps
+    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 128 x 64 and 8 warps
     on the fast path on a GPU, else 16 x 16 and 4 warps)."""
     for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
         integer(name, v, least=1, most=256, none=True)
@@ -378,11 +378,12 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
                                 "these operands exactly (see fast_constants)", use={"fast": None})
         const.update(path)
         small = a.device.type == "cpu"
-        # defaults by ptxas's report for sm_90 (bench_gpu.py --ptxas): the fast path at 64 x 64 with 8 warps
-        # (16 values a thread, ~170-250 registers, no spills; 4 warps spill), the general one at 16 x 16 (its
-        # (16, L, 16) int64 products spill kilobytes at 32 x 32); bench_gpu.py's tile sweep times the others
+        # defaults: the fast path at 128 x 64 with 8 warps, the best of bench_gpu.py's tile sweep on an H200
+        # (data/hardware/README.md, 2026-11-26: 815 GMAC/s at 8192^3 for H100 fp16 -> fp32, against 656 at
+        # 64 x 64 and 300 at 128 x 128); the general path at 16 x 16 (ptxas for sm_90: its (16, L, 16) int64
+        # products spill kilobytes at 32 x 32)
         fast_tile = path["FAST"] and not small
-        bm = block_m or (64 if fast_tile else 16)
+        bm = block_m or (128 if fast_tile else 16)
         bn = block_n or (64 if fast_tile else 16)
         warps = num_warps or (8 if fast_tile else 4)
     p = plan(model.arithmetic_model(), k)
