@@ -141,13 +141,14 @@ def multiword_replay(mw: Any, unit: Any, name: str, A: np.ndarray, B: np.ndarray
 
 
 def int8_replay(torch: Any, device: Any, n: int, calls: int, seed: int) -> Callable[[], Any]:
-    """``calls`` torch._int_mm products of random n x n int8 matrices (padded as ozaki.torch_unit pads)."""
+    """``calls`` torch._int_mm products of random n x n int8 matrices, padded and laid out as the Ozaki
+    units hand them over (:func:`blockfma.multiword.ozaki.int_mm`: B column-major)."""
     from blockfma.multiword.ozaki import int_mm_shape
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     m, k, q = int_mm_shape(n, n, n)
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=g).to(device)
-    b = torch.randint(-128, 128, (k, q), dtype=torch.int8, generator=g).to(device)
+    b = torch.randint(-128, 128, (q, k), dtype=torch.int8, generator=g).to(device).t()  # column-major, as int_mm
 
     def run() -> Any:
         out = None

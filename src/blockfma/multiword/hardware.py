@@ -274,7 +274,7 @@ class Int8Unit(BlackBox):
     def product(self, a: Any, b: Any) -> Any:
         """a @ b for int8 tensors on the unit's device, exactly, as an int64 tensor there: zero-padded to
         :func:`.ozaki.int_mm_shape`, one ``torch._int_mm`` (int32 accumulation; synchronised and timed)."""
-        from .ozaki import int_mm_shape
+        from .ozaki import int_mm, int_mm_shape
 
         torch = self._torch
         (m, k), n = a.shape, b.shape[1]
@@ -290,7 +290,7 @@ class Int8Unit(BlackBox):
             torch.cuda.synchronize(self.device)
         with self.counting(m):
             try:
-                out = torch._int_mm(a.contiguous(), b.contiguous())
+                out = int_mm(torch, a, b)
                 if cuda:
                     torch.cuda.synchronize(self.device)
             except (RuntimeError, NotImplementedError) as exc:

@@ -226,6 +226,18 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
     return max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
 
 
+def int_mm(torch: Any, a: Any, b: Any) -> Any:
+    """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact) for tensors already padded to
+    :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
+    and a row-major ``b`` takes a slower kernel (several times slower on recent GPUs, pytorch/pytorch#165230;
+    the H200 record of 2026-11-26, row-major, timed 1.1 ms a 4096^3 call where a bare H100 call had taken
+    0.19 ms: the next GPU run tells how much of that the layout was).  The copy that transposes ``b`` costs
+    one pass over int8 values, little beside the product."""
+    if b.stride(0) != 1:
+        b = b.t().contiguous().t()
+    return torch._int_mm(a.contiguous(), b)
+
+
 def torch_unit(device: str | None = None) -> Unit:
     """A unit that calls ``torch._int_mm`` (int8 x int8 -> int32) on ``device`` (default: "cuda" where torch
     sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
@@ -242,7 +254,7 @@ def torch_unit(device: str | None = None) -> Unit:
         Bp = np.zeros((kp, np_), dtype=np.int8)
         Ap[:m, :k] = A
         Bp[:k, :n] = B
-        C = torch._int_mm(torch.from_numpy(Ap).to(dev), torch.from_numpy(Bp).to(dev))
+        C = int_mm(torch, torch.from_numpy(Ap).to(dev), torch.from_numpy(Bp).to(dev))
         return C[:m, :n].cpu().numpy()
 
     unit.__name__ = f"torch_unit({dev})"
