@@ -26,7 +26,19 @@ the fp8 products by the device's fp8 -> fp32 model (the H100's ``wgmma``: 32-blo
 promoted to an fp32 sum every 128 products unless ``use_fast_accum`` (cuBLAS's practice on Hopper; the
 interval 128 is assumed), then the scales, the bias and one conversion to ``out_dtype`` in a binary32
 epilogue.  A device without fp8 units refuses it, naming the fix.  ``F.scaled_mm`` (``torch._scaled_mm_v2``)
-with tensor- or row-wise recipes runs the same way; its block-scale (MX) recipes run natively, logged.
+with tensor- or row-wise recipes runs the same way.
+
+Block-scaled ``torch._scaled_mm`` / ``F.scaled_mm`` (MX and NVFP4; :meth:`Emulation.block_scaled_mm`):
+one-byte scales per block of K pick the device's block-scaled instruction (:data:`BLOCK_KINDS`): fp8
+operands with e8m0 scales per 32 (MXFP8) ``tcgen05.mxf8f6f4.block32``, packed fp4 with e8m0 per 32 (MXFP4)
+``tcgen05.mxf4.block32``, packed fp4 with e4m3 (ue4m3) per 16 (NVFP4) ``tcgen05.mxf4nvf4.block16.ue4m3``
+(``mma.*`` on the RTX 5090); its model runs chained over all of K, each instruction's fp32 result the next
+one's C (assumed: the tensor-memory accumulator, no promotion), then NVFP4's global scales, the bias and
+``out_dtype`` in the binary32 epilogue.  ``torch._scaled_mm`` reads the scales in cuBLAS's swizzled 128x4
+layout (what torch hands cuBLAS); ``F.scaled_mm`` as each operand's swizzle says (NO_SWIZZLE: plain
+(rows, K // block)); :mod:`.mx` holds the layouts and the MXFP8 / MXFP4 / NVFP4 quantisers.  Other recipes
+(1x128 and 128x128 fp32 blocks) run natively, logged.  This needs no native kernel (torch's CPU build has
+none for block scales).
 
 Split-K: a route may carry a plan ``{(m, n, k): parts}`` (:mod:`.orders`): a GEMM of that shape cuts K
 into ``parts`` contiguous ranges, each a GEMM by the route's model from +0, the partial sums added one
@@ -509,8 +521,8 @@ class Emulation:
                                 f"{block}", fix=f"pad A and B with zeros to a multiple of {block} along K")
         kb = k // block
         layouts = (swizzled, swizzled) if isinstance(swizzled, bool) else tuple(swizzled)
-        plain = [self._plain_scales(name, s, rows, kb, sw, fs)
-                 for name, s, rows, sw in (("scale_a", scale_a, m, layouts[0]), ("scale_b", scale_b, n, layouts[1]))]
+        plain = [self._plain_scales(name, s, rows, kb, sw, fs) for name, s, rows, sw in
+                 (("scale_a", scale_a, m, layouts[0]), ("scale_b", scale_b, n, layouts[1]))]
         g = torch.ones((), dtype=torch.float32)
         if (global_a is None) != (global_b is None):
             raise ArgumentError("scale_b" if global_b is None else "scale_a", None, "NVFP4's global scales come "
@@ -537,10 +549,11 @@ class Emulation:
         else:
             if tuple(s.shape) != (rows, kb):
                 hint = " (that is the transposed layout: pass its .t())" if tuple(s.shape) == (kb, rows) else ""
+                per = "row of self" if name == "scale_a" else "column of mat2"
                 raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"plain (unswizzled) block scales "
-                                    f"must have shape ({rows}, {kb}): one row per {'row of self' if name == 'scale_a' else 'column of mat2'}, "
-                                    f"one scale per block of K{hint}",
-                                    fix="or pass them swizzled (blockfma.torch.mx.swizzle) with SwizzleType.SWIZZLE_32_4_4")
+                                    f"must have shape ({rows}, {kb}): one row per {per}, one scale per block of "
+                                    f"K{hint}", fix="or pass them swizzled (blockfma.torch.mx.swizzle) with "
+                                    "SwizzleType.SWIZZLE_32_4_4")
             t = s
         v = mx.values(t, "e4m3fn" if fs == "ue4m3" else "e8m0fnu")
         neg = np.signbit(v) & ~np.isnan(v)
@@ -924,7 +937,7 @@ def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_
         if scale_result is not None:
             raise ArgumentError("scale_result", Shown("a tensor"), "scales an fp8 output only, which is not "
                                 "modelled", fix="pass scale_result=None with a bf16, fp16 or fp32 out_dtype")
-        block = 32 if scale_a.dtype == torch.float8_e8m0fnu else 16
+        block = 16 if scale_a.dtype == torch.float8_e4m3fn else 32
         return _with_out(emu.block_scaled_mm(a, b, scale_a, scale_b, block=block, swizzled=True, bias=bias,
                                              out_dtype=out_dtype), out)
     return _with_out(emu.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum), out)
@@ -967,8 +980,9 @@ def _h_scaled_mm_v2(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, rec
     blocks = _v2_block_recipe(list(recipe_a), list(recipe_b))
     if blocks is not None and not list(contraction_dim):
         block, two_level = blocks
+        layouts = (_v2_swizzled("swizzle_a", swizzle_a), _v2_swizzled("swizzle_b", swizzle_b))
         return _with_out(emu.block_scaled_mm(
-            a, b, scale_a[0], scale_b[0], block=block, swizzled=(_v2_swizzled("swizzle_a", swizzle_a), _v2_swizzled("swizzle_b", swizzle_b)),
+            a, b, scale_a[0], scale_b[0], block=block, swizzled=layouts,
             global_a=scale_a[1] if two_level else None, global_b=scale_b[1] if two_level else None, bias=bias,
             out_dtype=out_dtype), out)
     plain = (len(scale_a) == 1 and len(scale_b) == 1 and len(recipe_a) == 1 and len(recipe_b) == 1

@@ -34,10 +34,11 @@ from ..formats import RoundingMode
 __all__ = ["Quantized", "to_mx", "to_nvfp4", "swizzle", "unswizzle", "swizzled_size", "values", "FP4",
            "TILE_ROWS", "TILE_COLS"]
 
-FP4 = getattr(torch, "float4_e2m1fn_x2", None)  # None in a torch without fp4
+FP4 = getattr(torch, "float4_e2m1fn_x2", None)  # None in a torch without fp4 (before 2.8)
+E8M0 = getattr(torch, "float8_e8m0fnu", None)  # None before torch 2.7
 TILE_ROWS, TILE_COLS = 128, 4
 _FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2"}
-_SCALES = {torch.float8_e8m0fnu: "e8m0fnu", torch.float8_e4m3fn: "e4m3fn"}
+_SCALES = {torch.float8_e4m3fn: "e4m3fn", **({} if E8M0 is None else {E8M0: "e8m0fnu"})}
 _DTYPE_OF = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -101,7 +102,7 @@ def values(t: torch.Tensor, fmt: str | None = None) -> np.ndarray:
     t = t.detach().cpu().contiguous()
     if FP4 is not None and t.dtype == FP4:
         return _formats.decode("e2m1fn", _formats.unpack("e2m1fn", t.view(torch.uint8).numpy()))
-    name = fmt or {**_FP8, torch.float8_e8m0fnu: "e8m0fnu"}.get(t.dtype)
+    name = fmt or {**_FP8, **_SCALES}.get(t.dtype)
     if name is None or t.element_size() != 1:
         raise ArgumentError("tensor", Shown(str(t.dtype)), "has no one-byte MX format",
                             fix="pass an fp8, float4_e2m1fn_x2 or float8_e8m0fnu tensor")
@@ -188,6 +189,9 @@ def to_mx(x: torch.Tensor, fmt: str = "e4m3fn", *, block: int = 32, scale_roundi
     f = _formats.get(fmt)
     if f.name not in ("e4m3fn", "e5m2", "e2m1fn"):
         raise ArgumentError("fmt", fmt, "MX elements here are e4m3fn, e5m2 (MXFP8) or e2m1fn (MXFP4)")
+    if E8M0 is None:
+        raise ArgumentError("fmt", fmt, f"torch {torch.__version__} has no float8_e8m0fnu for MX scales",
+                            fix="use torch >= 2.7")
     if scale_rounding not in ("ceil", "floor"):
         raise ArgumentError("scale_rounding", scale_rounding, "must be 'ceil' or 'floor'")
     if block not in (16, 32):
@@ -206,7 +210,7 @@ def to_mx(x: torch.Tensor, fmt: str = "e4m3fn", *, block: int = 32, scale_roundi
     q = _elements(f, np.ldexp(v, -e[..., None]), ~bad)
     codes = np.where(bad, 0xFF, e + 127).astype(np.uint8)
     recipe = "mxfp4" if f.name == "e2m1fn" else "mxfp8"
-    return Quantized(_packed(f, q.reshape(v.shape[0], -1)), torch.from_numpy(codes).view(torch.float8_e8m0fnu),
+    return Quantized(_packed(f, q.reshape(v.shape[0], -1)), torch.from_numpy(codes).view(E8M0),
                      block, recipe)
 
 
