@@ -7,6 +7,8 @@ exact sums of powers of two (Fractions); a chain worked by hand."""
 
 from __future__ import annotations
 
+import runpy
+import sys
 from fractions import Fraction
 
 import ml_dtypes
@@ -18,6 +20,7 @@ torch = pytest.importorskip("torch")
 import blockfma as bf  # noqa: E402
 from blockfma.arguments import ArgumentError  # noqa: E402
 from blockfma.torch import mx  # noqa: E402
+from helpers import REPO  # noqa: E402
 
 F = torch.nn.functional
 FP4 = getattr(torch, "float4_e2m1fn_x2", None)
@@ -357,3 +360,10 @@ def test_quantised_matmul_error_is_small_and_dequantize_is_what_the_emulation_mu
         assert (got.double() - exact).abs().max().item() <= 2.0**-20 * exact.abs().max().item()
         rel = ((qa.dequantize() - x.double()).norm() / x.double().norm()).item()
         assert 0 < rel < (0.05 if qa.recipe == "mxfp8" else 0.15)
+
+
+def test_the_nvfp4_example_runs(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["nvfp4_matmul.py", "--m", "2", "--n", "2", "--k", "64"])
+    runpy.run_path(str(REPO / "examples" / "nvfp4_matmul.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "NVFP4" in out and "MXFP8" in out and "quantisation" in out
