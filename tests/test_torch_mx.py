@@ -367,3 +367,26 @@ def test_the_nvfp4_example_runs(capsys, monkeypatch):
     runpy.run_path(str(REPO / "examples" / "nvfp4_matmul.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "NVFP4" in out and "MXFP8" in out and "quantisation" in out
+
+
+def test_model_argument_bias_and_the_block16_e8m0_kind():
+    g = rng(8)
+    ca, cb = g.integers(0, 16, size=(3, 64)), g.integers(0, 16, size=(2, 64))
+    a, b = fp4_tensor(ca), fp4_tensor(cb).t()
+    sa, sb = g.integers(124, 130, size=(3, 2)), g.integers(124, 130, size=(2, 2))
+    product = want(MXF4, fp4_values(ca), fp4_values(cb).T, e8m0_values(sa), e8m0_values(sb))
+    bias = torch.tensor([0.1, -3.0], dtype=torch.bfloat16)
+    with bf.torch.emulate(model=MXF4) as emu:
+        got = torch._scaled_mm(a, b, mx.swizzle(e8m0(sa)), mx.swizzle(e8m0(sb)), bias=bias, out_dtype=torch.bfloat16)
+    assert torch.equal(got.view(torch.int16), (product + bias.float()).to(torch.bfloat16).view(torch.int16))
+    assert emu.log[0].route.model is MXF4
+    with bf.torch.emulate(model=NVF4), pytest.raises(ArgumentError, match=r"model=.*needs a block-scaled"):
+        torch._scaled_mm(a, b, mx.swizzle(e8m0(sa)), mx.swizzle(e8m0(sb)), out_dtype=torch.float32)
+    # e8m0 scales per 16 (PTX's mxf4nvf4.block16 with ue8m0; torch's own checks refuse this pairing)
+    s16a, s16b = g.integers(124, 130, size=(3, 4)), g.integers(124, 130, size=(2, 4))
+    blk16 = F.ScalingType.BlockWise1x16
+    with bf.torch.emulate("B200") as emu:
+        got16 = F.scaled_mm(a, b, e8m0(s16a), blk16, e8m0(s16b), blk16, output_dtype=torch.float32)
+    model16 = B200.instruction("tcgen05.mxf4nvf4.block16.ue8m0").models[("e2m1fn", "fp32")]
+    expect = want(model16, fp4_values(ca), fp4_values(cb).T, e8m0_values(s16a), e8m0_values(s16b))
+    assert torch.equal(bits(got16), bits(expect)) and emu.log[0].route.model is model16

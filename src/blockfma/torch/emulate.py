@@ -932,7 +932,9 @@ def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_
                  out: Any = None) -> Any:
     """``torch._scaled_mm``: fp32 scales (per tensor, row-wise) run as :meth:`Emulation.scaled_mm`; one-byte
     scales (float8_e8m0fnu: MX, one per 32; float8_e4m3fn: NVFP4, one per 16) as
-    :meth:`Emulation.block_scaled_mm`, read in cuBLAS's swizzled layout, the one torch passes cuBLAS."""
+    :meth:`Emulation.block_scaled_mm`, read in cuBLAS's swizzled layout, the one torch passes cuBLAS (a
+    plain matrix of that size, 128k rows and 4j blocks, is read swizzled too, as cuBLAS would read it; plain
+    scales go through ``F.scaled_mm`` with ``SwizzleType.NO_SWIZZLE``)."""
     if isinstance(scale_a, torch.Tensor) and scale_a.dtype in mx._SCALES:
         if scale_result is not None:
             raise ArgumentError("scale_result", Shown("a tensor"), "scales an fp8 output only, which is not "
