@@ -471,8 +471,8 @@ class Emulation:
         ``a`` (m, K) fp8 or (m, K // 2) float4_e2m1fn_x2, ``b`` (K, n) or (K // 2, n) (fp4 packed along K);
         ``scale_a`` / ``scale_b``: float8_e8m0fnu (MX) or float8_e4m3fn holding ue4m3 (NVFP4), one per
         ``block`` elements of K for each row of A and each column of B, in cuBLAS's swizzled layout
-        (``swizzled``, what torch passes cuBLAS; a pair for A and B apart) or plain (m, K // block) and (n, K // block)
-        (:mod:`blockfma.torch.mx`); ``global_a`` / ``global_b``: NVFP4's per-tensor float32 scales.
+        (``swizzled``, what torch passes cuBLAS; a pair for A and B apart) or plain (m, K // block) and
+        (n, K // block) (:mod:`blockfma.torch.mx`); ``global_a`` / ``global_b``: NVFP4's per-tensor float32 scales.
 
         What is rounded where: the products and scales by :meth:`block_route`'s instruction model (the
         B200's tcgen05 block_scale: k = 32 or 64 a step), the steps chained over all of K, each step's fp32
@@ -480,7 +480,8 @@ class Emulation:
         Blackwell GEMM (an assumption: no promotion, ``use_fast_accum`` changes nothing); a NaN scale makes
         its products' sums NaN.  Then in binary32, nearest even: g = ga * gb (1 without global scales),
         P * g, + bias; one conversion to ``out_dtype`` (fp32, fp16, bf16).  K must be a multiple of
-        ``block`` (torch pads with zeros of scale 1 otherwise: pad A and B yourself)."""
+        ``block`` (a short last block is refused: pad A and B with zeros); a K that is not a multiple of
+        the instruction's k runs its last step padded with zero products (they add nothing)."""
         fp4 = mx.FP4
         fmts = []
         for name, t in (("self", a), ("mat2", b)):
