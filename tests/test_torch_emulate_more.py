@@ -309,7 +309,7 @@ def test_f_scaled_mm_tensor_and_row_wise_run_as_scaled_mm_and_block_scales_are_l
     assert [o.op for o in emu.log] == ["_scaled_mm"] * 4
     v2 = importlib.import_module("blockfma.torch.emulate")._h_scaled_mm_v2
     calls = []
-    with bf.torch.emulate("H100") as emu2:  # a block-scale recipe: handed to torch as it came, logged
-        v2(emu2, lambda *args, **kw: calls.append(args) or "native", a, b, [sa], [2], [], [sb], [2], [], None,
+    with bf.torch.emulate("H100") as emu2:  # a 1x128 block-scale recipe (DeepSeek's): handed to torch, logged
+        v2(emu2, lambda *args, **kw: calls.append(args) or "native", a, b, [sa], [4], [], [sb], [4], [], None,
            torch.float32)
     assert calls and emu2.log[0].route.model is None and "recipe not modelled" in emu2.log[0].route.note

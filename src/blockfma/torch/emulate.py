@@ -26,7 +26,19 @@ the fp8 products by the device's fp8 -> fp32 model (the H100's ``wgmma``: 32-blo
 promoted to an fp32 sum every 128 products unless ``use_fast_accum`` (cuBLAS's practice on Hopper; the
 interval 128 is assumed), then the scales, the bias and one conversion to ``out_dtype`` in a binary32
 epilogue.  A device without fp8 units refuses it, naming the fix.  ``F.scaled_mm`` (``torch._scaled_mm_v2``)
-with tensor- or row-wise recipes runs the same way; its block-scale (MX) recipes run natively, logged.
+with tensor- or row-wise recipes runs the same way.
+
+Block-scaled ``torch._scaled_mm`` / ``F.scaled_mm`` (MX and NVFP4; :meth:`Emulation.block_scaled_mm`):
+one-byte scales per block of K pick the device's block-scaled instruction (:data:`BLOCK_KINDS`): fp8
+operands with e8m0 scales per 32 (MXFP8) ``tcgen05.mxf8f6f4.block32``, packed fp4 with e8m0 per 32 (MXFP4)
+``tcgen05.mxf4.block32``, packed fp4 with e4m3 (ue4m3) per 16 (NVFP4) ``tcgen05.mxf4nvf4.block16.ue4m3``
+(``mma.*`` on the RTX 5090); its model runs chained over all of K, each instruction's fp32 result the next
+one's C (assumed: the tensor-memory accumulator, no promotion), then NVFP4's global scales, the bias and
+``out_dtype`` in the binary32 epilogue.  ``torch._scaled_mm`` reads the scales in cuBLAS's swizzled 128x4
+layout (what torch hands cuBLAS); ``F.scaled_mm`` as each operand's swizzle says (NO_SWIZZLE: plain
+(rows, K // block)); :mod:`.mx` holds the layouts and the MXFP8 / MXFP4 / NVFP4 quantisers.  Other recipes
+(1x128 and 128x128 fp32 blocks) run natively, logged.  This needs no native kernel (torch's CPU build has
+none for block scales).
 
 Split-K: a route may carry a plan ``{(m, n, k): parts}`` (:mod:`.orders`): a GEMM of that shape cuts K
 into ``parts`` contiguous ranges, each a GEMM by the route's model from +0, the partial sums added one
@@ -69,13 +81,17 @@ from ..formats import RoundingMode
 from ..model import Family, Model
 from ..report import table
 from ..torch_switches import tf32_enabled
-from . import orders
+from . import mx, orders
 
 __all__ = ["emulate", "Emulation", "Route", "Op"]
 
 _FORMAT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 _FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2", torch.float8_e4m3fnuz: "e4m3fnuz",
         torch.float8_e5m2fnuz: "e5m2fnuz"}
+#: (operands "fp8" or "fp4", scale format, block) -> the block-scaled instruction's kind (its name after the
+#: first dot: tcgen05.mxf4.block32 on the B200, mma.mxf4.block32 on the RTX 5090)
+BLOCK_KINDS = {("fp8", "e8m0fnu", 32): "mxf8f6f4.block32", ("fp4", "e8m0fnu", 32): "mxf4.block32",
+               ("fp4", "ue4m3", 16): "mxf4nvf4.block16.ue4m3", ("fp4", "e8m0fnu", 16): "mxf4nvf4.block16.ue8m0"}
 PROMOTE_K = 128  # cuBLAS's fp8 promotion interval without use_fast_accum (assumed: DeepSeek-V3's, not probed)
 _DTYPE_NAMES = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
                 "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
@@ -217,6 +233,7 @@ class Emulation:
         self.log: list[Op] = []
         self._routes: dict[tuple[torch.dtype, bool], Route] = {}
         self._fp8: dict[tuple[torch.dtype, torch.dtype, bool], Route] = {}
+        self._blocks: dict[tuple[str, str, str, int], Route] = {}
         self._overrides: dict[torch.dtype, Route] = {}
         self._modes: list[TorchFunctionMode] = []
         self._lock = threading.Lock()
@@ -387,25 +404,166 @@ class Emulation:
                                 "modelled", fix="pass scale_result=None with a bf16, fp16 or fp32 out_dtype")
         sa = _scale("scale_a", scale_a, (m, 1), a.device)
         sb = _scale("scale_b", scale_b, (1, n), a.device)
-        if bias is not None and (not isinstance(bias, torch.Tensor) or bias.dtype not in _FORMAT
-                                 or tuple(bias.shape) != (n,)):
-            what = type(bias).__name__ if not isinstance(bias, torch.Tensor) else f"{tuple(bias.shape)} {bias.dtype}"
-            raise ArgumentError("bias", Shown(what), f"must be a 1-D fp32, fp16 or bf16 tensor of {n} values "
-                                "(one per output column)")
+        _check_bias(bias, n)
         route = self.fp8_route(a.dtype, b.dtype, bool(use_fast_accum))
         product = self.compute(a, b, None, route)  # fp32, on a's device
         assert product.dtype == torch.float32
-        d = product * (sa * sb)
-        if bias is not None:
-            d = d + bias.to(device=a.device, dtype=torch.float32)
-        out = d.to(out_dtype)  # nearest even
-        assert route.model is not None
-        nan_model = Model(Family.EXACT_FUSED, _FORMAT[out_dtype], _FORMAT[out_dtype], block_width=1,
-                          nan=route.model.nan, name="the epilogue's NaN codes")
-        if bool(torch.isnan(out).any()):
-            out = _finish_tensor(nan_model, out.to(torch.float32), out_dtype, computed=False)
+        out = _epilogue(route, product, sa * sb, bias, out_dtype)
         self._record("_scaled_mm", (a, b), route, 1)
         return out
+
+    # --- block-scaled (MX, NVFP4) ---------------------------------------------------------------------------
+    def block_route(self, a_format: str, b_format: str, scale_format: str, block: int) -> Route:
+        """The route of a block-scaled ``torch._scaled_mm``: the device's block-scaled instruction for
+        operands of these formats (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``) and scales of ``scale_format``
+        (``"e8m0fnu"``, ``"ue4m3"``) per ``block`` elements along K (:data:`BLOCK_KINDS`: MXFP8 ->
+        ``mxf8f6f4.block32``, MXFP4 -> ``mxf4.block32``, NVFP4 -> ``mxf4nvf4.block16.ue4m3``), or ``model=``
+        where it is such a model; its (a.b + C) -> fp32 model chained over all of K (see
+        :meth:`block_scaled_mm`)."""
+        key = (a_format, b_format, scale_format, block)
+        if key not in self._blocks:
+            self._blocks[key] = self._block_route(*key)
+        return self._blocks[key]
+
+    def _block_route(self, fa: str, fb: str, fs: str, block: int) -> Route:
+        fp4 = "fp4" if fa == "e2m1fn" else "fp8"
+        pair = fa if fa == fb else f"{fa}*{fb}"
+        kind = BLOCK_KINDS.get((fp4, fs, block))
+        what = f"{pair} operands with {fs} scales per {block}"
+        if kind is None:
+            raise ArgumentError("scale_a", Shown(f"{fs} scales per {block} for {pair} operands"),
+                                "no block-scaled instruction takes this recipe (MXFP8: fp8 with e8m0 scales per "
+                                "32; MXFP4: fp4 with e8m0 per 32; NVFP4: fp4 with e4m3 (ue4m3) per 16)",
+                                fix="quantise with blockfma.torch.mx.to_mx or to_nvfp4")
+        if self.model is not None:
+            mdl = self.model
+            ok = (mdl.family.name == "scaled-fused" and mdl.output_format.name == "fp32"
+                  and mdl.option("scale_block") == block and _formats.get(mdl.option("scale_format")).name == fs
+                  and _formats.holds(mdl.input_format, fa) and _formats.holds(mdl.b_format, fb))
+            if not ok:
+                raise ArgumentError("model", Shown(mdl.summary()), f"torch._scaled_mm of {what} needs a "
+                                    f"block-scaled (scaled-fused) model of that recipe with fp32 output",
+                                    fix=f"e.g. bf.device('B200').instruction('tcgen05.{kind}').models")
+            return Route(pair, mdl, f"model=, chained over K in its fp32 accumulator; "
+                         f"{'global scales, ' if fs == 'ue4m3' else ''}bias and out_dtype in a binary32 epilogue")
+        dev = self.device
+        assert dev is not None
+        found = [i for i in dev.instructions if i.name.split(".", 1)[-1] == kind and (pair, "fp32") in i.models]
+        if not found:
+            have = sorted(i.name for i in dev.instructions if any(m.family.name == "scaled-fused"
+                                                                  for m in i.models.values()))
+            raise ArgumentError("self", Shown(what), f"{dev.name} has no {kind} instruction for {pair} "
+                                f"(its block-scaled instructions: {', '.join(have) or 'none'})",
+                                fix="emulate a Blackwell device (B200, RTX 5090)")
+        ins = found[0]
+        return Route(pair, ins.models[(pair, "fp32")],
+                     f"{dev.name}'s {ins.name} {pair}->fp32 model chained over K, each instruction's fp32 result "
+                     "the next one's C (the accumulator, assumed); "
+                     f"{'global scales, ' if fs == 'ue4m3' else ''}bias and out_dtype in a binary32 epilogue")
+
+    def block_scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+                        block: int, swizzled: bool | tuple[bool, bool] = True, global_a: torch.Tensor | None = None,
+                        global_b: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                        out_dtype: torch.dtype | None = torch.bfloat16, op: str = "_scaled_mm") -> torch.Tensor:
+        """A block-scaled ``torch._scaled_mm`` (MXFP8, MXFP4, NVFP4) emulated:
+        D = round_out(ga * gb * (A @ B with block scales) + bias).
+
+        ``a`` (m, K) fp8 or (m, K // 2) float4_e2m1fn_x2, ``b`` (K, n) or (K // 2, n) (fp4 packed along K);
+        ``scale_a`` / ``scale_b``: float8_e8m0fnu (MX) or float8_e4m3fn holding ue4m3 (NVFP4), one per
+        ``block`` elements of K for each row of A and each column of B, in cuBLAS's swizzled layout
+        (``swizzled``, what torch passes cuBLAS; a pair for A and B apart) or plain (m, K // block) and
+        (n, K // block) (:mod:`blockfma.torch.mx`); ``global_a`` / ``global_b``: NVFP4's per-tensor float32 scales.
+
+        What is rounded where: the products and scales by :meth:`block_route`'s instruction model (the
+        B200's tcgen05 block_scale: k = 32 or 64 a step), the steps chained over all of K, each step's fp32
+        result (rounded toward zero) entering the next step as C: the tensor-memory accumulator of a
+        Blackwell GEMM (an assumption: no promotion, ``use_fast_accum`` changes nothing); a NaN scale makes
+        its products' sums NaN.  Then in binary32, nearest even: g = ga * gb (1 without global scales),
+        P * g, + bias; one conversion to ``out_dtype`` (fp32, fp16, bf16).  K must be a multiple of
+        ``block`` (a short last block is refused: pad A and B with zeros); a K that is not a multiple of
+        the instruction's k runs its last step padded with zero products (they add nothing)."""
+        fp4 = mx.FP4
+        fmts = []
+        for name, t in (("self", a), ("mat2", b)):
+            ok = isinstance(t, torch.Tensor) and t.dim() == 2 and (t.dtype in mx._FP8 or (fp4 is not None
+                                                                                         and t.dtype == fp4))
+            if not ok:
+                what = type(t).__name__ if not isinstance(t, torch.Tensor) else f"{t.dim()}-D {t.dtype}"
+                raise ArgumentError(name, Shown(what), "a block-scaled torch._scaled_mm takes 2-D "
+                                    "torch.float8_e4m3fn / float8_e5m2 (MXFP8) or torch.float4_e2m1fn_x2 "
+                                    "(MXFP4, NVFP4) tensors")
+            fmts.append("e2m1fn" if t.dtype == fp4 else mx._FP8[t.dtype])
+        if (fmts[0] == "e2m1fn") != (fmts[1] == "e2m1fn"):
+            raise ArgumentError("mat2", Shown(str(b.dtype)), f"self is {a.dtype}: packed fp4 operands go with "
+                                "packed fp4 (K counts differ otherwise)", fix="quantise both to one recipe")
+        if b.shape[0] != a.shape[1]:
+            raise ValueError(f"_scaled_mm under emulate: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                             f"multiplied ({a.shape[1]} != {b.shape[0]}" + (", fp4 bytes along K)" if fmts[0] ==
+                                                                            "e2m1fn" else ")"))
+        pack = 2 if fmts[0] == "e2m1fn" else 1
+        m, k, n = a.shape[0], a.shape[1] * pack, b.shape[1]
+        if out_dtype is None or out_dtype not in _FORMAT:
+            raise ArgumentError("out_dtype", out_dtype, "an fp8 or fp4 output of torch._scaled_mm is not "
+                                "modelled", fix="pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+        dtypes = []
+        for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+            if not isinstance(s, torch.Tensor) or s.dtype not in mx._SCALES:
+                what = type(s).__name__ if not isinstance(s, torch.Tensor) else str(s.dtype)
+                raise ArgumentError(name, Shown(what), "block scales are torch.float8_e8m0fnu (MX) or "
+                                    "torch.float8_e4m3fn (NVFP4's ue4m3)")
+            dtypes.append(s.dtype)
+        if dtypes[0] != dtypes[1]:
+            raise ArgumentError("scale_b", Shown(str(dtypes[1])), f"scale_a is {dtypes[0]}: both operands' scales "
+                                "must have one format")
+        fs = "ue4m3" if dtypes[0] == torch.float8_e4m3fn else "e8m0fnu"
+        route = self.block_route(fmts[0], fmts[1], fs, block)
+        if k % block:
+            raise ArgumentError("self", Shown(f"<K = {k}>"), f"K = {k} must be a multiple of the scale block "
+                                f"{block}", fix=f"pad A and B with zeros to a multiple of {block} along K")
+        kb = k // block
+        layouts = (swizzled, swizzled) if isinstance(swizzled, bool) else tuple(swizzled)
+        plain = [self._plain_scales(name, s, rows, kb, sw, fs) for name, s, rows, sw in
+                 (("scale_a", scale_a, m, layouts[0]), ("scale_b", scale_b, n, layouts[1]))]
+        g = torch.ones((), dtype=torch.float32)
+        if (global_a is None) != (global_b is None):
+            raise ArgumentError("scale_b" if global_b is None else "scale_a", None, "NVFP4's global scales come "
+                                "in pairs: one float32 value for each operand", fix="pass both or neither")
+        if global_a is not None:
+            ga = _scale("scale_a", global_a, (1, 1), a.device)
+            gb = _scale("scale_b", global_b, (1, 1), a.device)
+            g = (ga * gb).reshape(())  # binary32, nearest even
+        _check_bias(bias, n)
+        A = mx.values(a)
+        B = mx.values(b.t()).T  # mat2.t() is (n, K) packed along K as A is
+        product = gemm(A, B, model=route.model, scale_a=plain[0], scale_b=plain[1].T, backend=self.backend)
+        out = _epilogue(route, torch.from_numpy(np.asarray(product, dtype=np.float32)).to(a.device),
+                        g.to(a.device), bias, out_dtype)
+        self._record(op, (a, b), route, 1)
+        return out
+
+    @staticmethod
+    def _plain_scales(name: str, s: torch.Tensor, rows: int, kb: int, swizzled: bool, fs: str) -> np.ndarray:
+        """One operand's scales as a float64 (rows, kb) array, read from their layout and checked: a
+        negative ue4m3 (its sign bit set) is refused; NaN codes pass (they make results NaN)."""
+        if swizzled:
+            t = mx.unswizzle(s, rows, kb, name)
+        else:
+            if tuple(s.shape) != (rows, kb):
+                hint = " (that is the transposed layout: pass its .t())" if tuple(s.shape) == (kb, rows) else ""
+                per = "row of self" if name == "scale_a" else "column of mat2"
+                raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"plain (unswizzled) block scales "
+                                    f"must have shape ({rows}, {kb}): one row per {per}, one scale per block of "
+                                    f"K{hint}", fix="or pass them swizzled (blockfma.torch.mx.swizzle) with "
+                                    "SwizzleType.SWIZZLE_32_4_4")
+            t = s
+        v = mx.values(t, "e4m3fn" if fs == "ue4m3" else "e8m0fnu")
+        neg = np.signbit(v) & ~np.isnan(v)
+        if neg.any():
+            r, j = (int(x) for x in np.argwhere(neg)[0])
+            raise ArgumentError(name, Shown(f"<{rows}x{kb} ue4m3 scales>"), f"the scale of row {r}, block {j} is "
+                                f"{float(v[r, j])!r}: ue4m3 scales are unsigned (sign bit 0)",
+                                fix="quantise with blockfma.torch.mx.to_nvfp4, or clear the sign bits")
+        return v
 
     # --- the mode --------------------------------------------------------------------------------------------
     def __enter__(self) -> Emulation:
@@ -665,6 +823,31 @@ def _scale(name: str, s: Any, shape: tuple[int, int], device: torch.device) -> t
     return s.to(device)
 
 
+def _check_bias(bias: Any, n: int) -> None:
+    if bias is not None and (not isinstance(bias, torch.Tensor) or bias.dtype not in _FORMAT
+                             or tuple(bias.shape) != (n,)):
+        what = type(bias).__name__ if not isinstance(bias, torch.Tensor) else f"{tuple(bias.shape)} {bias.dtype}"
+        raise ArgumentError("bias", Shown(what), f"must be a 1-D fp32, fp16 or bf16 tensor of {n} values "
+                            "(one per output column)")
+
+
+def _epilogue(route: Route, product: torch.Tensor, s: torch.Tensor, bias: torch.Tensor | None,
+              out_dtype: torch.dtype) -> torch.Tensor:
+    """The binary32 epilogue of a scaled GEMM: ``product`` (fp32) times ``s`` (fp32, broadcasting), plus
+    ``bias`` converted exactly to fp32, each step rounded to nearest even in binary32, then one conversion
+    (nearest even) to ``out_dtype``; NaNs take the route's model's NaN codes."""
+    d = product * s
+    if bias is not None:
+        d = d + bias.to(device=product.device, dtype=torch.float32)
+    out = d.to(out_dtype)  # nearest even
+    assert route.model is not None
+    if bool(torch.isnan(out).any()):
+        nan_model = Model(Family.EXACT_FUSED, _FORMAT[out_dtype], _FORMAT[out_dtype], block_width=1,
+                          nan=route.model.nan, name="the epilogue's NaN codes")
+        out = _finish_tensor(nan_model, out.to(torch.float32), out_dtype, computed=False)
+    return out
+
+
 def _with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     if out is None:
         return result
@@ -748,18 +931,63 @@ def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
 def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None,
                  scale_result: Any = None, out_dtype: Any = None, use_fast_accum: bool = False, *,
                  out: Any = None) -> Any:
+    """``torch._scaled_mm``: fp32 scales (per tensor, row-wise) run as :meth:`Emulation.scaled_mm`; one-byte
+    scales (float8_e8m0fnu: MX, one per 32; float8_e4m3fn: NVFP4, one per 16) as
+    :meth:`Emulation.block_scaled_mm`, read in cuBLAS's swizzled layout, the one torch passes cuBLAS (a
+    plain matrix of that size, 128k rows and 4j blocks, is read swizzled too, as cuBLAS would read it; plain
+    scales go through ``F.scaled_mm`` with ``SwizzleType.NO_SWIZZLE``)."""
+    if isinstance(scale_a, torch.Tensor) and scale_a.dtype in mx._SCALES:
+        if scale_result is not None:
+            raise ArgumentError("scale_result", Shown("a tensor"), "scales an fp8 output only, which is not "
+                                "modelled", fix="pass scale_result=None with a bf16, fp16 or fp32 out_dtype")
+        block = 16 if scale_a.dtype == torch.float8_e4m3fn else 32
+        return _with_out(emu.block_scaled_mm(a, b, scale_a, scale_b, block=block, swizzled=True, bias=bias,
+                                             out_dtype=out_dtype), out)
     return _with_out(emu.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum), out)
 
 
 _PLAIN_RECIPES = (0, 1)  # F.ScalingType.TensorWise, RowWise: the scales _scaled_mm takes
+_BLOCK_RECIPES = {2: 16, 3: 32}  # F.ScalingType.BlockWise1x16, BlockWise1x32: elements per scale
+
+
+def _v2_block_recipe(recipe_a: list, recipe_b: list) -> tuple[int, bool] | None:
+    """(block, two-level) of a block-scale recipe pair of ``F.scaled_mm``: both ``[BlockWise1x32]`` or both
+    ``[BlockWise1x16]``, or both ``[BlockWise1x16, TensorWise]`` (NVFP4 with a global scale); else None."""
+    ra, rb = [int(x) for x in recipe_a], [int(x) for x in recipe_b]
+    if ra != rb:
+        return None
+    if len(ra) == 1 and ra[0] in _BLOCK_RECIPES:
+        return _BLOCK_RECIPES[ra[0]], False
+    if ra == [2, 0]:
+        return 16, True
+    return None
+
+
+def _v2_swizzled(name: str, swizzle: Any) -> bool:
+    """Whether ``F.scaled_mm``'s swizzle list says cuBLAS's layout (SWIZZLE_32_4_4 first; none: plain)."""
+    kinds = [int(x) for x in (swizzle or [])]
+    if kinds and kinds[0] not in (0, 1):
+        raise ArgumentError(name, kinds, "swizzles are SwizzleType.NO_SWIZZLE (0) or SWIZZLE_32_4_4 (1)")
+    return bool(kinds) and kinds[0] == 1
 
 
 def _h_scaled_mm_v2(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, recipe_a: Any, swizzle_a: Any,
                     scale_b: Any, recipe_b: Any, swizzle_b: Any, bias: Any = None, out_dtype: Any = None,
                     contraction_dim: Any = (), use_fast_accum: bool = False, *, out: Any = None) -> Any:
     """``torch._scaled_mm_v2`` (``F.scaled_mm``): one tensor-wise or row-wise scale per operand, unswizzled,
-    K the usual axis, runs as :meth:`Emulation.scaled_mm`; other recipes (block scales, MX) run natively,
-    logged as not emulated."""
+    K the usual axis, runs as :meth:`Emulation.scaled_mm`; the block-scale recipes BlockWise1x32 (MX),
+    BlockWise1x16 (NVFP4, with or without a TensorWise global scale second) as
+    :meth:`Emulation.block_scaled_mm`, each operand's scales read as its swizzle says (NO_SWIZZLE, or none
+    given: plain (rows, K // block); SWIZZLE_32_4_4: cuBLAS's layout); other recipes (1x128, 128x128 fp32
+    blocks) or a ``contraction_dim`` run natively, logged as not emulated."""
+    blocks = _v2_block_recipe(list(recipe_a), list(recipe_b))
+    if blocks is not None and not list(contraction_dim):
+        block, two_level = blocks
+        layouts = (_v2_swizzled("swizzle_a", swizzle_a), _v2_swizzled("swizzle_b", swizzle_b))
+        return _with_out(emu.block_scaled_mm(
+            a, b, scale_a[0], scale_b[0], block=block, swizzled=layouts,
+            global_a=scale_a[1] if two_level else None, global_b=scale_b[1] if two_level else None, bias=bias,
+            out_dtype=out_dtype), out)
     plain = (len(scale_a) == 1 and len(scale_b) == 1 and len(recipe_a) == 1 and len(recipe_b) == 1
              and recipe_a[0] in _PLAIN_RECIPES and recipe_b[0] in _PLAIN_RECIPES and not any(swizzle_a)
              and not any(swizzle_b) and not list(contraction_dim))
