@@ -136,6 +136,37 @@ def test_formula_matches_reference_chained():
         _hold(model, 2 * model.block_width, 4, seed=5)
 
 
+VARIANTS = [dict(exact_zero="ieee", rounded_zero="signed"), dict(alignment="floor"), dict(carry_bits=1),
+            dict(output_rounding="TiesToEven", overflow="ieee"), dict(subnormals=False), dict(fraction_bits=3)]
+
+
+@pytest.mark.parametrize("changes", VARIANTS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("ins, fmt", [("tcgen05.mxf4nvf4.block16.ue4m3", "e2m1fn"),
+                                      ("tcgen05.mxf8f6f4.block32", "e4m3fn")])
+def test_variants_match_reference(ins, fmt, changes):
+    """The presets' neighbours (zero signs, floor alignment, carry bits, rounding to nearest, flushing,
+    a narrow F): the formula follows the reference there too, on random rows and on rows of signed zeros
+    (the sign of an exact zero, with zero scales)."""
+    model = bf.device("B200").model(fmt, "fp32", instruction=ins).replace(**changes)
+    k = model.block_width
+    _hold(model, k, 6, seed=17)
+    symbols = _symbols(model, k)
+    fa, fs = model.input_format, encode.scale_format(model)
+    neg_zero, minus_one, one = 1 << (fa.bits - 1), *(int(F.encode(fa, np.float64(v))) for v in (-1.0, 1.0))
+    blocks = k // model.option("scale_block")
+    zero_scale = 0 if fs.name == "ue4m3" else 0x7F  # e8m0fnu has no zero: scale 1 there
+    unit = 0x38 if fs.name == "ue4m3" else 0x7F
+    for c in (0, 0x80000000):
+        for mixed in (False, True):
+            a, b = np.full(k, neg_zero), np.zeros(k, dtype=np.int64)  # every product -0
+            a[0], b[0] = minus_one, one  # -1, scaled by 0 where the scale format has a zero
+            if mixed:
+                a[1] = 0  # +0 * +0: this group's products are not all negative
+            row = (a, b, c, np.full(blocks, zero_scale), np.full(blocks, unit))
+            got = z3.simplify(z3.substitute(symbols[-1], *_fixed(symbols, row))).as_long()
+            assert got == _reference_bits(model, *row), (changes, c, mixed, hex(got))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS, ids=_id)
 def test_formula_matches_reference_every_preset(preset):

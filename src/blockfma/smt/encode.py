@@ -416,15 +416,16 @@ def scaled_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym,
             N, LSB = exact_sum(group)  # the G products' exact sum, N * 2**LSB
             negative = N < 0
             mag = z3.If(negative, -z3.SignExt(1, N), z3.SignExt(1, N))  # |N|, one bit wider
-            zero = N == 0
-            # a zero sum takes the sign of all its products' signs (reference: all negative)
-            sign = z3.If(zero, conj(*[t.neg for t in group]), negative)
-            total = Term(zero, sign, mag, exponent(LSB), LSB, max(t.top for t in group) + (len(group) - 1).bit_length())
+            total = Term(N == 0, negative, mag, exponent(LSB), LSB,
+                         max(t.top for t in group) + (len(group) - 1).bit_length())
             x, y = sa[g], sb[g]
             scaled = _scaled(total, x, y)
             assert LSB <= 2  # the term's lsb lies at most 2 above its exponent, as _aligned_sum's cut needs
+            # a zero term (the sum cancels, or a scale is 0) is -0 where all its products are (reference)
+            all_negative = conj(*[t.neg for t in group])
+            terms.append(Term(scaled.zero, z3.If(scaled.zero, all_negative, negative), scaled.sig, scaled.lsb,
+                              scaled.lsb_min, scaled.top))
             exps.append(z3.If(disj(x.zero, y.zero, conj(*[t.zero for t in group])), ez, x.exp + y.exp))
-            terms.append(scaled)
             over.append(total.top + 2)  # |sum| < 2**top, each scale below 2**(E(s) + 1)
     return _aligned_sum(model, terms, exps, over, c, nan, inf, neg)
 

@@ -452,7 +452,7 @@ class AccumulatorReading:
 
 def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, positions: Any = None,
                        exponents: tuple[int, int] = (-32, 32), joint: bool = True, timeout: float | None = TIMEOUT,
-                       solver: str = "auto") -> AccumulatorReading:
+                       solver: str = "auto", progress: Any = None) -> AccumulatorReading:
     """Inputs of one instruction that tell apart the accumulator widths ``fractions`` (the model's
     ``fraction_bits`` F, everything else as the model states it): for every pair, an input whose results
     differ, and with ``joint`` one input whose results differ for all of them at once.
@@ -460,7 +460,10 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     The inputs are short: A and B are +0 except at ``positions`` (default: the first product of every
     ``scale_group``, or of every 8 products); C and the scales are free but for their exponents, which lie
     in ``exponents`` (no NaN scale, so the numbers stay readable); every result is a finite number.  Every input's results under every candidate F are recomputed by the engine (the formula
-    must agree) and by the exact reference (``blockfma.reference.dot_bits``), which must agree too."""
+    must agree) and by the exact reference (``blockfma.reference.dot_bits``), which must agree too.
+    ``progress`` (None: lines on stderr where it is a terminal; True, False or a function of one line)
+    reports each query; with bitwuzla on 2 cores a pair takes 5 to 10 s, the joint input of four 20 s."""
+    say = reporter(progress)
     from .. import reference as _ref
     from .api import EncodingError, check_k
 
@@ -501,6 +504,9 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     for i in range(len(cands)):
         for j in range(i + 1, len(cands)):
             got = separate([cands[i], cands[j]], k=k, constraints=cons, timeout=timeout, solver=solver)
+            if say is not None:
+                say(f"F = {listed[i]} against {listed[j]}: "
+                    f"{'found' if isinstance(got, Separation) else 'none'}")
             if not isinstance(got, Separation):
                 what = "proved: no such input" if got is None else f"{got.status}: {got.reason}"
                 raise RuntimeError(f"no input tells F = {listed[i]} from F = {listed[j]} ({what})")
@@ -508,6 +514,9 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     together, status = None, "not asked"
     if joint:
         got = separate(cands, k=k, constraints=cons, timeout=timeout, solver=solver)
+        if say is not None:
+            say(f"one input for all of F = {', '.join(map(str, listed))}: "
+                f"{'found' if isinstance(got, Separation) else 'none'}")
         if isinstance(got, Separation):
             together, status = everyone(got), "found"
         else:
