@@ -7,8 +7,9 @@ The preset (``B200`` instruction ``tcgen05.mxf4.block32``, MMA-Sim 2.1.1's readi
 products exactly, gives each sum its scales' exponent, aligns the four sums and C to the largest exponent,
 cuts every term at F = 35 fraction bits below it, adds, and rounds toward zero into fp32.  For every pair of
 F in 34..37 the SMT solver finds one instruction's input (A and B zero but at positions 0, 16, 32 and 48;
-C and the ue8m0 scales free, exponents within +-32) whose fp32 results differ, and one input whose four
-results are pairwise different; a hand-made input does the same in plain numbers.  Every expected output
+the ue8m0 scales and C free, exponents within +-32; then again with C = 0, what a GEMM library with beta = 0
+gives the unit) whose fp32 results differ, and one input whose four results are pairwise different; a
+hand-made input does the same in plain numbers.  Every expected output
 is computed by the exact reference (``blockfma.reference.dot_bits``) and must equal the engine's and the
 formula's.  Run each row on a B200 (one tcgen05.mma.kind::mxf4.block_scale, A's row 0 and B's column 0, the
 rest of A and B zero) and compare D[0, 0] with the columns: the column that matches is the hardware's F.
@@ -37,12 +38,13 @@ def model() -> bf.Model:
 
 
 def designed() -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
-    """C = 1 sets e_max = 0 and a[0] b[0] = -1 cancels it; the group at positions 32..34 sums to 1.75 with
-    scale 2**-35, so F = 34 cuts it to 0, F = 35 keeps 2**-35, F = 36 1.5 * 2**-35, F = 37 all of it."""
+    """No C: the groups at positions 0 and 16 (scale 1) sum to 1 and -1, which sets e_max = 0 and cancels;
+    the group at positions 32..34 sums to 1.75 with scale 2**-35, so F = 34 cuts it to 0, F = 35 keeps
+    2**-35, F = 36 1.5 * 2**-35 and F = 37 all of it."""
     a, b = np.zeros(K), np.zeros(K)
-    a[0], b[0] = 1.0, -1.0
+    a[0], b[0], a[16], b[16] = 1.0, 1.0, 1.0, -1.0
     a[32:35], b[32:35] = [1.0, 0.5, 0.5], [1.0, 1.0, 0.5]
-    return a, b, 1.0, np.array([1.0, 2.0 ** -35]), np.array([1.0, 1.0])
+    return a, b, 0.0, np.array([1.0, 2.0 ** -35]), np.array([1.0, 1.0])
 
 
 def codes(fmt: str, x: np.ndarray) -> str:
@@ -69,17 +71,19 @@ def main() -> None:
     m = model()
     print(f"model: {m.name}: F = {m.fraction_bits}, scale_group G = {m.option('scale_group')}, e_zero = {m.e_zero}, "
           f"{m.output_rounding.name} into fp32 (MMA-Sim 2.1.1, TCGen05MMABlockScale)")
-    reading = Q.accumulator_inputs(m, FRACTIONS, timeout=300, progress=print)
-    rows = [("designed", *designed())]
-    rows += [(label, s.a, s.b, s.c, s.scale_a, s.scale_b) for label, s in reading.rows()]
-    print(f"\njoint input (one input, four different results): {reading.joint_status}\n")
-    head = f"{'input':<14}" + "".join(f"  {'F = ' + str(f):<10}" for f in FRACTIONS)
+    rows = [("designed, C=0", *designed())]
+    for zero_c in (False, True):
+        reading = Q.accumulator_inputs(m, FRACTIONS, zero_c=zero_c, timeout=300, progress=print)
+        print(f"one input with four different results{' (C = 0)' if zero_c else ''}: {reading.joint_status}")
+        rows += [(label + (", C=0" if zero_c else ""), s.a, s.b, s.c, s.scale_a, s.scale_b)
+                 for label, s in reading.rows()]
+    head = f"\n{'input':<22}" + "".join(f"  {'F = ' + str(f):<10}" for f in FRACTIONS)
     print(head)
     print("-" * len(head))
     details = []
     for i, (label, a, b, c, sa, sb) in enumerate(rows):
         outs = outputs(m, a, b, c, sa, sb)
-        print(f"{i}: {label:<11}" + "".join(f"  0x{o:08x}" for o in outs))
+        print(f"{i:>2}: {label:<18}" + "".join(f"  0x{o:08x}" for o in outs))
         details.append((i, label, a, b, c, sa, sb, outs))
     print("\ninputs (A's row 0 and B's column 0 along K = 64, fp4 e2m1 codes, element 0 first; "
           "C fp32 bits; ue8m0 scale codes, one per 32 elements):")

@@ -24,7 +24,7 @@ import numpy as np
 import z3
 
 from .. import formats as _formats
-from ..arguments import TIMEOUT, ArgumentError, seconds
+from ..arguments import TIMEOUT, ArgumentError, flag, seconds
 from ..formats import RoundingMode
 from ..literals import hex_float
 from ..model import Family, Model
@@ -451,15 +451,17 @@ class AccumulatorReading:
 
 
 def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, positions: Any = None,
-                       exponents: tuple[int, int] = (-32, 32), joint: bool = True, timeout: float | None = TIMEOUT,
-                       solver: str = "auto", progress: Any = None) -> AccumulatorReading:
+                       exponents: tuple[int, int] = (-32, 32), zero_c: bool = False, joint: bool = True,
+                       timeout: float | None = TIMEOUT, solver: str = "auto", progress: Any = None
+                       ) -> AccumulatorReading:
     """Inputs of one instruction that tell apart the accumulator widths ``fractions`` (the model's
     ``fraction_bits`` F, everything else as the model states it): for every pair, an input whose results
     differ, and with ``joint`` one input whose results differ for all of them at once.
 
     The inputs are short: A and B are +0 except at ``positions`` (default: the first product of every
     ``scale_group``, or of every 8 products); C and the scales are free but for their exponents, which lie
-    in ``exponents`` (no NaN scale, so the numbers stay readable); every result is a finite number.  Every input's results under every candidate F are recomputed by the engine (the formula
+    in ``exponents`` (no NaN scale, so the numbers stay readable); with ``zero_c`` C is +0 (what a GEMM
+    library's D = A B with beta = 0 gives the unit); every result is a finite number.  Every input's results under every candidate F are recomputed by the engine (the formula
     must agree) and by the exact reference (``blockfma.reference.dot_bits``), which must agree too.
     ``progress`` (None: lines on stderr where it is a terminal; True, False or a function of one line)
     reports each query; with bitwuzla on 2 cores a pair takes 5 to 10 s, the joint input of four 20 s."""
@@ -482,7 +484,8 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     positions = C._positions("positions", positions, k)
     others = [i for i in range(k) if i not in positions]
     lo, hi = exponents
-    cons = [C.zeros(a=others, b=others), C.finite(), C.scales(lo, hi), C.exponents(lo, hi, "c")]
+    cons = [C.zeros(a=others, b=others, c=flag("zero_c", zero_c)), C.finite(), C.scales(lo, hi),
+            C.exponents(lo, hi, "c")]
     cands = [model.replace(fraction_bits=f, name=f"F={f}") for f in listed]
 
     def checked(sep: Separation) -> Separation:
