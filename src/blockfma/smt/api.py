@@ -34,7 +34,7 @@ from . import encode as _enc
 from .bv import disj
 from . import solve as _solve
 
-__all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent",
+__all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent", "check_models",
            "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
 
 MAX_K = 256
@@ -378,6 +378,15 @@ def difference_formula(ma: Model, mb: Model, k: int, constraints: Any, order_b: 
     if symmetry and constraints is None and order_b is None:
         form += symmetry_breaking([ma, mb], v)
     return form, [*v.variables, d_a, d_b], v, d_a, d_b
+
+
+def check_models(models: Sequence[Model]) -> None:
+    """Models that one formula may compare: each encoded (NotImplementedError naming what is missing), all of
+    the first one's formats, and block-scaled alike (ValueError naming the difference)."""
+    for m in models:
+        _refuse(m)
+        _same_inputs(models[0], m)
+        _same_scales(models[0], m)
 
 
 def _same_scales(ma: Model, mb: Model, order_b: Sequence[int] | None = None) -> None:

@@ -24,7 +24,7 @@ from .bv import conj, disj, exponent, msb, shl, shr
 from .encode import Sym
 
 __all__ = ["Inputs", "Constraint", "apply", "all_of", "finite", "positive", "nonnegative", "exponents", "zeros",
-           "nonzero", "normal", "scales", "product_not_in", "product_in_range", "sum_in", "representable"]
+           "nonzero", "normal", "scales", "check_positions", "product_not_in", "product_in_range", "sum_in", "representable"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def _which(which: str) -> str:
     return which
 
 
-def _positions(name: str, positions: Iterable[int] | None, k: int) -> list[int]:
+def check_positions(name: str, positions: Iterable[int] | None, k: int) -> list[int]:
     """Positions 0..k-1 (all of them for None), each checked to be an integer in range."""
     if positions is None:
         return list(range(k))
@@ -142,7 +142,7 @@ def positive(which: str = "abc", positions: Iterable[int] | None = None) -> Cons
         xs = [v.c] if "c" in which else []
         for name, vec in (("a", v.a), ("b", v.b)):
             if name in which:
-                xs += [vec[i] for i in _positions("positions", positions, v.k)]
+                xs += [vec[i] for i in check_positions("positions", positions, v.k)]
         return [z3.Not(disj(x.nan, x.inf, x.zero, x.neg)) for x in xs]
     return f
 
@@ -237,7 +237,7 @@ def product_not_in(fmt: Format | str, positions: Iterable[int] | None = None) ->
 
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
-        for i in _positions("positions", positions, v.k):
+        for i in check_positions("positions", positions, v.k):
             p = _enc.product(v.a[i], v.b[i])
             out.append(z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)))
             out.append(z3.Not(representable(fmt, p.sig, p.lsb)))
@@ -253,7 +253,7 @@ def product_in_range(fmt: Format | str, positions: Iterable[int] | None = None) 
 
     def g(v: Inputs) -> list[z3.BoolRef]:
         out = []
-        for i in _positions("positions", positions, v.k):
+        for i in check_positions("positions", positions, v.k):
             p = _enc.product(v.a[i], v.b[i])
             lead = p.lsb + msb(p.sig)
             out += [z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)),

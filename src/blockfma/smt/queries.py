@@ -380,8 +380,7 @@ def separate(models: Any, *, k: int | None = None, constraints: Any = None, fini
     :func:`blockfma.smt.discriminate` does: a :class:`Separation` (found, and checked by the engine),
     ``None`` (proved: no such input), or a falsy Verdict with status "unknown" (the solver gave up) or
     "vacuous" (no input meets the constraints).  Two models: the question discriminate asks."""
-    from .api import (Verdict, _refuse, _same_inputs, _same_scales, check_constraints, check_k, default_k,
-                      witness_scales)
+    from .api import Verdict, check_constraints, check_k, check_models, default_k, witness_scales
 
     models = list(models) if isinstance(models, (list, tuple)) else None
     if not models or len(models) < 2 or not all(isinstance(m, Model) for m in models):
@@ -390,10 +389,7 @@ def separate(models: Any, *, k: int | None = None, constraints: Any = None, fini
     k = check_k(k)
     constraints = check_constraints(constraints)
     name = _solve.pick(solver)
-    for m in models:
-        _refuse(m)
-        _same_inputs(models[0], m)
-        _same_scales(models[0], m)
+    check_models(models)
     k = default_k(*models) if k is None else k
     v = inputs_for(models[0], k)
     fd = models[0].output_format
@@ -481,7 +477,7 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     step = model.option("scale_group") if _enc.scaled(model) and model.option("scale_group") else 8
     if positions is None:
         positions = list(range(0, k, step))
-    positions = C._positions("positions", positions, k)
+    positions = C.check_positions("positions", positions, k)
     others = [i for i in range(k) if i not in positions]
     lo, hi = exponents
     cons = [C.zeros(a=others, b=others, c=flag("zero_c", zero_c)), C.finite(), C.scales(lo, hi),
