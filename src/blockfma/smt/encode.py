@@ -15,6 +15,10 @@ Two fixed-point frames carry the exact values:
   addition of C after a block): integers in units of 2**LSB, LSB the lowest bit any term can have, wide
   enough for the whole exponent range of the terms (about 280 bits for fp16 products and an fp32 C).
 
+A block-scaled model (scaled-fused) reads its scales as bit patterns of the scale format too (e8m0fnu,
+ue4m3: :func:`decode` takes unsigned formats and formats without a zero); its terms, scaled products or
+scaled group sums, go through the same aligned frame as truncated-fused (:func:`_aligned_sum`).
+
 Which models are covered is :func:`unsupported`'s answer: every family, and every parameter but
 ``nan="propagate"`` and float64 in an exact frame (4,000-bit integers) or in a late-c block.
 """
