@@ -326,6 +326,12 @@ def test_bad_arguments():
         smt.worst_error(m, k=64)
     with pytest.raises(ArgumentError, match="fractions"):
         queries.accumulator_inputs(m, fractions=(35,))
+    with pytest.raises(ArgumentError, match="exponents"):
+        queries.accumulator_inputs(m, exponents=(5, -5))
+    with pytest.raises(ArgumentError, match="positions"):
+        queries.accumulator_inputs(m, positions=[64])
+    with pytest.raises(ArgumentError, match="models"):
+        queries.separate([m])
 
 
 # --- the question: the B200 mxf4 accumulator's width ---------------------------------------------------------

@@ -479,6 +479,11 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
         positions = list(range(0, k, step))
     positions = C.check_positions("positions", positions, k)
     others = [i for i in range(k) if i not in positions]
+    ok = isinstance(exponents, (tuple, list)) and len(exponents) == 2 and \
+        all(isinstance(e, int) and not isinstance(e, bool) for e in exponents) and exponents[0] <= exponents[1]
+    if not ok:
+        raise ArgumentError("exponents", exponents, "must be two integers (lo, hi) with lo <= hi: the range of the "
+                            "scales' and C's exponents", use={"exponents": (-32, 32)})
     lo, hi = exponents
     cons = [C.zeros(a=others, b=others, c=flag("zero_c", zero_c)), C.finite(), C.scales(lo, hi),
             C.exponents(lo, hi, "c")]
