@@ -401,7 +401,7 @@ SCALED_FUSED = register(Family(
     "scaled-fused", "block-scaled truncated-fused (PTX mma.block_scale, tcgen05.mma.block_scale): each "
     "product, or each exact sum of scale_group products, takes one scale of A and one of B per scale_block "
     "products along K, their exponents added to its own; then aligned, cut at F, summed, rounded once",
-    reference=_REF + "scaled_fused_block",
+    reference=_REF + "scaled_fused_block", smt=_SMT + "scaled_fused_block",
     parameters=("fraction_bits", "e_zero", "alignment", "carry_bits"),
     required=("fraction_bits", "e_zero"), fused=True,
     options=(Option("scale_format", "e8m0fnu", "the scales' format: e8m0fnu (ue8m0, MX) or ue4m3 (NVFP4)",

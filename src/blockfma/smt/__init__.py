@@ -11,6 +11,11 @@ patterns, the formal twin of the exact reference; :mod:`.solve` hands it to z3, 
     worst_error(model, *, k=None, timeout=60, total_timeout=600, progress=None) -> WorstError
         status "exact" (bound proved) or "lower bound" (the search stopped first); minutes with the defaults
     queries.queries() / queries.run(name, *, timeout=60)   the seed's named queries
+    queries.separate(models, *, k=None, constraints=None) -> one input on which all the models differ
+    queries.accumulator_inputs(model, (34, 35, 36, 37)) -> inputs that read a unit's F (docs/blackwell.md)
+
+Block-scaled models (the scaled-fused family) take their scales as free inputs of the scale format, one per
+scale block of A and of B; their witnesses carry ``scale_a`` and ``scale_b``.
 
 ``timeout`` is seconds per solver query everywhere (default :data:`blockfma.arguments.TIMEOUT`, 60 s; None or
 ``math.inf``: no limit); ``k`` is at most :data:`MAX_K`.  Every result has ``to_json()``.  Bad arguments raise

@@ -34,7 +34,7 @@ from . import encode as _enc
 from .bv import disj
 from . import solve as _solve
 
-__all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent",
+__all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent", "check_models",
            "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
 
 MAX_K = 256
@@ -72,12 +72,18 @@ class Witness:
     seconds: float
     names: tuple[str, str] = ("a", "b")
     formats: tuple[str, str, str, str] = ("fp16", "fp16", "fp32", "fp32")  # A, B, C, D
+    scale_a: np.ndarray | None = None  # a block-scaled model's scales (one per scale block), else None
+    scale_b: np.ndarray | None = None
+    scale_format: str | None = None
 
     def lines(self) -> list[str]:
         fa, fb, fc, fd = self.formats
         out = [f"a = [{', '.join(hex_float(x) for x in self.a)}]  ({fa})",
                f"b = [{', '.join(hex_float(x) for x in self.b)}]  ({fb})",
                f"c = {hex_float(self.c)}  ({fc})"]
+        if self.scale_a is not None and self.scale_b is not None:
+            out += [f"scale_a = [{', '.join(hex_float(x) for x in self.scale_a)}]  ({self.scale_format})",
+                    f"scale_b = [{', '.join(hex_float(x) for x in self.scale_b)}]  ({self.scale_format})"]
         for name, d in zip(self.names, (self.d_a, self.d_b)):
             out.append(f"{name}: d = {hex_float(d)}  {bits_hex(d, fd)}")
         out.append(f"(found by {self.solver} in {self.seconds:.3f} s; checked by the engine)")
@@ -89,11 +95,16 @@ class Witness:
     def to_json(self) -> dict[str, Any]:
         """Plain values: inputs as exact hex floats, outputs as hex floats and bit patterns."""
         fa, fb, fc, fd = self.formats
-        return {"a": [hex_float(x) for x in self.a], "b": [hex_float(x) for x in self.b], "c": hex_float(self.c),
-                "formats": {"a": fa, "b": fb, "c": fc, "d": fd},
-                "d": [{"model": n, "value": hex_float(d), "bits": bits_hex(d, fd)}
-                      for n, d in zip(self.names, (self.d_a, self.d_b))],
-                "solver": self.solver, "seconds": round(self.seconds, 4), "checked_by_engine": True}
+        out = {"a": [hex_float(x) for x in self.a], "b": [hex_float(x) for x in self.b], "c": hex_float(self.c),
+               "formats": {"a": fa, "b": fb, "c": fc, "d": fd},
+               "d": [{"model": n, "value": hex_float(d), "bits": bits_hex(d, fd)}
+                     for n, d in zip(self.names, (self.d_a, self.d_b))],
+               "solver": self.solver, "seconds": round(self.seconds, 4), "checked_by_engine": True}
+        if self.scale_a is not None and self.scale_b is not None:
+            out["scale_a"] = [hex_float(x) for x in self.scale_a]
+            out["scale_b"] = [hex_float(x) for x in self.scale_b]
+            out["formats"]["scale"] = self.scale_format
+        return out
 
 
 @dataclass(frozen=True)
@@ -297,17 +308,32 @@ def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
     return a, b, c
 
 
-def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[Any, int]:
-    """The engine's d for one row, and its bit pattern."""
+def witness_scales(model: Model, values: dict[str, int], inputs: _cons.Inputs
+                   ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """A block-scaled model's scales (float64 values of its scale format) in a solver's model ``values``;
+    (None, None) for other models."""
+    if not _enc.scaled(model):
+        return None, None
+    fs = _enc.scale_format(model)
+    return tuple(_formats.decode(fs, _codes(values, [str(x) for x in bits])).astype(np.float64)  # type: ignore
+                 for bits in (inputs.bits_sa, inputs.bits_sb))
+
+
+def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float, scale_a: np.ndarray | None = None,
+                scale_b: np.ndarray | None = None) -> tuple[Any, int]:
+    """The engine's d for one row (with a block-scaled model's scales), and its bit pattern."""
     from ..engine import dot
 
-    d = dot(np.asarray(a)[None], np.asarray(b)[None], np.asarray([c]), model=model)[0]
+    scales = {} if scale_a is None else {"scale_a": np.asarray(scale_a)[None], "scale_b": np.asarray(scale_b)[None]}
+    d = dot(np.asarray(a)[None], np.asarray(b)[None], np.asarray([c]), model=model, **scales)[0]
     return d, int(_formats.bits(d))
 
 
 def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
     bits_a, bits_b, bits_c = _enc.input_vars(model, k, prefix)
-    return _cons.Inputs.of(model.input_format, model.b_format, model.c_format, bits_a, bits_b, bits_c)
+    sa, sb = _enc.scale_vars(model, k, prefix)
+    fs = _enc.scale_format(model) if _enc.scaled(model) else None
+    return _cons.Inputs.of(model.input_format, model.b_format, model.c_format, bits_a, bits_b, bits_c, fs, sa, sb)
 
 
 def _block_symmetric(m: Model) -> int | None:
@@ -340,16 +366,44 @@ def difference_formula(ma: Model, mb: Model, k: int, constraints: Any, order_b: 
     """The formula "d_a != d_b" over shared inputs; model b sees the inputs in ``order_b``.  With
     ``symmetry`` (and no constraints or reordering, which may name positions) the products of each block
     come sorted (:func:`symmetry_breaking`)."""
+    _same_scales(ma, mb, order_b)
     v = _inputs(ma, k)
     fd = ma.output_format
     d_a, d_b = z3.BitVec("d_a", fd.bits), z3.BitVec("d_b", fd.bits)
     perm = list(range(k)) if order_b is None else list(order_b)
-    form = [d_a == _enc.dot(ma, v.bits_a, v.bits_b, v.bits_c),
-            d_b == _enc.dot(mb, [v.bits_a[i] for i in perm], [v.bits_b[i] for i in perm], v.bits_c),
+    sa, sb = (v.bits_sa, v.bits_sb) if _enc.scaled(ma) else (None, None)
+    form = [d_a == _enc.dot(ma, v.bits_a, v.bits_b, v.bits_c, sa, sb),
+            d_b == _enc.dot(mb, [v.bits_a[i] for i in perm], [v.bits_b[i] for i in perm], v.bits_c, sa, sb),
             d_a != d_b] + _cons.apply(constraints, v)
     if symmetry and constraints is None and order_b is None:
         form += symmetry_breaking([ma, mb], v)
-    return form, [*v.bits_a, *v.bits_b, v.bits_c, d_a, d_b], v, d_a, d_b
+    return form, [*v.variables, d_a, d_b], v, d_a, d_b
+
+
+def check_models(models: Sequence[Model]) -> None:
+    """Models that one formula may compare: each encoded (NotImplementedError naming what is missing), all of
+    the first one's formats, and block-scaled alike (ValueError naming the difference)."""
+    for m in models:
+        _refuse(m)
+        _same_inputs(models[0], m)
+        _same_scales(models[0], m)
+
+
+def _same_scales(ma: Model, mb: Model, order_b: Sequence[int] | None = None) -> None:
+    """Two models compared on shared inputs take the same scales: both block-scaled with one scale format
+    and scale block, or neither; a reordering of the products would move them across scale blocks."""
+    if not (_enc.scaled(ma) or _enc.scaled(mb)):
+        return
+    if not (_enc.scaled(ma) and _enc.scaled(mb)):
+        raise ValueError("one model is block-scaled and the other is not: compare block-scaled models with each "
+                         "other (both take the same scales)")
+    for option in ("scale_format", "scale_block"):
+        if ma.option(option) != mb.option(option):
+            raise ValueError(f"the models differ in option {option} ({ma.option(option)!r} and "
+                             f"{mb.option(option)!r}): compare block-scaled models that read the same scales")
+    if order_b is not None:
+        raise ValueError("order_b is not supported for block-scaled models (a reordering moves products across "
+                         "scale blocks)")
 
 
 def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
@@ -357,9 +411,10 @@ def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
     """The solver's witness of :func:`difference_formula`, checked against the engine (EncodingError where
     the formula and the engine disagree)."""
     a, b, c = witness_inputs(ma, out.values, v)
+    sa, sb = witness_scales(ma, out.values, v)
     perm = list(range(len(a))) if order_b is None else list(order_b)
-    da, bits_da = engine_bits(ma, a, b, c)
-    db, bits_db = engine_bits(mb, a[perm], b[perm], c)
+    da, bits_da = engine_bits(ma, a, b, c, sa, sb)
+    db, bits_db = engine_bits(mb, a[perm], b[perm], c, sa, sb)
     if (bits_da, bits_db) != (out.values["d_a"], out.values["d_b"]):
         raise EncodingError(f"the formula and the engine disagree on a = {list(a)}, b = {list(b)}, c = {c}: "
                             f"formula {out.values['d_a']:#x}, {out.values['d_b']:#x}; engine {bits_da:#x}, "
@@ -367,7 +422,8 @@ def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
     if bits_da == bits_db:
         raise EncodingError("the solver's witness gives the same bits on both models; please report this")
     return Witness(a, b, c, da, db, out.solver, out.seconds, (ma.name or "model a", mb.name or "model b"),
-                   (ma.input_format.name, ma.b_format.name, ma.c_format.name, ma.output_format.name))
+                   (ma.input_format.name, ma.b_format.name, ma.c_format.name, ma.output_format.name), sa, sb,
+                   _enc.scale_format(ma).name if _enc.scaled(ma) else None)
 
 
 # --- the questions -----------------------------------------------------------------------------------------
@@ -408,8 +464,7 @@ def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: fl
     """One solver call on ``constraints`` alone: does any input meet them?  None without constraints."""
     if constraints is None:
         return None
-    return _solve.check(_cons.apply(constraints, v), [*v.bits_a, *v.bits_b, v.bits_c], solver=name,
-                        timeout=timeout)
+    return _solve.check(_cons.apply(constraints, v), v.variables, solver=name, timeout=timeout)
 
 
 def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = None,
@@ -432,7 +487,13 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
     for m in (ma, mb):
         _refuse(m)
     _same_inputs(ma, mb)
+    _same_scales(ma, mb)
     k = default_k(ma, mb) if k is None else k
+    for m in (ma, mb):
+        block = m.option("scale_block") if _enc.scaled(m) else 1
+        if k % block:
+            raise ArgumentError("k", k, f"must be a multiple of {m.name or 'the model'}'s scale block ({block}): "
+                                "every scale block takes one scale of A and one of B", use={"k": block * -(-k // block)})
     if order_b is not None:
         listed = permutation("order_b", order_b, range(k))
         if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in listed):
@@ -563,6 +624,9 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     name = _solve.pick(solver)
     m = resolve(model, input_format, output_format)
     _refuse(m)
+    if _enc.scaled(m):
+        raise NotImplementedError(f"{m.name or 'model'}: worst_error does not take block-scaled models yet (its "
+                                  "exact value has no scales); discriminate and equivalent do")
     k = default_k(m) if k is None else k
     if constraints is None:  # the engine's rows: 2 per seed row, a and b with copies and dot's temporaries
         memory("seed_rows", seed_rows, seed_rows * k * 160, f"the engine's {2 * seed_rows} rows of {k} products",

@@ -24,7 +24,7 @@ from .bv import conj, disj, exponent, msb, shl, shr
 from .encode import Sym
 
 __all__ = ["Inputs", "Constraint", "apply", "all_of", "finite", "positive", "nonnegative", "exponents", "zeros",
-           "nonzero", "normal", "product_not_in", "product_in_range", "sum_in", "representable"]
+           "nonzero", "normal", "scales", "check_positions", "product_not_in", "product_in_range", "sum_in", "representable"]
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,25 @@ class Inputs:
     a: Sequence[Sym]
     b: Sequence[Sym]
     c: Sym
+    # a block-scaled model's scales of A and B (one per scale block; empty for other models)
+    bits_sa: Sequence[z3.BitVecRef] = ()
+    bits_sb: Sequence[z3.BitVecRef] = ()
+    sa: Sequence[Sym] = ()
+    sb: Sequence[Sym] = ()
 
     @classmethod
     def of(cls, fa: Format, fb: Format, fc: Format, bits_a: Sequence[z3.BitVecRef],
-           bits_b: Sequence[z3.BitVecRef], bits_c: z3.BitVecRef) -> Inputs:
+           bits_b: Sequence[z3.BitVecRef], bits_c: z3.BitVecRef, fs: Format | None = None,
+           bits_sa: Sequence[z3.BitVecRef] = (), bits_sb: Sequence[z3.BitVecRef] = ()) -> Inputs:
+        sa = [_enc.decode(fs, x) for x in bits_sa] if fs is not None else []
+        sb = [_enc.decode(fs, x) for x in bits_sb] if fs is not None else []
         return cls(bits_a, bits_b, bits_c, [_enc.decode(fa, x) for x in bits_a], [_enc.decode(fb, y) for y in bits_b],
-                   _enc.decode(fc, bits_c))
+                   _enc.decode(fc, bits_c), list(bits_sa), list(bits_sb), sa, sb)
+
+    @property
+    def variables(self) -> list[z3.BitVecRef]:
+        """Every input bit-vector: a, b, c, then the scales."""
+        return [*self.bits_a, *self.bits_b, self.bits_c, *self.bits_sa, *self.bits_sb]
 
     @property
     def k(self) -> int:
@@ -72,7 +85,7 @@ def _which(which: str) -> str:
     return which
 
 
-def _positions(name: str, positions: Iterable[int] | None, k: int) -> list[int]:
+def check_positions(name: str, positions: Iterable[int] | None, k: int) -> list[int]:
     """Positions 0..k-1 (all of them for None), each checked to be an integer in range."""
     if positions is None:
         return list(range(k))
@@ -129,7 +142,7 @@ def positive(which: str = "abc", positions: Iterable[int] | None = None) -> Cons
         xs = [v.c] if "c" in which else []
         for name, vec in (("a", v.a), ("b", v.b)):
             if name in which:
-                xs += [vec[i] for i in _positions("positions", positions, v.k)]
+                xs += [vec[i] for i in check_positions("positions", positions, v.k)]
         return [z3.Not(disj(x.nan, x.inf, x.zero, x.neg)) for x in xs]
     return f
 
@@ -184,6 +197,23 @@ def zeros(a: Iterable[int] = (), b: Iterable[int] = (), c: bool = False) -> Cons
     return f
 
 
+def scales(lo: int | None = None, hi: int | None = None, *, nan: bool = False) -> Constraint:
+    """A block-scaled model's scales: no NaN (unless ``nan``), and every nonzero scale's exponent in
+    [lo, hi] (None: no bound); nothing for models without scales."""
+    def f(v: Inputs) -> list[z3.BoolRef]:
+        out = []
+        for x in list(v.sa) + list(v.sb):
+            lead = x.lsb + msb(x.sig)
+            ok = [z3.BoolVal(True)]
+            if lo is not None:
+                ok.append(lead >= lo)
+            if hi is not None:
+                ok.append(lead <= hi)
+            out.append(disj(x.zero, x.nan if nan else z3.BoolVal(False), conj(z3.Not(x.nan), *ok)))
+        return out
+    return f
+
+
 def representable(fmt: Format | str, sig: z3.BitVecRef, lsb: z3.BitVecRef) -> z3.BoolRef:
     """Whether sig * 2**lsb (sig > 0) is a finite value of ``fmt``."""
     f = _formats.get(fmt)
@@ -207,7 +237,7 @@ def product_not_in(fmt: Format | str, positions: Iterable[int] | None = None) ->
 
     def f(v: Inputs) -> list[z3.BoolRef]:
         out = []
-        for i in _positions("positions", positions, v.k):
+        for i in check_positions("positions", positions, v.k):
             p = _enc.product(v.a[i], v.b[i])
             out.append(z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)))
             out.append(z3.Not(representable(fmt, p.sig, p.lsb)))
@@ -223,7 +253,7 @@ def product_in_range(fmt: Format | str, positions: Iterable[int] | None = None) 
 
     def g(v: Inputs) -> list[z3.BoolRef]:
         out = []
-        for i in _positions("positions", positions, v.k):
+        for i in check_positions("positions", positions, v.k):
             p = _enc.product(v.a[i], v.b[i])
             lead = p.lsb + msb(p.sig)
             out += [z3.Not(disj(v.a[i].nan, v.a[i].inf, v.b[i].nan, v.b[i].inf, p.zero)),

@@ -15,6 +15,10 @@ Two fixed-point frames carry the exact values:
   addition of C after a block): integers in units of 2**LSB, LSB the lowest bit any term can have, wide
   enough for the whole exponent range of the terms (about 280 bits for fp16 products and an fp32 C).
 
+A block-scaled model (scaled-fused) reads its scales as bit patterns of the scale format too (e8m0fnu,
+ue4m3: :func:`decode` takes unsigned formats and formats without a zero); its terms, scaled products or
+scaled group sums, go through the same aligned frame as truncated-fused (:func:`_aligned_sum`).
+
 Which models are covered is :func:`unsupported`'s answer: every family, and every parameter but
 ``nan="propagate"`` and float64 in an exact frame (4,000-bit integers) or in a late-c block.
 """
@@ -27,12 +31,14 @@ from dataclasses import dataclass
 import z3
 
 from ..formats import Format, RoundingMode
+from ..formats import encode as encode_value
 from ..family import Family
 from ..model import Alignment, Model, NaNStyle
 from ..plan import Index, Plan, pad, plan, run, take
 from .bv import EW, conj, disj, exponent, maximum, msb, normalize, resize, sar, shl, shr, sresize
 
-__all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars"]
+__all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars", "scale_vars",
+           "scaled", "scale_format"]
 
 _EXACT_FRAME_LIMIT = 1400  # bits; wider exact frames (float64 terms) are refused
 
@@ -57,13 +63,11 @@ class Sym:
 
 
 def decode(fmt: Format, bits: z3.BitVecRef) -> Sym:
-    """The value of a bit pattern of ``fmt`` (IEEE layout; "fn", "fnuz" and "none" NaN encodings)."""
+    """The value of a bit pattern of ``fmt`` (IEEE layout; "fn", "fnuz" and "none" NaN encodings; the unsigned
+    scale formats: e8m0fnu without a zero, 0xFF its NaN; ue4m3 with a zero, 0x7F its NaN)."""
     t, eb = fmt.fraction_bits, fmt.exponent_bits
-    if not fmt.signed or not fmt.has_zero:
-        raise NotImplementedError(f"the SMT encoding reads signed formats with a zero; {fmt.name} (a block scale) "
-                                  "is not an operand format yet")
     assert bits.size() == fmt.bits, (fmt, bits.size())
-    sign = z3.Extract(fmt.bits - 1, fmt.bits - 1, bits) == 1
+    sign = z3.Extract(fmt.bits - 1, fmt.bits - 1, bits) == 1 if fmt.signed else z3.BoolVal(False)
     field = z3.Extract(t + eb - 1, t, bits)
     frac = z3.Extract(t - 1, 0, bits) if t > 0 else None
     top = (1 << eb) - 1
@@ -79,7 +83,8 @@ def decode(fmt: Format, bits: z3.BitVecRef) -> Sym:
         inf = z3.BoolVal(False)
     else:  # "none": every code is a number (fp6, fp4)
         nan = inf = z3.BoolVal(False)
-    sub = field == 0
+    # without a zero (e8m0fnu) the exponent field 0 is an ordinary binade: no subnormals, no zero
+    sub = field == 0 if fmt.has_zero else z3.BoolVal(False)
     zero = conj(sub, frac_zero, z3.Not(nan))
     hidden = z3.If(sub, z3.BitVecVal(0, 1), z3.BitVecVal(1, 1))
     sig = hidden if frac is None else z3.Concat(hidden, frac)
@@ -329,7 +334,6 @@ def _ieee_operation(model: Model, rounder, pairs: Sequence[tuple[Sym, Sym]], add
 
 def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym) -> Sym:
     """truncated-fused, steps 1-6 (reference.truncated_fused_block)."""
-    F = model.fraction_bits
     nan, inf, neg = _specials(list(zip(a, b)), [c])
     products = [product(x, y) for x, y in zip(a, b)]
     ez = exponent(model.e_zero)
@@ -341,13 +345,25 @@ def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: S
         else:
             e = t.lsb + (t.sig.size() - 2)  # E_a + E_b
         exps.append(z3.If(t.zero, ez, e))
-    c_term = addend(c)
-    exps.append(z3.If(c.zero, ez, c.exp))
-    terms = products + [c_term]
+    # |product| < 2**(E_a + E_b + 2), and below 2**(e + 1) for a normalized exponent e
+    return _aligned_sum(model, products, exps, [2] * len(products), c, nan, inf, neg)
+
+
+def _aligned_sum(model: Model, terms: Sequence[Term], exps: Sequence[z3.BitVecRef], over: Sequence[int], c: Sym,
+                 nan: z3.BoolRef, inf: z3.BoolRef, neg: z3.BoolRef) -> Sym:
+    """Steps 3-6 of a truncated-fused block, for every fused family (truncated-fused, scaled-fused): C joins
+    ``terms`` at its exponent (e_zero if zero); e_max, the largest of ``exps`` and C's; every term cut at
+    2**(e_max - F) (``alignment``); the exact sum, modulo the carry bits; one rounding, then the special
+    values ``nan``, ``inf`` (of sign ``neg``).  ``exps[i]`` is term i's exponent as the unit reads it (at
+    least its lsb), ``over[i]`` a static bound with |term i| < 2**(exps[i] + over[i])."""
+    F = model.fraction_bits
+    terms = list(terms) + [addend(c)]
+    exps = list(exps) + [z3.If(c.zero, exponent(model.e_zero), c.exp)]
+    over = list(over) + [1]
     # 3. the block's maximum exponent
     e_max = maximum(exps)
     # 4. every term cut at 2**(e_max - F): magnitude in units of the quantum, then signed
-    width = F + 4  # |product| < 2**(e_max + 2): F + 2 bits, and one spare
+    width = F + max(over) + 2  # |term| < 2**(e_max + over): F + over bits, and one spare
     n_sum = width + len(terms).bit_length() + 1
     if model.carry_bits is not None:
         n_sum = max(n_sum, F + 2 + model.carry_bits + 1)
@@ -373,6 +389,58 @@ def truncated_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: S
         S = z3.If(s_neg, -wrapped, wrapped)
     # 6. one rounding
     return _special(model.result_format, _R(model, S, e_max - F, terms), nan, inf, neg)
+
+
+def scaled_fused_block(model: Model, a: Sequence[Sym], b: Sequence[Sym], c: Sym, sa: Sequence[Sym],
+                       sb: Sequence[Sym]) -> Sym:
+    """scaled-fused (reference.scaled_fused_block): ``sa[i]``, ``sb[i]`` the scales of product i (values of
+    the ``scale_format`` option).  Without ``scale_group`` term i is a_i b_i sa_i sb_i at the sum of the four
+    exponents; with G, every G products are summed exactly and the sum times its scales is a term at the
+    scales' exponents alone (e_zero where all G products are zero or a scale is).  Then as truncated-fused
+    (:func:`_aligned_sum`); a NaN scale makes the result NaN."""
+    nan, inf, neg = _specials(list(zip(a, b)), [c])
+    nan = disj(nan, *[s.nan for s in list(sa) + list(sb)])
+    products = [product(x, y) for x, y in zip(a, b)]
+    ez = exponent(model.e_zero)
+    G = model.option("scale_group")
+    terms: list[Term] = []
+    exps: list[z3.BitVecRef] = []
+    over: list[int] = []
+    if G is None:
+        for t, x, y in zip(products, sa, sb):
+            scaled = _scaled(t, x, y)
+            # E_a + E_b + E(sa) + E(sb): the product's lsb sits (pa - 1) + (pb - 1) below E_a + E_b
+            e = t.lsb + (t.sig.size() - 2) + x.exp + y.exp
+            terms.append(scaled)
+            exps.append(z3.If(scaled.zero, ez, e))
+            over.append(4)  # four significands below 2 each
+    else:
+        for g in range(0, len(products), G):
+            group = products[g:g + G]
+            N, LSB = exact_sum(group)  # the G products' exact sum, N * 2**LSB
+            negative = N < 0
+            mag = z3.If(negative, -z3.SignExt(1, N), z3.SignExt(1, N))  # |N|, one bit wider
+            total = Term(N == 0, negative, mag, exponent(LSB), LSB,
+                         max(t.top for t in group) + (len(group) - 1).bit_length())
+            x, y = sa[g], sb[g]
+            scaled = _scaled(total, x, y)
+            assert LSB <= 2  # the term's lsb lies at most 2 above its exponent, as _aligned_sum's cut needs
+            # a zero term (the sum cancels, or a scale is 0) is -0 where all its products are (reference)
+            all_negative = conj(*[t.neg for t in group])
+            terms.append(Term(scaled.zero, z3.If(scaled.zero, all_negative, negative), scaled.sig, scaled.lsb,
+                              scaled.lsb_min, scaled.top))
+            exps.append(z3.If(disj(x.zero, y.zero, conj(*[t.zero for t in group])), ez, x.exp + y.exp))
+            over.append(total.top + 2)  # |sum| < 2**top, each scale below 2**(E(s) + 1)
+    return _aligned_sum(model, terms, exps, over, c, nan, inf, neg)
+
+
+def _scaled(t: Term, x: Sym, y: Sym) -> Term:
+    """The term t times the scales x and y (unsigned values of a scale format), exactly."""
+    px, py, n = x.fmt.precision, y.fmt.precision, t.sig.size()
+    sig = z3.ZeroExt(px + py, t.sig) * z3.ZeroExt(n + py, x.sig) * z3.ZeroExt(n + px, y.sig)
+    lsb_min = t.lsb_min + x.fmt.emin - (px - 1) + y.fmt.emin - (py - 1)
+    return Term(disj(t.zero, x.zero, y.zero), t.neg, sig, t.lsb + x.lsb + y.lsb, lsb_min,
+                t.top + x.fmt.emax + 1 + y.fmt.emax + 1)
 
 
 def _late_c_group(model: Model, products: Sequence[Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef,
@@ -545,17 +613,45 @@ def input_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRe
     return a, b, c
 
 
-def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef) -> z3.BitVecRef:
+def scaled(model: Model) -> bool:
+    """Whether the model is block-scaled (takes scales of A and B)."""
+    return model.family.name == "scaled-fused"
+
+
+def scale_format(model: Model) -> Format:
+    """The scale format of a block-scaled model."""
+    from ..formats import get
+
+    return get(model.option("scale_format"))
+
+
+def scale_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRef], list[z3.BitVecRef]]:
+    """Fresh scale inputs sa[0..k/block), sb[0..k/block) in the scale format of a block-scaled model (one per
+    ``scale_block`` products along K); two empty lists for other models."""
+    if not scaled(model):
+        return [], []
+    block, fs = model.option("scale_block"), scale_format(model)
+    if k % block:
+        raise ValueError(f"k = {k} must be a multiple of the scale block {block}")
+    return ([z3.BitVec(f"{prefix}sa{j}", fs.bits) for j in range(k // block)],
+            [z3.BitVec(f"{prefix}sb{j}", fs.bits) for j in range(k // block)])
+
+
+def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef,
+        scale_a: Sequence[z3.BitVecRef] | None = None, scale_b: Sequence[z3.BitVecRef] | None = None
+        ) -> z3.BitVecRef:
     """The bit pattern of d = a·b + c in ``model.output_format`` as the model computes it
     (reference.dot_bits): blocks of L chained, a short last block padded with +0 products, inputs flushed
     when subnormals=False, A and B unpacked where the model says, C added after the blocks with
-    c_entry="after" or "end"."""
+    c_entry="after" or "end".  A block-scaled model takes ``scale_a`` and ``scale_b``, bit patterns of its
+    scale format, one per ``scale_block`` products (:func:`scale_vars`); padding products take scale 1."""
     why = unsupported(model)
     if why is not None:
         raise NotImplementedError(f"{model.name or model.family.value}: {why}")
     if len(a) != len(b):
         raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
     k = len(a)
+    scales = _scales(model, k, scale_a, scale_b)
     fa, fb, fc = model.input_format, model.b_format, model.c_format
     xs = [decode(fa, x) for x in a]
     ys = [decode(fb, y) for y in b]
@@ -569,21 +665,51 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
         ys = [_widen(y, arith.b_format) for y in ys]
     xs = pad([_flush(arith, x) for x in xs], p.padded, _zero(arith.input_format))
     ys = pad([_flush(arith, y) for y in ys], p.padded, _zero(arith.b_format))
-    d = run(p, _Formula(p, xs, ys), _flush(arith, d))
+    if scales is not None:
+        fs = scale_format(model)
+        one = decode(fs, z3.BitVecVal(int(encode_value(fs, 1.0)), fs.bits))
+        scales = (pad(scales[0], p.padded, one), pad(scales[1], p.padded, one))
+    d = run(p, _Formula(p, xs, ys, scales), _flush(arith, d))
     return encode_bits(fc, d, model.nan)
+
+
+def _scales(model: Model, k: int, scale_a: Sequence[z3.BitVecRef] | None, scale_b: Sequence[z3.BitVecRef] | None
+            ) -> tuple[list[Sym], list[Sym]] | None:
+    """The decoded scales of each of the k products (block-scaled models: product i takes scale
+    i // scale_block); None for other models."""
+    if not scaled(model):
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"scale_a and scale_b are for block-scaled models; {model.family.name} takes none")
+        return None
+    block, fs = model.option("scale_block"), scale_format(model)
+    if k % block:
+        raise ValueError(f"k = {k} must be a multiple of the scale block {block}")
+    out = []
+    for name, given in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if given is None or len(given) != k // block:
+            raise ValueError(f"{name} must hold {k // block} scales (one per {block} products of k = {k}), "
+                             f"not {None if given is None else len(given)}")
+        values = [decode(fs, x) for x in given]
+        out.append([values[i // block] for i in range(k)])
+    return out[0], out[1]
 
 
 class _Formula:
     """The encoding's :class:`blockfma.plan.Datapath`: the family's bit-vector block, the store into the
-    output format and the IEEE addition of C, over :class:`Sym` values."""
+    output format and the IEEE addition of C, over :class:`Sym` values; a block-scaled model's blocks get
+    their products' scales."""
 
-    def __init__(self, p: Plan, a: list[Sym], b: list[Sym]):
-        self.model, self.unit, self.a, self.b = p.model, p.block, a, b
+    def __init__(self, p: Plan, a: list[Sym], b: list[Sym], scales: tuple[list[Sym], list[Sym]] | None = None):
+        self.model, self.unit, self.a, self.b, self.scales = p.model, p.block, a, b, scales
         self.sum_block = p.block.family.implementation("smt")
 
     def block(self, products: Index, c: Sym) -> Sym:
         fc = self.unit.c_format
-        return _reformat(self.sum_block(self.unit, take(self.a, products), take(self.b, products), _widen(c, fc)), fc)
+        a, b, c = take(self.a, products), take(self.b, products), _widen(c, fc)
+        if self.scales is None:
+            return _reformat(self.sum_block(self.unit, a, b, c), fc)
+        sa, sb = take(self.scales[0], products), take(self.scales[1], products)
+        return _reformat(self.sum_block(self.unit, a, b, c, sa, sb), fc)
 
     def zero(self, c: Sym) -> Sym:
         return _zero(self.unit.c_format)

@@ -24,7 +24,7 @@ import numpy as np
 import z3
 
 from .. import formats as _formats
-from ..arguments import TIMEOUT, ArgumentError, seconds
+from ..arguments import TIMEOUT, ArgumentError, flag, seconds
 from ..formats import RoundingMode
 from ..literals import hex_float
 from ..model import Family, Model
@@ -32,9 +32,11 @@ from ..progress import reporter
 from . import constraints as C
 from . import encode as _enc
 from . import solve as _solve
+from .bv import disj
 from .api import checked_witness, difference_formula, engine_bits, frac_text, inputs_for, witness_inputs
 
-__all__ = ["Query", "QueryResult", "queries", "get", "run"]
+__all__ = ["Query", "QueryResult", "queries", "get", "run", "Separation", "separate", "AccumulatorReading",
+           "accumulator_inputs"]
 
 RZ, RN = RoundingMode.TowardZero, RoundingMode.TiesToEven
 _NO_ANSWER = float("inf")  # the seed's "-": no answer within its 6-hour limit
@@ -337,6 +339,193 @@ def _markidis_ootomo(pinned: bool):
 
 def _bits32(x: Fraction) -> int:
     return int(_formats.encode("fp32", np.float64(float(x))).item())
+
+
+# --- one input that tells several models apart ------------------------------------------------------------
+@dataclass(frozen=True)
+class Separation:
+    """One input on which every model gives a different result (pairwise different bits): ``a``, ``b``
+    (float64 arrays of values of the input formats), ``c``, a block-scaled model's ``scale_a`` and
+    ``scale_b`` (else None), and each model's result as the engine computes it (``d``: numpy scalars of the
+    output format; ``bits``: their patterns), with the solver and its seconds."""
+
+    names: tuple[str, ...]
+    a: np.ndarray
+    b: np.ndarray
+    c: float
+    scale_a: np.ndarray | None
+    scale_b: np.ndarray | None
+    d: tuple[Any, ...]
+    bits: tuple[int, ...]
+    solver: str
+    seconds: float
+
+    def lines(self) -> list[str]:
+        out = [f"a = [{', '.join(hex_float(x) for x in self.a)}]", f"b = [{', '.join(hex_float(x) for x in self.b)}]",
+               f"c = {hex_float(self.c)}"]
+        if self.scale_a is not None and self.scale_b is not None:
+            out += [f"scale_a = [{', '.join(hex_float(x) for x in self.scale_a)}]",
+                    f"scale_b = [{', '.join(hex_float(x) for x in self.scale_b)}]"]
+        out += [f"{n}: d = {hex_float(d)}" for n, d in zip(self.names, self.d)]
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def separate(models: Any, *, k: int | None = None, constraints: Any = None, finite_results: bool = True,
+             timeout: float | None = TIMEOUT, solver: str = "auto") -> Separation | None | Any:
+    """One input of length k (and scales, for block-scaled models) on which the models' results are pairwise
+    different bit patterns (finite ones with ``finite_results``), under ``constraints``.  Answers as
+    :func:`blockfma.smt.discriminate` does: a :class:`Separation` (found, and checked by the engine),
+    ``None`` (proved: no such input), or a falsy Verdict with status "unknown" (the solver gave up) or
+    "vacuous" (no input meets the constraints).  Two models: the question discriminate asks."""
+    from .api import Verdict, check_constraints, check_k, check_models, default_k, witness_scales
+
+    models = list(models) if isinstance(models, (list, tuple)) else None
+    if not models or len(models) < 2 or not all(isinstance(m, Model) for m in models):
+        raise ArgumentError("models", models, "must be a list of two or more blockfma.Model (one input format)")
+    timeout = seconds("timeout", timeout)
+    k = check_k(k)
+    constraints = check_constraints(constraints)
+    name = _solve.pick(solver)
+    check_models(models)
+    k = default_k(*models) if k is None else k
+    v = inputs_for(models[0], k)
+    fd = models[0].output_format
+    ds = [z3.BitVec(f"d{i}", fd.bits) for i in range(len(models))]
+    scales = (v.bits_sa, v.bits_sb) if _enc.scaled(models[0]) else (None, None)
+    form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scales) for d, m in zip(ds, models)]
+    form += [ds[i] != ds[j] for i in range(len(ds)) for j in range(i + 1, len(ds))]
+    if finite_results:
+        form += [z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf)) for d in ds]
+    form += C.apply(constraints, v)
+    out = _solve.check(form, [*v.variables, *ds], solver=name, timeout=timeout)
+    if out.status == "unknown":
+        return Verdict("unknown", out.seconds, out.solver, k, reason=out.reason)
+    if out.status == "unsat":
+        if constraints is not None:
+            alone = _solve.check(C.apply(constraints, v), v.variables, solver=name, timeout=timeout)
+            if alone.status != "sat":
+                return Verdict("vacuous" if alone.status == "unsat" else "unknown", out.seconds, out.solver, k,
+                               reason=f"no input of length {k} meets the constraints" if alone.status == "unsat"
+                               else f"whether any input meets the constraints is unknown ({alone.reason})")
+        return None
+    a, b, c = witness_inputs(models[0], out.values, v)
+    sa, sb = witness_scales(models[0], out.values, v)
+    results = [engine_bits(m, a, b, c, sa, sb) for m in models]
+    got = tuple(out.values[str(d)] for d in ds)
+    if tuple(bits for _, bits in results) != got:
+        from .api import EncodingError
+
+        raise EncodingError(f"the formula and the engine disagree on a = {list(a)}, b = {list(b)}, c = {c}: formula "
+                            f"{[hex(x) for x in got]}, engine {[hex(bits) for _, bits in results]}; please report this")
+    return Separation(tuple(m.name or f"model {i}" for i, m in enumerate(models)), a, b, c, sa, sb,
+                      tuple(d for d, _ in results), got, out.solver, out.seconds)
+
+
+@dataclass(frozen=True)
+class AccumulatorReading:
+    """The inputs that read a block-scaled unit's accumulator width F: for every pair of candidate F an input
+    whose results differ (``pairs``), and one input that separates them all at once (``joint``: a Separation,
+    or None: ``joint_status`` says "proved none" (no such input under the constraints), "unknown" (the
+    solver gave up) or "not asked"); each input with every candidate's result."""
+
+    model: Model
+    fractions: tuple[int, ...]
+    positions: tuple[int, ...]
+    pairs: dict[tuple[int, int], Separation]
+    joint: Separation | None
+    joint_status: str
+
+    def rows(self) -> list[tuple[str, Separation]]:
+        """(label, input) for every input found: the pairs, then the joint one."""
+        out = [(f"F {f} vs {g}", s) for (f, g), s in self.pairs.items()]
+        if isinstance(self.joint, Separation):
+            out.append(("all at once", self.joint))
+        return out
+
+
+def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, positions: Any = None,
+                       exponents: tuple[int, int] = (-32, 32), zero_c: bool = False, joint: bool = True,
+                       timeout: float | None = TIMEOUT, solver: str = "auto", progress: Any = None
+                       ) -> AccumulatorReading:
+    """Inputs of one instruction that tell apart the accumulator widths ``fractions`` (the model's
+    ``fraction_bits`` F, everything else as the model states it): for every pair, an input whose results
+    differ, and with ``joint`` one input whose results differ for all of them at once.
+
+    The inputs are short: A and B are +0 except at ``positions`` (default: the first product of every
+    ``scale_group``, or of every 8 products); C and the scales are free but for their exponents, which lie
+    in ``exponents`` (no NaN scale, so the numbers stay readable); with ``zero_c`` C is +0 (what a GEMM
+    library's D = A B with beta = 0 gives the unit); every result is a finite number.  Every input's results under every candidate F are recomputed by the engine (the formula
+    must agree) and by the exact reference (``blockfma.reference.dot_bits``), which must agree too.
+    ``progress`` (None: lines on stderr where it is a terminal; True, False or a function of one line)
+    reports each query; with bitwuzla on 2 cores a pair takes 5 to 10 s, the joint input of four 20 s."""
+    say = reporter(progress)
+    from .. import reference as _ref
+    from .api import EncodingError, check_k
+
+    if not isinstance(model, Model):
+        raise ArgumentError("model", model, "must be a blockfma.Model (e.g. bf.device('B200').model('e2m1fn', "
+                            "'fp32', instruction='tcgen05.mxf4.block32'))")
+    listed = list(fractions) if isinstance(fractions, (list, tuple, range)) else None
+    if not listed or len(listed) < 2 or len(set(listed)) != len(listed) or \
+            not all(isinstance(f, int) and not isinstance(f, bool) and 0 <= f <= 52 for f in listed):
+        raise ArgumentError("fractions", fractions, "must list two or more different accumulator widths F "
+                            "(integers 0 to 52)", use={"fractions": (34, 35, 36, 37)})
+    k = check_k(model.step_width or model.block_width or 8)
+    step = model.option("scale_group") if _enc.scaled(model) and model.option("scale_group") else 8
+    if positions is None:
+        positions = list(range(0, k, step))
+    positions = C.check_positions("positions", positions, k)
+    others = [i for i in range(k) if i not in positions]
+    ok = isinstance(exponents, (tuple, list)) and len(exponents) == 2 and \
+        all(isinstance(e, int) and not isinstance(e, bool) for e in exponents) and exponents[0] <= exponents[1]
+    if not ok:
+        raise ArgumentError("exponents", exponents, "must be two integers (lo, hi) with lo <= hi: the range of the "
+                            "scales' and C's exponents", use={"exponents": (-32, 32)})
+    lo, hi = exponents
+    cons = [C.zeros(a=others, b=others, c=flag("zero_c", zero_c)), C.finite(), C.scales(lo, hi),
+            C.exponents(lo, hi, "c")]
+    cands = [model.replace(fraction_bits=f, name=f"F={f}") for f in listed]
+
+    def checked(sep: Separation) -> Separation:
+        for m, bits in zip(cands, sep.bits):
+            scales = () if sep.scale_a is None else (list(sep.scale_a), list(sep.scale_b))
+            ref = _ref.dot_bits(m, list(sep.a), list(sep.b), sep.c, *scales)
+            if ref != bits:
+                raise EncodingError(f"{m.name}: the reference gives {ref:#x}, the formula and engine {bits:#x} on "
+                                    f"a = {list(sep.a)}, b = {list(sep.b)}, c = {sep.c}; please report this")
+        return sep
+
+    def everyone(sep: Separation) -> Separation:
+        """The input's results under every candidate, not only the pair it was found for."""
+        res = [engine_bits(m, sep.a, sep.b, sep.c, sep.scale_a, sep.scale_b) for m in cands]
+        return checked(Separation(tuple(m.name for m in cands), sep.a, sep.b, sep.c, sep.scale_a, sep.scale_b,
+                                  tuple(d for d, _ in res), tuple(bits for _, bits in res), sep.solver, sep.seconds))
+
+    pairs: dict[tuple[int, int], Separation] = {}
+    for i in range(len(cands)):
+        for j in range(i + 1, len(cands)):
+            got = separate([cands[i], cands[j]], k=k, constraints=cons, timeout=timeout, solver=solver)
+            if say is not None:
+                say(f"F = {listed[i]} against {listed[j]}: "
+                    f"{'found' if isinstance(got, Separation) else 'none'}")
+            if not isinstance(got, Separation):
+                what = "proved: no such input" if got is None else f"{got.status}: {got.reason}"
+                raise RuntimeError(f"no input tells F = {listed[i]} from F = {listed[j]} ({what})")
+            pairs[(listed[i], listed[j])] = everyone(got)
+    together, status = None, "not asked"
+    if joint:
+        got = separate(cands, k=k, constraints=cons, timeout=timeout, solver=solver)
+        if say is not None:
+            say(f"one input for all of F = {', '.join(map(str, listed))}: "
+                f"{'found' if isinstance(got, Separation) else 'none'}")
+        if isinstance(got, Separation):
+            together, status = everyone(got), "found"
+        else:
+            status = "proved none" if got is None else got.status
+    return AccumulatorReading(model, tuple(listed), tuple(positions), pairs, together, status)
 
 
 # --- the registry ------------------------------------------------------------------------------------------
