@@ -253,13 +253,13 @@ def _unscaled(sim: Sim, model, kk: int, seed: int):
 
 
 def _block_scaled(sim: Sim, model, kk: int, seed: int):
-    """The same for a block-scaled configuration: 8 rows of A against the 8 columns of B with their scales
+    """The same for a block-scaled configuration: 16 rows of A against the 8 columns of B with their scales
     (helpers.block_scaled_rows: extreme, zero and NaN scales), MMA-Sim over the K of kk one instruction after
     another (helpers.mmasim_d), ours by bf.dot with scale_a and scale_b."""
     op = sim.build()
     fa, fb = _formats(model.input_name)
     cfg = (op.kind, fa, fb, op.block_size, SCALE_FORMAT[sim.shape.rsplit(".", 1)[1]])
-    A, B, C, SA, SB = block_scaled_rows(cfg, 8, kk, seed)
+    A, B, C, SA, SB = block_scaled_rows(cfg, 16, kk, seed)
     want = mmasim_d(DEVICE[sim.arch], cfg, A, B, C, SA, SB)
     got = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None]).view(np.uint32)
     special = ~(np.isfinite(A).all(axis=1)[:, None] & np.isfinite(B).all(axis=0)[None, :] & np.isfinite(C)
