@@ -93,8 +93,8 @@ class Sim:
     @property
     def key(self) -> str:
         """The configuration without the tile's m and n (and an MFMA's block count), which only repeat the
-        dot product over the tile (test_the_census_drops_only_the_tile proves MMA-Sim's arithmetic the same
-        across them): ``TCGen05MMA Blackwell k32.kind::f8f6f4.f32.e2m1.e4m3``, ``MFMA CDNA2 k8.fp32.bf16.bf16.1k``."""
+        dot product over the tile (test_the_census_drops_only_the_tile checks that MMA-Sim builds the same
+        arithmetic across them): ``TCGen05MMA Blackwell k32.kind::f8f6f4.f32.e2m1.e4m3``, ``MFMA CDNA2 k8.fp32.bf16.bf16.1k``."""
         if self.op != "MFMA":
             return f"{self.op} {self.arch} {re.sub(r'^m[0-9]+n[0-9]+', '', self.shape)}"
         fa, fb, _, fd, k = formats(self)
@@ -314,7 +314,8 @@ def test_census_every_mmasim_configuration_is_run_or_open():
 
 def test_the_census_drops_only_the_tile():
     """The configurations one census key stands for (tcgen05's 64 tiles, wgmma's 32, MFMA's tiles and block
-    counts of one k) build the same arithmetic in MMA-Sim: the same operation with the same parameters."""
+    counts of one k) build the same arithmetic in MMA-Sim: the same operation with the same parameters (the
+    first, middle and last of each group compared)."""
     groups: dict[str, list[Sim]] = {}
     for sim in listed():
         groups.setdefault(sim.key, []).append(sim)
