@@ -94,7 +94,8 @@ class Sim:
     def key(self) -> str:
         """The configuration without the tile's m and n (and an MFMA's block count), which only repeat the
         dot product over the tile (test_the_census_drops_only_the_tile checks that MMA-Sim builds the same
-        arithmetic across them): ``TCGen05MMA Blackwell k32.kind::f8f6f4.f32.e2m1.e4m3``, ``MFMA CDNA2 k8.fp32.bf16.bf16.1k``."""
+        arithmetic across them): ``TCGen05MMA Blackwell k32.kind::f8f6f4.f32.e2m1.e4m3``,
+        ``MFMA CDNA2 k8.fp32.bf16.bf16.1k``."""
         if self.op != "MFMA":
             return f"{self.op} {self.arch} {re.sub(r'^m[0-9]+n[0-9]+', '', self.shape)}"
         fa, fb, _, fd, k = formats(self)
