@@ -265,3 +265,106 @@ def finite_inputs(model: Model, shape: tuple[int, int, int], seed: int):
     C = F.round(fc, rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 4, (m, n)), saturate=True)
     C[rng.random((m, n)) < 0.05] = 0.0
     return A, B, C
+
+
+# --- block-scaled MMA: inputs that break it, and MMA-Sim's D (tests/test_mx_scaled.py, tests/test_mmasim.py) ---
+# PTX's names of the block-scaled kinds' operand and scale formats
+MX_PTX = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e3m2fn": "e3m2", "e2m3fn": "e2m3", "e2m1fn": "e2m1",
+          "e8m0fnu": "ue8m0", "ue4m3": "ue4m3"}
+
+
+def _mx_codes(rng, fmt: F.Format, shape, specials: bool) -> np.ndarray:
+    """Random codes of fmt; without ``specials`` NaN and infinity codes are redrawn as zeros."""
+    codes = rng.integers(0, 1 << fmt.bits, shape)
+    if not specials:
+        v = F.decode(fmt, codes)
+        codes[~np.isfinite(v)] = 0
+    return codes
+
+
+def _mx_scales(rng, fs: str, vectors: int, blocks: int, nan: bool) -> np.ndarray:
+    """Scales of fs for ``vectors`` rows of A (or columns of B), ``blocks`` each, one mode a vector in turn:
+    random codes; a wide spread between blocks (F cuts the terms of the smaller blocks); tiny (ue8m0 near
+    2**-127: the products lie below e_zero); the extremes (2**-127 and 2**127 for ue8m0; 0, the least
+    subnormal and 448 for ue4m3).  With ``nan`` one scale is NaN."""
+    e8 = fs == "e8m0fnu"
+    modes = [lambda: rng.integers(0, 255 if e8 else 0x7F, blocks),
+             lambda: rng.integers(97, 158, blocks) if e8 else rng.choice([1, 2, 8, 0x60, 0x70, 0x7E], blocks),
+             lambda: rng.integers(0, 12, blocks) if e8 else rng.integers(0, 8, blocks),
+             lambda: rng.choice([0, 254, 127] if e8 else [0, 1, 0x7E, 0x38], blocks)]
+    codes = np.array([modes[v % 4]() for v in range(vectors)]).reshape(vectors, blocks)
+    if nan and codes.size:
+        codes.flat[rng.integers(codes.size)] = 0xFF if e8 else 0x7F
+    return F.decode(F.get(fs), codes)
+
+
+def _mx_c(rng, shape) -> np.ndarray:
+    c = (rng.standard_normal(shape) * 2.0 ** rng.integers(-45, 45, shape)).astype(np.float32)
+    pick = rng.random(shape)
+    c[pick < 0.1] = 0.0
+    c[(pick >= 0.1) & (pick < 0.15)] = -0.0
+    c[(pick >= 0.15) & (pick < 0.2)] = np.float32(1e-40)
+    powers = (pick >= 0.2) & (pick < 0.45)  # C a power of two: a term cut at F shows across its binade
+    c[powers] = (np.where(rng.random(shape) < 0.5, -1.0, 1.0) * 2.0 ** rng.integers(-40, 40, shape))[powers]
+    return c
+
+
+def _mx_operand(x: np.ndarray, name: str, packed: bool):
+    """A (rows along K) as MMA-Sim takes it: torch fp8; fp6/fp4 one code a byte (bits 5:0, fp4 in 5:2);
+    for mxf4 kinds two fp4 codes a byte along K, the first in the high nibble (unpack_uint8_to_fp4)."""
+    import torch
+
+    fmt = F.get(name)
+    if name in ("e4m3fn", "e5m2"):
+        return torch.from_numpy(x.astype(np.float32)).to({"e4m3fn": torch.float8_e4m3fn,
+                                                         "e5m2": torch.float8_e5m2}[name])
+    codes = F.encode(fmt, x).astype(np.uint8)
+    if packed:
+        return torch.from_numpy((codes[..., 0::2] << 4) | codes[..., 1::2])
+    return torch.from_numpy(codes << np.uint8(6 - fmt.bits))
+
+
+def _mx_scale_tensor(s: np.ndarray, fs: str):
+    import torch
+
+    t = torch.from_numpy(s.astype(np.float32))
+    return t.to(torch.float8_e8m0fnu if fs == "e8m0fnu" else torch.float8_e4m3fn)
+
+
+def mmasim_d(device: str, cfg, A, B, C, SA, SB) -> np.ndarray:
+    """D = A B + C with scales SA (M x K/block), SB (K/block x N) by MMA-Sim, one instruction after another
+    over K (MMA_ST_FDPA takes one instruction's scales at a time), as fp32 codes.  ``device``: "B200"
+    (``tcgen05.mma.block_scale``) or "RTX 5090" (``mma.block_scale``).  Needs torch and mmasim."""
+    import torch
+    from mmasim.nv_ptx.sim import MMABlockScale, TCGen05MMABlockScale
+
+    kind, fa, fb, block, fs = cfg
+    k = 64 if kind != "mxf8f6f4" else 32
+    m, n = C.shape
+    types = f"{MX_PTX[fa]}.{MX_PTX[fb]}"
+    shape = (f"m16n8k{k}.kind::{kind}.block{block}.f32.{types}.f32.{MX_PTX[fs]}" if device == "RTX 5090"
+             else f"m128n{n}k{k}.kind::{kind}.block{block}.f32.{types}.{MX_PTX[fs]}")
+    op = MMABlockScale("RTX Blackwell", shape) if device == "RTX 5090" else TCGen05MMABlockScale("Blackwell", shape)
+    d = torch.from_numpy(C.astype(np.float32))
+    packed = kind != "mxf8f6f4"
+    per = k // block
+    for i in range(0, A.shape[1], k):
+        j = i // block
+        a = _mx_operand(A[:, i:i + k], fa, packed)
+        b = _mx_operand(B[i:i + k].T, fb, packed).T
+        d = op(a, b, d, _mx_scale_tensor(SA[:, j:j + per], fs), _mx_scale_tensor(SB[j:j + per], fs))
+    return d.numpy().view(np.uint32)
+
+
+def block_scaled_rows(cfg, rows: int, k: int, seed: int):
+    """A (rows x k), B (k x 8), C, SA, SB for one configuration: random codes (fp8 A with NaN and
+    infinities in even seeds), C over a wide range with zeros and a subnormal, scales by :func:`_mx_scales`
+    (one NaN in every third seed)."""
+    kind, fa, fb, block, fs = cfg
+    rng = np.random.default_rng(seed)
+    specials = fa in ("e4m3fn", "e5m2") and seed % 2 == 0
+    A = F.decode(F.get(fa), _mx_codes(rng, F.get(fa), (rows, k), specials))
+    B = F.decode(F.get(fb), _mx_codes(rng, F.get(fb), (k, 8), False))
+    SA = _mx_scales(rng, fs, rows, k // block, nan=seed % 3 == 0)
+    SB = _mx_scales(rng, fs, 8, k // block, nan=False).T
+    return A, B, _mx_c(rng, (rows, 8)), SA, SB
