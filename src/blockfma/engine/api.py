@@ -342,9 +342,11 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
     ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as
     ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
-    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  These run through the
-    exact reference (:func:`blockfma.reference.dot`, Fractions: slow, about a millisecond a dot product),
-    whatever ``backend`` says.
+    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the numpy
+    engine (:mod:`blockfma.engine.scaled`; ``last_backend() == "numpy"``) for every model within its exact
+    float64 bounds (every preset), else in the exact reference (:func:`blockfma.reference.dot`, Fractions:
+    about a millisecond a dot product; ``last_backend() == "reference"``); ``backend`` must then be
+    ``"auto"`` or ``"numpy"``.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -381,6 +383,11 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         A2 = np.broadcast_to(A, lead + (A.shape[-1],)).reshape(rows, -1)
         B2 = np.broadcast_to(B, lead + (A.shape[-1],)).reshape(rows, -1)
         C2 = np.broadcast_to(C, lead).reshape(rows)
+        if _scaled_engine(m, backend):
+            D = _scaled_rows(m, A2[:, None, :], B2[:, None, :], SA[:, None, :], SB[:, None, :], C2[:, None])
+            out = finish(m, D.reshape(lead))
+            _ran("numpy")
+            return out
         out = finish(m, np.array([_reference.dot(m, A2[r], B2[r], C2[r], SA[r], SB[r]) for r in range(rows)],
                                  dtype=np.float64).reshape(lead))
         _ran("reference")
@@ -411,6 +418,33 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     out = finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
     _ran("numpy")
     return out
+
+
+def _scaled_engine(model: Model, backend: str) -> bool:
+    """Whether the numpy engine runs a block-scaled call (:mod:`.scaled`: within its exact float64 bounds,
+    which every preset meets); False: the exact reference runs it, row by row.  A backend that does not run
+    block-scaled models (the compiled and GPU kernels) is refused by name."""
+    from . import scaled
+
+    if backend not in scaled.SCALED_BACKENDS:
+        raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
+                            "numpy engine and the exact reference do",
+                            fix="pass backend='auto' or 'numpy' with scale_a and scale_b")
+    return scaled.supports(plan(model, model.block_width or 1).block)
+
+
+def _scaled_rows(model: Model, a: np.ndarray, b: np.ndarray, sa: np.ndarray, sb: np.ndarray, c: np.ndarray
+                 ) -> np.ndarray:
+    """The numpy engine's block-scaled dot products: a (..., 1|n, k), b (1|rows, ..., k) broadcasting, their
+    scales sa, sb (..., k / scale_block) alike, c of the broadcast shape; values checked and flushed."""
+    from . import scaled
+
+    k = a.shape[-1]
+    p = plan(model, k)
+    block = model.option("scale_block")
+    blocks = scaled.ScaledBlocks(p, rules.pad(a, p.padded), rules.pad(b, p.padded),
+                                 scaled.per_product(sa, block, p.padded), scaled.per_product(sb, block, p.padded))
+    return np.asarray(run(p, blocks, np.asarray(c, dtype=np.float64)), dtype=np.float64)
 
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
@@ -510,8 +544,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
     skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
-    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the exact reference
-    computes it).  With dask arrays for
+    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the numpy engine
+    computes it, or the exact reference beyond the engine's bounds).  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
@@ -545,6 +579,17 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), b_transposed=True)
     if scales is not None:
         SA, SBt = scales
+        if _scaled_engine(mdl, backend):
+            D = np.array(C_, dtype=np.float64)
+            p = plan(mdl, k)
+            rows = max(1, _TILE // max(1, n * p.width))  # row tiles, each running the whole plan
+            report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
+            for r in range(0, m, rows):
+                rs = slice(r, min(m, r + rows))
+                D[rs] = _scaled_rows(mdl, A_[rs, None, :], Bt[None], SA[rs, None, :], SBt[None], D[rs])
+                report(rs.stop / m)
+            _ran("numpy")
+            return finish(mdl, D)
         out = finish(mdl, np.array([[_reference.dot(mdl, A_[i], Bt[j], C_[i, j], SA[i], SBt[j]) for j in range(n)]
                                     for i in range(m)], dtype=np.float64).reshape(m, n))
         _ran("reference")
