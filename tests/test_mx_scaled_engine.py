@@ -1,4 +1,5 @@
-"""Block-scaled MMA in the engines (the scaled-fused family, :mod:`blockfma.engine.scaled`): ``bf.gemm`` and
+"""Block-scaled MMA in the engines (the scaled-fused family: the numpy engine, :mod:`blockfma.engine.scaled`,
+and the compiled kernels, :mod:`blockfma.engine.fast.scaled`): ``bf.gemm`` and
 ``bf.dot`` with ``scale_a``/``scale_b`` held bit for bit (uint32 codes) to the exact reference
 (:func:`blockfma.reference.dot_bits`, Fractions; itself held to MMA-Sim in tests/test_mx_scaled.py) on
 every block-scaled preset of the B200 and the RTX 5090: random codes over the whole formats (fp8 NaN and
@@ -19,7 +20,11 @@ from blockfma import reference as R
 from blockfma.arguments import ArgumentError
 from blockfma.engine import last_backend
 from blockfma.engine import scaled
+from blockfma import optional
 from blockfma.model import Model
+
+NUMBA = optional.available("numba")
+ENGINES = ("numpy", "numba") if NUMBA else ("numpy",)  # the engines that run block-scaled calls
 
 F8F6F4 = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
 PREFIX = {"B200": "tcgen05", "RTX 5090": "mma"}
@@ -99,14 +104,19 @@ def test_gemm_and_dot_match_reference(case):
     assert scaled.supports(model)
     seed = CASES.index(case)
     A, B, C, SA, SB = problem(model, 3, 4, 1 + seed % 3, seed, seed % 4, specials=seed % 2 == 0)
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
-    assert last_backend() == "numpy"
     want = reference_bits(model, A, B, C, SA, SB)
+    finite = all(np.isfinite(x).all() for x in (A, B, C))
+    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+    assert last_backend() == ("numba" if finite and NUMBA else "numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want)
-    d = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None],
-               backend="numpy")
-    assert last_backend() == "numpy"
-    np.testing.assert_array_equal(d.view(np.uint32), want)
+    for backend in ENGINES if finite else ("numpy",):
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        assert last_backend() == backend
+        np.testing.assert_array_equal(D.view(np.uint32), want)
+        d = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None],
+                   backend=backend)
+        assert last_backend() == backend
+        np.testing.assert_array_equal(d.view(np.uint32), want)
 
 
 @pytest.mark.parametrize("kind", ["mxf8f6f4.block32", "mxf4nvf4.block16.ue4m3", "mxf4.block32"])
@@ -116,9 +126,11 @@ def test_scale_modes_every_kind(kind, mode):
     on rows of two chained instructions; extremes put terms below e_zero and beyond binary32's range."""
     fa = "e4m3fn" if kind.startswith("mxf8") else "e2m1fn"
     model = preset("B200", kind, fa, fa)
-    A, B, C, SA, SB = problem(model, 4, 3, 2, 100 + mode, mode)
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
-    np.testing.assert_array_equal(D.view(np.uint32), reference_bits(model, A, B, C, SA, SB))
+    A, B, C, SA, SB = problem(model, 4, 3, 2, 100 + mode, mode, specials=False)
+    want = reference_bits(model, A, B, C, SA, SB)
+    for backend in ENGINES:
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        np.testing.assert_array_equal(D.view(np.uint32), want)
 
 
 def test_zero_scales_and_nan_scales():
@@ -131,9 +143,10 @@ def test_zero_scales_and_nan_scales():
     SA = np.ones((2, 4))
     SA[0, 0] = 0.0  # row 0: the 36 of the first group scaled away
     SA[1, 3] = np.nan  # row 1: a NaN scale over zero products
-    D = bf.gemm(A, B, np.zeros((2, 2)), model=model, scale_a=SA, scale_b=np.ones((4, 2)))
-    assert last_backend() == "numpy"
-    assert D[0, 0] == 1.0 and D.view(np.uint32)[1, 0] == 0x7FFFFFFF and D.view(np.uint32)[1, 1] == 0x7FFFFFFF
+    for backend in ENGINES:
+        D = bf.gemm(A, B, np.zeros((2, 2)), model=model, scale_a=SA, scale_b=np.ones((4, 2)), backend=backend)
+        assert last_backend() == backend
+        assert D[0, 0] == 1.0 and D.view(np.uint32)[1, 0] == 0x7FFFFFFF and D.view(np.uint32)[1, 1] == 0x7FFFFFFF
     with pytest.raises(ArgumentError, match=r"scale_b\[0, 0\] = 0.0 is not a value of e8m0fnu"):
         mx = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
         bf.gemm(A, B, None, model=mx, scale_a=np.ones((2, 2)), scale_b=np.zeros((2, 2)))
@@ -148,8 +161,9 @@ def test_cancelling_group_keeps_its_scales_exponent():
     B = np.zeros((64, 1))
     B[:2, 0], B[32, 0] = (6.0, -6.0), 1.0
     SA, SB = np.array([[2.0**20, 2.0**-20]]), np.ones((2, 1))
-    D = bf.gemm(A, B, None, model=model, scale_a=SA, scale_b=SB)
-    assert D[0, 0] == 0.0
+    for backend in ENGINES:
+        D = bf.gemm(A, B, None, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        assert D[0, 0] == 0.0
     assert bf.gemm(A, B, None, model=model, scale_a=np.array([[1.0, 2.0**-20]]), scale_b=SB)[0, 0] == 2.0**-20
     np.testing.assert_array_equal(D.view(np.uint32), reference_bits(model, A, B, np.zeros((1, 1)), SA, SB))
 
@@ -160,8 +174,10 @@ def test_extreme_scales_exact():
     model = preset("RTX 5090", "mxf4.block32", "e2m1fn", "e2m1fn")
     A = np.full((1, 64), 6.0)
     for s, want in ((2.0**127, np.inf), (2.0**-127, 0.0)):
-        D = bf.gemm(A, A.T, None, model=model, scale_a=np.full((1, 2), s), scale_b=np.full((2, 1), s))
-        assert D[0, 0] == np.float32(want)
+        for backend in ENGINES:
+            D = bf.gemm(A, A.T, None, model=model, scale_a=np.full((1, 2), s), scale_b=np.full((2, 1), s),
+                        backend=backend)
+            assert D[0, 0] == np.float32(want)
         assert D.view(np.uint32)[0, 0] == reference_bits(model, A, A.T, np.zeros((1, 1)),
                                                           np.full((1, 2), s), np.full((2, 1), s))[0, 0]
 
@@ -183,11 +199,32 @@ def test_ieee_zero_signs_and_other_roundings():
             B[:, 1] = 1.0
             C[:, 0] = -0.0
             D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+            assert last_backend() == "numpy"  # the compiled kernels write +0 for exact zeros only
             np.testing.assert_array_equal(D.view(np.uint32), reference_bits(model, A, B, C, SA, SB))
+            if NUMBA:
+                with pytest.raises(ValueError, match="the compiled kernels do not run"):
+                    bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numba")
+
+
+@pytest.mark.parametrize("kind,fa", [("mxf4nvf4.block16.ue4m3", "e2m1fn"), ("mxf8f6f4.block32", "e5m2")])
+def test_floor_alignment_and_carry_bits_every_engine(kind, fa):
+    """Beside the presets, with +0 exact zeros (so the compiled kernels run them too): floor alignment
+    (negative terms cut toward minus infinity), and carry bits that wrap the sum, in each engine."""
+    base = preset("B200", kind, fa, fa)
+    for changes in (dict(alignment="floor"), dict(alignment="floor", carry_bits=1, output_rounding="TiesToEven")):
+        model = base.replace(name="", **changes)
+        A, B, C, SA, SB = problem(model, 3, 4, 2, 11, 2, specials=False)
+        A[0], A[0, :2], B[:2, 0] = 0.0, 4.0, (4.0, -4.0)  # D[0, 0]: products that cancel set e_max ...
+        C[:, 0] = -(1 + 2.0**-20) * 2.0**-30  # ... over a negative C whose last bits the cut drops
+        want = reference_bits(model, A, B, C, SA, SB)
+        for backend in ENGINES:
+            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+            assert last_backend() == backend
+            np.testing.assert_array_equal(D.view(np.uint32), want)
 
 
 def test_reference_fallback_and_backends():
-    """A model beyond the engine's float64 bounds (group-scaled e5m2: its group sums span 68 bits) runs in
+    """A model beyond the engines' float64 bounds (group-scaled e5m2: its group sums span 68 bits) runs in
     the exact reference, and says so; backends that do not run block-scaled models are refused by name."""
     base = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
     wide = base.replace(name="", input_format="e5m2")
@@ -210,8 +247,10 @@ def test_short_k_pads_with_unit_scales():
     A, B = _codes(rng, F.e2m1fn, (3, 32)), _codes(rng, F.e2m1fn, (32, 2))
     SA, SB = scales(rng, F.e8m0fnu, (3, 2), 0), scales(rng, F.e8m0fnu, (2, 2), 2)
     C = c_values(rng, (3, 2), False)
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
-    np.testing.assert_array_equal(D.view(np.uint32), reference_bits(model, A, B, C, SA, SB))
+    want = reference_bits(model, A, B, C, SA, SB)
+    for backend in ENGINES:
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        np.testing.assert_array_equal(D.view(np.uint32), want)
 
 
 HYPO = [("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn"), ("RTX 5090", "mxf8f6f4.block32", "e5m2", "e2m3fn"),
@@ -233,6 +272,9 @@ def test_hypothesis_codes(case, data):
     sa = F.decode(fs, np.array(data.draw(st.lists(st.integers(0, top), min_size=k // block, max_size=k // block))))
     sb = F.decode(fs, np.array(data.draw(st.lists(st.integers(0, top), min_size=k // block, max_size=k // block))))
     c = float(np.uint32(data.draw(st.integers(0, 2**32 - 1))).view(np.float32))
-    d = bf.dot(a, b, c, model=model, scale_a=sa, scale_b=sb)
-    assert last_backend() == "numpy"
-    assert int(d.view(np.uint32)) == R.dot_bits(model, list(a), list(b), c, list(sa), list(sb))
+    want = R.dot_bits(model, list(a), list(b), c, list(sa), list(sb))
+    finite = np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c)
+    for backend in ENGINES if finite else ("numpy",):
+        d = bf.dot(a, b, c, model=model, scale_a=sa, scale_b=sb, backend=backend)
+        assert last_backend() == backend
+        assert int(d.view(np.uint32)) == want

@@ -344,9 +344,10 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
     as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the numpy
     engine (:mod:`blockfma.engine.scaled`; ``last_backend() == "numpy"``) for every model within its exact
-    float64 bounds (every preset), else in the exact reference (:func:`blockfma.reference.dot`, Fractions:
-    about a millisecond a dot product; ``last_backend() == "reference"``); ``backend`` must then be
-    ``"auto"`` or ``"numpy"``.
+    float64 bounds (every preset), or in the compiled kernels (``"numba"``) where they run it (finite inputs,
+    exact zeros +0), else in the exact reference (:func:`blockfma.reference.dot`, Fractions: about a
+    millisecond a dot product; ``last_backend() == "reference"``); ``backend`` must then be ``"auto"``,
+    ``"numpy"`` or ``"numba"``.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -383,10 +384,12 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         A2 = np.broadcast_to(A, lead + (A.shape[-1],)).reshape(rows, -1)
         B2 = np.broadcast_to(B, lead + (A.shape[-1],)).reshape(rows, -1)
         C2 = np.broadcast_to(C, lead).reshape(rows)
-        if _scaled_engine(m, backend):
-            D = _scaled_rows(m, A2[:, None, :], B2[:, None, :], SA[:, None, :], SB[:, None, :], C2[:, None])
+        engine = _scaled_engine(m, backend, A2, B2, C2)
+        if engine:
+            D = _scaled_rows(m, engine, A2[:, None, :], B2[:, None, :], SA[:, None, :], SB[:, None, :],
+                             C2[:, None, None])
             out = finish(m, D.reshape(lead))
-            _ran("numpy")
+            _ran(engine)
             return out
         out = finish(m, np.array([_reference.dot(m, A2[r], B2[r], C2[r], SA[r], SB[r]) for r in range(rows)],
                                  dtype=np.float64).reshape(lead))
@@ -420,31 +423,53 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     return out
 
 
-def _scaled_engine(model: Model, backend: str) -> bool:
-    """Whether the numpy engine runs a block-scaled call (:mod:`.scaled`: within its exact float64 bounds,
-    which every preset meets); False: the exact reference runs it, row by row.  A backend that does not run
-    block-scaled models (the compiled and GPU kernels) is refused by name."""
+def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | None:
+    """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: finite operands and C,
+    +0 exact zeros), ``"numpy"`` (:mod:`.scaled`), each within its exact float64 bounds, which every preset
+    meets; None: the exact reference, row by row.  A backend that does not run block-scaled models (the GPU
+    kernels) is refused by name, as is ``"numba"`` where the compiled kernels do not run the call."""
     from . import scaled
 
     if backend not in scaled.SCALED_BACKENDS:
         raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
-                            "numpy engine and the exact reference do",
-                            fix="pass backend='auto' or 'numpy' with scale_a and scale_b")
-    return scaled.supports(plan(model, model.block_width or 1).block)
+                            "numba and numpy engines and the exact reference do",
+                            fix="pass backend='auto', 'numpy' or 'numba' with scale_a and scale_b")
+    block = plan(model, model.block_width or 1).block
+    if backend != "numpy":
+        fast = _fast_module()
+        if not fast and backend == "numba":
+            raise ValueError(f"backend='numba' needs numba: {optional.hint('fast')}")
+        if fast:
+            from .fast import scaled as fast_scaled
+
+            if fast_scaled.supports(block) and all(np.isfinite(x).all() for x in arrays):
+                return "numba"
+        if backend == "numba":
+            raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (non-finite "
+                             "values, IEEE zero signs or a model beyond their exact bounds); use backend='numpy' "
+                             "or 'auto'")
+    return "numpy" if scaled.supports(block) else None
 
 
-def _scaled_rows(model: Model, a: np.ndarray, b: np.ndarray, sa: np.ndarray, sb: np.ndarray, c: np.ndarray
-                 ) -> np.ndarray:
-    """The numpy engine's block-scaled dot products: a (..., 1|n, k), b (1|rows, ..., k) broadcasting, their
-    scales sa, sb (..., k / scale_block) alike, c of the broadcast shape; values checked and flushed."""
+def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: np.ndarray, sbt: np.ndarray,
+                 c: np.ndarray) -> np.ndarray:
+    """A block-scaled batch of products D = A B + C in ``engine`` ("numba" or "numpy"): a (batch, m, k),
+    bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block), sbt (batch, n, ...), c
+    (batch, m, n); values checked and flushed.  Float64 D (batch, m, n)."""
     from . import scaled
 
     k = a.shape[-1]
     p = plan(model, k)
     block = model.option("scale_block")
-    blocks = scaled.ScaledBlocks(p, rules.pad(a, p.padded), rules.pad(b, p.padded),
-                                 scaled.per_product(sa, block, p.padded), scaled.per_product(sb, block, p.padded))
-    return np.asarray(run(p, blocks, np.asarray(c, dtype=np.float64)), dtype=np.float64)
+    a, bt = rules.pad(a, p.padded), rules.pad(bt, p.padded)
+    sa, sbt = scaled.per_product(sa, block, p.padded), scaled.per_product(sbt, block, p.padded)
+    c = np.asarray(c, dtype=np.float64)
+    if engine == "numba":
+        from .fast import scaled as fast_scaled
+
+        return fast_scaled.batched(model, a, np.swapaxes(bt, 1, 2), c, sa, np.swapaxes(sbt, 1, 2))
+    blocks = scaled.ScaledBlocks(p, a[:, :, None, :], bt[:, None, :, :], sa[:, :, None, :], sbt[:, None, :, :])
+    return np.asarray(run(p, blocks, c), dtype=np.float64)
 
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
@@ -579,16 +604,17 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), b_transposed=True)
     if scales is not None:
         SA, SBt = scales
-        if _scaled_engine(mdl, backend):
+        engine = _scaled_engine(mdl, backend, A_, Bt, C_)
+        if engine:
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            rows = max(1, _TILE // max(1, n * p.width))  # row tiles, each running the whole plan
+            rows = m if engine == "numba" else max(1, _TILE // max(1, n * p.width))  # numpy: row tiles
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):
                 rs = slice(r, min(m, r + rows))
-                D[rs] = _scaled_rows(mdl, A_[rs, None, :], Bt[None], SA[rs, None, :], SBt[None], D[rs])
+                D[rs] = _scaled_rows(mdl, engine, A_[None, rs], Bt[None], SA[None, rs], SBt[None], D[None, rs])[0]
                 report(rs.stop / m)
-            _ran("numpy")
+            _ran(engine)
             return finish(mdl, D)
         out = finish(mdl, np.array([[_reference.dot(mdl, A_[i], Bt[j], C_[i, j], SA[i], SBt[j]) for j in range(n)]
                                     for i in range(m)], dtype=np.float64).reshape(m, n))

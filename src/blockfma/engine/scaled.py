@@ -37,7 +37,7 @@ __all__ = ["is_scaled", "scale_format", "supports", "fold", "group_terms", "bloc
            "per_product", "SCALED_BACKENDS"]
 
 #: the backends that run a block-scaled call in an engine (the others are refused by name)
-SCALED_BACKENDS = ("auto", "numpy")
+SCALED_BACKENDS = ("auto", "numpy", "numba")
 
 
 def is_scaled(model: Model) -> bool:
