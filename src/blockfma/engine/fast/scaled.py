@@ -38,14 +38,14 @@ def supports(model: Model) -> bool:
 
 
 @njit(parallel=True, cache=True)
-def group_scaled(A, B, SA, ESA, SB, ESB, C, out, L, G, F, e_zero, c_emin, floor_align, carry_mod,
+def group_scaled(A, Bt, SA, ESA, SB, ESB, C, out, L, G, F, e_zero, c_emin, floor_align, carry_mod,
                  p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    """D = A B + C, group-scaled: A (batch, m, kp), B (batch, kp, n), the scales of each group SA
+    """D = A B + C, group-scaled: A (batch, m, kp), B transposed Bt (batch, n, kp), the scales of each group SA
     (batch, m, kp / G) and SB (batch, kp / G, n) with their exponents E_fs (ESA, ESB), C and out
     (batch, m, n); blocks of L products chained over kp, each a truncated-fused sum of its L / G group
     terms and C."""
     nbatch, m, kp = A.shape
-    n = B.shape[2]
+    n = Bt.shape[1]
     T = L // G
     for task in prange(nbatch * m):
         bt = task // m
@@ -61,14 +61,14 @@ def group_scaled(A, B, SA, ESA, SB, ESB, C, out, L, G, F, e_zero, c_emin, floor_
                 for t in range(T):
                     g = k0 // G + t
                     s = 0.0
-                    nz = False
+                    size = 0.0
                     for kk in range(g * G, g * G + G):
-                        pr = A[bt, i, kk] * B[bt, kk, j]  # exact
+                        pr = A[bt, i, kk] * Bt[bt, j, kk]  # exact
                         s += pr  # exact: the bounds of scaled.supports
-                        nz = nz or pr != 0.0
+                        size += abs(pr)  # > 0 exactly when some product is nonzero
                     sc = SA[bt, i, g] * SB[bt, g, j]
                     vals[t] = s * sc
-                    e = ESA[bt, i, g] + ESB[bt, g, j] if (nz and sc != 0.0) else e_zero
+                    e = ESA[bt, i, g] + ESB[bt, g, j] if (size > 0.0 and sc != 0.0) else e_zero
                     em = max(em, e)
                 q = float_of(pow2_bits(F - em))
                 acc = np.floor(d * q) if floor_align else np.trunc(d * q)
@@ -111,6 +111,7 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.nd
         SA, SB = np.ascontiguousarray(SA[:, :, ::G]), np.ascontiguousarray(SB[:, ::G, :])
         ESA = np.ascontiguousarray(array.fmt_exponent(np, fs, SA))  # zeros: their terms are at e_zero
         ESB = np.ascontiguousarray(array.fmt_exponent(np, fs, SB))
-        group_scaled(np.ascontiguousarray(A, np.float64), np.ascontiguousarray(B, np.float64), SA, ESA, SB, ESB,
+        group_scaled(np.ascontiguousarray(A, np.float64), np.ascontiguousarray(np.swapaxes(B, 1, 2), np.float64),
+                     SA, ESA, SB, ESB,
                      C, out, L, G, m.fraction_bits, m.e_zero, m.c_format.emin, floor, carry_mod, *_params(m))
     return np.where(nan, np.nan, out)
