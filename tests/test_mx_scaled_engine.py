@@ -24,7 +24,11 @@ from blockfma import optional
 from blockfma.model import Model
 
 NUMBA = optional.available("numba")
-ENGINES = ("numpy", "numba") if NUMBA else ("numpy",)  # the engines that run block-scaled calls
+
+
+def engines(model: Model) -> tuple[str, ...]:
+    """The engines that run a block-scaled model on finite inputs: numpy, and numba for a scale per product."""
+    return ("numpy", "numba") if NUMBA and model.option("scale_group") is None else ("numpy",)
 
 F8F6F4 = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
 PREFIX = {"B200": "tcgen05", "RTX 5090": "mma"}
@@ -107,9 +111,9 @@ def test_gemm_and_dot_match_reference(case):
     want = reference_bits(model, A, B, C, SA, SB)
     finite = all(np.isfinite(x).all() for x in (A, B, C))
     D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
-    assert last_backend() == ("numba" if finite and NUMBA else "numpy")
+    assert last_backend() == ("numba" if finite and "numba" in engines(model) else "numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want)
-    for backend in ENGINES if finite else ("numpy",):
+    for backend in engines(model) if finite else ("numpy",):
         D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
         assert last_backend() == backend
         np.testing.assert_array_equal(D.view(np.uint32), want)
@@ -128,7 +132,7 @@ def test_scale_modes_every_kind(kind, mode):
     model = preset("B200", kind, fa, fa)
     A, B, C, SA, SB = problem(model, 4, 3, 2, 100 + mode, mode, specials=False)
     want = reference_bits(model, A, B, C, SA, SB)
-    for backend in ENGINES:
+    for backend in engines(model):
         D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
         np.testing.assert_array_equal(D.view(np.uint32), want)
 
@@ -143,7 +147,7 @@ def test_zero_scales_and_nan_scales():
     SA = np.ones((2, 4))
     SA[0, 0] = 0.0  # row 0: the 36 of the first group scaled away
     SA[1, 3] = np.nan  # row 1: a NaN scale over zero products
-    for backend in ENGINES:
+    for backend in engines(model):
         D = bf.gemm(A, B, np.zeros((2, 2)), model=model, scale_a=SA, scale_b=np.ones((4, 2)), backend=backend)
         assert last_backend() == backend
         assert D[0, 0] == 1.0 and D.view(np.uint32)[1, 0] == 0x7FFFFFFF and D.view(np.uint32)[1, 1] == 0x7FFFFFFF
@@ -161,7 +165,7 @@ def test_cancelling_group_keeps_its_scales_exponent():
     B = np.zeros((64, 1))
     B[:2, 0], B[32, 0] = (6.0, -6.0), 1.0
     SA, SB = np.array([[2.0**20, 2.0**-20]]), np.ones((2, 1))
-    for backend in ENGINES:
+    for backend in engines(model):
         D = bf.gemm(A, B, None, model=model, scale_a=SA, scale_b=SB, backend=backend)
         assert D[0, 0] == 0.0
     assert bf.gemm(A, B, None, model=model, scale_a=np.array([[1.0, 2.0**-20]]), scale_b=SB)[0, 0] == 2.0**-20
@@ -174,7 +178,7 @@ def test_extreme_scales_exact():
     model = preset("RTX 5090", "mxf4.block32", "e2m1fn", "e2m1fn")
     A = np.full((1, 64), 6.0)
     for s, want in ((2.0**127, np.inf), (2.0**-127, 0.0)):
-        for backend in ENGINES:
+        for backend in engines(model):
             D = bf.gemm(A, A.T, None, model=model, scale_a=np.full((1, 2), s), scale_b=np.full((2, 1), s),
                         backend=backend)
             assert D[0, 0] == np.float32(want)
@@ -217,7 +221,7 @@ def test_floor_alignment_and_carry_bits_every_engine(kind, fa):
         A[0], A[0, :2], B[:2, 0] = 0.0, 4.0, (4.0, -4.0)  # D[0, 0]: products that cancel set e_max ...
         C[:, 0] = -(1 + 2.0**-20) * 2.0**-30  # ... over a negative C whose last bits the cut drops
         want = reference_bits(model, A, B, C, SA, SB)
-        for backend in ENGINES:
+        for backend in engines(model):
             D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
             assert last_backend() == backend
             np.testing.assert_array_equal(D.view(np.uint32), want)
@@ -248,7 +252,7 @@ def test_short_k_pads_with_unit_scales():
     SA, SB = scales(rng, F.e8m0fnu, (3, 2), 0), scales(rng, F.e8m0fnu, (2, 2), 2)
     C = c_values(rng, (3, 2), False)
     want = reference_bits(model, A, B, C, SA, SB)
-    for backend in ENGINES:
+    for backend in engines(model):
         D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
         np.testing.assert_array_equal(D.view(np.uint32), want)
 
@@ -274,7 +278,26 @@ def test_hypothesis_codes(case, data):
     c = float(np.uint32(data.draw(st.integers(0, 2**32 - 1))).view(np.float32))
     want = R.dot_bits(model, list(a), list(b), c, list(sa), list(sb))
     finite = np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c)
-    for backend in ENGINES if finite else ("numpy",):
+    for backend in engines(model) if finite else ("numpy",):
         d = bf.dot(a, b, c, model=model, scale_a=sa, scale_b=sb, backend=backend)
         assert last_backend() == backend
         assert int(d.view(np.uint32)) == want
+
+
+def test_elementwise_group_block_matches_reference():
+    """The elementwise block (:func:`scaled.block`, which numpy runs for non-finite operands and torch can run)
+    on group-scaled presets, against the reference, beside the matrix-product path bf.gemm takes; and
+    backend='numba' says that the compiled kernels leave group-scaled models to numpy."""
+    from blockfma.engine.api import finish
+
+    for kind in ("mxf4nvf4.block16.ue4m3", "mxf4.block32"):
+        model = preset("RTX 5090", kind, "e2m1fn", "e2m1fn")
+        A, B, C, SA, SB = problem(model, 4, 3, 1, 21, 3 if kind.endswith("ue4m3") else 1)
+        block = model.option("scale_block")
+        sa, sb = np.repeat(SA, block, axis=1), np.repeat(SB.T, block, axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = scaled.block(np, model, A[:, None, :], B.T[None], C, sa[:, None, :], sb[None])
+        np.testing.assert_array_equal(finish(model, d).view(np.uint32), reference_bits(model, A, B, C, SA, SB))
+        if NUMBA:
+            with pytest.raises(ValueError, match="group-scaled ones run in the numpy engine"):
+                bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numba")

@@ -344,8 +344,8 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
     as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the numpy
     engine (:mod:`blockfma.engine.scaled`; ``last_backend() == "numpy"``) for every model within its exact
-    float64 bounds (every preset), or in the compiled kernels (``"numba"``) where they run it (finite inputs,
-    exact zeros +0), else in the exact reference (:func:`blockfma.reference.dot`, Fractions: about a
+    float64 bounds (every preset), or in the compiled kernels (``"numba"``) where they run it (a scale per
+    product: the k = 32 kinds; finite inputs, exact zeros +0), else in the exact reference (:func:`blockfma.reference.dot`, Fractions: about a
     millisecond a dot product; ``last_backend() == "reference"``); ``backend`` must then be ``"auto"``,
     ``"numpy"`` or ``"numba"``.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
@@ -424,9 +424,9 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
 
 
 def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | None:
-    """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: finite operands and C,
-    +0 exact zeros), ``"numpy"`` (:mod:`.scaled`), each within its exact float64 bounds, which every preset
-    meets; None: the exact reference, row by row.  A backend that does not run block-scaled models (the GPU
+    """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: a scale per product, finite
+    operands and C, +0 exact zeros), ``"numpy"`` (:mod:`.scaled`; group-scaled models by matrix products),
+    each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.  A backend that does not run block-scaled models (the GPU
     kernels) is refused by name, as is ``"numba"`` where the compiled kernels do not run the call."""
     from . import scaled
 
@@ -445,8 +445,9 @@ def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | Non
             if fast_scaled.supports(block) and all(np.isfinite(x).all() for x in arrays):
                 return "numba"
         if backend == "numba":
-            raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (non-finite "
-                             "values, IEEE zero signs or a model beyond their exact bounds); use backend='numpy' "
+            raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (they run "
+                             "block-scaled models with a scale per product, finite values and +0 exact zeros; "
+                             "group-scaled ones run in the numpy engine by matrix products); use backend='numpy' "
                              "or 'auto'")
     return "numpy" if scaled.supports(block) else None
 
@@ -468,6 +469,8 @@ def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: n
         from .fast import scaled as fast_scaled
 
         return fast_scaled.batched(model, a, np.swapaxes(bt, 1, 2), c, sa, np.swapaxes(sbt, 1, 2))
+    if scaled.runs_groups(p, a, bt):  # group sums by matrix products
+        return scaled.group_chain(p, a, bt, c, sa, sbt)
     blocks = scaled.ScaledBlocks(p, a[:, :, None, :], bt[:, None, :, :], sa[:, :, None, :], sbt[:, None, :, :])
     return np.asarray(run(p, blocks, c), dtype=np.float64)
 
@@ -606,9 +609,11 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         SA, SBt = scales
         engine = _scaled_engine(mdl, backend, A_, Bt, C_)
         if engine:
+            from . import scaled
+
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            rows = m if engine == "numba" else max(1, _TILE // max(1, n * p.width))  # numpy: row tiles
+            rows = m if engine == "numba" else max(1, _TILE // max(1, n * scaled.width(p)))  # numpy: row tiles
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):
                 rs = slice(r, min(m, r + rows))

@@ -33,8 +33,8 @@ from ..plan import Index, Plan, array_index
 from . import array, rules
 from .kernels import Blocks
 
-__all__ = ["is_scaled", "scale_format", "supports", "fold", "group_terms", "block", "ScaledBlocks",
-           "per_product", "SCALED_BACKENDS"]
+__all__ = ["is_scaled", "scale_format", "supports", "fold", "group_sums", "group_sums_matmul", "group_terms",
+           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product", "SCALED_BACKENDS"]
 
 #: the backends that run a block-scaled call in an engine (the others are refused by name)
 SCALED_BACKENDS = ("auto", "numpy", "numba")
@@ -94,22 +94,53 @@ def fold(xp: Any, fmt: Format, x: Any, fs: Format, s: Any) -> tuple[Any, Any]:
     return x * s, xp.where(zero, rules.NO_EXPONENT, ex + es)
 
 
-def group_terms(xp: Any, model: Model, a: Any, b: Any, sa: Any, sb: Any) -> tuple[Any, Any, Any, Any]:
-    """The terms of a group-scaled block (``scale_group`` G): for a, b (..., L) and the scales of each group
-    sa, sb (..., L / G), finite float64, ``(value, exponent, zero, negative)`` each (..., L / G): the exact
-    sum of the group's G products times sa sb; ``E_fs(sa) + E_fs(sb)``, or ``e_zero`` where every product
-    is zero or sa sb is; whether the value is zero; whether all G products are negative (the term's sign
-    in the sign of an exact zero)."""
-    G, fs = model.option("scale_group"), scale_format(model)
+def group_sums(xp: Any, a: Any, b: Any, G: int) -> tuple[Any, Any, Any]:
+    """The group-scaled blocks' exact sums, elementwise: for a, b (..., L) (finite float64), each (..., L / G):
+    the sum of every G consecutive products (exact within :func:`supports`), whether one of them is
+    nonzero, whether all are negative (sign bits: xor of the factors')."""
     p = a * b  # exact
     shape = tuple(p.shape[:-1]) + (p.shape[-1] // G, G)
     groups = p.reshape(shape)
-    total = xp.sum(groups, axis=-1)  # exact: integers in the groups' last place, below 2**53
-    scale = sa * sb  # exact
-    empty = xp.all(groups == 0, axis=-1) | (scale == 0)
-    e = xp.where(empty, model.e_zero, array.fmt_exponent(xp, fs, sa) + array.fmt_exponent(xp, fs, sb))
-    value = total * scale  # exact
     negative = xp.all((xp.signbit(a) ^ xp.signbit(b)).reshape(shape), axis=-1)
+    return xp.sum(groups, axis=-1), xp.any(groups != 0, axis=-1), negative
+
+
+def group_sums_matmul(a: np.ndarray, bt: np.ndarray, G: int, signs: bool = True
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`group_sums` of every row of ``a`` (batch, m, K) with every row of ``bt`` (batch, n, K) (B
+    transposed), as (batch, m, n, K / G) arrays, by matrix products of float64: every product and partial
+    sum is exact within :func:`supports`, so BLAS's order cannot matter; 0/1 matrices count the nonzero and
+    the negative products.  ``signs=False`` skips the negative flags (None: +0 exact zeros need none)."""
+    batch, m, K = a.shape
+    n, ng = bt.shape[1], K // G
+    ag = a.reshape(batch, m, ng, G).transpose(0, 2, 1, 3)  # (batch, ng, m, G)
+    bg = bt.reshape(batch, n, ng, G).transpose(0, 2, 3, 1)  # (batch, ng, G, n)
+
+    def mm(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.matmul(x, y).transpose(0, 2, 3, 1))  # (batch, m, n, ng)
+
+    total = mm(ag, bg)
+    nonzero = mm((ag != 0).astype(np.float64), (bg != 0).astype(np.float64)) > 0
+    negative = None
+    if signs:
+        na, nb = np.signbit(ag).astype(np.float64), np.signbit(bg).astype(np.float64)
+        negative = (mm(na, 1.0 - nb) + mm(1.0 - na, nb)) == G
+    return total, nonzero, negative
+
+
+def group_terms(xp: Any, model: Model, total: Any, nonzero: Any, negative: Any, sa: Any, sb: Any
+                ) -> tuple[Any, Any, Any, Any]:
+    """The terms of a group-scaled block (``scale_group`` G), the rule: from each group's exact sum of
+    its G products, whether one is nonzero and whether all are negative (:func:`group_sums`), and its
+    scales sa, sb (finite), ``(value, exponent, zero, negative)``: the sum times sa sb; ``E_fs(sa) +
+    E_fs(sb)``, or ``e_zero`` where every product is zero or sa sb is (a sum that cancels keeps the
+    scales' exponent); whether the value is zero; the sign of a zero term (negative when all G products
+    are)."""
+    fs = scale_format(model)
+    scale = sa * sb  # exact
+    value = total * scale  # exact
+    e = xp.where(~nonzero | (scale == 0), model.e_zero,
+                 array.fmt_exponent(xp, fs, sa) + array.fmt_exponent(xp, fs, sb))
     return value, e, value == 0, negative
 
 
@@ -132,10 +163,49 @@ def block(xp: Any, model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, pr
         b2, eb = fold(xp, model.b_format, b, fs, sb)
         value = array.truncated_fused(xp, model, a2, b2, c, ea=ea, eb=eb, products=False)
     else:
-        value, e, zero, negative = group_terms(xp, model, a, b, sa[..., ::G], sb[..., ::G])
+        value, e, zero, negative = group_terms(xp, model, *group_sums(xp, a, b, G), sa[..., ::G], sb[..., ::G])
         value, s_zero = array.aligned_sum(xp, model, value, e, c)
         value = rules.exact_zero_terms(xp, model, zero, negative, c, s_zero, value)
     return xp.where(mask, special, value)
+
+
+def group_chain(p: Plan, a: np.ndarray, bt: np.ndarray, c: np.ndarray, sa: np.ndarray, sbt: np.ndarray
+                ) -> np.ndarray:
+    """A group-scaled plan (a chain of fused blocks) over every row of ``a`` (batch, m, K) with every row of
+    ``bt`` (batch, n, K), finite, K padded to whole blocks; ``c`` (batch, m, n); scales per product ``sa``
+    (batch, m, K), ``sbt`` (batch, n, K), NaN allowed.  The groups' sums by matrix products
+    (:func:`group_sums_matmul`), their terms by :func:`group_terms`, then block after block the
+    truncated-fused sum with C; float64 D (batch, m, n).  Holds about 8 float64 per output and group."""
+    unit = p.block
+    G, T = unit.option("scale_group"), p.block_width // unit.option("scale_group")
+    ieee = unit.exact_zero == "ieee"
+    total, nonzero, negative = group_sums_matmul(a, bt, G, signs=ieee)
+    sa_g, sb_g = sa[:, :, None, ::G], sbt[:, None, :, ::G]
+    nan = np.isnan(sa_g).any(axis=-1) | np.isnan(sb_g).any(axis=-1)
+    sa_g, sb_g = np.where(np.isnan(sa_g), 1.0, sa_g), np.where(np.isnan(sb_g), 1.0, sb_g)
+    value, e, zero, _ = group_terms(np, unit, total, nonzero, None, sa_g, sb_g)
+    d = np.asarray(c, dtype=np.float64)
+    for start in range(0, value.shape[-1], T):
+        ix = slice(start, start + T)
+        cf = array.finite(np, d)
+        v, s_zero = array.aligned_sum(np, unit, value[..., ix], e[..., ix], cf)
+        v = rules.exact_zero_terms(np, unit, zero[..., ix], None if negative is None else negative[..., ix], cf,
+                                   s_zero, v)
+        d = np.where(np.isfinite(d), v, d)  # an infinite C (an overflow) stays: the products are finite
+    return np.where(nan, np.nan, d)
+
+
+def width(p: Plan) -> int:
+    """float64 values the numpy engine holds per output of a block-scaled plan (what a caller divides its
+    memory budget by to size a tile of rows): a block's products, or 8 per group for :func:`group_chain`."""
+    G = p.block.option("scale_group")
+    return max(p.width, 8 * (p.padded // G) if G else 0)
+
+
+def runs_groups(p: Plan, *arrays: np.ndarray) -> bool:
+    """Whether :func:`group_chain` runs this plan: group-scaled, a plain chain of blocks, finite operands."""
+    return (p.block.option("scale_group") is not None and p.is_chain
+            and all(np.isfinite(x).all() for x in arrays))
 
 
 def per_product(s: np.ndarray, block_size: int, padded: int) -> np.ndarray:
