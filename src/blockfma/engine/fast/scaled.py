@@ -4,7 +4,7 @@ float64 bounds (:func:`blockfma.engine.scaled.supports`).
 
 The operands folded with their scales (:func:`blockfma.engine.scaled.fold`, the one rule: value ``x s``,
 exponent ``E(x) + E(s)``) are a truncated-fused problem with given exponents, which the truncated-fused
-kernel (:func:`.families.truncated_fused`, float64 lanes) runs as it is: every cut term lies below
+kernel (:func:`.runners.truncated_fused_given`, float64 lanes) runs as it is: every cut term lies below
 2**(F + 4) (four factors each below 2**(E + 1)), and L + 1 of them sum exactly in float64.
 
 Group-scaled models (k = 64 ``kind::mxf4``, ``mxf4nvf4``) have no kernel here: the numpy engine sums their
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model import Alignment, Model
+from ...model import Model
 from ...plan import plan
-from .. import rules, scaled
-from . import families as _k
-from .runners import _ZERO_EXP, _any_zero_per_block, _params
+from .. import scaled
+from .runners import truncated_fused_given
 
 __all__ = ["supports", "batched"]
 
@@ -41,19 +40,12 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.nd
     B (batch, kp, n), C (batch, m, n), kp a whole number of blocks (padded with +0), and the scales of
     every product SA (batch, m, kp), SB (batch, kp, n) (padding products: 1), NaN allowed."""
     pl = plan(model, A.shape[2])
-    L, m = pl.block_width, pl.block
+    m, fs = pl.block, scaled.scale_format(pl.block)
     nan = np.isnan(SA).any(axis=2)[:, :, None] | np.isnan(SB).any(axis=1)[:, None, :]
     SA, SB = np.where(np.isnan(SA), 1.0, SA), np.where(np.isnan(SB), 1.0, SB)
-    fs = scaled.scale_format(m)
-    carry_mod = 0.0 if m.carry_bits is None else float(2.0 ** (m.fraction_bits + 1 + m.carry_bits))
-    floor = m.alignment is Alignment.FLOOR
     out = np.empty(np.broadcast_shapes(C.shape, A.shape[:2] + B.shape[2:]))
     C = np.require(np.broadcast_to(C, out.shape), np.float64, ("C", "W"))
     A2, EA = scaled.fold(np, m.input_format, A, fs, SA)
     B2, EB = scaled.fold(np, m.b_format, B, fs, SB)
-    EA, EB = (np.where(e == rules.NO_EXPONENT, _ZERO_EXP, e).astype(np.int32) for e in (EA, EB))
-    A2, B2 = np.ascontiguousarray(A2), np.ascontiguousarray(B2)
-    ZA, ZB = _any_zero_per_block(A2, L, 2), _any_zero_per_block(B2, L, 1)
-    _k.truncated_fused(False)(A2, np.ascontiguousarray(EA), ZA, B2, np.ascontiguousarray(EB), ZB, C, out, L, L,
-                              m.fraction_bits, -1022, 1023, m.e_zero, m.c_format.emin, floor, carry_mod, *_params(m))
+    truncated_fused_given(m, A2, EA, B2, EB, C, out, pl.block_width)
     return np.where(nan, np.nan, out)
