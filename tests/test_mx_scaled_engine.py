@@ -301,3 +301,17 @@ def test_elementwise_group_block_matches_reference():
         if NUMBA:
             with pytest.raises(ValueError, match="group-scaled ones run in the numpy engine"):
                 bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numba")
+
+
+@pytest.mark.parametrize("kind", ["mxf8f6f4.block32", "mxf4nvf4.block16.ue4m3"])
+def test_empty_gemms(kind):
+    """No rows or no columns: an empty result of the right shape, in each engine."""
+    model = preset("B200", kind, "e2m1fn", "e2m1fn")
+    L, nb = model.block_width, model.block_width // model.option("scale_block")
+    for backend in engines(model):
+        D = bf.gemm(np.zeros((0, L)), np.zeros((L, 3)), None, model=model, scale_a=np.ones((0, nb)),
+                    scale_b=np.ones((nb, 3)), backend=backend)
+        assert D.shape == (0, 3) and D.dtype == np.float32
+        D = bf.gemm(np.zeros((2, L)), np.zeros((L, 0)), None, model=model, scale_a=np.ones((2, nb)),
+                    scale_b=np.ones((nb, 0)), backend=backend)
+        assert D.shape == (2, 0)

@@ -613,7 +613,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            rows = m if engine == "numba" else max(1, _TILE // max(1, n * scaled.width(p)))  # numpy: row tiles
+            rows = max(1, m) if engine == "numba" else max(1, _TILE // max(1, n * scaled.width(p)))  # numpy: tiles
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):
                 rs = slice(r, min(m, r + rows))
