@@ -1,5 +1,6 @@
 """Block-scaled MMA in the engines (the scaled-fused family: the numpy engine, :mod:`blockfma.engine.scaled`,
-and the compiled kernels, :mod:`blockfma.engine.fast.scaled`): ``bf.gemm`` and
+the compiled kernels, :mod:`blockfma.engine.fast.scaled`, and the torch engine on the CPU,
+:func:`blockfma.engine.gpu.scaled`): ``bf.gemm`` and
 ``bf.dot`` with ``scale_a``/``scale_b`` held bit for bit (uint32 codes) to the exact reference
 (:func:`blockfma.reference.dot_bits`, Fractions; itself held to MMA-Sim in tests/test_mx_scaled.py) on
 every block-scaled preset of the B200 and the RTX 5090: random codes over the whole formats (fp8 NaN and
@@ -24,11 +25,14 @@ from blockfma import optional
 from blockfma.model import Model
 
 NUMBA = optional.available("numba")
+TORCH = optional.available("torch")
 
 
-def engines(model: Model) -> tuple[str, ...]:
-    """The engines that run a block-scaled model on finite inputs: numpy, and numba for a scale per product."""
-    return ("numpy", "numba") if NUMBA and model.option("scale_group") is None else ("numpy",)
+def engines(model: Model, finite: bool = True) -> tuple[str, ...]:
+    """The engines that run a block-scaled model: numpy; numba for a scale per product and finite inputs;
+    torch (the GPU engine's code on the CPU) where torch is installed."""
+    numba = NUMBA and finite and model.option("scale_group") is None
+    return ("numpy",) + (("numba",) if numba else ()) + (("torch",) if TORCH else ())
 
 F8F6F4 = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
 PREFIX = {"B200": "tcgen05", "RTX 5090": "mma"}
@@ -111,9 +115,9 @@ def test_gemm_and_dot_match_reference(case):
     want = reference_bits(model, A, B, C, SA, SB)
     finite = all(np.isfinite(x).all() for x in (A, B, C))
     D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
-    assert last_backend() == ("numba" if finite and "numba" in engines(model) else "numpy")
+    assert last_backend() == ("numba" if "numba" in engines(model, finite) else "numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want)
-    for backend in engines(model) if finite else ("numpy",):
+    for backend in engines(model, finite):
         D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
         assert last_backend() == backend
         np.testing.assert_array_equal(D.view(np.uint32), want)
@@ -204,7 +208,11 @@ def test_ieee_zero_signs_and_other_roundings():
             C[:, 0] = -0.0
             D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
             assert last_backend() == "numpy"  # the compiled kernels write +0 for exact zeros only
-            np.testing.assert_array_equal(D.view(np.uint32), reference_bits(model, A, B, C, SA, SB))
+            want = reference_bits(model, A, B, C, SA, SB)
+            np.testing.assert_array_equal(D.view(np.uint32), want)
+            if TORCH:
+                D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="torch")
+                np.testing.assert_array_equal(D.view(np.uint32), want)
             if NUMBA:
                 with pytest.raises(ValueError, match="the compiled kernels do not run"):
                     bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numba")
@@ -237,10 +245,12 @@ def test_reference_fallback_and_backends():
     D = bf.gemm(A, B, C, model=wide, scale_a=SA, scale_b=SB)
     assert last_backend() == "reference"
     np.testing.assert_array_equal(D.view(np.uint32), reference_bits(wide, A, B, C, SA, SB))
+    if TORCH:
+        with pytest.raises(ValueError, match="the GPU engine does not run .* beyond the block-scaled engines'"):
+            bf.gemm(A, B, C, model=wide, scale_a=SA, scale_b=SB, backend="torch")
     A, B, C, SA, SB = problem(base, 2, 2, 1, 3, 0)
-    for backend in ("torch", "triton"):
-        with pytest.raises(ArgumentError, match=f"backend='{backend}': does not run block-scaled models"):
-            bf.gemm(A, B, C, model=base, scale_a=SA, scale_b=SB, backend=backend)
+    with pytest.raises(ArgumentError, match="backend='triton': does not run block-scaled models"):
+        bf.gemm(A, B, C, model=base, scale_a=SA, scale_b=SB, backend="triton")
 
 
 def test_short_k_pads_with_unit_scales():
@@ -278,7 +288,7 @@ def test_hypothesis_codes(case, data):
     c = float(np.uint32(data.draw(st.integers(0, 2**32 - 1))).view(np.float32))
     want = R.dot_bits(model, list(a), list(b), c, list(sa), list(sb))
     finite = np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c)
-    for backend in engines(model) if finite else ("numpy",):
+    for backend in engines(model, finite):
         d = bf.dot(a, b, c, model=model, scale_a=sa, scale_b=sb, backend=backend)
         assert last_backend() == backend
         assert int(d.view(np.uint32)) == want

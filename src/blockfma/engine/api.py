@@ -346,8 +346,9 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     engine (:mod:`blockfma.engine.scaled`; ``last_backend() == "numpy"``) for every model within its exact
     float64 bounds (every preset), or in the compiled kernels (``"numba"``) where they run it (a scale per
     product: the k = 32 kinds; finite inputs, exact zeros +0), else in the exact reference (:func:`blockfma.reference.dot`, Fractions: about a
-    millisecond a dot product; ``last_backend() == "reference"``); ``backend`` must then be ``"auto"``,
-    ``"numpy"`` or ``"numba"``.
+    millisecond a dot product; ``last_backend() == "reference"``); ``backend="torch"`` or ``"cuda"`` runs
+    the numpy engine's block on torch tensors (CPU or GPU; ``"auto"`` never moves a block-scaled call to
+    the GPU), and ``"triton"`` is refused.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -426,15 +427,22 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
 def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | None:
     """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: a scale per product, finite
     operands and C, +0 exact zeros), ``"numpy"`` (:mod:`.scaled`; group-scaled models by matrix products),
-    each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.  A backend that does not run block-scaled models (the GPU
-    kernels) is refused by name, as is ``"numba"`` where the compiled kernels do not run the call."""
+    each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.
+    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), when
+    asked for by name (``"auto"`` stays on the CPU).  Triton is refused by name, as is ``"numba"`` where
+    the compiled kernels do not run the call."""
     from . import scaled
 
-    if backend not in scaled.SCALED_BACKENDS:
+    if backend not in scaled.SCALED_BACKENDS and not _on_torch(backend):
         raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
-                            "numba and numpy engines and the exact reference do",
-                            fix="pass backend='auto', 'numpy' or 'numba' with scale_a and scale_b")
+                            "numba, numpy and torch engines and the exact reference do",
+                            fix="pass backend='auto', 'numpy', 'numba', 'torch' or 'cuda' with scale_a and scale_b")
     block = plan(model, model.block_width or 1).block
+    if _on_torch(backend):
+        if not scaled.supports(block):
+            raise ValueError(f"the GPU engine does not run {model.summary()}: it lies beyond the block-scaled "
+                             "engines' exact float64 bounds; backend='auto' runs it in the exact reference")
+        return backend
     if backend != "numpy":
         fast = _fast_module()
         if not fast and backend == "numba":
@@ -465,6 +473,10 @@ def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: n
     a, bt = rules.pad(a, p.padded), rules.pad(bt, p.padded)
     sa, sbt = scaled.per_product(sa, block, p.padded), scaled.per_product(sbt, block, p.padded)
     c = np.asarray(c, dtype=np.float64)
+    if _on_torch(engine):
+        from . import gpu
+
+        return gpu.scaled(model, a, bt, c, sa, sbt, engine)
     if engine == "numba":
         from .fast import scaled as fast_scaled
 
@@ -613,7 +625,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            rows = max(1, m) if engine == "numba" else max(1, _TILE // max(1, n * scaled.width(p)))  # numpy: tiles
+            rows = max(1, m) if engine == "numba" or _on_torch(engine) else max(1, _TILE // max(1, n * scaled.width(p)))  # numpy: tiles
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):
                 rs = slice(r, min(m, r + rows))
