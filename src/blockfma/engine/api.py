@@ -342,13 +342,13 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
     ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as
     ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
-    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the numpy
-    engine (:mod:`blockfma.engine.scaled`; ``last_backend() == "numpy"``) for every model within its exact
-    float64 bounds (every preset), or in the compiled kernels (``"numba"``) where they run it (a scale per
-    product: the k = 32 kinds; finite inputs, exact zeros +0), else in the exact reference (:func:`blockfma.reference.dot`, Fractions: about a
-    millisecond a dot product; ``last_backend() == "reference"``); ``backend="torch"`` or ``"cuda"`` runs
-    the numpy engine's block on torch tensors (CPU or GPU; ``"auto"`` never moves a block-scaled call to
-    the GPU), and ``"triton"`` is refused.
+    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the
+    compiled kernels (``last_backend() == "numba"``) where those run them (a scale per product: the k = 32
+    kinds; finite inputs; exact zeros +0), else in the numpy engine (:mod:`blockfma.engine.scaled`,
+    ``"numpy"``) for every model within its exact float64 bounds (every preset), else in the exact
+    reference (:func:`blockfma.reference.dot`, Fractions: about a millisecond a dot product;
+    ``"reference"``); ``backend="torch"`` or ``"cuda"`` runs the numpy engine's block on torch tensors (CPU
+    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``"triton"`` is refused.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -462,9 +462,9 @@ def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | Non
 
 def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: np.ndarray, sbt: np.ndarray,
                  c: np.ndarray) -> np.ndarray:
-    """A block-scaled batch of products D = A B + C in ``engine`` ("numba" or "numpy"): a (batch, m, k),
-    bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block), sbt (batch, n, ...), c
-    (batch, m, n); values checked and flushed.  Float64 D (batch, m, n)."""
+    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda"):
+    a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block), sbt
+    (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n)."""
     from . import scaled
 
     k = a.shape[-1]
@@ -584,8 +584,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
     skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
-    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the numpy engine
-    computes it, or the exact reference beyond the engine's bounds).  With dask arrays for
+    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the compiled kernels
+    or the numpy engine compute it, or the exact reference beyond the engines' bounds).  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
@@ -625,7 +625,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            rows = max(1, m) if engine == "numba" or _on_torch(engine) else max(1, _TILE // max(1, n * scaled.width(p)))  # numpy: tiles
+            whole = engine == "numba" or _on_torch(engine)  # the numpy engine goes tile by tile
+            rows = max(1, m) if whole else max(1, _TILE // max(1, n * scaled.width(p)))
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):
                 rs = slice(r, min(m, r + rows))

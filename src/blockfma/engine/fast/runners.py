@@ -23,7 +23,8 @@ from ..array import supports as array_supports
 from . import families as _k
 from .rounding import fmt_params
 
-__all__ = ["Runner", "TRUNCATED_FUSED", "truncated_fused_given", "LATE_C", "EXACT_FUSED", "FMA_CHAIN", "PAIRWISE", "AMX", "BFDOT"]
+__all__ = ["Runner", "TRUNCATED_FUSED", "truncated_fused_given", "LATE_C", "EXACT_FUSED", "FMA_CHAIN", "PAIRWISE",
+           "AMX", "BFDOT"]
 
 
 @dataclass(frozen=True)
