@@ -325,3 +325,18 @@ def test_empty_gemms(kind):
         D = bf.gemm(np.zeros((2, L)), np.zeros((L, 0)), None, model=model, scale_a=np.ones((2, nb)),
                     scale_b=np.ones((nb, 0)), backend=backend)
         assert D.shape == (2, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_more_rows_every_engine(case):
+    """More rows of every preset, every scale mode, one to three instructions, each engine, finite and not."""
+    model = preset(*case)
+    for seed in range(4):
+        A, B, C, SA, SB = problem(model, 6, 5, 1 + seed % 3, 1000 + 7 * CASES.index(case) + seed, seed,
+                                  specials=seed % 2 == 1)
+        want = reference_bits(model, A, B, C, SA, SB)
+        finite = all(np.isfinite(x).all() for x in (A, B, C))
+        for backend in engines(model, finite):
+            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+            np.testing.assert_array_equal(D.view(np.uint32), want, err_msg=f"{case} seed {seed} {backend}")
