@@ -342,9 +342,13 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
     ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as
     ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
-    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  These run through the
-    exact reference (:func:`blockfma.reference.dot`, Fractions: slow, about a millisecond a dot product),
-    whatever ``backend`` says.
+    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the
+    compiled kernels (``last_backend() == "numba"``) where those run them (a scale per product: the k = 32
+    kinds; finite inputs; exact zeros +0), else in the numpy engine (:mod:`blockfma.engine.scaled`,
+    ``"numpy"``) for every model within its exact float64 bounds (every preset), else in the exact
+    reference (:func:`blockfma.reference.dot`, Fractions: about a millisecond a dot product;
+    ``"reference"``); ``backend="torch"`` or ``"cuda"`` runs the numpy engine's block on torch tensors (CPU
+    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``"triton"`` is refused.
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -381,6 +385,13 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         A2 = np.broadcast_to(A, lead + (A.shape[-1],)).reshape(rows, -1)
         B2 = np.broadcast_to(B, lead + (A.shape[-1],)).reshape(rows, -1)
         C2 = np.broadcast_to(C, lead).reshape(rows)
+        engine = _scaled_engine(m, backend, A2, B2, C2)
+        if engine:
+            D = _scaled_rows(m, engine, A2[:, None, :], B2[:, None, :], SA[:, None, :], SB[:, None, :],
+                             C2[:, None, None])
+            out = finish(m, D.reshape(lead))
+            _ran(engine)
+            return out
         out = finish(m, np.array([_reference.dot(m, A2[r], B2[r], C2[r], SA[r], SB[r]) for r in range(rows)],
                                  dtype=np.float64).reshape(lead))
         _ran("reference")
@@ -411,6 +422,69 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     out = finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
     _ran("numpy")
     return out
+
+
+def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | None:
+    """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: a scale per product, finite
+    operands and C, +0 exact zeros), ``"numpy"`` (:mod:`.scaled`; group-scaled models by matrix products),
+    each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.
+    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), when
+    asked for by name (``"auto"`` stays on the CPU).  Triton is refused by name, as is ``"numba"`` where
+    the compiled kernels do not run the call."""
+    from . import scaled
+
+    if backend not in scaled.SCALED_BACKENDS and not _on_torch(backend):
+        raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
+                            "numba, numpy and torch engines and the exact reference do",
+                            fix="pass backend='auto', 'numpy', 'numba', 'torch' or 'cuda' with scale_a and scale_b")
+    block = plan(model, model.block_width or 1).block
+    if _on_torch(backend):
+        if not scaled.supports(block):
+            raise ValueError(f"the GPU engine does not run {model.summary()}: it lies beyond the block-scaled "
+                             "engines' exact float64 bounds; backend='auto' runs it in the exact reference")
+        return backend
+    if backend != "numpy":
+        fast = _fast_module()
+        if not fast and backend == "numba":
+            raise ValueError(f"backend='numba' needs numba: {optional.hint('fast')}")
+        if fast:
+            from .fast import scaled as fast_scaled
+
+            if fast_scaled.supports(block) and all(np.isfinite(x).all() for x in arrays):
+                return "numba"
+        if backend == "numba":
+            raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (they run "
+                             "block-scaled models with a scale per product, finite values and +0 exact zeros; "
+                             "group-scaled ones run in the numpy engine by matrix products); use backend='numpy' "
+                             "or 'auto'")
+    return "numpy" if scaled.supports(block) else None
+
+
+def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: np.ndarray, sbt: np.ndarray,
+                 c: np.ndarray) -> np.ndarray:
+    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda"):
+    a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block), sbt
+    (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n)."""
+    from . import scaled
+
+    k = a.shape[-1]
+    p = plan(model, k)
+    block = model.option("scale_block")
+    a, bt = rules.pad(a, p.padded), rules.pad(bt, p.padded)
+    sa, sbt = scaled.per_product(sa, block, p.padded), scaled.per_product(sbt, block, p.padded)
+    c = np.asarray(c, dtype=np.float64)
+    if _on_torch(engine):
+        from . import gpu
+
+        return gpu.scaled(model, a, bt, c, sa, sbt, engine)
+    if engine == "numba":
+        from .fast import scaled as fast_scaled
+
+        return fast_scaled.batched(model, a, np.swapaxes(bt, 1, 2), c, sa, np.swapaxes(sbt, 1, 2))
+    if scaled.runs_groups(p, a, bt):  # group sums by matrix products
+        return scaled.group_chain(p, a, bt, c, sa, sbt)
+    blocks = scaled.ScaledBlocks(p, a[:, :, None, :], bt[:, None, :, :], sa[:, :, None, :], sbt[:, None, :, :])
+    return np.asarray(run(p, blocks, c), dtype=np.float64)
 
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
@@ -510,8 +584,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
     skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
-    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the exact reference
-    computes it).  With dask arrays for
+    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the compiled kernels
+    or the numpy engine compute it, or the exact reference beyond the engines' bounds).  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """
@@ -545,6 +619,21 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), b_transposed=True)
     if scales is not None:
         SA, SBt = scales
+        engine = _scaled_engine(mdl, backend, A_, Bt, C_)
+        if engine:
+            from . import scaled
+
+            D = np.array(C_, dtype=np.float64)
+            p = plan(mdl, k)
+            whole = engine == "numba" or _on_torch(engine)  # the numpy engine goes tile by tile
+            rows = max(1, m) if whole else max(1, _TILE // max(1, n * scaled.width(p)))
+            report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
+            for r in range(0, m, rows):
+                rs = slice(r, min(m, r + rows))
+                D[rs] = _scaled_rows(mdl, engine, A_[None, rs], Bt[None], SA[None, rs], SBt[None], D[None, rs])[0]
+                report(rs.stop / m)
+            _ran(engine)
+            return finish(mdl, D)
         out = finish(mdl, np.array([[_reference.dot(mdl, A_[i], Bt[j], C_[i, j], SA[i], SBt[j]) for j in range(n)]
                                     for i in range(m)], dtype=np.float64).reshape(m, n))
         _ran("reference")

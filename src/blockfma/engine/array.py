@@ -31,8 +31,8 @@ from ..formats import Format, RoundingMode, signed_result
 from ..model import Alignment, Family, Model
 from . import rules
 
-__all__ = ["supports", "flags", "width", "round_to", "fmt_exponent", "finite", "truncated_fused", "late_c",
-           "exact_fused"]
+__all__ = ["supports", "flags", "width", "round_to", "fmt_exponent", "finite", "truncated_fused", "aligned_sum",
+           "late_c", "exact_fused"]
 
 _NONE = rules.NO_EXPONENT
 LIMB = 32  # bits per limb of the exact-fused accumulator
@@ -182,9 +182,8 @@ def _exponents(xp: Any, model: Model, a: Any, b: Any, ea: Any, eb: Any) -> tuple
 def truncated_fused(xp: Any, model: Model, a: Any, b: Any, c: Any, *, ea: Any = None, eb: Any = None,
                     products: bool = True, overflow: bool = False) -> Any:
     """One truncated-fused block: products and C cut at 2**(e_max - F), summed exactly, rounded once."""
-    F, ez = model.fraction_bits, model.e_zero
-    assert F is not None and ez is not None
-    fc = model.c_format
+    ez = model.e_zero
+    assert ez is not None
     mask, special = rules.fused_specials(xp, a, b, c, products=products)
     if products:
         a, b = finite(xp, a), finite(xp, b)
@@ -195,6 +194,19 @@ def truncated_fused(xp: Any, model: Model, a: Any, b: Any, c: Any, *, ea: Any = 
     else:
         ea, eb = _exponents(xp, model, a, b, ea, eb)
         ep = xp.where((ea == _NONE) | (eb == _NONE), ez, ea + eb)
+    value, zero = aligned_sum(xp, model, p, ep, c)
+    value = rules.exact_zero(xp, model, a, b, c, zero, value)
+    return xp.where(mask, special, value)
+
+
+def aligned_sum(xp: Any, model: Model, p: Any, ep: Any, c: Any) -> tuple[Any, Any]:
+    """The truncated-fused sum of exact terms ``p`` (..., T) at exponents ``ep`` (zeros at e_zero) and a
+    finite C (...): e_max over the terms and C (C at E_fc, e_zero if zero), every term and C cut at
+    2**(e_max - F) (``alignment``), summed exactly (modulo the carry bits), rounded once to the result
+    format.  Returns (the rounded value, whether the sum is exactly zero: its sign is the caller's)."""
+    F, ez = model.fraction_bits, model.e_zero
+    assert F is not None and ez is not None
+    fc = model.c_format
     ec = xp.where(c == 0, ez, xp.clip(_exponent(xp, c), fc.emin, None))
     emax = xp.maximum(xp.amax(ep, axis=-1), ec)
     scale = _pow2(xp, F - emax)
@@ -204,8 +216,7 @@ def truncated_fused(xp: Any, model: Model, a: Any, b: Any, c: Any, *, ea: Any = 
         s = xp.fmod(s, float(2 ** (F + 1 + model.carry_bits)))  # keeps the sign, as the wrap does
     value = round_to(xp, model.result_format, s * _pow2(xp, emax - F), model.output_rounding,
                      subnormals=model.subnormals, overflow=model.overflow)
-    value = rules.exact_zero(xp, model, a, b, c, s == 0, value)
-    return xp.where(mask, special, value)
+    return value, s == 0
 
 
 def late_c(xp: Any, model: Model, a: Any, b: Any, c: Any, *, ea: Any = None, eb: Any = None,

@@ -24,7 +24,7 @@ from ..plan import Index, Plan, array_index, plan, run
 from ..optional import require
 from . import array, rules
 
-__all__ = ["supports", "available", "torch_device", "dot", "gemm"]
+__all__ = ["supports", "available", "torch_device", "dot", "gemm", "scaled"]
 
 _TILE = {"cpu": 1 << 20, "cuda": 1 << 24}  # products per step (rows x cols x L), bounding a step's memory
 COMPILE = {"cpu": os.environ.get("BLOCKFMA_TORCH_COMPILE", "0") == "1",
@@ -200,3 +200,44 @@ def dot(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str 
     p = plan(model, A.shape[-1])
     tiles = _Tiles(p, A, B, backend, gemm=False)
     return run(p, tiles, _on(tiles.dev, C)).cpu().numpy()
+
+
+class _ScaledTiles:
+    """The GPU engine's :class:`blockfma.plan.Datapath` of a block-scaled plan (a chain of fused blocks): each
+    block by :func:`blockfma.engine.scaled.block` on torch tensors, op by op, over tiles of rows."""
+
+    def __init__(self, p: Plan, A: Any, Bt: Any, SA: Any, SBt: Any, products: bool, rows: int):
+        self.p, self.A, self.Bt, self.SA, self.SBt, self.products, self.rows = p, A, Bt, SA, SBt, products, rows
+
+    def block(self, products: Index, D: Any) -> Any:
+        from . import scaled
+
+        ix = array_index(products)
+        for r in range(0, D.shape[1], self.rows):
+            rs = slice(r, r + self.rows)
+            D[:, rs] = scaled.block(_torch(), self.p.block, self.A[:, rs, None, ix], self.Bt[:, None, :, ix],
+                                    D[:, rs], self.SA[:, rs, None, ix], self.SBt[:, None, :, ix],
+                                    products=self.products)
+        return D
+
+    def zero(self, c: Any) -> Any:  # pragma: no cover - block-scaled plans fuse C into every block
+        raise NotImplementedError("a block-scaled plan fuses C into each block")
+
+    store = add_c = zero
+
+
+def scaled(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray,
+           backend: str = "cuda") -> np.ndarray:
+    """float64 D (batch, m, n) of a block-scaled model (within :func:`blockfma.engine.scaled.supports`):
+    A (batch, m, k), Bt (batch, n, k) (B transposed), C (batch, m, n), values checked and flushed; the
+    scales of every product SA (batch, m, kp), SBt (batch, n, kp), kp the plan's padded k (padding: 1)."""
+    torch = _torch()
+    dev = torch_device(backend)
+    p = plan(model, A.shape[-1])
+    n = Bt.shape[1]
+    products = not (np.isfinite(A).all() and np.isfinite(Bt).all())
+    with np.errstate(invalid="ignore", over="ignore"):
+        tiles = _ScaledTiles(p, _on(dev, A, p.padded), _on(dev, Bt, p.padded), _on(dev, SA), _on(dev, SBt), products,
+                             max(1, _TILE[dev.type] // max(1, n * p.block_width)))
+        out = run(p, tiles, _on(dev, C))
+    return out.cpu().numpy()

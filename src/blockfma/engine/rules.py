@@ -25,8 +25,8 @@ from .. import formats as _formats
 from ..formats import Format, RoundingMode, fp32, holds
 from ..model import Model, NaNStyle
 
-__all__ = ["NO_EXPONENT", "fused_specials", "exact_zero", "zero_sign", "nan_bits", "nan_codes", "INVALID_NAN",
-           "fma_nan", "products_exact_in_float64", "values_in_binary32", "pad"]
+__all__ = ["NO_EXPONENT", "fused_specials", "exact_zero", "exact_zero_terms", "zero_sign", "nan_bits", "nan_codes",
+           "INVALID_NAN", "fma_nan", "products_exact_in_float64", "values_in_binary32", "pad"]
 
 NO_EXPONENT = -(1 << 20)  # the exponent of "no term" (a zero product in a maximum): below every real one
 
@@ -76,14 +76,20 @@ def exact_zero(xp: Any, model: Model, a: Any, b: Any, c: Any, zero: Any, value: 
     """``value`` with the model's sign written where the block's sum is exactly zero (``zero``):
     ``exact_zero="positive"`` gives +0, ``"ieee"`` the IEEE sign of :func:`zero_sign` over the block's
     products (sign: xor of the factors') and C; formats without -0 give +0."""
+    return exact_zero_terms(xp, model, (a == 0) | (b == 0), xp.signbit(a) ^ xp.signbit(b), c, zero, value)
+
+
+def exact_zero_terms(xp: Any, model: Model, term_zero: Any, term_negative: Any, c: Any, zero: Any, value: Any
+                     ) -> Any:
+    """:func:`exact_zero` over a block's terms given as ``term_zero`` and ``term_negative`` (..., T) (whether
+    each term is zero, and its sign) and C (...): for terms that are not plain products (block-scaled
+    groups)."""
     plus = xp.zeros_like(value)
     if model.exact_zero == "positive":
         return xp.where(zero, plus, value)
-    prod_zero = (a == 0) | (b == 0)
-    prod_neg = xp.signbit(a) ^ xp.signbit(b)
-    only_zeros = xp.all(prod_zero, axis=-1) & (c == 0)
-    all_neg = xp.all(prod_neg, axis=-1) & xp.signbit(c)
-    any_neg = xp.any(prod_neg, axis=-1) | xp.signbit(c)
+    only_zeros = xp.all(term_zero, axis=-1) & (c == 0)
+    all_neg = xp.all(term_negative, axis=-1) & xp.signbit(c)
+    any_neg = xp.any(term_negative, axis=-1) | xp.signbit(c)
     neg0 = zero_sign(all_neg, any_neg, only_zeros, model.output_rounding)
     if not model.output_format.has_negative_zero:
         return xp.where(zero, plus, value)

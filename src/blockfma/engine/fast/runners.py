@@ -23,7 +23,8 @@ from ..array import supports as array_supports
 from . import families as _k
 from .rounding import fmt_params
 
-__all__ = ["Runner", "TRUNCATED_FUSED", "LATE_C", "EXACT_FUSED", "FMA_CHAIN", "PAIRWISE", "AMX", "BFDOT"]
+__all__ = ["Runner", "TRUNCATED_FUSED", "truncated_fused_given", "LATE_C", "EXACT_FUSED", "FMA_CHAIN", "PAIRWISE",
+           "AMX", "BFDOT"]
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,21 @@ def _truncated_fused(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, 
     _k.truncated_fused(f32 is not None)(A, EA, ZA, B, EB, ZB, C, out, L, group, model.fraction_bits, kmin, kmax,
                                         model.e_zero, fc.emin, floor, carry_mod, *_params(model))
     return True
+
+
+def truncated_fused_given(model: Model, A: np.ndarray, EA: np.ndarray, B: np.ndarray, EB: np.ndarray,
+                          C: np.ndarray, out: np.ndarray, L: int) -> None:
+    """The truncated-fused kernel in float64 lanes on operands whose exponents the caller gives (EA, EB,
+    int, :data:`rules.NO_EXPONENT` for a zero term) instead of E_fmt of the model's input formats: the
+    block-scaled engine's operands folded with their scales (:mod:`..scaled`).  A (batch, m, k), B (batch,
+    k, n), C and out (batch, m, n), float64, finite, k whole blocks of L; every cut term below 2**(F + 4)
+    so that L + 1 of them sum exactly in float64 (the caller's bounds); +0 exact zeros."""
+    carry_mod = 0.0 if model.carry_bits is None else float(2.0 ** (model.fraction_bits + 1 + model.carry_bits))
+    EA, EB = (np.ascontiguousarray(np.where(e == rules.NO_EXPONENT, _ZERO_EXP, e), np.int32) for e in (EA, EB))
+    A, B = np.ascontiguousarray(A, np.float64), np.ascontiguousarray(B, np.float64)
+    ZA, ZB = _any_zero_per_block(A, L, 2), _any_zero_per_block(B, L, 1)
+    _k.truncated_fused(False)(A, EA, ZA, B, EB, ZB, C, out, L, L, model.fraction_bits, -1022, 1023, model.e_zero,
+                              model.c_format.emin, model.alignment is Alignment.FLOOR, carry_mod, *_params(model))
 
 
 TRUNCATED_FUSED = Runner(  # sums in float64, powers of two within its reach: the array kernel's bounds
