@@ -485,14 +485,14 @@ class Emulation:
         fp4 = mx.FP4
         fmts = []
         for name, t in (("self", a), ("mat2", b)):
-            ok = isinstance(t, torch.Tensor) and t.dim() == 2 and (t.dtype in mx._FP8 or (fp4 is not None
+            ok = isinstance(t, torch.Tensor) and t.dim() == 2 and (t.dtype in mx.FP8_FORMATS or (fp4 is not None
                                                                                          and t.dtype == fp4))
             if not ok:
                 what = type(t).__name__ if not isinstance(t, torch.Tensor) else f"{t.dim()}-D {t.dtype}"
                 raise ArgumentError(name, Shown(what), "a block-scaled torch._scaled_mm takes 2-D "
                                     "torch.float8_e4m3fn / float8_e5m2 (MXFP8) or torch.float4_e2m1fn_x2 "
                                     "(MXFP4, NVFP4) tensors")
-            fmts.append("e2m1fn" if t.dtype == fp4 else mx._FP8[t.dtype])
+            fmts.append("e2m1fn" if t.dtype == fp4 else mx.FP8_FORMATS[t.dtype])
         if (fmts[0] == "e2m1fn") != (fmts[1] == "e2m1fn"):
             raise ArgumentError("mat2", Shown(str(b.dtype)), f"self is {a.dtype}: packed fp4 operands go with "
                                 "packed fp4 (K counts differ otherwise)", fix="quantise both to one recipe")
@@ -507,7 +507,7 @@ class Emulation:
                                 "modelled", fix="pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
         dtypes = []
         for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-            if not isinstance(s, torch.Tensor) or s.dtype not in mx._SCALES:
+            if not isinstance(s, torch.Tensor) or s.dtype not in mx.SCALE_FORMATS:
                 what = type(s).__name__ if not isinstance(s, torch.Tensor) else str(s.dtype)
                 raise ArgumentError(name, Shown(what), "block scales are torch.float8_e8m0fnu (MX) or "
                                     "torch.float8_e4m3fn (NVFP4's ue4m3)")
@@ -936,7 +936,7 @@ def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_
     :meth:`Emulation.block_scaled_mm`, read in cuBLAS's swizzled layout, the one torch passes cuBLAS (a
     plain matrix of that size, 128k rows and 4j blocks, is read swizzled too, as cuBLAS would read it; plain
     scales go through ``F.scaled_mm`` with ``SwizzleType.NO_SWIZZLE``)."""
-    if isinstance(scale_a, torch.Tensor) and scale_a.dtype in mx._SCALES:
+    if isinstance(scale_a, torch.Tensor) and scale_a.dtype in mx.SCALE_FORMATS:
         if scale_result is not None:
             raise ArgumentError("scale_result", Shown("a tensor"), "scales an fp8 output only, which is not "
                                 "modelled", fix="pass scale_result=None with a bf16, fp16 or fp32 out_dtype")

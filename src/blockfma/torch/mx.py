@@ -32,13 +32,14 @@ from ..arguments import ArgumentError, Shown
 from ..formats import RoundingMode
 
 __all__ = ["Quantized", "to_mx", "to_nvfp4", "swizzle", "unswizzle", "swizzled_size", "values", "FP4",
-           "TILE_ROWS", "TILE_COLS"]
+           "TILE_ROWS", "TILE_COLS", "FP8_FORMATS", "SCALE_FORMATS"]
 
 FP4 = getattr(torch, "float4_e2m1fn_x2", None)  # None in a torch without fp4 (before 2.8)
 E8M0 = getattr(torch, "float8_e8m0fnu", None)  # None before torch 2.7
 TILE_ROWS, TILE_COLS = 128, 4
-_FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2"}
-_SCALES = {torch.float8_e4m3fn: "e4m3fn", **({} if E8M0 is None else {E8M0: "e8m0fnu"})}
+FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2"}  # MX element dtypes -> formats
+SCALE_FORMATS = {  # block-scale dtypes -> formats (e4m3fn tensors hold NVFP4's unsigned ue4m3 scales)
+    torch.float8_e4m3fn: "e4m3fn", **({} if E8M0 is None else {E8M0: "e8m0fnu"})}
 _DTYPE_OF = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -102,7 +103,7 @@ def values(t: torch.Tensor, fmt: str | None = None) -> np.ndarray:
     t = t.detach().cpu().contiguous()
     if FP4 is not None and t.dtype == FP4:
         return _formats.decode("e2m1fn", _formats.unpack("e2m1fn", t.view(torch.uint8).numpy()))
-    name = fmt or {**_FP8, **_SCALES}.get(t.dtype)
+    name = fmt or {**FP8_FORMATS, **SCALE_FORMATS}.get(t.dtype)
     if name is None or t.element_size() != 1:
         raise ArgumentError("tensor", Shown(str(t.dtype)), "has no one-byte MX format",
                             fix="pass an fp8, float4_e2m1fn_x2 or float8_e8m0fnu tensor")
