@@ -335,7 +335,9 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     in the output format's dtype (float16, float32, float64), so results compare bit for bit.
     ``input_format`` may name A's and B's formats apart: ``("e4m3fn", "e5m2")`` or ``"e4m3fn*e5m2"``, where
     the device's instruction takes them.  ``c_format`` checks C against a narrower format the instruction
-    takes it in (``"fp16"`` for Volta's ``m8n8k4.f32.f16.f16.f16``); C is then widened exactly.
+    takes it in (``"fp16"`` for Volta's ``m8n8k4.f32.f16.f16.f16``); C is then widened exactly and aligned
+    at its own exponent.  (MMA-Sim 2.1.1 aligns an fp16-subnormal C of that instruction as if its exponent
+    were -14, which no Model expresses: an open question pinned in tests/test_mmasim.py.)
     ``check=False`` is the trusted path for callers that built their values in the formats themselves
     (multiword splitting, probes): it skips the representability check; values outside the format then
     give unspecified bits.
