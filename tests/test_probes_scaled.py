@@ -1,0 +1,235 @@
+"""Probes of block-scaled units (issue 23): the target that takes scales, the feature tests of the scale path
+and the inference of scaled-fused Models from simulated black boxes.
+
+Expected outputs of the feature rows are written out by hand (hex literals, exact powers of two); the
+inference is held to the presets themselves and, with ``priors="none"``, bit for bit on random rows."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import blockfma as bf
+from blockfma.arguments import ArgumentError
+from blockfma.formats import bits
+from blockfma.model import Family
+from blockfma.probes import ProbeError
+from blockfma.probes import scaled as sc
+from blockfma.probes.inputs import Formats
+from blockfma.probes.targets import sim_jobs
+
+B200 = bf.device("B200")
+MXF4 = B200.model("e2m1fn", "fp32", "tcgen05.mxf4.block32")
+NVF4 = B200.model("e2m1fn", "fp32", "tcgen05.mxf4nvf4.block16.ue4m3")
+MXF8 = B200.model("e4m3fn", "fp32", "tcgen05.mxf8f6f4.block32")
+
+
+def _with(m, **options):
+    return m.replace(options={**dict(m.options), **options})
+
+
+def _ctx(m):
+    return sc.ScaledContext.of(sc.SimScaledTarget(m))
+
+
+def _run(m, test, known=None):
+    """The rows of one feature test, the simulated target's outputs and its reading."""
+    ctx = _ctx(m)
+    ctx.known.update(known or {})
+    rows = sc.SCALED_TESTS[test].build(ctx)
+    d = sc.SimScaledTarget(m)(*sc.arrays(rows, ctx))
+    return rows, d, sc.SCALED_TESTS[test].read(ctx, rows, d)
+
+
+def _out(rows, d, label):
+    return next(int(u) for r, u in zip(rows, bits(d)) if r.label == label)
+
+
+# --- the target ------------------------------------------------------------------------------------------
+def test_sim_target_is_dot_with_scales_and_checks_shapes():
+    t = sc.SimScaledTarget(MXF4)
+    assert (t.k, t.blocks, t.scale_format.name, t.scale_block) == (64, 2, "e8m0fnu", 32)
+    a = np.zeros((2, 64))
+    a[:, 0], a[:, 40] = 1.5, -6.0
+    b = np.ones((2, 64))
+    sa, sb = np.array([[2.0**-3, 2.0**4], [1.0, 1.0]]), np.array([[2.0**127, 2.0**-127], [1.0, np.nan]])
+    d = t(a, b, np.array([0.25, 0.0]), sa, sb)
+    assert d.dtype == np.float32 and t.calls == 1 and t.rows == 2
+    # 1.5 * 2^-3 * 2^127 - 6 * 2^4 * 2^-127 + 0.25: the second term is far below the cut
+    assert bits(d)[0] == bits(np.float32(1.5 * 2.0**124))
+    assert bits(d)[1] == 0x7FFFFFFF  # a NaN scale: the canonical NaN
+    with pytest.raises(ValueError, match=r"sa and sb shape \(n, 2\)"):
+        t(a, b, np.zeros(2), sa[:, :1], sb)
+
+
+def test_callable_target_and_errors():
+    f = sc.scaled_target(lambda a, b, c, sa, sb: c, "e2m1fn", "fp32", k=32, scale_format="e8m0fnu",
+                         scale_block=16)
+    assert isinstance(f, sc.CallableScaledTarget) and f.blocks == 2
+    assert bits(f(np.zeros((1, 32)), np.zeros((1, 32)), np.array([3.0]), np.ones((1, 2)), np.ones((1, 2))))[0] \
+        == 0x40400000
+    with pytest.raises(ArgumentError, match="scale_format"):
+        sc.scaled_target(lambda *x: x[2], "e2m1fn", k=32, scale_format="fp16", scale_block=16)
+    with pytest.raises(ArgumentError, match="needs k"):
+        sc.scaled_target(lambda *x: x[2], "e2m1fn")
+    with pytest.raises(ArgumentError, match="not a block-scaled"):
+        sc.scaled_target("sim:B200:tcgen05", "fp16", "fp32")
+    with pytest.raises(ArgumentError, match="names no block-scaled"):
+        sc.scaled_target("sim:B200")
+    bad = sc.scaled_target(lambda a, b, c, sa, sb: np.zeros(3), "e2m1fn", k=32, scale_format="e8m0fnu",
+                           scale_block=32)
+    with pytest.raises(bf.probes.TargetError, match="shape"):
+        bad(np.zeros((1, 32)), np.zeros((1, 32)), np.zeros(1), np.ones((1, 1)), np.ones((1, 1)))
+
+
+def test_sim_jobs_split_block_scaled_presets():
+    scaled = sim_jobs(scaled=True)
+    assert scaled and all(m.family is Family.SCALED_FUSED for *_, m in scaled)
+    assert not any(m.family is Family.SCALED_FUSED for *_, m in sim_jobs(scaled=False))
+    assert len(sim_jobs()) == len(scaled) + len(sim_jobs(scaled=False))
+
+
+@pytest.mark.parametrize("fmt, scale", [("e2m1fn", "e8m0fnu"), ("e2m1fn", "ue4m3"), ("e4m3fn", "e8m0fnu"),
+                                        ("e3m2fn", "ue4m3")])
+def test_place_block_is_exact(fmt, scale):
+    f, fs = Formats.of(fmt, fmt, "fp32", "fp32"), bf.formats.get(scale)
+    low = 2.0**-30 if scale == "e8m0fnu" else 2.0**-15  # ue4m3 scales reach 2^-18 (2^-9 squared)
+    for values in ([low], [2.0**20, -2.0**18], [0.75 * 2**-5, 2.0**-6], [0.0, 2.0**3]):
+        placed = sc.place_block(f, fs, values)
+        assert placed is not None, values
+        elems, sa, sb = placed
+        assert bool(bf.formats.is_representable(fs, sa)) and bool(bf.formats.is_representable(fs, sb))
+        for v, (x, y) in zip(values, elems):
+            assert bool(bf.formats.is_representable(f.a, x)) and bool(bf.formats.is_representable(f.b, y))
+            assert Fraction(x) * Fraction(y) * Fraction(sa) * Fraction(sb) == Fraction(v)
+
+
+# --- feature tests: readings against hand-written outputs ----------------------------------------------------
+def test_extremes_e8m0():
+    rows, d, _ = _run(MXF4, "extremes")
+    assert _out(rows, d, "1*1, scales max*max") == 0x7F800000  # 2^254: overflow, to +inf (overflow='inf')
+    assert _out(rows, d, "-1*1, scales max*max") == 0xFF800000
+    assert _out(rows, d, "1*1, scales max*min") == 0x3F800000  # 2^127 2^-127 = 1
+    assert _out(rows, d, "1*1, scales max*1") == 0x7F000000  # 2^127
+    assert _out(rows, d, "1*1, scales min*1") == 0x00400000  # 2^-127 = 2^22 2^-149, an fp32 subnormal
+    assert _out(rows, d, "1*1, scales min*min") == 0  # 2^-254 rounds toward zero
+    assert _out(rows, d, "-1*1, scales min*min") == 0  # +0: rounded_zero='positive'
+    assert _out(rows, d, "1*1, scales min*min, C=1") == 0x3F800000
+    assert _out(rows, d, "1*1 scales max*max, C=max (overflow)") == 0x7F800000
+
+
+def test_extremes_ue4m3_exact():
+    rows, d, _ = _run(NVF4, "extremes")
+    assert _out(rows, d, "amax*bmax, scales max*max") == bits(np.float32(36 * 448 * 448))  # 7225344, exact
+    assert _out(rows, d, "1*1, scales min*min") == bits(np.float32(2.0**-18))  # min subnormal 2^-9, squared
+    assert _out(rows, d, "1*1, scales max*min") == bits(np.float32(448 * 2.0**-9))
+    assert _out(rows, d, "-amax*bmax, scales min*min") == bits(np.float32(-36 * 2.0**-18))
+
+
+@pytest.mark.parametrize("m", [MXF4, NVF4], ids=["ue8m0", "ue4m3"])
+def test_nan_scale_gives_the_canonical_nan(m):
+    rows, d, reading = _run(m, "nan")
+    assert rows and all(int(u) == 0x7FFFFFFF for u in bits(d))
+    assert all("0x7fffffff" in v for v in reading.values())
+
+
+def test_zero_scale_ue4m3_leaves_c():
+    rows, d, _ = _run(NVF4, "zero")
+    assert _out(rows, d, "scale of A 0, +1*1, C=1") == 0x3F800000
+    assert _out(rows, d, "scale of B 0, amax*bmax, C=-1") == 0xBF800000
+    assert _out(rows, d, "scales 0*0, -1*1, C=-0") == 0  # exact zero: +0 (exact_zero='positive')
+    assert not any(r.label.startswith("scale") for r in sc.SCALED_TESTS["zero"].build(_ctx(MXF4)))  # e8m0: no 0
+
+
+@pytest.mark.parametrize("m, F", [(MXF4, 35), (MXF4.replace(fraction_bits=34), 34), (MXF8, 25),
+                                  (NVF4.replace(fraction_bits=37, output_rounding="rne"), 37)])
+def test_precision_reads_F(m, F):
+    assert _run(m, "precision")[2]["bits kept below the largest term (F)"] == F
+
+
+@pytest.mark.parametrize("m, G", [(MXF4, 16), (_with(MXF4, scale_group=8), 8), (_with(MXF4, scale_group=32), 32),
+                                  (MXF8, None), (_with(MXF4.replace(output_rounding="rne"), scale_group=8), 8)])
+def test_group_reads_G(m, G):
+    assert _run(m, "group", {"F": m.fraction_bits})[2]["group size (G)"] == G
+
+
+@pytest.mark.parametrize("mode", ["TowardZero", "TiesToEven", "TowardNegative"])
+def test_rounding_reads_the_mode(mode):
+    m = MXF4.replace(output_rounding=mode)
+    assert _run(m, "rounding", {"F": 35})[2]["modes"] == [mode]
+
+
+def test_e_zero_reading_is_a_bound_or_the_value():
+    assert _run(MXF4, "e_zero", {"F": 35})[2] == {"e_zero": None, "e_zero at most": 35 - 149}
+    m = MXF4.replace(e_zero=-100)  # high enough to cut C = 2^(y+1) - ulp where y < -100 - 35 + 23
+    assert _run(m, "e_zero", {"F": 35})[2]["e_zero"] == -100
+
+
+# --- inference -------------------------------------------------------------------------------------------
+def _same_on_random_rows(m1, m2, n=300, seed=5):
+    ctx = _ctx(m1)
+    a, b, c, sa, sb = sc.random_rows(ctx, n, np.random.default_rng(seed))
+    d1 = bf.dot(a, b, c, model=m1, scale_a=sa, scale_b=sb, check=False)
+    d2 = bf.dot(a, b, c, model=m2, scale_a=sa, scale_b=sb, check=False)
+    return int(np.sum(bits(d1) != bits(d2)))
+
+
+def test_probe_recovers_the_mxf4_preset():
+    f = sc.probe_scaled("sim:B200:tcgen05.mxf4.block32", verify=200)
+    assert f.verified and f.model() == MXF4
+    assert f.readings["precision"]["bits kept below the largest term (F)"] == 35
+    assert f.readings["group"]["group size (G)"] == 16
+
+
+def test_probe_without_priors_recovers_a_variant_of_width_36():
+    m = MXF4.replace(fraction_bits=36, name="F36")
+    f = sc.probe_scaled(m, verify=200, priors="none")
+    got = f.model()
+    assert (got.fraction_bits, got.option("scale_group"), got.output_rounding) == (36, 16, m.output_rounding)
+    assert _same_on_random_rows(got, m) == 0
+
+
+def test_probe_rejects_a_black_box_outside_the_family():
+    """Scaled products summed in binary64 and rounded to nearest once: no scaled-fused Model gives it."""
+    def f(a, b, c, sa, sb):
+        s = np.repeat(sa * sb, 32, axis=1)
+        with np.errstate(all="ignore"):
+            return np.float32(np.sum(a * b * s, axis=1) + c)
+
+    found = sc.probe_scaled(f, "e2m1fn", k=64, scale_format="e8m0fnu", scale_block=32, verify=100, priors="none")
+    assert not found.verified
+    with pytest.raises(ProbeError):
+        found.model()
+
+
+SLOW_CASES = [(m, p) for m in [*(job[3] for job in sim_jobs(["B200", "RTX 5090"], scaled=True)
+                                 if job[1] in ("e2m1fn", "e4m3fn"))] for p in ("presets", "none")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m, priors", SLOW_CASES, ids=[f"{m.name}-{p}" for m, p in SLOW_CASES])
+def test_every_block_scaled_preset_recovered(m, priors):
+    f = sc.probe_scaled(m, verify=500, priors=priors)
+    got = f.model()
+    if priors == "presets":
+        assert got == m
+    assert (got.fraction_bits, got.output_rounding, dict(got.options)) == \
+        (m.fraction_bits, m.output_rounding, dict(m.options))
+    assert _same_on_random_rows(got, m, n=500) == 0
+
+
+VARIANTS = [MXF4.replace(fraction_bits=34), MXF4.replace(fraction_bits=37), _with(MXF4, scale_group=8),
+            _with(MXF4, scale_group=32), MXF4.replace(output_rounding="rne"),
+            NVF4.replace(fraction_bits=36, output_rounding="rne"), _with(MXF8, scale_group=8),
+            MXF8.replace(output_rounding="rne")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m", VARIANTS, ids=[m.summary() for m in VARIANTS])
+def test_variants_recovered_without_priors(m):
+    got = sc.probe_scaled(m, verify=500, priors="none").model()
+    assert (got.fraction_bits, got.output_rounding, dict(got.options)) == \
+        (m.fraction_bits, m.output_rounding, dict(m.options))
+    assert _same_on_random_rows(got, m, n=500) == 0
