@@ -233,3 +233,102 @@ def test_variants_recovered_without_priors(m):
     assert (got.fraction_bits, got.output_rounding, dict(got.options)) == \
         (m.fraction_bits, m.output_rounding, dict(m.options))
     assert _same_on_random_rows(got, m, n=500) == 0
+
+
+# --- the sm_120a block-scaled mma.sync paths: layouts without a GPU ------------------------------------------
+from blockfma.probes import blackwell as bw  # noqa: E402
+
+
+def test_block_scale_ptx_names():
+    assert bw.path("mma.mxf4nvf4.block16.ue4m3").ptx == (
+        "mma.sync.aligned.kind::mxf4nvf4.block_scale.scale_vec::4X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue4m3")
+    assert bw.path("mma.mxf4nvf4.block16.ue8m0").ptx.endswith("scale_vec::4X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue8m0")
+    assert bw.path("mma.mxf4.block32").ptx == (
+        "mma.sync.aligned.kind::mxf4.block_scale.scale_vec::2X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue8m0")
+    assert bw.path("mma.mxf8f6f4.block32.e4m3").ptx == (
+        "mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32.row.col.f32.e4m3.e4m3.f32.ue8m0")
+    for p in bw.BLOCK_SCALE_PATHS.values():  # each names a preset instruction of the RTX 5090
+        m = p.preset()
+        assert (m.option("scale_block"), m.option("scale_format"), m.block_width) == (p.scale_block, p.scale_format, p.k)
+        src = bw.kernel_source(p)
+        assert p.ptx in src and "%15, {0, 0};" in src
+    with pytest.raises(ValueError, match="unknown block-scaled"):
+        bw.path("mma.mxf4.block16")
+
+
+@pytest.mark.parametrize("name", ["mma.mxf4.block32", "mma.mxf8f6f4.block32.e4m3"])
+def test_fragments_cover_each_element_once_and_round_trip(name):
+    p = bw.path(name)
+    rng = np.random.default_rng(3)
+    w = bw.element_bits(p)
+    for op, shape in (("a", (2, 16, p.k)), ("b", (2, p.k, 8))):
+        codes = rng.integers(0, 1 << w, size=shape).astype(np.uint32)
+        regs = bw.pack_operand(p, codes, op)
+        assert regs.shape == (2, 32, 4 if op == "a" else 2)
+        assert np.array_equal(bw.unpack_operand(p, regs, op), codes)
+        fm = bw._fragments(p, op).reshape(-1, 2)
+        assert len({tuple(x) for x in fm}) == len(fm) == shape[1] * shape[2]
+
+
+def test_fragment_places_by_hand():
+    """Single elements placed where the PTX ISA's m16n8k64 / m16n8k32 figures put them."""
+    p4, p8 = bw.path("mma.mxf4.block32"), bw.path("mma.mxf8f6f4.block32.e4m3")
+    A = np.zeros((1, 16, 64), np.uint32)
+    A[0, 9, 41] = 0xB  # row 9 = g + 8 with g = 1; k 41 in the second half: q = (41 - 32) // 8 = 1, nibble 1
+    ra = bw.pack_operand(p4, A, "a")
+    assert ra[0, 5, 3] == 0xB << 4 and np.count_nonzero(ra) == 1
+    B = np.zeros((1, 64, 8), np.uint32)
+    B[0, 7, 3] = 0x7  # column 3 = g, k 7: q = 0, nibble 7 of register 0
+    rb = bw.pack_operand(p4, B, "b")
+    assert rb[0, 12, 0] == 0x7 << 28 and np.count_nonzero(rb) == 1
+    A8 = np.zeros((1, 16, 32), np.uint32)
+    A8[0, 2, 21] = 0x38  # row 2, k 21: second half of K (register 2), q = 1, byte 1
+    assert bw.pack_operand(p8, A8, "a")[0, 9, 2] == 0x38 << 8
+    C = np.zeros((1, 16, 8), np.float32)
+    C[0, 9, 2] = 1.0  # lane 4 g + q = 5 (g = 1, q = 1), register 2 (row g + 8, column 2 q)
+    assert bw.pack_c(p4, C)[0, 5, 2] == 0x3F800000
+
+
+def test_scale_lanes_and_bytes_by_hand():
+    p = bw.path("mma.mxf4nvf4.block16.ue4m3")  # four scales a row: bytes 0..3
+    SA = np.zeros((1, 16, 4), np.uint32)
+    SA[0, 9] = [0x38, 0x40, 0x30, 0x28]  # row 9: lanes 4*1 + 1 (thread-id 0) and 4*1 + 2 + 1 (thread-id 1)
+    r = bw.pack_scales(p, SA, "a")
+    assert r[0, 5] == r[0, 7] == 0x28304038 and np.count_nonzero(r) == 2
+    SB = np.zeros((1, 8, 4), np.uint32)
+    SB[0, 3, 1] = 0x40  # column 3: lanes 12..15, byte 1
+    r = bw.pack_scales(p, SB, "b")
+    assert list(r[0, 12:16]) == [0x4000] * 4 and np.count_nonzero(r) == 4
+    assert np.array_equal(bw.unpack_scales(p, bw.pack_scales(p, SA, "a"), "a", thread_id=1), SA)
+    with pytest.raises(ValueError, match=r"\(T, 16, 4\)"):
+        bw.pack_scales(p, SA[:, :, :2], "a")
+
+
+def test_emulated_pipeline_passes_and_a_wrong_layout_fails():
+    p = bw.path("mma.mxf4nvf4.block16.ue4m3")
+    good = bw.EmulatedBlockScale(p.preset())
+    assert bw.layout_check(p, device=good, tiles=1)["differ"] == 0
+
+    def swapped(path, ra, rb, rc, rsa, rsb):  # B's two registers exchanged: the second half of K misplaced
+        return good(path, ra, rb[:, :, ::-1].copy(), rc, rsa, rsb)
+
+    report = bw.layout_check(p, device=swapped, tiles=1)
+    assert report["differ"] > 0 and "tile 0" in report["first"]
+
+
+def test_emulated_registers_give_the_preset_on_random_rows():
+    """The data path of the hardware script without a GPU (rows -> tiles -> registers -> the preset read back
+    through the PTX layouts -> D's registers -> rows) gives the preset's bits."""
+    for name in ("mma.mxf4.block32", "mma.mxf8f6f4.block32.e2m1"):
+        t = bw.simulated_target(name)
+        ctx = sc.ScaledContext.of(t)
+        rows = sc.random_rows(ctx, 48, np.random.default_rng(2))
+        want = bw.preset_target(name)(*rows)
+        assert np.array_equal(bits(t(*rows)), bits(want))
+
+
+@pytest.mark.slow
+def test_probe_through_the_emulated_registers():
+    t = bw.simulated_target("mma.mxf4nvf4.block16.ue4m3")
+    f = sc.probe_scaled(t, verify=200)
+    assert f.model() == bf.device("RTX 5090").model("e2m1fn", "fp32", "mma.mxf4nvf4.block16.ue4m3")
