@@ -51,7 +51,8 @@ from .inputs import rows as _rows
 from .targets import BlackBox, TargetError
 
 __all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
-           "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows", "is_block_scaled"]
+           "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows", "is_block_scaled",
+           "disagreements"]
 
 NAN = float("nan")
 
@@ -336,10 +337,6 @@ def arrays(rows: Sequence[ScaledRow], ctx: ScaledContext) -> tuple[np.ndarray, .
 
 
 # --- the feature tests -----------------------------------------------------------------------------------
-def _largest(fmt: Format) -> float:
-    return fmt.max
-
-
 def _build_extremes(ctx: ScaledContext) -> list[ScaledRow]:
     """The scale format's largest and smallest values alone, against each other, with C, both signs."""
     B = ScaledBuilder(ctx)
@@ -457,11 +454,6 @@ def _build_rounding(ctx: ScaledContext) -> list[ScaledRow]:
             terms = {1 + i: s * math.ldexp(one, u - 3 + i) for i in range(4) if j >> i & 1}
             B.add(f"{'-' if s < 0 else ''}(1 + {j}/8 ulp) 2^{Y}", terms, s * one)
     return B.rows
-
-
-def _exact(r: ScaledRow, L: int) -> float:
-    """The exact sum of a row without specials, in float64 (the rows here hold it exactly)."""
-    return math.fsum(a * b * r.sa[i // L] * r.sb[i // L] for i, (a, b) in enumerate(zip(r.a, r.b))) + r.c
 
 
 def _read_rounding(ctx: ScaledContext, rows: list[ScaledRow], d: np.ndarray) -> dict[str, Any]:
@@ -631,6 +623,14 @@ def random_rows(ctx: ScaledContext, n: int, rng: np.random.Generator) -> tuple[n
     out = [np.concatenate([p[i] for p in parts])[:n] for i in range(5)]
     order = rng.permutation(len(out[2]))
     return tuple(x[order] for x in out)
+
+
+def disagreements(m1: Model, m2: Model, n: int = 4000, seed: int = 11, k: int | None = None) -> int:
+    """Random block-scaled rows (:func:`random_rows`, k the first Model's block width) on which two
+    block-scaled Models give different bits."""
+    ctx = ScaledContext.of(SimScaledTarget(m1, k))
+    rows = random_rows(ctx, n, np.random.default_rng(seed))
+    return int(np.sum(_sim(m1, *rows) != _sim(m2, *rows)))
 
 
 # --- inference -------------------------------------------------------------------------------------------
