@@ -84,6 +84,12 @@ def test_callable_target_and_errors():
         bad(np.zeros((1, 32)), np.zeros((1, 32)), np.zeros(1), np.ones((1, 1)), np.ones((1, 1)))
 
 
+def test_plain_probe_refuses_block_scaled_targets():
+    for spec in (MXF4, sc.SimScaledTarget(NVF4)):
+        with pytest.raises(ArgumentError, match="probe_scaled"):
+            bf.probe(spec, verify=100)
+
+
 def test_sim_jobs_split_block_scaled_presets():
     scaled = sim_jobs(scaled=True)
     assert scaled and all(m.family is Family.SCALED_FUSED for *_, m in scaled)

@@ -577,6 +577,12 @@ def target(spec: Any, input_format: Any = FP16, output_format: Any = FP32, *, k:
     format is fixed; a Model or a Target keeps its own formats and k (one passed must match); ``options``: only
     the keywords of :data:`OPTIONS` for the kind (torch: ``allow_tf32``, ``reduced_precision_reduction``)."""
     kind = kind_of(spec)
+    scaled = getattr(spec, "scale_block", None) is not None or \
+        (isinstance(spec, Model) and spec.family.name == "scaled-fused")
+    if scaled:  # a ScaledTarget (a callable of five arguments) or a block-scaled Model: rows need scales
+        raise ArgumentError("target", getattr(spec, "name", None) or spec, "is block-scaled: its rows need scales "
+                            "of A and B, which a dot-product target does not pass",
+                            fix="probe it with blockfma.probes.scaled.probe_scaled(target)")
     options = check_options(kind, options)
     k = check_k(k)
     if instruction is not None:
