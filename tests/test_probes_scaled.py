@@ -323,6 +323,7 @@ def test_emulated_registers_give_the_preset_on_random_rows():
     through the PTX layouts -> D's registers -> rows) gives the preset's bits."""
     for name in ("mma.mxf4.block32", "mma.mxf8f6f4.block32.e2m1"):
         t = bw.simulated_target(name)
+        t.CHUNK = 16  # several launches a call
         ctx = sc.ScaledContext.of(t)
         rows = sc.random_rows(ctx, 48, np.random.default_rng(2))
         want = bw.preset_target(name)(*rows)
