@@ -113,6 +113,23 @@ def test_place_block_is_exact(fmt, scale):
 
 
 # --- feature tests: readings against hand-written outputs ----------------------------------------------------
+@pytest.mark.parametrize("m", [MXF4, NVF4, MXF8], ids=["2 blocks", "4 blocks", "1 block"])
+def test_blocks_reading_names_each_positions_scale(m):
+    rows, d, reading = _run(m, "blocks")
+    assert reading["as stated"] and len(rows) == m.block_width
+    assert reading["scale block of each position"][:17] == [0] * 16 + [16 // m.option("scale_block")]
+
+
+def test_blocks_reading_shows_scales_in_the_wrong_blocks():
+    t = sc.SimScaledTarget(NVF4)
+    swapped = sc.CallableScaledTarget(lambda a, b, c, sa, sb: t(a, b, c, sa[:, ::-1], sb[:, ::-1]), 64,
+                                      t.formats, "ue4m3", 16)
+    ctx = sc.ScaledContext.of(swapped)
+    rows = sc.SCALED_TESTS["blocks"].build(ctx)
+    reading = sc.SCALED_TESTS["blocks"].read(ctx, rows, swapped(*sc.arrays(rows, ctx)))
+    assert not reading["as stated"] and reading["scale block of each position"][0] == 3
+
+
 def test_extremes_e8m0():
     rows, d, _ = _run(MXF4, "extremes")
     assert _out(rows, d, "1*1, scales max*max") == 0x7F800000  # 2^254: overflow, to +inf (overflow='inf')

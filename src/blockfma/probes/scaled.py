@@ -368,6 +368,27 @@ def _read_extremes(ctx: ScaledContext, rows: list[ScaledRow], d: np.ndarray) -> 
     return out
 
 
+def _build_blocks(ctx: ScaledContext) -> list[ScaledRow]:
+    """One product 1*1 at position p (each p), the scale of A's block j 2**(j+1): the output says which scale
+    block the unit applies to position p (a register layout or a block size other than stated shows)."""
+    B = ScaledBuilder(ctx)
+    scales = [math.ldexp(1.0, j + 1) for j in range(ctx.blocks)]
+    if not all(_is_scale(ctx.scale_format, x) for x in scales):
+        return []
+    for p in range(ctx.k):
+        B.raw(f"1*1 at {p}, scale of A's block j 2^(j+1)", {p: 1.0}, {p: 1.0}, scales, [1.0] * ctx.blocks)
+    return B.rows
+
+
+def _read_blocks(ctx: ScaledContext, rows: list[ScaledRow], d: np.ndarray) -> dict[str, Any]:
+    applied = []
+    for x in d:
+        v = float(x)
+        applied.append(int(math.log2(v)) - 1 if v > 0 and math.log2(v).is_integer() else None)
+    stated = [p // ctx.scale_block for p in range(len(applied))]
+    return {"scale block of each position": applied, "as stated": applied == stated}
+
+
 def _build_nan(ctx: ScaledContext) -> list[ScaledRow]:
     """A NaN scale (e8m0's 0xFF, ue4m3's 0x7F) of A or B, on a block of nonzero and of zero products."""
     B = ScaledBuilder(ctx)
@@ -568,6 +589,8 @@ class ScaledTest:
 SCALED_TESTS: dict[str, ScaledTest] = {t.id: t for t in [
     ScaledTest("extremes", "scales at their extremes (e8m0 2^-127, 2^127; ue4m3 448, 2^-9)", ("overflow",),
                _build_extremes, _read_extremes),
+    ScaledTest("blocks", "which scale block applies to each position (the stated scale_block)", ("scale_block",),
+               _build_blocks, _read_blocks),
     ScaledTest("nan", "a NaN scale: the result", ("nan",), _build_nan, _read_bits),
     ScaledTest("zero", "zero scales (ue4m3) and the sign of zero results", ("exact_zero", "rounded_zero"),
                _build_zero, _read_bits),
@@ -686,7 +709,7 @@ class ScaledFindings:
 class _Evidence:
     """Every row sent, by feature test (candidates are run on the small tests first: most fail there)."""
 
-    ORDER = ("nan", "zero", "extremes", "e_zero", "rounding", "group", "precision", "random")
+    ORDER = ("nan", "zero", "blocks", "extremes", "e_zero", "rounding", "group", "precision", "random")
 
     def __init__(self) -> None:
         self.parts: dict[str, list[tuple[np.ndarray, ...]]] = {}
@@ -766,7 +789,10 @@ def probe_scaled(target: Any, input_format: Any = None, output_format: Any = "fp
             i += n
         say(f"{', '.join(names)}: {len(rows)} rows")
 
-    run(["extremes", "nan", "zero", "precision"])
+    run(["blocks", "extremes", "nan", "zero", "precision"])
+    if readings.get("blocks", {}).get("as stated") is False:
+        say(f"the scales apply to other products than blocks of {ctx.scale_block}: "
+            f"{readings['blocks']['scale block of each position']}")
     F = readings["precision"]["bits kept below the largest term (F)"]
     ctx.known["F"] = F
     run(["rounding", "group", "e_zero"])
