@@ -218,8 +218,8 @@ def test_probe_rejects_a_black_box_outside_the_family():
             return np.float32(np.sum(a * b * s, axis=1) + c)
 
     found = sc.probe_scaled(f, "e2m1fn", k=64, scale_format="e8m0fnu", scale_block=32, verify=100, priors="none")
-    assert not found.verified
-    with pytest.raises(ProbeError):
+    assert not found.verified and "no scaled-fused Model" in found.verification["why"]
+    with pytest.raises(ProbeError, match="no block-scaled Model passed"):
         found.model()
 
 
