@@ -372,3 +372,24 @@ def test_probe_hardware_script_simulates_the_rtx_5090(tmp_path):
     (entry,) = doc["paths"]
     assert entry["layout_check"]["differ"] == 0 and entry["verified"]
     assert entry["rows_differing_from_preset"] == 0
+
+
+def test_probe_hardware_script_states_the_b200_gap(tmp_path):
+    """On an sm_100 GPU the block-scaled section measures nothing and says why in probe-blockscaled.json."""
+    import argparse
+    import importlib.util
+    import json
+    import time
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "probe_hardware", Path(__file__).resolve().parent.parent / "scripts" / "probe_hardware.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = argparse.Namespace(only=None, budget=60.0, simulate=None, scaled_verify=100)
+    said = []
+    script.block_scaled(args, tmp_path, 100, {"gpu": "B200"}, time.time(), said.append)
+    doc = json.loads((tmp_path / "probe-blockscaled.json").read_text())
+    assert doc["paths"] == [] and "tcgen05.mma.block_scale kernels" in doc["missing"] and said
+    script.block_scaled(args, tmp_path / "none", 90, {}, time.time(), said.append)  # an H100: no section, no file
+    assert not (tmp_path / "none").exists()
