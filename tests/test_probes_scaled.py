@@ -393,3 +393,53 @@ def test_probe_hardware_script_states_the_b200_gap(tmp_path):
     assert doc["paths"] == [] and "tcgen05.mma.block_scale kernels" in doc["missing"] and said
     script.block_scaled(args, tmp_path / "none", 90, {}, time.time(), said.append)  # an H100: no section, no file
     assert not (tmp_path / "none").exists()
+
+
+# --- an independent black box: MMA-Sim's block-scaled instructions -------------------------------------------
+def _mmasim_target(device, cfg):
+    """MMA-Sim (tests/test_mx_scaled.py's call of it) as a callable black box: 8 dot products an instruction,
+    on the diagonal of a 16 x 8 tile."""
+    mx = pytest.importorskip("test_mx_scaled", reason="needs MMA-Sim and torch (tests/test_mx_scaled.py)")
+    kind, fa, fb, block, fs = cfg
+    k = 64 if kind != "mxf8f6f4" else 32
+
+    def f(a, b, c, sa, sb):
+        out = np.zeros(len(c), np.uint32)
+        for s in range(0, len(c), 8):
+            n = min(8, len(c) - s)
+            i = np.arange(n)
+            A, B, C = np.zeros((16, k)), np.zeros((k, 8)), np.zeros((16, 8), np.float32)
+            SA, SB = np.ones((16, k // block)), np.ones((k // block, 8))
+            A[:n], B[:, :n], C[i, i] = a[s:s + n], b[s:s + n].T, c[s:s + n]
+            SA[:n], SB[:, :n] = sa[s:s + n], sb[s:s + n].T
+            out[s:s + n] = mx.mmasim_d(device, cfg, A, B, C, SA, SB)[i, i]
+        return out.view(np.float32)
+
+    return sc.CallableScaledTarget(f, k, Formats.of(fa, fb, "fp32", "fp32"), fs, block, name=f"mmasim:{kind}")
+
+
+def test_readings_of_mmasim():
+    """F, G and the rounding read from MMA-Sim's nvf4 instruction (the feature tests alone, no inference)."""
+    t = _mmasim_target("RTX 5090", ("mxf4nvf4", "e2m1fn", "e2m1fn", 16, "ue4m3"))
+    ctx = sc.ScaledContext.of(t)
+    read = {}
+    for test in ("precision", "group"):
+        rows = sc.SCALED_TESTS[test].build(ctx)
+        read[test] = sc.SCALED_TESTS[test].read(ctx, rows, t(*sc.arrays(rows, ctx)))
+        ctx.known["F"] = read["precision"]["bits kept below the largest term (F)"]
+    assert ctx.known["F"] == 35 and read["group"]["group size (G)"] == 16
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg, F, G", [
+    (("mxf4nvf4", "e2m1fn", "e2m1fn", 16, "ue4m3"), 35, 16),
+    (("mxf8f6f4", "e2m1fn", "e2m1fn", 32, "e8m0fnu"), 25, None),
+    (("mxf4", "e2m1fn", "e2m1fn", 32, "e8m0fnu"), 35, 16)])
+def test_probe_reads_mmasim(cfg, F, G):
+    """The probe of MMA-Sim's RTX 5090 instruction, an implementation of its own, reads MMA-Sim's parameters
+    (mmasim/arithmetic/fdpa.py: st_fdpa F = 25 for k = 32, gst_fdpa G = 16, F = 35 for k = 64; RZ; NaN scales
+    give 0x7FFFFFFF) without the presets, and the Model it infers gives MMA-Sim's bits on fresh rows."""
+    f = sc.probe_scaled(_mmasim_target("RTX 5090", cfg), verify=100, priors="none")
+    m = f.model()
+    assert (m.fraction_bits, m.option("scale_group"), m.output_rounding.name) == (F, G, "TowardZero")
+    assert all("0x7fffffff" in v for k, v in f.readings["nan"].items() if "scale" in k)

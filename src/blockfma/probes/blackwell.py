@@ -22,8 +22,8 @@ with block scaling", "Matrix fragments for mma.m16n8k32 / m16n8k64"), with ``g =
   and ``SFBLayout`` say and what public hardware probes of sm_120 report.)
 
 fp6 and fp4 elements of ``kind::mxf8f6f4`` travel in 8-bit containers; where in the byte is read from
-:data:`CONTAINER_SHIFT` (assumed: fp4 in bits 5..2, fp6 in bits 5..0, as the tcgen05 packing figures draw
-them): :func:`layout_check` tells on the GPU whether the layouts hold, with exact sums every Model agrees
+:data:`CONTAINER_SHIFT` (assumed: fp4 in bits 5..2, fp6 in bits 5..0, as MMA-Sim 2.1.1 takes its byte
+operands and the tcgen05 packing figures draw them; not measured on a GPU): :func:`layout_check` tells on the GPU whether the layouts hold, with exact sums every Model agrees
 on, before any probe.
 
 Not here: ``tcgen05.mma ... block_scale`` (B200, sm_100a), which needs Tensor Memory (``tcgen05.alloc``,
