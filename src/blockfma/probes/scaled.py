@@ -7,6 +7,8 @@ products, ``sa`` and ``sb`` of shape ``(n, k // scale_block)`` holding values of
 states them; the probe infers the arithmetic:
 
 =============  ==============================================================================================
+``blocks``     which scale block applies to each position (the scale of A's block j 2**(j+1), one unit
+               product at a time): a layout or block size other than the stated one shows here first
 ``extremes``   scales at their ends (e8m0 2**-127 and 2**127, ue4m3 448 and 2**-9): exact, overflow, underflow
 ``nan``        a NaN scale (e8m0 0xFF, ue4m3 0x7F): the result's bits (NaN style)
 ``zero``       a zero scale (ue4m3 only; e8m0 has no zero): whether its products vanish, signs of zero
@@ -16,6 +18,8 @@ states them; the probe infers the arithmetic:
 ``group``      the group size G (F known): two terms of half a quantum 2**(Y - F - 1) at positions 0 and j of
                one scale block; they survive the cut together exactly while an exact group sum holds both,
                so the first j where they do not is G (none at j = 1: each product alone)
+``e_zero``     C alone (every product zero), all its bits set: cut where the zero terms' exponent lies F bits
+               or more above its ulp (through fp32 this shows only above F - 149; below, a bound)
 =============  ==============================================================================================
 
 Each reading gives a few values per parameter; the Models built from their combinations are run on every
@@ -23,9 +27,9 @@ row the target answered (the exact reference, :func:`blockfma.reference.scaled_f
 reproduce all of them are separated on random rows, and the one left is verified on ``verify`` fresh random
 rows (scales drawn over the scale format, cancelling rows with equal scales on both halves).  With
 ``priors="presets"`` a preset of the same formats, k and scales that reproduces everything is reported
-itself.  What the fp32 output cannot show is said in the readings: ``e_zero`` (zero terms' exponent: below
-every fp32 bit for F <= 40, so it is set to the preset's, or under every term with ``priors="none"``), and
-overflow where no scaled product reaches it (ue4m3 scales)."""
+itself.  What the fp32 output cannot show is said in the readings: ``e_zero`` below its bound (set to the
+preset's, or under every term with ``priors="none"``), and under ``readings["unresolved"]`` every parameter
+the surviving Models still differ in (e.g. the overflow of ue4m3 targets, whose products never reach it)."""
 
 from __future__ import annotations
 
