@@ -90,6 +90,16 @@ def test_plain_probe_refuses_block_scaled_targets():
             bf.probe(spec, verify=100)
 
 
+def test_probe_scaled_arguments_are_checked():
+    for kw, match in (({"verify": 5}, "verify"), ({"priors": "some"}, "priors"), ({"seed": -1}, "seed")):
+        with pytest.raises(ArgumentError, match=match):
+            sc.probe_scaled(MXF4, **kw)
+    with pytest.raises(ArgumentError, match="names no block-scaled instruction"):
+        sc.probe_scaled("sim:B200", "e2m1fn")
+    with pytest.raises(TypeError):
+        sc.probe_scaled(MXF4, scale_blok=16)
+
+
 def test_sim_jobs_split_block_scaled_presets():
     scaled = sim_jobs(scaled=True)
     assert scaled and all(m.family is Family.SCALED_FUSED for *_, m in scaled)

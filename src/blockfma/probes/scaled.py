@@ -769,13 +769,19 @@ def _nan_style(u: int | None, fmt: Format) -> list[NaNStyle]:
 
 def probe_scaled(target: Any, input_format: Any = None, output_format: Any = "fp32", *, k: int | None = None,
                  verify: int = 2000, priors: str = "presets", seed: int = 0,
-                 progress: Callable[[str], None] | None = None, **target_options: Any) -> ScaledFindings:
+                 progress: Callable[[str], None] | None = None, instruction: str | None = None,
+                 scale_format: Any = None, scale_block: int | None = None) -> ScaledFindings:
     """Measure a block-scaled target through its outputs and infer its ``scaled-fused`` Model, verified on
-    ``verify`` random rows (see the module docstring).  ``target``: what :func:`scaled_target` takes."""
+    ``verify`` random rows (10 to 10**6; the exact reference checks about 500 a second), see the module
+    docstring.  ``target`` and the formats, ``k``, ``instruction``, ``scale_format``, ``scale_block``: what
+    :func:`scaled_target` takes; ``priors``: ``"presets"`` (a preset that fits is reported itself) or
+    ``"none"``; ``seed``: of the random rows; ``progress``: a function of one string."""
     t0 = time.perf_counter()
     priors = choice("priors", priors, ("presets", "none"))
     verify = integer("verify", verify, least=10, most=1_000_000)
-    t = scaled_target(target, input_format, output_format, k=k, **target_options)
+    seed = integer("seed", seed, least=0)
+    t = scaled_target(target, input_format, output_format, k=k, instruction=instruction, scale_format=scale_format,
+                      scale_block=scale_block)
     ctx = ScaledContext.of(t)
     say = progress or (lambda s: None)
     ev = _Evidence()
