@@ -263,7 +263,7 @@ def test_cli_probe(tmp_path, capsys):
 def test_every_preset_recovered(priors):
     """Every hardware preset and format pair (tf32 read from fp32 registers aside), k = its instruction's."""
     failures = []
-    jobs = sim_jobs()
+    jobs = sim_jobs(scaled=False)  # the block-scaled presets take scales: tests/test_probes_scaled.py
     assert len(jobs) >= 100
     for spec, inp, out, m in jobs:
         try:
@@ -277,11 +277,14 @@ def test_every_preset_recovered(priors):
 
 
 def test_probe_bases_offer_no_block_scaled_preset():
-    """A probe target passes no scales yet, so the search never starts from a block-scaled preset (which
-    would need them), while the unscaled kind::f8f6f4 preset of the same formats stays a prior."""
+    """A dot-product target passes no scales, so the search never starts from a block-scaled preset (which
+    would need them: blockfma.probes.scaled probes those), while the unscaled kind::f8f6f4 preset of the
+    same formats stays a prior; a block-scaled preset as a plain target is refused, naming probe_scaled."""
     from blockfma.probes import infer
 
     e2m1, fp32 = bf.formats.get("e2m1fn"), bf.formats.get("fp32")
     presets, generic = infer.bases(Formats(e2m1, e2m1, fp32, fp32), 64, "presets")
     assert presets and all(m.family is not Family.SCALED_FUSED for m in presets + generic)
     assert any(m.family is Family.TRUNCATED_FUSED for m in presets)
+    with pytest.raises(bf.arguments.ArgumentError, match="probe_scaled"):
+        probe("sim:B200:tcgen05.mxf4.block32", "e2m1fn", "fp32", verify=100)

@@ -8,7 +8,11 @@ describes the device) -> :mod:`~blockfma.probes.features`
 cases) -> :mod:`~blockfma.probes.infer` (candidate Models narrowed stage by stage, separated by simulated
 inputs, verified on random and adversarial rows) -> :mod:`~blockfma.probes.findings` (the feature-table row,
 the verified Model, a device record).  :mod:`~blockfma.probes.order` infers the summation tree of a whole
-GEMM over K (FPRev's method), e.g. what ``torch.matmul`` does with split-K.
+GEMM over K (FPRev's method), e.g. what ``torch.matmul`` does with split-K.  Block-scaled units (B200
+``tcgen05`` and RTX 5090 ``mma`` mxf8f6f4, mxf4, mxf4nvf4 kinds) take scales with their rows:
+:mod:`~blockfma.probes.scaled` (a target that takes scales, the feature tests of the scale path, the
+inference of a ``scaled-fused`` Model) and :mod:`~blockfma.probes.blackwell` (the sm_120a ``mma.sync
+... block_scale`` kernels and their register layouts).
 
     >>> import blockfma as bf
     >>> f = bf.probe("sim:V100", "fp16", "fp32", verify=500)

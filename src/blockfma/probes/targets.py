@@ -429,11 +429,13 @@ def _device_k(dev: Device, model: Model, instruction: str | None) -> int | None:
     return ks.get(model.input_name) or ks.get(model.input_format.name)
 
 
-def sim_jobs(devices: Any = None) -> list[tuple[str, Any, str, Model]]:
+def sim_jobs(devices: Any = None, scaled: bool | None = None) -> list[tuple[str, Any, str, Model]]:
     """(target spec, input format, output format, preset Model) for every instruction and format pair of
     the given presets (default: every hardware preset but the variants).  Pairs that read wider registers
     (tf32 from binary32, ``input_rounding``) are left out: a probe sends values of the input format.
-    Mixed inputs come as (A's format, B's format)."""
+    Mixed inputs come as (A's format, B's format).  ``scaled``: None keeps every model, False leaves the
+    block-scaled ones out (they take scales: :func:`blockfma.probes.scaled.probe_scaled` probes them), True
+    keeps only those."""
     from ..devices import devices as _devices
 
     devs = [d for d in _devices() if d.vendor != "reference" and not d.variant_of] if devices is None else \
@@ -442,7 +444,8 @@ def sim_jobs(devices: Any = None) -> list[tuple[str, Any, str, Model]]:
     for dev in devs:
         for ins in dev.instructions:
             for (inp, out), m in ins.models.items():
-                if m.input_rounding is None:
+                block_scaled = m.family.name == "scaled-fused"
+                if m.input_rounding is None and (scaled is None or scaled == block_scaled):
                     fa, fb = _formats.pair(inp)
                     jobs.append((f"sim:{dev.name}:{ins.name}", inp if fa == fb else (fa.name, fb.name), out, m))
     return jobs
@@ -574,6 +577,12 @@ def target(spec: Any, input_format: Any = FP16, output_format: Any = FP32, *, k:
     format is fixed; a Model or a Target keeps its own formats and k (one passed must match); ``options``: only
     the keywords of :data:`OPTIONS` for the kind (torch: ``allow_tf32``, ``reduced_precision_reduction``)."""
     kind = kind_of(spec)
+    scaled = getattr(spec, "scale_block", None) is not None or \
+        (isinstance(spec, Model) and spec.family.name == "scaled-fused")
+    if scaled:  # a ScaledTarget (a callable of five arguments) or a block-scaled Model: rows need scales
+        raise ArgumentError("target", getattr(spec, "name", None) or spec, "is block-scaled: its rows need scales "
+                            "of A and B, which a dot-product target does not pass",
+                            fix="probe it with blockfma.probes.scaled.probe_scaled(target)")
     options = check_options(kind, options)
     k = check_k(k)
     if instruction is not None:
@@ -676,6 +685,10 @@ def _sim_target(spec: str, name: str, pair: tuple[Any, Any], d: Any, k: int | No
             raise ArgumentError("instruction", ins, str(exc)) from None
         arg, value = ("output_format", d.name) if takes_input else ("input_format", _formats.pair_name(*pair))
         raise ArgumentError(arg, value, str(exc)) from None
+    if model.family.name == "scaled-fused":
+        raise ArgumentError("target", spec, f"is block-scaled ({model.summary()}): its rows need scales of A and B, "
+                            "which this target does not pass", fix="probe it with blockfma.probes.scaled.probe_scaled"
+                            f"({spec!r}, {_formats.pair_name(*pair)!r}, {d.name!r})")
     kk = k or _device_k(dev, model, ins) or default_k(model)
     return SimTarget(model, kk, name=f"sim:{dev.name}" + (f":{ins}" if ins else ""), c_format=c_format)
 
