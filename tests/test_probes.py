@@ -149,9 +149,9 @@ def test_feature_rows_keep_the_sign_of_zero_whatever_was_asked_first():
     back as +0 (the zero-sign tests then never showed -0).  Asked in either order, each keeps its sign."""
     fnuz, fp16 = Formats.of("e4m3fnuz", "e4m3fnuz", "fp32", "fp32"), Formats.of("fp16", "fp16", "fp32", "fp32")
     for f in (fnuz, fp16):
-        assert features._holds(f.a, 0.0) and features._product(f, 0.0) == (0.0, 1.0)
-    assert not features._holds(fnuz.a, -0.0) and features._product(fnuz, -0.0) is None
-    a, _ = features._product(fp16, -0.0)
+        assert features.holds(f.a, 0.0) and features.product_of(f, 0.0) == (0.0, 1.0)
+    assert not features.holds(fnuz.a, -0.0) and features.product_of(fnuz, -0.0) is None
+    a, _ = features.product_of(fp16, -0.0)
     assert a == 0 and np.signbit(a)
     for fmts in (("e4m3fnuz", "e4m3fnuz", "fp32", "fp32"), ("e5m2fnuz", "e4m3fnuz", "fp32", "fp32")):
         f = Formats.of(*fmts)

@@ -326,7 +326,8 @@ def _probe_jobs(args: argparse.Namespace) -> list[tuple[str, Any, str, str | Non
         from .probes.targets import sim_jobs
 
         devs = [spec.split(":", 1)[1]] if ":" in spec else None
-        return [(s, inp, out, None) for s, inp, out, _ in sim_jobs(devs)]
+        # the block-scaled instructions take scales: probes.scaled.probe_scaled probes them, not --all
+        return [(s, inp, out, None) for s, inp, out, _ in sim_jobs(devs, scaled=False)]
     if kind == "cuda":
         from .probes import cuda
 

@@ -336,7 +336,8 @@ def _check_scale_group(x: Any) -> str | None:
 
 
 def _no_base(a: Format, b: Format, d: Format, k: int) -> Model | None:
-    """No start for the probe search: its targets take no scales yet (issue 23 leaves the probes for later)."""
+    """No start for the plain probe search: block-scaled models take scales, which its targets do not send
+    (:func:`blockfma.probes.scaled.probe_scaled` infers them, with feature tests of the scale path)."""
     return None
 
 

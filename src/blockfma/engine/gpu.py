@@ -231,7 +231,7 @@ def scaled(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.nd
     """float64 D (batch, m, n) of a block-scaled model (within :func:`blockfma.engine.scaled.supports`):
     A (batch, m, k), Bt (batch, n, k) (B transposed), C (batch, m, n), values checked and flushed; the
     scales of every product SA (batch, m, kp), SBt (batch, n, kp), kp the plan's padded k (padding: 1)."""
-    torch = _torch()
+    _torch()  # torch missing: the one-line install hint, before anything else
     dev = torch_device(backend)
     p = plan(model, A.shape[-1])
     n = Bt.shape[1]

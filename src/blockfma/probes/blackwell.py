@@ -292,16 +292,16 @@ def kernel_source(p: str | BlockScalePath) -> str:
 
 @lru_cache(maxsize=None)
 def _compiled(name: str) -> Any:
-    cp = _cuda._cupy()
+    cp = _cuda.cupy_module()
     p = path(name)
-    mod = cp.RawModule(path=_cuda._nvcc_cubin(kernel_source(p), "sm_120a"))
+    mod = cp.RawModule(path=_cuda.nvcc_cubin(kernel_source(p), "sm_120a"))
     return mod.get_function(_kernel_name(p))
 
 
 def launch(p: BlockScalePath, ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, rsa: np.ndarray, rsb: np.ndarray
            ) -> np.ndarray:
     """The instruction on this GPU over T tiles of packed registers; D's registers (T, 32, 4) uint32."""
-    cp = _cuda._cupy()
+    cp = _cuda.cupy_module()
     cc = _cuda.compute_capability()
     if not p.runs_on(cc):
         raise ValueError(f"{p.name} is sm_120a code (RTX 50xx, compute capability 12.0); this GPU is sm_{cc}")

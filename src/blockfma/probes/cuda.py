@@ -421,14 +421,14 @@ def kernel_source(p: str | Path) -> str:
 
 
 # --- running ---------------------------------------------------------------------------------------------
-def _cupy() -> Any:
+def cupy_module() -> Any:
     return require("cupy", extra="cuda", needed_by="blockfma.probes.cuda", what="CuPy and an NVIDIA GPU")
 
 
 def available() -> bool:
     """Whether CuPy imports and sees a CUDA GPU."""
     try:
-        cp = _cupy()
+        cp = cupy_module()
         return cp.cuda.runtime.getDeviceCount() > 0
     except Exception:
         return False
@@ -436,16 +436,16 @@ def available() -> bool:
 
 def compute_capability() -> int:
     """The current GPU's compute capability times ten (90 for an H100)."""
-    cp = _cupy()
+    cp = cupy_module()
     return int(cp.cuda.Device().compute_capability)
 
 
 @lru_cache(maxsize=None)
 def _compiled(name: str, arch: int) -> tuple[Any, tuple[Any, ...]]:
-    cp = _cupy()
+    cp = cupy_module()
     p = path(name)
     if isinstance(p, WgmmaPath):  # sm_90a: CuPy's NVRTC call names the plain sm_90, so nvcc builds the cubin
-        mod = cp.RawModule(path=_nvcc_cubin(kernel_source(p), "sm_90a"))
+        mod = cp.RawModule(path=nvcc_cubin(kernel_source(p), "sm_90a"))
         acc = accumulator_map(p)
         offsets = (acc[..., 0] * p.n + acc[..., 1]).ravel().astype(np.int32)  # into the tile's D, row-major
         return mod.get_function(_kernel_name(p)), (cp.asarray(offsets),)
@@ -478,7 +478,7 @@ def _nvcc(source: str, arch: str, out: str, flag: str) -> None:
 _BUILD: list[Any] = []  # the temporary folder of this process's cubins (removed at exit)
 
 
-def _nvcc_cubin(source: str, arch: str) -> str:
+def nvcc_cubin(source: str, arch: str) -> str:
     """A cubin of ``source`` for ``arch`` in a folder that lives as long as the process."""
     import hashlib
     import os
@@ -515,7 +515,7 @@ def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarr
     Returns D (T, M, N) in the output format's numpy dtype.
     """
     p = path(p)
-    cp = _cupy()
+    cp = cupy_module()
     arch = compute_capability()
     if not p.runs_on(arch):
         need = "sm_90a, i.e. compute capability 9.0 exactly" if isinstance(p, WgmmaPath) else f"sm_{p.sm} or later"

@@ -59,7 +59,7 @@ class Builder:
 
     def product(self, value: float) -> tuple[float, float] | None:
         """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible."""
-        return _product(self.ctx.formats, value)
+        return product_of(self.ctx.formats, value)
 
     def add(self, label: str, terms: dict[int, float] | Sequence[float], c: float = 0.0) -> bool:
         """A row whose products at the given positions equal ``terms`` (the rest 0) and whose C is ``c``."""
@@ -73,7 +73,7 @@ class Builder:
             if ab is None:
                 return False
             a[pos], b[pos] = ab
-        if not _holds(self.ctx.formats.c, c):
+        if not holds(self.ctx.formats.c, c):
             return False
         self.rows.append(Row(label, tuple(a), tuple(b), c))
         return True
@@ -89,13 +89,13 @@ class Builder:
             aa[pos] = v
         for pos, v in b.items():
             bb[pos] = v
-        if not (all(_holds(f.a, v) for v in aa) and all(_holds(f.b, v) for v in bb) and _holds(f.c, c)):
+        if not (all(holds(f.a, v) for v in aa) and all(holds(f.b, v) for v in bb) and holds(f.c, c)):
             return False
         self.rows.append(Row(label, tuple(aa), tuple(bb), c))
         return True
 
 
-def _holds(fmt: Format, x: float) -> bool:
+def holds(fmt: Format, x: float) -> bool:
     """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`); a NaN
     always, -0 only where the format has a negative zero (a builder must not place one where the unit cannot
     receive it).  Zeros and NaNs are answered here, not from the cache: a cache key does not tell -0 from +0
@@ -109,15 +109,15 @@ def _holds(fmt: Format, x: float) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def _holds_nonzero(fmt: Format, x: float) -> bool:
-    """:func:`_holds` for a nonzero float, cached: the builders ask about the same powers of two over and over."""
+    """:func:`holds` for a nonzero float, cached: the builders ask about the same powers of two over and over."""
     return bool(_formats.is_representable(fmt, np.float64(x)))
 
 
-def _product(f: Formats, value: float) -> tuple[float, float] | None:
+def product_of(f: Formats, value: float) -> tuple[float, float] | None:
     """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible.  A zero (of
-    either sign) or a non-finite value is value * 1, answered outside the cache (see :func:`_holds`)."""
+    either sign) or a non-finite value is value * 1, answered outside the cache (see :func:`holds`)."""
     if value == 0 or not math.isfinite(value):
-        return (value, 1.0) if _holds(f.a, value) else None
+        return (value, 1.0) if holds(f.a, value) else None
     return _product_nonzero(f, value)
 
 
@@ -130,7 +130,7 @@ def _product_nonzero(f: Formats, value: float) -> tuple[float, float] | None:
     for eb in range(max(f.b.emin - f.b.fraction_bits, ex - a_hi), min(f.b.emax, ex - a_lo) + 1):
         a = math.copysign(math.ldexp(sig, ex - eb), value)
         b = math.ldexp(1.0, eb)
-        if _holds(f.a, a) and _holds(f.b, b):
+        if holds(f.a, a) and holds(f.b, b):
             normal = abs(a) >= f.a.smallest_normal and b >= f.b.smallest_normal
             score = (normal, -abs((ex - eb) - eb))
             if best is None or score > best[0]:
@@ -326,9 +326,9 @@ def _products(f: Formats) -> tuple[float, ...]:
         t = fmt.fraction_bits
         lo = fmt.emin - (t if fmt.subnormals else 0)
         cands = {math.ldexp(m, e - t) for e in range(lo, fmt.emax + 1) for m in range(1, 1 << (t + 1))}
-        return {v for v in cands if _holds(fmt, v)}
-    # those the Builder can place (:func:`_product`: one factor a power of two)
-    return tuple(sorted({v for v in {a * b for a in values(f.a) for b in values(f.b)} if _product(f, v)},
+        return {v for v in cands if holds(fmt, v)}
+    # those the Builder can place (:func:`product_of`: one factor a power of two)
+    return tuple(sorted({v for v in {a * b for a in values(f.a) for b in values(f.b)} if product_of(f, v)},
                         reverse=True))
 
 

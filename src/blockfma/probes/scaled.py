@@ -49,7 +49,7 @@ from ..engine import dot
 from ..formats import Format, RoundingMode, bits
 from ..literals import bits_hex, hex_float
 from ..model import Family, Model, NaNStyle
-from .features import _holds, _product
+from .features import holds, product_of
 from .inputs import Formats
 from .inputs import rows as _rows
 from .targets import BlackBox, TargetError
@@ -248,7 +248,7 @@ class ScaledContext:
 def _scale_exponents(fs: Format) -> tuple[int, ...]:
     """The exponents e with 2**e a value of the scale format (e8m0: -127..127; ue4m3: -9..8)."""
     lo = fs.emin - (fs.fraction_bits if fs.subnormals else 0)
-    return tuple(e for e in range(lo, fs.emax + 1) if _holds(fs, math.ldexp(1.0, e)))
+    return tuple(e for e in range(lo, fs.emax + 1) if holds(fs, math.ldexp(1.0, e)))
 
 
 def _split(fs: Format, S: int) -> tuple[float, float] | None:
@@ -265,14 +265,14 @@ def place_block(f: Formats, fs: Format, values: Sequence[float]) -> tuple[list[t
     products as near 1 as the formats allow; None where no power-of-two scale fits them all."""
     nz = [v for v in values if v != 0]
     if not nz:
-        return [(_product(f, v) or (0.0, 1.0)) for v in values], 1.0, 1.0
+        return [(product_of(f, v) or (0.0, 1.0)) for v in values], 1.0, 1.0
     e0 = math.frexp(abs(nz[0]))[1] - 1
     es = _scale_exponents(fs)
     for S in sorted(range(2 * es[0], 2 * es[-1] + 1), key=lambda S: (abs(e0 - S), S)):
         pair = _split(fs, S)
         if pair is None:
             continue
-        elems = [_product(f, math.ldexp(v, -S)) if v != 0 else _product(f, v) for v in values]
+        elems = [product_of(f, math.ldexp(v, -S)) if v != 0 else product_of(f, v) for v in values]
         if all(e is not None for e in elems):
             return elems, pair[0], pair[1]  # type: ignore[return-value]
     return None
@@ -289,7 +289,7 @@ class ScaledBuilder:
         """A row whose scaled products at the given positions equal ``terms`` (the rest +0 with scale 1)."""
         ctx = self.ctx
         L = ctx.scale_block
-        if any(p >= ctx.k for p in terms) or not _holds(ctx.formats.c, c):
+        if any(p >= ctx.k for p in terms) or not holds(ctx.formats.c, c):
             return False
         a, b = [0.0] * ctx.k, [0.0] * ctx.k
         sa, sb = [1.0] * ctx.blocks, [1.0] * ctx.blocks
@@ -320,7 +320,7 @@ class ScaledBuilder:
             bb[p] = v
         sa = list(sa) + [1.0] * (ctx.blocks - len(sa))
         sb = list(sb) + [1.0] * (ctx.blocks - len(sb))
-        if not (all(_holds(f.a, v) for v in aa) and all(_holds(f.b, v) for v in bb) and _holds(f.c, c)
+        if not (all(holds(f.a, v) for v in aa) and all(holds(f.b, v) for v in bb) and holds(f.c, c)
                 and all(_is_scale(ctx.scale_format, s) for s in sa + sb)):
             return False
         self.rows.append(ScaledRow(label, tuple(aa), tuple(bb), c, tuple(sa), tuple(sb)))
@@ -417,7 +417,7 @@ def _build_zero(ctx: ScaledContext) -> list[ScaledRow]:
     """Zero scales (ue4m3 holds 0; e8m0 has no zero) and zero results: the sign of exact and rounded zeros."""
     B = ScaledBuilder(ctx)
     f = ctx.formats
-    if bool(_formats.is_representable(ctx.scale_format, 0.0)):  # (_holds takes every +0)
+    if bool(_formats.is_representable(ctx.scale_format, 0.0)):  # (holds takes every +0)
         for s in (1.0, -1.0):
             B.raw(f"scale of A 0, {s:+.0f}*1, C=1", {0: s}, {0: 1.0}, [0.0], [1.0], 1.0)
             B.raw(f"scale of B 0, amax*bmax, C={s:+.0f}", {0: f.a.max}, {0: f.b.max}, [1.0], [0.0], s)
@@ -441,7 +441,7 @@ def _least_term_exponent(ctx: ScaledContext) -> int:
     """The exponent of the smallest power of two a scaled product reaches (smallest scales, smallest product
     the Builder can place)."""
     es = _scale_exponents(ctx.scale_format)
-    return 2 * es[0] + min(e for e in range(-40, 40) if _product(ctx.formats, math.ldexp(1.0, e)))
+    return 2 * es[0] + min(e for e in range(-40, 40) if product_of(ctx.formats, math.ldexp(1.0, e)))
 
 
 def _build_precision(ctx: ScaledContext) -> list[ScaledRow]:
