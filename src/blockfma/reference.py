@@ -19,7 +19,7 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from .formats import Format, RoundingMode
 from .model import Alignment, Model, NaNStyle
@@ -28,7 +28,7 @@ from .plan import Index, Plan, pad, plan, run, take
 __all__ = ["round_exact", "dot", "dot_bits", "exponent", "to_fraction", "cut", "encode", "largest_finite",
            "binary64_bits", "from_binary64_bits", "truncated_fused_block", "exact_fused_block", "pairwise_block",
            "late_c_block", "scaled_fused_block", "fma_chain_block", "amx_block", "bfdot_block", "special_result",
-           "product", "term", "round_result", "Term"]
+           "product", "term", "round_result", "Term", "product_scales"]
 
 NAN = math.nan
 INF = math.inf
@@ -600,7 +600,7 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number,
     a_values = [_value_of(model.input_format, x, f"a[{i}]") for i, x in enumerate(a)]
     b_values = [_value_of(model.b_format, x, f"b[{i}]") for i, x in enumerate(b)]
     d = _value_of(model.c_format, c, "c")
-    scales = _scales(model, len(a_values), scale_a, scale_b)
+    scales = product_scales(model, len(a_values), scale_a, scale_b)
     if not a_values:  # an empty dot product is C as given
         return d
     p = plan(model, len(a_values))
@@ -612,14 +612,19 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number,
     return run(p, _Exact(p, a_values, b_values, scales), _flush_input(m, m.c_format, d))
 
 
-def _scales(model: Model, k: int, scale_a: Sequence[Number] | None,
-            scale_b: Sequence[Number] | None) -> tuple[list[float], list[float]] | None:
-    """The scales of each of the k products (block-scaled models), checked; None for other models."""
+def product_scales(model: Model, k: int, scale_a: Sequence[Any] | None, scale_b: Sequence[Any] | None,
+                   decode: Callable[[Format, Any, str], Any] | None = None) -> tuple[list[Any], list[Any]] | None:
+    """The scales of each of the k products of a block-scaled model (product i takes scale i // scale_block),
+    ``scale_a`` and ``scale_b`` checked for count and each decoded by ``decode(scale_format, x, name)``
+    (default: as a float, checked to be a scale of the format); None for other models, which take none.
+    The SMT encoder passes its own ``decode`` (bit-vector codes): one place for the rule of which product
+    takes which scale."""
     if model.family.name != "scaled-fused":
         if scale_a is not None or scale_b is not None:
             raise ValueError(f"scale_a and scale_b are for block-scaled models; {model.family.name} takes none")
         return None
     block, fs = model.option("scale_block"), _scale_format(model)
+    decode = _scale_of if decode is None else decode
     if k % block:
         raise ValueError(f"k = {k} must be a multiple of the scale block {block}")
     out = []
@@ -627,7 +632,7 @@ def _scales(model: Model, k: int, scale_a: Sequence[Number] | None,
         if given is None or len(given) != k // block:
             raise ValueError(f"{name} must hold {k // block} scales (one per {block} products of k = {k}), "
                              f"not {None if given is None else len(given)}")
-        values = [_scale_of(fs, x, f"{name}[{j}]") for j, x in enumerate(given)]
+        values = [decode(fs, x, f"{name}[{j}]") for j, x in enumerate(given)]
         out.append([values[i // block] for i in range(k)])
     return out[0], out[1]
 

@@ -187,8 +187,10 @@ def _build_specials(ctx: Context) -> list[Row]:
     return B.rows
 
 
-def _read_specials(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, str]:
-    return {r.label: f"{hex_float(x)} ({bits_hex(x, ctx.formats.d)})" for r, x in zip(rows, d)}
+def read_bits(ctx: Any, rows: list[Any], d: np.ndarray) -> dict[str, str]:
+    """Each row's label -> its result as a hex float and its bit pattern in the output format (the reading
+    of the feature tests whose answer is the bits themselves: specials, NaN scales, zeros)."""
+    return {r.label: f"{hex_float(float(x))} ({bits_hex(x, ctx.formats.d)})" for r, x in zip(rows, d)}
 
 
 def _build_zeros(ctx: Context) -> list[Row]:
@@ -531,7 +533,7 @@ FEATURE_TESTS: dict[str, FeatureTest] = {t.id: t for t in [
     FeatureTest("products", "exact products (T_prod)", "Fasi et al. 2021 sec. 4; FTTN T_prod",
                 ("fraction_bits",), _build_products, _read_products),
     FeatureTest("specials", "NaN and infinity results, overflow", "IEEE 754; H100 record (data/hardware)",
-                ("nan", "overflow"), _build_specials, _read_specials),
+                ("nan", "overflow"), _build_specials, read_bits),
     FeatureTest("zeros", "sign of zero results (exact and rounded)", "IEEE 754 sec. 6.3; H100 record",
                 ("exact_zero", "rounded_zero"), _build_zeros, _read_signs),
     FeatureTest("subnormals", "subnormal inputs, C and outputs (T_si_no, T_ni_so, T_sa)",

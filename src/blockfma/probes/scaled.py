@@ -47,9 +47,9 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, choice, integer
 from ..engine import dot
 from ..formats import Format, RoundingMode, bits
-from ..literals import bits_hex, hex_float
+from ..literals import hex_float
 from ..model import Family, Model, NaNStyle
-from .features import holds, product_of
+from .features import holds, product_of, read_bits
 from .inputs import Formats
 from .inputs import rows as _rows
 from .targets import BlackBox, TargetError
@@ -409,10 +409,6 @@ def _build_nan(ctx: ScaledContext) -> list[ScaledRow]:
     return B.rows
 
 
-def _read_bits(ctx: ScaledContext, rows: list[ScaledRow], d: np.ndarray) -> dict[str, str]:
-    return {r.label: f"{hex_float(float(x))} ({bits_hex(x, ctx.formats.d)})" for r, x in zip(rows, d)}
-
-
 def _build_zero(ctx: ScaledContext) -> list[ScaledRow]:
     """Zero scales (ue4m3 holds 0; e8m0 has no zero) and zero results: the sign of exact and rounded zeros."""
     B = ScaledBuilder(ctx)
@@ -600,9 +596,9 @@ SCALED_TESTS: dict[str, ScaledTest] = {t.id: t for t in [
                _build_extremes, _read_extremes),
     ScaledTest("blocks", "which scale block applies to each position (the stated scale_block)", ("scale_block",),
                _build_blocks, _read_blocks),
-    ScaledTest("nan", "a NaN scale: the result", ("nan",), _build_nan, _read_bits),
+    ScaledTest("nan", "a NaN scale: the result", ("nan",), _build_nan, read_bits),
     ScaledTest("zero", "zero scales (ue4m3) and the sign of zero results", ("exact_zero", "rounded_zero"),
-               _build_zero, _read_bits),
+               _build_zero, read_bits),
     ScaledTest("precision", "accumulator width F under scaling", ("fraction_bits",), _build_precision,
                _read_precision),
     ScaledTest("rounding", "rounding of the final result (read with F)", ("output_rounding",), _build_rounding,

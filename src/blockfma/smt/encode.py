@@ -35,6 +35,7 @@ from ..formats import encode as encode_value
 from ..family import Family
 from ..model import Alignment, Model, NaNStyle
 from ..plan import Index, Plan, pad, plan, run, take
+from ..reference import product_scales
 from .bv import EW, conj, disj, exponent, maximum, msb, normalize, resize, sar, shl, shr, sresize
 
 __all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars", "scale_vars",
@@ -651,7 +652,8 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
     if len(a) != len(b):
         raise ValueError(f"a and b must have the same length, not {len(a)} and {len(b)}")
     k = len(a)
-    scales = _scales(model, k, scale_a, scale_b)
+    # which product takes which scale, and the count checks: the reference's rule; here codes decoded
+    scales = product_scales(model, k, scale_a, scale_b, decode=lambda fs, x, name: decode(fs, x))
     fa, fb, fc = model.input_format, model.b_format, model.c_format
     xs = [decode(fa, x) for x in a]
     ys = [decode(fb, y) for y in b]
@@ -671,27 +673,6 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
         scales = (pad(scales[0], p.padded, one), pad(scales[1], p.padded, one))
     d = run(p, _Formula(p, xs, ys, scales), _flush(arith, d))
     return encode_bits(fc, d, model.nan)
-
-
-def _scales(model: Model, k: int, scale_a: Sequence[z3.BitVecRef] | None, scale_b: Sequence[z3.BitVecRef] | None
-            ) -> tuple[list[Sym], list[Sym]] | None:
-    """The decoded scales of each of the k products (block-scaled models: product i takes scale
-    i // scale_block); None for other models."""
-    if not scaled(model):
-        if scale_a is not None or scale_b is not None:
-            raise ValueError(f"scale_a and scale_b are for block-scaled models; {model.family.name} takes none")
-        return None
-    block, fs = model.option("scale_block"), scale_format(model)
-    if k % block:
-        raise ValueError(f"k = {k} must be a multiple of the scale block {block}")
-    out = []
-    for name, given in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if given is None or len(given) != k // block:
-            raise ValueError(f"{name} must hold {k // block} scales (one per {block} products of k = {k}), "
-                             f"not {None if given is None else len(given)}")
-        values = [decode(fs, x) for x in given]
-        out.append([values[i // block] for i in range(k)])
-    return out[0], out[1]
 
 
 class _Formula:
