@@ -343,5 +343,5 @@ def test_cli_exit_status_follows_the_verdict(v100, capsys, monkeypatch):
     assert cli.main(["probe", "sim:V100", "-q"]) == 0
     calls = iter([v100, failed])
     monkeypatch.setattr("blockfma.probes.probe", lambda *a, **k: next(calls))
-    monkeypatch.setattr("blockfma.probes.targets.sim_jobs", lambda devs=None: [("sim:V100", "fp16", "fp32", V100)] * 2)
+    monkeypatch.setattr("blockfma.probes.targets.sim_jobs", lambda devs=None, scaled=None: [("sim:V100", "fp16", "fp32", V100)] * 2)
     assert cli.main(["probe", "--all", "sim:V100", "-q"]) == 1  # one of two did not verify
