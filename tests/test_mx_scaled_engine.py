@@ -340,3 +340,16 @@ def test_more_rows_every_engine(case):
         for backend in engines(model, finite):
             D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
             np.testing.assert_array_equal(D.view(np.uint32), want, err_msg=f"{case} seed {seed} {backend}")
+
+
+@pytest.mark.skipif(not TORCH, reason="the torch engine needs torch")
+def test_torch_engine_refuses_what_does_not_fit(monkeypatch):
+    """The GPU engine's block-scaled path counts A, B, their per-product scales, C and D before anything
+    moves, and refuses a call that does not fit the device's free memory, with the sizes and the fix."""
+    from blockfma.engine import triton
+
+    model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
+    A, B, C, SA, SB = problem(model, 3, 4, 1, 5, 0, specials=False)
+    monkeypatch.setattr(triton, "free_bytes", lambda device: 1024)
+    with pytest.raises(MemoryError, match=r"gemm 3x64x4 on cpu needs about .* scale per product.* split the call"):
+        bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="torch")

@@ -230,11 +230,16 @@ def scaled(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.nd
            backend: str = "cuda") -> np.ndarray:
     """float64 D (batch, m, n) of a block-scaled model (within :func:`blockfma.engine.scaled.supports`):
     A (batch, m, k), Bt (batch, n, k) (B transposed), C (batch, m, n), values checked and flushed; the
-    scales of every product SA (batch, m, kp), SBt (batch, n, kp), kp the plan's padded k (padding: 1)."""
+    scales of every product SA (batch, m, kp), SBt (batch, n, kp), kp the plan's padded k (padding: 1).
+    A call whose arrays cannot fit the device's free memory is refused before anything moves."""
+    from .triton import check_fits
+
     _torch()  # torch missing: the one-line install hint, before anything else
     dev = torch_device(backend)
+    (batch, m, k), n = A.shape, Bt.shape[1]
+    check_fits(m, k, n, dev, operand_bytes=16, output_bytes=16, batch=batch,
+               what="A and B in float64 with a float64 scale per product, C and D in float64")
     p = plan(model, A.shape[-1])
-    n = Bt.shape[1]
     products = not (np.isfinite(A).all() and np.isfinite(Bt).all())
     with np.errstate(invalid="ignore", over="ignore"):
         tiles = _ScaledTiles(p, _on(dev, A, p.padded), _on(dev, Bt, p.padded), _on(dev, SA), _on(dev, SBt), products,

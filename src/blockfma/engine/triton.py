@@ -415,16 +415,16 @@ GEMM_BYTES = dict(operand_bytes=8, output_bytes=8, what="A with its exponent cod
 
 
 def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, output_bytes: int = 8,
-               what: str = "A, B, C and D in float32") -> None:
+               what: str = "A, B, C and D in float32", batch: int = 1) -> None:
     """Refuse, before anything moves, a GEMM whose operands (``operand_bytes`` per element of A and B) and
     outputs (``output_bytes`` per element of D: C and D together) do not fit the device's free memory,
     naming the sizes, ``what`` they hold and the fix (MemoryError, as the CPU engine's check).  The
-    defaults are this kernel's float32 A, B, C and D."""
-    need = operand_bytes * (m * k + k * n) + output_bytes * m * n
+    defaults are this kernel's float32 A, B, C and D; ``batch`` GEMMs of that shape at once."""
+    need = batch * (operand_bytes * (m * k + k * n) + output_bytes * m * n)
     have = free_bytes(device)
     if have is not None and need > have:
         gib = 2.0**30
-        raise MemoryError(f"gemm {m}x{k}x{n} on {device} needs about {need / gib:.2f} GiB of device memory "
+        raise MemoryError(f"gemm {m}x{k}x{n}{f' (x{batch})' if batch > 1 else ''} on {device} needs about {need / gib:.2f} GiB of device memory "
                           f"({what}) and {have / gib:.2f} GiB are free; split the call into "
                           "blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
 
