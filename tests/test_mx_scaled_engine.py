@@ -353,3 +353,13 @@ def test_torch_engine_refuses_what_does_not_fit(monkeypatch):
     monkeypatch.setattr(triton, "free_bytes", lambda device: 1024)
     with pytest.raises(MemoryError, match=r"gemm 3x64x4 on cpu needs about .* scale per product.* split the call"):
         bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="torch")
+
+
+def test_dask_arrays_with_scales_are_refused_by_name():
+    """Block-scaled GEMMs do not run tile by tile: dask operands with scales get the argument, not a
+    complaint about missing scales from inside a tile."""
+    da = pytest.importorskip("dask.array", reason="dask is not installed")
+    model = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
+    A, B, C, SA, SB = problem(model, 2, 2, 1, 3, 0, specials=False)
+    with pytest.raises(ArgumentError, match=r"scale_a=<given with dask arrays>: .* pass numpy arrays"):
+        bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_b=SB)

@@ -596,6 +596,10 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     from . import distributed
 
     if any(distributed.is_dask(x) for x in (A, B, C)):
+        if scale_a is not None or scale_b is not None:
+            raise ArgumentError("scale_a", Shown("<given with dask arrays>"), "block-scaled GEMMs do not run tile "
+                                "by tile on dask arrays yet", fix="pass numpy arrays (A.compute(), B.compute()), "
+                                "or split the call into blocks of rows of A and their scales")
         return distributed.gemm(A, B, C, mdl, kernel=gemm, round_inputs=round_inputs, backend=backend, check=check,
                                 c_format=c_format)
     A_ = _as_float64(A, "A")
