@@ -83,7 +83,7 @@ def problem(model: Model, m: int, n: int, steps: int, seed: int, mode: int, spec
     """A (m, k), B (k, n), C, SA (m, k/block), SB (k/block, n) for ``steps`` chained instructions."""
     rng = np.random.default_rng(seed)
     k = model.block_width * steps
-    fs, block = scaled.scale_format(model), model.option("scale_block")
+    fs, block = model.scale_format, model.option("scale_block")
     A = _codes(rng, model.input_format, (m, k))
     B = _codes(rng, model.b_format, (k, n))
     if not specials:
@@ -279,7 +279,7 @@ def test_hypothesis_codes(case, data):
     model = preset(*case)
     steps = data.draw(st.integers(1, 2))
     k, block = model.block_width * steps, model.option("scale_block")
-    fa, fb, fs = model.input_format, model.b_format, scaled.scale_format(model)
+    fa, fb, fs = model.input_format, model.b_format, model.scale_format
     a = F.decode(fa, np.array(data.draw(st.lists(st.integers(0, (1 << fa.bits) - 1), min_size=k, max_size=k))))
     b = F.decode(fb, np.array(data.draw(st.lists(st.integers(0, (1 << fb.bits) - 1), min_size=k, max_size=k))))
     top = 0xFF if fs.name == "e8m0fnu" else 0x7F

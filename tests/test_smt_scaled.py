@@ -69,7 +69,7 @@ def _scale_codes(rng, fs: F.Format, n: int, row: int) -> np.ndarray:
 def _rows(model: Model, k: int, n: int, seed: int):
     """n rows of codes (a, b, c, scales of A and B) for a block-scaled model."""
     rng = np.random.default_rng(seed)
-    fa, fb, fc, fs = model.input_format, model.b_format, model.c_format, encode.scale_format(model)
+    fa, fb, fc, fs = model.input_format, model.b_format, model.c_format, model.scale_format
     blocks = k // model.option("scale_block")
     rows = []
     for r in range(n):
@@ -86,7 +86,7 @@ def _rows(model: Model, k: int, n: int, seed: int):
 
 
 def _reference_bits(model: Model, a, b, c, sa, sb) -> int:
-    fa, fb, fc, fs = model.input_format, model.b_format, model.c_format, encode.scale_format(model)
+    fa, fb, fc, fs = model.input_format, model.b_format, model.c_format, model.scale_format
     return R.dot_bits(model, list(F.decode(fa, a)), list(F.decode(fb, b)), float(F.decode(fc, np.array([c]))[0]),
                       list(F.decode(fs, sa)), list(F.decode(fs, sb)))
 
@@ -151,7 +151,7 @@ def test_variants_match_reference(ins, fmt, changes):
     k = model.block_width
     _hold(model, k, 6, seed=17)
     symbols = _symbols(model, k)
-    fa, fs = model.input_format, encode.scale_format(model)
+    fa, fs = model.input_format, model.scale_format
     neg_zero, minus_one, one = 1 << (fa.bits - 1), *(int(F.encode(fa, np.float64(v))) for v in (-1.0, 1.0))
     blocks = k // model.option("scale_block")
     zero_scale = 0 if fs.name == "ue4m3" else 0x7F  # e8m0fnu has no zero: scale 1 there
@@ -292,7 +292,7 @@ def test_unit_scales_as_the_unscaled_kind():
     scaled = dev.model("e2m1fn", "fp32", instruction="tcgen05.mxf8f6f4.block32")
     plain = dev.model("e2m1fn", "fp32", instruction="tcgen05")
     assert (plain.family.name, plain.fraction_bits, plain.e_zero) == ("truncated-fused", 25, -133)
-    fs = encode.scale_format(scaled)
+    fs = scaled.scale_format
     one = int(F.encode(fs, np.float64(1.0)))
     a, b, c, sa, sb, d = _symbols(scaled, 32)
     d_plain = encode.dot(plain, a, b, c)

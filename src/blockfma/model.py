@@ -414,6 +414,17 @@ class Model:
         raise KeyError(f"the {self.family.name} family has no option {name!r} (its options: {have})")
 
     @property
+    def block_scaled(self) -> bool:
+        """Whether the model takes scales of A and B (the scaled-fused family: block-scaled MMA)."""
+        return self.family is Family.SCALED_FUSED
+
+    @property
+    def scale_format(self) -> Format | None:
+        """The format of a block-scaled model's scales (its ``scale_format`` option: e8m0fnu or ue4m3); None
+        for a model that takes no scales."""
+        return _formats.get(self.option("scale_format")) if self.block_scaled else None
+
+    @property
     def b_format(self) -> Format:
         """B's format: ``b_input_format``, or A's (``input_format``) when they are the same."""
         return self.b_input_format or self.input_format

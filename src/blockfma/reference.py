@@ -401,7 +401,7 @@ def scaled_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: 
     if special is not None:
         return special
     fa, fb, fc, F = model.input_format, model.b_format, model.c_format, model.fraction_bits
-    fs = _scale_format(model)
+    fs = model.scale_format
     assert F is not None and model.e_zero is not None
     G = model.option("scale_group")
     terms: list[Term] = []
@@ -430,12 +430,6 @@ def scaled_fused_block(model: Model, a: Sequence[float], b: Sequence[float], c: 
         wrapped = abs(S) % pow2(e_max + 1 + model.carry_bits)
         S = -wrapped if S < 0 else wrapped
     return round_result(model, S, terms)
-
-
-def _scale_format(model: Model) -> Format:
-    from .formats import get
-
-    return get(model.option("scale_format"))
 
 
 def _scale_of(fmt: Format, x: Number, what: str) -> float:
@@ -619,11 +613,11 @@ def product_scales(model: Model, k: int, scale_a: Sequence[Any] | None, scale_b:
     (default: as a float, checked to be a scale of the format); None for other models, which take none.
     The SMT encoder passes its own ``decode`` (bit-vector codes): one place for the rule of which product
     takes which scale."""
-    if model.family.name != "scaled-fused":
+    if not model.block_scaled:
         if scale_a is not None or scale_b is not None:
             raise ValueError(f"scale_a and scale_b are for block-scaled models; {model.family.name} takes none")
         return None
-    block, fs = model.option("scale_block"), _scale_format(model)
+    block, fs = model.option("scale_block"), model.scale_format
     decode = _scale_of if decode is None else decode
     if k % block:
         raise ValueError(f"k = {k} must be a multiple of the scale block {block}")

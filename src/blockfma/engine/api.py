@@ -495,14 +495,14 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, 
     """The scales of a block-scaled model as float64 arrays (B's with its vectors first, as A's), checked:
     one per scale block along K on the last axis (the first for gemm's B), values of the scale format,
     NaN allowed; None for other models, which take no scales."""
-    if model.family.name != "scaled-fused":
+    if not model.block_scaled:
         for name, given in zip(names, (scale_a, scale_b)):
             if given is not None:
                 raise ArgumentError(name, given, f"{model.summary()} is not block-scaled and takes no scales",
                                     fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, mxf4 or "
                                         "mxf4nvf4 kind) or leave the scales out")
         return None
-    block, fs = model.option("scale_block"), _formats.get(model.option("scale_format"))
+    block, fs = model.option("scale_block"), model.scale_format
     if k % block:
         raise ArgumentError("a", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale block {block}",
                             fix=f"pad A and B with zeros to a multiple of {block} along K")

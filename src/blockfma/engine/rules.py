@@ -76,14 +76,16 @@ def exact_zero(xp: Any, model: Model, a: Any, b: Any, c: Any, zero: Any, value: 
     """``value`` with the model's sign written where the block's sum is exactly zero (``zero``):
     ``exact_zero="positive"`` gives +0, ``"ieee"`` the IEEE sign of :func:`zero_sign` over the block's
     products (sign: xor of the factors') and C; formats without -0 give +0."""
+    if model.exact_zero == "positive":  # (the common case: no per-product flags to build)
+        return exact_zero_terms(xp, model, None, None, c, zero, value)
     return exact_zero_terms(xp, model, (a == 0) | (b == 0), xp.signbit(a) ^ xp.signbit(b), c, zero, value)
 
 
 def exact_zero_terms(xp: Any, model: Model, term_zero: Any, term_negative: Any, c: Any, zero: Any, value: Any
                      ) -> Any:
     """:func:`exact_zero` over a block's terms given as ``term_zero`` and ``term_negative`` (..., T) (whether
-    each term is zero, and its sign) and C (...): for terms that are not plain products (block-scaled
-    groups)."""
+    each term is zero, and its sign; unread, and may be None, where ``exact_zero="positive"``) and C (...):
+    for terms that are not plain products (block-scaled groups)."""
     plus = xp.zeros_like(value)
     if model.exact_zero == "positive":
         return xp.where(zero, plus, value)

@@ -26,27 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats as _formats
 from ..formats import Format
 from ..model import Model
 from ..plan import Index, Plan, array_index
 from . import array, rules
 from .kernels import Blocks
 
-__all__ = ["is_scaled", "scale_format", "supports", "fold", "group_sums", "group_sums_matmul", "group_terms",
+__all__ = ["supports", "fold", "group_sums", "group_sums_matmul", "group_terms",
            "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product", "SCALED_BACKENDS"]
 
 #: the backends that run a block-scaled call in an engine (the others are refused by name)
 SCALED_BACKENDS = ("auto", "numpy", "numba")
-
-
-def is_scaled(model: Model) -> bool:
-    """Whether ``model`` is block-scaled (takes ``scale_a`` and ``scale_b``)."""
-    return model.family.name == "scaled-fused"
-
-
-def scale_format(model: Model) -> Format:
-    return _formats.get(model.option("scale_format"))
 
 
 def _lowest_bit(fmt: Format) -> int:
@@ -59,9 +49,9 @@ def supports(model: Model) -> bool:
     exact, C and results within binary32, every term (a_i sa_i b_i sb_i, or a group's sum times sa sb)
     an exact float64, and the cut terms' sum below 2**53 (F plus the bits a term lies above its exponent
     plus the carries of L + 1 terms); exponents far inside float64's range."""
-    if not is_scaled(model) or model.block_width is None or model.product_exponent != "sum":
+    if not model.block_scaled or model.block_width is None or model.product_exponent != "sum":
         return False
-    fa, fb, fs, fc = model.input_format, model.b_format, scale_format(model), model.c_format
+    fa, fb, fs, fc = model.input_format, model.b_format, model.scale_format, model.c_format
     F, ez, L, G = model.fraction_bits, model.e_zero, model.block_width, model.option("scale_group")
     if F is None or ez is None or abs(ez) > 900 or F < 0:
         return False
@@ -136,7 +126,7 @@ def group_terms(xp: Any, model: Model, total: Any, nonzero: Any, negative: Any, 
     E_fs(sb)``, or ``e_zero`` where every product is zero or sa sb is (a sum that cancels keeps the
     scales' exponent); whether the value is zero; the sign of a zero term (negative when all G products
     are)."""
-    fs = scale_format(model)
+    fs = model.scale_format
     scale = sa * sb  # exact
     value = total * scale  # exact
     e = xp.where(~nonzero | (scale == 0), model.e_zero,
@@ -157,7 +147,7 @@ def block(xp: Any, model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, pr
         a, b = array.finite(xp, a), array.finite(xp, b)
     c = array.finite(xp, c)
     sa, sb = xp.where(xp.isnan(sa), 1.0, sa), xp.where(xp.isnan(sb), 1.0, sb)
-    G, fs = model.option("scale_group"), scale_format(model)
+    G, fs = model.option("scale_group"), model.scale_format
     if G is None:
         a2, ea = fold(xp, model.input_format, a, fs, sa)
         b2, eb = fold(xp, model.b_format, b, fs, sb)

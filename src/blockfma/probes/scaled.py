@@ -55,15 +55,10 @@ from .inputs import rows as _rows
 from .targets import BlackBox, TargetError
 
 __all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
-           "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows", "is_block_scaled",
+           "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows",
            "disagreements"]
 
 NAN = float("nan")
-
-
-def is_block_scaled(model: Model) -> bool:
-    """Whether ``model`` takes scales (the scaled-fused family)."""
-    return model.family is Family.SCALED_FUSED
 
 
 # --- targets ----------------------------------------------------------------------------------------------
@@ -107,14 +102,14 @@ class SimScaledTarget(ScaledTarget):
 
     def __init__(self, model: Model, k: int | None = None, name: str | None = None):
         super().__init__()
-        if not is_block_scaled(model):
+        if not model.block_scaled:
             raise ArgumentError("model", model.summary(), "is not block-scaled (family scaled-fused)",
                                 fix="use blockfma.probes.target for unscaled models")
         self.model = model
         self.k = int(k or model.block_width)
         self.name = name or f"sim:{model.name or model.family.value}"
         self.formats = Formats.of(model.input_format, model.b_format, model.output_format, model.output_format)
-        self.scale_format = _formats.get(model.option("scale_format"))
+        self.scale_format = model.scale_format
         self.scale_block = int(model.option("scale_block"))
         if self.k % self.scale_block:
             raise ArgumentError("k", self.k, f"must be a multiple of the scale block {self.scale_block}")
@@ -204,7 +199,7 @@ def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp3
             model = device(name.strip()).model(input_format or "e2m1fn", output_format, ins)
         except ValueError as exc:
             raise ArgumentError("target", spec, str(exc), fix="blockfma devices B200 lists the instructions") from None
-        if not is_block_scaled(model):
+        if not model.block_scaled:
             raise ArgumentError("target", spec, f"is not a block-scaled instruction ({model.summary()})",
                                 fix="use blockfma.probe for unscaled instructions")
         return SimScaledTarget(model, k, name=f"sim:{name.strip()}:{ins}")
@@ -746,9 +741,9 @@ def _presets(ctx: ScaledContext) -> list[Model]:
     for dev in devices():
         for ins in dev.instructions:
             for m in ins.models.values():
-                if is_block_scaled(m) and (m.input_format, m.b_format, m.output_format) == \
+                if m.block_scaled and (m.input_format, m.b_format, m.output_format) == \
                         (ctx.formats.a, ctx.formats.b, ctx.formats.d) and m.block_width == ctx.k \
-                        and m.option("scale_format") == ctx.scale_format.name \
+                        and m.scale_format == ctx.scale_format \
                         and m.option("scale_block") == ctx.scale_block and m not in out:
                     out.append(m)
     return out

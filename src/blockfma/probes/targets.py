@@ -444,8 +444,7 @@ def sim_jobs(devices: Any = None, scaled: bool | None = None) -> list[tuple[str,
     for dev in devs:
         for ins in dev.instructions:
             for (inp, out), m in ins.models.items():
-                block_scaled = m.family.name == "scaled-fused"
-                if m.input_rounding is None and (scaled is None or scaled == block_scaled):
+                if m.input_rounding is None and (scaled is None or scaled == m.block_scaled):
                     fa, fb = _formats.pair(inp)
                     jobs.append((f"sim:{dev.name}:{ins.name}", inp if fa == fb else (fa.name, fb.name), out, m))
     return jobs
@@ -578,7 +577,7 @@ def target(spec: Any, input_format: Any = FP16, output_format: Any = FP32, *, k:
     the keywords of :data:`OPTIONS` for the kind (torch: ``allow_tf32``, ``reduced_precision_reduction``)."""
     kind = kind_of(spec)
     scaled = getattr(spec, "scale_block", None) is not None or \
-        (isinstance(spec, Model) and spec.family.name == "scaled-fused")
+        (isinstance(spec, Model) and spec.block_scaled)
     if scaled:  # a ScaledTarget (a callable of five arguments) or a block-scaled Model: rows need scales
         raise ArgumentError("target", getattr(spec, "name", None) or spec, "is block-scaled: its rows need scales "
                             "of A and B, which a dot-product target does not pass",
@@ -685,7 +684,7 @@ def _sim_target(spec: str, name: str, pair: tuple[Any, Any], d: Any, k: int | No
             raise ArgumentError("instruction", ins, str(exc)) from None
         arg, value = ("output_format", d.name) if takes_input else ("input_format", _formats.pair_name(*pair))
         raise ArgumentError(arg, value, str(exc)) from None
-    if model.family.name == "scaled-fused":
+    if model.block_scaled:
         raise ArgumentError("target", spec, f"is block-scaled ({model.summary()}): its rows need scales of A and B, "
                             "which this target does not pass", fix="probe it with blockfma.probes.scaled.probe_scaled"
                             f"({spec!r}, {_formats.pair_name(*pair)!r}, {d.name!r})")

@@ -312,9 +312,9 @@ def witness_scales(model: Model, values: dict[str, int], inputs: _cons.Inputs
                    ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A block-scaled model's scales (float64 values of its scale format) in a solver's model ``values``;
     (None, None) for other models."""
-    if not _enc.scaled(model):
+    if not model.block_scaled:
         return None, None
-    fs = _enc.scale_format(model)
+    fs = model.scale_format
     return tuple(_formats.decode(fs, _codes(values, [str(x) for x in bits])).astype(np.float64)  # type: ignore
                  for bits in (inputs.bits_sa, inputs.bits_sb))
 
@@ -332,7 +332,7 @@ def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float, scale_a: n
 def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
     bits_a, bits_b, bits_c = _enc.input_vars(model, k, prefix)
     sa, sb = _enc.scale_vars(model, k, prefix)
-    fs = _enc.scale_format(model) if _enc.scaled(model) else None
+    fs = model.scale_format if model.block_scaled else None
     return _cons.Inputs.of(model.input_format, model.b_format, model.c_format, bits_a, bits_b, bits_c, fs, sa, sb)
 
 
@@ -371,7 +371,7 @@ def difference_formula(ma: Model, mb: Model, k: int, constraints: Any, order_b: 
     fd = ma.output_format
     d_a, d_b = z3.BitVec("d_a", fd.bits), z3.BitVec("d_b", fd.bits)
     perm = list(range(k)) if order_b is None else list(order_b)
-    sa, sb = (v.bits_sa, v.bits_sb) if _enc.scaled(ma) else (None, None)
+    sa, sb = (v.bits_sa, v.bits_sb) if ma.block_scaled else (None, None)
     form = [d_a == _enc.dot(ma, v.bits_a, v.bits_b, v.bits_c, sa, sb),
             d_b == _enc.dot(mb, [v.bits_a[i] for i in perm], [v.bits_b[i] for i in perm], v.bits_c, sa, sb),
             d_a != d_b] + _cons.apply(constraints, v)
@@ -392,9 +392,9 @@ def check_models(models: Sequence[Model]) -> None:
 def _same_scales(ma: Model, mb: Model, order_b: Sequence[int] | None = None) -> None:
     """Two models compared on shared inputs take the same scales: both block-scaled with one scale format
     and scale block, or neither; a reordering of the products would move them across scale blocks."""
-    if not (_enc.scaled(ma) or _enc.scaled(mb)):
+    if not (ma.block_scaled or mb.block_scaled):
         return
-    if not (_enc.scaled(ma) and _enc.scaled(mb)):
+    if not (ma.block_scaled and mb.block_scaled):
         raise ValueError("one model is block-scaled and the other is not: compare block-scaled models with each "
                          "other (both take the same scales)")
     for option in ("scale_format", "scale_block"):
@@ -423,7 +423,7 @@ def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
         raise EncodingError("the solver's witness gives the same bits on both models; please report this")
     return Witness(a, b, c, da, db, out.solver, out.seconds, (ma.name or "model a", mb.name or "model b"),
                    (ma.input_format.name, ma.b_format.name, ma.c_format.name, ma.output_format.name), sa, sb,
-                   _enc.scale_format(ma).name if _enc.scaled(ma) else None)
+                   ma.scale_format.name if ma.block_scaled else None)
 
 
 # --- the questions -----------------------------------------------------------------------------------------
@@ -490,7 +490,7 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
     _same_scales(ma, mb)
     k = default_k(ma, mb) if k is None else k
     for m in (ma, mb):
-        block = m.option("scale_block") if _enc.scaled(m) else 1
+        block = m.option("scale_block") if m.block_scaled else 1
         if k % block:
             raise ArgumentError("k", k, f"must be a multiple of {m.name or 'the model'}'s scale block ({block}): "
                                 "every scale block takes one scale of A and one of B", use={"k": block * -(-k // block)})
@@ -624,7 +624,7 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     name = _solve.pick(solver)
     m = resolve(model, input_format, output_format)
     _refuse(m)
-    if _enc.scaled(m):
+    if m.block_scaled:
         raise NotImplementedError(f"{m.name or 'model'}: worst_error does not take block-scaled models yet (its "
                                   "exact value has no scales); discriminate and equivalent do")
     k = default_k(m) if k is None else k

@@ -38,8 +38,7 @@ from ..plan import Index, Plan, pad, plan, run, take
 from ..reference import product_scales
 from .bv import EW, conj, disj, exponent, maximum, msb, normalize, resize, sar, shl, shr, sresize
 
-__all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars", "scale_vars",
-           "scaled", "scale_format"]
+__all__ = ["EW", "Sym", "unsupported", "decode", "encode_bits", "dot", "exact_value", "input_vars", "scale_vars"]
 
 _EXACT_FRAME_LIMIT = 1400  # bits; wider exact frames (float64 terms) are refused
 
@@ -614,24 +613,12 @@ def input_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRe
     return a, b, c
 
 
-def scaled(model: Model) -> bool:
-    """Whether the model is block-scaled (takes scales of A and B)."""
-    return model.family.name == "scaled-fused"
-
-
-def scale_format(model: Model) -> Format:
-    """The scale format of a block-scaled model."""
-    from ..formats import get
-
-    return get(model.option("scale_format"))
-
-
 def scale_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRef], list[z3.BitVecRef]]:
     """Fresh scale inputs sa[0..k/block), sb[0..k/block) in the scale format of a block-scaled model (one per
     ``scale_block`` products along K); two empty lists for other models."""
-    if not scaled(model):
+    if not model.block_scaled:
         return [], []
-    block, fs = model.option("scale_block"), scale_format(model)
+    block, fs = model.option("scale_block"), model.scale_format
     if k % block:
         raise ValueError(f"k = {k} must be a multiple of the scale block {block}")
     return ([z3.BitVec(f"{prefix}sa{j}", fs.bits) for j in range(k // block)],
@@ -668,7 +655,7 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
     xs = pad([_flush(arith, x) for x in xs], p.padded, _zero(arith.input_format))
     ys = pad([_flush(arith, y) for y in ys], p.padded, _zero(arith.b_format))
     if scales is not None:
-        fs = scale_format(model)
+        fs = model.scale_format
         one = decode(fs, z3.BitVecVal(int(encode_value(fs, 1.0)), fs.bits))
         scales = (pad(scales[0], p.padded, one), pad(scales[1], p.padded, one))
     d = run(p, _Formula(p, xs, ys, scales), _flush(arith, d))

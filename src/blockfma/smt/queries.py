@@ -394,7 +394,7 @@ def separate(models: Any, *, k: int | None = None, constraints: Any = None, fini
     v = inputs_for(models[0], k)
     fd = models[0].output_format
     ds = [z3.BitVec(f"d{i}", fd.bits) for i in range(len(models))]
-    scales = (v.bits_sa, v.bits_sb) if _enc.scaled(models[0]) else (None, None)
+    scales = (v.bits_sa, v.bits_sb) if models[0].block_scaled else (None, None)
     form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scales) for d, m in zip(ds, models)]
     form += [ds[i] != ds[j] for i in range(len(ds)) for j in range(i + 1, len(ds))]
     if finite_results:
@@ -474,7 +474,7 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
         raise ArgumentError("fractions", fractions, "must list two or more different accumulator widths F "
                             "(integers 0 to 52)", use={"fractions": (34, 35, 36, 37)})
     k = check_k(model.step_width or model.block_width or 8)
-    step = model.option("scale_group") if _enc.scaled(model) and model.option("scale_group") else 8
+    step = model.option("scale_group") if model.block_scaled and model.option("scale_group") else 8
     if positions is None:
         positions = list(range(0, k, step))
     positions = C.check_positions("positions", positions, k)

@@ -437,8 +437,8 @@ class Emulation:
                                 fix="quantise with blockfma.torch.mx.to_mx or to_nvfp4")
         if self.model is not None:
             mdl = self.model
-            ok = (mdl.family.name == "scaled-fused" and mdl.output_format.name == "fp32"
-                  and mdl.option("scale_block") == block and _formats.get(mdl.option("scale_format")).name == fs
+            ok = (mdl.block_scaled and mdl.output_format.name == "fp32"
+                  and mdl.option("scale_block") == block and mdl.scale_format.name == fs
                   and _formats.holds(mdl.input_format, fa) and _formats.holds(mdl.b_format, fb))
             if not ok:
                 raise ArgumentError("model", Shown(mdl.summary()), f"torch._scaled_mm of {what} needs a "
@@ -450,8 +450,7 @@ class Emulation:
         assert dev is not None
         found = [i for i in dev.instructions if i.name.split(".", 1)[-1] == kind and (pair, "fp32") in i.models]
         if not found:
-            have = sorted(i.name for i in dev.instructions if any(m.family.name == "scaled-fused"
-                                                                  for m in i.models.values()))
+            have = sorted(i.name for i in dev.instructions if any(m.block_scaled for m in i.models.values()))
             raise ArgumentError("self", Shown(what), f"{dev.name} has no {kind} instruction for {pair} "
                                 f"(its block-scaled instructions: {', '.join(have) or 'none'})",
                                 fix="emulate a Blackwell device (B200, RTX 5090)")

@@ -40,7 +40,8 @@ def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.nd
     B (batch, kp, n), C (batch, m, n), kp a whole number of blocks (padded with +0), and the scales of
     every product SA (batch, m, kp), SB (batch, kp, n) (padding products: 1), NaN allowed."""
     pl = plan(model, A.shape[2])
-    m, fs = pl.block, scaled.scale_format(pl.block)
+    m = pl.block
+    fs = m.scale_format
     nan = np.isnan(SA).any(axis=2)[:, :, None] | np.isnan(SB).any(axis=1)[:, None, :]
     SA, SB = np.where(np.isnan(SA), 1.0, SA), np.where(np.isnan(SB), 1.0, SB)
     out = np.empty(np.broadcast_shapes(C.shape, A.shape[:2] + B.shape[2:]))
