@@ -430,6 +430,7 @@ class Emulation:
         pair = fa if fa == fb else f"{fa}*{fb}"
         kind = BLOCK_KINDS.get((fp4, fs, block))
         what = f"{pair} operands with {fs} scales per {block}"
+        epilogue = f"{'global scales, ' if fs == 'ue4m3' else ''}bias and out_dtype in a binary32 epilogue"
         if kind is None:
             raise ArgumentError("scale_a", Shown(f"{fs} scales per {block} for {pair} operands"),
                                 "no block-scaled instruction takes this recipe (MXFP8: fp8 with e8m0 scales per "
@@ -444,8 +445,7 @@ class Emulation:
                 raise ArgumentError("model", Shown(mdl.summary()), f"torch._scaled_mm of {what} needs a "
                                     f"block-scaled (scaled-fused) model of that recipe with fp32 output",
                                     fix=f"e.g. bf.device('B200').instruction('tcgen05.{kind}').models")
-            return Route(pair, mdl, f"model=, chained over K in its fp32 accumulator; "
-                         f"{'global scales, ' if fs == 'ue4m3' else ''}bias and out_dtype in a binary32 epilogue")
+            return Route(pair, mdl, f"model=, chained over K in its fp32 accumulator; {epilogue}")
         dev = self.device
         assert dev is not None
         found = [i for i in dev.instructions if i.name.split(".", 1)[-1] == kind and (pair, "fp32") in i.models]
@@ -457,8 +457,7 @@ class Emulation:
         ins = found[0]
         return Route(pair, ins.models[(pair, "fp32")],
                      f"{dev.name}'s {ins.name} {pair}->fp32 model chained over K, each instruction's fp32 result "
-                     "the next one's C (the accumulator, assumed); "
-                     f"{'global scales, ' if fs == 'ue4m3' else ''}bias and out_dtype in a binary32 epilogue")
+                     f"the next one's C (the accumulator, assumed); {epilogue}")
 
     def block_scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
                         block: int, swizzled: bool | tuple[bool, bool] = True, global_a: torch.Tensor | None = None,
