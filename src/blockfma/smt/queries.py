@@ -36,7 +36,8 @@ from .bv import disj
 from .api import checked_witness, difference_formula, engine_bits, frac_text, inputs_for, witness_inputs
 
 __all__ = ["Query", "QueryResult", "queries", "get", "run", "Separation", "separate", "AccumulatorReading",
-           "accumulator_inputs"]
+           "accumulator_inputs", "accumulator_constraints", "separation_formula", "checked_separation",
+           "reference_checked"]
 
 RZ, RN = RoundingMode.TowardZero, RoundingMode.TiesToEven
 _NO_ANSWER = float("inf")  # the seed's "-": no answer within its 6-hour limit
@@ -341,6 +342,37 @@ def _bits32(x: Fraction) -> int:
     return int(_formats.encode("fp32", np.float64(float(x))).item())
 
 
+# --- the B200 mxf4 accumulator (DeepGEMM issue 176: "34, 35, 36 or 37 bits?") -------------------------------
+def _b200_mxf4() -> Model:
+    from ..devices import device
+
+    return device("B200").model("e2m1fn", "fp32", instruction="tcgen05.mxf4.block32")
+
+
+def _accumulator_query(fractions: tuple[int, ...]):
+    """One instruction's input (A and B zero but for the first product of each scale group, scales and C
+    within 2**+-32) on which the B200 mxf4 preset gives a different fp32 result for every F in
+    ``fractions``; each result recomputed by the engine and the exact reference."""
+    def build():
+        unit = _b200_mxf4()
+        k = unit.step_width or unit.block_width
+        positions, cons = accumulator_constraints(unit, k)
+        cands = [unit.replace(fraction_bits=f, name=f"F = {f}") for f in fractions]
+        form, variables, v, ds = separation_formula(cands, k, cons)
+
+        def finish(out: _solve.Outcome) -> list[str]:
+            sep = reference_checked(cands, checked_separation(cands, out, v, ds))
+            at = ", ".join(map(str, positions))
+            return [f"a[{at}] = [{', '.join(hex_float(sep.a[i]) for i in positions)}] (e2m1fn; the rest +0)",
+                    f"b[{at}] = [{', '.join(hex_float(sep.b[i]) for i in positions)}] (e2m1fn; the rest +0)",
+                    f"scale_a = [{', '.join(hex_float(x) for x in sep.scale_a)}] (ue8m0, per 32)",
+                    f"scale_b = [{', '.join(hex_float(x) for x in sep.scale_b)}] (ue8m0, per 32)",
+                    f"c = {hex_float(sep.c)} (fp32)"] + \
+                [f"{name}: d = {hex_float(d)} ({bits:#010x})" for name, d, bits in zip(sep.names, sep.d, sep.bits)]
+        return form, variables, finish
+    return build
+
+
 # --- one input that tells several models apart ------------------------------------------------------------
 @dataclass(frozen=True)
 class Separation:
@@ -380,7 +412,7 @@ def separate(models: Any, *, k: int | None = None, constraints: Any = None, fini
     :func:`blockfma.smt.discriminate` does: a :class:`Separation` (found, and checked by the engine),
     ``None`` (proved: no such input), or a falsy Verdict with status "unknown" (the solver gave up) or
     "vacuous" (no input meets the constraints).  Two models: the question discriminate asks."""
-    from .api import Verdict, check_constraints, check_k, check_models, default_k, witness_scales
+    from .api import Verdict, check_constraints, check_k, check_models, default_k
 
     models = list(models) if isinstance(models, (list, tuple)) else None
     if not models or len(models) < 2 or not all(isinstance(m, Model) for m in models):
@@ -391,16 +423,8 @@ def separate(models: Any, *, k: int | None = None, constraints: Any = None, fini
     name = _solve.pick(solver)
     check_models(models)
     k = default_k(*models) if k is None else k
-    v = inputs_for(models[0], k)
-    fd = models[0].output_format
-    ds = [z3.BitVec(f"d{i}", fd.bits) for i in range(len(models))]
-    scales = (v.bits_sa, v.bits_sb) if models[0].block_scaled else (None, None)
-    form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scales) for d, m in zip(ds, models)]
-    form += [ds[i] != ds[j] for i in range(len(ds)) for j in range(i + 1, len(ds))]
-    if finite_results:
-        form += [z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf)) for d in ds]
-    form += C.apply(constraints, v)
-    out = _solve.check(form, [*v.variables, *ds], solver=name, timeout=timeout)
+    form, variables, v, ds = separation_formula(models, k, constraints, finite_results)
+    out = _solve.check(form, variables, solver=name, timeout=timeout)
     if out.status == "unknown":
         return Verdict("unknown", out.seconds, out.solver, k, reason=out.reason)
     if out.status == "unsat":
@@ -411,6 +435,31 @@ def separate(models: Any, *, k: int | None = None, constraints: Any = None, fini
                                reason=f"no input of length {k} meets the constraints" if alone.status == "unsat"
                                else f"whether any input meets the constraints is unknown ({alone.reason})")
         return None
+    return checked_separation(models, out, v, ds)
+
+
+def separation_formula(models: list[Model], k: int, constraints: Any, finite_results: bool = True
+                       ) -> tuple[list[Any], list[Any], C.Inputs, list[z3.BitVecRef]]:
+    """The formula "the models' results are pairwise different bits" over one shared input of length k (and
+    its scales), finite results with ``finite_results``, under ``constraints``: (formula, variables, inputs,
+    the results' bit-vectors)."""
+    v = inputs_for(models[0], k)
+    fd = models[0].output_format
+    ds = [z3.BitVec(f"d{i}", fd.bits) for i in range(len(models))]
+    scales = (v.bits_sa, v.bits_sb) if models[0].block_scaled else (None, None)
+    form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scales) for d, m in zip(ds, models)]
+    form += [ds[i] != ds[j] for i in range(len(ds)) for j in range(i + 1, len(ds))]
+    if finite_results:
+        form += [z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf)) for d in ds]
+    return form + C.apply(constraints, v), [*v.variables, *ds], v, ds
+
+
+def checked_separation(models: list[Model], out: _solve.Outcome, v: C.Inputs, ds: list[z3.BitVecRef]
+                       ) -> Separation:
+    """The solver's input for :func:`separation_formula` with every model's result, recomputed by the engine
+    (EncodingError where the formula and the engine disagree)."""
+    from .api import witness_scales
+
     a, b, c = witness_inputs(models[0], out.values, v)
     sa, sb = witness_scales(models[0], out.values, v)
     results = [engine_bits(m, a, b, c, sa, sb) for m in models]
@@ -446,6 +495,42 @@ class AccumulatorReading:
         return out
 
 
+def reference_checked(models: list[Model], sep: Separation) -> Separation:
+    """``sep`` once the exact reference (:func:`blockfma.reference.dot_bits`) gives every model's result as
+    the formula and the engine did (EncodingError otherwise)."""
+    from .. import reference as _ref
+    from .api import EncodingError
+
+    for m, bits in zip(models, sep.bits):
+        scales = () if sep.scale_a is None else (list(sep.scale_a), list(sep.scale_b))
+        ref = _ref.dot_bits(m, list(sep.a), list(sep.b), sep.c, *scales)
+        if ref != bits:
+            raise EncodingError(f"{m.name}: the reference gives {ref:#x}, the formula and engine {bits:#x} on "
+                                f"a = {list(sep.a)}, b = {list(sep.b)}, c = {sep.c}; please report this")
+    return sep
+
+
+def accumulator_constraints(model: Model, k: int, positions: Any = None, exponents: Any = (-32, 32),
+                            zero_c: bool = False) -> tuple[list[int], list[C.Constraint]]:
+    """The inputs :func:`accumulator_inputs` searches, as constraints: A and B +0 except at ``positions``
+    (default: the first product of every ``scale_group``, or of every 8 products), finite values, the
+    scales' and C's exponents within ``exponents`` (no NaN scale), C = +0 with ``zero_c``.  Returns the
+    positions (checked) and the constraints."""
+    step = model.option("scale_group") if model.block_scaled and model.option("scale_group") else 8
+    if positions is None:
+        positions = list(range(0, k, step))
+    positions = C.check_positions("positions", positions, k)
+    others = [i for i in range(k) if i not in positions]
+    ok = isinstance(exponents, (tuple, list)) and len(exponents) == 2 and \
+        all(isinstance(e, int) and not isinstance(e, bool) for e in exponents) and exponents[0] <= exponents[1]
+    if not ok:
+        raise ArgumentError("exponents", exponents, "must be two integers (lo, hi) with lo <= hi: the range of the "
+                            "scales' and C's exponents", use={"exponents": (-32, 32)})
+    lo, hi = exponents
+    return positions, [C.zeros(a=others, b=others, c=flag("zero_c", zero_c)), C.finite(), C.scales(lo, hi),
+                       C.exponents(lo, hi, "c")]
+
+
 def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, positions: Any = None,
                        exponents: tuple[int, int] = (-32, 32), zero_c: bool = False, joint: bool = True,
                        timeout: float | None = TIMEOUT, solver: str = "auto", progress: Any = None
@@ -462,8 +547,7 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     ``progress`` (None: lines on stderr where it is a terminal; True, False or a function of one line)
     reports each query; with bitwuzla on 2 cores a pair takes 5 to 10 s, the joint input of four 20 s."""
     say = reporter(progress)
-    from .. import reference as _ref
-    from .api import EncodingError, check_k
+    from .api import check_k
 
     if not isinstance(model, Model):
         raise ArgumentError("model", model, "must be a blockfma.Model (e.g. bf.device('B200').model('e2m1fn', "
@@ -474,35 +558,15 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
         raise ArgumentError("fractions", fractions, "must list two or more different accumulator widths F "
                             "(integers 0 to 52)", use={"fractions": (34, 35, 36, 37)})
     k = check_k(model.step_width or model.block_width or 8)
-    step = model.option("scale_group") if model.block_scaled and model.option("scale_group") else 8
-    if positions is None:
-        positions = list(range(0, k, step))
-    positions = C.check_positions("positions", positions, k)
-    others = [i for i in range(k) if i not in positions]
-    ok = isinstance(exponents, (tuple, list)) and len(exponents) == 2 and \
-        all(isinstance(e, int) and not isinstance(e, bool) for e in exponents) and exponents[0] <= exponents[1]
-    if not ok:
-        raise ArgumentError("exponents", exponents, "must be two integers (lo, hi) with lo <= hi: the range of the "
-                            "scales' and C's exponents", use={"exponents": (-32, 32)})
-    lo, hi = exponents
-    cons = [C.zeros(a=others, b=others, c=flag("zero_c", zero_c)), C.finite(), C.scales(lo, hi),
-            C.exponents(lo, hi, "c")]
+    positions, cons = accumulator_constraints(model, k, positions, exponents, zero_c)
     cands = [model.replace(fraction_bits=f, name=f"F={f}") for f in listed]
-
-    def checked(sep: Separation) -> Separation:
-        for m, bits in zip(cands, sep.bits):
-            scales = () if sep.scale_a is None else (list(sep.scale_a), list(sep.scale_b))
-            ref = _ref.dot_bits(m, list(sep.a), list(sep.b), sep.c, *scales)
-            if ref != bits:
-                raise EncodingError(f"{m.name}: the reference gives {ref:#x}, the formula and engine {bits:#x} on "
-                                    f"a = {list(sep.a)}, b = {list(sep.b)}, c = {sep.c}; please report this")
-        return sep
 
     def everyone(sep: Separation) -> Separation:
         """The input's results under every candidate, not only the pair it was found for."""
         res = [engine_bits(m, sep.a, sep.b, sep.c, sep.scale_a, sep.scale_b) for m in cands]
-        return checked(Separation(tuple(m.name for m in cands), sep.a, sep.b, sep.c, sep.scale_a, sep.scale_b,
-                                  tuple(d for d, _ in res), tuple(bits for _, bits in res), sep.solver, sep.seconds))
+        return reference_checked(cands, Separation(tuple(m.name for m in cands), sep.a, sep.b, sep.c, sep.scale_a,
+                                                   sep.scale_b, tuple(d for d, _ in res),
+                                                   tuple(bits for _, bits in res), sep.solver, sep.seconds))
 
     pairs: dict[tuple[int, int], Separation] = {}
     for i in range(len(cands)):
@@ -565,6 +629,12 @@ def _registry() -> dict[str, Query]:
               "blockfma", "sat", _carry_pair(v100, v100.replace(carry_bits=3, name="V100, 3 carry bits"), 4)),
         Query("v100-carry-4", "proof: with products in [1, 4), 4 carry bits suffice for V100", "blockfma",
               "unsat", _pair_proof(v100, v100.replace(carry_bits=4), 4)),
+        Query("b200-mxf4-f35-vs-f36", "B200 tcgen05.mxf4: an input whose fp32 result tells an accumulator of "
+              "F = 35 fraction bits (the preset) from one of 36", "blockfma (docs/blackwell.md)", "sat",
+              _accumulator_query((35, 36))),
+        Query("b200-mxf4-f34-to-f37", "B200 tcgen05.mxf4: one input with four different results for F = 34, 35, "
+              "36 and 37 (DeepGEMM issue 176's question)", "blockfma (docs/blackwell.md)", "sat",
+              _accumulator_query((34, 35, 36, 37))),
     ]
     return {q.name: replace(q, expected_seconds=_BITWUZLA_SECONDS.get(q.name)) for q in qs}
 
@@ -584,7 +654,9 @@ _BITWUZLA_SECONDS = {
     "markidis-vs-ootomo-table5": 3.6,
     "order-independence": 48.9,
     "v100-carry-3": 0.86,
-    "v100-carry-4": 0.92}
+    "v100-carry-4": 0.92,
+    "b200-mxf4-f35-vs-f36": 0.85,
+    "b200-mxf4-f34-to-f37": 5.6}
 
 
 _QUERIES: dict[str, Query] | None = None
