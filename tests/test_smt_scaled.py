@@ -322,8 +322,8 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="scale_format"):
         smt.equivalent(m, bf.device("B200").model("e2m1fn", "fp32", instruction="tcgen05.mxf4nvf4.block16.ue4m3"),
                        k=64)
-    with pytest.raises(NotImplementedError, match="block-scaled"):
-        smt.worst_error(m, k=64)
+    with pytest.raises(ValueError, match="k = 40 must be a multiple of the scale block 32"):
+        smt.worst_error(m, k=40, seed_rows=0)
     with pytest.raises(ArgumentError, match="fractions"):
         queries.accumulator_inputs(m, fractions=(35,))
     with pytest.raises(ArgumentError, match="exponents"):
@@ -361,3 +361,25 @@ def test_accumulator_inputs_all():
     assert len(reading.pairs) == 6
     assert reading.joint_status == "found"
     assert len(set(reading.joint.bits)) == 4
+
+
+@needs_bitwuzla
+def test_worst_error_of_a_block_scaled_model_is_held_to_fractions():
+    """worst_error on B200 mxf4 with A and B zero but at the first product of each group, scales and C within
+    2**+-8: the input it returns, recomputed here with Fractions (the exact value and its magnitude, each
+    product times its scales) and the exact reference (d), has the error it reports, above the one rounding
+    the fp32 result costs at least (2**-24 relative is what any rounding may cost; truncation costs more)."""
+    from fractions import Fraction
+
+    m = bf.device("B200").model("e2m1fn", "fp32", instruction="tcgen05.mxf4.block32")
+    others = [i for i in range(64) if i not in (0, 16, 32, 48)]
+    cons = [C.zeros(a=others, b=others), C.scales(-8, 8), C.exponents(-8, 8, "c")]
+    w = smt.worst_error(m, solver="bitwuzla", timeout=2, total_timeout=8, digits=1, constraints=cons)
+    assert w.scale_a is not None and len(w.scale_a) == len(w.scale_b) == 2
+    scale = [Fraction(w.scale_a[i // 32]) * Fraction(w.scale_b[i // 32]) for i in range(64)]
+    terms = [Fraction(float(x)) * Fraction(float(y)) * s for x, y, s in zip(w.a, w.b, scale)] + [Fraction(w.c)]
+    exact, mag = sum(terms), sum(abs(t) for t in terms)
+    d = R.dot(m, list(w.a), list(w.b), w.c, list(w.scale_a), list(w.scale_b))
+    assert float(d) == float(w.d) and exact == w.exact
+    assert abs(Fraction(d) - exact) / mag == w.value > Fraction(1, 2**24)
+    assert "scale_a = [" in str(w) and "scale_a" in w.to_json()

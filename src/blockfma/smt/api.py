@@ -29,6 +29,7 @@ from ..arguments import TIMEOUT, ArgumentError, choice, flag, integer, memory, p
 from ..literals import bits_hex, hex_float
 from ..model import Model
 from ..progress import reporter
+from ..reference import product_scales
 from . import constraints as _cons
 from . import encode as _enc
 from .bv import disj
@@ -171,15 +172,22 @@ class WorstError:
     seconds: float
     queries: int
     log: list[tuple[str, str, float]] = field(default_factory=list)
+    scale_a: np.ndarray | None = None  # a block-scaled model's scales at the input (one per scale block)
+    scale_b: np.ndarray | None = None
 
     def __str__(self) -> str:
         kind = "relative to sum|a_i b_i| + |c|" if self.relative else "absolute"
+        if self.scale_a is not None:
+            kind = "relative to sum|a_i sa_i b_i sb_i| + |c|" if self.relative else "absolute"
         b = "not proved" if self.bound is None else f"{float(self.bound):.6g} (= {frac_text(self.bound)})"
+        scales = [] if self.scale_a is None or self.scale_b is None else [
+            f"scale_a = [{', '.join(hex_float(x) for x in self.scale_a)}]",
+            f"scale_b = [{', '.join(hex_float(x) for x in self.scale_b)}]"]
         return "\n".join([
             f"worst error ({kind}): {float(self.value):.6g} (= {frac_text(self.value)}), status {self.status}",
             f"proved upper bound: {b}",
             f"a = [{', '.join(hex_float(x) for x in self.a)}]",
-            f"b = [{', '.join(hex_float(x) for x in self.b)}]",
+            f"b = [{', '.join(hex_float(x) for x in self.b)}]", *scales,
             f"c = {hex_float(self.c)}; d = {hex_float(self.d)}; exact = {frac_text(self.exact)}",
             f"({self.queries} solver queries, {self.solver}, {self.seconds:.1f} s)"])
 
@@ -192,7 +200,9 @@ class WorstError:
                 "a": [hex_float(x) for x in self.a], "b": [hex_float(x) for x in self.b], "c": hex_float(self.c),
                 "d": hex_float(self.d), "exact": frac_text(self.exact), "solver": self.solver,
                 "seconds": round(self.seconds, 3), "queries": self.queries,
-                "log": [{"threshold": t, "answer": a, "seconds": sec} for t, a, sec in self.log]}
+                "log": [{"threshold": t, "answer": a, "seconds": sec} for t, a, sec in self.log],
+                **({} if self.scale_a is None or self.scale_b is None else
+                   {"scale_a": [hex_float(x) for x in self.scale_a], "scale_b": [hex_float(x) for x in self.scale_b]})}
 
 
 def _floor_log2(x: Fraction) -> int:
@@ -519,7 +529,8 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
 
 def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Up to 8 rows of finite inputs (normal ones with ``normal_inputs``) with finite results whose error,
-    ranked in binary64 with math.fsum, is largest among ``n`` rows of the probes' input families."""
+    ranked in binary64 with math.fsum, is largest among ``n`` rows of the probes' input families (a
+    block-scaled model's with unit scales)."""
     from ..engine import dot
     from ..probes.inputs import Formats, mixed_rows
 
@@ -537,7 +548,9 @@ def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[
     a, b, c = a[ok], b[ok], c[ok]
     if len(c) == 0:
         return []
-    d = dot(a, b, c, model=model).astype(np.float64)
+    sa, sb = _unit_scales(model, k)  # a block-scaled model's rows take unit scales
+    scales = {} if sa is None else {"scale_a": np.tile(sa, (len(c), 1)), "scale_b": np.tile(sb, (len(c), 1))}
+    d = dot(a, b, c, model=model, **scales).astype(np.float64)
     with np.errstate(all="ignore"):
         p = a * b
     score = np.zeros(len(c))
@@ -574,10 +587,23 @@ def _below_cut_rows(f: Any, k: int, n: int, rng: np.random.Generator) -> tuple[n
     return a, b, c
 
 
-def _exact_of(model: Model, a: np.ndarray, b: np.ndarray, c: float) -> tuple[Fraction, Fraction]:
-    """(a·b + c, sum |a_i b_i| + |c|) exactly."""
-    terms = [Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)] + [Fraction(c)]
+def _exact_of(model: Model, a: np.ndarray, b: np.ndarray, c: float, scale_a: np.ndarray | None = None,
+              scale_b: np.ndarray | None = None) -> tuple[Fraction, Fraction]:
+    """(a·b + c, sum |a_i b_i| + |c|) exactly; a block-scaled model's products times their scales."""
+    terms = [Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)]
+    scales = product_scales(model, len(terms), scale_a, scale_b)
+    if scales is not None:
+        terms = [t * Fraction(x) * Fraction(y) for t, x, y in zip(terms, *scales)]
+    terms.append(Fraction(c))
     return sum(terms, Fraction(0)), sum((abs(t) for t in terms), Fraction(0))
+
+
+def _unit_scales(model: Model, k: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Scales of 1 for a block-scaled model's k products (one per scale block); (None, None) for others."""
+    if not model.block_scaled:
+        return None, None
+    ones = np.ones(k // model.option("scale_block"))
+    return ones, ones.copy()
 
 
 def worst_error(model: Model | str, *, k: int | None = None, reference: str = "exact", relative: bool = True,
@@ -586,7 +612,10 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
                 normal_inputs: bool = True, seed_rows: int = 4000, input_format: Any = None,
                 output_format: Any = None, progress: Any = None, symmetry: bool = False) -> WorstError:
     """The largest error |d - (a·b + c)| of a model over all finite inputs of length k whose result is finite
-    (and ``constraints``), relative to sum |a_i b_i| + |c| (``relative=True``) or absolute.
+    (and ``constraints``), relative to sum |a_i b_i| + |c| (``relative=True``) or absolute.  A block-scaled
+    model's scales are inputs too (no NaN scale): its exact value and magnitude take each product times its
+    scales, sum a_i sa_i b_i sb_i + c and sum |a_i sa_i b_i sb_i| + |c|; the engine's rows start from unit
+    scales, and the result carries the worst input's ``scale_a`` and ``scale_b``.
 
     Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over
     powers of two, then ``digits`` bits of T's significand (0 to 64); each satisfiable answer raises the
@@ -624,9 +653,6 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     name = _solve.pick(solver)
     m = resolve(model, input_format, output_format)
     _refuse(m)
-    if m.block_scaled:
-        raise NotImplementedError(f"{m.name or 'model'}: worst_error does not take block-scaled models yet (its "
-                                  "exact value has no scales); discriminate and equivalent do")
     k = default_k(m) if k is None else k
     if constraints is None:  # the engine's rows: 2 per seed row, a and b with copies and dot's temporaries
         memory("seed_rows", seed_rows, seed_rows * k * 160, f"the engine's {2 * seed_rows} rows of {k} products",
@@ -639,18 +665,20 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     v = _inputs(m, k)
     fd = m.output_format
     d = z3.BitVec("d", fd.bits)
-    N, LSB, finite, M, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c)
+    scale_bits_ab = (v.bits_sa, v.bits_sb) if m.block_scaled else (None, None)
+    N, LSB, finite, M, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c, *scale_bits_ab)
     W = N.size() + 2
     dv = _enc.value_in_frame(fd, d, LSB, W)
     err = dv - z3.SignExt(2, N)
     abs_err = z3.If(err < 0, -err, err)
     out_finite = z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf))
-    base = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), finite, out_finite] + _cons.apply(constraints, v)
+    base = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scale_bits_ab), finite, out_finite] + \
+        _cons.apply(constraints, v)
     if normal_inputs:
         base += _cons.apply(_cons.normal(), v)
     if symmetry and constraints is None:
         base += symmetry_breaking([m], v)
-    variables = [*v.bits_a, *v.bits_b, v.bits_c, d]
+    variables = [*v.variables, d]
     scale_bits = 80  # thresholds go down to 2**-80 (relative)
 
     def above(T: Fraction) -> list[z3.BoolRef]:
@@ -666,7 +694,8 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << up, z3.BitVecVal(n << down, w))]
 
     log: list[tuple[str, str, float]] = []
-    best: tuple[Fraction, np.ndarray, np.ndarray, float, Any, Fraction] | None = None
+    Row = tuple[np.ndarray, np.ndarray, float, Any, Any]  # a, b, c, scale_a, scale_b (None: no scales)
+    best: tuple[Fraction, Row, Any, Fraction] | None = None  # error, input, d, exact value
     lo, hi = Fraction(-1), None  # errors <= lo are reached; none exceed hi
     queries = 0
 
@@ -687,9 +716,9 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         q = Fraction(1, 2 ** (scale_bits + digits + 8)) if relative else Fraction(2) ** LSB
         return Fraction(-(-x // q)) * q
 
-    def error_of(a: np.ndarray, b: np.ndarray, c: float) -> tuple[Fraction, Any, Fraction]:
-        dd, _ = engine_bits(m, a, b, c)
-        x, mag = _exact_of(m, a, b, c)
+    def error_of(row: Row) -> tuple[Fraction, Any, Fraction]:
+        dd, _ = engine_bits(m, *row)
+        x, mag = _exact_of(m, *row)
         e = abs(Fraction(float(dd)) - x)
         return (e / mag if relative and mag else e), dd, x
 
@@ -697,20 +726,22 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
         """Record a satisfying input's error (checked by the engine); the error."""
         nonlocal best, lo
         a, b, c = witness_inputs(m, out.values, v)
-        dd, bits = engine_bits(m, a, b, c)
+        row = (a, b, c, *witness_scales(m, out.values, v))
+        dd, bits = engine_bits(m, *row)
         if bits != out.values["d"]:
             raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")
-        e, dd, x = error_of(a, b, c)
+        e, dd, x = error_of(row)
         if best is None or e > best[0]:
-            best = (e, a, b, c, dd, x)
+            best = (e, row, dd, x)
         lo = max(lo, e)
         return e
 
     if constraints is None:  # a first lower bound from the engine on adversarial rows: no solver needed
         for a, b, c in _seed_rows(m, k, normal_inputs, seed_rows):
-            e_row, dd, x = error_of(a, b, c)
+            row = (a, b, c, *_unit_scales(m, k))
+            e_row, dd, x = error_of(row)
             if best is None or e_row > best[0]:
-                best = (e_row, a, b, c, dd, x)
+                best = (e_row, row, dd, x)
         if best is not None:
             lo = best[0]
             log.append(("engine rows", f"{seed_rows} rows: best {float(lo):.4g}", 0.0))
@@ -771,14 +802,15 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     spent = time.perf_counter() - start
     if best is None:  # no input found: the zero input (valid without constraints: its error is 0)
         zero = np.zeros(k)
-        dd, _ = engine_bits(m, zero, zero, 0.0)
+        ones = _unit_scales(m, k)
+        dd, _ = engine_bits(m, zero, zero, 0.0, *ones)
         status = "unknown" if constraints is not None else "exact" if hi is not None else "lower bound"
         return WorstError(Fraction(0), hi, relative, zero, zero, 0.0, dd, Fraction(0), status, name, spent,
-                          queries, log)
-    e_best, a, b, c, dd, x = best
+                          queries, log, *ones)
+    e_best, (a, b, c, sa, sb), dd, x = best
     exact = hi is not None and (hi - e_best) <= hi / 2 ** digits
     return WorstError(e_best, hi, relative, a, b, c, dd, x, "exact" if exact else "lower bound", name, spent,
-                      queries, log)
+                      queries, log, sa, sb)
 
 
 def inputs_for(model: Model, k: int, prefix: str = "") -> _cons.Inputs:

@@ -689,19 +689,26 @@ class _Formula:
         return _ieee_operation(self.model, _A, [], [s, c], self.model.output_format)
 
 
-def exact_value(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef
+def exact_value(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef,
+                scale_a: Sequence[z3.BitVecRef] | None = None, scale_b: Sequence[z3.BitVecRef] | None = None
                 ) -> tuple[z3.BitVecRef, int, z3.BoolRef, z3.BitVecRef, int]:
-    """The exact a·b + c and sum |a_i b_i| + |c| of finite inputs, as fixed-point integers over one frame:
+    """The exact a·b + c and sum |a_i b_i| + |c| of finite inputs (a block-scaled model's products times
+    their scales: sum a_i sa_i b_i sb_i + c, no NaN scale), as fixed-point integers over one frame:
     (value N, LSB, all inputs finite, magnitude M, LSB) with value = N * 2**LSB."""
     xs = [decode(model.input_format, x) for x in a]
     ys = [decode(model.b_format, y) for y in b]
     z = decode(model.c_format, c)
-    terms = [product(x, y) for x, y in zip(xs, ys)] + [addend(z)]
+    terms = [product(x, y) for x, y in zip(xs, ys)]
+    scales = product_scales(model, len(a), scale_a, scale_b, decode=lambda fs, x, name: decode(fs, x))
+    finite = [z3.Not(disj(v.nan, v.inf)) for v in xs + ys + [z]]
+    if scales is not None:
+        terms = [_scaled(t, x, y) for t, x, y in zip(terms, *scales)]
+        finite += [z3.Not(s.nan) for s in scales[0] + scales[1]]
+    terms.append(addend(z))
     N, LSB = exact_sum(terms)
     mags = [Term(t.zero, z3.BoolVal(False), t.sig, t.lsb, t.lsb_min, t.top) for t in terms]
     M, _ = exact_sum(mags)
-    finite = conj(*[z3.Not(disj(v.nan, v.inf)) for v in xs + ys + [z]])
-    return N, LSB, finite, M, LSB
+    return N, LSB, conj(*finite), M, LSB
 
 
 def value_in_frame(fmt: Format, bits: z3.BitVecRef, LSB: int, width: int) -> z3.BitVecRef:
