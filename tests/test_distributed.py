@@ -63,3 +63,41 @@ def test_c_format_reaches_the_tiles():
         bf.gemm(A, B, C, device="V100", c_format="fp16").compute(scheduler="synchronous")
     D = bf.gemm(A, B, np.full((4, 4), 0.5), device="V100", c_format="fp16").compute(scheduler="synchronous")
     assert np.array_equal(bits(D), bits(np.full((4, 4), 8.5, dtype=np.float32)))
+
+
+@pytest.mark.parametrize("instruction,fin", [("tcgen05.mxf4nvf4.block16.ue4m3", "e2m1fn"),
+                                             ("tcgen05.mxf8f6f4.block32", "e4m3fn*e2m1fn")])
+def test_block_scaled_dask_gemm_is_bit_identical(instruction, fin):
+    """Block-scaled GEMMs on dask arrays: the scales follow A's row chunks and B's column chunks (a 1-D
+    scale_b serves every column), and the result is the in-memory call's, bit for bit."""
+    model = bf.device("B200").model(fin, "fp32", instruction=instruction)
+    fa, fb, fs = model.input_format, model.b_format, model.scale_format
+    block = model.option("scale_block")
+    rng = np.random.default_rng(11)
+    m, k, n = 10, 4 * block, 7
+    A = F.round(fa, rng.standard_normal((m, k)) * 2)
+    B = F.round(fb, rng.standard_normal((k, n)))
+    SA = F.round(fs, 2.0 ** rng.integers(-3, 4, (m, k // block)) * (1 if fs.precision == 1 else 1.5))
+    SB = F.round(fs, 2.0 ** rng.integers(-3, 4, k // block))
+    C = F.round("fp32", rng.standard_normal((m, n)))
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+    lazy = bf.gemm(da.from_array(A, chunks=(4, 3 * block)), da.from_array(B, chunks=(block, 3)), C, model=model,
+                   scale_a=da.from_array(SA, chunks=(3, 1)), scale_b=SB)
+    assert lazy.chunks == ((4, 4, 2), (3, 3, 1))
+    assert np.array_equal(bits(lazy.compute(scheduler="synchronous")), bits(want))
+
+
+def test_block_scaled_dask_gemm_errors():
+    model = bf.device("B200").model("e2m1fn", "fp32", instruction="tcgen05.mxf4.block32")
+    A, B = da.ones((4, 64), chunks=2), da.ones((64, 3), chunks=2)
+    with pytest.raises(ValueError, match="scale_a=None: .* needs 2 scales"):
+        bf.gemm(A, B, model=model, scale_b=np.ones(2))
+    with pytest.raises(ValueError, match=r"scale_b=<shape \(3,\)>: must broadcast to \(2, 3\)"):
+        bf.gemm(A, B, model=model, scale_a=np.ones((4, 2)), scale_b=np.ones(3))
+    with pytest.raises(ValueError, match="k = 40 must be a multiple of the scale block 32"):
+        bf.gemm(da.ones((4, 40)), da.ones((40, 3)), model=model, scale_a=np.ones((4, 1)), scale_b=np.ones(1))
+    with pytest.raises(ValueError, match="is not block-scaled and takes no scales"):
+        bf.gemm(A, B, device="H100", input_format="fp16", scale_a=np.ones((4, 2)))
+    bad = bf.gemm(A, B, model=model, scale_a=np.full((4, 2), 3.0), scale_b=np.ones(2))  # not an e8m0 value
+    with pytest.raises(ValueError, match="scale_a"):
+        bad.compute(scheduler="synchronous")

@@ -225,6 +225,11 @@ def test_gemm_and_dot_take_scales():
         assert (D.view(np.uint32) == mmasim_d("B200", cfg, A, B, C, SA, SB)).all()
         d = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None])
         assert (d.view(np.uint32) == D.view(np.uint32)).all()
+        # one scale vector for every row of A and every column of B (1-D scales) is the same as it repeated
+        one = bf.gemm(A, B, C, model=model, scale_a=SA[0], scale_b=SB[:, 0])
+        full = bf.gemm(A, B, C, model=model, scale_a=np.tile(SA[0], (len(A), 1)),
+                       scale_b=np.tile(SB[:, :1], (1, B.shape[1])))
+        assert (one.view(np.uint32) == full.view(np.uint32)).all()
 
 
 def test_api_scale_errors():

@@ -518,7 +518,7 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, 
             raise ArgumentError(name, as_given, f"must hold {k // block} scales along K (one per {block} products of "
                                 f"k = {k}), not shape {x.shape}")
         try:
-            np.broadcast_shapes(x.shape[:-1], vectors[i])
+            shape = np.broadcast_shapes(x.shape[:-1], vectors[i]) + (k // block,)
         except ValueError:
             raise ArgumentError(name, as_given, f"its shape {x.shape} does not match its operand's "
                                 f"{vectors[i] + (k // block,)}") from None
@@ -533,7 +533,7 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, 
             raise ArgumentError(name, as_given, f"{name}[{', '.join(map(str, shown))}] = {value!r} is not a value of "
                                 f"{fs.name}" + (" (scales are unsigned)" if np.signbit(value) else ""),
                                 fix="round the scales to the scale format first (bf.formats.round)")
-        out.append(x)
+        out.append(np.broadcast_to(x, shape))  # one scale vector may serve every row (gemm: 1-D scales)
     return out[0], out[1]
 
 
@@ -587,21 +587,18 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
     skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
     (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the compiled kernels
-    or the numpy engine compute it, or the exact reference beyond the engines' bounds).  With dask arrays for
-    A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
-    :mod:`blockfma.engine.distributed`).
+    or the numpy engine compute it, or the exact reference beyond the engines' bounds); a 1-D ``scale_a`` or
+    ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it returns a lazy
+    dask array computed tile by tile, bit-identical to the in-memory call, the scales following A's row and
+    B's column chunks (see :mod:`blockfma.engine.distributed`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     from . import distributed
 
     if any(distributed.is_dask(x) for x in (A, B, C)):
-        if scale_a is not None or scale_b is not None:
-            raise ArgumentError("scale_a", Shown("<given with dask arrays>"), "block-scaled GEMMs do not run tile "
-                                "by tile on dask arrays yet", fix="pass numpy arrays (A.compute(), B.compute()), "
-                                "or split the call into blocks of rows of A and their scales")
-        return distributed.gemm(A, B, C, mdl, kernel=gemm, round_inputs=round_inputs, backend=backend, check=check,
-                                c_format=c_format)
+        return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
+                                round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
     if A_.ndim != 2 or B_.ndim != 2:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import ArgumentError, Shown
 from ..model import Model
 from ..optional import require
 
@@ -33,10 +34,43 @@ def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, kernel: Callable[..., 
     return kernel(a, b, c, model=model, **kwargs)
 
 
-def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], **kwargs: Any) -> Any:
+def _scaled_tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray, *,
+                 kernel: Callable[..., np.ndarray], model: Model, kwargs: dict) -> np.ndarray:
+    return kernel(a, b, c, model=model, scale_a=sa, scale_b=sb, **kwargs)
+
+
+def _scales(da: Any, scale_a: Any, scale_b: Any, m: int, n: int, k: int, model: Model) -> tuple[Any, Any]:
+    """A block-scaled model's scales as dask arrays of shapes (m, k // block) and (k // block, n) (a 1-D
+    scale vector serves every row of A or column of B, as in memory); the shapes checked here, the values
+    where the tiles run."""
+    block = model.option("scale_block")
+    if k % block:
+        raise ArgumentError("A", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale block {block}",
+                            fix=f"pad A and B with zeros to a multiple of {block} along K")
+    nb = k // block
+    out = []
+    for name, given, shape in (("scale_a", scale_a, (m, nb)), ("scale_b", scale_b, (nb, n))):
+        if given is None:
+            raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {nb} scales of "
+                                f"{model.scale_format.name} along K (one per {block} products)")
+        x = given_x = da.asarray(given)
+        if name == "scale_b" and x.ndim == 1:
+            x = x[:, None]
+        try:
+            out.append(da.broadcast_to(x, shape))
+        except ValueError:
+            raise ArgumentError(name, Shown(f"<shape {given_x.shape}>"), f"must broadcast to {shape}: one scale per "
+                                f"{block} products along K of every {'row of A' if name == 'scale_a' else 'column of B'}"
+                                ) from None
+    return out[0], out[1]
+
+
+def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], scale_a: Any = None,
+         scale_b: Any = None, **kwargs: Any) -> Any:
     """A lazy dask array D = A @ B + C computed tile by tile by ``kernel`` (:func:`blockfma.gemm`, which
-    passes itself; ``kwargs``: its ``round_inputs``, ``backend``, ``check``).  Output tiles follow A's row
-    chunks and B's column chunks."""
+    passes itself; ``kwargs``: its ``round_inputs``, ``backend``, ``check``, ``c_format``).  Output tiles
+    follow A's row chunks and B's column chunks; a block-scaled model's ``scale_a`` (m, k // block) follows
+    A's rows and ``scale_b`` (k // block, n) B's columns, each task holding all of K's scales."""
     da = _dask_array()
     A = da.asarray(A)
     B = da.asarray(B)
@@ -53,5 +87,16 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
     else:
         C = da.broadcast_to(da.asarray(C), (m, n)).rechunk((A.chunks[0], B.chunks[1]))
     dtype = model.output_format.dtype
-    return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
-                        kernel=kernel, model=model, kwargs=kwargs)
+    if scale_a is None and scale_b is None and not model.block_scaled:
+        return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
+                            kernel=kernel, model=model, kwargs=kwargs)
+    if not model.block_scaled:
+        raise ArgumentError("scale_a" if scale_a is not None else "scale_b", Shown("<given>"),
+                            f"{model.summary()} is not block-scaled and takes no scales",
+                            fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, mxf4 or mxf4nvf4 kind) "
+                                "or leave the scales out")
+    SA, SB = _scales(da, scale_a, scale_b, m, n, A.shape[1], model)
+    SA = SA.rechunk((A.chunks[0], -1))
+    SB = SB.rechunk((-1, B.chunks[1]))
+    return da.blockwise(_scaled_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,
+                        concatenate=True, kernel=kernel, model=model, kwargs=kwargs)
