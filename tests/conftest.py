@@ -22,7 +22,10 @@ def assert_bits():
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """One line on the MMA-Sim differential (tests/test_mmasim.py), when it ran."""
+    """One line on the MMA-Sim differential (tests/test_mmasim.py), when it ran in this process (not under
+    xdist); with ``BLOCKFMA_MMASIM_RESULTS=path`` also every configuration's rows and mismatches as JSON (the
+    agreement table of a closing note: ``-m "slow or not slow" -p no:xdist -k presets_agree``)."""
+    import os
     import sys
 
     module = sys.modules.get("test_mmasim")
@@ -36,3 +39,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.write_line(
         f"MMA-Sim differential: {len(results)} configurations, {rows} rows; mismatches " +
         ", ".join(f"{k} {v}" for k, v in total.items()) + f"; values where a preset departs on purpose: {departed}")
+    path = os.environ.get("BLOCKFMA_MMASIM_RESULTS")
+    if path:
+        from importlib.metadata import version
+
+        from blockfma.files import write_json
+
+        write_json(path, {"mmasim": version("mmasim"), "configurations": results})
+        terminalreporter.write_line(f"MMA-Sim differential per configuration: {path}")
