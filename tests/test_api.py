@@ -496,3 +496,32 @@ def test_mixed_operand_formats_and_a_narrower_c():
         bf.dot([1.0], [1.0], 0.1, device="V100", c_format="fp16")
     with pytest.raises(ValueError, match="c_format='fp64' holds values"):
         bf.dot([1.0], [1.0], 0.5, device="V100", c_format="fp64")
+
+
+def test_arrays_of_a_held_dtype_are_not_looked_at(monkeypatch):
+    """A, B and C given as arrays of a dtype whose every code the model's format holds (float16 for fp16
+    inputs, float32 or float16 for an fp32 C) skip the per-value check, which costs more than a GEMM's
+    transfer to a GPU; any other dtype is still checked value by value, and the results do not change."""
+    import ml_dtypes
+
+    from blockfma import formats as fm
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((5, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 4)).astype(np.float16)
+    C = rng.standard_normal((5, 4)).astype(np.float32)
+    want = bf.gemm(A, B, C, device="H100", input_format="fp16")
+    looked = []
+    real = fm.is_representable
+    monkeypatch.setattr(fm, "is_representable", lambda f, x: looked.append(f.name) or real(f, x))
+    got = bf.gemm(A, B, C, device="H100", input_format="fp16")
+    assert looked == [] and (got.view(np.uint32) == want.view(np.uint32)).all()
+    assert fm.holds_codes("fp32", "fp16") and not fm.holds_codes("fp16", "bf16")
+    assert not fm.holds_codes("e4m3fn", "e5m2") and fm.of_dtype(ml_dtypes.float8_e4m3fn).name == "e4m3fn"
+    # bf16 arrays for fp16 inputs, e5m2 ones (infinities) for e4m3fn inputs: looked at, and refused
+    with pytest.raises(ValueError, match=r"A\[0, 0\] = 1.00025\d*e\+30 is not representable in fp16"):
+        bf.gemm(np.full((2, 16), 1e30).astype(ml_dtypes.bfloat16), B, device="H100", input_format="fp16")
+    with pytest.raises(ValueError, match=r"is not representable in e4m3fn"):
+        bf.gemm(np.full((2, 32), np.inf).astype(ml_dtypes.float8_e5m2), np.ones((32, 2), ml_dtypes.float8_e4m3fn),
+                device="H100", input_format="e4m3fn")
+    assert looked == ["fp16", "e4m3fn"]

@@ -28,6 +28,8 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
+    "holds_codes",
+    "of_dtype",
     "RoundingMode",
     "Format",
     "get",
@@ -881,6 +883,28 @@ def holds(wide: Format | str, narrow: Format | str) -> bool:
     wide, narrow = get(wide), get(narrow)
     return (narrow.precision <= wide.precision and narrow.emax <= wide.emax
             and narrow.emin - narrow.precision >= wide.emin - wide.precision)
+
+
+def holds_codes(wide: Format | str, narrow: Format | str) -> bool:
+    """Every code of ``narrow`` is a value of ``wide``: its finite values (:func:`holds`), and its zero, -0,
+    infinities and NaN where it has them (fp32 holds the codes of fp16, bf16 and e4m3fn, e4m3fn those of
+    e2m1fn; e4m3fnuz does not hold e4m3fn's -0, nor e4m3fn e5m2's infinities)."""
+    wide, narrow = get(wide), get(narrow)
+    return (holds(wide, narrow) and (wide.signed or not narrow.signed)
+            and (wide.has_zero or not narrow.has_zero)
+            and (wide.has_negative_zero or not narrow.has_negative_zero)
+            and (wide.has_infinities or not narrow.has_infinities) and (wide.has_nan or not narrow.has_nan))
+
+
+def of_dtype(dtype: Any) -> Format | None:
+    """The format whose values are those of a numpy or ml_dtypes floating dtype (float16: fp16, bfloat16:
+    bf16, float32: fp32, float8_e4m3fn: e4m3fn): the widest format stored in it; None for other dtypes."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        return None
+    stored = [get(n) for n in names() if get(n).dtype_name == name]
+    return max(stored, key=lambda f: f.bits) if stored else None
 
 
 def not_binary64(what: str, idx: tuple, value: Any) -> None:

@@ -214,11 +214,16 @@ def _exact_objects(arr: np.ndarray, what: str) -> np.ndarray:
 
 
 def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMode | None,
-                  transposed: bool = False) -> np.ndarray:
+                  transposed: bool = False, source: Any = None) -> np.ndarray:
     """x, or ValueError naming the first value ``fmt`` does not hold (index as the caller passed it: reversed
-    for a ``transposed`` view); with ``round_with``, x rounded instead."""
+    for a ``transposed`` view); with ``round_with``, x rounded instead.  ``source``: the array x was read
+    from, as the caller passed it; a numpy array of a dtype whose every code ``fmt`` holds (fp16 values for
+    an fp16 or fp32 input) needs no look at its values."""
     if round_with is not None:
         return _formats.round(fmt, x, round_with)
+    native = _formats.of_dtype(source.dtype) if isinstance(source, np.ndarray) else None
+    if native is not None and _formats.holds_codes(fmt, native):
+        return x
     ok = _formats.is_representable(fmt, x)
     if not np.all(ok):
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
@@ -288,20 +293,20 @@ def _register_codes(given: Any, values: np.ndarray, transposed: bool = False) ->
 
 
 def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_inputs: Any, check: bool = True,
-             names: str = "abc", b_transposed: bool = False, given: tuple[Any, Any] = (None, None)
+             names: str = "abc", b_transposed: bool = False, given: tuple[Any, ...] = (None, None)
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """a, b, c checked against the model's formats (or rounded per ``round_inputs``; ``"device"`` reads A
-    and B from ``given``, the arrays as the caller passed them, as the unit reads its registers) and flushed
-    where the model flushes."""
+    and B from ``given``, the arrays as the caller passed them, as the unit reads its registers; arrays of
+    a dtype the format holds are not looked at) and flushed where the model flushes."""
     mode_ab, mode_c = _input_rounding(model, round_inputs)
     if _reads_registers(model, round_inputs):
         a = _formats.read_register(model.input_format, _register_codes(given[0], a), mode_ab)
         b = _formats.read_register(model.b_format, _register_codes(given[1], b, b_transposed), mode_ab)
     elif check or mode_ab is not None:
-        a = _check_format(model.input_format, a, names[0], mode_ab)
-        b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed)
+        a = _check_format(model.input_format, a, names[0], mode_ab, source=given[0])
+        b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed, source=given[1])
     if check or mode_c is not None:
-        c = _check_format(model.c_format, c, names[2], mode_c)
+        c = _check_format(model.c_format, c, names[2], mode_c, source=given[2] if len(given) > 2 else None)
     if not model.subnormals:  # in the formats the datapath reads A and B in (unpacked, where it unpacks them)
         plus = model.flush_zero == "positive"
         arith = model.arithmetic_model()
@@ -380,7 +385,7 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
     rows = int(np.prod(lead, dtype=np.int64))
     _check_memory(rows, 2 * rows * A.shape[-1], f"dot of {rows} rows of length {A.shape[-1]}")  # broadcasts copy
-    A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b))
+    A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b, c))
     scales = _scales(m, scale_a, scale_b, A.shape[-1], ("scale_a", "scale_b"), (A.shape[:-1], B.shape[:-1]))
     if scales is not None:
         SA, SB = (np.broadcast_to(x, lead + (x.shape[-1],)).reshape(rows, -1) for x in scales)
@@ -618,7 +623,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         _ran("numpy")
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
-    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B))
+    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
     scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), b_transposed=True)
     if scales is not None:
         SA, SBt = scales
