@@ -308,13 +308,15 @@ def test_cli_pair_exit_codes(capsys):
 
 
 def test_cli_query_and_list_exit_codes(capsys, monkeypatch):
-    code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3", "--json", "-")
+    # z3 answers in about 5 s alone; a long limit keeps a loaded CI machine from turning it into "no answer"
+    code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3", "--json", "-",
+                        "--timeout", "600")
     assert code == 0 and json.loads(out)["ok"] is True
     code, out, _ = _cli(capsys, "smt", "query", "carry-4-ampere", "--timeout", "0.001")
     assert code == 2 and "NO ANSWER" in out
     q = queries.get("exact-multiplication")
     monkeypatch.setitem(queries._QUERIES, q.name, queries.replace(q, expected="unsat"))
-    code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3")
+    code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3", "--timeout", "600")
     assert code == 1 and "NOT AS EXPECTED" in out
     code, out, _ = _cli(capsys, "smt", "list", "--json", "-")
     assert code == 0 and [r["query"] for r in json.loads(out)] == [q.name for q in queries.queries()]
