@@ -430,15 +430,24 @@ def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | Non
     """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: a scale per product, finite
     operands and C, +0 exact zeros), ``"numpy"`` (:mod:`.scaled`; group-scaled models by matrix products),
     each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.
-    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), when
-    asked for by name (``"auto"`` stays on the CPU).  Triton is refused by name, as is ``"numba"`` where
-    the compiled kernels do not run the call."""
+    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), and
+    ``"triton"`` our block-scaled Triton kernel (:func:`.triton.scaled_gemm`), when asked for by name
+    (``"auto"`` stays on the CPU); ``"triton"`` for a model that kernel does not run is refused with its
+    reason, as is ``"numba"`` where the compiled kernels do not run the call."""
     from . import scaled
 
     if backend not in scaled.SCALED_BACKENDS and not _on_torch(backend):
         raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
-                            "numba, numpy and torch engines and the exact reference do",
-                            fix="pass backend='auto', 'numpy', 'numba', 'torch' or 'cuda' with scale_a and scale_b")
+                            "numba, numpy, torch and triton engines and the exact reference do",
+                            fix="pass backend='auto', 'numpy', 'numba', 'torch', 'cuda' or 'triton' with scale_a "
+                                "and scale_b")
+    if backend == "triton":
+        from . import triton
+
+        why = triton.unsupported_reason(model)
+        if why is not None:
+            raise ValueError(f"backend='triton' does not run {model.summary()}: {why}; backend='auto' runs it")
+        return backend
     block = plan(model, model.block_width or 1).block
     if _on_torch(backend):
         if not scaled.supports(block):
@@ -464,11 +473,17 @@ def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | Non
 
 def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: np.ndarray, sbt: np.ndarray,
                  c: np.ndarray) -> np.ndarray:
-    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda"):
-    a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block), sbt
-    (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n)."""
+    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda",
+    "triton"): a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block),
+    sbt (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n).  Triton takes
+    the scales one per scale block (its kernel finds a product's); the others one per product
+    (:func:`.scaled.per_product`)."""
     from . import scaled
 
+    if engine == "triton":
+        from . import triton
+
+        return np.stack([triton.scaled_gemm(model, a[i], bt[i], c[i], sa[i], sbt[i]) for i in range(a.shape[0])])
     k = a.shape[-1]
     p = plan(model, k)
     block = model.option("scale_block")
@@ -631,7 +646,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            whole = engine == "numba" or _on_torch(engine)  # the numpy engine goes tile by tile
+            whole = engine in ("numba", "triton") or _on_torch(engine)  # the numpy engine goes tile by tile
             rows = max(1, m) if whole else max(1, _TILE // max(1, n * scaled.width(p)))
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):
