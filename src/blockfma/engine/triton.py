@@ -517,7 +517,8 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     model's formats (nothing is checked here), k a multiple of the scale block SB; their scales, values of
     the scale format (NaN allowed), one per scale block: ``sa`` (m, k / SB), ``sb`` (k / SB, n).  Returns a
     new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``block_m``/``block_n``/``num_warps``: launch
-    parameters (defaults 16 x 16, 4 warps: the block's (16, L, 16) int64 products, as the general path)."""
+    parameters (defaults 16 x 16, 4 warps: the block's (16, L, 16) int64 products, as the general path; on
+    the CPU no larger than D)."""
     _launch_sizes(block_m, block_n, num_warps)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
@@ -534,7 +535,11 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
-    bm, bn, warps = block_m or 16, block_n or 16, num_warps or 4
+    if a.device.type == "cpu":  # the interpreter: its reductions go element by element, so no tile beyond D
+        bm, bn = block_m or min(16, 1 << (m - 1).bit_length()), block_n or min(16, 1 << (n - 1).bit_length())
+    else:
+        bm, bn = block_m or 16, block_n or 16
+    warps = num_warps or 4
     p = plan(model.arithmetic_model(), k)
     _kernel("scaled")[(-(-m // bm), -(-n // bn))](
         a, b, c, d, sa, sb, m, n, k, p.padded, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
