@@ -350,7 +350,8 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``"numpy"``) for every model within its exact float64 bounds (every preset), else in the exact
     reference (:func:`blockfma.reference.dot`, Fractions: about a millisecond a dot product;
     ``"reference"``); ``backend="torch"`` or ``"cuda"`` runs the numpy engine's block on torch tensors (CPU
-    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``"triton"`` is refused.
+    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``bf.gemm``'s ``"triton"`` our
+    block-scaled Triton kernel (:mod:`blockfma.engine.triton_scaled`; ``dot`` refuses ``"triton"``).
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -602,7 +603,8 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
     skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
     (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the compiled kernels
-    or the numpy engine compute it, or the exact reference beyond the engines' bounds).  With dask arrays for
+    or the numpy engine compute it, or the exact reference beyond the engines' bounds; ``backend="triton"``
+    our block-scaled Triton kernel, every B200 and RTX 5090 preset, asked for by name only).  With dask arrays for
     A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the in-memory call (see
     :mod:`blockfma.engine.distributed`).
     """

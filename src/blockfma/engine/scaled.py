@@ -17,7 +17,9 @@ own copy):
   (:func:`blockfma.engine.array.aligned_sum`); a NaN scale makes the block NaN, before every other rule.
 
 Everything is exact in float64 within the bounds :func:`supports` checks (the presets all lie within them);
-the caller runs the exact reference for the others.
+the caller runs the exact reference for the others.  The Triton kernel (``backend="triton"``,
+:mod:`.triton_scaled`) follows the same rule on integers (a significand and an exponent per operand and
+scale) within the same bounds: it runs the models :func:`supports` accepts (and refuses the others by name).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, and of the
-FMA chain, pairwise and exact-fused families (``backend="triton"``).
+"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, of the
+FMA chain, pairwise and exact-fused families, and of the block-scaled models (``backend="triton"``).
 
 One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
 (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
@@ -52,6 +52,14 @@ scalings by powers of two and conversions: nothing for Triton to contract into a
 does not matter), or for the interpreter's numpy arithmetic to round differently.
 Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"`` are refused
 (:func:`unsupported_reason`).
+
+Block-scaled models (the scaled-fused family: every B200 and RTX 5090 ``mxf8f6f4``, ``mxf4`` and
+``mxf4nvf4`` preset) run a third kernel, :mod:`.triton_scaled` (:func:`scaled_gemm`, asked for by name:
+``backend="auto"`` keeps them on the CPU): the general path above with a significand and an exponent decoded
+for every scale as for every operand, never a value times a scale in floating point (they reach 2**±290);
+the scales go to the device one per scale block, and the kernel finds a product's.  It runs the models
+:func:`blockfma.engine.scaled.supports` holds exact (terms of at most 53 bits), with C fused into blocks of
+a power of two of products taken in order, inputs and scales within binary32.
 
 The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
 model's parameters are ``tl.constexpr`` (one compilation per model, path and launch parameters), the shapes runtime
@@ -178,7 +186,8 @@ def supports(model: Model) -> bool:
     """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups) with blocks
     of at most 256 products, or the FMA chain, pairwise (blocks of at most 256) and exact-fused (any block
     width, or one block), where inputs, C, block results and outputs lie within binary32 (every preset of
-    these families but the fp64 ones)."""
+    these families but the fp64 ones); block-scaled models within the numpy engine's exact bounds (every
+    preset: :func:`scaled_gemm`)."""
     return unsupported_reason(model) is None
 
 
