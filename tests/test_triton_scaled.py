@@ -284,3 +284,31 @@ def test_gpu_kernel_equals_cpu_engine(case):
     want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want.view(np.uint32))
     assert scaled.supports(model)
+
+
+@pytest.mark.parametrize("model", _scale_cases(), ids=lambda m: m.name)
+@pytest.mark.parametrize("changes", [dict(exact_zero="ieee", rounded_zero="signed"),
+                                     dict(exact_zero="ieee", rounded_zero="signed", output_rounding="rd"),
+                                     dict(alignment="floor", output_rounding="rne")], ids=str)
+def test_variants_beyond_the_presets(model, changes):
+    """Options no preset has yet, the same kernel: IEEE signs of exact zeros (a group's sign - where all its
+    products are; toward minus infinity -0 where any term is), cuts toward minus infinity, rounding to
+    nearest; on blocks of zeros of both signs, sums that cancel and random codes."""
+    variant = model.replace(name="", **changes)
+    assert tr.supports(variant) and scaled.supports(variant)
+    rng = np.random.default_rng(zlib.crc32(f"{model.name} {changes}".encode()))
+    k, block = 2 * model.block_width, model.option("scale_block")
+    m, n = 6, 5
+    A = F.decode(model.input_format, rng.integers(0, 1 << model.input_format.bits, (m, k)))
+    B = F.decode(model.b_format, rng.integers(0, 1 << model.b_format.bits, (k, n)))
+    A[~np.isfinite(A)], B[~np.isfinite(B)] = 0.0, 0.0
+    A[0], A[1] = -0.0, 0.0  # rows of zeros: the sign of each product is the xor of its factors'
+    A[2, 1::2] = -A[2, 0::2]  # with B's pairs equal, products that cancel in pairs
+    B[1::2, 0] = B[0::2, 0]
+    B[:, 1] = -0.0
+    SA = rng.choice([0.5, 1.0, 2.0] if model.scale_format.name == "e8m0fnu" else [0.0, 0.5, 1.0, 1.75], (m, k // block))
+    SB = rng.choice([0.5, 1.0, 2.0], (k // block, n))
+    C = np.array(rng.choice([0.0, -0.0, 1.0, -0.75, 2.0**-130], (m, n)), dtype=np.float64)
+    C[:3, :2] = [[-0.0, -0.0], [-0.0, -0.0], [0.0, -0.0]]  # -0: the zero rows' results are -0 only by the rule
+    D = check(variant, A, B, C, SA, SB).view(np.float32)
+    assert (np.signbit(D) & (D == 0)).any() == (variant.exact_zero == "ieee")  # the rule was exercised
