@@ -31,7 +31,8 @@ F8F6F4 = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
 PREFIX = {"B200": "tcgen05", "RTX 5090": "mma"}
 # (instruction without its device prefix, A, B, scale block, scale format): every block-scaled preset
 KINDS = ([("mxf8f6f4.block32", a, b, 32, "e8m0fnu") for a in F8F6F4 for b in F8F6F4]
-         + [("mxf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"), ("mxf4nvf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"),
+         + [("mxf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"),
+            ("mxf4nvf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"),
             ("mxf4nvf4.block16.ue8m0", "e2m1fn", "e2m1fn", 16, "e8m0fnu"),
             ("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3")])
 CASES = [(device, *kind) for device in PREFIX for kind in KINDS]
@@ -90,7 +91,8 @@ def test_every_preset_matches_reference(case):
 
 
 def _scale_cases():
-    return [preset("B200", "mxf8f6f4.block32", "e4m3fn", "e5m2"), preset("RTX 5090", "mxf4.block32", "e2m1fn", "e2m1fn"),
+    return [preset("B200", "mxf8f6f4.block32", "e4m3fn", "e5m2"),
+            preset("RTX 5090", "mxf4.block32", "e2m1fn", "e2m1fn"),
             preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")]
 
 

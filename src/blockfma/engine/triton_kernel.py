@@ -14,7 +14,8 @@ import triton.language as tl
 
 __all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
            "with_specials", "store_output", "add_c", "zero_pick",
-           "products", "reduce_max", "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags", "special_flags"]
+           "products", "reduce_max", "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags",
+           "special_flags"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 

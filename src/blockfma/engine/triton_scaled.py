@@ -105,7 +105,9 @@ def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: t
     v = tk.zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
     nan, pos, ninf = tk.special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS)
     # a NaN scale makes the block NaN (before every other rule)
-    nan = nan | (tk.reduce_max(nan_sa.to(tl.int32), 1) == 1)[:, None] | (tk.reduce_max(nan_sb.to(tl.int32), 0) == 1)[None, :]
+    nan_a_scale = tk.reduce_max(nan_sa.to(tl.int32), 1) == 1  # (BM,)
+    nan_b_scale = tk.reduce_max(nan_sb.to(tl.int32), 0) == 1  # (BN,)
+    nan = nan | nan_a_scale[:, None] | nan_b_scale[None, :]
     return tk.with_specials(v, plus, nan, pos, ninf)
 
 
