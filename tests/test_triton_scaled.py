@@ -314,3 +314,12 @@ def test_variants_beyond_the_presets(model, changes):
     C[:3, :2] = [[-0.0, -0.0], [-0.0, -0.0], [0.0, -0.0]]  # -0: the zero rows' results are -0 only by the rule
     D = check(variant, A, B, C, SA, SB).view(np.float32)
     assert (np.signbit(D) & (D == 0)).any() == (variant.exact_zero == "ieee")  # the rule was exercised
+
+
+@pytest.mark.parametrize("k", [16, 32, 96])
+def test_short_k_pads_with_unit_scales(k):
+    """K short of the k = 64 instruction (16, 32) or between two (96): the plan pads with +0 products of scale
+    1, as the reference does; the kernel reads no scale past K."""
+    model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
+    A, B, C, SA, SB = block_scaled_rows(("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3"), 3, k, k)
+    check(model, A, B[:, :4], C[:, :4], SA, SB[:, :4])
