@@ -11,7 +11,10 @@ On a CUDA GPU with Triton installed, each case our own Triton kernel runs (``bac
 :mod:`blockfma.engine.triton`) adds rows: ``triton`` (the whole ``bf.gemm`` call: input checks on the
 host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :func:`gemm_tensors`), checked
 bit for bit against the CPU engine first as well, and so do ``TRITON_CASES``, presets of the families only
-that kernel runs on a GPU (exact-fused, pairwise, the FMA chain); ``--no-triton`` leaves them out.  The first call of a
+that kernel runs on a GPU (exact-fused, pairwise, the FMA chain), and ``SCALED_CASES``, block-scaled presets
+(the B200's NVFP4 ``tcgen05.mxf4nvf4.block16.ue4m3``: ``triton-scaled`` the whole call, ``triton-scaled-kernel``
+the kernel alone, :func:`scaled_gemm_tensors`; K must be a multiple of the scale block); ``--no-triton``
+leaves them out.  The first call of a
 kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
 
 A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
@@ -27,6 +30,9 @@ session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  `
     python benchmarks/bench_gpu.py --sizes 4096 --check-size 256 --cases 'H100 (fp16|e4m3fn)->fp32' \
         --tiles 64x64x8,128x128x8 --sweep-size 8192 --no-general      # a short GPU session's rows
     python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers and spills per tile
+    python benchmarks/bench_gpu.py --sizes 4096 --cases 'e2m1fn' --tiles ''   # NVFP4 against fp32 matmul
+    TRITON_INTERPRET=1 python benchmarks/bench_gpu.py --backend torch --sizes 32 --cases e2m1fn --tiles '' \
+        --repeat 1                                                    # the CPU smoke test of the NVFP4 rows
 """
 
 from __future__ import annotations
@@ -72,6 +78,62 @@ def _operands(rng, model, fin: str, n: int):
     A = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
     B = bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
     return A, B, bf.formats.round(model.c_format, rng.standard_normal((n, n)))
+
+
+# block-scaled presets (backend='triton' by name; C over a wide range, scales of the format near 1): triton rows only
+SCALED_CASES = [("B200", "e2m1fn", "fp32")]
+SCALED_INSTRUCTION = {("B200", "e2m1fn", "fp32"): "tcgen05.mxf4nvf4.block16.ue4m3"}
+
+
+def _scaled_operands(rng, model, n: int):
+    """A, B (n x n, e2m1 of standard normal values, saturating), C (n x n), and their scales (n x n / block
+    and n / block x n) of the scale format between 1/2 and 2."""
+    A, B, C = _operands(rng, model, model.input_format.name, n)
+    block = model.option("scale_block")
+    SA = bf.formats.round(model.scale_format, 2.0 ** rng.uniform(-1, 1, (n, n // block)))
+    SB = bf.formats.round(model.scale_format, 2.0 ** rng.uniform(-1, 1, (n // block, n)))
+    return A, B, C, SA, SB
+
+
+def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng) -> list[dict]:
+    """Rows of a block-scaled case: the whole bf.gemm call and the kernel alone on device tensors."""
+    device, fin, fout = case
+    model = bf.device(device).model(fin, fout, SCALED_INSTRUCTION[case])
+    if n % model.option("scale_block"):
+        show(f"{n:>5}  {device:8} {fin + '->' + fout:14} skipped: n is not a multiple of the scale block")
+        return []
+    A, B, C, SA, SB = _scaled_operands(rng, model, n)
+
+    def call():
+        return bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
+
+    call()
+    t = best_time(call, repeat, sync)
+    a, b, c, sa, sb = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (A, B, C, SA, SB))
+    triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False)
+    tk = best_time(lambda: triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False), repeat, sync)
+    rows = []
+    for label, secs in (("triton-scaled", t), ("triton-scaled-kernel", tk)):
+        rows.append({"n": n, "device": device, "input": fin, "output": fout, "instruction": SCALED_INSTRUCTION[case],
+                     "backend": label, "seconds": secs, "gmacs": n**3 / secs / 1e9, "baseline_seconds": t_mm,
+                     "ratio": secs / t_mm})
+        show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f} {secs / t_mm:14.1f}"
+             f"  {label} {SCALED_INSTRUCTION[case]}")
+    return rows
+
+
+def _scaled_check(triton, case, n0: int, rng) -> dict:
+    """The block-scaled kernel against the numpy engine at n0 (rounded up to whole scale blocks)."""
+    device, fin, fout = case
+    model = bf.device(device).model(fin, fout, SCALED_INSTRUCTION[case])
+    block = model.option("scale_block")
+    n = -(-n0 // block) * block
+    A, B, C, SA, SB = _scaled_operands(rng, model, n)
+    got = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
+    return {"device": device, "input": fin, "output": fout, "n": n, "backend": "triton",
+            "instruction": SCALED_INSTRUCTION[case], "bit_exact": bool(np.array_equal(bf.formats.bits(got),
+                                                                                      bf.formats.bits(want)))}
 
 
 SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m3fn", "fp32"),
@@ -265,12 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_size is not None and args.check_size < 1:
         ap.error(f"--check-size {args.check_size}: must be a positive integer")
     try:
-        cases, triton_cases, sweep_cases = (select(c, args.cases) for c in (CASES, TRITON_CASES, SWEEP_CASES))
+        cases, triton_cases, sweep_cases, scaled_cases = (select(c, args.cases) for c in (CASES, TRITON_CASES,
+                                                                                           SWEEP_CASES, SCALED_CASES))
     except re.error as exc:
         ap.error(f"--cases {args.cases!r}: not a regular expression ({exc})")
-    if not (cases or triton_cases):
+    if not (cases or triton_cases or scaled_cases):
         ap.error(f"--cases {args.cases!r} matches none of " + ", ".join(f"'{d} {i}->{o}'" for d, i, o in
-                                                                      CASES + TRITON_CASES))
+                                                                      CASES + TRITON_CASES + SCALED_CASES))
     if args.ptxas:
         try:
             ptx_rows = ptxas_report(tiles, show)
@@ -316,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
                        "backend": "triton"})
         show(f"check triton {device} {fin}->{fout} n={n0}: {'bit-exact' if same else 'MISMATCH'}")
+    for case in scaled_cases if triton else ():
+        checks.append(_scaled_check(triton, case, n0, rng))
+        show(f"check triton {' '.join(case[:2])}->{case[2]} {SCALED_INSTRUCTION[case]} n={checks[-1]['n']}: "
+             f"{'bit-exact' if checks[-1]['bit_exact'] else 'MISMATCH'}")
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
     show(header)
     show("-" * len(header))
@@ -344,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
             A, B, C = _operands(rng, model, fin, n)
             rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                  (device, fin, fout))
+        for case in scaled_cases if triton else ():
+            rows += _scaled_rows(triton, torch, dev, case, n, t_mm, args.repeat, sync, show, rng)
     if triton and tiles and sweep_cases:
         sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
                                               show, rng, sweep_cases, not args.no_general)

@@ -355,7 +355,8 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``"numpy"``) for every model within its exact float64 bounds (every preset), else in the exact
     reference (:func:`blockfma.reference.dot`, Fractions: about a millisecond a dot product;
     ``"reference"``); ``backend="torch"`` or ``"cuda"`` runs the numpy engine's block on torch tensors (CPU
-    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``"triton"`` is refused.
+    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``bf.gemm``'s ``"triton"`` our
+    block-scaled Triton kernel (:mod:`blockfma.engine.triton_scaled`; ``dot`` refuses ``"triton"``).
     ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
     calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
     ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
@@ -435,15 +436,24 @@ def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | Non
     """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: a scale per product, finite
     operands and C, +0 exact zeros), ``"numpy"`` (:mod:`.scaled`; group-scaled models by matrix products),
     each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.
-    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), when
-    asked for by name (``"auto"`` stays on the CPU).  Triton is refused by name, as is ``"numba"`` where
-    the compiled kernels do not run the call."""
+    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), and
+    ``"triton"`` our block-scaled Triton kernel (:func:`.triton.scaled_gemm`), when asked for by name
+    (``"auto"`` stays on the CPU); ``"triton"`` for a model that kernel does not run is refused with its
+    reason, as is ``"numba"`` where the compiled kernels do not run the call."""
     from . import scaled
 
     if backend not in scaled.SCALED_BACKENDS and not _on_torch(backend):
         raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
-                            "numba, numpy and torch engines and the exact reference do",
-                            fix="pass backend='auto', 'numpy', 'numba', 'torch' or 'cuda' with scale_a and scale_b")
+                            "numba, numpy, torch and triton engines and the exact reference do",
+                            fix="pass backend='auto', 'numpy', 'numba', 'torch', 'cuda' or 'triton' with scale_a "
+                                "and scale_b")
+    if backend == "triton":
+        from . import triton
+
+        why = triton.unsupported_reason(model)
+        if why is not None:
+            raise ValueError(f"backend='triton' does not run {model.summary()}: {why}; backend='auto' runs it")
+        return backend
     block = plan(model, model.block_width or 1).block
     if _on_torch(backend):
         if not scaled.supports(block):
@@ -469,11 +479,17 @@ def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | Non
 
 def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: np.ndarray, sbt: np.ndarray,
                  c: np.ndarray) -> np.ndarray:
-    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda"):
-    a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block), sbt
-    (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n)."""
+    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda",
+    "triton"): a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block),
+    sbt (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n).  Triton takes
+    the scales one per scale block (its kernel finds a product's); the others one per product
+    (:func:`.scaled.per_product`)."""
     from . import scaled
 
+    if engine == "triton":
+        from . import triton
+
+        return np.stack([triton.scaled_gemm(model, a[i], bt[i], c[i], sa[i], sbt[i]) for i in range(a.shape[0])])
     k = a.shape[-1]
     p = plan(model, k)
     block = model.option("scale_block")
@@ -592,10 +608,11 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
     skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
     (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the compiled kernels
-    or the numpy engine compute it, or the exact reference beyond the engines' bounds); a 1-D ``scale_a`` or
-    ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it returns a lazy
-    dask array computed tile by tile, bit-identical to the in-memory call, the scales following A's row and
-    B's column chunks (see :mod:`blockfma.engine.distributed`).
+    or the numpy engine compute it, or the exact reference beyond the engines' bounds; ``backend="triton"``
+    our block-scaled Triton kernel, every B200 and RTX 5090 preset, asked for by name only); a 1-D
+    ``scale_a`` or ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it
+    returns a lazy dask array computed tile by tile, bit-identical to the in-memory call, the scales
+    following A's row and B's column chunks (see :mod:`blockfma.engine.distributed`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
@@ -633,7 +650,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
             D = np.array(C_, dtype=np.float64)
             p = plan(mdl, k)
-            whole = engine == "numba" or _on_torch(engine)  # the numpy engine goes tile by tile
+            whole = engine in ("numba", "triton") or _on_torch(engine)  # the numpy engine goes tile by tile
             rows = max(1, m) if whole else max(1, _TILE // max(1, n * scaled.width(p)))
             report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
             for r in range(0, m, rows):

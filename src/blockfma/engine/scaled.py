@@ -17,7 +17,9 @@ own copy):
   (:func:`blockfma.engine.array.aligned_sum`); a NaN scale makes the block NaN, before every other rule.
 
 Everything is exact in float64 within the bounds :func:`supports` checks (the presets all lie within them);
-the caller runs the exact reference for the others.
+the caller runs the exact reference for the others.  The Triton kernel (``backend="triton"``,
+:mod:`.triton_scaled`) follows the same rule on integers (a significand and an exponent per operand and
+scale) within the same bounds: it runs the models :func:`supports` accepts (and refuses the others by name).
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ from ..plan import Index, Plan, array_index
 from . import array, rules
 from .kernels import Blocks
 
-__all__ = ["supports", "fold", "group_sums", "group_sums_matmul", "group_terms",
+__all__ = ["supports", "lowest_bit", "fold", "group_sums", "group_sums_matmul", "group_terms",
            "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product", "SCALED_BACKENDS"]
 
-#: the backends that run a block-scaled call in an engine (the others are refused by name)
-SCALED_BACKENDS = ("auto", "numpy", "numba")
+#: the backends that run a block-scaled call in an engine (the others are refused by name; "torch" and "cuda"
+#: run this module's block on torch tensors, "triton" the kernel of :mod:`.triton_scaled`, gemm only)
+SCALED_BACKENDS = ("auto", "numpy", "numba", "triton")
 
 
-def _lowest_bit(fmt: Format) -> int:
+def lowest_bit(fmt: Format) -> int:
     """The exponent of the last place of the smallest nonzero value of ``fmt``."""
     return fmt.emin - fmt.precision + 1
 
@@ -65,11 +68,11 @@ def supports(model: Model) -> bool:
         top = fa.emax + fb.emax + 2 * fs.emax + above
     else:
         top = fa.emax + 1 + fb.emax + 1 + (G - 1).bit_length()  # |sum of G products| < 2**top
-        bits = top - (_lowest_bit(fa) + _lowest_bit(fb)) + 2 * fs.precision  # the sum times sa sb, exactly
+        bits = top - (lowest_bit(fa) + lowest_bit(fb)) + 2 * fs.precision  # the sum times sa sb, exactly
         above = top + 2  # the term lies below 2**(E(sa) + E(sb) + above)
         terms = L // G + 1
         top += 2 * fs.emax + 2
-    low = _lowest_bit(fa) + _lowest_bit(fb) + 2 * _lowest_bit(fs)
+    low = lowest_bit(fa) + lowest_bit(fb) + 2 * lowest_bit(fs)
     return (bits <= 53 and F + above + terms.bit_length() <= 53
             and max(top, fc.emax + 1, -ez) + F <= 900 and low - max(top, fc.emax + 1) >= -900)
 

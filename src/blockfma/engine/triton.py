@@ -1,5 +1,5 @@
-"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, and of the
-FMA chain, pairwise and exact-fused families (``backend="triton"``).
+"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, of the
+FMA chain, pairwise and exact-fused families, and of the block-scaled models (``backend="triton"``).
 
 One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
 (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
@@ -53,6 +53,14 @@ does not matter), or for the interpreter's numpy arithmetic to round differently
 Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"`` are refused
 (:func:`unsupported_reason`).
 
+Block-scaled models (the scaled-fused family: every B200 and RTX 5090 ``mxf8f6f4``, ``mxf4`` and
+``mxf4nvf4`` preset) run a third kernel, :mod:`.triton_scaled` (:func:`scaled_gemm`, asked for by name:
+``backend="auto"`` keeps them on the CPU): the general path above with a significand and an exponent decoded
+for every scale as for every operand, never a value times a scale in floating point (they reach 2**±290);
+the scales go to the device one per scale block, and the kernel finds a product's.  It runs the models
+:func:`blockfma.engine.scaled.supports` holds exact (terms of at most 53 bits), with C fused into blocks of
+a power of two of products taken in order, inputs and scales within binary32.
+
 The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
 model's parameters are ``tl.constexpr`` (one compilation per model, path and launch parameters), the shapes runtime
 arguments (no recompilation per shape).
@@ -69,7 +77,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats, optional
-from ..arguments import ArgumentError, integer
+from ..arguments import ArgumentError, Shown, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
@@ -77,7 +85,8 @@ from ..plan import plan
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
-           "free_bytes", "check_fits", "GEMM_BYTES", "fast_constants", "gpu_visible", "trial_inputs", "verified"]
+           "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
+           "gpu_visible", "trial_inputs", "verified"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
 FAMILY_CODES = {f: i for i, f in enumerate(STEP_FAMILIES)}  # family_kernel's FAMILY constexpr
@@ -114,6 +123,8 @@ def unsupported_reason(model: Model) -> str | None:
     m = model.arithmetic_model()
     if m.family in STEP_FAMILIES:
         return _step_reason(m)
+    if m.block_scaled:
+        return _scaled_reason(m)
     if m.family not in (Family.TRUNCATED_FUSED, Family.LATE_C):
         return ("it runs the truncated-fused, late-c, exact-fused, pairwise and fma-chain families only, "
                 f"not {m.family.value}")
@@ -148,18 +159,46 @@ def _step_reason(m: Model) -> str | None:
     return None
 
 
+def _scaled_reason(m: Model) -> str | None:
+    """unsupported_reason for a block-scaled model (:mod:`.triton_scaled`)."""
+    from . import scaled
+
+    L, G = m.block_width, m.option("scale_group")
+    if L is None or L > 256 or L & (L - 1) or (G is not None and (G & (G - 1) or L % G)):
+        return "it runs block-scaled blocks of a power of two of at most 256 products, in whole groups"
+    p = plan(m, 2 * m.step(L))
+    if not p.c_fused or p.order is not None:
+        return "it runs block-scaled plans whose blocks chain C in order (c_entry='fused', natural product order)"
+    block = p.block
+    if not scaled.supports(block):
+        return "it lies beyond the block-scaled engines' exact bounds (blockfma.engine.scaled.supports)"
+    if m.nan is NaNStyle.PROPAGATE:
+        return "it does not carry NaN payloads (nan='propagate')"
+    formats = (block.input_format, block.b_format, block.scale_format, block.c_format, block.result_format,
+               m.output_format)
+    if not all(rules.values_in_binary32(f) for f in formats) or min(f.emin for f in formats[:3]) < -127:
+        return ("its inputs, scales, C and results must lie within binary32, the inputs' and scales' least "
+                "exponents at -127 or above")
+    return None
+
+
 def supports(model: Model) -> bool:
     """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups) with blocks
     of at most 256 products, or the FMA chain, pairwise (blocks of at most 256) and exact-fused (any block
     width, or one block), where inputs, C, block results and outputs lie within binary32 (every preset of
-    these families but the fp64 ones)."""
+    these families but the fp64 ones); block-scaled models within the numpy engine's exact bounds (every
+    preset: :func:`scaled_gemm`)."""
     return unsupported_reason(model) is None
 
 
-def _define(step: bool) -> Any:
-    """The kernel (``step``: the FMA chain's, pairwise's and exact-fused's), its module imported at first
-    use (Triton reads TRITON_INTERPRET when it defines a kernel, so a change of mode since the last import
-    re-imports both modules, the shared helpers' first)."""
+_KERNELS = {"step": ("triton_families", "family_kernel"), "scaled": ("triton_scaled", "scaled_kernel")}
+
+
+def _define(kind: str) -> Any:
+    """The kernel (``kind``: "fused" the truncated-fused and late-c one, "step" the FMA chain's, pairwise's
+    and exact-fused's, "scaled" the block-scaled one), its module imported at first use (Triton reads
+    TRITON_INTERPRET when it defines a kernel, so a change of mode since the last import re-imports the
+    modules, the shared helpers' first)."""
     import importlib
 
     _triton()
@@ -167,21 +206,21 @@ def _define(step: bool) -> Any:
 
     if triton_kernel.INTERPRETED != interpreting():
         triton_kernel = importlib.reload(triton_kernel)
-    if not step:
+    if kind == "fused":
         return triton_kernel.gemm_kernel
-    from . import triton_families
+    name, attr = _KERNELS[kind]
+    module = importlib.import_module(f"{__package__}.{name}")
+    if module.INTERPRETED != interpreting():
+        module = importlib.reload(module)
+    return getattr(module, attr)
 
-    if triton_families.INTERPRETED != interpreting():
-        triton_families = importlib.reload(triton_families)
-    return triton_families.family_kernel
 
-
-def _kernel(step: bool = False) -> Any:
+def _kernel(kind: str = "fused") -> Any:
     """The kernel for the current mode, looked up at each call, not cached here: a kernel defined in one mode
     calls helpers that its module's re-import for the other mode replaced, so after a switch to the
     compiler and back the interpreter's old kernel failed ("Cannot call @triton.jit'd outside of the scope
     of a kernel"); the modules are re-imported only when the mode changed."""
-    return _define(step)
+    return _define(kind)
 
 
 def _device() -> Any:
@@ -211,25 +250,52 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
     if m.family in STEP_FAMILIES:
         return _step_constants(m, specials)
-    L, block = m.block_width, m.block_model()
+    L = m.block_width
+    p = plan(m, 2 * m.step(L or 1))
+    block = p.block
+    const = _fused_constants(m, block, specials)
+    if m.block_scaled:
+        return dict(const, **_scaled_constants(block))
+    late = block.family is Family.LATE_C
+    return dict(const, NORMALIZED=block.product_exponent == "normalized", C_FUSED=p.c_fused,
+                ORDERED=p.order is not None, LATE=late, F2=block.late_fraction_bits or 0, GROUPS=block.groups,
+                LEADING=block.late_cut == "leading", C_EMAX=block.c_format.emax)
+
+
+def _fused_constants(m: Model, block: Model, specials: bool) -> dict[str, Any]:
+    """The compile-time parameters that the truncated-fused, late-c and block-scaled kernels share: the
+    block's (width, cut, rounding into its result format, zero signs), the plan's store and the output
+    format's."""
+    L = m.block_width
     late = block.family is Family.LATE_C
     assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
     fmt, out = block.result_format, m.output_format
     pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
-    p = plan(m, 2 * m.step(L))
     return dict(L=L, LP=1 << (L - 1).bit_length(), F=block.fraction_bits, EZ=block.e_zero or 0,
                 FLOOR=block.alignment is Alignment.FLOOR,
                 WRAP=0 if block.carry_bits is None else block.fraction_bits + 1 + block.carry_bits,
-                NORMALIZED=block.product_exponent == "normalized", A_EMIN=block.input_format.emin,
-                B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, P=fmt.precision, EMIN=fmt.emin,
-                FMAX=float(fmt.max), MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),
-                OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
-                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
-                C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
-                OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
-                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero, LATE=late,
-                F2=block.late_fraction_bits or 0, GROUPS=block.groups, LEADING=block.late_cut == "leading",
-                C_EMAX=block.c_format.emax)
+                A_EMIN=block.input_format.emin, B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin,
+                P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max), MODE=_MODES[block.output_rounding],
+                SUBNORMALS=bool(block.subnormals), OVER_POS=_overflow_code(fmt, pos),
+                OVER_NEG=_overflow_code(fmt, neg), NEG_ZERO=fmt.has_negative_zero,
+                IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials, STORE=plan(m, 2 * m.step(L)).store,
+                OUT_P=out.precision, OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
+                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
+
+
+def _scaled_constants(block: Model) -> dict[str, Any]:
+    """The block-scaled kernel's own parameters (:mod:`.triton_scaled`): G (products per group, 0 for a
+    term per product), T (term slots per block), SB (products per scale), the operand and scale formats'
+    precisions and least exponents, and LO, the lowest last place of a product of A's and B's formats."""
+    from . import scaled
+
+    G = block.option("scale_group") or 0
+    L = block.block_width
+    assert L is not None
+    fa, fb, fs = block.input_format, block.b_format, block.scale_format
+    return dict(G=G, T=L // G if G else 1 << (L - 1).bit_length(), SB=block.option("scale_block"),
+                A_P=fa.precision, B_P=fb.precision, S_EMIN=fs.emin, S_P=fs.precision,
+                LO=scaled.lowest_bit(fa) + scaled.lowest_bit(fb))
 
 
 def _lowest_place(fmt: Any) -> int:
@@ -348,13 +414,13 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: 128 x 64 and 8 warps
     on the fast path on a GPU, else 16 x 16 and 4 warps)."""
-    for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
-        integer(name, v, least=1, most=256, none=True)
-        if v is not None and v & (v - 1):
-            raise ArgumentError(name, v, "must be a power of two", use={name: 1 << (v.bit_length() - 1)})
+    _launch_sizes(block_m, block_n, num_warps)
     if fast not in (None, True, False):
         raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
     torch = _torch()
+    if model.block_scaled:
+        raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
+                            fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
     if specials is None:
         specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
     const = constants(model, specials)
@@ -390,7 +456,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
     grid = (-(-m // bm), -(-n // bn))
     if "FAMILY" in const:
-        _kernel(True)[grid](a, b, c, d, order, m, n, k, p.padded, p.width, p.block_width, a.stride(0),
+        _kernel("step")[grid](a, b, c, d, order, m, n, k, p.padded, p.width, p.block_width, a.stride(0),
                             a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), d.stride(0),
                             d.stride(1), BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
         return d
@@ -443,6 +509,73 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m:
     b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)
     c = torch.from_numpy(np.ascontiguousarray(C, dtype=np.float32)).to(dev)
     d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
+    return d.cpu().numpy().astype(np.float64)
+
+
+def _launch_sizes(block_m: int | None, block_n: int | None, num_warps: int | None) -> None:
+    for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
+        integer(name, v, least=1, most=256, none=True)
+        if v is not None and v & (v - 1):
+            raise ArgumentError(name, v, "must be a power of two", use={name: 1 << (v.bit_length() - 1)})
+
+
+def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, specials: bool | None = None,
+                        block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None) -> Any:
+    """D = a @ b + c of a block-scaled ``model`` by its kernel (:mod:`.triton_scaled`), on torch float32
+    tensors of one device: ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the
+    model's formats (nothing is checked here), k a multiple of the scale block SB; their scales, values of
+    the scale format (NaN allowed), one per scale block: ``sa`` (m, k / SB), ``sb`` (k / SB, n).  Returns a
+    new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``block_m``/``block_n``/``num_warps``: launch
+    parameters (defaults 16 x 16, 4 warps: the block's (16, L, 16) int64 products, as the general path; on
+    the CPU no larger than D)."""
+    _launch_sizes(block_m, block_n, num_warps)
+    if not model.block_scaled:
+        raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
+    torch = _torch()
+    if specials is None:
+        specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
+    const = constants(model, specials)
+    m, k = a.shape
+    n = b.shape[1]
+    if k % const["SB"] or tuple(sa.shape) != (m, k // const["SB"]) or tuple(sb.shape) != (k // const["SB"], n):
+        raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),
+                            f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // const['SB']}) and sb "
+                            f"({k // const['SB']}, {n}), one per {const['SB']} products (k a multiple of it)")
+    d = torch.empty((m, n), dtype=torch.float32, device=a.device)
+    if m == 0 or n == 0:
+        return d
+    if a.device.type == "cpu":  # the interpreter: its reductions go element by element, so no tile beyond D
+        bm, bn = block_m or min(16, 1 << (m - 1).bit_length()), block_n or min(16, 1 << (n - 1).bit_length())
+    else:
+        bm, bn = block_m or 16, block_n or 16
+    warps = num_warps or 4
+    p = plan(model.arithmetic_model(), k)
+    _kernel("scaled")[(-(-m // bm), -(-n // bn))](
+        a, b, c, d, sa, sb, m, n, k, p.padded, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+        c.stride(1), d.stride(0), d.stride(1), sa.stride(0), sa.stride(1), sb.stride(0), sb.stride(1),
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
+    return d
+
+
+def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray, *,
+                block_m: int | None = None, block_n: int | None = None) -> np.ndarray:
+    """float64 D (m, n) = A (m, k) @ Bt.T + C of a block-scaled ``model``, by its Triton kernel, with the
+    scales of A (m, k / scale_block) and of B transposed (n, k / scale_block); values already checked and in
+    the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).  The scales go to the device
+    one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
+    product k's as ``k // scale_block``).  A GEMM that cannot fit the device is refused first."""
+    torch = _torch()
+    const = constants(model, False)  # an unsupported model is refused before anything moves
+    dev = _device()
+    m, k = A.shape
+    check_fits(m, k + k // const["SB"], Bt.shape[0], dev, what="A, B and their scales, C and D in float32")
+    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
+
+    def on(x: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
+
+    d = scaled_gemm_tensors(model, on(A), on(Bt.T), on(C), on(SA), on(SBt.T), specials=specials,
+                            block_m=block_m, block_n=block_n)
     return d.cpu().numpy().astype(np.float64)
 
 

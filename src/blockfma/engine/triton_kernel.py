@@ -14,7 +14,8 @@ import triton.language as tl
 
 __all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
            "with_specials", "store_output", "add_c", "zero_pick",
-           "products"]
+           "products", "reduce_max", "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags",
+           "special_flags"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -217,11 +218,19 @@ def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c,
         sa = na & ~(nan_a | inf_a)
         sb = nb & ~(nan_b | inf_b)
         sc = nc & ~(nan_c | inf_c)
-        zprod = (sa[:, :, None] ^ sb[None, :, :]).to(tl.int32)
-        only_zeros = (_min(tl.where(live3, pzero.to(tl.int32), 1), axis=1) == 1) & czero
-        all_neg = (_min(tl.where(live3, zprod, 1), axis=1) == 1) & sc
-        any_neg = (_max(tl.where(live3, zprod, 0), axis=1) == 1) | sc
+        only_zeros, all_neg, any_neg = _term_zero_flags(pzero, sa[:, :, None] ^ sb[None, :, :], live3, czero, sc)
     return _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+
+
+@triton.jit
+def _term_zero_flags(tzero, tneg, live3, czero, sc):
+    """The flags of :func:`_zero_pick` from a block's (tile, T, tile) terms over their live slots: whether
+    each is zero (``tzero``) and its sign (``tneg``), and C's (``czero``, ``sc``): every term a zero, every
+    one of sign -, any of sign -."""
+    only_zeros = (_min(tl.where(live3, tzero.to(tl.int32), 1), axis=1) == 1) & czero
+    all_neg = (_min(tl.where(live3, tneg.to(tl.int32), 1), axis=1) == 1) & sc
+    any_neg = (_max(tl.where(live3, tneg.to(tl.int32), 0), axis=1) == 1) | sc
+    return only_zeros, all_neg, any_neg
 
 
 @triton.jit
@@ -266,21 +275,35 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
         ep = tl.where(pzero, EZ, ea[:, :, None] + eb[None, :, :])
     if LP != L:  # lanes beyond L stand for no product at all
         ep = tl.where((lane < L)[None, :, None], ep, -(1 << 30))
-    ecz = tl.where(zc, EZ, ec)
-    emax = tl.maximum(_max(ep, axis=1), ecz)
-    unit = emax - F
-    pneg_f = pneg & ~pzero  # the sign of the finite-replaced product's value
-    tp = _cut(pm, unit[:, None, :] - pl, pneg_f, FLOOR)
-    s = _sum(tl.where(pneg_f, -tp, tp), axis=1)
-    cneg_f = nc & ~zc
-    tc = _cut(mc, unit - lc, cneg_f, FLOOR)
-    s = s + tl.where(cneg_f, -tc, tc)
+    s, unit = _aligned_sum(pm, pneg & ~pzero, pl, ep, nc, mc, lc, ec, zc, EZ, F, FLOOR)
     v, s, plus = _fused_value(s, unit, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
     # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
     # (rules.exact_zero: non-finite operands count as +0)
     v = _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc,
                    (lane < L)[None, :, None], MODE, IEEE_ZERO, NEG_ZERO)
-    # special values (rules.fused_specials, on the operands as given)
+    nan, pos, ninf = _special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS)
+    return _with_specials(v, plus, nan, pos, ninf)
+
+
+@triton.jit
+def _aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, EZ: tl.constexpr, F: tl.constexpr, FLOOR: tl.constexpr):
+    """The truncated-fused sum of a block's (tile, T, tile) terms and C: terms of magnitude ``tm`` (int64)
+    at the last place ``tp``, of sign ``tneg``, at exponent ``te`` (e_zero for zero terms, far below any
+    for slots that hold no term), and C (decoded, int64) at its exponent (e_zero if zero); every one cut at
+    ``2**(emax - F)`` (toward zero, or minus infinity under FLOOR) and summed: (int64 sum, that unit)."""
+    emax = tl.maximum(_max(te, axis=1), tl.where(zc, EZ, ec))
+    unit = emax - F
+    t = _cut(tm, unit[:, None, :] - tp, tneg, FLOOR)
+    s = _sum(tl.where(tneg, -t, t), axis=1)
+    cneg_f = nc & ~zc
+    tc = _cut(mc, unit - lc, cneg_f, FLOOR)
+    return s + tl.where(cneg_f, -tc, tc), unit
+
+
+@triton.jit
+def _special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS: tl.constexpr):
+    """The (NaN, +inf, -inf) flags of :func:`_with_specials` for a block (rules.fused_specials, on the
+    operands as given): C's, and under SPECIALS its (tile, L, tile) products' (signs ``pneg``)."""
     nan = nan_c
     pos = inf_c & ~nc
     ninf = inf_c & nc
@@ -290,7 +313,7 @@ def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ
         nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
         pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
         ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
-    return _with_specials(v, plus, nan, pos, ninf)
+    return nan, pos, ninf
 
 
 @triton.jit
@@ -729,3 +752,6 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, s
 # jitted code reaches them as attributes of this module (Triton resolves module attributes at compile time).
 decode, cut, lead, round_value, product_nan, with_specials = _decode, _cut, _lead, _round, _product_nan, _with_specials
 store_output, add_c, zero_pick, products = _store, _add_c, _zero_pick, _products
+# and those of the block-scaled kernel (triton_scaled)
+reduce_max, reduce_min, reduce_sum = _max, _min, _sum
+aligned_sum, fused_value, term_zero_flags, special_flags = _aligned_sum, _fused_value, _term_zero_flags, _special_flags

@@ -1,0 +1,157 @@
+"""The Triton kernel of the block-scaled models (the scaled-fused family: PTX ``mma.block_scale``,
+``tcgen05.mma.block_scale``) for :mod:`blockfma.engine.triton` (see there, and :mod:`blockfma.engine.scaled`
+for the rule it follows).
+
+Integers only, as the truncated-fused general path of :mod:`.triton_kernel`, whose jitted helpers it calls
+(decode, products, the aligned sum, the rounding, zero signs and special values: one rule, one place).  A
+scale never multiplies a value in floating point: a*sa*b*sb reaches 2**±290, far beyond binary32.  Each
+operand and scale arrives as a binary32 value (exact: e8m0's 2**-127 is a binary32 subnormal, NaN a NaN),
+is decoded into a significand at its own format's last place (below 2**P, :func:`_decode_in`), a last-place
+exponent and ``E_fmt``; so a term is an int64 significand (at most Pa + Pb + 2 Ps bits: 16 for fp8 operands
+with ue4m3 scales) at a last place and an exponent, all integers:
+
+* ``G`` 0 (``scale_group`` None, k = 32 ``kind::mxf8f6f4``): term i is ``ma mb msa msb`` at
+  ``la + lb + lsa + lsb``, its exponent ``E(a) + E(b) + E(sa) + E(sb)``, e_zero where it is zero (a zero
+  factor or scale);
+* ``G`` > 0 (``kind::mxf4``, ``mxf4nvf4``): the products of each G lanes, shifted to the lowest last place
+  LO that any product of the formats can have, summed exactly in int64; the sum times ``msa msb`` at
+  ``LO + lsa + lsb``, its exponent ``E(sa) + E(sb)``, e_zero where every product or a scale is zero.
+
+Then C, the cut at ``2**(e_max - F)``, the exact sum and one rounding as truncated-fused; a NaN scale makes
+the block NaN.  The host (:func:`blockfma.engine.triton.scaled_gemm_tensors`) passes one scale per scale
+block (``sa`` (M, K / SB), ``sb`` (K / SB, N)); the kernel reads product k's as scale ``k // SB`` (the rule
+of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Imported only by that
+module, at first use (Triton reads TRITON_INTERPRET when a kernel is defined).
+"""
+# mypy: ignore-errors
+# ruff: noqa
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+from . import triton_kernel as tk
+
+__all__ = ["scaled_kernel", "INTERPRETED"]
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+@triton.jit
+def _decode_in(x, EMIN: tl.constexpr, P: tl.constexpr):
+    """:func:`tk.decode` of binary32 values of a format of precision P and least exponent EMIN (>= -127),
+    the significand shifted down to the format's last place ``2**(E_fmt - P + 1)`` (exact: no value of the
+    format has a bit below it), so below 2**P."""
+    neg, mant, lsb, e, zero, nan, inf = tk.decode(x, EMIN)
+    sh = tl.minimum(tl.maximum(e - (P - 1) - lsb, 0), 62)
+    return neg, mant >> sh, lsb + sh, e, zero, nan, inf
+
+
+@triton.jit
+def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
+                  F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
+                  A_EMIN: tl.constexpr, A_P: tl.constexpr, B_EMIN: tl.constexpr, B_P: tl.constexpr,
+                  S_EMIN: tl.constexpr, S_P: tl.constexpr, LO: tl.constexpr, C_EMIN: tl.constexpr,
+                  P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+                  SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
+                  NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+    """One block-scaled block: a (BM, LP), b (LP, BN) binary32 operands (lanes from L on hold no product),
+    their scales sa (BM, T), sb (T, BN) (T = LP term slots of one product, or L / G groups), d (BM, BN) its
+    C; the rounded result as float32 (BM, BN)."""
+    na, ma, la, ea, za, nan_a, inf_a = _decode_in(a, A_EMIN, A_P)
+    nb, mb, lb, eb, zb, nan_b, inf_b = _decode_in(b, B_EMIN, B_P)
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)
+    _, msa, lsa, esa, zsa, nan_sa, _ = _decode_in(sa, S_EMIN, S_P)
+    _, msb, lsb, esb, zsb, nan_sb, _ = _decode_in(sb, S_EMIN, S_P)
+    pm, pneg, pl, pzero = tk.products(na, ma, la, za, nb, mb, lb, zb)  # (BM, LP, BN)
+    # the finite-replaced products' signs (rules.exact_zero: non-finite operands count as +0)
+    pneg_f = (na & ~(nan_a | inf_a))[:, :, None] ^ (nb & ~(nan_b | inf_b))[None, :, :]
+    sm = msa[:, :, None] * msb[None, :, :]  # (BM, T, BN): the scales' significands' product, at ...
+    sl = lsa[:, :, None] + lsb[None, :, :]  # ... this last place
+    se = esa[:, :, None] + esb[None, :, :]
+    if G == 0:  # one term per product
+        tm = pm * sm
+        tp = pl + sl
+        te = tl.where(tm == 0, EZ, ea[:, :, None] + eb[None, :, :] + se)
+        tneg = pneg_f
+        live3 = (lane < L)[None, :, None]
+        if LP != L:
+            te = tl.where(live3, te, -(1 << 30))
+    else:  # one term per group of G products: their exact sum at the unit 2**LO, times the scales
+        shifted = tk.cut(pm, LO - pl, False, False)  # a left shift: every product's last place is LO or above
+        sv = tl.reshape(tl.where(pneg_f, -shifted, shifted), (a.shape[0], T, G, b.shape[1]))
+        sums = tk.reduce_sum(sv, 2)
+        nonzero = tk.reduce_max(tl.reshape((pm != 0).to(tl.int32), (a.shape[0], T, G, b.shape[1])), 2) == 1
+        neg = sums < 0
+        tm = tl.where(neg, -sums, sums) * sm
+        tp = LO + sl
+        te = tl.where(~nonzero | (sm == 0), EZ, se)
+        tneg = neg
+        live3 = tl.full([1, T, 1], 1, tl.int1)
+    s, unit = tk.aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, EZ, F, FLOOR)
+    v, s, plus = tk.fused_value(s, unit, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    only_zeros = zc
+    all_neg = zc
+    any_neg = zc
+    if IEEE_ZERO and NEG_ZERO:  # the terms' signs: a product's; a group's - where all its products are
+        sc = nc & ~(nan_c | inf_c)
+        if G == 0:
+            zneg = pneg_f
+        else:
+            zneg = tk.reduce_min(tl.reshape(pneg_f.to(tl.int32), (a.shape[0], T, G, b.shape[1])), 2) == 1
+        only_zeros, all_neg, any_neg = tk.term_zero_flags(tm == 0, zneg, live3, zc, sc)
+    v = tk.zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+    nan, pos, ninf = tk.special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS)
+    # a NaN scale makes the block NaN (before every other rule)
+    nan_a_scale = tk.reduce_max(nan_sa.to(tl.int32), 1) == 1  # (BM,)
+    nan_b_scale = tk.reduce_max(nan_sb.to(tl.int32), 0) == 1  # (BN,)
+    nan = nan | nan_a_scale[:, None] | nan_b_scale[None, :]
+    return tk.with_specials(v, plus, nan, pos, ninf)
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "KP"])  # one compilation per model, not per shape
+def scaled_kernel(a_ptr, b_ptr, c_ptr, d_ptr, sa_ptr, sb_ptr, M, N, K, KP, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
+                  ssam, ssak, ssbk, ssbn,
+                  L: tl.constexpr, LP: tl.constexpr, G: tl.constexpr, T: tl.constexpr, SB: tl.constexpr,
+                  F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
+                  A_EMIN: tl.constexpr, A_P: tl.constexpr, B_EMIN: tl.constexpr, B_P: tl.constexpr,
+                  S_EMIN: tl.constexpr, S_P: tl.constexpr, LO: tl.constexpr, C_EMIN: tl.constexpr,
+                  P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+                  SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
+                  NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr, STORE: tl.constexpr,
+                  OUT_P: tl.constexpr, OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr,
+                  OUT_SUBNORMALS: tl.constexpr, OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """D = A @ B + C by blocks of L products over K (KP = K padded to whole blocks), C fused into every
+    block (the block's result is the next block's C), stored into the output format where the model
+    accumulates in a wider one (STORE); a (M, K), b (K, N), their scales sa (M, K / SB), sb (K / SB, N)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    lane = tl.arange(0, LP)
+    slot = tl.arange(0, T)
+    GS: tl.constexpr = 1 if G == 0 else G  # products per term slot
+    out_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
+    for k0 in range(0, KP, L):
+        kk = k0 + lane
+        live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
+        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :], other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N), other=0.0)
+        ks = k0 + slot * GS  # the first product of each term slot takes the slot's scales
+        slive = (ks < K) & (slot * GS < L)
+        si = ks // SB
+        sa = tl.load(sa_ptr + rm[:, None] * ssam + si[None, :] * ssak, mask=(rm[:, None] < M) & slive[None, :],
+                     other=1.0)
+        sb = tl.load(sb_ptr + si[:, None] * ssbk + rn[None, :] * ssbn, mask=slive[:, None] & (rn[None, :] < N),
+                     other=1.0)
+        acc = _scaled_block(a, b, sa, sb, d, lane, L, LP, G, T, F, EZ, FLOOR, WRAP, A_EMIN, A_P, B_EMIN, B_P,
+                            S_EMIN, S_P, LO, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                            NEG_ZERO, IEEE_ZERO, SPECIALS)
+        if STORE:
+            acc = tk.store_output(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
+        d = acc
+    tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)
