@@ -354,11 +354,14 @@ def test_torch_engine_refuses_what_does_not_fit(monkeypatch):
         bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="torch")
 
 
-def test_dask_arrays_with_scales_are_refused_by_name():
-    """Block-scaled GEMMs do not run tile by tile: dask operands with scales get the argument, not a
-    complaint about missing scales from inside a tile."""
+def test_dask_arrays_with_scales_run_tile_by_tile():
+    """Block-scaled GEMMs on dask operands: the scales reach every tile (tests/test_distributed.py holds the
+    chunked case to the in-memory call), and a missing scale is named before any tile runs."""
     da = pytest.importorskip("dask.array", reason="dask is not installed")
     model = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
     A, B, C, SA, SB = problem(model, 2, 2, 1, 3, 0, specials=False)
-    with pytest.raises(ArgumentError, match=r"scale_a=<given with dask arrays>: .* pass numpy arrays"):
-        bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_b=SB)
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+    got = bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_b=SB).compute(scheduler="synchronous")
+    assert (got.view(np.uint32) == want.view(np.uint32)).all()
+    with pytest.raises(ArgumentError, match=r"scale_b=None: .* is block-scaled"):
+        bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA)
