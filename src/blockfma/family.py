@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["Family", "Option", "ENGINES", "SCALE_FORMATS", "register", "unregister", "families", "EngineMissing"]
 
 #: the engines a family may give a block to, and what each expects (``a``, ``b``: the block's L inputs;
-#: ``c``: its C; the result: a value of ``model.c_format``, as the next block's C):
+#: ``c``: its C, a value of ``model.c_format`` (C's exponent is read in that format); the result: a value of
+#: ``model.output_format``, as the next block's C):
 #:
 #: * ``"reference"``: ``block(model, a, b, c) -> float``, Python floats in, every step exact (Fractions):
 #:   the oracle, required;
@@ -376,7 +377,7 @@ TRUNCATED_FUSED = register(Family(
     "rounded once",
     reference=_REF + "truncated_fused_block", array=_ARR + "truncated_fused", numba=_FAST + "TRUNCATED_FUSED",
     smt=_SMT + "truncated_fused_block",
-    parameters=("fraction_bits", "e_zero", "alignment", "carry_bits", "product_exponent"),
+    parameters=("fraction_bits", "e_zero", "alignment", "carry_bits", "product_exponent", "c_input_format"),
     required=("fraction_bits", "e_zero"), searched=("output_fraction_bits",), fused=True, symmetric=True,
     check=_check_truncated_fused, base=_truncated_fused_base))
 LATE_C = register(Family(

@@ -173,6 +173,10 @@ class Model:
     ``flush_zero`` (with ``subnormals=False``): a flushed subnormal input or C becomes a zero of its own sign
     (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
     ``nan``: how a NaN result is written (:class:`NaNStyle`: a fixed pattern, or the input NaN's payload).
+    ``c_input_format`` (truncated-fused, ``c_entry="fused"``): C's format where the instruction takes C
+    narrower than D (Volta's and Turing's ``mma.m8n8k4.f32.f16.f16.f16``: fp16 C, fp32 D): the C given must
+    be representable in it and takes its exponent in it (a subnormal at the format's emin: MMA-Sim's
+    reading); later blocks' C is the previous block's result, in the output format.
     ``options``: the values of the family's own parameters (:class:`blockfma.family.Option`; a user's family may
     declare some), given as a mapping, held as (name, value) pairs in the family's order, defaults filled in.
 
@@ -249,6 +253,9 @@ class Model:
                                           if max(f.a.bits, f.b.bits) == 8 else None,
                                           label=lambda m: None if m.unpack_format is None else
                                           f"as {m.unpack_format.name}")
+    c_input_format: Format | None = _param(None, key="c_input", parse=_format, dump=_name, family=True,
+                                           label=lambda m: None if m.c_input_format is None else
+                                           f"C={m.c_input_format.name}")
     options: tuple[tuple[str, Any], ...] = _param((), label=lambda m: " ".join(
         f"{k}={v}" for k, v in m.options if v != m.family.option(k).default) or None)
     name: str = field(default="", compare=False)
@@ -265,6 +272,8 @@ class Model:
             raise ValueError("Model needs a family (blockfma.family.families() lists them)")
         if self.b_input_format == self.input_format:
             set_(self, "b_input_format", None)
+        if self.c_input_format == self.output_format:
+            set_(self, "c_input_format", None)
         set_(self, "options", self._read_options(self.options))
         self._validate()
 
@@ -342,6 +351,16 @@ class Model:
         acc = self.accumulator_format
         if acc is not None and not _formats.holds(acc, self.output_format):
             yield f"accumulator_format must be at least as wide as the output format {self.output_format.name}"
+        ci = self.c_input_format
+        if ci is not None and not _formats.holds(self.output_format, ci):
+            yield (f"c_input_format {ci.name} must be narrower than the output format {self.output_format.name} "
+                   "(it names the format of a C the unit widens exactly: fp16 C with fp32 D)")
+        if ci is not None and self.c_entry != "fused":
+            yield ("c_input_format needs c_entry='fused': C added after the blocks by an IEEE addition takes no "
+                   "exponent of its own (check a narrower C's values with bf.dot(c_format=...) instead)")
+        if ci is not None and self.accumulator_format is not None:
+            yield ("c_input_format with an accumulator_format is not modelled (no device is known to read a "
+                   "narrow C into a wider accumulator)")
         if self.c_entry != "fused" and not fam.fused:
             yield f"c_entry={self.c_entry!r} needs a fused family ({_fused_names()})"
         if self.rounded_zero == "positive" and not (self.exact_zero == "positive" and fam.fused):
@@ -400,10 +419,18 @@ class Model:
         ``instruction_k``, ``product_order``, the store into ``output_format``) is the plan's job
         (:mod:`blockfma.plan`); a model with none of these is its own block model."""
         if (self.accumulator_format is None and self.c_entry == "fused" and self.instruction_k is None
-                and self.product_order == "natural"):
+                and self.product_order == "natural" and self.c_input_format is None):
             return self
         return self.replace(output_format=self.accumulator, accumulator_format=None,
-                            c_entry="fused", instruction_k=None, product_order="natural")
+                            c_entry="fused", instruction_k=None, product_order="natural", c_input_format=None)
+
+    def first_block_model(self) -> Model:
+        """The block of the first step, the only one whose C is the C given: :meth:`block_model` reading C
+        in ``c_input_format`` (its exponent taken there: a subnormal at that format's emin).  Every later
+        block's C is the previous block's result, in the output format.  Without ``c_input_format``, the
+        block model itself."""
+        block = self.block_model()
+        return block if self.c_input_format is None else block.replace(c_input_format=self.c_input_format)
 
     def option(self, name: str) -> Any:
         """The value of one of the family's own parameters (:class:`blockfma.family.Option`)."""
@@ -436,8 +463,9 @@ class Model:
 
     @property
     def c_format(self) -> Format:
-        """Format of C (and of each block's result, which is the next block's C)."""
-        return self.output_format
+        """Format of the C given: ``c_input_format`` where the instruction takes C narrower than D, else the
+        output format (which is also that of each block's result, the next block's C)."""
+        return self.c_input_format or self.output_format
 
     @property
     def result_format(self) -> Format:
@@ -534,7 +562,7 @@ PARAMS: dict[str, Param] = {f.name: p for f, p in params()}
 #: the order of the words of :meth:`Model.summary` after the family and the formats
 _SUMMARY = ("block_width", "fraction_bits", "late_fraction_bits", "e_zero", "alignment", "carry_bits",
             "output_rounding", "subnormals", "groups", "product_exponent", "late_cut", "c_entry", "product_order",
-            "unpack_format", "nan", "accumulator_format", "options")
+            "unpack_format", "nan", "accumulator_format", "c_input_format", "options")
 
 #: the parameters the probe search varies, in the order it tries them (a field's values: its Param's domain)
 SEARCHED = ("block_width", "output_rounding", "nan", "overflow", "exact_zero", "rounded_zero", "subnormals",

@@ -18,6 +18,11 @@ comes after).
 numpy, numba and GPU engines, the SMT encoding) runs the same plan and supplies only the four operations
 of :class:`Datapath`: sum a block, a zero to start from, store, add C.  Products are named by their index
 in the padded operands; an engine pads its operands to :attr:`Plan.padded` with +0 first.
+
+The C given is the first step's C only; every later block's C is a block's result, in the accumulator (or
+output) format.  Where the instruction takes C in a narrower format (``Model.c_input_format``), the first
+step's block reads C's exponent in that format: :attr:`Plan.first`, which :meth:`Plan.unit` hands out for
+that block (the one rule, written here once; a datapath asks ``unit`` for each block's model).
 """
 
 from __future__ import annotations
@@ -46,7 +51,11 @@ class Plan:
     format); ``width``: products per step; ``block_width``: products per block (``width`` is a multiple of
     it); ``order``: the order in which one step's products enter its blocks (None: as given);
     ``c_fused``: each step is one block with C among its terms (else C is added after the step's blocks);
-    ``store``: the blocks' result is rounded to nearest even from the accumulator into the output format."""
+    ``store``: the blocks' result is rounded to nearest even from the accumulator into the output format;
+    ``first``: the model of the first step's block, the only block whose C is the C given
+    (:meth:`Model.first_block_model`: C read in ``c_input_format`` where the model has one; else ``block``
+    itself).  A datapath takes each block's model from :meth:`unit`; a compiled chain (:attr:`is_chain`)
+    runs the first step with ``first`` where :attr:`narrow_c` says it differs."""
 
     model: Model
     block: Model
@@ -56,6 +65,20 @@ class Plan:
     order: tuple[int, ...] | None
     c_fused: bool
     store: bool
+    first: Model
+
+    @property
+    def narrow_c(self) -> bool:
+        """The first step's block reads C in a narrower format than the later blocks (``c_input_format``)."""
+        return self.first is not self.block
+
+    def unit(self, products: Index) -> Model:
+        """The model of the block over ``products``: :attr:`first` for the first step's block (it holds
+        product 0: with C fused each step is one block), else :attr:`block`."""
+        if not self.narrow_c:
+            return self.block
+        start = products.start if isinstance(products, slice) else min(products)
+        return self.first if start < self.width else self.block
 
     @property
     def steps(self) -> int:
@@ -90,16 +113,19 @@ def plan(model: Model, k: int) -> Plan:
     width = m.step(k)
     L = m.block_width or width
     order = tuple(m.order(width))
-    return Plan(model=m, block=m.block_model(), k=k, width=width, block_width=L,
+    block = m.block_model()
+    first = m.first_block_model()
+    return Plan(model=m, block=block, k=k, width=width, block_width=L,
                 order=None if order == tuple(range(width)) else order, c_fused=m.c_entry == "fused",
-                store=m.accumulator_format is not None)
+                store=m.accumulator_format is not None, first=block if first == block else first)
 
 
 class Datapath(Protocol[V]):
     """What an engine supplies to :func:`run` for its own values ``V`` (floats, arrays, bit-vectors)."""
 
     def block(self, products: Index, c: V) -> V:
-        """The plan's block model over these products (indices into the padded operands), ``c`` its C."""
+        """The block model of these products (:meth:`Plan.unit`; indices into the padded operands), ``c``
+        its C."""
 
     def zero(self, c: V) -> V:
         """+0 of the accumulator, shaped like ``c``: where a step's blocks start when C comes after."""

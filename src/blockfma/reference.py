@@ -361,7 +361,7 @@ def truncated_fused_block(model: Model, a: Sequence[float], b: Sequence[float], 
     else:
         exps = [exponent(fa, ai) + exponent(fb, bi) if p != 0 else model.e_zero
                 for (p, _), ai, bi in zip(products, a, b)]
-    # 2. C's exponent
+    # 2. C's exponent, in the format the block reads C in (the first block: c_input_format, where given)
     e_c = exponent(fc, c) if c != 0 else model.e_zero
     # 3. the block's maximum exponent and the alignment quantum
     e_max = max(*exps, e_c)
@@ -637,14 +637,14 @@ class _Exact:
 
     def __init__(self, p: Plan, a: list[float], b: list[float],
                  scales: tuple[list[float], list[float]] | None = None):
-        self.model, self.unit, self.a, self.b, self.scales = p.model, p.block, a, b, scales
+        self.p, self.model, self.a, self.b, self.scales = p, p.model, a, b, scales
         self.sum_block = p.block.family.implementation("reference")
 
     def block(self, products: Index, c: float) -> float:
-        a, b = take(self.a, products), take(self.b, products)
+        a, b, unit = take(self.a, products), take(self.b, products), self.p.unit(products)
         if self.scales is None:
-            return self.sum_block(self.unit, a, b, c)
-        return self.sum_block(self.unit, a, b, c, take(self.scales[0], products), take(self.scales[1], products))
+            return self.sum_block(unit, a, b, c)
+        return self.sum_block(unit, a, b, c, take(self.scales[0], products), take(self.scales[1], products))
 
     def zero(self, c: float) -> float:
         return 0.0

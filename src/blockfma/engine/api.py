@@ -236,8 +236,9 @@ def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMod
 
 
 def _check_c_format(model: Model, c_format: Any, c: np.ndarray, what: str) -> np.ndarray:
-    """C as given, checked against a narrower ``c_format`` when the instruction takes one (Volta's
-    m8n8k4.f32.f16.f16.f16: an fp16 C, an fp32 D): the unit widens it exactly, so only the check differs."""
+    """C as given, checked against a ``c_format`` narrower than the model's C format (``Model.c_format``):
+    only the check differs; the model reads C's exponent in its own C format (a model that reads C narrower
+    than D says so by its ``c_input_format``)."""
     if c_format is None:
         return c
     fc = _formats.get(c_format)
@@ -331,18 +332,22 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         scale_a: Any = None, scale_b: Any = None) -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
-    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the output format
-    (None: +0).  Exact numbers are accepted: Python ints, Fractions, long doubles, as long as float64 holds them.
-    Values must be exactly representable in ``input_format`` (c in the output format), else ValueError;
+    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the model's C
+    format (the output format unless the model has a ``c_input_format``; None: +0).  Exact numbers are
+    accepted: Python ints, Fractions, long doubles, as long as float64 holds them.
+    Values must be exactly representable in ``input_format`` (c in the C format), else ValueError;
     ``round_inputs`` rounds them instead: a rounding mode (``"rne"``, ``"rz"``, ...) or ``"device"`` (a and
     b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
     are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
     in the output format's dtype (float16, float32, float64), so results compare bit for bit.
     ``input_format`` may name A's and B's formats apart: ``("e4m3fn", "e5m2")`` or ``"e4m3fn*e5m2"``, where
-    the device's instruction takes them.  ``c_format`` checks C against a narrower format the instruction
-    takes it in (``"fp16"`` for Volta's ``m8n8k4.f32.f16.f16.f16``); C is then widened exactly and aligned
-    at its own exponent.  (MMA-Sim 2.1.1 aligns an fp16-subnormal C of that instruction as if its exponent
-    were -14, which no Model expresses: an open question pinned in tests/test_mmasim.py.)
+    the device's instruction takes them.  ``c_format`` checks C against a format narrower than
+    the model's C format (:attr:`Model.c_format`: the output format, or the model's ``c_input_format``,
+    against which C is checked by default); only the check differs, the model reads C as its C format says.
+    A model with ``c_input_format`` reads the first block's C in it: Volta's and Turing's
+    ``m8n8k4.f32.f16.f16.f16`` (the instructions ``mma.f16c`` of V100 and ``mma.m8n8k4.f16c`` of T4) align
+    an fp16 C at its fp16 exponent (a subnormal at 2**-14, MMA-Sim's reading), where ``c_format="fp16"``
+    with the fp32-C model aligns it at its own.
     ``check=False`` is the trusted path for callers that built their values in the formats themselves
     (multiword splitting, probes): it skips the representability check; values outside the format then
     give unspecified bits.

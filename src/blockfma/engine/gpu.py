@@ -137,7 +137,7 @@ class _Tiles:
         torch = _torch()
         self.dev = torch_device(backend)
         self.p, self.gemm = p, gemm
-        self.step = _step(p.block, *array.flags(p.block, A, B), self.dev.type)
+        self.flags = array.flags(p.block, A, B)
         self.A, self.B = _on(self.dev, A, p.padded), _on(self.dev, B, p.padded)
         self.EA = array.fmt_exponent(torch, p.block.input_format, array.finite(torch, self.A))
         self.EB = array.fmt_exponent(torch, p.block.b_format, array.finite(torch, self.B))
@@ -147,10 +147,11 @@ class _Tiles:
     def block(self, products: Index, D: Any) -> Any:
         ix = array_index(products)
         A, B, EA, EB = self.A[..., ix], self.B[..., ix], self.EA[..., ix], self.EB[..., ix]
+        step = _step(self.p.unit(products), *self.flags, self.dev.type)
         if not self.gemm:
             for r in range(0, D.shape[0], self.tile):
                 rs = slice(r, r + self.tile)
-                D[rs] = self.step(A[rs], B[rs], EA[rs], EB[rs], D[rs])
+                D[rs] = step(A[rs], B[rs], EA[rs], EB[rs], D[rs])
             return D
         m, n = D.shape
         cols = max(1, min(n, self.tile))
@@ -159,7 +160,7 @@ class _Tiles:
             rs = slice(r, min(m, r + rows))
             for c0 in range(0, n, cols):
                 cs = slice(c0, min(n, c0 + cols))
-                D[rs, cs] = self.step(A[rs, None], B[None, cs], EA[rs, None], EB[None, cs], D[rs, cs])
+                D[rs, cs] = step(A[rs, None], B[None, cs], EA[rs, None], EB[None, cs], D[rs, cs])
         return D
 
     def zero(self, c: Any) -> Any:

@@ -162,12 +162,12 @@ class Blocks:
     addition of C array-at-a-time."""
 
     def __init__(self, p: Plan, a: np.ndarray, b: np.ndarray):
-        self.model, self.unit, self.a, self.b = p.model, p.block, a, b
+        self.p, self.model, self.a, self.b = p, p.model, a, b
         self.sum_block = block_function(p.block)
 
     def block(self, products: Index, c: np.ndarray) -> np.ndarray:
         ix = array_index(products)
-        return self.sum_block(self.unit, self.a[..., ix], self.b[..., ix], c)
+        return self.sum_block(self.p.unit(products), self.a[..., ix], self.b[..., ix], c)
 
     def zero(self, c: np.ndarray) -> np.ndarray:
         return np.zeros(np.broadcast_shapes(np.shape(c), self.a.shape[:-1], self.b.shape[:-1]))

@@ -121,6 +121,9 @@ def available() -> bool:
 def unsupported_reason(model: Model) -> str | None:
     """Why the Triton kernels do not run ``model`` (one clause), or None where they do."""
     m = model.arithmetic_model()
+    if m.c_input_format is not None:  # its kernel reads every block's C at one C format's emin
+        return (f"it does not read the first block's C in a narrower format (c_input_format="
+                f"{m.c_input_format.name}); the CPU engines and the GPU engine (backend='cuda') do")
     if m.family in STEP_FAMILIES:
         return _step_reason(m)
     if m.block_scaled:

@@ -645,8 +645,8 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
     xs = [decode(fa, x) for x in a]
     ys = [decode(fb, y) for y in b]
     d = decode(fc, c)
-    if k == 0:
-        return encode_bits(fc, d, model.nan)
+    if k == 0:  # C as given, widened exactly into the output format
+        return encode_bits(model.output_format, _widen(d, model.output_format), model.nan)
     p = plan(model, k)
     arith = p.model
     if arith is not model:
@@ -659,7 +659,7 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
         one = decode(fs, z3.BitVecVal(int(encode_value(fs, 1.0)), fs.bits))
         scales = (pad(scales[0], p.padded, one), pad(scales[1], p.padded, one))
     d = run(p, _Formula(p, xs, ys, scales), _flush(arith, d))
-    return encode_bits(fc, d, model.nan)
+    return encode_bits(model.output_format, d, model.nan)
 
 
 class _Formula:
@@ -668,19 +668,19 @@ class _Formula:
     their products' scales."""
 
     def __init__(self, p: Plan, a: list[Sym], b: list[Sym], scales: tuple[list[Sym], list[Sym]] | None = None):
-        self.model, self.unit, self.a, self.b, self.scales = p.model, p.block, a, b, scales
+        self.p, self.model, self.a, self.b, self.scales = p, p.model, a, b, scales
         self.sum_block = p.block.family.implementation("smt")
 
     def block(self, products: Index, c: Sym) -> Sym:
-        fc = self.unit.c_format
-        a, b, c = take(self.a, products), take(self.b, products), _widen(c, fc)
+        unit = self.p.unit(products)  # the first block reads the C given in its format (c_input_format)
+        a, b, c = take(self.a, products), take(self.b, products), _widen(c, unit.c_format)
         if self.scales is None:
-            return _reformat(self.sum_block(self.unit, a, b, c), fc)
+            return _reformat(self.sum_block(unit, a, b, c), unit.output_format)
         sa, sb = take(self.scales[0], products), take(self.scales[1], products)
-        return _reformat(self.sum_block(self.unit, a, b, c, sa, sb), fc)
+        return _reformat(self.sum_block(unit, a, b, c, sa, sb), unit.output_format)
 
     def zero(self, c: Sym) -> Sym:
-        return _zero(self.unit.c_format)
+        return _zero(self.p.block.output_format)
 
     def store(self, x: Sym) -> Sym:
         return _as_output(self.model, x)

@@ -49,7 +49,7 @@ class _Compiled:
 
     def block(self, products: Index, c: np.ndarray) -> np.ndarray:
         ix = array_index(products)
-        out = batched(self.p.block, self.A[:, :, ix], self.B[:, ix, :], c)
+        out = _chain(self.p.unit(products), self.A[:, :, ix], self.B[:, ix, :], c, self.p.block_width)
         if out is None:
             raise _NeedsNumpy
         return out
@@ -93,8 +93,20 @@ def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.nd
             return run(p, _Compiled(p, A, B), np.asarray(C, dtype=np.float64))
         except _NeedsNumpy:
             return None
+    if p.narrow_c:  # the first step reads the C given in its own format (Plan.first), the rest chain on
+        W = p.width
+        C = _chain(p.first, A[:, :, :W], B[:, :W, :], C, L)
+        if C is None or kp == W:
+            return C
+        A, B = A[:, :, W:], B[:, W:, :]
+    return _chain(p.block, A, B, C, L)
+
+
+def _chain(unit: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, L: int) -> np.ndarray | None:
+    """A chain of blocks of L of one block model by its family's compiled kernel (k a multiple of L); None
+    if these inputs need the numpy engine."""
     # contiguous and writable: numba compiles a kernel anew for read-only arrays (broadcast views are),
     # which doubled the kernels compiled in a test run
     A, B, C = (np.require(x, np.float64, ("C", "W")) for x in (A, B, C))
     out = np.empty(C.shape)
-    return out if model.family.implementation("numba").run(model, A, B, C, out, L) else None
+    return out if unit.family.implementation("numba").run(unit, A, B, C, out, L) else None
