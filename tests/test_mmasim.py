@@ -154,24 +154,23 @@ def _instruction(sim: Sim, fa: str) -> str:
 @functools.lru_cache(maxsize=None)
 def preset(sim: Sim) -> tuple[str, str, str, str] | None:
     """(device, instruction, input, output) of the preset model that answers ``sim``; None where there is none
-    (then ``OPEN`` must say why)."""
+    (then ``OPEN`` must say why).  C narrower than D (Volta's and Turing's m8n8k4.f32.f16.f16.f16) is
+    answered by the instruction named with C's PTX type (``mma.f16c``), whose model reads C in that format
+    (``Model.c_format``)."""
     fa, fb, fc, fd, _ = formats(sim)
-    if fc != fd:  # C in another format than D: a preset's C is in its output format
-        return None
     device, name, fin = DEVICE[sim.arch], _instruction(sim, fa), F.pair_name(fa, fb)
+    if fc != fd:
+        name = f"{name}.{PTX[fc]}c"
     try:
         models = bf.device(device).instruction(name).models
     except ValueError:
         return None
-    return (device, name, fin, fd) if (fin, fd) in models else None
+    model = models.get((fin, fd))
+    return (device, name, fin, fd) if model is not None and model.c_format.name == fc else None
 
 
 # MMA-Sim's configurations that no preset answers, each with the reason (the census fails on any other)
-MIXED_C = ("C is fp16 and D fp32: MMA-Sim aligns an fp16 C at its fp16 exponent (a subnormal C at 2**-14), a "
-           "Model reads C in its output format (fp32: a subnormal fp16 C at its own exponent) and has no field for a "
-           "narrower C; the fp16->fp32 preset with bf.dot(c_format='fp16') agrees wherever C is normal in fp16 and "
-           "not always where it is subnormal (test_fp16_c_fp32_d_*)")
-OPEN = {"MMA Volta k4.f32.f16.f16.f16": MIXED_C, "MMA Turing k4.f32.f16.f16.f16": MIXED_C}
+OPEN: dict[str, str] = {}
 
 # Our presets compared with an MMA-Sim configuration of another instruction: B200's mma.sync fp8 (MMA-Sim lists
 # no mma.sync fp8 on Blackwell) against its tcgen05.mma kind::f8f6f4
@@ -244,10 +243,9 @@ RESULTS: dict[str, dict[str, int]] = {}  # per configuration; conftest prints a 
 def _unscaled(sim: Sim, model, kk: int, seed: int):
     """(ours, MMA-Sim's, special-input rows) on the rows of draw_rows at k = kk, as bit patterns."""
     fa, fb = _formats(model.input_name)
-    fout = model.output_format.name
-    a, b, c = draw_rows(model, 400, kk, seed)
+    a, b, c = draw_rows(model, 400, kk, seed)  # C drawn in the model's C format, and given to MMA-Sim in it
     uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[model.output_format.dtype.itemsize]
-    want = sim.build().dpa(_operand(a, fa), _operand(b, fb), torch.from_numpy(c).to(TORCH_DTYPE[fout]))
+    want = sim.build().dpa(_operand(a, fa), _operand(b, fb), torch.from_numpy(c).to(TORCH_DTYPE[model.c_format.name]))
     got = bf.dot(a, b, c, model=model).view(uint)
     special = ~(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1) & np.isfinite(c))
     return got, want.numpy().view(uint), special, lambda r: f"a={a[r].tolist()} b={b[r].tolist()} c={c[r]!r}"
@@ -332,8 +330,8 @@ def test_the_census_drops_only_the_tile():
     assert sum(map(len, groups.values())) == len(listed()) and len(groups) == len(census())
 
 
-# --- Volta's and Turing's m8n8k4 with fp16 C and fp32 D: an open question (OPEN) ---------------------------------
-M8N8K4 = {"Volta": ("V100", "mma"), "Turing": ("T4", "mma.m8n8k4")}
+# --- Volta's and Turing's m8n8k4 with fp16 C and fp32 D: C read in fp16 (c_input_format) --------------------------
+M8N8K4 = {"Volta": ("V100", "mma"), "Turing": ("T4", "mma.m8n8k4")}  # the fp32-C instruction; + ".f16c": fp16 C
 
 
 def _small_rows(rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -348,44 +346,51 @@ def _small_rows(rows: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, n
 
 
 @pytest.mark.parametrize("arch", list(M8N8K4))
-def test_fp16_c_fp32_d_differs_only_on_subnormal_c(arch):
-    """MMA-Sim's m8n8k4.f32.f16.f16.f16 (MMA_T_FDPA as for the f32 C, C read as fp16) against the fp16->fp32
-    preset of the instruction with bf.dot(c_format='fp16'), at k = 4 and 8: the same bits on draw_rows with an
-    fp16 C, and on rows of small products every mismatch has a C subnormal in fp16, which MMA-Sim aligns at
-    fp16's exponent -14 and the preset at its own exponent (there are such mismatches: the open question
-    ``OPEN`` names is real)."""
+def test_fp16_c_fp32_d_agrees_with_mmasim(arch):
+    """MMA-Sim's m8n8k4.f32.f16.f16.f16 (MMA_T_FDPA, the given C read as fp16, the chained results as fp32)
+    against the preset of the instruction's ``.f16c`` path (``c_input_format="fp16"``), at k = 4, 8 and 12
+    (one to three blocks): the same bits on every row of draw_rows and of the rows of small products whose
+    C is often subnormal in fp16, and those rows do tell the readings apart (the fp32-C model with
+    ``c_format="fp16"`` differs from MMA-Sim on some of them, each with a C subnormal in fp16)."""
     device, instruction = M8N8K4[arch]
-    ins = bf.device(device).instruction(instruction)
-    model, rows_model = ins.models[("fp16", "fp32")], ins.models[("fp16", "fp16")]  # the second draws fp16 C
+    dev = bf.device(device)
+    model = dev.instruction(f"{instruction}.f16c").models[("fp16", "fp32")]
+    wide_c = dev.instruction(instruction).models[("fp16", "fp32")]
+    assert model.c_format is F.fp16 and wide_c.c_format is F.fp32
     peer = nv.MMA(arch, "m8n8k4.f32.f16.f16.f16")
-    subnormal_mismatches = 0
-    for kk, seed in ((4, 1), (8, 2)):
-        for a, b, c in (draw_rows(rows_model, 400, kk, seed), _small_rows(1000, kk, seed)):
+    rows = mismatches = wide_c_mismatches = 0
+    for kk, seed in ((4, 1), (8, 2), (12, 3)):
+        for a, b, c in (draw_rows(model, 400, kk, seed), _small_rows(1000, kk, seed)):
             want = peer.dpa(_operand(a, "fp16"), _operand(b, "fp16"), _operand(c, "fp16")).numpy().view(np.uint32)
-            got = bf.dot(a, b, c, model=model, c_format="fp16").view(np.uint32)
-            special = ~(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1) & np.isfinite(c))
+            got = bf.dot(a, b, c, model=model).view(np.uint32)
+            rows += got.size
+            mismatches += int((got != want).sum())
+            other = bf.dot(a, b, c, model=wide_c, c_format="fp16").view(np.uint32)
             subnormal = (c != 0) & (np.abs(c) < 2.0**-14)
-            counts = classify(F.fp32, got[~subnormal], want[~subnormal], special[~subnormal])
-            assert counts["value"] == 0, counts
-            subnormal_mismatches += int((got != want)[subnormal].sum())
-    assert subnormal_mismatches > 0
+            assert not np.any((other != want) & ~subnormal)
+            wide_c_mismatches += int((other != want).sum())
+    assert rows == 3 * (400 + 1000) and mismatches == 0
+    assert wide_c_mismatches > 0
 
 
 @pytest.mark.parametrize("arch", list(M8N8K4))
 def test_fp16_c_fp32_d_subnormal_c_pinned(arch):
     """The row that separates the readings: a = b = (1 + 2**-10) 2**-10, C = 2**-20 (subnormal in fp16).  Read
-    in fp16 (MMA-Sim), C's exponent is -14, the block's quantum 2**(-14 - 23) and the product's last bit
-    (2**-40) is cut: 0x1.004p-19.  At its own exponent -20 (the preset: a Model reads C in its output format)
-    nothing is cut and the exact sum 2**-19 (1 + 2**-10 + 2**-21) is D: 0x1.004008p-19.  When the Model can
-    read C in fp16, this test becomes the check that the preset gives MMA-Sim's value."""
+    in fp16 (MMA-Sim, and the ``.f16c`` preset), C's exponent is -14, the block's quantum 2**(-14 - 23) and
+    the product's last bit (2**-40) is cut: 0x1.004p-19.  At its own exponent -20 (the fp32-C model, C only
+    checked against fp16 by ``c_format``) nothing is cut and the exact sum 2**-19 (1 + 2**-10 + 2**-21) is D:
+    0x1.004008p-19."""
     device, instruction = M8N8K4[arch]
-    model = bf.device(device).instruction(instruction).models[("fp16", "fp32")]
+    dev = bf.device(device)
+    model = dev.instruction(f"{instruction}.f16c").models[("fp16", "fp32")]
+    wide_c = dev.instruction(instruction).models[("fp16", "fp32")]
     x = (1 + 2**-10) * 2**-10
     a = np.array([[x, 0.0, 0.0, 0.0]])
     c = np.array([2.0**-20])
     want = nv.MMA(arch, "m8n8k4.f32.f16.f16.f16").dpa(_operand(a, "fp16"), _operand(a, "fp16"), _operand(c, "fp16"))
     assert float(want[0]) == float.fromhex("0x1.004p-19")
-    assert float(bf.dot(a, a, c, model=model, c_format="fp16")[0]) == float.fromhex("0x1.004008p-19")
+    assert float(bf.dot(a, a, c, model=model)[0]) == float.fromhex("0x1.004p-19")
+    assert float(bf.dot(a, a, c, model=wide_c, c_format="fp16")[0]) == float.fromhex("0x1.004008p-19")
 
 
 @pytest.mark.parametrize("device,instruction,fin,suffix", [
