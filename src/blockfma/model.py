@@ -254,6 +254,8 @@ class Model:
                                           label=lambda m: None if m.unpack_format is None else
                                           f"as {m.unpack_format.name}")
     c_input_format: Format | None = _param(None, key="c_input", parse=_format, dump=_name, family=True,
+                                           domain=lambda f, k, m: [None, f.c] if getattr(f, "c", f.d) != f.d
+                                           else None,
                                            label=lambda m: None if m.c_input_format is None else
                                            f"C={m.c_input_format.name}")
     options: tuple[tuple[str, Any], ...] = _param((), label=lambda m: " ".join(
@@ -568,4 +570,4 @@ _SUMMARY = ("block_width", "fraction_bits", "late_fraction_bits", "e_zero", "ali
 SEARCHED = ("block_width", "output_rounding", "nan", "overflow", "exact_zero", "rounded_zero", "subnormals",
             "flush_zero", "c_entry", "product_order", "fraction_bits", "alignment", "e_zero", "carry_bits",
             "product_exponent", "output_fraction_bits", "late_fraction_bits", "groups", "late_cut",
-            "accumulator_format", "unpack_format")
+            "accumulator_format", "unpack_format", "c_input_format")

@@ -300,7 +300,8 @@ STAGES = (
     Stage("e_zero", ("e_zero",), ("e_zero",), STRICT),
     Stage("details", ("carry", "seeds"), ("carry_bits", "product_exponent", "output_fraction_bits", "c_entry",
                                   "product_order", "unpack_format", "accumulator_format", "late_fraction_bits",
-                                  "groups", "late_cut", "alignment", "options"), STRICT, joint=False),
+                                  "groups", "late_cut", "alignment", "c_input_format", "options"), STRICT,
+          joint=False),
 )
 
 # tried when no plain candidate fits the structure rows: how products and C enter the blocks
@@ -823,8 +824,10 @@ class Search:
 
 def disagreements(m1: Model, m2: Model, k: int, n: int = 4000, seed: int = 11) -> int:
     """Rows, of ``n`` random rows of every input family with length ``k``, where two Models give
-    different bits (how the probes' results are held to presets at a k the probe did not see)."""
-    f = _inputs.Formats.of(m1.input_format, m1.b_format, m1.output_format, m1.output_format)
+    different bits (how the probes' results are held to presets at a k the probe did not see).  C is drawn in
+    the narrower of the two models' C formats (``Model.c_format``), which both take."""
+    fc = m1.c_format if _formats.holds(m2.c_format, m1.c_format) else m2.c_format
+    f = _inputs.Formats.of(m1.input_format, m1.b_format, fc, m1.output_format)
     a, b, c = _inputs.mixed_rows(f, k, n, np.random.default_rng(seed))
     return int(np.count_nonzero(bits(dot(a, b, c, model=m1)) != bits(dot(a, b, c, model=m2))))
 

@@ -186,7 +186,7 @@ class SimTarget(Target):
         self.model = model
         self.k = int(k)
         self.name = name or f"sim:{model.name or model.family.value}"
-        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.output_format,
+        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.c_format,
                                   model.output_format)
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
