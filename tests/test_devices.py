@@ -155,7 +155,7 @@ def test_devices_command_lists_open_questions(capsys):
 def test_reprs_are_one_summary_line_and_equality_is_the_dataclass_s():
     """repr(Device) and repr(Model) are one line each (they were 2-31 kB); the full form is behind
     describe()/to_dict(); a class-body __repr__ leaves the dataclass's __eq__ and __hash__ alone."""
-    assert repr(bf.device("V100")) == "Device('V100': NVIDIA Volta sm_70, 1 instruction, 2 format pairs)"
+    assert repr(bf.device("V100")) == "Device('V100': NVIDIA Volta sm_70, 2 instructions, 2 format pairs)"
     v100 = bf.device("V100").model("fp16", "fp32")
     assert repr(v100) == "Model('V100 fp16->fp32': truncated-fused fp16->fp32 L=4 F=23 e_zero=-131 out=TowardZero)"
     assert repr(v100.replace(name="")) == "Model(truncated-fused fp16->fp32 L=4 F=23 e_zero=-131 out=TowardZero)"

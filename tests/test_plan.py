@@ -57,6 +57,24 @@ def test_cublas_epilogue_one_step_stored():
     assert p.store and p.block.output_format.name == "fp32" and p.block.c_entry == "fused"
 
 
+def test_only_the_first_step_reads_a_narrow_c():
+    """V100's m8n8k4 with fp16 C and fp32 D (c_input_format): the first step's block model reads C in fp16,
+    every later one in fp32 (the previous block's result), and Plan.unit hands each block its model; in
+    the order "halves" the first step's block is the one holding product 0.  A model without a narrower C
+    has one block model."""
+    m = bf.device("V100").instruction("mma.f16c").models[("fp16", "fp32")]
+    p = plan(m, 10)
+    assert p.narrow_c and p.is_chain and (p.steps, p.width) == (3, 4)
+    assert p.first.c_format.name == "fp16" and p.block.c_format.name == "fp32"
+    assert [p.unit(ix) is p.first for step in range(p.steps) for ix in p.blocks(step)] == [True, False, False]
+    halves = plan(m.replace(block_width=8, product_order="halves"), 16)
+    assert [p2 is halves.first for p2 in (halves.unit(ix) for s in range(2) for ix in halves.blocks(s))] == \
+        [True, False]
+    assert halves.blocks(0)[0][0] == 0
+    wide = plan(bf.device("V100").model("fp16", "fp32"), 10)
+    assert not wide.narrow_c and wide.first is wide.block and wide.unit(slice(0, 4)) is wide.block
+
+
 def test_whole_dot_product_and_chains():
     exact = Model(Family.EXACT_FUSED, "fp16", "fp32")  # block_width=None: one block of every product
     assert schedule(plan(exact, 5)) == [("fused", [[0, 1, 2, 3, 4]])]

@@ -845,3 +845,57 @@ def test_instruction_steps_product_order_and_unpacking() -> None:
     with pytest.raises(ValueError, match="unpack_format must hold every value"):
         Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=2, fraction_bits=23, e_zero=-133,
               unpack_format="e4m3fn")
+
+
+# --- C narrower than D: c_input_format (Volta's and Turing's m8n8k4.f32.f16.f16.f16) ----------------------------
+def _v100_f16c() -> Model:
+    return Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=4, fraction_bits=23, e_zero=-131,
+                 output_rounding=RoundingMode.TowardZero, c_input_format="fp16")
+
+
+def test_narrow_c_takes_its_exponent_in_its_own_format_in_the_first_block_only() -> None:
+    """a = b = x = (1 + 2^-10) 2^-10, C = 2^-20 (subnormal in fp16).  Read in fp16, C's exponent is -14, the
+    quantum 2^(-14 - 23) and x^2 = 2^-20 + 2^-29 + 2^-40 loses its 2^-40: D = 2^-19 (1 + 2^-10).  Read in
+    fp32 (no c_input_format), C sits at -20, nothing is cut: D = 2^-19 (1 + 2^-10 + 2^-21).  In the second
+    block C is the first block's result, an fp32 value read at its own exponent: the fp32 reading again."""
+    x = float((1 + Fraction(1, 2**10)) * Fraction(1, 2**10))
+    narrow, wide = Fraction(1, 2**19) * (1 + Fraction(1, 2**10)), \
+        Fraction(1, 2**19) * (1 + Fraction(1, 2**10) + Fraction(1, 2**21))
+    m = _v100_f16c()
+    a = [x, 0.0, 0.0, 0.0]
+    assert Fraction(dot(m, a, a, 2.0**-20)) == narrow
+    assert Fraction(dot(m.replace(c_input_format=None), a, a, 2.0**-20)) == wide
+    zeros = [0.0] * 4  # the first block passes C = 2^-20 on unchanged, as an fp32 value
+    assert Fraction(dot(m, zeros + a, zeros + a, 2.0**-20)) == wide
+    assert Fraction(dot(m, a + zeros, a + zeros, 2.0**-20)) == narrow
+    assert dot(m, [], [], 2.0**-20) == 2.0**-20  # no block: C as given
+    # a normal fp16 C has the same exponent in both formats
+    assert dot(m, a, a, 2.0**-14) == dot(m.replace(c_input_format=None), a, a, 2.0**-14)
+
+
+def test_narrow_c_must_be_a_value_of_its_format() -> None:
+    m = _v100_f16c()
+    with pytest.raises(ValueError, match="fp16"):
+        dot(m, [1.0] * 4, [1.0] * 4, 1 + 2.0**-20)  # an fp32 value, not an fp16 one
+
+
+def test_c_input_format_field() -> None:
+    """The field's JSON key, summary word and checks: truncated-fused with C fused, a narrower format than
+    the output, no accumulator; the output format itself means no narrower C (None)."""
+    m = _v100_f16c()
+    assert m.c_format is formats.fp16 and m.block_model().c_format is formats.fp32
+    assert m.first_block_model().c_format is formats.fp16
+    d = m.to_dict()
+    assert d["c_input"] == "fp16" and Model.from_dict(d) == m and Model.from_dict(d).c_input_format is formats.fp16
+    assert "C=fp16" in m.summary() and "C=" not in m.replace(c_input_format=None).summary()
+    assert m.replace(c_input_format="fp32").c_input_format is None
+    with pytest.raises(ValueError, match="c_input_format applies to the truncated-fused family only"):
+        Model(Family.LATE_C, "fp16", "fp32", block_width=8, fraction_bits=24, late_fraction_bits=31,
+              c_input_format="fp16")
+    with pytest.raises(ValueError, match="c_input_format needs c_entry='fused'"):
+        m.replace(c_entry="after")
+    with pytest.raises(ValueError, match="c_input_format fp64 must be narrower than the output format fp32"):
+        m.replace(c_input_format="fp64")
+    with pytest.raises(ValueError, match="c_input_format with an accumulator_format"):
+        Model(Family.TRUNCATED_FUSED, "fp16", "fp16", block_width=4, fraction_bits=23, e_zero=-131,
+              accumulator_format="fp32", c_input_format="e5m2")
