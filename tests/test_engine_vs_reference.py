@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import blockfma as bf
 from blockfma import formats as F
+from blockfma import reference
 from blockfma.model import Alignment, Family, Model
 
 from helpers import (FAST, IDS, MODELS, bits, check_against_reference, dot_cases, draw_rows, sanitize,
@@ -350,3 +351,67 @@ def test_late_c_binary32_range(model, a_range, b_range, binary32):
         a, b = sanitize(fin, a, False), sanitize(fin, b, False)
         assert fast.runners._exponents_and_range(fin, a)[1] == a_range
         check_against_reference(model, a, b, c)
+
+
+# --- C narrower than D (c_input_format): C's exponent in its own format, in the first block only --------------
+NARROW_C = [bf.device("V100").instruction("mma.f16c").models[("fp16", "fp32")],
+            Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=24, e_zero=-132,
+                  output_rounding=F.RoundingMode.TowardZero, exact_zero="positive", c_input_format="fp16",
+                  name="T4-like f16c"),
+            Model(Family.TRUNCATED_FUSED, "bf16", "fp32", block_width=4, fraction_bits=23, e_zero=-140,
+                  alignment=Alignment.FLOOR, carry_bits=2, exact_zero="positive", c_input_format="bf16",
+                  name="bf16 C floor carry"),
+            Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=25, e_zero=-133,
+                  product_order="halves", exact_zero="positive", c_input_format="fp16", name="f16c halves")]
+
+
+@st.composite
+def narrow_c_cases(draw):
+    """A model with c_input_format and a row of small products (exponents near C's format's emin) with a C
+    that is mostly subnormal in that format: where reading C's exponent there or in the output format
+    decides the block's e_max."""
+    model = draw(st.sampled_from(NARROW_C))
+    fc, L = model.c_format, model.block_width
+    k = draw(st.integers(1, 3 * L))
+    half = (fc.emin - 2) // 2  # products between about 2**(emin - 18) and 2**(emin - 2)
+
+    def value(fmt, lo, hi):
+        e = draw(st.integers(lo, hi))
+        frac = draw(st.integers(0, (1 << (fmt.precision - 1)) - 1))
+        v = (1 + frac / 2 ** (fmt.precision - 1)) * 2.0 ** e * draw(st.sampled_from([1.0, -1.0]))
+        return float(F.round(fmt, v, "rz"))
+
+    a = [draw(st.sampled_from([0.0, value(model.input_format, half - 8, half)])) if draw(st.booleans())
+         else value(model.input_format, half - 8, half) for _ in range(k)]
+    b = [value(model.b_format, half - 8, half) for _ in range(k)]
+    code = draw(st.integers(1, (1 << (fc.precision - 1)) - 1))  # a subnormal of C's format
+    sub = code * 2.0 ** (fc.emin - fc.precision + 1) * draw(st.sampled_from([1.0, -1.0]))
+    c = draw(st.sampled_from([sub, sub, sub, 0.0, value(fc, fc.emin, fc.emin + 3)]))
+    return model, a, b, c
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(narrow_c_cases())
+def test_narrow_c_engines_match_reference_hypothesis(case):
+    model, a, b, c = case
+    check_against_reference(model, np.array([a]), np.array([b]), np.array([c]))
+
+
+@pytest.mark.parametrize("model", NARROW_C, ids=[m.name for m in NARROW_C])
+def test_narrow_c_engines_match_reference_bulk(model):
+    """Rows of draw_rows (C drawn in the model's C format, a sixth subnormal) at one, two and three blocks and a
+    short one, on numpy and numba (check_against_reference) and on the GPU engine's code on the CPU (torch)
+    and bf.gemm by the numpy and compiled kernels, each against the exact reference."""
+    L = model.block_width
+    for k, seed in ((L, 1), (2 * L, 2), (3 * L - 1, 3)):
+        a, b, c = draw_rows(model, 48, k, seed)
+        check_against_reference(model, a, b, c)
+        check_against_reference(model, a, b, c, backends=["torch"])
+    rng = np.random.default_rng(5)
+    A = F.round(model.input_format, rng.normal(size=(6, 2 * L)) * 2.0**-9, "rne")
+    B = F.round(model.b_format, rng.normal(size=(2 * L, 5)) * 2.0**-9, "rne")
+    C = F.round(model.c_format, rng.normal(size=(6, 5)) * 2.0 ** (model.c_format.emin - 3), "rne")
+    want = [[reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j]) for j in range(5)] for i in range(6)]
+    assert FAST is None or FAST.supports(model)
+    for be in ["numpy"] + (["numba"] if FAST else []):
+        assert bits(bf.gemm(A, B, C, model=model, backend=be)).astype(np.int64).tolist() == want, be
