@@ -496,6 +496,22 @@ def test_mixed_operand_formats_and_a_narrower_c():
         bf.dot([1.0], [1.0], 0.1, device="V100", c_format="fp16")
     with pytest.raises(ValueError, match="c_format='fp64' holds values"):
         bf.dot([1.0], [1.0], 0.5, device="V100", c_format="fp64")
+    # the same instruction as the model that reads C in fp16 (c_input_format): C checked against fp16 by
+    # default, c_format narrower still only checks, a wider one is refused
+    f16c = dict(device="V100", instruction="mma.f16c")
+    assert bits(bf.dot([1.0], [1.0], 0.5, **f16c)) == bits(np.float32(1.5))
+    with pytest.raises(ValueError, match=r"c = 0.1 is not representable in fp16"):
+        bf.dot([1.0], [1.0], 0.1, **f16c)
+    with pytest.raises(ValueError, match=r"C\[0, 0\] = 0.1 is not representable in fp16"):
+        bf.gemm(np.ones((1, 0)), np.ones((0, 1)), [[0.1]], **f16c)
+    assert bits(bf.dot([1.0], [1.0], 0.1, round_inputs="rne", **f16c)) == bits(np.float32(1 + float(np.float16(0.1))))
+    assert bits(bf.dot([1.0], [1.0], 0.5, c_format="e5m2", **f16c)) == bits(np.float32(1.5))
+    with pytest.raises(ValueError, match=r"c = 0.28125 is not representable in e5m2"):
+        bf.dot([1.0], [1.0], 0.28125, c_format="e5m2", **f16c)
+    with pytest.raises(ValueError, match="c_format='fp32' holds values the model's C format 'fp16' does not"):
+        bf.dot([1.0], [1.0], 0.5, c_format="fp32", **f16c)
+    with pytest.raises(ValueError, match=r"C\[0, 0\] = 0.1000000014901\d* is not representable in fp16"):
+        bf.gemm(np.ones((1, 1), np.float16), np.ones((1, 1), np.float16), np.full((1, 1), 0.1, np.float32), **f16c)
 
 
 def test_arrays_of_a_held_dtype_are_not_looked_at(monkeypatch):

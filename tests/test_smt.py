@@ -60,6 +60,7 @@ def _preset(dev: str, inp, out: str, instruction: str | None = None) -> Model:
 # One preset per family and per feature the encoding has a branch for.
 FAST = [
     ("V100", "fp16", "fp32", None),  # truncated-fused, RZ output, L = 4
+    ("V100", "fp16", "fp32", "mma.f16c"),  # C read in fp16 (16-bit C) in the first block, fp32 D
     ("A100", "bf16", "fp32", None),
     ("A100", "tf32", "fp32", None),  # tf32 (19-bit codes)
     ("H100", "fp16", "fp16", None),  # RN into fp16
@@ -197,6 +198,27 @@ def test_a_timeout_is_unknown_with_the_time_spent():
     v = smt.equivalent(m, m, k=4, order_b=[3, 2, 1, 0], solver="bitwuzla", timeout=0.2)
     assert v.status == "unknown" and v.unknown and not v
     assert v.seconds > 0 and "unknown" in str(v)
+
+
+def test_a_narrow_c_is_a_16_bit_input_read_in_fp16_by_the_first_block():
+    """V100's m8n8k4 with fp16 C and fp32 D (c_input_format): C is a 16-bit input whose exponent the first
+    block reads in fp16: a = b = (1 + 2^-10) 2^-10, C = 2^-20 gives 0x1.004p-19 (the product's 2^-40 cut at
+    2^(-14 - 23)), and 0x1.004008p-19 where the first block passes C on to the second, which reads it as
+    fp32, as the fp32-C model does; on rows of small products and C often subnormal in fp16 the formula is
+    the engine."""
+    m = bf.device("V100").instruction("mma.f16c").models[("fp16", "fp32")]
+    assert encode.input_vars(m, 4)[2].size() == 16
+    x = (1 + 2**-10) * 2**-10
+    row, zeros = [x, 0.0, 0.0, 0.0], [0.0] * 4
+    narrow, wide = (int(bits(np.float32(float.fromhex(h)))) for h in ("0x1.004p-19", "0x1.004008p-19"))
+    assert _evaluate(m, np.array([row]), np.array([row]), np.array([2.0**-20])) == [narrow]
+    assert _evaluate(m, np.array([zeros + row]), np.array([zeros + row]), np.array([2.0**-20])) == [wide]
+    assert _evaluate(_v100(), np.array([row]), np.array([row]), np.array([2.0**-20])) == [wide]
+    rng = np.random.default_rng(4)
+    codes = lambda shape, top: rng.integers(0, 1 << 16, shape) & 0x83FF | (rng.integers(0, top + 1, shape) << 10)
+    a, b, c = (formats.decode(formats.fp16, codes((16, 8), 8)), formats.decode(formats.fp16, codes((16, 8), 8)),
+               formats.decode(formats.fp16, codes(16, 1)))
+    assert _evaluate(m, a, b, c) == bits(bf.dot(a, b, c, model=m)).astype(np.int64).tolist()
 
 
 def test_what_is_not_encoded_is_refused_in_one_line():

@@ -258,6 +258,10 @@ def test_refusals(monkeypatch):
     assert not tr.supports(amx)
     with pytest.raises(ValueError, match="pairwise and fma-chain families only, not amx"):
         bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=amx, backend="triton")
+    f16c = bf.device("V100").instruction("mma.f16c").models[("fp16", "fp32")]
+    assert not tr.supports(f16c) and "c_input_format=fp16" in tr.unsupported_reason(f16c)
+    with pytest.raises(ValueError, match="c_input_format=fp16"):
+        bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=f16c, backend="triton")
     with pytest.raises(ValueError, match="runs bf.gemm only"):
         bf.dot(np.ones(4), np.ones(4), backend="triton")
     monkeypatch.setenv("TRITON_INTERPRET", "0")
