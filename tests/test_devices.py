@@ -32,9 +32,9 @@ def _registry_restored(monkeypatch):
 def test_every_vendor_table_loads_and_every_preset_is_registered():
     names = [d.name for f in ("nvidia.json", "amd.json", "cpu.json", "reference.json")
              for d in D.load(D._HERE / f)]
-    assert names == D.names()
+    assert names == D.names()[:len(names)]  # devices other tests load (probed files) come after the presets
     assert {"V100", "H100", "MI300X", "Intel AMX", "exact"} <= set(names)
-    assert all(d.sources and all(s in D.SOURCES for s in d.sources) for d in bf.devices())
+    assert all(d.sources and all(s in D.SOURCES for s in d.sources) for d in bf.devices() if d.name in names)
 
 
 def test_templates_and_grids_expand_as_written():
