@@ -36,7 +36,7 @@ from .bv import disj
 from . import solve as _solve
 
 __all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "discriminate", "equivalent", "check_models",
-           "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
+           "shared_c_format", "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
 
 MAX_K = 256
 """The most products a formula may have.  Building grows linearly and the solvers' time much faster: on a
@@ -76,12 +76,17 @@ class Witness:
     scale_a: np.ndarray | None = None  # a block-scaled model's scales (one per scale block), else None
     scale_b: np.ndarray | None = None
     scale_format: str | None = None
+    # each model's C format where they differ (C, in formats[2], is then the narrower, widened exactly for
+    # the model that takes the wider one), else None
+    c_formats: tuple[str, str] | None = None
 
     def lines(self) -> list[str]:
         fa, fb, fc, fd = self.formats
+        read = "" if self.c_formats is None else "; " + ", ".join(
+            f"{n} reads it as {f}" for n, f in zip(self.names, self.c_formats))
         out = [f"a = [{', '.join(hex_float(x) for x in self.a)}]  ({fa})",
                f"b = [{', '.join(hex_float(x) for x in self.b)}]  ({fb})",
-               f"c = {hex_float(self.c)}  ({fc})"]
+               f"c = {hex_float(self.c)}  ({fc}{read})"]
         if self.scale_a is not None and self.scale_b is not None:
             out += [f"scale_a = [{', '.join(hex_float(x) for x in self.scale_a)}]  ({self.scale_format})",
                     f"scale_b = [{', '.join(hex_float(x) for x in self.scale_b)}]  ({self.scale_format})"]
@@ -101,6 +106,8 @@ class Witness:
                "d": [{"model": n, "value": hex_float(d), "bits": bits_hex(d, fd)}
                      for n, d in zip(self.names, (self.d_a, self.d_b))],
                "solver": self.solver, "seconds": round(self.seconds, 4), "checked_by_engine": True}
+        if self.c_formats is not None:
+            out["c_formats"] = [{"model": n, "format": f} for n, f in zip(self.names, self.c_formats)]
         if self.scale_a is not None and self.scale_b is not None:
             out["scale_a"] = [hex_float(x) for x in self.scale_a]
             out["scale_b"] = [hex_float(x) for x in self.scale_b]
@@ -268,12 +275,30 @@ def _refuse(model: Model) -> None:
 
 
 def _same_inputs(ma: Model, mb: Model) -> None:
+    """Two models one formula may compare: the same A, B and output formats, and C formats of which one
+    holds every code of the other (:func:`shared_c_format`); ValueError naming the difference."""
     for what, x, y in (("A's format", ma.input_format, mb.input_format), ("B's format", ma.b_format, mb.b_format),
-                       ("C's format", ma.c_format, mb.c_format), ("output format", ma.output_format,
-                                                                    mb.output_format)):
+                       ("output format", ma.output_format, mb.output_format)):
         if x != y:
             raise ValueError(f"the models differ in {what} ({x.name} and {y.name}): compare models of the same "
-                             "formats")
+                             f"{what}")
+    shared_c_format([ma, mb])
+
+
+def shared_c_format(models: Sequence[Model]) -> _formats.Format:
+    """The format of the C that models compared on one input share: the narrowest of their C formats, one
+    whose every code (values, zeros, infinities, NaN: :func:`blockfma.formats.holds_codes`) each other C
+    format holds.  A model that takes a wider C reads the shared one widened exactly, as the engine reads an
+    fp16 value given as an fp32 C: so Volta's m8n8k4 with fp16 C (``c_input_format``) compares with the same
+    unit reading an fp32 C.  ValueError where no C format is held by all the others."""
+    fcs = list(dict.fromkeys(m.c_format for m in models))
+    for fc in fcs:
+        if all(_formats.holds_codes(other, fc) for other in fcs):
+            return fc
+    names = " and ".join(f.name for f in fcs)
+    raise ValueError(f"the models' C formats ({names}) do not nest: neither holds every value of the other, so "
+                     "no C is an input of both; compare models whose C formats are the same or one of which "
+                     "holds the other (fp16 C against fp32 C)")
 
 
 def check_k(k: Any) -> int | None:
@@ -311,10 +336,11 @@ def _codes(values: dict[str, int], names: Sequence[str]) -> np.ndarray:
 
 def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
                    ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The inputs (a, b, c) as float64 values that a solver's model ``values`` gives ``inputs``."""
+    """The inputs (a, b, c) as float64 values that a solver's model ``values`` gives ``inputs`` (C in the
+    inputs' C format: a shared narrower C where models of different C formats are compared)."""
     a = _formats.decode(model.input_format, _codes(values, [str(x) for x in inputs.bits_a])).astype(np.float64)
     b = _formats.decode(model.b_format, _codes(values, [str(x) for x in inputs.bits_b])).astype(np.float64)
-    c = float(_formats.decode(model.c_format, np.array([values[str(inputs.bits_c)]]))[0])
+    c = float(_formats.decode(inputs.c.fmt, np.array([values[str(inputs.bits_c)]]))[0])
     return a, b, c
 
 
@@ -339,11 +365,12 @@ def engine_bits(model: Model, a: np.ndarray, b: np.ndarray, c: float, scale_a: n
     return d, int(_formats.bits(d))
 
 
-def _inputs(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
-    bits_a, bits_b, bits_c = _enc.input_vars(model, k, prefix)
+def _inputs(model: Model, k: int, prefix: str = "", c_format: _formats.Format | None = None) -> _cons.Inputs:
+    fc = c_format or model.c_format
+    bits_a, bits_b, bits_c = _enc.input_vars(model, k, prefix, fc)
     sa, sb = _enc.scale_vars(model, k, prefix)
     fs = model.scale_format if model.block_scaled else None
-    return _cons.Inputs.of(model.input_format, model.b_format, model.c_format, bits_a, bits_b, bits_c, fs, sa, sb)
+    return _cons.Inputs.of(model.input_format, model.b_format, fc, bits_a, bits_b, bits_c, fs, sa, sb)
 
 
 def _block_symmetric(m: Model) -> int | None:
@@ -373,17 +400,21 @@ def symmetry_breaking(models: Sequence[Model], v: _cons.Inputs) -> list[z3.BoolR
 def difference_formula(ma: Model, mb: Model, k: int, constraints: Any, order_b: Sequence[int] | None = None,
                        symmetry: bool = False
                        ) -> tuple[list[z3.BoolRef], list[z3.BitVecRef], _cons.Inputs, z3.BitVecRef, z3.BitVecRef]:
-    """The formula "d_a != d_b" over shared inputs; model b sees the inputs in ``order_b``.  With
-    ``symmetry`` (and no constraints or reordering, which may name positions) the products of each block
-    come sorted (:func:`symmetry_breaking`)."""
+    """The formula "d_a != d_b" over shared inputs; model b sees the inputs in ``order_b``.  C is in the
+    narrower of the two C formats (:func:`shared_c_format`), widened exactly for a model that takes a wider
+    one.  With ``symmetry`` (and no constraints or reordering, which may name positions) the products of
+    each block come sorted (:func:`symmetry_breaking`)."""
+    _same_inputs(ma, mb)
     _same_scales(ma, mb, order_b)
-    v = _inputs(ma, k)
+    fc = shared_c_format([ma, mb])
+    v = _inputs(ma, k, c_format=fc)
     fd = ma.output_format
     d_a, d_b = z3.BitVec("d_a", fd.bits), z3.BitVec("d_b", fd.bits)
     perm = list(range(k)) if order_b is None else list(order_b)
     sa, sb = (v.bits_sa, v.bits_sb) if ma.block_scaled else (None, None)
-    form = [d_a == _enc.dot(ma, v.bits_a, v.bits_b, v.bits_c, sa, sb),
-            d_b == _enc.dot(mb, [v.bits_a[i] for i in perm], [v.bits_b[i] for i in perm], v.bits_c, sa, sb),
+    form = [d_a == _enc.dot(ma, v.bits_a, v.bits_b, v.bits_c, sa, sb, c_format=fc),
+            d_b == _enc.dot(mb, [v.bits_a[i] for i in perm], [v.bits_b[i] for i in perm], v.bits_c, sa, sb,
+                            c_format=fc),
             d_a != d_b] + _cons.apply(constraints, v)
     if symmetry and constraints is None and order_b is None:
         form += symmetry_breaking([ma, mb], v)
@@ -392,11 +423,13 @@ def difference_formula(ma: Model, mb: Model, k: int, constraints: Any, order_b: 
 
 def check_models(models: Sequence[Model]) -> None:
     """Models that one formula may compare: each encoded (NotImplementedError naming what is missing), all of
-    the first one's formats, and block-scaled alike (ValueError naming the difference)."""
+    the first one's A, B and output formats, C formats that nest (:func:`shared_c_format`), and
+    block-scaled alike (ValueError naming the difference)."""
     for m in models:
         _refuse(m)
         _same_inputs(models[0], m)
         _same_scales(models[0], m)
+    shared_c_format(models)
 
 
 def _same_scales(ma: Model, mb: Model, order_b: Sequence[int] | None = None) -> None:
@@ -423,7 +456,7 @@ def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
     a, b, c = witness_inputs(ma, out.values, v)
     sa, sb = witness_scales(ma, out.values, v)
     perm = list(range(len(a))) if order_b is None else list(order_b)
-    da, bits_da = engine_bits(ma, a, b, c, sa, sb)
+    da, bits_da = engine_bits(ma, a, b, c, sa, sb)  # C a value of both models' C formats (shared_c_format)
     db, bits_db = engine_bits(mb, a[perm], b[perm], c, sa, sb)
     if (bits_da, bits_db) != (out.values["d_a"], out.values["d_b"]):
         raise EncodingError(f"the formula and the engine disagree on a = {list(a)}, b = {list(b)}, c = {c}: "
@@ -431,9 +464,10 @@ def checked_witness(ma: Model, mb: Model, out: _solve.Outcome, v: _cons.Inputs,
                             f"{bits_db:#x} ({ma.name} / {mb.name}); please report this")
     if bits_da == bits_db:
         raise EncodingError("the solver's witness gives the same bits on both models; please report this")
+    widened = None if ma.c_format == mb.c_format else (ma.c_format.name, mb.c_format.name)
     return Witness(a, b, c, da, db, out.solver, out.seconds, (ma.name or "model a", mb.name or "model b"),
-                   (ma.input_format.name, ma.b_format.name, ma.c_format.name, ma.output_format.name), sa, sb,
-                   ma.scale_format.name if ma.block_scaled else None)
+                   (ma.input_format.name, ma.b_format.name, v.c.fmt.name, ma.output_format.name), sa, sb,
+                   ma.scale_format.name if ma.block_scaled else None, widened)
 
 
 # --- the questions -----------------------------------------------------------------------------------------
@@ -455,7 +489,10 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
 
     ``timeout``: seconds for the solver (default 60; None or ``math.inf``: no limit); ``constraints``: side
     conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model b reads the products
-    in this order (a permutation of range(k)).  Devices may be named instead of Models, with
+    in this order (a permutation of range(k)).  Models whose C formats differ are compared where one holds
+    every value of the other (:func:`shared_c_format`): C is then an input of the narrower format, widened
+    exactly for the model that takes the wider one (Volta's m8n8k4 with fp16 C against the same unit given
+    that C as fp32); their output formats must agree.  Devices may be named instead of Models, with
     ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
     bitwuzla was no faster with it on the carry queries, 1.4 s against 1.3 s, 3.5 against 2.9, 6.8 against
     6.6)."""
@@ -496,7 +533,7 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
     mb = resolve(model_b, input_format, output_format, name="model_b")
     for m in (ma, mb):
         _refuse(m)
-    _same_inputs(ma, mb)
+    _same_inputs(ma, mb)  # C formats that nest are compared on the narrower C (shared_c_format)
     _same_scales(ma, mb)
     k = default_k(ma, mb) if k is None else k
     for m in (ma, mb):
@@ -813,7 +850,8 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
                       queries, log, sa, sb)
 
 
-def inputs_for(model: Model, k: int, prefix: str = "") -> _cons.Inputs:
-    """Fresh symbolic inputs of length k in a model's formats (for queries built by hand)."""
-    return _inputs(model, k, prefix)
+def inputs_for(model: Model, k: int, prefix: str = "", c_format: Any = None) -> _cons.Inputs:
+    """Fresh symbolic inputs of length k in a model's formats (for queries built by hand); C in
+    ``c_format`` where given (a narrower C shared with another model: :func:`shared_c_format`)."""
+    return _inputs(model, k, prefix, None if c_format is None else _formats.get(c_format))
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import z3
 
-from ..formats import Format, RoundingMode
+from ..formats import Format, RoundingMode, holds_codes
 from ..formats import encode as encode_value
 from ..family import Family
 from ..model import Alignment, Model, NaNStyle
@@ -604,13 +604,26 @@ def unsupported(model: Model) -> str | None:
     return None
 
 
-def input_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRef], list[z3.BitVecRef],
-                                                                 z3.BitVecRef]:
-    """Fresh bit-vector inputs a[0..k), b[0..k), c in the model's formats (c in the C format)."""
+def input_vars(model: Model, k: int, prefix: str = "", c_format: Format | None = None
+               ) -> tuple[list[z3.BitVecRef], list[z3.BitVecRef], z3.BitVecRef]:
+    """Fresh bit-vector inputs a[0..k), b[0..k), c in the model's formats (c in the C format, or in
+    ``c_format``: a narrower C shared with another model, :func:`dot`'s ``c_format``)."""
     a = [z3.BitVec(f"{prefix}a{i}", model.input_format.bits) for i in range(k)]
     b = [z3.BitVec(f"{prefix}b{i}", model.b_format.bits) for i in range(k)]
-    c = z3.BitVec(f"{prefix}c", model.c_format.bits)
+    c = z3.BitVec(f"{prefix}c", (c_format or model.c_format).bits)
     return a, b, c
+
+
+def _read_c(model: Model, c: z3.BitVecRef, c_format: Format | None) -> Sym:
+    """C's bit pattern as a value of the model's C format: decoded there, or decoded in ``c_format`` (a
+    format whose every code the C format holds) and widened exactly."""
+    fc = model.c_format
+    if c_format is None or c_format == fc:
+        return decode(fc, c)
+    if not holds_codes(fc, c_format):
+        raise ValueError(f"{model.name or 'the model'} takes C in {fc.name}, which does not hold every code of "
+                         f"{c_format.name}: a C in {c_format.name} is not an input of it")
+    return _widen(decode(c_format, c), fc)
 
 
 def scale_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRef], list[z3.BitVecRef]]:
@@ -626,13 +639,16 @@ def scale_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRe
 
 
 def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef,
-        scale_a: Sequence[z3.BitVecRef] | None = None, scale_b: Sequence[z3.BitVecRef] | None = None
-        ) -> z3.BitVecRef:
+        scale_a: Sequence[z3.BitVecRef] | None = None, scale_b: Sequence[z3.BitVecRef] | None = None, *,
+        c_format: Format | None = None) -> z3.BitVecRef:
     """The bit pattern of d = a·b + c in ``model.output_format`` as the model computes it
     (reference.dot_bits): blocks of L chained, a short last block padded with +0 products, inputs flushed
     when subnormals=False, A and B unpacked where the model says, C added after the blocks with
     c_entry="after" or "end".  A block-scaled model takes ``scale_a`` and ``scale_b``, bit patterns of its
-    scale format, one per ``scale_block`` products (:func:`scale_vars`); padding products take scale 1."""
+    scale format, one per ``scale_block`` products (:func:`scale_vars`); padding products take scale 1.
+    ``c_format``: ``c`` is a bit pattern of that format, narrower than the model's C format (which must hold
+    its every code), widened exactly into it: the same C given to a model that takes a wider one (the engine
+    given an fp16 value as an fp32 C)."""
     why = unsupported(model)
     if why is not None:
         raise NotImplementedError(f"{model.name or model.family.value}: {why}")
@@ -641,10 +657,10 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
     k = len(a)
     # which product takes which scale, and the count checks: the reference's rule; here codes decoded
     scales = product_scales(model, k, scale_a, scale_b, decode=lambda fs, x, name: decode(fs, x))
-    fa, fb, fc = model.input_format, model.b_format, model.c_format
+    fa, fb = model.input_format, model.b_format
     xs = [decode(fa, x) for x in a]
     ys = [decode(fb, y) for y in b]
-    d = decode(fc, c)
+    d = _read_c(model, c, c_format)
     if k == 0:  # C as given, widened exactly into the output format
         return encode_bits(model.output_format, _widen(d, model.output_format), model.nan)
     p = plan(model, k)

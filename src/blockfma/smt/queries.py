@@ -379,7 +379,8 @@ class Separation:
     """One input on which every model gives a different result (pairwise different bits): ``a``, ``b``
     (float64 arrays of values of the input formats), ``c``, a block-scaled model's ``scale_a`` and
     ``scale_b`` (else None), and each model's result as the engine computes it (``d``: numpy scalars of the
-    output format; ``bits``: their patterns), with the solver and its seconds."""
+    output format; ``bits``: their patterns), with the solver and its seconds, and ``c_format``, C's format:
+    models whose C formats differ share the narrower C, widened exactly for those that take a wider one."""
 
     names: tuple[str, ...]
     a: np.ndarray
@@ -391,10 +392,11 @@ class Separation:
     bits: tuple[int, ...]
     solver: str
     seconds: float
+    c_format: str | None = None  # the format of C (shared by every model: api.shared_c_format); None: unnamed
 
     def lines(self) -> list[str]:
         out = [f"a = [{', '.join(hex_float(x) for x in self.a)}]", f"b = [{', '.join(hex_float(x) for x in self.b)}]",
-               f"c = {hex_float(self.c)}"]
+               f"c = {hex_float(self.c)}" + ("" if self.c_format is None else f"  ({self.c_format})")]
         if self.scale_a is not None and self.scale_b is not None:
             out += [f"scale_a = [{', '.join(hex_float(x) for x in self.scale_a)}]",
                     f"scale_b = [{', '.join(hex_float(x) for x in self.scale_b)}]"]
@@ -442,12 +444,16 @@ def separation_formula(models: list[Model], k: int, constraints: Any, finite_res
                        ) -> tuple[list[Any], list[Any], C.Inputs, list[z3.BitVecRef]]:
     """The formula "the models' results are pairwise different bits" over one shared input of length k (and
     its scales), finite results with ``finite_results``, under ``constraints``: (formula, variables, inputs,
-    the results' bit-vectors)."""
-    v = inputs_for(models[0], k)
+    the results' bit-vectors).  C is in the narrowest of the models' C formats (``api.shared_c_format``),
+    widened exactly for a model that takes a wider one."""
+    from .api import shared_c_format
+
+    fc = shared_c_format(models)
+    v = inputs_for(models[0], k, c_format=fc)
     fd = models[0].output_format
     ds = [z3.BitVec(f"d{i}", fd.bits) for i in range(len(models))]
     scales = (v.bits_sa, v.bits_sb) if models[0].block_scaled else (None, None)
-    form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scales) for d, m in zip(ds, models)]
+    form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scales, c_format=fc) for d, m in zip(ds, models)]
     form += [ds[i] != ds[j] for i in range(len(ds)) for j in range(i + 1, len(ds))]
     if finite_results:
         form += [z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf)) for d in ds]
@@ -470,7 +476,7 @@ def checked_separation(models: list[Model], out: _solve.Outcome, v: C.Inputs, ds
         raise EncodingError(f"the formula and the engine disagree on a = {list(a)}, b = {list(b)}, c = {c}: formula "
                             f"{[hex(x) for x in got]}, engine {[hex(bits) for _, bits in results]}; please report this")
     return Separation(tuple(m.name or f"model {i}" for i, m in enumerate(models)), a, b, c, sa, sb,
-                      tuple(d for d, _ in results), got, out.solver, out.seconds)
+                      tuple(d for d, _ in results), got, out.solver, out.seconds, v.c.fmt.name)
 
 
 @dataclass(frozen=True)
@@ -566,7 +572,8 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
         res = [engine_bits(m, sep.a, sep.b, sep.c, sep.scale_a, sep.scale_b) for m in cands]
         return reference_checked(cands, Separation(tuple(m.name for m in cands), sep.a, sep.b, sep.c, sep.scale_a,
                                                    sep.scale_b, tuple(d for d, _ in res),
-                                                   tuple(bits for _, bits in res), sep.solver, sep.seconds))
+                                                   tuple(bits for _, bits in res), sep.solver, sep.seconds,
+                                                   sep.c_format))
 
     pairs: dict[tuple[int, int], Separation] = {}
     for i in range(len(cands)):
