@@ -14,6 +14,9 @@ patterns, the formal twin of the exact reference; :mod:`.solve` hands it to z3, 
     queries.separate(models, *, k=None, constraints=None) -> one input on which all the models differ
     queries.accumulator_inputs(model, (34, 35, 36, 37)) -> inputs that read a unit's F (docs/blackwell.md)
 
+Two models compared share A's, B's and the output format; their C formats may differ where one holds the
+other (``shared_c_format``: C is then an input of the narrower one, widened exactly for the other model).
+
 Block-scaled models (the scaled-fused family) take their scales as free inputs of the scale format, one per
 scale block of A and of B; their witnesses carry ``scale_a`` and ``scale_b``.
 
@@ -24,10 +27,10 @@ scale block of A and of B; their witnesses carry ``scale_a`` and ``scale_b``.
 
 from . import constraints, queries
 from .api import (MAX_K, TOTAL_TIMEOUT, EncodingError, Verdict, WorstError, Witness, default_k, discriminate,
-                  equivalent, worst_error)
+                  equivalent, shared_c_format, worst_error)
 from .encode import unsupported
 from .solve import SOLVERS, available, installed
 
 __all__ = ["constraints", "queries", "discriminate", "equivalent", "worst_error", "Witness", "Verdict", "WorstError",
            "EncodingError", "unsupported", "SOLVERS", "available", "installed", "default_k", "MAX_K",
-           "TOTAL_TIMEOUT"]
+           "TOTAL_TIMEOUT", "shared_c_format"]

@@ -15,6 +15,7 @@ queries use the paper's reading (``product_exponent="normalized"``) and, beyond 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -291,6 +292,27 @@ def _carry_pair(ma: Model, mb: Model, k: int):
         agree = [n for n, d in zip(w.names, (w.d_a, w.d_b)) if _f(d) == _f(full)]
         return [f"with unlimited carries: {hex_float(full)}, as {' and '.join(agree) or 'neither'}"]
     return _pair_query(ma, mb, k, check=check)
+
+
+def _fp16_c_reading():
+    """Volta's ``mma.m8n8k4.f32.f16.f16.f16`` (fp16 C, fp32 D) as MMA-Sim reads it (C's exponent taken in
+    fp16: a subnormal at -14) against the same unit given that C as fp32 (a subnormal at its own exponent):
+    an input on which they differ, and the check that C is then subnormal in fp16 (the only place the two
+    readings part) and that the exact reference gives both results."""
+    from ..devices import device
+    from ..reference import dot_bits
+
+    v100 = device("V100")
+    narrow = v100.instruction("mma.f16c").models[("fp16", "fp32")]
+    wide = v100.model("fp16", "fp32")
+
+    def check(w) -> list[str]:
+        _need(0 < abs(w.c) < 2.0**-14, "C subnormal in fp16")
+        ref = [dot_bits(m, list(w.a), list(w.b), w.c) for m in (narrow, wide)]
+        _need(ref == [int(_formats.bits(d)) for d in (w.d_a, w.d_b)], "the exact reference's results")
+        return [f"C = {hex_float(w.c)} is subnormal in fp16: MMA-Sim's reading aligns it at exponent -14, the "
+                f"fp32 C at its own, {math.frexp(w.c)[1] - 1}; the exact reference gives both results"]
+    return _pair_query(narrow, wide, narrow.instruction_k or 4, check=check)
 
 
 # --- Property 5 --------------------------------------------------------------------------------------------
@@ -636,6 +658,9 @@ def _registry() -> dict[str, Query]:
               "blockfma", "sat", _carry_pair(v100, v100.replace(carry_bits=3, name="V100, 3 carry bits"), 4)),
         Query("v100-carry-4", "proof: with products in [1, 4), 4 carry bits suffice for V100", "blockfma",
               "unsat", _pair_proof(v100, v100.replace(carry_bits=4), 4)),
+        Query("m8n8k4-fp16-c", "Volta m8n8k4 with fp16 C: an input whose result depends on reading a subnormal "
+              "fp16 C at exponent -14 (MMA-Sim) or at its own", "blockfma (MMA-Sim's reading)", "sat",
+              _fp16_c_reading()),
         Query("b200-mxf4-f35-vs-f36", "B200 tcgen05.mxf4: an input whose fp32 result tells an accumulator of "
               "F = 35 fraction bits (the preset) from one of 36", "blockfma (docs/blackwell.md)", "sat",
               _accumulator_query((35, 36))),
@@ -662,6 +687,7 @@ _BITWUZLA_SECONDS = {
     "order-independence": 48.9,
     "v100-carry-3": 0.86,
     "v100-carry-4": 0.92,
+    "m8n8k4-fp16-c": 0.47,
     "b200-mxf4-f35-vs-f36": 0.85,
     "b200-mxf4-f34-to-f37": 5.6}
 
