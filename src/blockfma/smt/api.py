@@ -296,9 +296,10 @@ def shared_c_format(models: Sequence[Model]) -> _formats.Format:
         if all(_formats.holds_codes(other, fc) for other in fcs):
             return fc
     names = " and ".join(f.name for f in fcs)
-    raise ValueError(f"the models' C formats ({names}) do not nest: neither holds every value of the other, so "
-                     "no C is an input of both; compare models whose C formats are the same or one of which "
-                     "holds the other (fp16 C against fp32 C)")
+    why = "neither holds every value of the other, so no C is an input of both" if len(fcs) == 2 else \
+        "none is held by all the others, so no C is an input of every model"
+    raise ValueError(f"the models' C formats ({names}) do not nest: {why}; compare models whose C formats are the "
+                     "same or one of which holds the other (fp16 C against fp32 C)")
 
 
 def check_k(k: Any) -> int | None:
