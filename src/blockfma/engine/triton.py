@@ -10,7 +10,10 @@ emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model'
 Per block, on the general path (integer arithmetic only):
 
 * A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
-  significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits;
+  significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits,
+  C's at the emin of the format the block reads it in: in the first step the plan's first block's
+  (:attr:`blockfma.plan.Plan.first`: ``c_input_format`` where the model has one, Volta's and Turing's fp16 C;
+  the kernel's ``C0_EMIN``), in every later one the block's (``C_EMIN``: the previous block's result);
 * a product is the int64 ``ma * mb`` (at most 48 bits) at exponent ``la + lb`` (no binary32 overflow, as
   a float product of two bf16 values would have); its exponent is ``E_a + E_b`` (or the product's own,
   ``product_exponent="normalized"``), ``e_zero`` for zeros;
