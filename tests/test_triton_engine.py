@@ -28,7 +28,9 @@ PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H10
            ("B200", "e4m3fn", "fp32", None), ("H100", "fp16", "fp16", "cublas"), ("H100", "bf16", "bf16", "cublas"),
            # late-c (AMD CDNA3): one group, two groups (fp8), and a block result stored from fp32 into fp16
            ("MI300X", "fp16", "fp32", None), ("MI300X", "bf16", "fp32", None), ("MI300X", "tf32", "fp32", None),
-           ("MI300X", "e4m3fnuz", "fp32", None), ("MI300X", "fp16", "fp16", None)]
+           ("MI300X", "e4m3fnuz", "fp32", None), ("MI300X", "fp16", "fp16", None),
+           # fp16 C, fp32 D (Volta's m8n8k4.f32.f16.f16.f16): the first block reads C in fp16 (c_input_format)
+           ("V100", "fp16", "fp32", "mma.f16c")]
 
 
 INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode: no GPU compilation here
@@ -601,6 +603,26 @@ def test_gpu_fast_path_equals_general_path(dev, fin, fout):
     want = bf.gemm(A, B, C, model=model, backend="auto")
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
     assert tr.fast_constants(model, a, b)["FAST"]
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
+        d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev", list(NARROW_C))
+def test_gpu_narrow_c(dev):
+    """On a CUDA GPU: the ``.f16c`` presets on small products and a C mostly subnormal in fp16, at a shape of
+    several tiles and K of many blocks, the fast path (two tiles) and the general one against the CPU engine."""
+    import torch
+
+    model = _narrow_c(dev)[0]
+    rng = np.random.default_rng(zlib.crc32(f"gpu narrow {dev}".encode()))
+    A, B = _small_fp16(rng, (130, 300), 8, 0.1), _small_fp16(rng, (300, 97), 8, 0.1)
+    C = _small_fp16(rng, (130, 97), 5, subnormal=0.6)
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
     for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
