@@ -28,7 +28,9 @@ PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H10
            ("B200", "e4m3fn", "fp32", None), ("H100", "fp16", "fp16", "cublas"), ("H100", "bf16", "bf16", "cublas"),
            # late-c (AMD CDNA3): one group, two groups (fp8), and a block result stored from fp32 into fp16
            ("MI300X", "fp16", "fp32", None), ("MI300X", "bf16", "fp32", None), ("MI300X", "tf32", "fp32", None),
-           ("MI300X", "e4m3fnuz", "fp32", None), ("MI300X", "fp16", "fp16", None)]
+           ("MI300X", "e4m3fnuz", "fp32", None), ("MI300X", "fp16", "fp16", None),
+           # fp16 C, fp32 D (Volta's m8n8k4.f32.f16.f16.f16): the first block reads C in fp16 (c_input_format)
+           ("V100", "fp16", "fp32", "mma.f16c")]
 
 
 INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode: no GPU compilation here
@@ -259,9 +261,7 @@ def test_refusals(monkeypatch):
     with pytest.raises(ValueError, match="pairwise and fma-chain families only, not amx"):
         bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=amx, backend="triton")
     f16c = bf.device("V100").instruction("mma.f16c").models[("fp16", "fp32")]
-    assert not tr.supports(f16c) and "c_input_format=fp16" in tr.unsupported_reason(f16c)
-    with pytest.raises(ValueError, match="c_input_format=fp16"):
-        bf.gemm(np.ones((2, 4)), np.ones((4, 2)), model=f16c, backend="triton")
+    assert tr.supports(f16c), tr.unsupported_reason(f16c)  # C read in fp16 in the first block: run (below)
     with pytest.raises(ValueError, match="runs bf.gemm only"):
         bf.dot(np.ones(4), np.ones(4), backend="triton")
     monkeypatch.setenv("TRITON_INTERPRET", "0")
@@ -371,6 +371,95 @@ def _in_range(rng: np.random.Generator, fmt, shape, lo: int, hi: int, specials: 
         x[(r > 0.5) & (r < 0.5 + specials / 2)] = np.inf
     x[(r > 0.6) & (r < 0.6 + specials / 2)] = np.nan
     return x
+
+
+# --- C narrower than D (c_input_format): the first step's block reads the C given in that format ------------------
+NARROW_C = {"V100": "mma.f16c", "T4": "mma.m8n8k4.f16c"}  # fp16 C, fp32 D; without ".f16c": the fp32-C instruction
+X = (1 + 2**-10) * 2**-10  # X * X = 2**-20 (1 + 2**-9 + 2**-20): its last bit 2**-40 lies below 2**(-14 - 23)
+
+
+def _narrow_c(dev: str) -> tuple[Model, Model]:
+    """The preset that reads C in fp16 (``c_input_format``) and its instruction's fp32-C model."""
+    ins = NARROW_C[dev]
+    return (bf.device(dev).instruction(ins).models[("fp16", "fp32")],
+            bf.device(dev).instruction(ins.removesuffix(".f16c")).models[("fp16", "fp32")])
+
+
+def _small_fp16(rng: np.random.Generator, shape, top: int, subnormal: float = 0.0) -> np.ndarray:
+    """fp16 values of random sign and fraction with exponent fields 0 .. top (products of two of them with
+    top 8 lie below 2**-12), a share ``subnormal`` of them (at least) subnormal or zero."""
+    field = np.where(rng.random(shape) < subnormal, 0, rng.integers(0, top + 1, shape))
+    codes = rng.integers(0, 1 << 16, shape) & 0x83FF | (field << 10)
+    return formats.decode(formats.get("fp16"), codes.astype(np.uint64))
+
+
+@pytest.mark.parametrize("dev", list(NARROW_C))
+def test_narrow_c_presets(dev):
+    """The ``.f16c`` presets at k = 4, 8, 12 (one to three blocks) on small products and a C mostly subnormal
+    in fp16 (where reading its exponent at fp16's emin -14 decides the block's e_max): the kernel on its
+    fast and general paths and through bf.gemm gives the numpy engine's bits and the exact reference's on
+    every output; the fp32-C model differs on some of them, each with a C subnormal in fp16."""
+    model, wide_c = _narrow_c(dev)
+    assert model.c_format is formats.get("fp16") and tr.supports(model)
+    rng = np.random.default_rng(zlib.crc32(dev.encode()))
+    differ = 0
+    for k in (4, 8, 12):
+        A, B = _small_fp16(rng, (6, k), 8), _small_fp16(rng, (k, 5), 8)
+        C = _small_fp16(rng, (6, 5), 5, subnormal=0.6)
+        want = both_paths(model, A, B, C)
+        check(model, A, B, C)
+        ref = [[reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j]) for j in range(5)] for i in range(6)]
+        assert formats.bits(want).astype(np.int64).tolist() == ref, k
+        other = formats.bits(bf.gemm(A, B, C, model=wide_c, backend="numpy"))
+        subnormal = (C != 0) & (np.abs(C) < 2.0**-14)
+        assert not np.any((other != formats.bits(want)) & ~subnormal)
+        differ += int(np.sum(other != formats.bits(want)))
+    assert differ > 0  # the rows tell the two readings of C apart
+
+
+@pytest.mark.parametrize("dev", list(NARROW_C))
+def test_narrow_c_pinned_rows(dev):
+    """a = b = X at position 0, C = 2**-20 (subnormal in fp16): read in fp16 C's exponent is -14, the quantum
+    2**-37 cuts the product's last bit (2**-40): 0x1.004p-19; the fp32-C model reads -20 and keeps it:
+    0x1.004008p-19.  With X at position 4 the first block only carries C on (its result 2**-20, the second
+    block's C, read in fp32): 0x1.004008p-19 under both models."""
+    model, wide_c = _narrow_c(dev)
+    A = np.zeros((2, 8))
+    A[0, 0] = A[1, 4] = X
+    C = np.full((2, 2), 2.0**-20)
+    first, later = float.fromhex("0x1.004p-19"), float.fromhex("0x1.004008p-19")
+    for m, want in ((model, first), (wide_c, later)):
+        D = both_paths(m, A[:, :4], A[:, :4].T, C)  # one block
+        assert D[0, 0] == want and D[1, 1] == 2.0**-20
+        D = both_paths(m, A, A.T, C)  # two blocks
+        assert D[0, 0] == want and D[1, 1] == later
+        assert reference.dot_bits(m, list(A[0]), list(A[0]), 2.0**-20) == int(np.float32(want).view(np.uint32))
+        assert reference.dot_bits(m, list(A[1]), list(A[1]), 2.0**-20) == int(np.float32(later).view(np.uint32))
+
+
+NARROW_C_VARIANTS = [  # beside the presets: the floor cut with carry bits, and a product order (ORDERED)
+    Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=4, fraction_bits=23, e_zero=-140,
+          alignment=Alignment.FLOOR, carry_bits=2, exact_zero="positive", c_input_format="fp16", name="f16c floor"),
+    Model(Family.TRUNCATED_FUSED, "fp16", "fp32", block_width=8, fraction_bits=25, e_zero=-133,
+          product_order="halves", exact_zero="positive", c_input_format="fp16", name="f16c halves")]
+
+
+@settings(max_examples=8, deadline=None)
+@given(which=st.integers(0, len(NARROW_C) + len(NARROW_C_VARIANTS) - 1), seed=st.integers(0, 2**32 - 1),
+       m=st.integers(1, 4), n=st.integers(1, 4), blocks=st.integers(1, 3), short=st.integers(0, 3))
+def test_narrow_c_hypothesis(which, seed, m, n, blocks, short):
+    """Models with an fp16 c_input_format on small products and a mostly fp16-subnormal C, any k: the
+    kernel's bits (both paths) are the exact reference's."""
+    models = [_narrow_c(dev)[0] for dev in NARROW_C] + NARROW_C_VARIANTS
+    model = models[which]
+    rng = np.random.default_rng(seed)
+    k = max(blocks * model.block_width - short, 1)
+    A, B = _small_fp16(rng, (m, k), 8, 0.1), _small_fp16(rng, (k, n), 8, 0.1)
+    C = _small_fp16(rng, (m, n), 5, subnormal=0.7)
+    D = formats.bits(both_paths(model, A, B, C))
+    for i in range(m):
+        for j in range(n):
+            assert int(D[i, j]) == reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j]), (i, j)
 
 
 def test_fast_path_where_it_holds():
@@ -514,6 +603,26 @@ def test_gpu_fast_path_equals_general_path(dev, fin, fout):
     want = bf.gemm(A, B, C, model=model, backend="auto")
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
     assert tr.fast_constants(model, a, b)["FAST"]
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
+        d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev", list(NARROW_C))
+def test_gpu_narrow_c(dev):
+    """On a CUDA GPU: the ``.f16c`` presets on small products and a C mostly subnormal in fp16, at a shape of
+    several tiles and K of many blocks, the fast path (two tiles) and the general one against the CPU engine."""
+    import torch
+
+    model = _narrow_c(dev)[0]
+    rng = np.random.default_rng(zlib.crc32(f"gpu narrow {dev}".encode()))
+    A, B = _small_fp16(rng, (130, 300), 8, 0.1), _small_fp16(rng, (300, 97), 8, 0.1)
+    C = _small_fp16(rng, (130, 97), 5, subnormal=0.6)
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
     for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch

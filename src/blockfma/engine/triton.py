@@ -10,7 +10,10 @@ emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model'
 Per block, on the general path (integer arithmetic only):
 
 * A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
-  significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits;
+  significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits,
+  C's at the emin of the format the block reads it in: in the first step the plan's first block's
+  (:attr:`blockfma.plan.Plan.first`: ``c_input_format`` where the model has one, Volta's and Turing's fp16 C;
+  the kernel's ``C0_EMIN``), in every later one the block's (``C_EMIN``: the previous block's result);
 * a product is the int64 ``ma * mb`` (at most 48 bits) at exponent ``la + lb`` (no binary32 overflow, as
   a float product of two bf16 values would have); its exponent is ``E_a + E_b`` (or the product's own,
   ``product_exponent="normalized"``), ``e_zero`` for zeros;
@@ -121,9 +124,6 @@ def available() -> bool:
 def unsupported_reason(model: Model) -> str | None:
     """Why the Triton kernels do not run ``model`` (one clause), or None where they do."""
     m = model.arithmetic_model()
-    if m.c_input_format is not None:  # its kernel reads every block's C at one C format's emin
-        return (f"it does not read the first block's C in a narrower format (c_input_format="
-                f"{m.c_input_format.name}); the CPU engines and the GPU engine (backend='cuda') do")
     if m.family in STEP_FAMILIES:
         return _step_reason(m)
     if m.block_scaled:
@@ -136,9 +136,10 @@ def unsupported_reason(model: Model) -> str | None:
     L = m.block_width
     if L is None or L > 256:
         return "it needs blocks of at most 256 products"
-    block = m.block_model()
-    if not array.supports(block):
+    p = plan(m, 2 * m.step(L))
+    if not (array.supports(p.block) and array.supports(p.first)):
         return "its products, C and result must lie within binary32 and the block sums below 2**53"
+    block = p.block
     if m.nan is NaNStyle.PROPAGATE:
         return "it does not carry NaN payloads (nan='propagate')"
     if max(m.input_format.precision, m.b_format.precision, block.result_format.precision) > 24:
@@ -260,9 +261,11 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
     if m.block_scaled:
         return dict(const, **_scaled_constants(block))
     late = block.family is Family.LATE_C
+    # C0_EMIN: the emin at which the first step's block reads the C given (the plan's first block: the
+    # c_input_format's where the model has one, else C_EMIN)
     return dict(const, NORMALIZED=block.product_exponent == "normalized", C_FUSED=p.c_fused,
                 ORDERED=p.order is not None, LATE=late, F2=block.late_fraction_bits or 0, GROUPS=block.groups,
-                LEADING=block.late_cut == "leading", C_EMAX=block.c_format.emax)
+                LEADING=block.late_cut == "leading", C_EMAX=block.c_format.emax, C0_EMIN=p.first.c_format.emin)
 
 
 def _fused_constants(m: Model, block: Model, specials: bool) -> dict[str, Any]:
@@ -368,7 +371,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     chunk = min(max((2**31 - 1) // per, 1), L)
     sum64 = L * per + (1 << (F + 1)) > 2**31 - 1
     # a zero C brings e_zero in by itself, a nonzero one an exponent of at least C's emin: zero products' e_zero
-    # counts only above that
+    # counts only above that (the later blocks' C emin: a first block's c_input_format, narrower, has a higher one)
     const = dict(FAST=False, CHUNK=chunk, SUM64=sum64, EZ_LIVE=not late and (block.e_zero or 0) > block.c_format.emin)
     if (block.product_exponent == "normalized" or block.input_format.precision + block.b_format.precision > 24
             or not 1 <= F <= 28 or (late and (L % block.groups or L // block.groups > chunk))

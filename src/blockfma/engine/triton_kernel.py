@@ -674,6 +674,47 @@ def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNOR
     return v.to(tl.float32)
 
 
+@triton.jit
+def _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j, sam, sak, sbk, sbn,
+               seak, acc, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr,
+               FLOOR: tl.constexpr, WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr,
+               B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
+               FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
+               OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
+               ORDERED: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
+               LEADING: tl.constexpr, C_EMAX: tl.constexpr, FAST: tl.constexpr, CHUNK: tl.constexpr,
+               SUM64: tl.constexpr, EZ_LIVE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The block of products j .. j + L of the step at k0 with C ``acc`` (C_EMIN: the emin at which it reads
+    C's exponent), on the fast path (FAST) or the general one: its rounded result as float32 (BM, BN)."""
+    if FAST and LATE:
+        acc = _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F,
+                               F2, GROUPS, LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
+                               OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
+    elif FAST:
+        acc = _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F, EZ, FLOOR,
+                          WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                          NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
+    else:
+        if ORDERED:
+            kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
+        else:
+            kk = k0 + j + lane
+        live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
+        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak,
+                    mask=(rm[:, None] < M) & live[None, :], other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
+                    mask=live[:, None] & (rn[None, :] < N), other=0.0)
+        if LATE:
+            acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN,
+                              C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
+                              IEEE_ZERO, SPECIALS)
+        else:
+            acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN,
+                         P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO,
+                         SPECIALS)
+    return acc
+
+
 @triton.jit(do_not_specialize=["M", "N", "K", "KP", "W"])  # one compilation per model, not per shape
 def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
                 seam, seak,
@@ -685,7 +726,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, s
                 C_FUSED: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr, OUT_P: tl.constexpr,
                 OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr, OUT_SUBNORMALS: tl.constexpr,
                 OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr,
-                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr,
+                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr, C0_EMIN: tl.constexpr,
                 FAST: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr, EZ_LIVE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in
@@ -694,7 +735,9 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, s
     its blocks in the order of order_ptr (W indices).  FAST: each block by :func:`_fast_block` or
     :func:`_fast_late_block` (int32 sums of CHUNK terms, carried on in int64 where SUM64; EZ_LIVE: e_zero
     may be a block's largest exponent while some term is not zero), else by
-    :func:`_block` or :func:`_late_block` on (BLOCK_M, LP, BLOCK_N) int64 products."""
+    :func:`_block` or :func:`_late_block` on (BLOCK_M, LP, BLOCK_N) int64 products.  C's exponent is read
+    at C_EMIN, in the first step (k0 = 0) at C0_EMIN: the emin of the format the C given is read in
+    (``c_input_format``: the plan's first block), a second copy of the block code only where they differ."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -711,32 +754,25 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, s
         else:
             acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
         for j in range(0, W, L):
-            if FAST and LATE:
-                acc = _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F,
-                                       F2, GROUPS, LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
-                                       OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
-            elif FAST:
-                acc = _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F, EZ, FLOOR,
-                                  WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
-                                  NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
+            if C0_EMIN != C_EMIN:  # the first step's block reads the C given at its own format's emin
+                if k0 == 0:
+                    acc = _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j,
+                                     sam, sak, sbk, sbn, seak, acc, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN,
+                                     B_EMIN, C0_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
+                                     IEEE_ZERO, SPECIALS, ORDERED, LATE, F2, GROUPS, LEADING, C_EMAX, FAST, CHUNK,
+                                     SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
+                else:
+                    acc = _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j,
+                                     sam, sak, sbk, sbn, seak, acc, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN,
+                                     B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
+                                     IEEE_ZERO, SPECIALS, ORDERED, LATE, F2, GROUPS, LEADING, C_EMAX, FAST, CHUNK,
+                                     SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
             else:
-                if ORDERED:
-                    kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
-                else:
-                    kk = k0 + j + lane
-                live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
-                a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak,
-                            mask=(rm[:, None] < M) & live[None, :], other=0.0)
-                b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
-                            mask=live[:, None] & (rn[None, :] < N), other=0.0)
-                if LATE:
-                    acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN,
-                                      C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
-                                      IEEE_ZERO, SPECIALS)
-                else:
-                    acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN,
-                                 P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO,
-                                 SPECIALS)
+                acc = _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j,
+                                 sam, sak, sbk, sbn, seak, acc, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN,
+                                 B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
+                                 IEEE_ZERO, SPECIALS, ORDERED, LATE, F2, GROUPS, LEADING, C_EMAX, FAST, CHUNK,
+                                 SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
         if C_FUSED:
             if STORE:
                 acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
