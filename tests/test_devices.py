@@ -119,7 +119,7 @@ def test_open_questions_name_real_devices_and_their_variants_run():
             dev = bf.device(name)
             assert dev.name == name, (q.id, name)
             if not q.change:
-                with pytest.raises(ValueError, match="not a Model parameter yet"):
+                with pytest.raises(ValueError, match="not one value of a Model parameter"):
                     bf.device(f"{name}~{q.id}")
                 continue
             variant = bf.device(f"{name}~{q.id}")

@@ -202,7 +202,7 @@ def _device_lines(dev: Device, detail: bool) -> list[str]:
         lines += _wrap("preset: ", q.preset, 4) + _wrap("other: ", q.other, 4)
         variant = q.variant(dev.name)
         lines += _wrap("variant: ", f"{variant!r} runs the other reading" if variant else
-                       "none yet (the other reading is not a Model parameter)", 4)
+                       "none (the other reading is not one value of a Model parameter)", 4)
         lines += _wrap("evidence: ", q.evidence, 4) + _wrap("to settle: ", q.settle, 4)
     return lines
 

@@ -183,8 +183,8 @@ class Device:
             ids = [q.id for q in OPEN_QUESTIONS if self.name in q.devices]
             raise ValueError(f"{self.name} has no open question {question!r}; it has {', '.join(ids) or 'none'}")
         if not q.change:
-            raise ValueError(f"{self.name}: the other reading of {question!r} ({q.other}) is not a Model parameter "
-                             "yet, so there is no variant to run")
+            raise ValueError(f"{self.name}: the other reading of {question!r} ({q.other}) is not one value of a "
+                             "Model parameter, so there is no variant to run")
         instructions = []
         for ins in self.instructions:
             models = {}
