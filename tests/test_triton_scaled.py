@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
+import triton.language as tl  # noqa: E402  (the injected faults' jitted functions see it as a global)
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import blockfma as bf  # noqa: E402
@@ -61,8 +62,20 @@ def triton_bits(model: Model, A, B, C, SA, SB) -> np.ndarray:
     return D.view(np.uint32)
 
 
-def check(model: Model, A, B, C, SA, SB) -> np.ndarray:
-    """The kernel's bits, held to the exact reference and to the numpy engine."""
+def paths_agree(model: Model, A, B, C, SA, SB) -> np.ndarray:
+    """The fast path's float32 bits (raw: NaN as the kernel writes it), held to the general path's (the
+    same call with fast=False); the fast path must hold the model."""
+    fast = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=True).astype(np.float32).view(np.uint32)
+    general = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=False).astype(np.float32).view(np.uint32)
+    np.testing.assert_array_equal(fast, general)
+    return fast
+
+
+def check(model: Model, A, B, C, SA, SB, general: bool = False) -> np.ndarray:
+    """The kernel's bits (bf.gemm: the fast path where it holds), held to the exact reference and to the numpy
+    engine; ``general``: and the fast path's to the general path's (:func:`paths_agree`)."""
+    if general:
+        paths_agree(model, A, B, C, SA, SB)
     got = triton_bits(model, A, B, C, SA, SB)
     np.testing.assert_array_equal(got, reference_bits(model, A, B, C, SA, SB))
     want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy").view(np.uint32)
@@ -87,7 +100,7 @@ def test_every_preset_matches_reference(case):
         m = 3 + (seed + steps) % 6
         A, B, C, SA, SB = block_scaled_rows((kind, fa, fb, block, fs), m, steps * model.block_width, seed + steps)
         n = 3 + seed % 6
-        check(model, A, B[:, :n], C[:, :n], SA, SB[:, :n])
+        check(model, A, B[:, :n], C[:, :n], SA, SB[:, :n], general=steps == 1)
 
 
 def _scale_cases():
@@ -117,7 +130,7 @@ def test_scale_extremes_zero_and_nan(model):
     SA[2, 0] = np.nan
     SB[-1, 3] = np.nan
     C = np.array(rng.choice([0.0, -0.0, 1.0, -3.5, 2.0**-140, 2.0**100], (m, n)), dtype=np.float64)
-    got = check(model, A, B, C, SA, SB)
+    got = check(model, A, B, C, SA, SB, general=True)
     D = got.view(np.float32)
     assert np.isnan(D[2]).all() and np.isnan(D[:, 3]).all()
     assert not np.isnan(np.delete(np.delete(D, 2, axis=0), 3, axis=1)).any()
@@ -169,7 +182,7 @@ def test_zero_operands_and_c_specials(model):
     SA[3, 0] = 0.0 if model.scale_format.name == "ue4m3" else 2.0**-127
     SB = np.ones((k // block, 6))
     C = np.array([[0.0, -0.0, 2.0**-140, np.inf, -np.inf, np.nan]] * 4)
-    check(model, A, B, C, SA, SB)
+    check(model, A, B, C, SA, SB, general=True)
 
 
 def _codes(draw, fmt, shape, specials):
@@ -203,7 +216,7 @@ def test_random_codes(data):
                  dtype=np.uint32).view(np.float32).astype(np.float64).reshape(m, n)
     if not specials:
         C[~np.isfinite(C)] = 0.0
-    check(model, A, B, C, SA, SB)
+    check(model, A, B, C, SA, SB, general=True)
 
 
 def _block_scaled_presets():
@@ -312,7 +325,7 @@ def test_variants_beyond_the_presets(model, changes):
     SB = rng.choice([0.5, 1.0, 2.0], (k // block, n))
     C = np.array(rng.choice([0.0, -0.0, 1.0, -0.75, 2.0**-130], (m, n)), dtype=np.float64)
     C[:3, :2] = [[-0.0, -0.0], [-0.0, -0.0], [0.0, -0.0]]  # -0: the zero rows' results are -0 only by the rule
-    D = check(variant, A, B, C, SA, SB).view(np.float32)
+    D = check(variant, A, B, C, SA, SB, general=tr.scaled_fast_constants(variant)["FAST"]).view(np.float32)
     assert (np.signbit(D) & (D == 0)).any() == (variant.exact_zero == "ieee")  # the rule was exercised
 
 
@@ -323,3 +336,120 @@ def test_short_k_pads_with_unit_scales(k):
     model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
     A, B, C, SA, SB = block_scaled_rows(("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3"), 3, k, k)
     check(model, A, B[:, :4], C[:, :4], SA, SB[:, :4])
+
+
+# ---- the fast path (blockfma.engine.triton_scaled, its fast path: scaled_fast_constants) ---------------------
+
+
+def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypatch):
+    """Every block-scaled preset takes the fast path (U: a scale block of products, or a group); the kernel is
+    launched with FAST by bf.gemm; models beyond the proved bounds are refused by name (fast=True) and run on
+    the general path by default: IEEE exact zeros (no term signs kept), bf16 operands (subnormals below
+    binary32's normals), fp16 operands with ue4m3 scales (22 + 8 significand bits)."""
+    found = list(_block_scaled_presets())
+    assert found
+    for _, _, mdl in found:
+        fc = tr.scaled_fast_constants(mdl)
+        assert fc["FAST"] and fc["WHY"] is None, (mdl.name, fc)
+        assert fc["U"] == (mdl.option("scale_group") or min(mdl.option("scale_block"), mdl.block_width))
+    seen = []
+    real = tr._kernel
+
+    class Spy:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            launch = self.kernel[grid]
+
+            def run(*args, **kw):
+                seen.append(kw["FAST"])
+                return launch(*args, **kw)
+            return run
+
+    monkeypatch.setattr(tr, "_kernel", lambda kind="fused": Spy(real(kind)))
+    model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
+    args = block_scaled_rows(("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3"), 2, 64, 1)
+    A, B, C, SA, SB = args
+    check(model, A, B[:, :2], C[:, :2], SA, SB[:, :2])
+    assert seen == [True]
+    ieee = model.replace(name="", exact_zero="ieee", rounded_zero="signed")
+    assert "exact_zero" in tr.scaled_fast_constants(ieee)["WHY"]
+    check(ieee, A, B[:, :2], C[:, :2], SA, SB[:, :2])
+    assert seen == [True, False]
+    with pytest.raises(ArgumentError, match="fast"):
+        tr.scaled_gemm(ieee, A, B.T, C, SA, SB.T, fast=True)
+    with pytest.raises(ArgumentError, match="fast"):
+        tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast="yes")
+    base = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
+    ue4m3 = tuple((key, "ue4m3" if key == "scale_format" else v) for key, v in base.options)
+    for changes, why in ((dict(input_format="bf16", b_input_format=None), "normal range"),
+                         (dict(input_format="fp16", b_input_format=None, options=ue4m3), "24")):
+        wide = base.replace(name="", **changes)
+        if tr.supports(wide):  # (else the kernel refuses it whole, by its own reason)
+            fc = tr.scaled_fast_constants(wide)
+            assert not fc["FAST"] and why in fc["WHY"], fc
+    assert tr.scaled_fast_constants(base.replace(name="", options=ue4m3))["FAST"]  # 4 + 4 + 2 x 4 bits
+
+
+@pytest.mark.parametrize("model", _scale_cases(), ids=lambda m: m.name)
+def test_terms_at_the_cut(model):
+    """Rows whose terms land just below, at and just above the cut 2**(e_max - F): C = ±2**(F + t) sets e_max
+    (t from -3 to 5), products about 1 under scales whose products are about 1 (2**-127 times 2**127 among
+    them, ue4m3's 2**-9 and 448), so terms from 2**-4 to 2**6 units are cut away, kept whole or in part; a
+    row of products cancelling in pairs (group sums of 0 at the scales' exponent) and zero C.  Fast path,
+    general path, exact reference and numpy engine agree."""
+    e8 = model.scale_format.name == "e8m0fnu"
+    rng = np.random.default_rng(zlib.crc32(model.name.encode()))
+    L, block, Fb = model.block_width, model.option("scale_block"), model.fraction_bits
+    k, m, n = L, 8, 4
+    A = F.decode(model.input_format, rng.integers(0, 1 << model.input_format.bits, (m, k)))
+    B = F.decode(model.b_format, rng.integers(0, 1 << model.b_format.bits, (k, n)))
+    A[~np.isfinite(A)], B[~np.isfinite(B)] = 0.0, 0.0
+    A[0, 1::2] = -A[0, 0::2]
+    B[1::2, :] = B[0::2, :]
+    if e8:
+        SA = 2.0 ** rng.integers(-2, 3, (m, k // block)).astype(float)
+        SB = 2.0 ** rng.integers(-2, 3, (k // block, n)).astype(float)
+        SA[1:3], SB[:, 1] = 2.0**-127, 2.0**127
+        SA[3], SB[:, 2] = 2.0**127, 2.0**-127
+    else:
+        choices = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.0**-9, 448.0]
+        SA, SB = rng.choice(choices, (m, k // block)), rng.choice(choices, (k // block, n))
+    C = rng.choice([-1.0, 1.0], (m, n)) * 2.0 ** (Fb + rng.integers(-3, 6, (m, n)).astype(float))
+    C[0, :2] = [0.0, 2.0**-140]
+    check(model, A, B, C, SA, SB, general=True)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")  # the int32 fault's overflow, on numpy
+def test_injected_faults_are_caught(monkeypatch):
+    """The fast path's cut with one of its two exact scalings dropped, or converted to int32 rather than int64
+    (mxf4: F = 35, terms up to 2**37 units), gives other bits than the exact reference, so the tests above
+    would catch it; the kernel as written gives the reference's."""
+    import sys
+
+    import triton
+
+    model = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
+    A, B, C, SA, SB = block_scaled_rows(("mxf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"), 3, 64, 4)
+    B, C, SB = B[:, :3], C[:, :3], SB[:, :3]
+    want = reference_bits(model, A, B, C, SA, SB)
+    tr._kernel("scaled")  # the module, (re)imported in this mode
+    module = sys.modules["blockfma.engine.triton_scaled"]
+    kept = module._fast_term
+
+    @triton.jit
+    def one_scaling(q, f1, f2, FLOOR: tl.constexpr):
+        return (q * f1).to(tl.int64)
+
+    @triton.jit
+    def in_int32(q, f1, f2, FLOOR: tl.constexpr):
+        return ((q * f1) * f2).to(tl.int32).to(tl.int64)
+
+    for fault in (one_scaling, in_int32):
+        monkeypatch.setattr(module, "_fast_term", fault)
+        got = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=True).astype(np.float32).view(np.uint32)
+        assert (got != want).any(), fault
+    monkeypatch.setattr(module, "_fast_term", kept)  # reverted (not undo(): it would drop TRITON_INTERPRET too)
+    got = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=True).astype(np.float32).view(np.uint32)
+    np.testing.assert_array_equal(got, want)
