@@ -62,7 +62,10 @@ Block-scaled models (the scaled-fused family: every B200 and RTX 5090 ``mxf8f6f4
 for every scale as for every operand, never a value times a scale in floating point (they reach 2**±290);
 the scales go to the device one per scale block, and the kernel finds a product's.  It runs the models
 :func:`blockfma.engine.scaled.supports` holds exact (terms of at most 53 bits), with C fused into blocks of
-a power of two of products taken in order, inputs and scales within binary32.
+a power of two of products taken in order, inputs and scales within binary32.  Its fast path
+(:func:`scaled_fast_constants`, every preset: the bounds are proved in :mod:`.triton_scaled`) makes each term
+in binary32 (an exact product or group sum times the scales' significands), scales it to the cut's unit by two
+exact powers of two and converts it to int64: the same bits as the general path.
 
 The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
 model's parameters are ``tl.constexpr`` (one compilation per model, path and launch parameters), the shapes runtime

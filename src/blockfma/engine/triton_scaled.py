@@ -22,6 +22,12 @@ the block NaN.  The host (:func:`blockfma.engine.triton.scaled_gemm_tensors`) pa
 block (``sa`` (M, K / SB), ``sb`` (K / SB, N)); the kernel reads product k's as scale ``k // SB`` (the rule
 of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Imported only by that
 module, at first use (Triton reads TRITON_INTERPRET when a kernel is defined).
+
+The fast path (FAST, where :func:`blockfma.engine.triton.scaled_fast_constants` holds the model: every preset
+of today) computes the same block with one ``BLOCK_M x BLOCK_N`` register tile per lane: e_max from the
+integer exponent codes, then each term as a binary32 value, the exact product ``a*b`` (or a group's exact
+float32 sum) times the scales' significands, scaled by two exact powers of two to the cut's unit and
+converted to int64 (the conversion is the cut), summed in int64; its bounds are written out below.
 """
 # mypy: ignore-errors
 # ruff: noqa
@@ -118,7 +124,7 @@ def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: t
 # model's formats (no look at the operands).  Its bounds, with Pa, Pb, Ps the significand bits of A's, B's and
 # the scales' formats and LO the lowest last place of a product (lowest_bit(fa) + lowest_bit(fb)):
 #
-# * every finite nonzero a, b is a binary32 normal (so tk._lane_exp reads E_fmt from its exponent field) and
+# * every finite nonzero a, b is a binary32 normal (so tk.lane_exp reads E_fmt from its exponent field) and
 #   LO >= -126: a nonzero product |a*b| >= 2**LO is a binary32 normal of at most Pa + Pb bits, exact
 #   (e5m2 x e5m2: 2**-32 up to 57344**2 < 2**32; e2m1 x e2m1: 0.5 * 0.5 = 2**-2 up to 36);
 # * a term's "significand" q: the product (G = 0) or the float32 sum of a group's G products (G > 0: every
@@ -129,15 +135,18 @@ def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: t
 #   bits(q) + 2 Ps <= 24 bits (the host's BITS bound: mxf8f6f4 4 + 4 + 2, mxf4/nvf4 12 + 8);
 # * the scaling: the term's value q * msa * msb * 2**(lsa + lsb) at the cut unit 2**(e_max - F) is
 #   q * msa * msb * 2**k with k = lsa + lsb - (e_max - F), applied as two exact scalings 2**k1, 2**k2
-#   (k1 = floor(k / 2), k2 = k - k1, k clamped to [-252, 252], so both are binary32 normals, tk._scale):
+#   (k1 = floor(k / 2), k2 = k - k1, k clamped to [-252, 200], so both are binary32 normals, tk.scale, and
+#   f1 < 2**(8 + 100) stays finite):
 #   for k >= 0 both are >= 1, q * f1 >= 2**LO is normal and every product is exact (the result is the term's
 #   magnitude below 2**53: the bound of blockfma.engine.scaled.supports); for k < 0 (k2 <= 0), where an
 #   intermediate or the result leaves binary32's normal range the exact value is below 2**-126, so below 1:
 #   it is cut to 0 whatever the GPU does with subnormals (flushed or not), as it is where k was clamped
-#   (k < -252 only where the exact value is below 2**(32 + 8 - 252)); a term never reaches k > 252;
+#   (k < -252 only where the exact value is below 2**(32 + 8 - 252)); a nonzero term never reaches k > 200
+#   (its exponent is at most e_max, and lsa = E(sa) - (Ps - 1): k <= F - E(a) - E(b) <= F - LO <= 53 + 126,
+#   F < 53 by scaled.supports; a group's k <= F), and a zero term is 0 at any scale;
 # * the conversion to int64 truncates toward zero: that is the cut (under FLOOR tl.floor first, and -1 for a
-#   negative nonzero term whose scaled value underflowed, as tk._term does in int32);
-# * e_max from integer codes alone: E(a) + E(b) (tk._lane_exp) plus E(sa) + E(sb) (_decode_in) per product,
+#   negative nonzero term whose scaled value underflowed, as the truncated-fused fast path's _term does in int32);
+# * e_max from integer codes alone: E(a) + E(b) (tk.lane_exp) plus E(sa) + E(sb) (_decode_in) per product,
 #   or E(sa) + E(sb) per group with a nonzero product; e_zero for zero terms; C's.
 #
 # The int64 sum, C's term, the rounding, special values and NaN scales are the general path's helpers.  Zero
@@ -196,9 +205,9 @@ def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, 
             zrow = tl.full([BLOCK_M], 0, tl.int1)
             zcol = tl.full([BLOCK_N], 0, tl.int1)
             for l in range(u, u + U):
-                a, b = tk._lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
-                ea, za = tk._lane_exp(a, A_EMIN, SPECIALS)
-                eb, zb = tk._lane_exp(b, B_EMIN, SPECIALS)
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
+                ea, za = tk.lane_exp(a, A_EMIN, SPECIALS)
+                eb, zb = tk.lane_exp(b, B_EMIN, SPECIALS)
                 top = tl.maximum(top, ea[:, None] + eb[None, :])
                 zrow = zrow | za
                 zcol = zcol | zb
@@ -207,9 +216,9 @@ def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, 
         else:  # a term per group: E(sa) + E(sb) where some product of the group is not zero
             nz = tl.full([BLOCK_M, BLOCK_N], 0, tl.int1)
             for l in range(u, u + U):
-                a, b = tk._lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
-                ea, za = tk._lane_exp(a, A_EMIN, SPECIALS)
-                eb, zb = tk._lane_exp(b, B_EMIN, SPECIALS)
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
+                ea, za = tk.lane_exp(a, A_EMIN, SPECIALS)
+                eb, zb = tk.lane_exp(b, B_EMIN, SPECIALS)
                 nz = nz | (~za[:, None] & ~zb[None, :])
             te = tl.where(nz & ~szero, se, EZ)
         emax = tl.maximum(emax, te)
@@ -225,22 +234,22 @@ def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, 
                                                               S_P)
         nrow = nrow | nsa
         ncol = ncol | nsb
-        k = tl.minimum(tl.maximum(lsa[:, None] + lsb[None, :] - unit, -252), 252)
+        k = tl.minimum(tl.maximum(lsa[:, None] + lsb[None, :] - unit, -252), 200)
         k1 = k >> 1
-        f1 = (msa[:, None] * msb[None, :]).to(tl.float32) * tk._scale(k1)
-        f2 = tk._scale(k - k1)
+        f1 = (msa[:, None] * msb[None, :]).to(tl.float32) * tk.scale(k1)
+        f2 = tk.scale(k - k1)
         if G == 0:
             for l in range(u, u + U):
-                a, b = tk._lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
                 if SPECIALS:
-                    a, b, nan, pos, ninf = tk._lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+                    a, b, nan, pos, ninf = tk.lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
                 s = s + _fast_term(a[:, None] * b[None, :], f1, f2, FLOOR)
         else:
             q = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
             for l in range(u, u + U):
-                a, b = tk._lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
                 if SPECIALS:
-                    a, b, nan, pos, ninf = tk._lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+                    a, b, nan, pos, ninf = tk.lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
                 q = q + a[:, None] * b[None, :]
             s = s + _fast_term(q, f1, f2, FLOOR)
     unit64 = unit.to(tl.int64)
