@@ -382,25 +382,43 @@ def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypat
     with pytest.raises(ArgumentError, match="fast"):
         tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast="yes")
     base = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
-    ue4m3 = tuple((key, "ue4m3" if key == "scale_format" else v) for key, v in base.options)
-    for changes, why in ((dict(input_format="bf16", b_input_format=None), "normal range"),
-                         (dict(input_format="fp16", b_input_format=None, options=ue4m3), "24")):
-        wide = base.replace(name="", **changes)
-        if tr.supports(wide):  # (else the kernel refuses it whole, by its own reason)
-            fc = tr.scaled_fast_constants(wide)
-            assert not fc["FAST"] and why in fc["WHY"], fc
-    assert tr.scaled_fast_constants(base.replace(name="", options=ue4m3))["FAST"]  # 4 + 4 + 2 x 4 bits
+    bf16 = base.replace(name="", input_format="bf16", b_input_format=None)
+    assert "exact bounds" in tr.scaled_fast_constants(bf16)["WHY"]  # the kernel runs it on neither path
+    wide = _with_ue4m3(base).replace(name="", input_format="fp16", b_input_format=None)
+    assert tr.supports(wide) and "22 + 2 x 4 bits" in tr.scaled_fast_constants(wide)["WHY"]
+    fp16 = base.replace(name="", input_format="fp16", b_input_format=None)  # 11 + 11 + 2 x 1 bits: exactly 24
+    assert tr.scaled_fast_constants(fp16)["FAST"]
+    rng = np.random.default_rng(16)
+    A, B = F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (3, 32))), F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (32, 2)))
+    A[0, ::2] *= -1
+    check(fp16, A, B, np.array([[0.0, 2.0**-140]] * 3), 2.0 ** rng.integers(-127, 128, (3, 1)).astype(float),
+          2.0 ** rng.integers(-20, 20, (1, 2)).astype(float), general=True)
+    assert tr.scaled_fast_constants(_with_ue4m3(base))["FAST"]  # 4 + 4 + 2 x 4 bits
 
 
-@pytest.mark.parametrize("model", _scale_cases(), ids=lambda m: m.name)
-def test_terms_at_the_cut(model):
+def _with_ue4m3(model: Model) -> Model:
+    """``model`` with ue4m3 scales (no preset has them per product: mxf8f6f4 with ue4m3 is a variant)."""
+    return model.replace(name="", options=tuple((key, "ue4m3" if key == "scale_format" else v)
+                                                for key, v in model.options))
+
+
+@pytest.mark.parametrize("model", _scale_cases() + [_with_ue4m3(preset("B200", "mxf8f6f4.block32", "e4m3fn",
+                                                                      "e2m3fn"))], ids=lambda m: m.name)
+@pytest.mark.parametrize("changes", [{}, dict(alignment="floor"), dict(e_zero=-12)], ids=str)
+def test_terms_at_the_cut(model, changes):
     """Rows whose terms land just below, at and just above the cut 2**(e_max - F): C = ±2**(F + t) sets e_max
     (t from -3 to 5), products about 1 under scales whose products are about 1 (2**-127 times 2**127 among
-    them, ue4m3's 2**-9 and 448), so terms from 2**-4 to 2**6 units are cut away, kept whole or in part; a
-    row of products cancelling in pairs (group sums of 0 at the scales' exponent) and zero C.  Fast path,
-    general path, exact reference and numpy engine agree."""
+    them, ue4m3's 0, 2**-9 and 448), so terms from 2**-4 to 2**6 units are cut away, kept whole or in part;
+    a row of products cancelling in pairs (group sums of 0 at the scales' exponent) and zero C; ue4m3: a row
+    whose only products sit under a zero scale beside C = 2**-140 (those are zero terms at e_zero, not at
+    their scales' exponent, which would cut C away); ue8m0: a row of tiny terms, a zero product among them,
+    beside C = 2**-140.  The presets (and mxf8f6f4 with ue4m3 scales), cut toward minus infinity (rounding
+    toward zero shows a -1 of the last unit), and an e_zero above the tiny terms (zero terms set e_max).  Fast
+    path, general path, exact reference and numpy engine agree."""
+    model = model.replace(name="", **changes) if changes else model
+    assert tr.scaled_fast_constants(model)["FAST"]
     e8 = model.scale_format.name == "e8m0fnu"
-    rng = np.random.default_rng(zlib.crc32(model.name.encode()))
+    rng = np.random.default_rng(zlib.crc32(f"{model.name} {changes}".encode()))
     L, block, Fb = model.block_width, model.option("scale_block"), model.fraction_bits
     k, m, n = L, 8, 4
     A = F.decode(model.input_format, rng.integers(0, 1 << model.input_format.bits, (m, k)))
@@ -414,10 +432,15 @@ def test_terms_at_the_cut(model):
         SA[1:3], SB[:, 1] = 2.0**-127, 2.0**127
         SA[3], SB[:, 2] = 2.0**127, 2.0**-127
     else:
-        choices = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.0**-9, 448.0]
+        choices = [0.0, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.0**-9, 448.0]
         SA, SB = rng.choice(choices, (m, k // block)), rng.choice(choices, (k // block, n))
     C = rng.choice([-1.0, 1.0], (m, n)) * 2.0 ** (Fb + rng.integers(-3, 6, (m, n)).astype(float))
     C[0, :2] = [0.0, 2.0**-140]
+    if e8:
+        A[2, 5], C[2] = 0.0, 2.0**-140
+    else:
+        A[1], A[1, :block] = 0.0, 1.0
+        SA[1, 0], SB[0], C[1] = 0.0, 448.0, 2.0**-140
     check(model, A, B, C, SA, SB, general=True)
 
 
