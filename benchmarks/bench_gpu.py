@@ -13,9 +13,9 @@ host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :fun
 bit for bit against the CPU engine first as well, and so do ``TRITON_CASES``, presets of the families only
 that kernel runs on a GPU (exact-fused, pairwise, the FMA chain), and ``SCALED_CASES``, block-scaled presets
 (the B200's NVFP4 ``tcgen05.mxf4nvf4.block16.ue4m3``: ``triton-scaled`` the whole call, ``triton-scaled-kernel``
-the kernel alone, :func:`scaled_gemm_tensors`; K must be a multiple of the scale block); ``--no-triton``
-leaves them out.  The first call of a
-kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
+the kernel alone, :func:`scaled_gemm_tensors`, on its fast path, and ``triton-scaled-kernel-general`` its general
+path, ``--no-general`` leaves it out; and the B200's ``tcgen05.mxf8f6f4.block32`` e4m3; K must be a multiple of
+the scale block); ``--no-triton`` leaves them out.  The first call of a kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
 
 A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
 parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
@@ -81,8 +81,9 @@ def _operands(rng, model, fin: str, n: int):
 
 
 # block-scaled presets (backend='triton' by name; C over a wide range, scales of the format near 1): triton rows only
-SCALED_CASES = [("B200", "e2m1fn", "fp32")]
-SCALED_INSTRUCTION = {("B200", "e2m1fn", "fp32"): "tcgen05.mxf4nvf4.block16.ue4m3"}
+SCALED_CASES = [("B200", "e2m1fn", "fp32"), ("B200", "e4m3fn", "fp32")]
+SCALED_INSTRUCTION = {("B200", "e2m1fn", "fp32"): "tcgen05.mxf4nvf4.block16.ue4m3",
+                      ("B200", "e4m3fn", "fp32"): "tcgen05.mxf8f6f4.block32"}
 
 
 def _scaled_operands(rng, model, n: int):
@@ -95,8 +96,9 @@ def _scaled_operands(rng, model, n: int):
     return A, B, C, SA, SB
 
 
-def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng) -> list[dict]:
-    """Rows of a block-scaled case: the whole bf.gemm call and the kernel alone on device tensors."""
+def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng, general: bool = True) -> list[dict]:
+    """Rows of a block-scaled case: the whole bf.gemm call and the kernel alone on device tensors (its fast
+    path where it holds: every preset), and the kernel's general path alone (``fast=False``; ``general``)."""
     device, fin, fout = case
     model = bf.device(device).model(fin, fout, SCALED_INSTRUCTION[case])
     if n % model.option("scale_block"):
@@ -112,11 +114,18 @@ def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng) -> 
     a, b, c, sa, sb = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (A, B, C, SA, SB))
     triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False)
     tk = best_time(lambda: triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False), repeat, sync)
+    fast = bool(triton.scaled_fast_constants(model)["FAST"])
+    timed = [("triton-scaled", t, fast), ("triton-scaled-kernel", tk, fast)]
+    if general and fast:
+        triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False, fast=False)
+        tg = best_time(lambda: triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False, fast=False),
+                       repeat, sync)
+        timed.append(("triton-scaled-kernel-general", tg, False))
     rows = []
-    for label, secs in (("triton-scaled", t), ("triton-scaled-kernel", tk)):
+    for label, secs, on_fast in timed:
         rows.append({"n": n, "device": device, "input": fin, "output": fout, "instruction": SCALED_INSTRUCTION[case],
-                     "backend": label, "seconds": secs, "gmacs": n**3 / secs / 1e9, "baseline_seconds": t_mm,
-                     "ratio": secs / t_mm})
+                     "backend": label, "path": "fast" if on_fast else "general", "seconds": secs,
+                     "gmacs": n**3 / secs / 1e9, "baseline_seconds": t_mm, "ratio": secs / t_mm})
         show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f} {secs / t_mm:14.1f}"
              f"  {label} {SCALED_INSTRUCTION[case]}")
     return rows
@@ -131,9 +140,13 @@ def _scaled_check(triton, case, n0: int, rng) -> dict:
     A, B, C, SA, SB = _scaled_operands(rng, model, n)
     got = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
     want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
+    # and the general path's raw bits against the fast path's (NaN patterns as the kernel writes them)
+    fast = triton.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=None).astype(np.float32).view(np.uint32)
+    general = triton.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=False).astype(np.float32).view(np.uint32)
     return {"device": device, "input": fin, "output": fout, "n": n, "backend": "triton",
-            "instruction": SCALED_INSTRUCTION[case], "bit_exact": bool(np.array_equal(bf.formats.bits(got),
-                                                                                      bf.formats.bits(want)))}
+            "instruction": SCALED_INSTRUCTION[case],
+            "bit_exact": bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want))
+                              and np.array_equal(fast, general))}
 
 
 SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m3fn", "fp32"),
@@ -308,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-size", type=int, help="n of the bit-for-bit checks against the CPU engine "
                     "(default: the smallest of --sizes)")
     ap.add_argument("--no-general", action="store_true", help="leave out the tile sweep's row of the general "
-                    "path (much slower than the fast path at large --sweep-size)")
+                    "path, and the block-scaled cases' (much slower than the fast path at large sizes)")
     ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernel's fast path "
                     "for sm_90 for each sweep case and --tiles entry and report registers and spills, then stop")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
@@ -412,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                  (device, fin, fout))
         for case in scaled_cases if triton else ():
-            rows += _scaled_rows(triton, torch, dev, case, n, t_mm, args.repeat, sync, show, rng)
+            rows += _scaled_rows(triton, torch, dev, case, n, t_mm, args.repeat, sync, show, rng, not args.no_general)
     if triton and tiles and sweep_cases:
         sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
                                               show, rng, sweep_cases, not args.no_general)
