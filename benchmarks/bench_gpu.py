@@ -15,7 +15,8 @@ that kernel runs on a GPU (exact-fused, pairwise, the FMA chain), and ``SCALED_C
 (the B200's NVFP4 ``tcgen05.mxf4nvf4.block16.ue4m3``: ``triton-scaled`` the whole call, ``triton-scaled-kernel``
 the kernel alone, :func:`scaled_gemm_tensors`, on its fast path, and ``triton-scaled-kernel-general`` its general
 path, ``--no-general`` leaves it out; and the B200's ``tcgen05.mxf8f6f4.block32`` e4m3; K must be a multiple of
-the scale block); ``--no-triton`` leaves them out.  The first call of a kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
+the scale block); ``--no-triton`` leaves them out.  The first call of a kernel at a new shape is timed apart
+(``first_seconds``: it must not compile per shape).
 
 A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
 parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
