@@ -194,7 +194,7 @@ def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, 
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """:func:`_scaled_block` on the fast path (see above): a first pass over the block's units and lanes for
     e_max, a second for the cut terms; the block's rounded result as float32 (BLOCK_M, BLOCK_N)."""
-    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)  # (decoded again after the loops: fewer live registers)
     emax = tl.where(zc, EZ, ec.to(tl.int32))
     for u in range(0, L, U):
         msa, lsa, esa, _, msb, lsb, esb, _ = _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB, S_EMIN, S_P)
@@ -223,7 +223,7 @@ def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, 
             te = tl.where(nz & ~szero, se, EZ)
         emax = tl.maximum(emax, te)
     unit = emax - F
-    nan = zc & ~zc  # the products' special flags, and NaN scales by row and column
+    nan = tl.full([BLOCK_M, BLOCK_N], 0, tl.int1)  # the products' special flags, and NaN scales by row and column
     pos = nan
     ninf = nan
     nrow = tl.full([BLOCK_M], 0, tl.int1)
@@ -253,6 +253,7 @@ def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, 
                 q = q + a[:, None] * b[None, :]
             s = s + _fast_term(q, f1, f2, FLOOR)
     unit64 = unit.to(tl.int64)
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)
     cneg_f = nc & ~zc
     tc = tk.cut(mc, unit64 - lc, cneg_f, FLOOR)
     s = s + tl.where(cneg_f, -tc, tc)
