@@ -223,7 +223,7 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
 
 def ptxas_report(tiles, show) -> list[dict]:
     """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
-    for each sweep case and tile, row-major operands as bf.gemm passes them, and read its registers and
+    for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major operands as bf.gemm passes them, and read its registers and
     spill stack from the cubin (cuobjdump): a tile past 255 registers spills, which no GPU run can hide."""
     import subprocess
     import tempfile
@@ -258,14 +258,42 @@ def ptxas_report(tiles, show) -> list[dict]:
                 f.flush()
                 usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
                                        text=True, check=True).stdout
-            fields = dict(kv.split(":") for line in usage.splitlines() if "REG:" in line for kv in line.split()
-                          if ":" in kv and kv.split(":")[1].isdigit())
-            row = {"device": device, "input": fin, "output": fout, "tile": f"{bm}x{bn}x{warps}",
-                   "registers": int(fields["REG"]), "stack_bytes": int(fields["STACK"])}
-            rows.append(row)
-            show(f"ptxas sm_90 {device} {fin}->{fout} tile {row['tile']:10} {row['registers']:4} registers, "
-                 f"{row['stack_bytes']:6} bytes of stack (spills)")
+            rows.append(_usage_row(usage, (device, fin, fout), bm, bn, warps, show))
+    from blockfma.engine.triton_scaled import scaled_kernel
+
+    for case in SCALED_CASES:  # the block-scaled kernel's fast path, at the same tiles
+        model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])
+        fast = tr.scaled_fast_constants(model)
+        for bm, bn, warps in tiles:
+            const = {**tr.constants(model, False), "FAST": fast["FAST"], "U": fast["U"], "BLOCK_M": bm,
+                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1}
+            names = list(scaled_kernel.arg_names)
+            sig = {n: "constexpr" if n in const else "*fp32" if n.endswith("_ptr") else "i32" for n in names}
+            src = ASTSource(fn=scaled_kernel, signature=sig,
+                            constexprs={(names.index(n),): v for n, v in const.items()})
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(compiled.asm["cubin"])
+                f.flush()
+                usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                                       text=True, check=True).stdout
+            row = _usage_row(usage, case, bm, bn, warps, show, SCALED_INSTRUCTION[case])
+            rows.append(dict(row, path="fast" if fast["FAST"] else "general"))
     return rows
+
+
+def _usage_row(usage: str, case, bm: int, bn: int, warps: int, show, instruction: str = "") -> dict:
+    """A ptxas row (registers, stack bytes) from cuobjdump's -res-usage text, shown."""
+    device, fin, fout = case
+    fields = dict(kv.split(":") for line in usage.splitlines() if "REG:" in line for kv in line.split()
+                  if ":" in kv and kv.split(":")[1].isdigit())
+    row = {"device": device, "input": fin, "output": fout, "tile": f"{bm}x{bn}x{warps}",
+           "registers": int(fields["REG"]), "stack_bytes": int(fields["STACK"])}
+    if instruction:
+        row["instruction"] = instruction
+    show(f"ptxas sm_90 {device} {fin}->{fout} {instruction + ' ' if instruction else ''}tile {row['tile']:10} "
+         f"{row['registers']:4} registers, {row['stack_bytes']:6} bytes of stack (spills)")
+    return row
 
 
 def metadata(torch, dev) -> dict:
@@ -323,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(default: the smallest of --sizes)")
     ap.add_argument("--no-general", action="store_true", help="leave out the tile sweep's row of the general "
                     "path, and the block-scaled cases' (much slower than the fast path at large sizes)")
-    ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernel's fast path "
-                    "for sm_90 for each sweep case and --tiles entry and report registers and spills, then stop")
+    ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernels' fast paths "
+                    "for sm_90 for each sweep and block-scaled case and --tiles entry and report registers and spills, "
+                    "then stop")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
