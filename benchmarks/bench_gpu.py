@@ -223,8 +223,9 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
 
 def ptxas_report(tiles, show) -> list[dict]:
     """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
-    for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major operands as bf.gemm passes them, and read its registers and
-    spill stack from the cubin (cuobjdump): a tile past 255 registers spills, which no GPU run can hide."""
+    for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major
+    operands as bf.gemm passes them, and read its registers and spill stack from the cubin (cuobjdump): a
+    tile past 255 registers spills, which no GPU run can hide."""
     import subprocess
     import tempfile
 

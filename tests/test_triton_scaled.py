@@ -391,8 +391,9 @@ def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypat
     fp16 = base.replace(name="", input_format="fp16", b_input_format=None)  # 11 + 11 + 2 x 1 bits: exactly 24
     assert tr.scaled_fast_constants(fp16)["FAST"]
     rng = np.random.default_rng(16)
-    A, B = F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (3, 32))), F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (32, 2)))
-    A[0, ::2] *= -1
+    A = F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (3, 32)))  # finite and positive ...
+    B = F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (32, 2)))
+    A[0, ::2] *= -1  # ... and negative
     check(fp16, A, B, np.array([[0.0, 2.0**-140]] * 3), 2.0 ** rng.integers(-127, 128, (3, 1)).astype(float),
           2.0 ** rng.integers(-20, 20, (1, 2)).astype(float), general=True)
     assert tr.scaled_fast_constants(_with_ue4m3(base))["FAST"]  # 4 + 4 + 2 x 4 bits

@@ -599,8 +599,8 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
                             f"({k // const['SB']}, {n}), one per {const['SB']} products (k a multiple of it)")
     path = scaled_fast_constants(model)
     if fast and not path["FAST"]:
-        raise ArgumentError("fast", True, f"the block-scaled fast path does not hold {model.arithmetic_model().summary()}: "
-                            f"{path['WHY']}", use={"fast": None})
+        raise ArgumentError("fast", True, "the block-scaled fast path does not hold "
+                            f"{model.arithmetic_model().summary()}: {path['WHY']}", use={"fast": None})
     if fast is False:
         path = dict(path, FAST=False)
     const.update(FAST=path["FAST"], U=path["U"])
