@@ -626,7 +626,8 @@ def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: 
     scales of A (m, k / scale_block) and of B transposed (n, k / scale_block); values already checked and in
     the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).  The scales go to the device
     one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
-    product k's as ``k // scale_block``).  A GEMM that cannot fit the device is refused first."""
+    product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.  A GEMM that cannot fit
+    the device is refused first."""
     torch = _torch()
     const = constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
