@@ -13,9 +13,10 @@ host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :fun
 bit for bit against the CPU engine first as well, and so do ``TRITON_CASES``, presets of the families only
 that kernel runs on a GPU (exact-fused, pairwise, the FMA chain), and ``SCALED_CASES``, block-scaled presets
 (the B200's NVFP4 ``tcgen05.mxf4nvf4.block16.ue4m3``: ``triton-scaled`` the whole call, ``triton-scaled-kernel``
-the kernel alone, :func:`scaled_gemm_tensors`; K must be a multiple of the scale block); ``--no-triton``
-leaves them out.  The first call of a
-kernel at a new shape is timed apart (``first_seconds``: it must not compile per shape).
+the kernel alone, :func:`scaled_gemm_tensors`, on its fast path, and ``triton-scaled-kernel-general`` its general
+path, ``--no-general`` leaves it out; and the B200's ``tcgen05.mxf8f6f4.block32`` e4m3; K must be a multiple of
+the scale block); ``--no-triton`` leaves them out.  The first call of a kernel at a new shape is timed apart
+(``first_seconds``: it must not compile per shape).
 
 A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
 parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
@@ -81,8 +82,9 @@ def _operands(rng, model, fin: str, n: int):
 
 
 # block-scaled presets (backend='triton' by name; C over a wide range, scales of the format near 1): triton rows only
-SCALED_CASES = [("B200", "e2m1fn", "fp32")]
-SCALED_INSTRUCTION = {("B200", "e2m1fn", "fp32"): "tcgen05.mxf4nvf4.block16.ue4m3"}
+SCALED_CASES = [("B200", "e2m1fn", "fp32"), ("B200", "e4m3fn", "fp32")]
+SCALED_INSTRUCTION = {("B200", "e2m1fn", "fp32"): "tcgen05.mxf4nvf4.block16.ue4m3",
+                      ("B200", "e4m3fn", "fp32"): "tcgen05.mxf8f6f4.block32"}
 
 
 def _scaled_operands(rng, model, n: int):
@@ -95,8 +97,9 @@ def _scaled_operands(rng, model, n: int):
     return A, B, C, SA, SB
 
 
-def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng) -> list[dict]:
-    """Rows of a block-scaled case: the whole bf.gemm call and the kernel alone on device tensors."""
+def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng, general: bool = True) -> list[dict]:
+    """Rows of a block-scaled case: the whole bf.gemm call and the kernel alone on device tensors (its fast
+    path where it holds: every preset), and the kernel's general path alone (``fast=False``; ``general``)."""
     device, fin, fout = case
     model = bf.device(device).model(fin, fout, SCALED_INSTRUCTION[case])
     if n % model.option("scale_block"):
@@ -112,11 +115,18 @@ def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng) -> 
     a, b, c, sa, sb = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (A, B, C, SA, SB))
     triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False)
     tk = best_time(lambda: triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False), repeat, sync)
+    fast = bool(triton.scaled_fast_constants(model)["FAST"])
+    timed = [("triton-scaled", t, fast), ("triton-scaled-kernel", tk, fast)]
+    if general and fast:
+        triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False, fast=False)
+        tg = best_time(lambda: triton.scaled_gemm_tensors(model, a, b, c, sa, sb, specials=False, fast=False),
+                       repeat, sync)
+        timed.append(("triton-scaled-kernel-general", tg, False))
     rows = []
-    for label, secs in (("triton-scaled", t), ("triton-scaled-kernel", tk)):
+    for label, secs, on_fast in timed:
         rows.append({"n": n, "device": device, "input": fin, "output": fout, "instruction": SCALED_INSTRUCTION[case],
-                     "backend": label, "seconds": secs, "gmacs": n**3 / secs / 1e9, "baseline_seconds": t_mm,
-                     "ratio": secs / t_mm})
+                     "backend": label, "path": "fast" if on_fast else "general", "seconds": secs,
+                     "gmacs": n**3 / secs / 1e9, "baseline_seconds": t_mm, "ratio": secs / t_mm})
         show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f} {secs / t_mm:14.1f}"
              f"  {label} {SCALED_INSTRUCTION[case]}")
     return rows
@@ -131,9 +141,13 @@ def _scaled_check(triton, case, n0: int, rng) -> dict:
     A, B, C, SA, SB = _scaled_operands(rng, model, n)
     got = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
     want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
+    # and the general path's raw bits against the fast path's (NaN patterns as the kernel writes them)
+    fast = triton.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=None).astype(np.float32).view(np.uint32)
+    general = triton.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=False).astype(np.float32).view(np.uint32)
     return {"device": device, "input": fin, "output": fout, "n": n, "backend": "triton",
-            "instruction": SCALED_INSTRUCTION[case], "bit_exact": bool(np.array_equal(bf.formats.bits(got),
-                                                                                      bf.formats.bits(want)))}
+            "instruction": SCALED_INSTRUCTION[case],
+            "bit_exact": bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want))
+                              and np.array_equal(fast, general))}
 
 
 SWEEP_CASES = [("H100", "fp16", "fp32"), ("H100", "bf16", "fp32"), ("H100", "e4m3fn", "fp32"),
@@ -209,8 +223,9 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
 
 def ptxas_report(tiles, show) -> list[dict]:
     """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
-    for each sweep case and tile, row-major operands as bf.gemm passes them, and read its registers and
-    spill stack from the cubin (cuobjdump): a tile past 255 registers spills, which no GPU run can hide."""
+    for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major
+    operands as bf.gemm passes them, and read its registers and spill stack from the cubin (cuobjdump): a
+    tile past 255 registers spills, which no GPU run can hide."""
     import subprocess
     import tempfile
 
@@ -244,14 +259,42 @@ def ptxas_report(tiles, show) -> list[dict]:
                 f.flush()
                 usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
                                        text=True, check=True).stdout
-            fields = dict(kv.split(":") for line in usage.splitlines() if "REG:" in line for kv in line.split()
-                          if ":" in kv and kv.split(":")[1].isdigit())
-            row = {"device": device, "input": fin, "output": fout, "tile": f"{bm}x{bn}x{warps}",
-                   "registers": int(fields["REG"]), "stack_bytes": int(fields["STACK"])}
-            rows.append(row)
-            show(f"ptxas sm_90 {device} {fin}->{fout} tile {row['tile']:10} {row['registers']:4} registers, "
-                 f"{row['stack_bytes']:6} bytes of stack (spills)")
+            rows.append(_usage_row(usage, (device, fin, fout), bm, bn, warps, show))
+    from blockfma.engine.triton_scaled import scaled_kernel
+
+    for case in SCALED_CASES:  # the block-scaled kernel's fast path, at the same tiles
+        model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])
+        fast = tr.scaled_fast_constants(model)
+        for bm, bn, warps in tiles:
+            const = {**tr.constants(model, False), "FAST": fast["FAST"], "U": fast["U"], "BLOCK_M": bm,
+                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1}
+            names = list(scaled_kernel.arg_names)
+            sig = {n: "constexpr" if n in const else "*fp32" if n.endswith("_ptr") else "i32" for n in names}
+            src = ASTSource(fn=scaled_kernel, signature=sig,
+                            constexprs={(names.index(n),): v for n, v in const.items()})
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(compiled.asm["cubin"])
+                f.flush()
+                usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                                       text=True, check=True).stdout
+            row = _usage_row(usage, case, bm, bn, warps, show, SCALED_INSTRUCTION[case])
+            rows.append(dict(row, path="fast" if fast["FAST"] else "general"))
     return rows
+
+
+def _usage_row(usage: str, case, bm: int, bn: int, warps: int, show, instruction: str = "") -> dict:
+    """A ptxas row (registers, stack bytes) from cuobjdump's -res-usage text, shown."""
+    device, fin, fout = case
+    fields = dict(kv.split(":") for line in usage.splitlines() if "REG:" in line for kv in line.split()
+                  if ":" in kv and kv.split(":")[1].isdigit())
+    row = {"device": device, "input": fin, "output": fout, "tile": f"{bm}x{bn}x{warps}",
+           "registers": int(fields["REG"]), "stack_bytes": int(fields["STACK"])}
+    if instruction:
+        row["instruction"] = instruction
+    show(f"ptxas sm_90 {device} {fin}->{fout} {instruction + ' ' if instruction else ''}tile {row['tile']:10} "
+         f"{row['registers']:4} registers, {row['stack_bytes']:6} bytes of stack (spills)")
+    return row
 
 
 def metadata(torch, dev) -> dict:
@@ -308,9 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-size", type=int, help="n of the bit-for-bit checks against the CPU engine "
                     "(default: the smallest of --sizes)")
     ap.add_argument("--no-general", action="store_true", help="leave out the tile sweep's row of the general "
-                    "path (much slower than the fast path at large --sweep-size)")
-    ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernel's fast path "
-                    "for sm_90 for each sweep case and --tiles entry and report registers and spills, then stop")
+                    "path, and the block-scaled cases' (much slower than the fast path at large sizes)")
+    ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernels' fast paths "
+                    "for sm_90 for each sweep and block-scaled case and --tiles entry and report registers and spills, "
+                    "then stop")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
@@ -412,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, args.repeat, sync, show,
                                  (device, fin, fout))
         for case in scaled_cases if triton else ():
-            rows += _scaled_rows(triton, torch, dev, case, n, t_mm, args.repeat, sync, show, rng)
+            rows += _scaled_rows(triton, torch, dev, case, n, t_mm, args.repeat, sync, show, rng, not args.no_general)
     if triton and tiles and sweep_cases:
         sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
                                               show, rng, sweep_cases, not args.no_general)

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
+import triton.language as tl  # noqa: E402  (the injected faults' jitted functions see it as a global)
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import blockfma as bf  # noqa: E402
@@ -61,9 +62,22 @@ def triton_bits(model: Model, A, B, C, SA, SB) -> np.ndarray:
     return D.view(np.uint32)
 
 
-def check(model: Model, A, B, C, SA, SB) -> np.ndarray:
-    """The kernel's bits, held to the exact reference and to the numpy engine."""
+def assert_general_path_agrees(model: Model, got: np.ndarray, A, B, C, SA, SB) -> None:
+    """The general path's results (fast=False) are ``got``'s bits, NaN where ``got`` is NaN (whose pattern
+    bf.gemm writes afterwards, per the model)."""
+    D = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=False).astype(np.float32)
+    nan = np.isnan(got.view(np.float32))
+    np.testing.assert_array_equal(np.isnan(D), nan)
+    np.testing.assert_array_equal(D.view(np.uint32)[~nan], got[~nan])
+
+
+def check(model: Model, A, B, C, SA, SB, general: bool = False) -> np.ndarray:
+    """The kernel's bits (bf.gemm: the fast path where it holds), held to the exact reference and to the numpy
+    engine; ``general``: and to the general path's (fast=False: no longer bf.gemm's default)."""
     got = triton_bits(model, A, B, C, SA, SB)
+    if general:
+        assert tr.scaled_fast_constants(model)["FAST"]
+        assert_general_path_agrees(model, got, A, B, C, SA, SB)
     np.testing.assert_array_equal(got, reference_bits(model, A, B, C, SA, SB))
     want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy").view(np.uint32)
     np.testing.assert_array_equal(got, want)
@@ -78,7 +92,8 @@ def _id(case) -> str:
 def test_every_preset_matches_reference(case):
     """Every block-scaled preset, one and two chained instructions (K = L, 2L), m and n from 3 to 8: random
     codes (fp8 NaN and infinities in even seeds), scales random, spread, tiny or at their extremes (a NaN
-    in every third seed), C over a wide range with zeros and a subnormal."""
+    in every third seed), C over a wide range with zeros and a subnormal; bf.gemm's fast path held to the
+    exact reference and the numpy engine, and to the general path on one instruction."""
     device, kind, fa, fb, block, fs = case
     model = preset(device, kind, fa, fb)
     assert tr.supports(model), tr.unsupported_reason(model)
@@ -87,7 +102,7 @@ def test_every_preset_matches_reference(case):
         m = 3 + (seed + steps) % 6
         A, B, C, SA, SB = block_scaled_rows((kind, fa, fb, block, fs), m, steps * model.block_width, seed + steps)
         n = 3 + seed % 6
-        check(model, A, B[:, :n], C[:, :n], SA, SB[:, :n])
+        check(model, A, B[:, :n], C[:, :n], SA, SB[:, :n], general=steps == 1)
 
 
 def _scale_cases():
@@ -117,7 +132,7 @@ def test_scale_extremes_zero_and_nan(model):
     SA[2, 0] = np.nan
     SB[-1, 3] = np.nan
     C = np.array(rng.choice([0.0, -0.0, 1.0, -3.5, 2.0**-140, 2.0**100], (m, n)), dtype=np.float64)
-    got = check(model, A, B, C, SA, SB)
+    got = check(model, A, B, C, SA, SB, general=True)
     D = got.view(np.float32)
     assert np.isnan(D[2]).all() and np.isnan(D[:, 3]).all()
     assert not np.isnan(np.delete(np.delete(D, 2, axis=0), 3, axis=1)).any()
@@ -169,7 +184,7 @@ def test_zero_operands_and_c_specials(model):
     SA[3, 0] = 0.0 if model.scale_format.name == "ue4m3" else 2.0**-127
     SB = np.ones((k // block, 6))
     C = np.array([[0.0, -0.0, 2.0**-140, np.inf, -np.inf, np.nan]] * 4)
-    check(model, A, B, C, SA, SB)
+    check(model, A, B, C, SA, SB, general=True)
 
 
 def _codes(draw, fmt, shape, specials):
@@ -203,7 +218,7 @@ def test_random_codes(data):
                  dtype=np.uint32).view(np.float32).astype(np.float64).reshape(m, n)
     if not specials:
         C[~np.isfinite(C)] = 0.0
-    check(model, A, B, C, SA, SB)
+    check(model, A, B, C, SA, SB, general=True)
 
 
 def _block_scaled_presets():
@@ -312,7 +327,7 @@ def test_variants_beyond_the_presets(model, changes):
     SB = rng.choice([0.5, 1.0, 2.0], (k // block, n))
     C = np.array(rng.choice([0.0, -0.0, 1.0, -0.75, 2.0**-130], (m, n)), dtype=np.float64)
     C[:3, :2] = [[-0.0, -0.0], [-0.0, -0.0], [0.0, -0.0]]  # -0: the zero rows' results are -0 only by the rule
-    D = check(variant, A, B, C, SA, SB).view(np.float32)
+    D = check(variant, A, B, C, SA, SB, general=tr.scaled_fast_constants(variant)["FAST"]).view(np.float32)
     assert (np.signbit(D) & (D == 0)).any() == (variant.exact_zero == "ieee")  # the rule was exercised
 
 
@@ -323,3 +338,144 @@ def test_short_k_pads_with_unit_scales(k):
     model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
     A, B, C, SA, SB = block_scaled_rows(("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3"), 3, k, k)
     check(model, A, B[:, :4], C[:, :4], SA, SB[:, :4])
+
+
+# ---- the fast path (blockfma.engine.triton_scaled, its fast path: scaled_fast_constants) ---------------------
+
+
+def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypatch):
+    """Every block-scaled preset takes the fast path (U: a scale block of products, or a group); the kernel is
+    launched with FAST by bf.gemm; models beyond the proved bounds are refused by name (fast=True) and run on
+    the general path by default: IEEE exact zeros (no term signs kept), bf16 operands (subnormals below
+    binary32's normals), fp16 operands with ue4m3 scales (22 + 8 significand bits)."""
+    found = list(_block_scaled_presets())
+    assert found
+    for _, _, mdl in found:
+        fc = tr.scaled_fast_constants(mdl)
+        assert fc["FAST"] and fc["WHY"] is None, (mdl.name, fc)
+        assert fc["U"] == (mdl.option("scale_group") or min(mdl.option("scale_block"), mdl.block_width))
+    seen = []
+    real = tr._kernel
+
+    class Spy:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            launch = self.kernel[grid]
+
+            def run(*args, **kw):
+                seen.append(kw["FAST"])
+                return launch(*args, **kw)
+            return run
+
+    monkeypatch.setattr(tr, "_kernel", lambda kind="fused": Spy(real(kind)))
+    model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
+    args = block_scaled_rows(("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3"), 2, 64, 1)
+    A, B, C, SA, SB = args
+    check(model, A, B[:, :2], C[:, :2], SA, SB[:, :2])
+    assert seen == [True]
+    ieee = model.replace(name="", exact_zero="ieee", rounded_zero="signed")
+    assert "exact_zero" in tr.scaled_fast_constants(ieee)["WHY"]
+    check(ieee, A, B[:, :2], C[:, :2], SA, SB[:, :2])
+    assert seen == [True, False]
+    with pytest.raises(ArgumentError, match="fast"):
+        tr.scaled_gemm(ieee, A, B.T, C, SA, SB.T, fast=True)
+    with pytest.raises(ArgumentError, match="fast"):
+        tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast="yes")
+    base = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
+    bf16 = base.replace(name="", input_format="bf16", b_input_format=None)
+    assert "exact bounds" in tr.scaled_fast_constants(bf16)["WHY"]  # the kernel runs it on neither path
+    wide = _with_ue4m3(base).replace(name="", input_format="fp16", b_input_format=None)
+    assert tr.supports(wide) and "22 + 2 x 4 bits" in tr.scaled_fast_constants(wide)["WHY"]
+    fp16 = base.replace(name="", input_format="fp16", b_input_format=None)  # 11 + 11 + 2 x 1 bits: exactly 24
+    assert tr.scaled_fast_constants(fp16)["FAST"]
+    rng = np.random.default_rng(16)
+    A = F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (3, 32)))  # finite and positive ...
+    B = F.decode(F.get("fp16"), rng.integers(0, 0x7C00, (32, 2)))
+    A[0, ::2] *= -1  # ... and negative
+    check(fp16, A, B, np.array([[0.0, 2.0**-140]] * 3), 2.0 ** rng.integers(-127, 128, (3, 1)).astype(float),
+          2.0 ** rng.integers(-20, 20, (1, 2)).astype(float), general=True)
+    assert tr.scaled_fast_constants(_with_ue4m3(base))["FAST"]  # 4 + 4 + 2 x 4 bits
+
+
+def _with_ue4m3(model: Model) -> Model:
+    """``model`` with ue4m3 scales (no preset has them per product: mxf8f6f4 with ue4m3 is a variant)."""
+    return model.replace(name="", options=tuple((key, "ue4m3" if key == "scale_format" else v)
+                                                for key, v in model.options))
+
+
+@pytest.mark.parametrize("model", _scale_cases() + [_with_ue4m3(preset("B200", "mxf8f6f4.block32", "e4m3fn",
+                                                                      "e2m3fn"))], ids=lambda m: m.name)
+@pytest.mark.parametrize("changes", [{}, dict(alignment="floor"), dict(e_zero=-12)], ids=str)
+def test_terms_at_the_cut(model, changes):
+    """Rows whose terms land just below, at and just above the cut 2**(e_max - F): C = ±2**(F + t) sets e_max
+    (t from -3 to 5), products about 1 under scales whose products are about 1 (2**-127 times 2**127 among
+    them, ue4m3's 0, 2**-9 and 448), so terms from 2**-4 to 2**6 units are cut away, kept whole or in part;
+    a row of products cancelling in pairs (group sums of 0 at the scales' exponent) and zero C; ue4m3: a row
+    whose only products sit under a zero scale beside C = 2**-140 (those are zero terms at e_zero, not at
+    their scales' exponent, which would cut C away); ue8m0: a row of tiny terms, a zero product among them,
+    beside C = 2**-140.  The presets (and mxf8f6f4 with ue4m3 scales), cut toward minus infinity (rounding
+    toward zero shows a -1 of the last unit), and an e_zero above the tiny terms (zero terms set e_max).  Fast
+    path, general path, exact reference and numpy engine agree."""
+    model = model.replace(name="", **changes) if changes else model
+    assert tr.scaled_fast_constants(model)["FAST"]
+    e8 = model.scale_format.name == "e8m0fnu"
+    rng = np.random.default_rng(zlib.crc32(f"{model.name} {changes}".encode()))
+    L, block, Fb = model.block_width, model.option("scale_block"), model.fraction_bits
+    k, m, n = L, 8, 4
+    A = F.decode(model.input_format, rng.integers(0, 1 << model.input_format.bits, (m, k)))
+    B = F.decode(model.b_format, rng.integers(0, 1 << model.b_format.bits, (k, n)))
+    A[~np.isfinite(A)], B[~np.isfinite(B)] = 0.0, 0.0
+    A[0, 1::2] = -A[0, 0::2]
+    B[1::2, :] = B[0::2, :]
+    if e8:
+        SA = 2.0 ** rng.integers(-2, 3, (m, k // block)).astype(float)
+        SB = 2.0 ** rng.integers(-2, 3, (k // block, n)).astype(float)
+        SA[1:3], SB[:, 1] = 2.0**-127, 2.0**127
+        SA[3], SB[:, 2] = 2.0**127, 2.0**-127
+    else:
+        choices = [0.0, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.0**-9, 448.0]
+        SA, SB = rng.choice(choices, (m, k // block)), rng.choice(choices, (k // block, n))
+    C = rng.choice([-1.0, 1.0], (m, n)) * 2.0 ** (Fb + rng.integers(-3, 6, (m, n)).astype(float))
+    C[0, :2] = [0.0, 2.0**-140]
+    if e8:
+        A[2, 5], C[2] = 0.0, 2.0**-140
+    else:
+        A[1], A[1, :block] = 0.0, 1.0
+        SA[1, 0], SB[0], C[1] = 0.0, 448.0, 2.0**-140
+    check(model, A, B, C, SA, SB, general=True)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")  # the int32 fault's overflow, on numpy
+def test_injected_faults_are_caught(monkeypatch):
+    """The fast path's cut with one of its two exact scalings dropped, or converted to int32 rather than int64
+    (mxf4: F = 35, terms up to 2**37 units), gives other bits than the exact reference, so the tests above
+    would catch it; the kernel as written gives the reference's."""
+    import sys
+
+    import triton
+
+    model = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
+    A, B, C, SA, SB = block_scaled_rows(("mxf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"), 3, 64, 4)
+    B, C, SB = B[:, :3], C[:, :3], SB[:, :3]
+    want = reference_bits(model, A, B, C, SA, SB)
+    tr._kernel("scaled")  # the module, (re)imported in this mode
+    module = sys.modules["blockfma.engine.triton_scaled"]
+    kept = module._fast_term
+
+    @triton.jit
+    def one_scaling(q, f1, f2, FLOOR: tl.constexpr):
+        return (q * f1).to(tl.int64)
+
+    @triton.jit
+    def in_int32(q, f1, f2, FLOOR: tl.constexpr):
+        return ((q * f1) * f2).to(tl.int32).to(tl.int64)
+
+    for fault in (one_scaling, in_int32):
+        monkeypatch.setattr(module, "_fast_term", fault)
+        got = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=True).astype(np.float32).view(np.uint32)
+        assert (got != want).any(), fault
+    monkeypatch.setattr(module, "_fast_term", kept)  # reverted (not undo(): it would drop TRITON_INTERPRET too)
+    got = tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=True).astype(np.float32).view(np.uint32)
+    np.testing.assert_array_equal(got, want)

@@ -62,7 +62,10 @@ Block-scaled models (the scaled-fused family: every B200 and RTX 5090 ``mxf8f6f4
 for every scale as for every operand, never a value times a scale in floating point (they reach 2**±290);
 the scales go to the device one per scale block, and the kernel finds a product's.  It runs the models
 :func:`blockfma.engine.scaled.supports` holds exact (terms of at most 53 bits), with C fused into blocks of
-a power of two of products taken in order, inputs and scales within binary32.
+a power of two of products taken in order, inputs and scales within binary32.  Its fast path
+(:func:`scaled_fast_constants`, every preset: the bounds are proved in :mod:`.triton_scaled`) makes each term
+in binary32 (an exact product or group sum times the scales' significands), scales it to the cut's unit by two
+exact powers of two and converts it to int64: the same bits as the general path.
 
 The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
 model's parameters are ``tl.constexpr`` (one compilation per model, path and launch parameters), the shapes runtime
@@ -89,6 +92,7 @@ from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
+           "scaled_fast_constants",
            "gpu_visible", "trial_inputs", "verified"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
@@ -392,6 +396,46 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     return dict(const, FAST=fast)
 
 
+def scaled_fast_constants(model: Model) -> dict[str, Any]:
+    """The block-scaled kernel's fast-path parameters (:mod:`.triton_scaled`, its fast path, where the bounds
+    are proved): FAST where that path computes ``model`` bit for bit on every value of its formats (no look at
+    the operands), U (lanes per unit: products sharing one pair of scales, or one group), and WHY (None where
+    FAST, else the clause that refuses it).  FAST needs a model the kernel runs (:func:`_scaled_reason`),
+    exact zeros +0 or a result format without -0 (the fast path keeps no term signs), A's and B's finite
+    nonzero values binary32 normals, the lowest last place LO of a product at least -126, the bits of a
+    term's significand (the product, Pa + Pb, or a group's exact sum, H - LO with G max|a| max|b| < 2**H)
+    plus the scales' 2 Ps at most 24, a scale block of a power of two holding whole groups.  Every
+    block-scaled preset of today meets them (mxf8f6f4: at most 4 + 4 + 2 bits, e5m2's products from 2**-32;
+    mxf4, nvf4: 12 + 2 or 12 + 8 bits from 2**-2)."""
+    from . import scaled
+
+    m = model.arithmetic_model()
+    if not m.block_scaled:
+        return dict(FAST=False, U=1, WHY="it is not block-scaled")
+    why = _scaled_reason(m)
+    block = plan(m, 2 * m.step(m.block_width or 1)).block if why is None else m
+    fa, fb, fs = block.input_format, block.b_format, block.scale_format
+    L, G, SB = block.block_width or 1, block.option("scale_group") or 0, block.option("scale_block") or 1
+    lo = scaled.lowest_bit(fa) + scaled.lowest_bit(fb)
+    if G:
+        h = int(np.floor(np.log2(G * float(fa.max) * float(fb.max)))) + 1  # G max|a| max|b| < 2**h
+        bits = h - lo
+    else:
+        bits = fa.precision + fb.precision
+    if why is not None:
+        pass
+    elif block.exact_zero != "positive" and block.result_format.has_negative_zero:
+        why = "it keeps no term signs for the IEEE sign of an exact zero (exact_zero='ieee')"
+    elif min(fa.smallest_subnormal, fb.smallest_subnormal) < 2.0**-126 or lo < -126:
+        why = f"its products reach below binary32's normal range (2**{lo})"
+    elif bits + 2 * fs.precision > 24:
+        why = f"a term's significand takes {bits} + 2 x {fs.precision} bits, more than binary32's 24"
+    elif SB & (SB - 1) or (G and SB % G):
+        why = f"its scale block ({SB}) is not a power of two holding whole groups of {G}"
+    U = (G or min(SB, L)) if why is None else 1
+    return dict(FAST=why is None, U=U, WHY=why)
+
+
 def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
     """The fast path's exponent codes of A (``E_fmt + 127``, or the kernel's NONE for zeros and non-finite
     values; int32, contiguous), by the kernel module's own rule (its exponent_kernel): read once per value,
@@ -526,15 +570,21 @@ def _launch_sizes(block_m: int | None, block_n: int | None, num_warps: int | Non
 
 
 def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, specials: bool | None = None,
-                        block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None) -> Any:
+                        block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
+                        fast: bool | None = None) -> Any:
     """D = a @ b + c of a block-scaled ``model`` by its kernel (:mod:`.triton_scaled`), on torch float32
     tensors of one device: ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the
     model's formats (nothing is checked here), k a multiple of the scale block SB; their scales, values of
     the scale format (NaN allowed), one per scale block: ``sa`` (m, k / SB), ``sb`` (k / SB, n).  Returns a
-    new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``block_m``/``block_n``/``num_warps``: launch
-    parameters (defaults 16 x 16, 4 warps: the block's (16, L, 16) int64 products, as the general path; on
-    the CPU no larger than D)."""
+    new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``fast``: whether to take the fast path
+    (:func:`scaled_fast_constants`; None: where it holds, False: the general path, True: refused where it
+    does not hold).  ``block_m``/``block_n``/``num_warps``: launch parameters (defaults: the general path
+    16 x 16, 4 warps: the block's (16, L, 16) int64 products; the fast path 64 x 64, 8 warps: ptxas for sm_90
+    gives 255 registers and 56 to 80 bytes of stack where 4 warps spill 1 KB and 32 x 32 x 4 takes 168
+    registers, not yet timed on a GPU; on the CPU no larger than D)."""
     _launch_sizes(block_m, block_n, num_warps)
+    if fast not in (None, True, False):
+        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
     torch = _torch()
@@ -547,14 +597,21 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
         raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),
                             f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // const['SB']}) and sb "
                             f"({k // const['SB']}, {n}), one per {const['SB']} products (k a multiple of it)")
+    path = scaled_fast_constants(model)
+    if fast and not path["FAST"]:
+        raise ArgumentError("fast", True, "the block-scaled fast path does not hold "
+                            f"{model.arithmetic_model().summary()}: {path['WHY']}", use={"fast": None})
+    if fast is False:
+        path = dict(path, FAST=False)
+    const.update(FAST=path["FAST"], U=path["U"])
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
     if a.device.type == "cpu":  # the interpreter: its reductions go element by element, so no tile beyond D
         bm, bn = block_m or min(16, 1 << (m - 1).bit_length()), block_n or min(16, 1 << (n - 1).bit_length())
     else:
-        bm, bn = block_m or 16, block_n or 16
-    warps = num_warps or 4
+        bm, bn = block_m or (64 if path["FAST"] else 16), block_n or (64 if path["FAST"] else 16)
+    warps = num_warps or (8 if path["FAST"] and a.device.type != "cpu" else 4)
     p = plan(model.arithmetic_model(), k)
     _kernel("scaled")[(-(-m // bm), -(-n // bn))](
         a, b, c, d, sa, sb, m, n, k, p.padded, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
@@ -564,12 +621,13 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
 
 
 def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray, *,
-                block_m: int | None = None, block_n: int | None = None) -> np.ndarray:
+                block_m: int | None = None, block_n: int | None = None, fast: bool | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ Bt.T + C of a block-scaled ``model``, by its Triton kernel, with the
     scales of A (m, k / scale_block) and of B transposed (n, k / scale_block); values already checked and in
     the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).  The scales go to the device
     one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
-    product k's as ``k // scale_block``).  A GEMM that cannot fit the device is refused first."""
+    product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.  A GEMM that cannot fit
+    the device is refused first."""
     torch = _torch()
     const = constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
@@ -581,7 +639,7 @@ def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: 
         return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
 
     d = scaled_gemm_tensors(model, on(A), on(Bt.T), on(C), on(SA), on(SBt.T), specials=specials,
-                            block_m=block_m, block_n=block_n)
+                            block_m=block_m, block_n=block_n, fast=fast)
     return d.cpu().numpy().astype(np.float64)
 
 

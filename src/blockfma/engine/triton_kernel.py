@@ -15,7 +15,7 @@ import triton.language as tl
 __all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
            "with_specials", "store_output", "add_c", "zero_pick",
            "products", "reduce_max", "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags",
-           "special_flags"]
+           "special_flags", "lane", "lane_exp", "scale", "lane_specials"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
@@ -791,3 +791,5 @@ store_output, add_c, zero_pick, products = _store, _add_c, _zero_pick, _products
 # and those of the block-scaled kernel (triton_scaled)
 reduce_max, reduce_min, reduce_sum = _max, _min, _sum
 aligned_sum, fused_value, term_zero_flags, special_flags = _aligned_sum, _fused_value, _term_zero_flags, _special_flags
+# and its fast path (the fast path's lanes, exponent codes, exact scalings and special flags)
+lane, lane_exp, scale, lane_specials = _lane, _lane_exp, _scale, _lane_specials

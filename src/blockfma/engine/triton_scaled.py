@@ -22,6 +22,12 @@ the block NaN.  The host (:func:`blockfma.engine.triton.scaled_gemm_tensors`) pa
 block (``sa`` (M, K / SB), ``sb`` (K / SB, N)); the kernel reads product k's as scale ``k // SB`` (the rule
 of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Imported only by that
 module, at first use (Triton reads TRITON_INTERPRET when a kernel is defined).
+
+The fast path (FAST, where :func:`blockfma.engine.triton.scaled_fast_constants` holds the model: every preset
+of today) computes the same block with one ``BLOCK_M x BLOCK_N`` register tile per lane: e_max from the
+integer exponent codes, then each term as a binary32 value, the exact product ``a*b`` (or a group's exact
+float32 sum) times the scales' significands, scaled by two exact powers of two to the cut's unit and
+converted to int64 (the conversion is the cut), summed in int64; its bounds are written out below.
 """
 # mypy: ignore-errors
 # ruff: noqa
@@ -111,6 +117,179 @@ def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: t
     return tk.with_specials(v, plus, nan, pos, ninf)
 
 
+
+# ---- the fast path: one (BLOCK_M, BLOCK_N) register tile per lane, float32 products, int64 terms -------------
+#
+# Taken where the host (blockfma.engine.triton.scaled_fast_constants) has shown it exact, for every value of the
+# model's formats (no look at the operands).  Its bounds, with Pa, Pb, Ps the significand bits of A's, B's and
+# the scales' formats and LO the lowest last place of a product (lowest_bit(fa) + lowest_bit(fb)):
+#
+# * every finite nonzero a, b is a binary32 normal (so tk.lane_exp reads E_fmt from its exponent field) and
+#   LO >= -126: a nonzero product |a*b| >= 2**LO is a binary32 normal of at most Pa + Pb bits, exact
+#   (e5m2 x e5m2: 2**-32 up to 57344**2 < 2**32; e2m1 x e2m1: 0.5 * 0.5 = 2**-2 up to 36);
+# * a term's "significand" q: the product (G = 0) or the float32 sum of a group's G products (G > 0: every
+#   partial sum a multiple of 2**LO below G * max|a| * max|b| = 2**H, so exact in any order, also where
+#   Triton contracts it into an FMA, where H - LO <= 24: e2m1, G = 16: 576 < 2**10, 12 bits);
+# * the scales' significands msa, msb (decoded by _decode_in: ue8m0 1, ue4m3 at most 4 bits) multiply into
+#   f1 = msa * msb * 2**k1, a normal (>= 2**-126) of at most 2 Ps bits, and q * f1 has at most
+#   bits(q) + 2 Ps <= 24 bits (the host's BITS bound: mxf8f6f4 4 + 4 + 2, mxf4/nvf4 12 + 8);
+# * the scaling: the term's value q * msa * msb * 2**(lsa + lsb) at the cut unit 2**(e_max - F) is
+#   q * msa * msb * 2**k with k = lsa + lsb - (e_max - F), applied as two exact scalings 2**k1, 2**k2
+#   (k1 = floor(k / 2), k2 = k - k1, k clamped to [-252, 200], so both are binary32 normals, tk.scale, and
+#   f1 < 2**(8 + 100) stays finite):
+#   for k >= 0 both are >= 1, q * f1 >= 2**LO is normal and every product is exact (the result is the term's
+#   magnitude below 2**53: the bound of blockfma.engine.scaled.supports); for k < 0 (k2 <= 0), where an
+#   intermediate or the result leaves binary32's normal range the exact value is below 2**-126, so below 1:
+#   it is cut to 0 whatever the GPU does with subnormals (flushed or not), as it is where k was clamped
+#   (k < -252 only where the exact value is below 2**(32 + 8 - 252)); a nonzero term never reaches k > 200
+#   (its exponent is at most e_max, and lsa = E(sa) - (Ps - 1): k <= F - E(a) - E(b) <= F - LO <= 53 + 126,
+#   F < 53 by scaled.supports; a group's k <= F), and a zero term is 0 at any scale;
+# * the conversion to int64 truncates toward zero: that is the cut (under FLOOR tl.floor first, and -1 for a
+#   negative nonzero term whose scaled value underflowed, as the truncated-fused fast path's _term does in int32);
+# * e_max from integer codes alone: E(a) + E(b) (tk.lane_exp) plus E(sa) + E(sb) (_decode_in) per product,
+#   or E(sa) + E(sb) per group with a nonzero product; e_zero for zero terms; C's.
+#
+# The int64 sum, C's term, the rounding, special values and NaN scales are the general path's helpers.  Zero
+# signs: only where exact zeros are +0 (IEEE_ZERO and NEG_ZERO take the general path, which has the terms'
+# signs).  Lanes go in units of U: U = min(SB, L) products sharing one pair of scales (G = 0) or one group
+# (U = G, within one scale block): f1, f2 are made once per unit.
+
+
+@triton.jit
+def _fast_term(q, f1, f2, FLOOR: tl.constexpr):
+    """The int64 cut terms of exact float32 term significands q at scale f1 * f2 (see above): (q * f1) * f2
+    truncated toward zero by the conversion, or floored (FLOOR; a zero scale f1 = 0 is a zero term)."""
+    x = (q * f1) * f2
+    if FLOOR:
+        t = tl.floor(x).to(tl.int64)
+        t = tl.where((q < 0) & (f1 > 0) & (t == 0), -1, t)
+    else:
+        t = x.to(tl.int64)
+    return t
+
+
+@triton.jit
+def _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB: tl.constexpr, S_EMIN: tl.constexpr,
+                 S_P: tl.constexpr):
+    """The scales of the unit of lanes from u of the block at k0 (1.0 past K, as the general path pads),
+    decoded: (msa, lsa, esa, nan_sa) (BLOCK_M,) and those of sb (BLOCK_N,)."""
+    ks = k0 + u + tl.full([1], 0, tl.int32)
+    live = ks < K
+    si = ks // SB
+    sa = tl.load(sa_rows + si * ssak, mask=live, other=1.0)
+    sb = tl.load(sb_cols + si * ssbk, mask=live, other=1.0)
+    _, msa, lsa, esa, _, nan_sa, _ = _decode_in(sa, S_EMIN, S_P)
+    _, msb, lsb, esb, _, nan_sb, _ = _decode_in(sb, S_EMIN, S_P)
+    return msa, lsa.to(tl.int32), esa.to(tl.int32), nan_sa, msb, lsb.to(tl.int32), esb.to(tl.int32), nan_sb
+
+
+@triton.jit
+def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, ssbk, d,
+                       L: tl.constexpr, G: tl.constexpr, U: tl.constexpr, SB: tl.constexpr, F: tl.constexpr,
+                       EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr, A_EMIN: tl.constexpr,
+                       B_EMIN: tl.constexpr, S_EMIN: tl.constexpr, S_P: tl.constexpr, C_EMIN: tl.constexpr,
+                       P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+                       SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
+                       NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """:func:`_scaled_block` on the fast path (see above): a first pass over the block's units and lanes for
+    e_max, a second for the cut terms; the block's rounded result as float32 (BLOCK_M, BLOCK_N)."""
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)  # (decoded again after the loops: fewer live registers)
+    emax = tl.where(zc, EZ, ec.to(tl.int32))
+    for u in range(0, L, U):
+        msa, lsa, esa, _, msb, lsb, esb, _ = _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB, S_EMIN, S_P)
+        szero = (msa == 0)[:, None] | (msb == 0)[None, :]  # a zero (or NaN) scale: zero terms
+        se = esa[:, None] + esb[None, :]
+        if G == 0:  # a term per product: E(a) + E(b) + E(sa) + E(sb), e_zero where a factor is zero
+            top = tl.full([BLOCK_M, BLOCK_N], -(1 << 21), tl.int32)  # two NONE exponents: no product
+            zrow = tl.full([BLOCK_M], 0, tl.int1)
+            zcol = tl.full([BLOCK_N], 0, tl.int1)
+            for l in range(u, u + U):
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
+                ea, za = tk.lane_exp(a, A_EMIN, SPECIALS)
+                eb, zb = tk.lane_exp(b, B_EMIN, SPECIALS)
+                top = tl.maximum(top, ea[:, None] + eb[None, :])
+                zrow = zrow | za
+                zcol = zcol | zb
+            te = tl.where(szero, EZ, top - 254 + se)
+            te = tl.where(zrow[:, None] | zcol[None, :], tl.maximum(te, EZ), te)
+        else:  # a term per group: E(sa) + E(sb) where some product of the group is not zero
+            nz = tl.full([BLOCK_M, BLOCK_N], 0, tl.int1)
+            for l in range(u, u + U):
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
+                ea, za = tk.lane_exp(a, A_EMIN, SPECIALS)
+                eb, zb = tk.lane_exp(b, B_EMIN, SPECIALS)
+                nz = nz | (~za[:, None] & ~zb[None, :])
+            te = tl.where(nz & ~szero, se, EZ)
+        emax = tl.maximum(emax, te)
+    unit = emax - F
+    nan = tl.full([BLOCK_M, BLOCK_N], 0, tl.int1)  # the products' special flags, and NaN scales by row and column
+    pos = nan
+    ninf = nan
+    nrow = tl.full([BLOCK_M], 0, tl.int1)
+    ncol = tl.full([BLOCK_N], 0, tl.int1)
+    s = tl.full([BLOCK_M, BLOCK_N], 0, tl.int64)
+    for u in range(0, L, U):
+        msa, lsa, esa, nsa, msb, lsb, esb, nsb = _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB, S_EMIN,
+                                                              S_P)
+        nrow = nrow | nsa
+        ncol = ncol | nsb
+        k = tl.minimum(tl.maximum(lsa[:, None] + lsb[None, :] - unit, -252), 200)
+        k1 = k >> 1
+        f1 = (msa[:, None] * msb[None, :]).to(tl.float32) * tk.scale(k1)
+        f2 = tk.scale(k - k1)
+        if G == 0:
+            for l in range(u, u + U):
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
+                if SPECIALS:
+                    a, b, nan, pos, ninf = tk.lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+                s = s + _fast_term(a[:, None] * b[None, :], f1, f2, FLOOR)
+        else:
+            q = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
+            for l in range(u, u + U):
+                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
+                if SPECIALS:
+                    a, b, nan, pos, ninf = tk.lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+                q = q + a[:, None] * b[None, :]
+            s = s + _fast_term(q, f1, f2, FLOOR)
+    unit64 = unit.to(tl.int64)
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)
+    cneg_f = nc & ~zc
+    tc = tk.cut(mc, unit64 - lc, cneg_f, FLOOR)
+    s = s + tl.where(cneg_f, -tc, tc)
+    v, s, plus = tk.fused_value(s, unit64, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v = tk.zero_pick(v, s, plus, zc, zc, zc, MODE, IEEE_ZERO, NEG_ZERO)  # (never IEEE_ZERO and NEG_ZERO here)
+    nan = nan | nan_c | nrow[:, None] | ncol[None, :]
+    return tk.with_specials(v, plus, nan, pos | (inf_c & ~nc), ninf | (inf_c & nc))
+
+
+@triton.jit
+def _general_block(a_ptr, b_ptr, sa_ptr, sb_ptr, rm, rn, lane, slot, M, N, K, k0, sam, sak, sbk, sbn, ssam, ssak,
+                   ssbk, ssbn, d, L: tl.constexpr, LP: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
+                   SB: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
+                   A_EMIN: tl.constexpr, A_P: tl.constexpr, B_EMIN: tl.constexpr, B_P: tl.constexpr,
+                   S_EMIN: tl.constexpr, S_P: tl.constexpr, LO: tl.constexpr, C_EMIN: tl.constexpr,
+                   P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
+                   SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
+                   NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+    """The block at k0 on the general path: its operands and scales loaded whole, :func:`_scaled_block`."""
+    GS: tl.constexpr = 1 if G == 0 else G  # products per term slot
+    kk = k0 + lane
+    live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
+    a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :], other=0.0)
+    b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N), other=0.0)
+    ks = k0 + slot * GS  # the first product of each term slot takes the slot's scales
+    slive = (ks < K) & (slot * GS < L)
+    si = ks // SB
+    sa = tl.load(sa_ptr + rm[:, None] * ssam + si[None, :] * ssak, mask=(rm[:, None] < M) & slive[None, :],
+                 other=1.0)
+    sb = tl.load(sb_ptr + si[:, None] * ssbk + rn[None, :] * ssbn, mask=slive[:, None] & (rn[None, :] < N),
+                 other=1.0)
+    return _scaled_block(a, b, sa, sb, d, lane, L, LP, G, T, F, EZ, FLOOR, WRAP, A_EMIN, A_P, B_EMIN, B_P,
+                        S_EMIN, S_P, LO, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                        NEG_ZERO, IEEE_ZERO, SPECIALS)
+
+
 @triton.jit(do_not_specialize=["M", "N", "K", "KP"])  # one compilation per model, not per shape
 def scaled_kernel(a_ptr, b_ptr, c_ptr, d_ptr, sa_ptr, sb_ptr, M, N, K, KP, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
                   ssam, ssak, ssbk, ssbn,
@@ -123,7 +302,7 @@ def scaled_kernel(a_ptr, b_ptr, c_ptr, d_ptr, sa_ptr, sb_ptr, M, N, K, KP, sam, 
                   NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr, STORE: tl.constexpr,
                   OUT_P: tl.constexpr, OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr,
                   OUT_SUBNORMALS: tl.constexpr, OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                  FAST: tl.constexpr, U: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """D = A @ B + C by blocks of L products over K (KP = K padded to whole blocks), C fused into every
     block (the block's result is the next block's C), stored into the output format where the model
     accumulates in a wider one (STORE); a (M, K), b (K, N), their scales sa (M, K / SB), sb (K / SB, N)."""
@@ -133,24 +312,21 @@ def scaled_kernel(a_ptr, b_ptr, c_ptr, d_ptr, sa_ptr, sb_ptr, M, N, K, KP, sam, 
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     lane = tl.arange(0, LP)
     slot = tl.arange(0, T)
-    GS: tl.constexpr = 1 if G == 0 else G  # products per term slot
     out_mask = (rm[:, None] < M) & (rn[None, :] < N)
     d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
+    rmc = tl.minimum(rm, M - 1)  # the fast path's rows and columns past M and N repeat the last (not stored)
+    rnc = tl.minimum(rn, N - 1)
     for k0 in range(0, KP, L):
-        kk = k0 + lane
-        live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
-        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :], other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N), other=0.0)
-        ks = k0 + slot * GS  # the first product of each term slot takes the slot's scales
-        slive = (ks < K) & (slot * GS < L)
-        si = ks // SB
-        sa = tl.load(sa_ptr + rm[:, None] * ssam + si[None, :] * ssak, mask=(rm[:, None] < M) & slive[None, :],
-                     other=1.0)
-        sb = tl.load(sb_ptr + si[:, None] * ssbk + rn[None, :] * ssbn, mask=slive[:, None] & (rn[None, :] < N),
-                     other=1.0)
-        acc = _scaled_block(a, b, sa, sb, d, lane, L, LP, G, T, F, EZ, FLOOR, WRAP, A_EMIN, A_P, B_EMIN, B_P,
-                            S_EMIN, S_P, LO, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
-                            NEG_ZERO, IEEE_ZERO, SPECIALS)
+        if FAST:
+            acc = _fast_scaled_block(a_ptr + rmc * sam, b_ptr + rnc * sbn, sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn,
+                                     k0, K, sak, sbk, ssak, ssbk, d, L, G, U, SB, F, EZ, FLOOR, WRAP, A_EMIN, B_EMIN,
+                                     S_EMIN, S_P, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                                     NEG_ZERO, IEEE_ZERO, SPECIALS, BLOCK_M, BLOCK_N)
+        else:
+            acc = _general_block(a_ptr, b_ptr, sa_ptr, sb_ptr, rm, rn, lane, slot, M, N, K, k0, sam, sak, sbk, sbn,
+                                 ssam, ssak, ssbk, ssbn, d, L, LP, G, T, SB, F, EZ, FLOOR, WRAP, A_EMIN, A_P, B_EMIN,
+                                 B_P, S_EMIN, S_P, LO, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
+                                 NEG_ZERO, IEEE_ZERO, SPECIALS)
         if STORE:
             acc = tk.store_output(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
         d = acc
