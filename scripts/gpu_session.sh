@@ -44,7 +44,7 @@ wait $probe; say "probe exit $?: $(tail -n 1 "$OUT/probe.log")"
 
 say "part 2: Triton GEMM speed (rows at 4096^3, tile sweep at 8192^3), fp32 matmul timed in the same run"
 timeout -k 10 "$T_GEMM" "$PY" benchmarks/bench_gpu.py --sizes 4096 --check-size 256 --repeat 2 \
-    --cases 'H100 (fp16|bf16|e4m3fn)->fp32|MI300X fp16->fp32|e2m1fn' --tiles 128x64x8,64x128x8,128x64x4 \
+    --cases 'H100 (fp16|bf16|e4m3fn)->fp32|MI300X fp16->fp32|B200' --tiles 128x64x8,64x128x8,128x64x4 \
     --sweep-size 8192 --no-general --record "$OUT/gemm-speed.json" >>"$log" 2>&1
 say "bench_gpu exit $?"
 
