@@ -87,7 +87,7 @@ from ..arguments import ArgumentError, Shown, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
-from ..plan import plan
+from ..plan import Plan, plan
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
@@ -261,7 +261,7 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
     L = m.block_width
     p = plan(m, 2 * m.step(L or 1))
     block = p.block
-    const = _fused_constants(m, block, specials)
+    const = _fused_constants(m, p, specials)
     if m.block_scaled:
         return dict(const, **_scaled_constants(block))
     late = block.family is Family.LATE_C
@@ -272,11 +272,11 @@ def constants(model: Model, specials: bool) -> dict[str, Any]:
                 LEADING=block.late_cut == "leading", C_EMAX=block.c_format.emax, C0_EMIN=p.first.c_format.emin)
 
 
-def _fused_constants(m: Model, block: Model, specials: bool) -> dict[str, Any]:
+def _fused_constants(m: Model, p: Plan, specials: bool) -> dict[str, Any]:
     """The compile-time parameters that the truncated-fused, late-c and block-scaled kernels share: the
-    block's (width, cut, rounding into its result format, zero signs), the plan's store and the output
-    format's."""
-    L = m.block_width
+    block's (``p.block``: width, cut, rounding into its result format, zero signs), the plan's store and the
+    output format's."""
+    L, block = m.block_width, p.block
     late = block.family is Family.LATE_C
     assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
     fmt, out = block.result_format, m.output_format
@@ -288,7 +288,7 @@ def _fused_constants(m: Model, block: Model, specials: bool) -> dict[str, Any]:
                 P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max), MODE=_MODES[block.output_rounding],
                 SUBNORMALS=bool(block.subnormals), OVER_POS=_overflow_code(fmt, pos),
                 OVER_NEG=_overflow_code(fmt, neg), NEG_ZERO=fmt.has_negative_zero,
-                IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials, STORE=plan(m, 2 * m.step(L)).store,
+                IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials, STORE=p.store,
                 OUT_P=out.precision, OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
                 OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
 
@@ -413,7 +413,9 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
     if not m.block_scaled:
         return dict(FAST=False, U=1, WHY="it is not block-scaled")
     why = _scaled_reason(m)
-    block = plan(m, 2 * m.step(m.block_width or 1)).block if why is None else m
+    if why is not None:
+        return dict(FAST=False, U=1, WHY=why)
+    block = plan(m, 2 * m.step(m.block_width or 1)).block
     fa, fb, fs = block.input_format, block.b_format, block.scale_format
     L, G, SB = block.block_width or 1, block.option("scale_group") or 0, block.option("scale_block") or 1
     lo = scaled.lowest_bit(fa) + scaled.lowest_bit(fb)
@@ -422,9 +424,7 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
         bits = h - lo
     else:
         bits = fa.precision + fb.precision
-    if why is not None:
-        pass
-    elif block.exact_zero != "positive" and block.result_format.has_negative_zero:
+    if block.exact_zero != "positive" and block.result_format.has_negative_zero:
         why = "it keeps no term signs for the IEEE sign of an exact zero (exact_zero='ieee')"
     elif min(fa.smallest_subnormal, fb.smallest_subnormal) < 2.0**-126 or lo < -126:
         why = f"its products reach below binary32's normal range (2**{lo})"
@@ -432,8 +432,7 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
         why = f"a term's significand takes {bits} + 2 x {fs.precision} bits, more than binary32's 24"
     elif SB & (SB - 1) or (G and SB % G):
         why = f"its scale block ({SB}) is not a power of two holding whole groups of {G}"
-    U = (G or min(SB, L)) if why is None else 1
-    return dict(FAST=why is None, U=U, WHY=why)
+    return dict(FAST=why is None, U=(G or min(SB, L)) if why is None else 1, WHY=why)
 
 
 def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
@@ -550,16 +549,19 @@ def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m:
     """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
     checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).
     A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
-    torch = _torch()
+    _torch()  # torch installed (or its install hint) before anything else
     constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
     check_fits(A.shape[0], A.shape[1], Bt.shape[0], dev, **GEMM_BYTES)
     specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-    a = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
-    b = torch.from_numpy(np.ascontiguousarray(Bt.T, dtype=np.float32)).to(dev)  # (k, n)
-    c = torch.from_numpy(np.ascontiguousarray(C, dtype=np.float32)).to(dev)
+    a, b, c = (_on_device(x, dev) for x in (A, Bt.T, C))  # B as (k, n)
     d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
     return d.cpu().numpy().astype(np.float64)
+
+
+def _on_device(x: np.ndarray, dev: Any) -> Any:
+    """A float64 array as a contiguous float32 tensor on ``dev`` (exact: values of formats within binary32)."""
+    return _torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
 
 
 def _launch_sizes(block_m: int | None, block_n: int | None, num_warps: int | None) -> None:
@@ -628,18 +630,14 @@ def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: 
     one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
     product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.  A GEMM that cannot fit
     the device is refused first."""
-    torch = _torch()
+    _torch()  # torch installed (or its install hint) before anything else
     const = constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
     m, k = A.shape
     check_fits(m, k + k // const["SB"], Bt.shape[0], dev, what="A, B and their scales, C and D in float32")
     specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-
-    def on(x: np.ndarray) -> Any:
-        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
-
-    d = scaled_gemm_tensors(model, on(A), on(Bt.T), on(C), on(SA), on(SBt.T), specials=specials,
-                            block_m=block_m, block_n=block_n, fast=fast)
+    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, Bt.T, C, SA, SBt.T))
+    d = scaled_gemm_tensors(model, a, b, c, sa, sb, specials=specials, block_m=block_m, block_n=block_n, fast=fast)
     return d.cpu().numpy().astype(np.float64)
 
 
