@@ -137,7 +137,9 @@ class _Tiles:
         torch = _torch()
         self.dev = torch_device(backend)
         self.p, self.gemm = p, gemm
-        self.flags = array.flags(p.block, A, B)
+        flags = array.flags(p.block, A, B)
+        # the block kernel of each block model the plan hands out (Plan.unit: the first step's may differ)
+        self.steps = {id(u): _step(u, *flags, self.dev.type) for u in (p.block, p.first)}
         self.A, self.B = _on(self.dev, A, p.padded), _on(self.dev, B, p.padded)
         self.EA = array.fmt_exponent(torch, p.block.input_format, array.finite(torch, self.A))
         self.EB = array.fmt_exponent(torch, p.block.b_format, array.finite(torch, self.B))
@@ -147,7 +149,7 @@ class _Tiles:
     def block(self, products: Index, D: Any) -> Any:
         ix = array_index(products)
         A, B, EA, EB = self.A[..., ix], self.B[..., ix], self.EA[..., ix], self.EB[..., ix]
-        step = _step(self.p.unit(products), *self.flags, self.dev.type)
+        step = self.steps[id(self.p.unit(products))]
         if not self.gemm:
             for r in range(0, D.shape[0], self.tile):
                 rs = slice(r, r + self.tile)
