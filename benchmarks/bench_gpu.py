@@ -240,6 +240,16 @@ def ptxas_report(tiles, show) -> list[dict]:
     from blockfma.engine.triton_kernel import gemm_kernel as kernel
 
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+    def usage(src: ASTSource, warps: int) -> str:
+        """cuobjdump's -res-usage text of a kernel compiled for sm_90 with ``warps`` warps."""
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            return subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                                  text=True, check=True).stdout
+
     rows = []
     for device, fin, fout in SWEEP_CASES:
         model = bf.device(device).model(fin, fout)
@@ -253,13 +263,7 @@ def ptxas_report(tiles, show) -> list[dict]:
                      if n.endswith("_ptr") or n in ("sam", "sbk", "scm", "sdm", "seam")}
             src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()},
                             attrs=attrs)
-            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                f.write(compiled.asm["cubin"])
-                f.flush()
-                usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
-                                       text=True, check=True).stdout
-            rows.append(_usage_row(usage, (device, fin, fout), bm, bn, warps, show))
+            rows.append(_usage_row(usage(src, warps), (device, fin, fout), bm, bn, warps, show))
     from blockfma.engine.triton_scaled import scaled_kernel
 
     for case in SCALED_CASES:  # the block-scaled kernel's fast path, at the same tiles
@@ -272,13 +276,7 @@ def ptxas_report(tiles, show) -> list[dict]:
             sig = {n: "constexpr" if n in const else "*fp32" if n.endswith("_ptr") else "i32" for n in names}
             src = ASTSource(fn=scaled_kernel, signature=sig,
                             constexprs={(names.index(n),): v for n, v in const.items()})
-            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                f.write(compiled.asm["cubin"])
-                f.flush()
-                usage = subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
-                                       text=True, check=True).stdout
-            row = _usage_row(usage, case, bm, bn, warps, show, SCALED_INSTRUCTION[case])
+            row = _usage_row(usage(src, warps), case, bm, bn, warps, show, SCALED_INSTRUCTION[case])
             rows.append(dict(row, path="fast" if fast["FAST"] else "general"))
     return rows
 
