@@ -96,6 +96,8 @@ def test_block_scaled_dask_gemm_errors():
         bf.gemm(A, B, model=model, scale_a=np.ones((4, 2)), scale_b=np.ones(3))
     with pytest.raises(ValueError, match="k = 40 must be a multiple of the scale block 32"):
         bf.gemm(da.ones((4, 40)), da.ones((40, 3)), model=model, scale_a=np.ones((4, 1)), scale_b=np.ones(1))
+    with pytest.raises(ValueError, match=r"scale_a=1.0: must hold 2 scales along K"):  # as in memory
+        bf.gemm(A, B, model=model, scale_a=1.0, scale_b=np.ones(2))
     with pytest.raises(ValueError, match="is not block-scaled and takes no scales"):
         bf.gemm(A, B, device="H100", input_format="fp16", scale_a=np.ones((4, 2)))
     bad = bf.gemm(A, B, model=model, scale_a=np.full((4, 2), 3.0), scale_b=np.ones(2))  # not an e8m0 value

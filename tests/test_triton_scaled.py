@@ -381,8 +381,9 @@ def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypat
     assert seen == [True, False]
     with pytest.raises(ArgumentError, match="fast"):
         tr.scaled_gemm(ieee, A, B.T, C, SA, SB.T, fast=True)
-    with pytest.raises(ArgumentError, match="fast"):
-        tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast="yes")
+    for bad in ("yes", 0, 1):  # a switch, not a number that happens to compare equal to one
+        with pytest.raises(ArgumentError, match=f"fast={bad!r}: must be True, False or None"):
+            tr.scaled_gemm(model, A, B.T, C, SA, SB.T, fast=bad)
     base = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
     bf16 = base.replace(name="", input_format="bf16", b_input_format=None)
     assert "exact bounds" in tr.scaled_fast_constants(bf16)["WHY"]  # the kernel runs it on neither path

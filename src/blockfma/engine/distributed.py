@@ -54,6 +54,8 @@ def _scales(da: Any, scale_a: Any, scale_b: Any, m: int, n: int, k: int, model: 
             raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {nb} scales of "
                                 f"{model.scale_format.name} along K (one per {block} products)")
         x = given_x = da.asarray(given)
+        if x.ndim == 0:  # as in memory: one scale per block along K, not one for everything
+            raise ArgumentError(name, given, f"must hold {nb} scales along K (one per {block} products of k = {k})")
         if name == "scale_b" and x.ndim == 1:
             x = x[:, None]
         try:

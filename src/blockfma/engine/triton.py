@@ -464,7 +464,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: 128 x 64 and 8 warps
     on the fast path on a GPU, else 16 x 16 and 4 warps)."""
     _launch_sizes(block_m, block_n, num_warps)
-    if fast not in (None, True, False):
+    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
         raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
     torch = _torch()
     if model.block_scaled:
@@ -585,7 +585,7 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     gives 255 registers and 56 to 80 bytes of stack where 4 warps spill 1 KB and 32 x 32 x 4 takes 168
     registers, not yet timed on a GPU; on the CPU no larger than D)."""
     _launch_sizes(block_m, block_n, num_warps)
-    if fast not in (None, True, False):
+    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
         raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
