@@ -150,8 +150,21 @@ class Accurate:
         return out.reshape(*a.shape[:-1], b.shape[-1])
 
     def run(self, a: Any, b: Any, choices: list[Choice]) -> Any:
-        """One 2-D product by the chosen method (no autograd), its Choice appended to ``choices``."""
-        C, info = _run(a.detach(), b.detach(), accuracy=self.accuracy, device=self.device, backend=self.backend)
+        """One 2-D product by :func:`blockfma.multiword.matmul` with ``accuracy=`` (no autograd), its Choice
+        appended to ``choices``: on real units (``backend="hardware..."``) the tensors go in as they are and
+        every step runs on their device (:mod:`.tensors`); on simulated units through host arrays, as the
+        simulator computes there."""
+        from .hardware import is_hardware
+        from .methods import matmul
+
+        a, b = a.detach(), b.detach()
+        kwargs = {"accuracy": self.accuracy, "device": self.device, "backend": self.backend, "return_info": True}
+        if is_hardware(self.backend):
+            C, info = matmul(a, b, **kwargs)
+            C = C.to(dtype=a.dtype)
+        else:
+            C, info = matmul(a.to("cpu").numpy(), b.to("cpu").numpy(), **kwargs)
+            C = _torch().from_numpy(np.asarray(C, dtype=np.float64)).to(device=a.device, dtype=a.dtype)
         choices.append(info["choice"])
         return C
 
@@ -167,22 +180,6 @@ class Accurate:
     def _append(self, call: Call) -> None:
         with self._lock:
             self.log.append(call)
-
-
-def _run(a: Any, b: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    """One 2-D product by :func:`blockfma.multiword.matmul` (``accuracy=`` in ``kwargs``), tensors in and out:
-    on real units (``backend="hardware..."``) the tensors go in as they are and every step runs on their
-    device (:mod:`.tensors`); on simulated units (a simulator backend) through host arrays, as the simulator
-    computes there."""
-    from .hardware import is_hardware
-    from .methods import matmul
-
-    if is_hardware(kwargs.get("backend")):
-        C, info = matmul(a, b, return_info=True, **kwargs)
-        return C.to(dtype=a.dtype), info
-    torch = _torch()
-    C, info = matmul(a.detach().to("cpu").numpy(), b.detach().to("cpu").numpy(), return_info=True, **kwargs)
-    return torch.from_numpy(np.asarray(C, dtype=np.float64)).to(device=a.device, dtype=a.dtype), info
 
 
 def accurate(accuracy: Any = "fp64", *, dtypes: Any = None, device: Any = None,

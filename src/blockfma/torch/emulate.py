@@ -63,7 +63,7 @@ import dataclasses
 import math
 import threading
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,9 +143,7 @@ class Emulation:
         self.model = model
         self.name = name or (self.device.name if self.device is not None else (model.name or model.summary()))
         self.log: list[Op] = []
-        self._routes: dict[tuple[torch.dtype, bool], Route] = {}
-        self._fp8: dict[tuple[torch.dtype, torch.dtype, bool], Route] = {}
-        self._blocks: dict[tuple[str, str, str, int], Route] = {}
+        self._routes: dict[tuple, Route] = {}  # (kind, ...) -> the route, chosen once
         self._modes: list[front.Mode] = []
         self._lock = threading.Lock()
         self._overrides = routes.overrides(self.device, overrides)
@@ -172,13 +170,17 @@ class Emulation:
         """How matmuls of ``dtype`` run under this emulation (ValueError where the device lacks the dtype)."""
         if dtype not in FORMATS:
             return Route(str(dtype).removeprefix("torch."), None, "not emulated: native torch")
-        tf32 = dtype == torch.float32 and tf32_enabled(torch)
-        key = (dtype, tf32)  # the TF32 switch may change between calls
-        if key not in self._routes:
+        tf32 = dtype == torch.float32 and tf32_enabled(torch)  # the TF32 switch may change between calls
+
+        def choose() -> Route:
             route = self._overrides.get(dtype) or routes.library(self.device, self.model, dtype, tf32)
-            if dtype in self._split:
-                route = routes.with_split(route, self._split[dtype])
-            self._routes[key] = route
+            return routes.with_split(route, self._split[dtype]) if dtype in self._split else route
+
+        return self._cached(("dtype", dtype, tf32), choose)
+
+    def _cached(self, key: tuple, choose: Callable[[], Route]) -> Route:
+        if key not in self._routes:
+            self._routes[key] = choose()
         return self._routes[key]
 
     def fp8_route(self, a_dtype: torch.dtype, b_dtype: torch.dtype, fast_accum: bool) -> Route:
@@ -187,10 +189,8 @@ class Emulation:
         ``model=`` where its input formats hold the operands'; without ``fast_accum`` a model that chains its
         blocks in its own accumulator (``c_entry="fused"``) is promoted: a fresh chain every ``PROMOTE_K``
         products, each chain's result added to an fp32 sum (``c_entry="after"``, ``instruction_k``)."""
-        key = (a_dtype, b_dtype, fast_accum)
-        if key not in self._fp8:
-            self._fp8[key] = routes.fp8(self.device, self.model, *key)
-        return self._fp8[key]
+        return self._cached(("fp8", a_dtype, b_dtype, fast_accum),
+                            lambda: routes.fp8(self.device, self.model, a_dtype, b_dtype, fast_accum))
 
     def block_route(self, a_format: str, b_format: str, scale_format: str, block: int) -> Route:
         """The route of a block-scaled ``torch._scaled_mm``: the device's block-scaled instruction for
@@ -200,9 +200,7 @@ class Emulation:
         where it is such a model; its (a.b + C) -> fp32 model chained over all of K (see
         :meth:`block_scaled_mm`)."""
         key = (a_format, b_format, scale_format, block)
-        if key not in self._blocks:
-            self._blocks[key] = routes.block(self.device, self.model, *key)
-        return self._blocks[key]
+        return self._cached(("block", *key), lambda: routes.block(self.device, self.model, *key))
 
     # --- the scaled GEMMs ----------------------------------------------------------------------------------------
     def scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,

@@ -1,12 +1,6 @@
-"""Which model computes a torch matmul under ``bf.torch.emulate``: :class:`Route` and the pure functions that
-choose one from a device (or a single ``model=``) for a dtype, an fp8 ``_scaled_mm`` or a block-scaled one.
-
-The rules (the ``bf.torch.emulate`` module docstring says them at length): fp16/bf16 take the device's
-probed library model, else its instruction model chained over K with the fp32 sum rounded once into the
-dtype (:func:`wrap`); fp32 takes TF32 where torch allows it, else the device's fp32 model, else an IEEE fp32
-chain in k order; fp8 ``_scaled_mm`` the device's fp8 -> fp32 model, promoted every :data:`PROMOTE_K`
-products without ``use_fast_accum``; block-scaled ones the instruction of :data:`BLOCK_KINDS`.
-"""
+"""Which model computes a torch matmul under ``bf.torch.emulate`` (its module docstring says the rules):
+:class:`Route`, and the pure functions that choose one from a device (or ``model=``) for a dtype
+(:func:`library`, :func:`override`), an fp8 ``_scaled_mm`` (:func:`fp8`) or a block-scaled one (:func:`block`)."""
 
 from __future__ import annotations
 
@@ -251,8 +245,5 @@ def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, si
 
 def overrides(dev: Device | None, given: Mapping[Any, Any] | None) -> dict[torch.dtype, Route]:
     """``overrides=`` as {dtype: Route}."""
-    out = {}
-    for key, value in (given or {}).items():
-        dtype = dtype_key(key)
-        out[dtype] = override(dev, dtype, value)
-    return out
+    keyed = ((dtype_key(key), value) for key, value in (given or {}).items())
+    return {dtype: override(dev, dtype, value) for dtype, value in keyed}
