@@ -59,7 +59,6 @@ grad) is emulated with the same routes, also when ``backward()`` runs after the 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 from collections import Counter
@@ -67,26 +66,19 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import formats as _formats
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
-from ..engine import dot, gemm
 from ..engine.api import check_backend
-from ..formats import RoundingMode
 from ..model import Model
 from ..report import table
 from ..torch_switches import tf32_enabled
-from . import front, mx, orders, routes, scaled
-from .bits import finish, from_numpy, to_numpy
-from .routes import BLOCK_KINDS, DTYPES, FORMATS, PROMOTE_K, Route
+from . import compute, front, mx, orders, routes, scaled
+from .routes import BLOCK_KINDS, FORMATS, PROMOTE_K, Route
 
 __all__ = ["emulate", "Emulation", "Route", "Op", "BLOCK_KINDS", "PROMOTE_K"]
-
-DOT_LIMIT = 1 << 22  # products of a batched matmul run as one bf.dot call (it copies its broadcast operands)
 
 
 @dataclass(frozen=True)
@@ -263,9 +255,8 @@ class Emulation:
         g = scaled.global_scale(global_a, global_b, a.device)
         scaled.check_bias(bias, n)
         B = mx.values(b.t()).T  # mat2.t() is (n, K) packed along K as A is
-        product = gemm(mx.values(a), B, model=route.model, scale_a=sa, scale_b=sb.T, backend=self.backend)
-        out = scaled.epilogue(route, torch.from_numpy(np.asarray(product, dtype=np.float32)).to(a.device),
-                              g.to(a.device), bias, out_dtype)
+        product = compute.block_scaled(mx.values(a), B, sa, sb.T, route, self.backend, a.device)
+        out = scaled.epilogue(route, product, g.to(a.device), bias, out_dtype)
         self.record(op, (a, b), route, 1)
         return out
 
@@ -321,59 +312,16 @@ class Emulation:
     def compute(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
         """D = A @ B + C by ``route`` for A (..., m, k), B (..., k, n), C None or of D's shape, batch axes
         equal, on the tensors' device; D's dtype is A's, or the model's output format for a route of fp8
-        operands.  A shape the route splits over K runs as :meth:`_split_k` says; tensors the Triton kernel
-        can take where they are (module docstring) run there; else on the host (:meth:`_host`).  No
-        autograd here (the torch front wraps it)."""
+        operands.  A shape the route splits over K runs as :func:`.compute.split_k` says; tensors the Triton
+        kernel can take where they are (:meth:`_on_tensors`) run there; else on the host
+        (:func:`.compute.host`).  No autograd here (the torch front wraps it)."""
         assert route.model is not None
         parts = route.parts(a.shape[-2], b.shape[-1], a.shape[-1])
         if parts > 1:
-            return self._split_k(a, b, c, route, parts)
+            return compute.split_k(self.compute, a, b, c, route, parts)
         if self._on_tensors(a, route):
-            return self._compute_tensors(a, b, c, route)
-        return self._host(a, b, c, route)
-
-    def _host(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
-        """:meth:`compute` on the host: a 2-D call is one ``bf.gemm``, a batched one one ``bf.dot`` over every
-        (batch, i, j) (the same arithmetic per element) up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per
-        slice.  Scaled routes scale each operand as a whole; stored ones round the model's result into the
-        dtype and add C after."""
-        assert route.model is not None
-        out_dtype = a.dtype if route.dtype in DTYPES else DTYPES[route.model.output_format.name]
-        A, B = to_numpy(a), to_numpy(b)
-        Cn = None if c is None else to_numpy(c)
-        ea = eb = 0
-        if route.scaled:
-            mdl = route.model
-            A64, B64 = _formats.from_numpy(A), _formats.from_numpy(B)
-            ea, eb = _pow2_scale(A64, mdl.input_format), _pow2_scale(B64, mdl.b_format)
-            A = _formats.round(mdl.input_format, np.ldexp(A64, ea), RoundingMode.TiesToEven)
-            B = _formats.round(mdl.b_format, np.ldexp(B64, eb), RoundingMode.TiesToEven)
-        D = self._product(A, B, None if route.stored else Cn, route)
-        if route.stored:
-            fmt = _formats.get(route.dtype)
-            with np.errstate(invalid="ignore", over="ignore"):
-                D64 = _formats.round(fmt, np.ldexp(_formats.from_numpy(D), -(ea + eb)), RoundingMode.TiesToEven)
-                if Cn is not None:  # one IEEE addition in the dtype (float64 holds the sum or rounds innocuously)
-                    D64 = _formats.round(fmt, D64 + _formats.from_numpy(Cn), RoundingMode.TiesToEven)
-            D = _formats.to_numpy(fmt, D64, check=False)
-        return from_numpy(D, out_dtype, a.device)
-
-    def _split_k(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route,
-                 parts: int) -> torch.Tensor:
-        """K cut into ``parts`` contiguous ranges of ceil(k / parts) products, each range's GEMM by the
-        route's model from +0 (fp32 partial sums), the partials added one after the other in binary32
-        (nearest even), then C added in binary32; NaN codes by the model (:func:`.bits.finish`)."""
-        whole = dataclasses.replace(route, split_k=())
-        k = a.shape[-1]
-        size = -(-k // parts)
-        total: torch.Tensor | None = None
-        for s in range(0, k, size):
-            part = self.compute(a[..., s:s + size], b[..., s:s + size, :], None, whole)
-            total = part if total is None else total + part
-        assert total is not None and total.dtype == torch.float32
-        if c is not None:
-            total = total + c.to(torch.float32)
-        return finish(route.model, total, torch.float32, computed=False)
+            return compute.on_device(a, b, c, route)
+        return compute.host(a, b, c, route, self.backend)
 
     def _on_tensors(self, a: torch.Tensor, route: Route) -> bool:
         """Whether this GEMM runs where its tensors are, by ``bf.engine.triton.gemm_tensors``: CUDA tensors
@@ -390,59 +338,7 @@ class Emulation:
         assert model is not None
         return here and model.subnormals and tr.supports(model) and tr.available()
 
-    def _compute_tensors(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
-                         route: Route) -> torch.Tensor:
-        """The GEMM on the tensors' device by the Triton kernel, slice by slice over batch axes; the float32
-        results finished as ``bf.gemm`` finishes them (:func:`.bits.finish`).  A GEMM that cannot fit the
-        device's free memory is refused first (``bf.engine.triton.check_fits``)."""
-        from ..engine import triton as tr
-
-        assert route.model is not None
-        model = route.model.arithmetic_model()
-        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-        lead = tuple(a.shape[:-2])
-        tr.check_fits(m * max(1, int(np.prod(lead))), k, n, a.device)
-        A, B = a.detach().to(torch.float32), b.detach().to(torch.float32)  # exact: values of <= 24 bits
-        C = torch.zeros(lead + (m, n), dtype=torch.float32, device=a.device) if c is None else \
-            c.detach().to(torch.float32)
-        D = torch.empty(lead + (m, n), dtype=torch.float32, device=a.device)
-        for idx in np.ndindex(*lead):
-            D[idx] = tr.gemm_tensors(model, A[idx], B[idx], C[idx])
-        out = a.dtype if route.dtype in DTYPES else DTYPES[model.output_format.name]
-        return finish(model, D, out)
-
-    def _product(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, route: Route) -> np.ndarray:
-        """The model's D = A @ B + C in its output format, batch axes equal."""
-        model, rnd = route.model, route.round_inputs
-        if A.ndim == 2:
-            return gemm(A, B, C, model=model, round_inputs=rnd, backend=self.backend)
-        m, k, n = A.shape[-2], A.shape[-1], B.shape[-1]
-        if int(np.prod(A.shape[:-2])) * m * n * k <= DOT_LIMIT:
-            return dot(A[..., :, None, :], np.swapaxes(B, -1, -2)[..., None, :, :], C, model=model, round_inputs=rnd,
-                       backend=self.backend)
-        out = np.empty(A.shape[:-2] + (m, n), dtype=model.output_format.dtype)
-        for idx in np.ndindex(*A.shape[:-2]):
-            out[idx] = gemm(A[idx], B[idx], None if C is None else C[idx], model=model, round_inputs=rnd,
-                            backend=self.backend)
-        return out
-
-
 _RANKS = {"mm": "both operands must be 2-D", "bmm": "operands must be 3-D with one batch size"}
-
-
-def _pow2_scale(x: np.ndarray, fmt: _formats.Format) -> int:
-    """e such that the largest finite magnitude of x times 2**e is at most fmt's largest value (0 when x has
-    no nonzero finite value)."""
-    finite = np.abs(x[np.isfinite(x)])
-    amax = float(finite.max()) if finite.size else 0.0
-    if amax == 0.0:
-        return 0
-    e = math.floor(math.log2(fmt.max / amax))
-    while math.ldexp(amax, e) > fmt.max:
-        e -= 1
-    while math.ldexp(amax, e + 1) <= fmt.max:
-        e += 1
-    return e
 
 
 # --- the handlers emulate brings to the torch front ------------------------------------------------------------

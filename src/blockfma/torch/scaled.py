@@ -12,7 +12,7 @@ import torch
 from ..arguments import ArgumentError, Shown
 from ..model import Family, Model
 from . import mx
-from .bits import finish
+from .compute import finish
 from .routes import FORMATS, FP8, Route
 
 __all__ = ["fp8_operands", "block_operands", "check_out_dtype", "check_scale_result", "scale", "check_bias",
