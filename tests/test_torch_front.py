@@ -1,4 +1,4 @@
-"""The torch front (blockfma.torch.front): a rule of a few methods plugs into the one interception layer and
+"""The torch front (blockfma.torch_front): a rule of a few methods plugs into the one interception layer and
 gets torch.matmul's shape rules, addmm/linear, out=, in-place forms and autograd; torch calls made inside the
 rule's gemm are not intercepted again.  A toy rule: float32 products computed in float64, rounded once."""
 
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from blockfma.arguments import ArgumentError  # noqa: E402
-from blockfma.torch import front  # noqa: E402
+from blockfma import torch_front as front  # noqa: E402
 
 
 class Wide:

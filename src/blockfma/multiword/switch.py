@@ -4,7 +4,7 @@
         y = x @ w                        # float64: the method :func:`.choose.choose` picks for this shape
     print(acc.log)                       # what each call chose
 
-:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch.front`, loaded when a block starts): inside
+:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts): inside
 the block ``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm`` and ``F.linear`` on tensors of the
 routed dtypes run through :func:`blockfma.multiword.matmul` with
 ``accuracy=``: each 2-D product (a batched one: each batch entry; a batched A times a 2-D B: folded into
@@ -94,7 +94,7 @@ class Accurate:
         return f"accurate({self.accuracy!r}, backend={self.backend!r})"
 
     def __enter__(self) -> Accurate:
-        from ..torch.front import Mode  # torch is optional: loaded when a block starts
+        from ..torch_front import Mode  # torch is optional: loaded when a block starts
 
         mode = Mode(self)
         mode.__enter__()
@@ -104,7 +104,7 @@ class Accurate:
     def __exit__(self, *exc: Any) -> None:
         self._modes.pop().__exit__(*exc)
 
-    # --- the rule of the torch front (:class:`blockfma.torch.front.Rule`) ------------------------------------
+    # --- the rule of the torch front (:class:`blockfma.torch_front.Rule`) ------------------------------------
     layer = "accurate()"
     adds_c = False  # torch adds alpha * P + beta * C after the product
 
@@ -118,7 +118,7 @@ class Accurate:
         if not why and c and getattr(c[0], "dtype", a.dtype) != a.dtype:
             why = "bias dtype differs" if op == "linear" else "C's dtype differs"
         if why:
-            from ..torch.front import shapes
+            from ..torch_front import shapes
 
             dtype = str(getattr(tensors[0], "dtype", "-")).removeprefix("torch.")
             self._append(Call(op, shapes(tensors), dtype, "native", note=why))
@@ -171,7 +171,7 @@ class Accurate:
     def record(self, op: str, tensors: Sequence[Any], route: None, products: int = 0,
                ran: Sequence[Choice] = ()) -> None:
         """Log a routed call: the methods its products ran (one label, or the labels joined by " / ")."""
-        from ..torch.front import shapes
+        from ..torch_front import shapes
 
         labels = sorted({c.option.label for c in ran})
         self._append(Call(op, shapes(tensors), str(tensors[0].dtype).removeprefix("torch."),

@@ -108,9 +108,9 @@ def on_device(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: R
 
 def split_k(whole_k: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
             route: Route, parts: int) -> torch.Tensor:
-    """K cut into ``parts`` contiguous ranges of ceil(k / parts) products, each range's GEMM by the
-    route's model from +0 (fp32 partial sums, by ``whole_k(a, b, None, route)``), the partials added one after the other in binary32
-    (nearest even), then C added in binary32; NaN codes by the model (:func:`finish`)."""
+    """K cut into ``parts`` contiguous ranges of ceil(k / parts) products, each range's GEMM by the route's
+    model from +0 (fp32 partial sums, by ``whole_k(a, b, None, route)``), the partials added one after the
+    other in binary32 (nearest even), then C added in binary32; NaN codes by the model (:func:`finish`)."""
     whole = dataclasses.replace(route, split_k=())
     k = a.shape[-1]
     size = -(-k // parts)

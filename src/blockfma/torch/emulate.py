@@ -55,6 +55,11 @@ with ``backend`` and come back on their device in their dtype: on a GPU that is 
 works: each emulated matmul is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @
 grad) is emulated with the same routes, also when ``backward()`` runs after the block.  Elementwise work
 (softmax, bias of a broadcast, batch sums of gradients) stays native.
+
+The pieces: :class:`Emulation` is a rule of the torch front (:mod:`blockfma.torch_front`: the mode, the
+handler table, torch.matmul's shape rules, the autograd Function), which ``bf.multiword.accurate`` shares;
+:mod:`.routes` chooses the routes, :mod:`.compute` computes a routed GEMM, :mod:`.scaled` reads the scaled
+GEMMs' operands and applies their epilogue.
 """
 
 from __future__ import annotations
@@ -69,13 +74,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .. import torch_front as front
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
 from ..engine.api import check_backend
 from ..model import Model
 from ..report import table
 from ..torch_switches import tf32_enabled
-from . import compute, front, mx, orders, routes, scaled
+from . import compute, mx, orders, routes, scaled
 from .routes import BLOCK_KINDS, FORMATS, PROMOTE_K, Route
 
 __all__ = ["emulate", "Emulation", "Route", "Op", "BLOCK_KINDS", "PROMOTE_K"]
@@ -121,8 +127,8 @@ def _check_arguments(device: Any, model: Any, overrides: Any, backend: Any, name
 class Emulation:
     """The context manager :func:`emulate` returns; reusable and nestable (the innermost block wins).
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype.
-    It is the torch front's rule (:class:`.front.Rule`) for the ops of its table, and brings the handlers of
-    ``_scaled_mm``, ``F.scaled_mm`` and ``scaled_dot_product_attention``."""
+    It is a rule of the torch front (:class:`blockfma.torch_front.Rule`) for the ops of its table, and
+    brings the handlers of ``_scaled_mm``, ``F.scaled_mm`` and ``scaled_dot_product_attention``."""
 
     layer = "emulate"  # how error messages name it
     adds_c = True  # C enters the model (alpha and beta are not modelled)

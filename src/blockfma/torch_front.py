@@ -1,5 +1,5 @@
-"""The one interception layer for torch's matmuls: ``bf.torch.emulate`` and ``bf.multiword.accurate`` each
-bring a :class:`Rule`; this module holds what they share.
+"""The torch front: the one interception layer for torch's matmuls.  ``bf.torch.emulate`` and
+``bf.multiword.accurate`` each bring a :class:`Rule`; this module holds what they share.
 
 Inside a :class:`Mode` the calls of the handler table (``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``,
 ``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers are
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ..arguments import ArgumentError
+from .arguments import ArgumentError
 
 __all__ = ["Rule", "Mode", "matmul", "shapes", "with_out"]
 
