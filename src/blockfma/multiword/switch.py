@@ -4,18 +4,18 @@
         y = x @ w                        # float64: the method :func:`.choose.choose` picks for this shape
     print(acc.log)                       # what each call chose
 
-:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts): inside
-the block ``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm`` and ``F.linear`` on tensors of the
-routed dtypes run through :func:`blockfma.multiword.matmul` with
-``accuracy=``: each 2-D product (a batched one: each batch entry; a batched A times a 2-D B: folded into
-one product, as torch folds it) is chosen for its own shape and data and run; the result is rounded once
-to nearest into the tensors' dtype (exact for float64, where the methods' results are float64 values)
-and comes back on the tensors' device.  ``addmm``/``baddbmm``/``linear`` add C (times beta) and scale by
-alpha with torch's own elementwise operations after the product.  On exit torch's native GEMMs are back.
+:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts):
+inside the block ``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm`` and ``F.linear`` on tensors
+of the routed dtypes run through :func:`blockfma.multiword.matmul` with ``accuracy=``: each 2-D product (a
+batched one: each batch entry; a batched A times a 2-D B: folded into one product, as torch folds it) is
+chosen for its own shape and data and run; the result is rounded once to nearest into the tensors' dtype
+(exact for float64, where the methods' results are float64 values) and comes back on the tensors' device.
+``addmm``/``baddbmm``/``linear`` add C (times beta) and scale by alpha with torch's own elementwise
+operations after the product.  On exit torch's native GEMMs are back.
 
 Autograd: a routed call is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad)
-runs through the chosen methods too (each 2-D product chosen for its own shape and data, logged as
-"backward grad_A" / "backward grad_B"), also when ``backward()`` runs after the block.
+runs through the chosen methods too (each 2-D product chosen for its own shape and data; one
+"backward grad_A" / "backward grad_B" entry per call), also when ``backward()`` runs after the block.
 
 Run natively and logged as such: other dtypes, empty operands, operands with NaN or infinities (torch's
 GEMM propagates them as DGEMM does; the methods refuse them), and calls with keywords the switch does not
@@ -109,13 +109,25 @@ class Accurate:
     adds_c = False  # torch adds alpha * P + beta * C after the product
 
     def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
-        """Whether this call runs natively (logged with the reason): other dtypes, empty operands, NaN or
-        infinite entries, keywords not modelled, operands of the wrong rank, a C of another dtype."""
+        """Whether this call runs natively, logged with the reason: an operand not a tensor, a dtype not
+        routed, empty or 0-d operands, NaN or infinite entries, keywords not modelled, operands of the wrong
+        rank, a C of another dtype."""
+        torch = _torch()
         *c, a, b = tensors
-        why = self._why_native(a, b) or (f"keywords {', '.join(sorted(keywords))} not modelled" if keywords else "")
-        if not why and dims is not None and (a.dim() != dims or b.dim() != dims):
+        why = ""
+        if any(not isinstance(t, torch.Tensor) for t in (a, b)):
+            why = "an operand is not a tensor"
+        elif b.dtype != a.dtype or a.dtype not in self.dtypes:
+            why = f"dtype {a.dtype} is not routed"
+        elif any(t.dim() == 0 or t.numel() == 0 for t in (a, b)):
+            why = "an empty or 0-d operand"
+        elif not all(bool(torch.isfinite(t).all()) for t in (a, b)):
+            why = "NaN or infinite entries: torch's GEMM propagates them (the methods refuse them)"
+        elif keywords:
+            why = f"keywords {', '.join(sorted(keywords))} not modelled"
+        elif dims is not None and (a.dim() != dims or b.dim() != dims):
             why = f"operands not {dims}-D (torch's error)"
-        if not why and c and getattr(c[0], "dtype", a.dtype) != a.dtype:
+        elif c and getattr(c[0], "dtype", a.dtype) != a.dtype:
             why = "bias dtype differs" if op == "linear" else "C's dtype differs"
         if why:
             from ..torch_front import shapes
@@ -123,19 +135,6 @@ class Accurate:
             dtype = str(getattr(tensors[0], "dtype", "-")).removeprefix("torch.")
             self._append(Call(op, shapes(tensors), dtype, "native", note=why))
         return bool(why)
-
-    def _why_native(self, a: Any, b: Any) -> str:
-        """Why these operands run natively ("" if they are routed)."""
-        torch = _torch()
-        if any(not isinstance(t, torch.Tensor) for t in (a, b)):
-            return "an operand is not a tensor"
-        if b.dtype != a.dtype or a.dtype not in self.dtypes:
-            return f"dtype {a.dtype} is not routed"
-        if any(t.dim() == 0 or t.numel() == 0 for t in (a, b)):
-            return "an empty or 0-d operand"
-        if not all(bool(torch.isfinite(t).all()) for t in (a, b)):
-            return "NaN or infinite entries: torch's GEMM propagates them (the methods refuse them)"
-        return ""
 
     def route_of(self, a: Any) -> None:
         """None: each 2-D product is chosen for its own shape and data when it runs."""
