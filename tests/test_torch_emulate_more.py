@@ -212,7 +212,7 @@ def test_tensor_path_equals_the_numpy_path(monkeypatch, dev, dtype, over):
         want_mm = A[1] @ B[0]
     if over == "wgmma":  # the kernel's IEEE -0 is finished to +0 by the model's rule
         assert emu.route(dtype).model.rounded_zero == "positive" and not torch.signbit(want[1, 3, 0])
-    module = importlib.import_module("blockfma.torch.emulate")  # the module (bf.torch.emulate is the function)
+    module = importlib.import_module("blockfma.torch.compute")  # where emulate calls bf.gemm and bf.dot
 
     def refuse(*args, **kwargs):
         raise AssertionError("the host path ran")
@@ -282,7 +282,7 @@ def test_cuda_tensors_run_on_the_card_and_equal_the_host_path(monkeypatch, dev, 
     A[0, 1, 2], B[1, 3, 1] = float("nan"), float("inf")
     with bf.torch.emulate(dev, backend="numpy"):
         want = torch.baddbmm(C, A, B)
-    module = importlib.import_module("blockfma.torch.emulate")
+    module = importlib.import_module("blockfma.torch.compute")
     monkeypatch.setattr(module, "gemm", lambda *a, **k: pytest.fail("the host path ran"))
     monkeypatch.setattr(module, "dot", lambda *a, **k: pytest.fail("the host path ran"))
     with bf.torch.emulate(dev):

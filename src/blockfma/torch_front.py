@@ -1,0 +1,233 @@
+"""The torch front: the one interception layer for torch's matmuls.  ``bf.torch.emulate`` and
+``bf.multiword.accurate`` each bring a :class:`Rule`; this module holds what they share.
+
+Inside a :class:`Mode` the calls of the handler table (``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``,
+``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers are
+intercepted.  Each call asks the rule whether it runs natively (:meth:`Rule.native`, which logs it then);
+else it runs with torch.matmul's semantics (1-D operands, broadcast batch axes; a batched A times a 2-D B
+folded into one product, as torch folds it) as one autograd Function whose forward is the rule's
+:meth:`Rule.gemm` and whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad) is the rule's ``gemm`` too,
+with the route the forward had (also when ``backward()`` runs after the block).  C enters the product where
+the rule says so (:attr:`Rule.adds_c`: the device adds it, and ``alpha``/``beta`` other than 1 (beta 0) are
+refused); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms copy the result.
+Torch calls made while a rule's ``gemm`` runs (a real unit's own matmuls) are never intercepted again, also
+not by an enclosing block.
+
+To add an interception: write a class with the :class:`Rule` methods and enter ``Mode(rule, extra)`` in its
+``__enter__`` (``extra``: handlers of ops the table lacks, called as ``handler(rule, func, *args, **kwargs)``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from .arguments import ArgumentError
+
+__all__ = ["Rule", "Mode", "matmul", "shapes", "with_out"]
+
+
+class Rule(Protocol):
+    """What an interception brings: which calls it routes, how a routed product is computed, what is logged."""
+
+    layer: str  #: the layer as error messages name it ("emulate", "accurate()")
+    adds_c: bool  #: C enters the product (alpha and beta are not modelled), or torch adds it after
+
+    def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
+        """Whether this call runs natively (the rule logs it then), or raise where it is an error.
+        ``tensors``: (a, b), or (c, a, b) with C (``addmm``'s input, ``linear``'s bias); ``keywords``: those the
+        front does not model; ``dims``: the rank the op requires (2 for mm, 3 for bmm; None for matmul)."""
+        ...
+
+    def route_of(self, a: torch.Tensor) -> Any:
+        """What fixes the arithmetic of a call, chosen when it is seen and kept for its backward."""
+        ...
+
+    def gemm(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Any, ran: list) -> torch.Tensor:
+        """D = A @ B (+ C) for (..., m, k) and (..., k, n) with equal batch axes, C None or D's shape; no
+        autograd; what ran may be appended to ``ran`` (handed to :meth:`record`)."""
+        ...
+
+    def record(self, op: str, tensors: Sequence[Any], route: Any, products: int = 0, ran: Sequence[Any] = ()) -> None:
+        """Log a routed call: its product's operands, the route, the number of 2-D products."""
+        ...
+
+
+_BUSY = threading.local()  # set while a rule's gemm runs in this thread: every block's mode lets torch be
+
+
+def shapes(tensors: Sequence[Any]) -> str:
+    """The tensors' shapes as the logs write them: ``4x8 x 8x2`` (a 0-d tensor ``()``)."""
+    return " x ".join("x".join(map(str, t.shape)) or "()" for t in tensors if isinstance(t, torch.Tensor))
+
+
+def with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """``result``, or copied into ``out`` (resized to it) where one was passed."""
+    if out is None:
+        return result
+    out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def _gemm(rule: Rule, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Any, ran: list) -> torch.Tensor:
+    was = getattr(_BUSY, "on", False)
+    _BUSY.on = True
+    try:
+        return rule.gemm(a, b, c, route, ran)
+    finally:
+        _BUSY.on = was
+
+
+def _backward(rule: Rule, op: str, a: torch.Tensor, b: torch.Tensor, route: Any) -> torch.Tensor:
+    ran: list = []
+    out = _gemm(rule, a, b, None, route, ran)
+    rule.record(op, (a, b), route, max(1, math.prod(a.shape[:-2])), ran)
+    return out
+
+
+class _Product(torch.autograd.Function):
+    """D = A @ B + C by the rule, its backward products by the rule with the forward's route."""
+
+    @staticmethod
+    def forward(ctx: Any, rule: Rule, route: Any, ran: list, a: torch.Tensor, b: torch.Tensor,
+                c: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        ctx.rule, ctx.route = rule, route
+        return _gemm(rule, a, b, c, route, ran)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        a, b = ctx.saved_tensors
+        grad = grad.to(a.dtype)
+        ga = gb = None
+        if ctx.needs_input_grad[3]:
+            ga = _backward(ctx.rule, "backward grad_A", grad, b.transpose(-1, -2), ctx.route)
+        if ctx.needs_input_grad[4]:
+            gb = _backward(ctx.rule, "backward grad_B", a.transpose(-1, -2), grad, ctx.route)
+        return None, None, None, ga, gb, grad if ctx.needs_input_grad[5] else None
+
+
+def matmul(rule: Rule, op: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
+    """torch.matmul(a, b) + c by the rule, logged as ``op`` (1-D operands, broadcast batch axes; a batched A
+    with a 2-D B is folded into one product, as torch folds it); C, where given, enters the product."""
+    squeeze = []
+    if a.dim() == 1:
+        a, squeeze = a.unsqueeze(0), squeeze + [-2]
+    if b.dim() == 1:
+        b, squeeze = b.unsqueeze(-1), squeeze + [-1]
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"{op} under {rule.layer}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                         f"multiplied ({a.shape[-1]} != {b.shape[-2]})")
+    m, n = a.shape[-2], b.shape[-1]
+    route, ran = rule.route_of(a), []
+    if b.dim() == 2 and a.dim() > 2:  # A's batch folded into its rows: one product, as torch runs it
+        lead = a.shape[:-2]
+        c2 = None if c is None else c.expand(*lead, m, n).reshape(-1, n)
+        out = _Product.apply(rule, route, ran, a.reshape(-1, a.shape[-1]), b, c2).reshape(*lead, m, n)
+        products = 1
+    else:
+        lead = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        c3 = None if c is None else c.expand(*lead, m, n)
+        out = _Product.apply(rule, route, ran, a.expand(*lead, *a.shape[-2:]), b.expand(*lead, *b.shape[-2:]), c3)
+        products = max(1, math.prod(lead))
+    rule.record(op, (a, b) if c is None else (c, a, b), route, products, ran)
+    for axis in squeeze:
+        out = out.squeeze(axis) if axis == -1 else out.squeeze(-2 if out.dim() >= 2 else -1)
+    return out
+
+
+# --- the handler table -------------------------------------------------------------------------------------------
+def _out(out: Any) -> dict[str, Any]:
+    return {} if out is None else {"out": out}
+
+
+def _h_matmul(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None) -> Any:
+    if rule.native("matmul", (a, b), (), None):
+        return func(a, b, **_out(out))
+    return with_out(matmul(rule, "matmul", a, b), out)
+
+
+def _h_rmatmul(rule: Rule, func: Any, b: Any, a: Any) -> Any:
+    return func(b, a) if rule.native("matmul", (a, b), (), None) else matmul(rule, "matmul", a, b)
+
+
+def _fixed(op: str, dims: int) -> Callable[..., Any]:
+    def handler(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
+        if rule.native(op, (a, b), tuple(kw), dims):
+            return func(a, b, **kw, **_out(out))
+        return with_out(matmul(rule, op, a, b), out)
+
+    return handler
+
+
+def _unit(rule: Rule, op: str, name: str, value: Any, fix: str) -> None:
+    if value != 1:
+        raise ArgumentError(name, value, f"{op} under {rule.layer} takes {name}=1 only (no scaling is modelled)",
+                            fix=fix)
+
+
+def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
+    def handler(rule: Rule, func: Any, c: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1, out: Any = None,
+                **kw: Any) -> Any:
+        if rule.native(op, (c, a, b), tuple(kw), dims):
+            return func(c, a, b, beta=beta, alpha=alpha, **kw, **_out(out))
+        if rule.adds_c:
+            _unit(rule, op, "alpha", alpha, "scale the product outside the call")
+            if beta != 0:
+                _unit(rule, op, "beta", beta, "pass beta=0 or 1, or scale C first")
+            result = matmul(rule, op, a, b, None if beta == 0 else c)
+        else:
+            p = matmul(rule, op, a, b)
+            result = (p if alpha == 1 else alpha * p) + (0 if beta == 0 else (c if beta == 1 else beta * c))
+        if beta == 0:
+            result = result.expand(torch.broadcast_shapes(result.shape, c.shape))
+        if func in (torch.Tensor.addmm_, torch.Tensor.baddbmm_):
+            return c.copy_(result)
+        return with_out(result, out)
+
+    return handler
+
+
+def _h_linear(rule: Rule, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
+    wt = w.t() if w.dim() == 2 else w
+    if rule.native("linear", (x, wt) if bias is None else (bias, x, wt), (), None):
+        return func(x, w, bias)
+    if rule.adds_c or bias is None:
+        return matmul(rule, "linear", x, wt, bias)
+    return matmul(rule, "linear", x, wt) + bias
+
+
+HANDLERS: dict[Any, Callable[..., Any]] = {
+    torch.matmul: _h_matmul, torch.Tensor.matmul: _h_matmul, torch.Tensor.__matmul__: _h_matmul,
+    torch.Tensor.__rmatmul__: _h_rmatmul,
+    torch.mm: _fixed("mm", 2), torch.Tensor.mm: _fixed("mm", 2),
+    torch.bmm: _fixed("bmm", 3), torch.Tensor.bmm: _fixed("bmm", 3),
+    torch.addmm: _addmm_like("addmm", 2), torch.Tensor.addmm: _addmm_like("addmm", 2),
+    torch.Tensor.addmm_: _addmm_like("addmm", 2),
+    torch.baddbmm: _addmm_like("baddbmm", 3), torch.Tensor.baddbmm: _addmm_like("baddbmm", 3),
+    torch.Tensor.baddbmm_: _addmm_like("baddbmm", 3),
+    F.linear: _h_linear,
+}
+
+
+class Mode(TorchFunctionMode):
+    """The TorchFunctionMode of one block: the table's calls (and ``extra``'s, which come first) go to their
+    handler with ``rule``; the rest, and everything while a rule's gemm runs, to torch (a mode is off while
+    its handler runs)."""
+
+    def __init__(self, rule: Rule, extra: Mapping[Any, Callable[..., Any]] | None = None) -> None:
+        super().__init__()
+        self.rule = rule
+        self.handlers = HANDLERS if not extra else {**HANDLERS, **extra}
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        handler = self.handlers.get(func)
+        if handler is None or getattr(_BUSY, "on", False):
+            return func(*args, **(kwargs or {}))
+        return handler(self.rule, func, *args, **(kwargs or {}))
