@@ -37,7 +37,7 @@ KNOWN_CYCLES: list[set[str]] = [
 # lowers the limit to the target, 15, once issue 30's branches are merged.  Lower a limit when the code goes
 # below it, so that it holds what was won.
 LONG_FUNCTION = 60
-MAX_LONG_FUNCTIONS = 33
+MAX_LONG_FUNCTIONS = 31
 MAX_SRC_LINES = 31_100
 
 
