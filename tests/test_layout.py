@@ -33,9 +33,9 @@ KNOWN_CYCLES: list[set[str]] = [
     {"probes", "probes.findings", "probes.infer", "smt", "smt.api", "smt.queries"},
 ]
 
-# The growth gates of issue 30.  Functions of 60 lines or more: 33 when this gate came in; the coordinator
-# lowers the limit to the target, 15, once issue 30's branches are merged.  Lower a limit when the code goes
-# below it, so that it holds what was won.
+# The growth gates of issue 30.  Functions of 60 lines or more: 33 when this gate came in, 31 once
+# probes.order's two were split; the coordinator lowers the limit to the target, 15, once issue 30's branches
+# are merged.  Lower a limit when the code goes below it, so that it holds what was won.
 LONG_FUNCTION = 60
 MAX_LONG_FUNCTIONS = 31
 MAX_SRC_LINES = 31_100
