@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TORCH  := $(VENV)/.torch
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test: $(TORCH)
 
 test-all: $(TORCH)
 	$(BIN)/python -m pytest -q
+
+# ruff (in the test extra, pinned) with the rules of pyproject.toml's [tool.ruff]; why those rules:
+# docs/contributing.md. CI runs it before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gemm.py

@@ -272,7 +272,6 @@ def test_torch_orders_survey_is_json():
 
     from blockfma.experiments.torch_orders import torch_orders
 
-    assert order.torch_orders is torch_orders  # the old name still works
     survey = torch_orders("cpu", sizes=(32,), dtypes=("fp32", "bf16"), shapes=((16, 16),), trials=50)
     json.dumps(survey)
     assert survey["environment"]["device"] == "cpu" and len(survey["runs"]) == 2

@@ -200,7 +200,7 @@ class _Parser:
         return tok
 
     def expect(self, op: str) -> None:
-        kind, tok = self.take()
+        tok = self.take()[1]
         if tok != op:
             raise _ParseError(f"expected {op!r}, found {tok!r}")
 

@@ -1,6 +1,7 @@
 """Where a result comes from: the versions, the date, the commit and the machine, for every record written
 (benchmarks, reproductions, the report, hardware runs).  One place, so that every record says the same
-things the same way."""
+things the same way.  It imports no other blockfma module but :mod:`.optional` and :mod:`.version`, so
+that anything may use it (the probes' and the multiword units' device metadata is :func:`device_info`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "provenance", "now"]
+from .optional import require
+from .version import __version__
+
+__all__ = ["git_commit", "provenance", "now", "cpu_name", "device_info"]
 
 _SOURCE = Path(__file__).resolve().parent  # src/blockfma: inside the repository in a checkout
 
@@ -37,16 +41,40 @@ def git_commit(where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     return {"commit": head, "dirty": None if status is None else bool(status)}
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def device_info(device: Any) -> dict[str, Any]:
+    """What a torch device is: device, name (``torch.cuda.get_device_name`` on CUDA), compute capability,
+    multiprocessors and memory on CUDA, the torch and CUDA versions, torch's CPU threads."""
+    torch = require("torch", extra="torch", needed_by="device_info", what="PyTorch, which is not installed")
+    dev = torch.device(device)
+    info: dict[str, Any] = {"device": str(dev), "torch": torch.__version__}
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        info.update(name=torch.cuda.get_device_name(dev), compute_capability=f"{props.major}.{props.minor}",
+                    multiprocessors=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 2),
+                    cuda=torch.version.cuda)
+    else:
+        info.update(name=cpu_name(), threads=torch.get_num_threads())
+    return info
+
+
 def provenance(device: Any = None) -> dict[str, Any]:
     """The date, blockfma's version and commit, Python's, numpy's and ml_dtypes' versions, the host, its system and
     architecture, its CPU and core count; with a torch ``device`` (``"cuda"``, ``"cpu"``, a torch.device) also what
-    :func:`blockfma.probes.runtime.device_info` says of it (GPU name, compute capability, memory, torch and
-    CUDA versions)."""
+    :func:`device_info` says of it (GPU name, compute capability, memory, torch and CUDA versions)."""
     import ml_dtypes
     import numpy as np
-
-    from . import __version__
-    from .probes.runtime import cpu_name
 
     meta: dict[str, Any] = {"date": now(), "blockfma": __version__, **git_commit(),
                             "python": platform.python_version(), "numpy": np.__version__,
@@ -54,7 +82,5 @@ def provenance(device: Any = None) -> dict[str, Any]:
                             "machine": f"{platform.system()} {platform.machine()}", "cpu": cpu_name(),
                             "cpus": os.cpu_count()}
     if device is not None:
-        from .probes.runtime import device_info
-
         meta.update(device_info(device))
     return meta

@@ -32,6 +32,9 @@ from typing import Any
 import numpy as np
 
 from . import formats as _formats
+from .devices import device as _device
+from .engine import dot
+from .progress import reporter
 
 __all__ = ["Replay", "REPO", "HARDWARE", "GOLDEN_DEFAULT", "golden_root", "golden_missing", "golden", "records",
            "probe_records", "replay_all", "EXAMPLES", "golden_sets", "golden_set", "record_files", "record_paths",
@@ -154,9 +157,6 @@ def golden_set(device: str, fmt: str, out: str, root: Path | None = None, *, mod
     """One golden set replayed through the device's preset (or ``model``): the rows zero-padded to the
     fragment's k as the kernels ran them, C = 0 for the H100 fp8 runs and C rounded to binary16 for fp16
     outputs (the README of the data says why)."""
-    from .devices import device as _device
-    from .engine import dot
-
     t0 = time.perf_counter()
     folder = (golden_root() if root is None else Path(root)) / GOLDEN_SOURCE / device / fmt
     a = _hex_rows(folder / f"a_{device}_{fmt}.txt")
@@ -226,8 +226,6 @@ def _operand(fmt: str, values: list[str], codes: list[str] | None) -> np.ndarray
 def record_preset(name: str, formats: dict[str, str]) -> Any:
     """The H100 preset model of a recorded path (``mma...``, ``wgmma...``; fp8 ``mma.sync``: the fp16 HMMAs
     the SASS shows, per shape)."""
-    from .devices import device as _device
-
     fa, fb, fd = formats["a"], formats["b"], formats["d"]
     instruction = "wgmma" if name.startswith("wgmma") else "mma"
     if instruction == "mma" and fa in ("e4m3fn", "e5m2"):
@@ -274,8 +272,6 @@ def record_path(record: str, name: str, entry: dict, nan_codes: dict | None = No
     reads them).  ``nan_codes``: {(a, b, c): (A's codes, B's codes)} for the rows whose NaN inputs the record
     wrote as ``nan`` (from the ``*-nan-inputs.json`` beside it); a row that needs them and has none is skipped.
     ``model``: another model in the preset's place."""
-    from .engine import dot
-
     t0 = time.perf_counter()
     model = record_preset(name, entry["formats"]) if model is None else model
     fa, fb, fc, fd = (entry["formats"][x] for x in "abcd")
@@ -330,8 +326,6 @@ record is replayed with the H100 presets: the same Hopper chip (sm_90), same ins
 
 def probe_preset(record: str, p: dict) -> Any:
     """The H100 preset of one probed path: ``mma``, ``wgmma``, the fp8 ``mma.sync`` per shape, or cuBLAS."""
-    from .devices import device as _device
-
     m = p["model"]
     fa, fb, fd = m["input"], m["input_b"] or m["input"], m["output"]
     t = p["target"]
@@ -349,8 +343,6 @@ def probe_preset(record: str, p: dict) -> Any:
 def probe_path(record: str, p: dict) -> Replay:
     """Every row one probe sent to the GPU, through the preset: the same value with the same sign, or NaN
     for NaN (the record keeps values, not codes)."""
-    from .engine import dot
-
     t0 = time.perf_counter()
     model = probe_preset(record, p)
     k = p["k"]
@@ -388,8 +380,6 @@ def replay_all(progress: Any = None, parts: Iterable[str] = ("golden", "records"
     """Every replay of ``parts`` (golden data where present, the project's records, the probe records), in
     that order, of ``devices`` (preset names; default all: the records are the H100's); ``progress``:
     :func:`blockfma.progress.reporter`'s argument."""
-    from .progress import reporter
-
     say = reporter(progress)
     names = None if devices is None else set(devices)
     out: list[Replay] = []

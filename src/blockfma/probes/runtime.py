@@ -13,10 +13,10 @@ CPU: the multiword records, ``compute_capability`` as ``"9.0"``).
 
 from __future__ import annotations
 
-import platform
 from typing import Any
 
 from ..optional import hint, require
+from ..provenance import cpu_name, device_info
 
 __all__ = ["TORCH_HINT", "TORCH_DTYPES", "import_torch", "is_torch", "torch_device", "device_info", "gpu_metadata", "cpu_name"]
 
@@ -63,34 +63,6 @@ def torch_device(backend: str) -> Any:
                              f"(0 to {torch.cuda.device_count() - 1})")
         dev = torch.device("cuda", index)
     return dev
-
-
-def device_info(device: Any) -> dict[str, Any]:
-    """What a torch device is: device, name (``torch.cuda.get_device_name`` on CUDA), compute capability,
-    multiprocessors and memory on CUDA, the torch and CUDA versions, torch's CPU threads."""
-    torch = import_torch()
-    dev = torch.device(device)
-    info: dict[str, Any] = {"device": str(dev), "torch": torch.__version__}
-    if dev.type == "cuda":
-        props = torch.cuda.get_device_properties(dev)
-        info.update(name=torch.cuda.get_device_name(dev), compute_capability=f"{props.major}.{props.minor}",
-                    multiprocessors=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 2),
-                    cuda=torch.version.cuda)
-    else:
-        info.update(name=cpu_name(), threads=torch.get_num_threads())
-    return info
-
-
-def cpu_name() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name") and ":" in line:
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
 
 
 def gpu_metadata() -> dict[str, Any]:

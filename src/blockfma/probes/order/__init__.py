@@ -26,8 +26,8 @@ batched ``f(X) -> y`` over rows of summands, with the formats the probe needs to
 and the blockfma simulator (:func:`sim_target`).  :func:`evaluate` adds inputs in a tree's order with a
 given rounding per node, and :func:`verify` holds a recovered tree to its target on fresh inputs (the
 closed loop).  The survey of torch.matmul over dtypes, switches, K and shapes is an experiment,
-:func:`blockfma.experiments.torch_orders.torch_orders` (also reachable here as ``torch_orders``).  The page
-``docs/probes-order.md`` explains the choices and lists what was found.
+:func:`blockfma.experiments.torch_orders.torch_orders`; ``docs/probes-order.md`` explains the choices and
+lists what was found.
 
 One module a job: :mod:`.tree` (the SumTree, its text form and its named shape), :mod:`.builders` (the
 common trees), :mod:`.targets` (SumTarget and its adapters: the protocol of
@@ -36,8 +36,6 @@ common trees), :mod:`.targets` (SumTarget and its adapters: the protocol of
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from .builders import blocked, pairwise, sequential, split_k
 from .infer import OrderResult, ProbeScale, infer_order, probe_scale
@@ -68,15 +66,5 @@ __all__ = [
     "evaluate",
     "block_op",
     "verify",
-    "torch_orders",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """``torch_orders``, the survey of torch.matmul, now lives in :mod:`blockfma.experiments.torch_orders`
-    (it uses this package, so it is loaded on first use rather than imported here)."""
-    if name == "torch_orders":
-        from ...experiments.torch_orders import torch_orders
-
-        return torch_orders
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

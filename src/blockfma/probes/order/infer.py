@@ -188,6 +188,87 @@ def _inconsistent(name: str, detail: str) -> OrderError:
                       "scale=probe_scale(target, ratio=...))")
 
 
+def _all_pairs(prober: _Prober, n: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Every pair probed in one round; returns the lookup of their sizes."""
+    pairs = np.array(list(itertools.combinations(range(n), 2)), dtype=np.int64)
+    table = np.zeros((n, n), dtype=np.int64)
+    table[pairs[:, 0], pairs[:, 1]] = table[pairs[:, 1], pairs[:, 0]] = prober.measure(pairs)
+    return lambda pairs: table[pairs[:, 0], pairs[:, 1]]
+
+
+def _pivot_rounds(measure: Callable[[np.ndarray], np.ndarray], n: int, name: str) -> list[Any]:
+    """The pivot recursion over rounds of probes (``measure``: pairs -> the size of each pair's smallest
+    common subtree).  A task is (members, ceiling): find the subtrees that are children of the node of
+    ``ceiling`` inputs and hold exactly ``members``; the root task has the ceiling n + 1 (no node is that
+    large).  Returns each task's plan, ``("leaf", i)`` or ``("path", pivot, [(size, task), ...], rest)``; a
+    task's sub-tasks come after it."""
+    members: list[list[int]] = [list(range(n))]
+    ceiling: list[int] = [n + 1]
+    plans: list[Any] = [None]
+    pending = [0]
+
+    def task(group: list[int], top: int) -> int:
+        members.append(group)
+        ceiling.append(top)
+        plans.append(None)
+        pending.append(len(members) - 1)
+        return len(members) - 1
+
+    while pending:
+        ready = [t for t in pending if len(members[t]) >= 2]
+        for t in pending:
+            if len(members[t]) == 1:
+                plans[t] = ("leaf", members[t][0])
+        pending = []
+        if not ready:
+            break
+        pairs = np.array([(members[t][0], q) for t in ready for q in members[t][1:]], dtype=np.int64)
+        got = measure(pairs)
+        start = 0
+        for t in ready:
+            pivot, others, top = members[t][0], members[t][1:], ceiling[t]
+            sizes = got[start:start + len(others)]
+            start += len(others)
+            if (sizes > top).any():
+                k = int(np.flatnonzero(sizes > top)[0])
+                raise _inconsistent(name, f"inputs {pivot} and {others[k]} join in a subtree of {sizes[k]} inputs, "
+                                          f"inside one of {top}")
+            groups: dict[int, list[int]] = {}
+            for q, s in zip(others, sizes.tolist()):
+                groups.setdefault(s, []).append(q)
+            path = []
+            below = 1
+            for s in sorted(groups):
+                if s == top:
+                    continue
+                below += len(groups[s])
+                if below != s:
+                    raise _inconsistent(name, f"input {pivot} joins {len(groups[s])} inputs ({few(groups[s])}) "
+                                              f"in a subtree of {s} inputs, but {below} inputs lie in or below it")
+                path.append((s, task(groups[s], s)))
+            plans[t] = ("path", pivot, path, task(groups[top], top) if top in groups else None)
+    return plans
+
+
+def _assemble(plans: list[Any], n: int, name: str) -> SumTree:
+    """The tree of :func:`_pivot_rounds`'s plans, built bottom-up (a task's sub-tasks come after it)."""
+    forests: list[list[Any]] = [[] for _ in plans]
+    for t in range(len(plans) - 1, -1, -1):
+        plan = plans[t]
+        if plan[0] == "leaf":
+            forests[t] = [plan[1]]
+            continue
+        _, pivot, path, rest = plan
+        node: Any = pivot
+        for _s, sub in path:
+            node = SumTree((node, *forests[sub]))
+        forests[t] = [node] + (forests[rest] if rest is not None else [])
+    root = forests[0]
+    if len(root) != 1 or not isinstance(root[0], SumTree) or root[0].size != n:
+        raise _inconsistent(name, "the subtrees found do not join in one root")
+    return root[0]
+
+
 def infer_order(target: SumTarget, *, method: Literal["adaptive", "all-pairs"] = "adaptive",
                 scale: ProbeScale | None = None) -> OrderResult:
     """Infer the summation tree of ``target`` (FPRev's probes; see the module docstring).
@@ -210,82 +291,8 @@ def infer_order(target: SumTarget, *, method: Literal["adaptive", "all-pairs"] =
            fix="probe fewer summands" + ("; method='adaptive' needs n**2" if method == "all-pairs" else ""))
     scale = probe_scale(target) if scale is None else scale
     prober = _Prober(target, scale)
-    table: np.ndarray | None = None
-    if method == "all-pairs":
-        pairs = np.array(list(itertools.combinations(range(n), 2)), dtype=np.int64)
-        table = np.zeros((n, n), dtype=np.int64)
-        got = prober.measure(pairs)
-        table[pairs[:, 0], pairs[:, 1]] = got
-        table[pairs[:, 1], pairs[:, 0]] = got
-
-    # a task: (members, ceiling): find the subtrees that are children of the node of `ceiling` inputs and
-    # hold exactly `members`.  The root task has the ceiling n + 1 (no node is that large).
-    members: list[list[int]] = [list(range(n))]
-    ceiling: list[int] = [n + 1]
-    plans: list[Any] = [None]
-    pending = [0]
-    while pending:
-        ready = [t for t in pending if len(members[t]) >= 2]
-        for t in pending:
-            if len(members[t]) == 1:
-                plans[t] = ("leaf", members[t][0])
-        pending = []
-        if not ready:
-            break
-        pairs = np.array([(members[t][0], q) for t in ready for q in members[t][1:]], dtype=np.int64)
-        got = table[pairs[:, 0], pairs[:, 1]] if table is not None else prober.measure(pairs)
-        start = 0
-        for t in ready:
-            pivot, others = members[t][0], members[t][1:]
-            sizes = got[start:start + len(others)]
-            start += len(others)
-            top = ceiling[t]
-            if (sizes > top).any():
-                k = int(np.flatnonzero(sizes > top)[0])
-                raise _inconsistent(name, f"inputs {pivot} and {others[k]} join in a subtree of {sizes[k]} inputs, "
-                                          f"inside one of {top}")
-            groups: dict[int, list[int]] = {}
-            for q, s in zip(others, sizes.tolist()):
-                groups.setdefault(s, []).append(q)
-            path = []
-            below = 1
-            for s in sorted(groups):
-                if s == top:
-                    continue
-                below += len(groups[s])
-                if below != s:
-                    raise _inconsistent(name, f"input {pivot} joins {len(groups[s])} inputs ({few(groups[s])}) "
-                                              f"in a subtree of {s} inputs, but {below} inputs lie in or below it")
-                members.append(groups[s])
-                ceiling.append(s)
-                plans.append(None)
-                path.append((s, len(members) - 1))
-                pending.append(len(members) - 1)
-            rest = None
-            if top in groups:
-                members.append(groups[top])
-                ceiling.append(top)
-                plans.append(None)
-                rest = len(members) - 1
-                pending.append(rest)
-            plans[t] = ("path", pivot, path, rest)
-
-    # assemble bottom-up: a task's sub-tasks were created after it
-    forests: list[list[Any]] = [[] for _ in plans]
-    for t in range(len(plans) - 1, -1, -1):
-        plan = plans[t]
-        if plan[0] == "leaf":
-            forests[t] = [plan[1]]
-            continue
-        _, pivot, path, rest = plan
-        node: Any = pivot
-        for _s, sub in path:
-            node = SumTree((node, *forests[sub]))
-        forests[t] = [node] + (forests[rest] if rest is not None else [])
-    root = forests[0]
-    if len(root) != 1 or not isinstance(root[0], SumTree) or root[0].size != n:
-        raise _inconsistent(name, "the subtrees found do not join in one root")
-    tree = root[0]
+    measure = _all_pairs(prober, n) if method == "all-pairs" else prober.measure
+    tree = _assemble(_pivot_rounds(measure, n, name), n, name)
     all_pairs = np.concatenate(prober.pairs) if prober.pairs else np.zeros((0, 2), np.int64)
     all_sizes = np.concatenate(prober.sizes) if prober.sizes else np.zeros(0, np.int64)
     predicted = tree.lca_sizes()[all_pairs[:, 0], all_pairs[:, 1]]

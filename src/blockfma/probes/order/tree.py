@@ -357,18 +357,7 @@ def describe(tree: SumTree) -> Shape:
         return Shape("blocks", block=width)
     if _is_pairwise(tree):
         return Shape("pairwise")
-    # split-K: descend through nodes that add only sub-sums; the first nodes with an input are the parts
-    parts: list[SumTree] = []
-    stack = [tree]
-    top: list[SumTree] = []
-    while stack:
-        node = stack.pop()
-        if all(isinstance(c, SumTree) for c in node.children):
-            top.append(node)
-            stack.extend(c for c in node.children if isinstance(c, SumTree))
-        else:
-            parts.append(node)
-    parts.sort(key=lambda p: p.low)
+    parts, top = _parts(tree)
     ways, n = len(parts), tree.size
     if ways < 2:
         return Shape("other")
@@ -381,33 +370,50 @@ def describe(tree: SumTree) -> Shape:
         lanes = (np.arange(n) // max(chunk, 1)) % ways
         if chunk < 1 or any(p.mask != _bits(np.flatnonzero(lanes == k)) for k, p in enumerate(parts)):
             return Shape("other")
+    block = _parts_block(parts)
+    return Shape("other") if block is None else Shape(kind, block=block, ways=ways,
+                                                       combine=_combine(tree, parts, top), chunk=chunk)
+
+
+def _parts(tree: SumTree) -> tuple[list[SumTree], list[SumTree]]:
+    """The parts of a split-K tree, by their first input, and the nodes above them: descend through nodes
+    that add only sub-sums; the first nodes with an input are the parts."""
+    parts: list[SumTree] = []
+    stack = [tree]
+    top: list[SumTree] = []
+    while stack:
+        node = stack.pop()
+        if all(isinstance(c, SumTree) for c in node.children):
+            top.append(node)
+            stack.extend(c for c in node.children if isinstance(c, SumTree))
+        else:
+            parts.append(node)
+    parts.sort(key=lambda p: p.low)
+    return parts, top
+
+
+def _parts_block(parts: list[SumTree]) -> int | None:
+    """L where every part is a chain of L-blocks, all of one size but a smaller last one, else None."""
     sizes = [p.size for p in parts]
-    if any(s != sizes[0] for s in sizes[:-1]) or sizes[-1] > sizes[0]:
-        return Shape("other")
     found = [_chain_width(p) for p in parts]
     widths = [w for w in found if w is not None]
-    if len(widths) != len(parts):
-        return Shape("other")
+    if any(s != sizes[0] for s in sizes[:-1]) or sizes[-1] > sizes[0] or len(widths) != len(parts):
+        return None
     # a part of several blocks fixes L; a part of one node of w inputs fits any L >= w
     multi = {w for p, w in zip(parts, widths) if isinstance(p.children[0], SumTree)}
-    if len(multi) > 1:
-        return Shape("other")
-    block = multi.pop() if multi else max(widths)
-    if any(w > block for p, w in zip(parts, widths) if not isinstance(p.children[0], SumTree)):
-        return Shape("other")
-    # the tree of the partial sums, with part k as input k
+    single = [w for p, w in zip(parts, widths) if not isinstance(p.children[0], SumTree)]
+    block = multi.pop() if len(multi) == 1 else None if multi else max(single)
+    return block if block is not None and all(w <= block for w in single) else None
+
+
+def _combine(tree: SumTree, parts: list[SumTree], top: list[SumTree]) -> str:
+    """How the partial sums are added: the tree of the nodes above the parts, with part k as input k."""
     index = {id(p): k for k, p in enumerate(parts)}
     built: dict[int, Any] = {}
     for node in reversed(top):  # children of a top node were appended after it
         built[id(node)] = SumTree(tuple(index[id(c)] if id(c) in index else built[id(c)] for c in node.children))
     skeleton = built[id(tree)]
     if len(skeleton.children) == len(parts):
-        combine = "sequential" if len(parts) == 2 else "fused"
-    elif _chain_width(skeleton) == 1:
-        combine = "sequential"
-    elif _is_pairwise(skeleton):
-        combine = "pairwise"
-    else:
-        combine = "other"
-    return Shape(kind, block=block, ways=ways, combine=combine, chunk=chunk)
+        return "sequential" if len(parts) == 2 else "fused"
+    return "sequential" if _chain_width(skeleton) == 1 else "pairwise" if _is_pairwise(skeleton) else "other"
 
