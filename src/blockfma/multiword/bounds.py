@@ -42,7 +42,9 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, keywords
+from ..arguments import ArgumentError, integer, keywords
+from . import ozaki as _ozaki
+from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki
 
 __all__ = [
     "FORMATS",
@@ -60,6 +62,7 @@ __all__ = [
     "ozaki_bound",
     "ozaki_slices",
     "exponent_spread",
+    "ozaki2_bound",
     "MethodSpec",
     "METHODS",
     "methods",
@@ -579,12 +582,41 @@ def ozaki_slices(target_bits: float, slice_bits: int = 7, *, exponent_spread: in
     raise ValueError(f"no slice count up to 2000 reaches 2**-{target_bits}")
 
 
+def ozaki2_bound(k: int, n_moduli: int | None = None, *, moduli: Sequence[int] | None = None,
+                 scaling: str = "fast", exponent_spread: int = 0) -> float:
+    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one).
+
+    With P the product of the moduli and 2**L = sqrt(P/2) (a hair less), ozaki2 computes A' = trunc(2**sa_i A),
+    B' = trunc(2**sb_j B), the exact A' B' and one rounding to float64.  Per term, |2**sa_i a_il - A'_il| <
+    min(1, 2**sa_i |a_il|) and |A'_il| <= 2**sa_i |a_il| (likewise B), so term l of entry (i, j) is off by
+    less than (1 / (2**sa_i |a_il|) + 1 / (2**sb_j |b_lj|)) 2**(sa_i + sb_j) |a_il b_lj|, and zero where
+    a_il b_lj = 0.  The fast scaling (largest sa_i with 2**sa_i ||a_i||_2 <= 2**L) gives 2**-sa_i <
+    2**(1-L) ||a_i||_2 <= 2**(1-L) sqrt(k) max_l |a_il|; the accurate one (6-bit bounds, one unit GEMM)
+    2**(2-L) sqrt(k) max_l |a_il|.  With every nonzero |a_il| >= 2**-d_A max_l |a_il| (likewise d_B) and
+    2**d_A + 2**d_B <= 2**spread + 1 (spread = d_A + d_B, :func:`.bounds.exponent_spread`):
+
+        componentwise error <= c sqrt(2 k / P) (2**spread + 1) + 2**-53,   c = 2 (fast), 4 (accurate),
+
+    the last term the final rounding (|A' B'| <= 2**(sa_i+sb_j) (|A||B|)_ij).  No underflow assumed."""
+    k = integer("k", k, least=1)
+    mods = _ozaki.MODULI[:integer("n_moduli", n_moduli, least=1, most=len(_ozaki.MODULI))] if moduli is None \
+        else tuple(moduli)
+    if scaling not in ("fast", "accurate"):
+        raise ArgumentError("scaling", scaling, "must be 'fast' or 'accurate'")
+    spread = integer("exponent_spread", exponent_spread, least=0)
+    c = 2.0 if scaling == "fast" else 4.0
+    P = math.prod(mods)
+    r = c * math.sqrt(2.0 * k / P) * (1 + 2.0**-16) * (2.0**spread + 1)
+    return r + 2.0**-53
+
+
 # ---------------------------------------------------------------------------------------- the dispatcher
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """How :func:`bound` bounds a method: its kind ("mmm", "fabsum", "ozaki1"), words and formats, the word
-    products and where they are accumulated (as :mod:`blockfma.multiword.methods` runs them), its source."""
+    """How :func:`bound` bounds a method of :mod:`.registry`: its kind ("mmm", "fabsum", "ozaki1"), words and
+    formats, the word products ("triangle" or "all") and where they are accumulated (``schedule``: the
+    groups as the method runs them, 1-based), its source."""
 
     name: str
     kind: str
@@ -600,45 +632,25 @@ class MethodSpec:
     notes: str = ""
 
 
-_FASI = "[FHLMM] Theorem 2.1, Table 2.1"
-METHODS: dict[str, MethodSpec] = {s.name: s for s in [
-    MethodSpec("fp16", "mmm", 1, "fp16", source=_FASI, notes="fp16 inputs (rounded from any format) to a block "
-               "FMA accumulating in fp32: 2 u_fp16 + gamma_n(u_fp32); input_format='fp16' leaves gamma_n"),
-    MethodSpec("bf16", "mmm", 1, "bf16", source=_FASI),
-    MethodSpec("tf32", "mmm", 1, "tf32", source="[FHLMM] Theorem 2.1 with u_low = 2^-11; [VLJLV] 1xTF32"),
-    MethodSpec("fp32", "mmm", 1, "fp32", source="[FHLMM] eq. (2.1) with a scalar FMA (b = 1); [H02] sec. 3.1",
-               notes="plain fp32 GEMM: gamma_n(2^-24) for fp32 inputs (recursive summation in any order, with "
-               "or without FMA), plus 2 u + u^2 for rounding inputs of another format to fp32"),
-    MethodSpec("fp64", "mmm", 1, "fp64", high="fp64", input_format="fp64", source="[H02] sec. 3.1",
-               notes="plain fp64 GEMM: gamma_n(2^-53)"),
-    MethodSpec("double-fp16", "mmm", 2, "fp16", source=_FASI),
-    MethodSpec("double-bf16", "mmm", 2, "bf16", source=_FASI),
-    MethodSpec("triple-bf16", "mmm", 3, "bf16", source=_FASI),
-    MethodSpec("mmm", "mmm", source="[FHLMM] Theorem 2.1 (p= and low= required)"),
-    MethodSpec("markidis", "mmm", 2, "fp16", products="all", schedule=(((1, 1), (1, 2), (2, 1), (2, 2)),),
-               source="Markidis et al. 2018 as [FHLMM] sec. 2 describe it: all four products; eq. (2.5)",
-               notes="the four products chained in the unit with A1B1 first (as blockfma.multiword.methods "
-               "runs it), so A1B1's terms go through 4 unit calls: gamma_{4n+3} where Algorithm 2.1 has "
-               "gamma_{n+3}"),
-    MethodSpec("ootomo", "mmm", 2, "fp16", schedule=(((1, 2), (2, 1)), ((1, 1),)),
-               source="Ootomo and Yokota 2022; [FHLMM] Theorem 2.1 (residual scaling only avoids underflow)",
-               notes="corrections chained in the unit, then added to A1B1 outside, rounding to nearest"),
-    MethodSpec("3xtf32", "mmm", 2, "tf32", accumulate="inside",
-               source="[VLJLV] 3xTF32; [FHLMM] Theorem 2.1 with u_low = 2^-11"),
-    MethodSpec("4xtf32", "mmm", 2, "tf32", products="all", accumulate="inside",
-               source="[VLJLV] 4xTF32; [FHLMM] eq. (2.5)"),
-    MethodSpec("bf16x9", "mmm", 3, "bf16", products="all", accumulate="inside",
-               source="cuBLAS FP32 emulation with 9 bf16 products; [FHLMM] eq. (2.5) with p = 3",
-               notes="fp32 inputs fit in three bf16 words: input_format='fp32' drops the splitting error"),
-    MethodSpec("tf64", "mmm", 2, "fp32", high="fp64", accumulate="inside",
-               source="[VLJLV] TF64 (3 products; products='all' for their 4dsgemm); [FHLMM] Theorem 2.1 with "
-               "u_low = 2^-24, u_high = 2^-53",
-               notes="assumes the proposed TF64 unit: fp32 x fp32 products exact in fp64 (48 <= 53 bits), "
-               "accumulated in fp64 rounding to nearest (eq. 2.1 with u_high = 2^-53)"),
-    MethodSpec("fabsum-v1", "fabsum", acc_u=2**-24, source="[FHLMM] sec. 4.4, Algorithm 4.2"),
-    MethodSpec("fabsum-v2", "fabsum", acc_u=2**-53, source="[FHLMM] sec. 4.4, Algorithm 4.3"),
-    MethodSpec("ozaki1", "ozaki1", source="derived here (see ozaki_bound)"),
-]}
+def _of(e: Method | Mmm | Native | Ozaki | Fabsum) -> MethodSpec:
+    """The bound's view of a registry entry."""
+    if isinstance(e, Method):
+        groups = [[(i + 1, j + 1) for i, j in g] for g in e.groups()]
+        if groups == _schedule(_pairs(e.p, e.pattern), e.accumulate, None):
+            return MethodSpec(e.name, "mmm", e.p, e.low, e.high, e.pattern, e.accumulate, source=e.bound_source,
+                              notes=e.bound_notes)
+        # its own grouping (Markidis, Ootomo): Algorithm 2.1's where the products or accumulate= are overridden
+        return MethodSpec(e.name, "mmm", e.p, e.low, e.high, e.pattern, "outside", tuple(tuple(g) for g in groups),
+                          source=e.bound_source, notes=e.bound_notes)
+    if isinstance(e, Native):
+        return MethodSpec(e.name, "mmm", 1, e.name, e.high, input_format=e.input_format, source=e.source,
+                          notes=e.bound_notes)
+    if isinstance(e, Fabsum):
+        return MethodSpec(e.name, "fabsum", acc_u=e.acc_u, source=e.bound_source)
+    return MethodSpec(e.name, e.kind, source=e.bound_source)
+
+
+METHODS: dict[str, MethodSpec] = {n: _of(e) for n, e in REGISTRY.items() if getattr(e, "bounded", True)}
 """The methods :func:`bound` knows, by name (those of :func:`blockfma.multiword.methods`, where they exist)."""
 
 
