@@ -32,10 +32,12 @@ in practice, but they are not proved bounds for such units.
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator as _operator
 import sys
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,7 +45,7 @@ import numpy as np
 
 from .. import formats as _formats
 from ..arguments import ArgumentError, integer, keywords
-from . import ozaki as _ozaki
+from . import arrays, ozaki as _ozaki
 from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki
 
 __all__ = [
@@ -206,6 +208,93 @@ def _split_state(input_format: Any, p: int, u_low: float) -> str:
     return "exact" if t <= p * p_low else "general"
 
 
+@dataclass(frozen=True)
+class _Mmm:
+    """One :func:`mmm_bound` problem, its arguments checked: n, p, u_low (``u``), u_high (``uh``), the block
+    FMA's width and internal precision (None: u_high), the products, the split state, the execution groups,
+    whether the unit's gammas are probabilistic, whether the outside additions' are, and lambda."""
+
+    n: int
+    p: int
+    u: float
+    uh: float
+    b: int
+    ub: float | None
+    products: str
+    state: str
+    groups: list[list[Pair]]
+    unit_prob: bool
+    prob: bool
+    lam: float
+
+    def block(self, r: int) -> float:
+        """The relative error factor of r chained unit calls of inner dimension n (eq. 2.1; with a block
+        precision u_block != u_high, (1 + gamma_n(u_block)) (1 + gamma_{r ceil(n/b)}(u_high)) - 1)."""
+        if self.ub is None or self.ub == self.uh:
+            return _g(r * self.n, self.uh, self.unit_prob, self.lam)
+        return (1 + _g(r * self.n, self.ub, self.unit_prob, self.lam)) * (
+            1 + _g(r * -(-self.n // self.b), self.uh, self.unit_prob, self.lam)) - 1
+
+    def accumulated(self, r: int) -> float:
+        """gamma_{r n + p**2 - 1}(u_high): the block FMA's error through r unit calls and the p**2 - 1
+        additions of the products (the block precision's form where it differs from u_high)."""
+        pp = self.p * self.p - 1
+        if self.ub is None or self.ub == self.uh:
+            return _g(r * self.n + pp, self.uh, self.unit_prob, self.lam)
+        return (1 + self.block(r)) * (1 + _g(pp, self.uh, self.unit_prob, self.lam)) - 1
+
+    @property
+    def split(self) -> float:
+        """The splitting error 2u**p + u**2p (eq. 2.3), 0 where the words hold the inputs exactly."""
+        return 2 * self.u**self.p + self.u ** (2 * self.p) if self.state == "general" else 0.0
+
+    @property
+    def dropped(self) -> float:
+        """The products with i + j > p + 1 that the triangle leaves out (eq. 2.7); 0 for all p**2."""
+        p, u = self.p, self.u
+        return sum((p - i) * u ** (p + i - 1) for i in range(1, p)) if self.products == "triangle" else 0.0
+
+
+def _theorem(q: _Mmm) -> float:
+    """Theorem 2.1, eq. (2.8), without its O(u_high u_low + u_low**(p+1)) remainder: (p+1) u_low**p +
+    gamma_{n+p**2-1}(u_high); with all p**2 products (eq. 2.5) the constant is 2 u_low**p.  (A schedule that
+    chains A_1B_1 through r > 1 unit calls, as Markidis's order does, makes it gamma_{r n + p**2 - 1}.)"""
+    r1 = next(len(g) - g.index((1, 1)) for g in q.groups if (1, 1) in g)  # the unit calls A_1B_1 goes through
+    if q.products == "triangle":
+        const = (q.p + 1 if q.state == "general" else q.p - 1) * q.u**q.p
+    else:
+        const = 2 * q.u**q.p if q.state == "general" else 0.0
+    return const + q.accumulated(r1)
+
+
+def _paper(q: _Mmm) -> float:
+    """The first line of eq. (2.7) exactly as printed: 2u**p + u**2p + (gamma_{n+p**2-1} (1 + sum_{k=1}^{p-1}
+    u**k) + sum_{i=1}^{p-1} (p-i) u**(p+i-1)) (1+u)**2 (u = u_low); for all p**2 products, eq. (2.5) with
+    (2.6): 2u**p + u**2p + gamma_{n+p**2-1} (sum_{k<p} u**k)**2 (1+u)**2."""
+    u = q.u
+    kept = 1 + sum(u**k for k in range(1, q.p)) if q.products == "triangle" else sum(u**k for k in range(q.p)) ** 2
+    return q.split + (q.accumulated(1) * kept + q.dropped) * (1 + u) ** 2
+
+
+def _full(q: _Mmm) -> float:
+    """A rigorous bound with every term, derived as (2.5)-(2.7) but counting each kept product once (the
+    kept products A_iB_j with i + j - 2 = k number k + 1, where (2.7) prints a factor 1 for each k), each
+    product with the rounding errors of its own path through the groups instead of the common
+    gamma_{n+p**2-1}."""
+    G = len(q.groups)
+    weighted = 0.0
+    for g, group in enumerate(q.groups, start=1):
+        outside = G - 1 if g == 1 else G - g + 1  # u_high additions this group's value goes through
+        for pos, (i, j) in enumerate(group):
+            r = len(group) - pos  # unit calls this product goes through
+            phi = (1 + q.block(r)) * (1 + _g(outside, q.uh, q.prob, q.lam)) - 1
+            weighted += phi * q.u ** (i + j - 2)
+    return q.split + (weighted + q.dropped) * (1 + q.u) ** 2
+
+
+_TERMS = {"theorem": _theorem, "paper": _paper, "full": _full}
+
+
 def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_block: float | None = None,
               products: str = "triangle", terms: Terms = "theorem", input_format: Any = None,
               accumulate: str = "outside", schedule: Sequence[Sequence[Pair]] | None = None,
@@ -213,19 +302,9 @@ def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_bloc
     """Bound on max_ij |C - C_hat|_ij / (|A||B|)_ij for [FHLMM] Algorithm 2.1: p words of precision u_low,
     the word products on a block FMA satisfying eq. (2.1) with u_high, added in u_high.
 
-    ``terms``:
-
-    * ``"theorem"`` (default): Theorem 2.1, eq. (2.8), without its O(u_high u_low + u_low**(p+1)) remainder:
-      (p+1) u_low**p + gamma_{n+p**2-1}(u_high).  With ``products="all"`` (p**2 products, eq. 2.5) the
-      constant is 2 u_low**p.  (A schedule that chains A_1B_1 through r > 1 unit calls, as Markidis's order
-      does, makes it gamma_{r n + p**2 - 1}: the seed's algorithms never do that.)
-    * ``"paper"``: the first line of eq. (2.7) exactly as printed: 2u**p + u**2p + (gamma_{n+p**2-1}
-      (1 + sum_{k=1}^{p-1} u**k) + sum_{i=1}^{p-1} (p-i) u**(p+i-1)) (1+u)**2 (u = u_low).  (For
-      ``products="all"``: eq. (2.5) with (2.6), 2u**p + u**2p + gamma_{n+p**2-1} (sum_{k<p} u**k)**2 (1+u)**2.)
-    * ``"full"``: a rigorous bound with every term, derived as (2.5)-(2.7) but counting each kept product
-      once: the kept products A_iB_j with i + j - 2 = k number k + 1, where (2.7) prints a factor 1 for each
-      k, and each product carries the rounding errors of its own path (``accumulate``/``schedule``) instead
-      of the common gamma_{n+p**2-1}.
+    ``terms``: ``"theorem"`` (default; Theorem 2.1, :func:`_theorem`), ``"paper"`` (eq. 2.7 as printed,
+    :func:`_paper`) or ``"full"`` (every term, each product along its own path, :func:`_full`);
+    ``products``: "triangle" (i + j <= p + 1) or "all" (p**2, eq. 2.5).
 
     ``input_format``: the format A and B are given in.  None (default): any (eq. 2.3, |Delta A| <=
     u_low**p |A|).  A format that fits in p words (precision <= p * precision(low), e.g. fp32 in three bf16
@@ -251,65 +330,18 @@ def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_bloc
     stays the same throughout, so the mean-zero hypothesis fails and the unit's gammas stay worst-case (the
     paper's explanation of double-fp16's loss on (0, 1] data); additions outside the unit still get sqrt.
     """
-    n = _count(n, "n")
-    p = _count(p, "p")
-    b = _count(b, "b")
-    u = _u(u_low, "u_low")
-    uh = _u(u_high, "u_high")
-    ub = None if u_block is None else _u(u_block, "u_block")
-    rnd = _check_rounding(rounding)
-    pairs = _pairs(p, products)
-    state = _split_state(input_format, p, u)
-    unit_prob = probabilistic and rnd == "rn"
-
-    def block(r: int) -> float:
-        """The relative error factor of r chained unit calls of inner dimension n."""
-        if ub is None or ub == uh:
-            return _g(r * n, uh, unit_prob, lam)
-        return (1 + _g(r * n, ub, unit_prob, lam)) * (1 + _g(r * -(-n // b), uh, unit_prob, lam)) - 1
-
-    if state == "low":  # A = A_1, B = B_1: one nonzero product, the other ones add exact zeros
-        return block(1)
-    groups = _schedule(pairs, accumulate, schedule)
-    if terms == "theorem":
-        # r1: the unit calls A_1B_1 goes through (1 unless a schedule chains it before other products)
-        r1 = next(len(g) - g.index((1, 1)) for g in groups if (1, 1) in g)
-        if ub is None or ub == uh:
-            acc = _g(r1 * n + p * p - 1, uh, unit_prob, lam)
-        else:
-            acc = (1 + block(r1)) * (1 + _g(p * p - 1, uh, unit_prob, lam)) - 1
-        if products == "triangle":
-            const = (p + 1 if state == "general" else p - 1) * u**p
-        else:
-            const = 2 * u**p if state == "general" else 0.0
-        return const + acc
-    split = 2 * u**p + u ** (2 * p) if state == "general" else 0.0
-    if products == "triangle":
-        dropped = sum((p - i) * u ** (p + i - 1) for i in range(1, p))
-    else:
-        dropped = 0.0
-    if terms == "paper":
-        if ub is None or ub == uh:
-            acc = _g(n + p * p - 1, uh, unit_prob, lam)
-        else:
-            acc = (1 + block(1)) * (1 + _g(p * p - 1, uh, unit_prob, lam)) - 1
-        if products == "triangle":
-            kept = 1 + sum(u**k for k in range(1, p))
-        else:
-            kept = sum(u**k for k in range(p)) ** 2
-        return split + (acc * kept + dropped) * (1 + u) ** 2
-    if terms != "full":
+    n, p, b, u = _count(n, "n"), _count(p, "p"), _count(b, "b"), _u(u_low, "u_low")
+    uh, ub = _u(u_high, "u_high"), None if u_block is None else _u(u_block, "u_block")
+    rnd, pairs = _check_rounding(rounding), _pairs(p, products)
+    q = _Mmm(n, p, u, uh, b, ub, products, _split_state(input_format, p, u), [], probabilistic and rnd == "rn",
+             probabilistic, lam)
+    if q.state == "low":  # A = A_1, B = B_1: one nonzero product, the other ones add exact zeros
+        return q.block(1)
+    q = dataclasses.replace(q, groups=_schedule(pairs, accumulate, schedule))
+    if terms not in _TERMS:
         raise ValueError(f"terms must be 'theorem' (eq. 2.8), 'paper' (eq. 2.7 as printed) or 'full'; "
                          f"got {terms!r}")
-    G = len(groups)
-    weighted = 0.0
-    for g, group in enumerate(groups, start=1):
-        outside = G - 1 if g == 1 else G - g + 1  # u_high additions this group's value goes through
-        for pos, (i, j) in enumerate(group):
-            r = len(group) - pos  # unit calls this product goes through
-            phi = (1 + block(r)) * (1 + _g(outside, uh, probabilistic, lam)) - 1
-            weighted += phi * u ** (i + j - 2)
-    return split + (weighted + dropped) * (1 + u) ** 2
+    return _TERMS[terms](q)
 
 
 # ------------------------------------------------------------------------------------ Table 2.1, dominant
@@ -539,8 +571,6 @@ def exponent_spread(A: Any, B: Any) -> int:
     """d_A + d_B for :func:`ozaki_bound`: the least integers with |a_ik| >= 2**-d_A max_k |a_ik| for every
     nonzero a_ik (each row of A) and likewise d_B for the columns of B."""
 
-    from . import arrays
-
     def d(X: Any, axis: int) -> int:
         torch = sys.modules.get("torch")
         xp = torch if torch is not None and isinstance(X, torch.Tensor) else np  # a tensor stays on its device
@@ -660,8 +690,6 @@ def methods() -> list[str]:
 
 
 def _spec(method: str) -> MethodSpec:
-    import difflib
-
     key = method.strip().lower() if isinstance(method, str) else None
     if key not in METHODS:
         close = difflib.get_close_matches(str(key), list(METHODS), n=1, cutoff=0.5) if key else []
