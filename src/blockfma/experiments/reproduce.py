@@ -102,6 +102,7 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
     _r("fasi2023-fig4.4", _FASI23, "Fig. 4.4 (accuracy panel)", 1.5, f"{_E}.fasi2023:fig_4_4"),
     _r("fasi2023-fig4.5", _FASI23, "Fig. 4.5 (accuracy panel)", 1.2, f"{_E}.fasi2023:fig_4_5"),
     _r("multiword-accuracy", _OWN, "every multiword method on every unit", 0.9, f"{_E}.project:multiword_accuracy"),
+    _r("ozaki-slices", _OWN, "Ozaki I and II against slices and moduli", 1.5, f"{_E}.project:ozaki_slices"),
     _r("h100-probe-records", _OWN, "probe table of the H100 records (data/hardware)", 1.6,
        f"{_E}.project:h100_probe_records"),
 )

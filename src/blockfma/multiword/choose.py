@@ -24,7 +24,7 @@ a unit call takes max(2 m k n / rate of its unit, bytes moved / memory bandwidth
 the splitting, slicing, residues, CRT and outside additions are elementwise passes costed by the bytes they
 move (fused as GEMMul8 fuses them: one pass per operand writes all words, slices or residues).  So small and
 skinny products, where launches and memory traffic dominate, go to the native GEMM.  The costs are those of
-a device-resident implementation; today's host-side splitting (issue 21) is slower than predicted.
+a device-resident implementation (how they compare with measured times: docs/multiword.md).
 """
 
 from __future__ import annotations
