@@ -73,21 +73,35 @@ def result_of(name: str, title: str, rows: list[dict[str, Any]], comps: list[Com
                   figure=figure, scale=scale)
 
 
-def from_rows(name: str, title: str, figure: str, claims: Callable[[list[dict[str, Any]]], list[Comparison]],
-              notes: Sequence[str], *, scale: str, progress: Any) -> Result:
-    """The reproduction ``name`` of a multiword figure: the rows of :mod:`blockfma.experiments.multiword`'s
-    function ``figure`` at ``scale`` ("ci" or "paper"), the paper's ``claims`` about them, the notes and the
-    sizes, drawn by :mod:`blockfma.plot`'s function ``figure``."""
-    scale = check_scale(scale)
-    rows = getattr(mw, figure)(scale=scale, progress=progress)
-    return result_of(name, title, rows, claims(rows), notes, scale, figure_of(figure, rows))
+def from_rows(name: str, title: str, figure: str, notes: Sequence[str]
+              ) -> Callable[[Callable[[list[dict[str, Any]]], list[Comparison]]], Callable[..., Result]]:
+    """A decorator that turns the paper's claims about a multiword figure (a function of its rows, returning
+    Comparisons; its docstring says what the figure is) into the reproduction ``name``, a function
+    ``run(*, scale="ci", progress=None) -> Result``: the rows of :mod:`blockfma.experiments.multiword`'s
+    function ``figure`` at ``scale`` ("ci" or "paper"), the claims, the notes and the sizes, drawn by
+    :mod:`blockfma.plot`'s function ``figure``."""
+    def reproduction(claims: Callable[[list[dict[str, Any]]], list[Comparison]]) -> Callable[..., Result]:
+        def run(*, scale: str = "ci", progress: Any = None) -> Result:
+            scale = check_scale(scale)
+            rows = getattr(mw, figure)(scale=scale, progress=progress)
+            return result_of(name, title, rows, claims(rows), notes, scale, figure_of(figure, rows))
+
+        run.__name__ = run.__qualname__ = claims.__name__
+        run.__doc__ = claims.__doc__
+        return run
+    return reproduction
 
 
 _SMALL = ("Scale ci runs n up to a few hundred, where the paper goes to 2^20: claims about large n are "
           "checked at our largest n.")
 
 
-def _fig_3_1_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
+@from_rows("fasi2023-fig3.1", "Fasi et al. 2023, Fig. 3.1: double-fp16 on an RN block FMA", "fig_3_1",
+           notes=("The paper simulates the unit with CPFloat; here it is blockfma's exact-fused model of width 1 "
+                  "(RN1_UNIT).",
+                  "'fp32 (FMA chain)' is what the paper computes in fp32; 'fp32 (BLAS)' (numpy) is shown too.", _SMALL))
+def fig_3_1(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Fig. 3.1: fp16, double-fp16 and fp32 on an idealised round-to-nearest block FMA of width 1."""
     ns = sorted({int(r["n"]) for r in rows})
     uh = [ratio(rows, {"series": "fp16", "distribution": _UH}, {"series": "double-fp16", "distribution": _UH}, n=n)
           for n in ns]
@@ -105,14 +119,6 @@ def _fig_3_1_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
         claim("(0,1]: gain of double-fp16 over fp16, largest n / smallest n", "the benefit shrinks as n grows "
               "(p. 8)", gain[-1] / gain[0], gain[-1] <= gain[0]),
     ]
-
-
-def fig_3_1(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Fig. 3.1: fp16, double-fp16 and fp32 on an idealised round-to-nearest block FMA of width 1."""
-    notes = ("The paper simulates the unit with CPFloat; here it is blockfma's exact-fused model of width 1 (RN1_UNIT).",
-             "'fp32 (FMA chain)' is what the paper computes in fp32; 'fp32 (BLAS)' (numpy) is shown too.", _SMALL)
-    return from_rows("fasi2023-fig3.1", "Fasi et al. 2023, Fig. 3.1: double-fp16 on an RN block FMA", "fig_3_1",
-                     _fig_3_1_claims, notes, scale=scale, progress=progress)
 
 
 def _gpu() -> bool:
@@ -247,7 +253,11 @@ def fig_4_2(*, scale: str = "ci", progress: Any = None) -> Result:
                      _fig_4_2_claims(rows, scale), notes, scale, _fig_4_2_draw(rows))
 
 
-def _fig_4_3_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
+@from_rows("fasi2023-fig4.3", "Fasi et al. 2023, Fig. 4.3: RZ against RN", "fig_4_3",
+           notes=("As sec. 4.3: m = q = 16, split-K 16 (blocks added in fp32); the RN unit is blockfma's exact-fused "
+                  "width-4 model (the paper: CPFloat).", _SMALL))
+def fig_4_3(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Fig. 4.3: the simulated V100 (RZ) against the same unit rounding to nearest."""
     rz = ratio(rows, {"series": "double-fp16", "panel": "RZ (V100)", "distribution": _U01},
                {"series": "double-fp16", "panel": "RN", "distribution": _U01})
     rn = ratio(rows, {"series": "double-fp16", "panel": "RN", "distribution": _U01},
@@ -256,15 +266,11 @@ def _fig_4_3_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
             claim("(0,1]: double-fp16 on the RN unit / fp32", "about 1: 'comparable accuracy' (p. 13)", rn, rn <= 4)]
 
 
-def fig_4_3(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Fig. 4.3: the simulated V100 (RZ) against the same unit rounding to nearest."""
-    notes = ("As sec. 4.3: m = q = 16, split-K 16 (blocks added in fp32); the RN unit is blockfma's exact-fused "
-             "width-4 model (the paper: CPFloat).", _SMALL)
-    return from_rows("fasi2023-fig4.3", "Fasi et al. 2023, Fig. 4.3: RZ against RN", "fig_4_3", _fig_4_3_claims,
-                     notes, scale=scale, progress=progress)
-
-
-def _fig_4_4_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
+@from_rows("fasi2023-fig4.4", "Fasi et al. 2023, Fig. 4.4: FABsum (accuracy)", "fig_4_4",
+           notes=("Accuracy panel only (no GPU throughput). The paper's outer dimension is 512; here it is smaller "
+                  "(the maximum over fewer entries is a little smaller).", _SMALL))
+def fig_4_4(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Fig. 4.4 (accuracy panel): FABsum-v1/v2 against block size, on the V100 and A100 presets."""
     blocks = sorted({int(r["block"]) for r in rows if r.get("fabsum")})
     comps = []
     for dev in ("V100", "A100"):
@@ -279,15 +285,11 @@ def _fig_4_4_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
     return comps
 
 
-def fig_4_4(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Fig. 4.4 (accuracy panel): FABsum-v1/v2 against block size, on the V100 and A100 presets."""
-    notes = ("Accuracy panel only (no GPU throughput). The paper's outer dimension is 512; here it is smaller "
-             "(the maximum over fewer entries is a little smaller).", _SMALL)
-    return from_rows("fasi2023-fig4.4", "Fasi et al. 2023, Fig. 4.4: FABsum (accuracy)", "fig_4_4", _fig_4_4_claims,
-                     notes, scale=scale, progress=progress)
-
-
-def _fig_4_5_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
+@from_rows("fasi2023-fig4.5", "Fasi et al. 2023, Fig. 4.5: FABsum in fp16 (accuracy)", "fig_4_5",
+           notes=("Accuracy panel only; the paper's smallest fp16 block (128) matches double-fp16 only at n near 10^6, "
+                  "far beyond scale ci.", _SMALL))
+def fig_4_5(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Fig. 4.5 (accuracy panel): FABsum-v2 in fp16 against double-fp16 FABsum-v2 with b = 256 (A100)."""
     blocks = sorted({int(r["block"]) for r in rows if r.get("fabsum") and r["method"] == "fp16"})
     comps = []
     for b in blocks:
@@ -295,11 +297,3 @@ def _fig_4_5_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
         comps.append(claim(f"fp16 FABsum-v2 b={b} / double-fp16 FABsum-v2 b=256 error", "above 1 (p. 16: fp16 "
                            "'does not reach the same level of accuracy')", x, x > 1))
     return comps
-
-
-def fig_4_5(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Fig. 4.5 (accuracy panel): FABsum-v2 in fp16 against double-fp16 FABsum-v2 with b = 256 (A100)."""
-    notes = ("Accuracy panel only; the paper's smallest fp16 block (128) matches double-fp16 only at n near 10^6, "
-             "far beyond scale ci.", _SMALL)
-    return from_rows("fasi2023-fig4.5", "Fasi et al. 2023, Fig. 4.5: FABsum in fp16 (accuracy)", "fig_4_5",
-                     _fig_4_5_claims, notes, scale=scale, progress=progress)

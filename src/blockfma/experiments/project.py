@@ -42,27 +42,25 @@ def _bounded(rows: list[dict[str, Any]], what: Any) -> list[Comparison]:
     return comps
 
 
-def multiword_accuracy(*, scale: str = "ci", progress: Any = None) -> Result:
+@from_rows("multiword-accuracy", "Every multiword method on every simulated unit", "accuracy_table",
+           notes=("No paper gives this table: the comparisons hold each error to its worst-case bound (Fasi et al. "
+                  "2023, Table 2.1; Ozaki schemes have no bound row). A method whose word format a device has no "
+                  "unit for (the V100 has no bf16 or tf32) gives no row.",))
+def multiword_accuracy(rows: list[dict[str, Any]]) -> list[Comparison]:
     """Every multiword method on the V100, A100 and H100 presets' units, both seed distributions; each
     componentwise error against its worst-case bound."""
-    notes = ("No paper gives this table: the comparisons hold each error to its worst-case bound (Fasi et al. 2023, "
-             "Table 2.1; Ozaki schemes have no bound row). A method whose word format a device has no unit for (the "
-             "V100 has no bf16 or tf32) gives no row.",)
-    return from_rows("multiword-accuracy", "Every multiword method on every simulated unit", "accuracy_table",
-                     lambda rows: _bounded(rows, lambda r: f"{r['device']} {r['method']} {r['distribution']}"),
-                     notes, scale=scale, progress=progress)
+    return _bounded(rows, lambda r: f"{r['device']} {r['method']} {r['distribution']}")
 
 
-def ozaki_slices(*, scale: str = "ci", progress: Any = None) -> Result:
+@from_rows("ozaki-slices", "Ozaki I and II against slices and moduli", "ozaki_slices",
+           notes=("No paper gives this figure: the comparisons hold each error to its worst-case bound "
+                  "(blockfma.multiword.bounds.ozaki_bound for Ozaki I with the data's exponent spread; "
+                  "gamma_n(2^-53) for fp64; Ozaki II has no bound row).",))
+def ozaki_slices(rows: list[dict[str, Any]]) -> list[Comparison]:
     """Ozaki scheme I against its number of int8 slices and scheme II against its number of moduli, with
     native fp64 and the presets' fp64 matrix units as reference lines; each error against its bound."""
-    notes = ("No paper gives this figure: the comparisons hold each error to its worst-case bound "
-             "(blockfma.multiword.bounds.ozaki_bound for Ozaki I with the data's exponent spread; gamma_n(2^-53) for "
-             "fp64; Ozaki II has no bound row).",)
-    return from_rows("ozaki-slices", "Ozaki I and II against slices and moduli", "ozaki_slices",
-                     lambda rows: _bounded(rows, lambda r: f"{r['distribution']} n={r['n']} {r['series']}"
-                                           + (f" s={r['slices']}" if r.get("slices") else "")),
-                     notes, scale=scale, progress=progress)
+    return _bounded(rows, lambda r: f"{r['distribution']} n={r['n']} {r['series']}"
+                    + (f" s={r['slices']}" if r.get("slices") else ""))
 
 
 def hardware_folder() -> Path:

@@ -20,7 +20,11 @@ _SMALL = ("Their sizes run from 128 to 32768; scale ci runs n = 16 and 32 (paper
           "magnitudes compare, not the trend over n.")
 
 
-def _fig_4_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
+@from_rows("valero-lara-fig4", "Valero-Lara et al. 2023, Fig. 4: SGEMM and TF32", "valero_lara_fig_4",
+           notes=("The 3x/4xTF32 here chain the word products in the unit's accumulator (NVIDIA's 3xTF32, the paper's "
+                  "pseudocode); their artifact adds separate products in fp32.", _SMALL))
+def fig_4(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Fig. 4: SGEMM, 1xFP16, 1xTF32, 3xTF32 and 4xTF32 on the A100 preset."""
     four = ratio(rows, {"series": "1xFP16"}, {"series": "1xTF32"}, key="l2")
     tf32 = max(float(r["l2"]) for r in rows if r["series"] == "1xTF32")
     near = ratio(rows, {"series": "4xTF32"}, {"series": "SGEMM"}, key="l2")
@@ -40,15 +44,13 @@ def _fig_4_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
     ]
 
 
-def fig_4(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Fig. 4: SGEMM, 1xFP16, 1xTF32, 3xTF32 and 4xTF32 on the A100 preset."""
-    notes = ("The 3x/4xTF32 here chain the word products in the unit's accumulator (NVIDIA's 3xTF32, the paper's "
-             "pseudocode); their artifact adds separate products in fp32.", _SMALL)
-    return from_rows("valero-lara-fig4", "Valero-Lara et al. 2023, Fig. 4: SGEMM and TF32", "valero_lara_fig_4",
-                     _fig_4_claims, notes, scale=scale, progress=progress)
-
-
-def _fig_5_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
+@from_rows("valero-lara-fig5", "Valero-Lara et al. 2023, Fig. 5: DGEMM and TF64", "valero_lara_fig_5",
+           notes=("TF64 is a proposed unit (exact products of fp32 words, fp64 accumulation: "
+                  "blockfma.multiword.TF64_UNIT); "
+                  "their artifact splits by truncation and adds separate products in fp64, blockfma's tf64 rounds to "
+                  "nearest and chains the products.", _SMALL))
+def fig_5(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Fig. 5: DGEMM, SGEMM, 1xTF64, 3xTF64 and 4xTF64 (the proposed TF64 unit)."""
     dg = ratio(rows, {"series": "3xTF64"}, {"series": "DGEMM"}, key="l2")
     gain = ratio(rows, {"series": "1xTF64"}, {"series": "3xTF64"}, key="l2")
     sg = ratio(rows, {"series": "SGEMM"}, {"series": "1xTF64"}, key="l2")
@@ -59,12 +61,3 @@ def _fig_5_claims(rows: list[dict[str, Any]]) -> list[Comparison]:
               1e6 <= gain <= 1e8 if math.isfinite(gain) else False),
         claim("SGEMM error / 1xTF64 error", "above 1: 'more precision than SGEMM' (p. 6)", sg, sg > 1),
     ]
-
-
-def fig_5(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Fig. 5: DGEMM, SGEMM, 1xTF64, 3xTF64 and 4xTF64 (the proposed TF64 unit)."""
-    notes = ("TF64 is a proposed unit (exact products of fp32 words, fp64 accumulation: blockfma.multiword.TF64_UNIT); "
-             "their artifact splits by truncation and adds separate products in fp64, blockfma's tf64 rounds to "
-             "nearest and chains the products.", _SMALL)
-    return from_rows("valero-lara-fig5", "Valero-Lara et al. 2023, Fig. 5: DGEMM and TF64", "valero_lara_fig_5",
-                     _fig_5_claims, notes, scale=scale, progress=progress)

@@ -673,7 +673,7 @@ def _of(e: Method | Mmm | Native | Ozaki | Fabsum) -> MethodSpec:
         return MethodSpec(e.name, "mmm", e.p, e.low, e.high, e.pattern, "outside", tuple(tuple(g) for g in groups),
                           source=e.bound_source, notes=e.bound_notes)
     if isinstance(e, Native):
-        return MethodSpec(e.name, "mmm", 1, e.name, e.high, input_format=e.input_format, source=e.source,
+        return MethodSpec(e.name, "mmm", 1, e.name, e.high, input_format=e.input_format, source=e.bound_source,
                           notes=e.bound_notes)
     if isinstance(e, Fabsum):
         return MethodSpec(e.name, "fabsum", acc_u=e.acc_u, source=e.bound_source)

@@ -65,10 +65,7 @@ NEEDS = "backend='hardware'"
 # --- the backend names ---------------------------------------------------------------------------------------
 def is_hardware(backend: Any) -> bool:
     """Whether ``backend`` names the real units ("hardware", "hardware:cpu", "hardware:cuda[:N]", any case)."""
-    if not isinstance(backend, str):
-        return False
-    name = backend.strip().lower()
-    return name == "hardware" or name.startswith("hardware:")
+    return isinstance(backend, str) and backend.strip().lower().partition(":")[0] == "hardware"
 
 
 def hardware_spec(backend: Any) -> str:

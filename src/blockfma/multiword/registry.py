@@ -92,16 +92,24 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Mmm:
+class _Scheme:
+    """What every entry but a word method holds: its name, its source, what it is, the source of its bound
+    and notes on it."""
+
+    name: str
+    source: str = ""
+    description: str = ""
+    bound_source: str = ""
+    bound_notes: str = ""
+
+    runs: ClassVar[bool] = True  # whether matmul(method=name) runs it
+
+
+@dataclass(frozen=True)
+class Mmm(_Scheme):
     """Algorithm 2.1 with any ``p`` words of any ``low`` format (``method="mmm", p=, low=``)."""
 
-    name: str = "mmm"
-    source: str = FASI
-    description: str = "p words of a low format, the products with i + j <= p + 1, added outside"
-    bound_source: str = "[FHLMM] Theorem 2.1 (p= and low= required)"
-
     kind: ClassVar[str] = "mmm"
-    runs: ClassVar[bool] = True
 
     def method(self, p: int, low: str) -> Method:
         """The :class:`Method` of ``p`` words of ``low`` (checked by the caller)."""
@@ -109,21 +117,13 @@ class Mmm:
 
 
 @dataclass(frozen=True)
-class Native:
-    """The native GEMM of ``fmt`` (fp32: SGEMM, inputs rounded to fp32; fp64: DGEMM)."""
+class Native(_Scheme):
+    """The native GEMM of the format ``name`` (fp32: SGEMM, inputs rounded to fp32; fp64: DGEMM);
+    ``input_format``: the inputs its bound assumes (None: any, rounded to the format)."""
 
-    name: str
-    source: str = ""
-    description: str = ""
-    input_format: str | None = None  # the inputs the bound assumes (None: any, rounded to the format)
-    bound_notes: str = ""
+    input_format: str | None = None
 
     kind: ClassVar[str] = "native"
-    runs: ClassVar[bool] = True
-
-    @property
-    def fmt(self) -> str:
-        return self.name
 
     @property
     def high(self) -> str:
@@ -131,18 +131,12 @@ class Native:
 
 
 @dataclass(frozen=True)
-class Ozaki:
+class Ozaki(_Scheme):
     """Ozaki scheme I ("ozaki1": int8 slices) or II ("ozaki2": residues, the CRT) on an exact int8 unit,
     with the keywords matmul takes for it (``parameters``) and whether :func:`.bounds.bound` bounds it."""
 
-    name: str
-    parameters: tuple[str, ...]
-    source: str = ""
-    description: str = ""
-    bound_source: str = ""
+    parameters: tuple[str, ...] = ()
     bounded: bool = True
-
-    runs: ClassVar[bool] = True
 
     @property
     def kind(self) -> str:
@@ -154,14 +148,13 @@ class Ozaki:
 
 
 @dataclass(frozen=True)
-class Fabsum:
+class Fabsum(_Scheme):
     """FABsum (Algorithms 4.2/4.3): the leading product in blocks on the unit, the blocks added in fp32
-    (v1) or fp64 (v2).  Run as matmul's ``summation=``; a method of its own for :func:`.bounds.bound`."""
+    (v1, ``acc_u`` 2**-24) or fp64 (v2, 2**-53).  Run as matmul's ``summation=``; a method of its own for
+    :func:`.bounds.bound`."""
 
-    name: str
-    version: int
-    acc_u: float
-    bound_source: str = ""
+    version: int = 1
+    acc_u: float = 2**-24
 
     kind: ClassVar[str] = "fabsum"
     runs: ClassVar[bool] = False
@@ -211,20 +204,22 @@ REGISTRY: dict[str, Entry] = {e.name: e for e in [
            "u_low = 2^-24, u_high = 2^-53",
            bound_notes="assumes the proposed TF64 unit: fp32 x fp32 products exact in fp64 (48 <= 53 bits), "
            "accumulated in fp64 rounding to nearest (eq. 2.1 with u_high = 2^-53)"),
-    Mmm(),
-    Ozaki("ozaki1", ("slices", "unit", "width"), source="Ozaki et al. 2012; Ootomo, Ozaki, Yokota 2024",
+    Mmm("mmm", source=FASI, description="p words of a low format, the products with i + j <= p + 1, added outside",
+        bound_source="[FHLMM] Theorem 2.1 (p= and low= required)"),
+    Ozaki("ozaki1", source="Ozaki, Ogita, Oishi, Rump 2012; Mukunoki et al. 2020; Ootomo, Ozaki, Yokota 2024",
           description="int8 slices of A's rows and B's columns, the slice products added in float64",
-          bound_source="derived here (see ozaki_bound)"),
-    Ozaki("ozaki2", ("moduli", "n_moduli", "unit", "scaling"), source="Ozaki, Uchino, Imamura 2025",
-          description="residues modulo small integers, one int8 product per modulus, the CRT", bounded=False),
-    Native("fp32", source="[FHLMM] eq. (2.1) with a scalar FMA (b = 1); [H02] sec. 3.1",
+          bound_source="derived here (see ozaki_bound)", parameters=("slices", "unit", "width")),
+    Ozaki("ozaki2", source="Uchino, Ozaki, Imamura 2025 (GEMMul8)",
+          description="residues modulo small integers, one int8 product per modulus, the CRT",
+          parameters=("moduli", "n_moduli", "unit", "scaling"), bounded=False),
+    Native("fp32", bound_source="[FHLMM] eq. (2.1) with a scalar FMA (b = 1); [H02] sec. 3.1",
            description="the native fp32 GEMM, inputs rounded to fp32, the result back",
            bound_notes="plain fp32 GEMM: gamma_n(2^-24) for fp32 inputs (recursive summation in any order, with "
            "or without FMA), plus 2 u + u^2 for rounding inputs of another format to fp32"),
-    Native("fp64", source="[H02] sec. 3.1", description="the native fp64 GEMM", input_format="fp64",
+    Native("fp64", bound_source="[H02] sec. 3.1", description="the native fp64 GEMM", input_format="fp64",
            bound_notes="plain fp64 GEMM: gamma_n(2^-53)"),
-    Fabsum("fabsum-v1", 1, 2**-24, bound_source="[FHLMM] sec. 4.4, Algorithm 4.2"),
-    Fabsum("fabsum-v2", 2, 2**-53, bound_source="[FHLMM] sec. 4.4, Algorithm 4.3"),
+    Fabsum("fabsum-v1", bound_source="[FHLMM] sec. 4.4, Algorithm 4.2", version=1, acc_u=2**-24),
+    Fabsum("fabsum-v2", bound_source="[FHLMM] sec. 4.4, Algorithm 4.3", version=2, acc_u=2**-53),
 ]}
 """Every method, by name: the word methods first (in :data:`METHODS`' order), then the others."""
 
