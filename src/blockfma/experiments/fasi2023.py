@@ -163,7 +163,8 @@ def fig_4_1(*, scale: str = "ci", progress: Any = None) -> Result:
     top = {p: max(r["tflops"] for r in rows if r["precision"] == p) for p in ("fp32", "fp16")}
     comps = [claim("fp16 / fp32 peak throughput", "6.5 (V100) and 8.3 (A100), p. 10", top["fp16"] / top["fp32"],
                    top["fp16"] > top["fp32"], "" if top["fp16"] > top["fp32"] else "fp16 not faster on this GPU")]
-    return result("fasi2023-fig4.1", "Fasi et al. 2023, Fig. 4.1: throughput on this GPU", rows, comparisons=tuple(comps),
+    return result("fasi2023-fig4.1", "Fasi et al. 2023, Fig. 4.1: throughput on this GPU", rows,
+                  comparisons=tuple(comps),
                   notes=("torch.matmul (cuBLAS), fp32 without TF32; another GPU than the paper's V100/A100, so the "
                          "ratio is compared only in direction.",), scale=scale)
 

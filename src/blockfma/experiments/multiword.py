@@ -48,12 +48,12 @@ from ..formats import RoundingMode
 from ..model import Family, Model
 from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, matmul, methods, metrics, ozaki, reference
 from ..multiword import bounds as _bounds
+from ..multiword.registry import REGISTRY
 
 __all__ = [
     "SCALES",
     "COLUMNS",
     "DISTRIBUTIONS",
-    "FIGURES",
     "RN1_UNIT",
     "RN4_UNIT",
     "FP32_FMA_UNIT",
@@ -70,7 +70,6 @@ __all__ = [
     "valero_lara_fig_5",
     "ozaki_slices",
     "accuracy_table",
-    "run",
     "write_csv",
     "read_csv",
     "sizes_note",
@@ -685,7 +684,13 @@ def ozaki_slices(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: st
 
 _SIZES_TABLE = {"ci": (64,), "small": (1024,), "paper": (4096,)}
 _OUTER_TABLE = {"ci": 16, "small": 64, "paper": 256}
-_DEVICE_FREE = ("tf64", "ozaki1", "ozaki2", "fp32", "fp64")  # their unit does not depend on the device
+
+
+def _device_free(name: str) -> bool:
+    """Whether method ``name``'s unit does not depend on the device (the TF64 unit, Ozaki's exact int8
+    unit, the native GEMMs)."""
+    entry = REGISTRY[name]
+    return entry.high == "fp64" or entry.kind == "native"
 
 
 def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "small",
@@ -713,14 +718,14 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
             once: dict[str, dict[str, Any]] = {}
             for dev in devices:
                 for name in names:
-                    fp64 = name in ("tf64", "ozaki1", "ozaki2", "fp64")
+                    fp64 = REGISTRY[name].high == "fp64"  # fp64 data, against the exact product
                     A, B = (A64, B64) if fp64 else (A32, B32)
                     C, ref = refs[fp64]
                     common = dict(distribution=dist, ref=ref, seed=seed, scale=scale, panel=dist, device=dev)
                     if name in once:
                         rows.append({**once[name], "device": dev})
                         continue
-                    kw: dict[str, Any] = {} if name in _DEVICE_FREE else {"device": dev}
+                    kw: dict[str, Any] = {} if _device_free(name) else {"device": dev}
                     try:
                         res = _timed(lambda: matmul(A, B, method=name, return_info=True, **kw))
                     except ValueError as exc:  # the device has no unit for these words: no row
@@ -733,7 +738,7 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
                                bound=_bound(name, n), bound_probabilistic=_bound(name, n, probabilistic=True),
                                **common)
                     rows.append(row)
-                    if name in _DEVICE_FREE:
+                    if _device_free(name):
                         once[name] = row
                     _say(progress, f"{fig} {dist} n={n} {dev} {name}: {row['componentwise']:.3g} "
                                    f"({res.seconds:.2f} s)")

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from .fasi2023 import claim, from_rows, ratio
-from .result import Comparison, Result
+from .result import Comparison
 
 __all__ = ["fig_4", "fig_5"]
 

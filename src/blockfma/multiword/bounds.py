@@ -46,7 +46,7 @@ import numpy as np
 from .. import formats as _formats
 from ..arguments import ArgumentError, integer, keywords
 from . import arrays, ozaki as _ozaki
-from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki
+from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki, smallest_first
 
 __all__ = [
     "FORMATS",
@@ -168,11 +168,6 @@ def _pairs(p: int, products: str) -> list[Pair]:
                      f"got {products!r}")
 
 
-def _smallest_first(pairs: Sequence[Pair]) -> list[Pair]:
-    """The cuBLAS order of [FHLMM] Algorithm 4.1: the smallest products first, A1B1 last."""
-    return sorted(pairs, key=lambda t: (-(t[0] + t[1]), -t[0]))
-
-
 def _schedule(pairs: list[Pair], accumulate: str, schedule: Any) -> list[list[Pair]]:
     """Groups of word products (1-based pairs) in execution order: each group chained through the unit's
     accumulator in the listed order, the groups' results added in u_high rounding to nearest."""
@@ -185,7 +180,7 @@ def _schedule(pairs: list[Pair], accumulate: str, schedule: Any) -> list[list[Pa
     if accumulate == "outside":
         return [[t] for t in pairs]
     if accumulate == "inside":
-        return [_smallest_first(pairs)]
+        return [list(smallest_first(pairs))]
     raise ValueError(f"accumulate must be 'outside' (Algorithm 2.1) or 'inside' (Algorithm 4.1); got "
                      f"{accumulate!r}")
 

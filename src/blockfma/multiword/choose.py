@@ -35,7 +35,6 @@ import json
 import math
 import numbers
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,7 +202,8 @@ class Choice:
                  f"  target: componentwise error <= {self.target:.3g}" + {
                      "fp64": " (DGEMM's bound gamma_k(2^-53))", "fp32": " (SGEMM's bound)"}.get(self.accuracy, ""),
                  f"  chosen: {self.option.label}: predicted error <= {self.bound:.3g}, {self.option.calls} unit "
-                 f"call{'s' if self.option.calls != 1 else ''}, predicted time {_time(self.cost)} on {self.option.unit}",
+                 f"call{'s' if self.option.calls != 1 else ''}, predicted time {_time(self.cost)} on "
+                 f"{self.option.unit}",
                  f"    ({self.option.detail})",
                  f"  exponent spread {self.spread} " + ("(from the data)" if self.spread_from_data else
                                                         "(assumed: pass data=(A, B) to count it)"),
@@ -505,7 +505,8 @@ named, FABsum is a summation: neither is chosen)."""
 def _candidates() -> list[Any]:
     """The registry's methods :func:`choose` weighs, in its order: the native GEMMs first, the most precise
     first (the first of equal costs is chosen), then the others in the registry's order."""
-    natives = sorted((e for e in REGISTRY.values() if e.kind == "native"), key=lambda e: -_formats.get(e.name).precision)
+    natives = [e for e in REGISTRY.values() if e.kind == "native"]
+    natives.sort(key=lambda e: -_formats.get(e.name).precision)
     return natives + [e for e in REGISTRY.values() if e.kind in _OPTIONS and e.kind != "native"]
 
 

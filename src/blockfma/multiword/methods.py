@@ -24,7 +24,7 @@ from ..progress import reporter
 from . import hardware as _hardware, ozaki as _ozaki, tensors as _tensors
 from .bounds import ozaki_slices
 from .choose import check_accuracy, choose
-from .registry import METHODS, REGISTRY, TF64_UNIT, Method, Mmm, Ozaki
+from .registry import METHODS, REGISTRY, TF64_UNIT, Method, Mmm, Ozaki, smallest_first
 from .split import MAX_WORDS, check_format, check_input, check_operands, check_rounding
 from .steps import (SIMULATOR_BACKENDS, OverflowWarning, Run, WordPlan, check_backend, combine, settle,
                     split_operands, unit_model, working_set)
@@ -72,7 +72,7 @@ def _products(m: Method, order: Any) -> tuple[tuple[int, int], ...]:
         key = choice("order", order, ORDERS)
         if key == "alg2.1":
             return tuple(sorted(m.products))
-        return tuple(sorted(m.products, key=lambda t: (-(t[0] + t[1]), -t[0])))
+        return smallest_first(m.products)
     every = tuple((i, j) for i in range(m.p) for j in range(m.p))
     try:
         pairs = [_pair(t) for t in order]
@@ -86,7 +86,6 @@ def _products(m: Method, order: Any) -> tuple[tuple[int, int], ...]:
         also = "" if len(every) == len(m.products) else f", or all {len(every)} pairs {list(every)} (eq. 2.5)"
         raise ArgumentError("order", order, f"must hold each of {m.name}'s word products {list(m.products)} "
                             f"exactly once, in any order{also}") from None
-
 
 
 def _check_keywords(name: str, given: dict[str, Any], options: dict[str, Any], on_hw: bool) -> None:
@@ -103,7 +102,7 @@ def _check_keywords(name: str, given: dict[str, Any], options: dict[str, Any], o
         for key, value in given.items():
             raise ArgumentError(key, value, f"method={name!r} does not use {key}= (it is for the multiword "
                                 "methods)", fix="leave it out")
-    if name != "mmm":
+    if REGISTRY[name].kind != "mmm":
         for key in ("p", "low"):
             if key in given:
                 raise ArgumentError(key, given[key], f"is for method='mmm' ({name} fixes its words)",

@@ -20,8 +20,8 @@ from typing import ClassVar
 
 from ..model import Family, Model
 
-__all__ = ["Method", "Mmm", "Native", "Ozaki", "Fabsum", "REGISTRY", "METHODS", "TF64_UNIT", "FASI", "get",
-           "triangle", "smallest_first"]
+__all__ = ["Method", "Mmm", "Native", "Ozaki", "Fabsum", "REGISTRY", "METHODS", "TF64_UNIT", "FASI", "triangle",
+           "smallest_first"]
 
 Pair = tuple[int, int]
 
@@ -39,11 +39,10 @@ def smallest_first(pairs: tuple[Pair, ...] | list[Pair]) -> tuple[Pair, ...]:
     return tuple(sorted(pairs, key=lambda t: (-(t[0] + t[1]), -t[0])))
 
 
-def triangle(p: int, order: str = "alg2.1") -> tuple[Pair, ...]:
-    """Products A_i B_j with i + j <= p + 1 (1-based) as 0-based pairs: Algorithm 2.1's loop order (i, then
-    j), or the cuBLAS order of Algorithm 4.1 (the smallest first, A1B1 last)."""
-    pairs = tuple((i, j) for i in range(p) for j in range(p) if i + j <= p - 1)
-    return smallest_first(pairs) if order == "cublas" else pairs
+def triangle(p: int) -> tuple[Pair, ...]:
+    """Products A_i B_j with i + j <= p + 1 (1-based) as 0-based pairs, in Algorithm 2.1's loop order (i,
+    then j)."""
+    return tuple((i, j) for i in range(p) for j in range(p) if i + j <= p - 1)
 
 
 @dataclass(frozen=True)
@@ -226,7 +225,3 @@ REGISTRY: dict[str, Entry] = {e.name: e for e in [
 METHODS: dict[str, Method] = {n: e for n, e in REGISTRY.items() if isinstance(e, Method)}
 """The word methods (:class:`Method`) by name."""
 
-
-def get(name: str) -> Entry:
-    """The registry's entry ``name`` (a KeyError for an unknown one; the callers check names first)."""
-    return REGISTRY[name]

@@ -314,12 +314,12 @@ def combine(run: Any, Aw: list[Any], Bw: list[Any], m_: Method, products: tuple[
     return C, info
 
 
-def _exact_side(A: np.ndarray, B: np.ndarray, I: np.ndarray, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(A @ B)[I, J] and (|A||B|)[I, J] in float64 without overflow: rows of A and columns of B scaled by
+def _exact_side(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(A @ B)[ii, jj] and (|A||B|)[ii, jj] in float64 without overflow: rows of A and columns of B scaled by
     powers of two first, the sums (at most the inner dimension) scaled back, to +-inf beyond binary64's
-    range; relative error about n 2**-53 of (|A||B|)[I, J]."""
-    rows, ri = np.unique(I, return_inverse=True)
-    cols, ci = np.unique(J, return_inverse=True)
+    range; relative error about n 2**-53 of (|A||B|)[ii, jj]."""
+    rows, ri = np.unique(ii, return_inverse=True)
+    cols, ci = np.unique(jj, return_inverse=True)
     Ar, Bc = A[rows], B[:, cols]
     ea = np.frexp(np.abs(Ar).max(axis=1, initial=0.0))[1]
     eb = np.frexp(np.abs(Bc).max(axis=0, initial=0.0))[1]
@@ -338,14 +338,14 @@ def settle(C: np.ndarray, over: np.ndarray | None, A: np.ndarray, B: np.ndarray,
     bad = ~np.isfinite(C) if over is None else over | ~np.isfinite(C)
     if not bad.any():
         return C
-    I, J = np.nonzero(bad)
-    exact, size = _exact_side(A, B, I, J)
+    ii, jj = np.nonzero(bad)
+    exact, size = _exact_side(A, B, ii, jj)
     with np.errstate(over="ignore"):
         beyond = ~np.isfinite(_fl(high, exact))
     C = C.copy()
-    C[I, J] = np.where(beyond, np.copysign(np.inf, exact), np.nan)
+    C[ii, jj] = np.where(beyond, np.copysign(np.inf, exact), np.nan)
     n_inf, n_nan = int(np.count_nonzero(beyond)), int(np.count_nonzero(~beyond))
-    i, j = int(I[0]), int(J[0])
+    i, j = int(ii[0]), int(jj[0])
     steps = list(where.items())
     what = (f"{steps[0][0]} overflowed in {steps[0][1]} entries" + (f" (and {len(steps) - 1} later steps)"
             if len(steps) > 1 else "")) if steps else "the result overflowed"

@@ -58,7 +58,7 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
     finite values.  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
     (the checks of the backend and the memory)."""
     torch = hardware.import_torch(hardware.NEEDS)
-    for name, X, other in (("A", A, B), ("B", B, A)):
+    for name, X in (("A", A), ("B", B)):
         if not isinstance(X, torch.Tensor):
             raise ArgumentError(name, Shown(f"<{type(X).__name__}>"), f"is not a torch tensor, and "
                                 f"{'B' if name == 'A' else 'A'} is one: pass both as tensors on one device "
