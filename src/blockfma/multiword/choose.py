@@ -48,7 +48,7 @@ from ..model import Alignment
 from . import bounds as _bounds, ozaki as _ozaki, tensors as _tensors
 from .bounds import ozaki2_bound
 from .hardware import device_info, hardware_device, is_hardware
-from .registry import METHODS, REGISTRY, Method
+from .registry import METHODS, REGISTRY, Method, Ozaki
 from .split import check_operands, check_range
 from .steps import check_backend, unit_model
 
@@ -136,7 +136,7 @@ class Option:
     @property
     def native(self) -> bool:
         """Whether this is the native GEMM ("fp64": DGEMM, "fp32": SGEMM)."""
-        return self.method in ("fp64", "fp32")
+        return REGISTRY[self.method].kind == "native"
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class Choice:
         """Keywords for :func:`blockfma.multiword.matmul` that run this choice: the method, its parameters,
         the simulated device for a multiword method, the backend."""
         args: dict[str, Any] = {"method": self.method, **self.params}
-        if self.method not in ("fp32", "fp64", "ozaki1", "ozaki2") and not _on_hardware(self.backend):
+        if REGISTRY[self.method].kind == "words" and not _on_hardware(self.backend):
             args["device"] = self.rates.preset
         if self.backend is not None:
             args["backend"] = self.backend
@@ -548,7 +548,7 @@ def _rejected(options: list[Option], chosen: Option, goal: float) -> tuple[Optio
 def _notes(q: _Problem, acc: str | float, chosen: Option, options: list[Option], from_data: bool) -> tuple[str, ...]:
     """The assumptions a Choice states: the assumed spread, a worst-case target, truncating units."""
     notes = []
-    if not from_data and chosen.method in ("ozaki1", "ozaki2"):
+    if not from_data and isinstance(REGISTRY[chosen.method], Ozaki):
         notes.append("Ozaki bounds grow with the exponent spread of A's rows and B's columns; this one assumes "
                      f"{q.spread}: run it with data=(A, B) (mw.matmul(A, B, accuracy=...) does)")
     if isinstance(acc, str) and not chosen.native:
