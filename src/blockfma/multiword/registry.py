@@ -76,8 +76,7 @@ class Method:
         """"all" where the method computes all p**2 products (eq. 2.5), else "triangle" (i + j <= p + 1)."""
         return "all" if self.p > 1 and self.n_products == self.p * self.p else "triangle"
 
-    def groups(self, products: tuple[Pair, ...] | None = None, accumulate: str | None = None
-               ) -> tuple[tuple[Pair, ...], ...]:
+    def groups(self, products: tuple[Pair, ...] | None = None) -> tuple[tuple[Pair, ...], ...]:
         """The word products (0-based, in ``products``' order; default the method's) in groups, in the
         order run: each group chained in the unit's accumulator, the groups' sums added outside rounding
         to nearest (Ootomo's groups: the one holding the smallest product first)."""
@@ -85,7 +84,7 @@ class Method:
         if self.outside_groups:
             ordered = sorted(self.outside_groups, key=lambda g: -min(sum(products[t]) for t in g))
             return tuple(tuple(products[t] for t in g) for g in ordered)
-        if (accumulate or self.accumulate) == "inside":
+        if self.accumulate == "inside":
             return (tuple(products),)
         return tuple((t,) for t in products)
 
