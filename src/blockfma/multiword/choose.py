@@ -187,7 +187,7 @@ class Choice:
         """Keywords for :func:`blockfma.multiword.matmul` that run this choice: the method, its parameters,
         the simulated device for a multiword method, the backend."""
         args: dict[str, Any] = {"method": self.method, **self.params}
-        if REGISTRY[self.method].kind == "words" and not _on_hardware(self.backend):
+        if REGISTRY[self.method].kind == "words" and not is_hardware(self.backend):
             args["device"] = self.rates.preset
         if self.backend is not None:
             args["backend"] = self.backend
@@ -197,7 +197,7 @@ class Choice:
         """The choice in words: the target, the chosen method with its predicted error and time, every
         rejected alternative with its numbers and reason."""
         m, k, n = self.shape
-        where = "real units (" + self.backend + ")" if _on_hardware(self.backend) else "simulated units"
+        where = "real units (" + self.backend + ")" if is_hardware(self.backend) else "simulated units"
         lines = [f"accuracy={self.accuracy!r} for {m} x {k} @ {k} x {n} on {self.rates.name} ({where})",
                  f"  target: componentwise error <= {self.target:.3g}" + {
                      "fp64": " (DGEMM's bound gamma_k(2^-53))", "fp32": " (SGEMM's bound)"}.get(self.accuracy, ""),
@@ -219,10 +219,6 @@ class Choice:
 
 def _time(s: float) -> str:
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} us"
-
-
-def _on_hardware(backend: str | None) -> bool:
-    return is_hardware(backend)
 
 
 # ------------------------------------------------------------------------------------------- the bounds
