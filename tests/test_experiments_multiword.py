@@ -1,15 +1,12 @@
-"""blockfma.experiments.multiword (the multiword figures as rows), blockfma.plot and
-scripts/reproduce_multiword.py, at tiny sizes: the row schema, determinism, the CSV round trip, the
-RangeWarning count, the seeds' qualitative findings on small problems, and the plots (skipped without
-matplotlib)."""
+"""blockfma.experiments.multiword (the multiword figures as rows), blockfma.plot and their reproductions
+(``blockfma reproduce``), at tiny sizes: the row schema, determinism, the CSV round trip, the RangeWarning
+count, the seeds' qualitative findings on small problems, and the plots (skipped without matplotlib)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +14,9 @@ import pytest
 import blockfma as bf
 from blockfma import plot
 from blockfma.experiments import multiword as mw
+from blockfma.experiments import reproduce as rp
 from blockfma.multiword import RangeWarning, split
 
-ROOT = Path(__file__).resolve().parents[1]
 NO_MPL = "matplotlib is not installed (pip install 'blockfma[plot]')"
 
 
@@ -37,7 +34,7 @@ def _one(rows, **match):
 @pytest.fixture(scope="module")
 def ci_rows():
     """Every figure's rows at the ci scale, computed once."""
-    return {name: mw.run(name, scale="ci") for name in mw.FIGURES}
+    return {name: getattr(mw, name)(scale="ci") for name in FIGURE_NAMES}
 
 
 # --- rows --------------------------------------------------------------------------------------------------
@@ -45,6 +42,11 @@ def ci_rows():
 # written out here: the CSV schema readers rely on, not read back from the module under test.
 FIGURE_NAMES = {"fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4", "valero_lara_fig_5",
                 "ozaki_slices", "accuracy_table"}
+# the reproduction (blockfma reproduce NAME) that runs and draws each figure
+REPRODUCTION = {"fig_3_1": "fasi2023-fig3.1", "fig_4_3": "fasi2023-fig4.3", "fig_4_4": "fasi2023-fig4.4",
+                "fig_4_5": "fasi2023-fig4.5", "valero_lara_fig_4": "valero-lara-fig4",
+                "valero_lara_fig_5": "valero-lara-fig5", "ozaki_slices": "ozaki-slices",
+                "accuracy_table": "multiword-accuracy"}
 CORE_COLUMNS = ("figure", "panel", "series", "method", "distribution", "m", "n", "q", "device", "model",
                 "products", "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2",
                 "linf", "bound", "bound_probabilistic", "reference", "range_warnings", "underflowed_entries",
@@ -52,7 +54,10 @@ CORE_COLUMNS = ("figure", "panel", "series", "method", "distribution", "m", "n",
 
 
 def test_every_figure_has_the_core_columns(ci_rows):
-    assert set(mw.FIGURES) == set(plot.FIGURES) == FIGURE_NAMES
+    assert set(REPRODUCTION) == FIGURE_NAMES
+    for name in FIGURE_NAMES:  # rows, a plot, and a registered reproduction for each figure
+        assert callable(getattr(mw, name)) and callable(getattr(plot, name)), name
+        assert rp.get(REPRODUCTION[name]).name == REPRODUCTION[name]
     assert mw.COLUMNS == CORE_COLUMNS  # in CSV order
     for name, rows in ci_rows.items():
         assert rows, name
@@ -69,16 +74,16 @@ def test_every_figure_has_the_core_columns(ci_rows):
 
 def test_rows_are_deterministic_for_a_seed(ci_rows):
     for name in ("fig_3_1", "valero_lara_fig_4", "ozaki_slices"):
-        assert _strip(mw.run(name, scale="ci")) == _strip(ci_rows[name]), name
-    other = mw.run("fig_3_1", scale="ci", seed=1)
+        assert _strip(getattr(mw, name)(scale="ci")) == _strip(ci_rows[name]), name
+    other = mw.fig_3_1(scale="ci", seed=1)
     assert [r["componentwise"] for r in other] != [r["componentwise"] for r in ci_rows["fig_3_1"]]
 
 
 def test_unknown_names_are_errors():
-    with pytest.raises(ValueError, match="unknown figure"):
-        mw.run("fig_9_9")
+    with pytest.raises(ValueError, match="no reproduction"):
+        rp.get("fig_9_9")
     with pytest.raises(ValueError, match="scale"):
-        mw.run("fig_3_1", scale="huge")
+        mw.fig_3_1(scale="huge")
     with pytest.raises(ValueError, match="unknown distribution"):
         mw.sample("cauchy", (2, 2), np.random.default_rng(0))
     with pytest.raises(ValueError, match="unknown unit"):
@@ -225,58 +230,51 @@ def test_every_figure_plots_to_png(tmp_path, ci_rows):
     pytest.importorskip("matplotlib", reason=NO_MPL)
     for name, rows in ci_rows.items():
         path = tmp_path / f"{name}.png"
-        fig = plot.plot(name, rows, path)
+        fig = getattr(plot, name)(rows, path)
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "simulated here" in fig.get_supxlabel()
     with pytest.raises(ValueError, match="no rows"):
         plot.fig_3_1([])
-    with pytest.raises(ValueError, match="unknown figure"):
-        plot.plot("fig_0", [])
+    with pytest.raises(ValueError, match="no reproduction"):
+        rp.get("fig_0")
 
 
 def test_plots_take_rows_read_back_from_csv(tmp_path, ci_rows):
     pytest.importorskip("matplotlib", reason=NO_MPL)
     path = mw.write_csv(ci_rows["fig_4_3"], tmp_path / "fig_4_3.csv")
-    plot.plot("fig_4_3", mw.read_csv(path), tmp_path / "fig_4_3.png")
+    plot.fig_4_3(mw.read_csv(path), tmp_path / "fig_4_3.png")
     assert (tmp_path / "fig_4_3.png").stat().st_size > 1000
 
 
-# --- the script --------------------------------------------------------------------------------------------
-def _script():
-    spec = importlib.util.spec_from_file_location("reproduce_multiword", ROOT / "scripts" / "reproduce_multiword.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_script_writes_csv_and_progress(tmp_path, capsys, ci_rows):
-    script = _script()
-    assert script.main(["--out", str(tmp_path), "--scale", "ci", "--only", "fig_4_5", "--no-plots"]) == 0
-    err = capsys.readouterr().err
-    assert "fig_4_5" in err and "done: 1 figure(s)" in err
-    rows = mw.read_csv(tmp_path / "fig_4_5.csv")
+# --- the reproductions ---------------------------------------------------------------------------------------
+def test_reproduction_writes_csv_and_progress(tmp_path, ci_rows):
+    said = []
+    result = rp.run("fasi2023-fig4.5", scale="ci", progress=said.append)
+    assert any("fig_4_5" in line for line in said)
+    rp.write(result, tmp_path)
+    rows = mw.read_csv(tmp_path / "fasi2023-fig4.5.csv")
     # Fig. 4.5 at the ci scale: n = 256 and 1024; per n the fp32 baseline, Algorithm 4.4 (double-fp16
     # FABsum-v2, b = 256) and plain fp16 FABsum-v2 for the ci blocks b = 32 and 128
     series = ["fp32 (BLAS)", "double-fp16 FABsum-v2 b=256", "fp16 FABsum-v2 b=32", "fp16 FABsum-v2 b=128"]
     assert [(r["n"], r["series"]) for r in rows] == [(n, s) for n in (256, 1024) for s in series]
     assert all(r["scale"] == "ci" and r["seed"] == 0 for r in rows)
-    # the script wrote the rows the library computes for the same figure, scale and seed
+    # the reproduction wrote the rows the library computes for the same figure, scale and seed
     (tmp_path / "lib").mkdir()
     assert _strip(rows) == _strip(mw.read_csv(mw.write_csv(ci_rows["fig_4_5"], tmp_path / "lib" / "fig_4_5.csv")))
-    assert not (tmp_path / "fig_4_5.png").exists()
 
 
-def test_script_writes_png(tmp_path):
+def test_reproduction_writes_png(tmp_path):
     pytest.importorskip("matplotlib", reason=NO_MPL)
-    script = _script()
     out = tmp_path / "out"
-    assert script.main(["--out", str(out), "--scale", "ci", "--only", "valero_lara_fig_5", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["valero_lara_fig_5.csv", "valero_lara_fig_5.png"]
+    rp.write(rp.run("valero-lara-fig5", scale="ci"), out)
+    assert sorted(p.name for p in out.iterdir()) == ["valero-lara-fig5.csv", "valero-lara-fig5.json",
+                                                     "valero-lara-fig5.png"]
+    assert (out / "valero-lara-fig5.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_script_without_matplotlib_still_writes_csv(tmp_path, capsys, monkeypatch):
+def test_reproduction_without_matplotlib_still_writes_csv(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    script = _script()
-    assert script.main(["--out", str(tmp_path), "--scale", "ci", "--only", "fig_4_5", "--quiet"]) == 0
-    assert "pip install 'blockfma[plot]'" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig_4_5.csv"]
+    notes = []
+    rp.write(rp.run("fasi2023-fig4.5", scale="ci"), tmp_path, note=notes.append)
+    assert notes and "pip install 'blockfma[plot]'" in notes[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fasi2023-fig4.5.csv", "fasi2023-fig4.5.json"]

@@ -196,7 +196,7 @@ def test_bad_input():
 def test_the_tf64_fast_path_is_the_engine():
     """TF64's unit runs as float64 rank-one updates; bit for bit the engine's FMA chain on TF64_UNIT,
     signed zeros and cancellation included."""
-    from blockfma.multiword.methods import _fma_chain_fp64
+    from blockfma.multiword.steps import _fma_chain_fp64
 
     rng = np.random.default_rng(9)
     A = _fp32(rng.standard_normal((6, 40)) * np.exp2(rng.integers(-30, 30, (6, 40))))

@@ -559,22 +559,79 @@ def _mw_device(mw: Any, name: str, given: str | None, compare: bool) -> str | No
     return given if given is not None else _MW_DEVICE_FOR[low]
 
 
-def cmd_multiword(args: argparse.Namespace) -> Answer:
-    import time
-    import warnings
-
-    from . import multiword as mw
-    from .arguments import integer, memory, seed
-    from .multiword.methods import check_method, working_set, check_backend
-
+def _mw_names(args: argparse.Namespace, methods: list[str], check_method: Any) -> list[str]:
+    """The methods to run: the METHOD given, or with --compare every method but "mmm"."""
     if not args.compare and args.method is None:
-        raise _Usage("name a METHOD (one of: " + ", ".join(mw.methods()) + ") or pass --compare")
+        raise _Usage("name a METHOD (one of: " + ", ".join(methods) + ") or pass --compare")
     if args.compare and args.method is not None:
         raise _Usage(f"pass a METHOD ({args.method}) or --compare, not both")
-    names = [x for x in mw.methods() if x != "mmm"] if args.compare else [check_method(args.method)]
+    names = [x for x in methods if x != "mmm"] if args.compare else [check_method(args.method)]
     if "mmm" in names:
         raise _Usage("method mmm needs p= and low= (the Python API: multiword.matmul(A, B, method='mmm', p=2, "
                      "low='bf16')); name another METHOD")
+    return names
+
+
+def _mw_row(mw: Any, name: str, args: argparse.Namespace, m: int, n: int, backend: str, hardware: bool,
+            say: Any) -> dict[str, Any]:
+    """One method run on its unit: its errors against the reference, its bound, its warnings, its time (or,
+    with --compare, why it was skipped)."""
+    import time
+    import warnings
+
+    from .multiword.registry import REGISTRY
+
+    entry = REGISTRY[name]
+    fp64 = entry.high == "fp64"  # its errors are against the exact product
+    A, B = _mw_data(m, n, m, args.dist, args.seed, fp64)
+    device = None if hardware else _mw_device(mw, name, args.device, args.compare)
+    if say:
+        say(f"{name} on {backend if hardware else device or 'numpy'}: {m}x{n} @ {n}x{m} ...")
+    kw: dict[str, Any] = {"backend": backend, "progress": say or False}
+    if entry.kind == "words" or not args.compare:  # a method refuses what it lacks
+        kw.update({k: v for k, v in (("summation", args.summation), ("block", args.block),
+                                     ("order", args.order), ("device", device)) if v is not None})
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", mw.RangeWarning)
+        warnings.simplefilter("always", mw.OverflowWarning)
+        try:
+            C_hat, info = mw.matmul(A, B, method=name, return_info=True, **kw)
+        except ValueError as exc:
+            if not args.compare:
+                raise
+            return {"method": name, "device": device, "unit": None, "skipped": str(exc)}
+    seconds = time.perf_counter() - t0
+    e = mw.errors(C_hat, mw.reference(A, B, exact=fp64), A, B)
+    try:
+        b = mw.bound(name, n) if name in mw.bounds.METHODS else None
+    except (TypeError, ValueError):
+        b = None
+    notes = [str(w.message) for w in caught if issubclass(w.category, (mw.RangeWarning, mw.OverflowWarning))]
+    return {"method": name, "device": device, "unit": info.get("unit", ""), "calls": info.get("calls"),
+            "componentwise": e["componentwise"], "normwise_2": e["normwise_2"], "bound": b,
+            "underflow": any(issubclass(w.category, mw.RangeWarning) for w in caught),
+            "overflow": any(issubclass(w.category, mw.OverflowWarning) for w in caught),
+            "warnings": notes, "seconds": round(seconds, 3)}
+
+
+def _mw_cell(r: dict[str, Any]) -> dict[str, Any]:
+    """A row of ``blockfma multiword`` as the table shows it."""
+    if "skipped" in r:
+        return {"method": r["method"], "unit": f"skipped: {r['skipped']}"}
+    flags = [w for w, on in (("words underflow", r["underflow"]), ("overflow", r["overflow"])) if on]
+    return {"method": r["method"], "unit": r["unit"], "products": r["calls"] or "",
+            "componentwise": f"{r['componentwise']:.3e}", "normwise l2": f"{r['normwise_2']:.3e}",
+            "bound": "" if r["bound"] is None else f"{r['bound']:.3e}", "range": ", ".join(flags),
+            "seconds": r["seconds"]}
+
+
+def cmd_multiword(args: argparse.Namespace) -> Answer:
+    from . import multiword as mw
+    from .arguments import integer, memory, seed
+    from .multiword.methods import check_backend, check_method, working_set
+
+    names = _mw_names(args, mw.methods(), check_method)
     seed("seed", args.seed)
     n = integer("n", args.n, least=1)
     m = integer("m", args.m, least=1, none=True) or min(n, 256)
@@ -590,60 +647,16 @@ def cmd_multiword(args: argparse.Namespace) -> Answer:
         except ImportError as exc:
             raise _Usage(str(exc)) from None
     say = _progress.reporter(args.progress)
-    rows = []
-    for name in names:
-        fp64 = name in ("tf64", "fp64", "ozaki1", "ozaki2")
-        A, B = _mw_data(m, n, m, args.dist, args.seed, fp64)
-        device = None if hardware else _mw_device(mw, name, args.device, args.compare)
-        if say:
-            say(f"{name} on {backend if hardware else device or 'numpy'}: {m}x{n} @ {n}x{m} ...")
-        kw: dict[str, Any] = {"backend": backend, "progress": say or False}
-        if name not in ("fp32", "fp64", "ozaki1", "ozaki2") or not args.compare:  # a method refuses what it lacks
-            kw.update({k: v for k, v in (("summation", args.summation), ("block", args.block),
-                                         ("order", args.order), ("device", device)) if v is not None})
-        t0 = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", mw.RangeWarning)
-            warnings.simplefilter("always", mw.OverflowWarning)
-            try:
-                C_hat, info = mw.matmul(A, B, method=name, return_info=True, **kw)
-            except ValueError as exc:
-                if not args.compare:
-                    raise
-                rows.append({"method": name, "device": device, "unit": None, "skipped": str(exc)})
-                continue
-        seconds = time.perf_counter() - t0
-        C = mw.reference(A, B, exact=fp64)
-        e = mw.errors(C_hat, C, A, B)
-        try:
-            b = mw.bound(name, n) if name not in ("ozaki1", "ozaki2") else None
-        except (TypeError, ValueError):
-            b = None
-        notes = [str(w.message) for w in caught if issubclass(w.category, (mw.RangeWarning, mw.OverflowWarning))]
-        rows.append({"method": name, "device": device, "unit": info.get("unit", ""), "calls": info.get("calls"),
-                     "componentwise": e["componentwise"], "normwise_2": e["normwise_2"], "bound": b,
-                     "underflow": any(issubclass(w.category, mw.RangeWarning) for w in caught),
-                     "overflow": any(issubclass(w.category, mw.OverflowWarning) for w in caught),
-                     "warnings": notes, "seconds": round(seconds, 3)})
+    rows = [_mw_row(mw, name, args, m, n, backend, hardware, say) for name in names]
     dist = "(0, 1]" if args.dist == "uniform01" else "(-0.5, 0.5]"
     head = (f"A: {m}x{n}, B: {n}x{m}, entries uniform on {dist} (fp32 values; fp64 for tf64, fp64 and Ozaki, "
             f"whose errors are against the exact product), seed {args.seed}; componentwise = "
             "max |C - C_hat| / (|A||B|) (Fasi et al. eq. 3.1)\n")
-
-    def cell(r: dict[str, Any]) -> dict[str, Any]:
-        if "skipped" in r:
-            return {"method": r["method"], "unit": f"skipped: {r['skipped']}"}
-        flags = [w for w, on in (("words underflow", r["underflow"]), ("overflow", r["overflow"])) if on]
-        return {"method": r["method"], "unit": r["unit"], "products": r["calls"] or "",
-                "componentwise": f"{r['componentwise']:.3e}", "normwise l2": f"{r['normwise_2']:.3e}",
-                "bound": "" if r["bound"] is None else f"{r['bound']:.3e}", "range": ", ".join(flags),
-                "seconds": r["seconds"]}
-
     cols = ["method", "unit", "products", "componentwise", "normwise l2", "bound", "range", "seconds"]
     params = {"methods": names, "device": args.device, "backend": backend, "m": m, "n": n, "q": m,
               "dist": args.dist, "seed": args.seed, "summation": args.summation, "block": args.block,
               "order": args.order}
-    return Answer(head + _report.table([cell(r) for r in rows], cols), {"parameters": params, "rows": rows})
+    return Answer(head + _report.table([_mw_cell(r) for r in rows], cols), {"parameters": params, "rows": rows})
 
 
 # --- reproduce ---------------------------------------------------------------------------------------------

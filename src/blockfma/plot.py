@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .optional import hint, require
 
-__all__ = ["HINT", "FIGURES", "plot", "save", "fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
+__all__ = ["HINT", "save", "fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
            "valero_lara_fig_5", "ozaki_slices", "accuracy_table", "porting_bars", "feature_heatmap", "png_bytes"]
 
 HINT = hint("plot")
@@ -408,31 +408,7 @@ def png_bytes(fig: Any, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
-# ---------------------------------------------------------------------------------------------- dispatch
-
 def _done(fig: Any, path: str | os.PathLike[str] | None) -> Any:
     if path is not None:
         save(fig, path)
     return fig
-
-
-FIGURES: dict[str, Callable[..., Any]] = {
-    "fig_3_1": fig_3_1,
-    "fig_4_3": fig_4_3,
-    "fig_4_4": fig_4_4,
-    "fig_4_5": fig_4_5,
-    "valero_lara_fig_4": valero_lara_fig_4,
-    "valero_lara_fig_5": valero_lara_fig_5,
-    "ozaki_slices": ozaki_slices,
-    "accuracy_table": accuracy_table,
-}
-"""The plotting function of each figure of :data:`blockfma.experiments.multiword.FIGURES`."""
-
-
-def plot(name: str, rows: Iterable[dict[str, Any]], path: str | os.PathLike[str] | None = None) -> Any:
-    """Draw figure ``name`` from its rows (and save it as PNG at ``path``)."""
-    if name not in FIGURES:
-        raise ValueError(f"unknown figure {name!r}; the figures are: {', '.join(FIGURES)}")
-    if path is not None:
-        _destination(path)  # before the drawing
-    return FIGURES[name](list(rows), path)

@@ -46,14 +46,14 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import RoundingMode
 from ..model import Family, Model
-from ..multiword import RangeWarning, TF64_UNIT, bound, matmul, metrics, ozaki, reference
+from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, matmul, methods, metrics, ozaki, reference
 from ..multiword import bounds as _bounds
+from ..multiword.registry import REGISTRY
 
 __all__ = [
     "SCALES",
     "COLUMNS",
     "DISTRIBUTIONS",
-    "FIGURES",
     "RN1_UNIT",
     "RN4_UNIT",
     "FP32_FMA_UNIT",
@@ -70,7 +70,6 @@ __all__ = [
     "valero_lara_fig_5",
     "ozaki_slices",
     "accuracy_table",
-    "run",
     "write_csv",
     "read_csv",
     "sizes_note",
@@ -426,8 +425,14 @@ def _fabsum_bound(version: int, n: int, b: int, probabilistic: bool = False) -> 
     return _bound(f"fabsum-v{version}", n, b=b, probabilistic=probabilistic)
 
 
-def _fabsum_data(fig: str, dist: str, n: int, outer: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    return _double_fp16_pair(_rng(seed, fig, dist, n, outer), dist, outer, n)
+def _fabsum_problems(sizes: Sequence[int] | None, outer: int | None, scale: str, distribution: str, seed: int,
+                     exact_reference: bool | str) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, str]]:
+    """Figs. 4.4 and 4.5's matrices (the same for both): (n, A, B, the reference product, its kind) for each
+    inner dimension n, A outer x n and B n x outer double-fp16 matrices."""
+    outer = int(_pick(outer, _OUTER_4_4, scale))
+    for n in tuple(_pick(sizes, _SIZES_4_4, scale)):
+        A, B = _double_fp16_pair(_rng(seed, "fig_4_4", distribution, n, outer), distribution, outer, n)
+        yield (n, A, B, *_reference(A, B, exact_reference))
 
 
 def fig_4_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "small",
@@ -443,14 +448,10 @@ def fig_4_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
     Algorithm 4.1 is run for each ``split_k``: 1 chains the unit over all of n; 16 is how sec. 4.3 models
     cublasGemmEx (A1B1 in 16 blocks of n/16 added in fp32, i.e. FABsum-v1 with b = n/16).  ``bound``:
     Theorem 2.1 for Algorithm 4.1, the sec. 4.4 form b u + (n/b) u_acc for FABsum."""
-    sizes = tuple(_pick(sizes, _SIZES_4_4, scale))
     blocks = tuple(_pick(blocks, _BLOCKS_4_4, scale))
-    outer = int(_pick(outer, _OUTER_4_4, scale))
     fig = "fig_4_4"
     rows: list[dict[str, Any]] = []
-    for n in sizes:
-        A, B = _fabsum_data(fig, distribution, n, outer, seed)
-        C, ref = _reference(A, B, exact_reference)
+    for n, A, B, C, ref in _fabsum_problems(sizes, outer, scale, distribution, seed, exact_reference):
         common = dict(distribution=distribution, ref=ref, seed=seed, scale=scale)
         rows.append(_fp32_baseline(fig, A, B, C, panel="baseline", block=None, fabsum=None, **common))
         for dev in devices:
@@ -485,14 +486,10 @@ def fig_4_5(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
     """Fasi et al., Fig. 4.5 (right panel; accuracy only): FABsum-v2 in plain fp16 (one word) for several
     block sizes against FABsum-v2 in double-fp16 with b = 256 (Algorithm 4.4), on the A100's preset, with
     fp32 for reference.  Matrices as :func:`fig_4_4` (the seed: 512 x n, (0,1])."""
-    sizes = tuple(_pick(sizes, _SIZES_4_4, scale))
     blocks = tuple(_pick(blocks, _BLOCKS_4_5, scale))
-    outer = int(_pick(outer, _OUTER_4_4, scale))
     fig = "fig_4_5"
     rows: list[dict[str, Any]] = []
-    for n in sizes:
-        A, B = _fabsum_data("fig_4_4", distribution, n, outer, seed)  # the same matrices as Fig. 4.4
-        C, ref = _reference(A, B, exact_reference)
+    for n, A, B, C, ref in _fabsum_problems(sizes, outer, scale, distribution, seed, exact_reference):
         common = dict(distribution=distribution, ref=ref, seed=seed, scale=scale, panel=device)
         rows.append(_fp32_baseline(fig, A, B, C, block=None, fabsum=None, **common))
         res = _timed(lambda: matmul(A, B, method="double-fp16", device=device, order="cublas",
@@ -687,7 +684,13 @@ def ozaki_slices(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: st
 
 _SIZES_TABLE = {"ci": (64,), "small": (1024,), "paper": (4096,)}
 _OUTER_TABLE = {"ci": 16, "small": 64, "paper": 256}
-_DEVICE_FREE = ("tf64", "ozaki1", "ozaki2", "fp32", "fp64")  # their unit does not depend on the device
+
+
+def _device_free(name: str) -> bool:
+    """Whether method ``name``'s unit does not depend on the device (the TF64 unit, Ozaki's exact int8
+    unit, the native GEMMs)."""
+    entry = REGISTRY[name]
+    return entry.high == "fp64" or entry.kind == "native"
 
 
 def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "small",
@@ -701,12 +704,10 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
     the fp32/fp64 baselines do not depend on the device: they are computed once per distribution and
     repeated on each device's rows.  Reference: exact for the fp64-level methods; for the others exact
     while outer^2 n <= 2**20, else float64 BLAS (see ``reference`` column)."""
-    from ..multiword import methods as _methods
-
     sizes = tuple(_pick(sizes, _SIZES_TABLE, scale))
     q = int(_pick(outer, _OUTER_TABLE, scale))
     fig = "accuracy_table"
-    names = [x for x in _methods() if x != "mmm"]
+    names = [x for x in methods() if x != "mmm"]
     rows: list[dict[str, Any]] = []
     for dist in distributions:
         for n in sizes:
@@ -717,14 +718,14 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
             once: dict[str, dict[str, Any]] = {}
             for dev in devices:
                 for name in names:
-                    fp64 = name in ("tf64", "ozaki1", "ozaki2", "fp64")
+                    fp64 = REGISTRY[name].high == "fp64"  # fp64 data, against the exact product
                     A, B = (A64, B64) if fp64 else (A32, B32)
                     C, ref = refs[fp64]
                     common = dict(distribution=dist, ref=ref, seed=seed, scale=scale, panel=dist, device=dev)
                     if name in once:
                         rows.append({**once[name], "device": dev})
                         continue
-                    kw: dict[str, Any] = {} if name in _DEVICE_FREE else {"device": dev}
+                    kw: dict[str, Any] = {} if _device_free(name) else {"device": dev}
                     try:
                         res = _timed(lambda: matmul(A, B, method=name, return_info=True, **kw))
                     except ValueError as exc:  # the device has no unit for these words: no row
@@ -737,7 +738,7 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
                                bound=_bound(name, n), bound_probabilistic=_bound(name, n, probabilistic=True),
                                **common)
                     rows.append(row)
-                    if name in _DEVICE_FREE:
+                    if _device_free(name):
                         once[name] = row
                     _say(progress, f"{fig} {dist} n={n} {dev} {name}: {row['componentwise']:.3g} "
                                    f"({res.seconds:.2f} s)")
@@ -745,33 +746,10 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
 
 
 def _methods_products(name: str) -> tuple[tuple[int, int], ...]:
-    from ..multiword.methods import METHODS
-
     return METHODS[name].products if name in METHODS else ()
 
 
-# ---------------------------------------------------------------------------------------- registry, CSV
-
-FIGURES: dict[str, Callable[..., list[dict[str, Any]]]] = {
-    "fig_3_1": fig_3_1,
-    "fig_4_3": fig_4_3,
-    "fig_4_4": fig_4_4,
-    "fig_4_5": fig_4_5,
-    "valero_lara_fig_4": valero_lara_fig_4,
-    "valero_lara_fig_5": valero_lara_fig_5,
-    "ozaki_slices": ozaki_slices,
-    "accuracy_table": accuracy_table,
-}
-"""Every figure's row function, by name."""
-
-
-def run(name: str, *, scale: str = "small", seed: int = 0, sizes: Sequence[int] | None = None,
-        progress: Progress = None, **options: Any) -> list[dict[str, Any]]:
-    """The rows of figure ``name`` (a key of :data:`FIGURES`)."""
-    if name not in FIGURES:
-        raise ValueError(f"unknown figure {name!r}; the figures are: {', '.join(FIGURES)}")
-    return FIGURES[name](sizes, seed=seed, scale=_check_scale(scale), progress=progress, **options)
-
+# ---------------------------------------------------------------------------------------------------- CSV
 
 def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     cols = [c for c in COLUMNS if any(c in r for r in rows)]

@@ -1,9 +1,11 @@
 """Reproductions beyond the seeds: the project's own tables (``blockfma reproduce multiword-accuracy``,
-``blockfma reproduce h100-probe-records``).
+``ozaki-slices``, ``h100-probe-records``).
 
 * :func:`multiword_accuracy`: every multiword method on every simulated unit
   (:func:`blockfma.experiments.multiword.accuracy_table`), each error held to its worst-case bound
   (Fasi et al. 2023, Table 2.1 and sec. 4.4; :func:`blockfma.multiword.bound`).
+* :func:`ozaki_slices`: Ozaki I and II against their slices and moduli
+  (:func:`blockfma.experiments.multiword.ozaki_slices`), each error held to its bound.
 * :func:`h100_probe_records`: the probe table of the project's own H100 records (``data/hardware``): which
   paths were probed, what model each inferred from outputs alone, on how many rows it verified, and whether
   today's H100 preset gives the GPU's bits on every row the probe recorded.
@@ -18,33 +20,47 @@ from typing import Any
 
 import numpy as np
 
-from . import multiword as mw
-from .fasi2023 import figure_of, result_of
+from .fasi2023 import from_rows
 from .result import Comparison, Result, check_scale, result
 
-__all__ = ["multiword_accuracy", "h100_probe_records", "RECORDS", "hardware_folder"]
+__all__ = ["multiword_accuracy", "ozaki_slices", "h100_probe_records", "RECORDS", "hardware_folder"]
 
 #: the probe records of data/hardware, each with the rule that names a path's preset instruction
 RECORDS = ("h100-probe-cuda.json.gz", "h100-probe-cuda-wgmma-fp8.json.gz", "h100-probe-cuda-wgmma-fp8-1e6.json.gz")
 
 
-def multiword_accuracy(*, scale: str = "ci", progress: Any = None) -> Result:
-    """Every multiword method on the V100, A100 and H100 presets' units, both seed distributions; each
-    componentwise error against its worst-case bound."""
-    scale = check_scale(scale)
-    rows = mw.accuracy_table(scale=scale, progress=progress)
+def _bounded(rows: list[dict[str, Any]], what: Any) -> list[Comparison]:
+    """Each row's componentwise error held to its worst-case bound (rows without one are skipped); ``what``
+    names a row."""
     comps = []
     for r in rows:
         if r.get("bound") is None:
             continue
         ok = float(r["componentwise"]) <= float(r["bound"])
-        comps.append(Comparison(f"{r['device']} {r['method']} {r['distribution']}: error <= bound",
-                                f"<= {float(r['bound']):.3g}", float(f"{float(r['componentwise']):.3g}"), ok))
-    notes = ("No paper gives this table: the comparisons hold each error to its worst-case bound (Fasi et al. 2023, "
-             "Table 2.1; Ozaki schemes have no bound row). A method whose word format a device has no unit for (the "
-             "V100 has no bf16 or tf32) gives no row.",)
-    return result_of("multiword-accuracy", "Every multiword method on every simulated unit", rows, comps, notes,
-                     scale, figure_of("accuracy_table", rows))
+        comps.append(Comparison(f"{what(r)}: error <= bound", f"<= {float(r['bound']):.3g}",
+                                float(f"{float(r['componentwise']):.3g}"), ok))
+    return comps
+
+
+@from_rows("multiword-accuracy", "Every multiword method on every simulated unit", "accuracy_table",
+           notes=("No paper gives this table: the comparisons hold each error to its worst-case bound (Fasi et al. "
+                  "2023, Table 2.1; Ozaki schemes have no bound row). A method whose word format a device has no "
+                  "unit for (the V100 has no bf16 or tf32) gives no row.",))
+def multiword_accuracy(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Every multiword method on the V100, A100 and H100 presets' units, both seed distributions; each
+    componentwise error against its worst-case bound."""
+    return _bounded(rows, lambda r: f"{r['device']} {r['method']} {r['distribution']}")
+
+
+@from_rows("ozaki-slices", "Ozaki I and II against slices and moduli", "ozaki_slices",
+           notes=("No paper gives this figure: the comparisons hold each error to its worst-case bound "
+                  "(blockfma.multiword.bounds.ozaki_bound for Ozaki I with the data's exponent spread; "
+                  "gamma_n(2^-53) for fp64; Ozaki II has no bound row).",))
+def ozaki_slices(rows: list[dict[str, Any]]) -> list[Comparison]:
+    """Ozaki scheme I against its number of int8 slices and scheme II against its number of moduli, with
+    native fp64 and the presets' fp64 matrix units as reference lines; each error against its bound."""
+    return _bounded(rows, lambda r: f"{r['distribution']} n={r['n']} {r['series']}"
+                    + (f" s={r['slices']}" if r.get("slices") else ""))
 
 
 def hardware_folder() -> Path:

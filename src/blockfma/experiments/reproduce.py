@@ -91,7 +91,8 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
     _r("fttn-porting", _FTTN, "Sec. V (porting GEMM)", 1.3, f"{_E}.fttn:porting"),
     _r("valpey-table1", _VALPEY, "Table 1", 0.7, f"{_E}.valpey:table_1"),
     _r("valpey-table3", _VALPEY, "Table 3", 0.2, f"{_E}.valpey:table_3"),
-    _r("valpey-table4", _VALPEY, "Table 4 (query times)", 12.0, f"{_E}.valpey:table_4"),  # run in CI by test_reproduce_valpey
+    # valpey-table4 runs in CI by test_reproduce_valpey
+    _r("valpey-table4", _VALPEY, "Table 4 (query times)", 12.0, f"{_E}.valpey:table_4"),
     _r("valpey-table5", _VALPEY, "Table 5", 4.0, f"{_E}.valpey:table_5"),
     _r("valero-lara-fig4", _VALERO, "Fig. 4 (TF32)", 1.3, f"{_E}.valero_lara:fig_4"),
     _r("valero-lara-fig5", _VALERO, "Fig. 5 (TF64)", 0.7, f"{_E}.valero_lara:fig_5"),
@@ -102,6 +103,7 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
     _r("fasi2023-fig4.4", _FASI23, "Fig. 4.4 (accuracy panel)", 1.5, f"{_E}.fasi2023:fig_4_4"),
     _r("fasi2023-fig4.5", _FASI23, "Fig. 4.5 (accuracy panel)", 1.2, f"{_E}.fasi2023:fig_4_5"),
     _r("multiword-accuracy", _OWN, "every multiword method on every unit", 0.9, f"{_E}.project:multiword_accuracy"),
+    _r("ozaki-slices", _OWN, "Ozaki I and II against slices and moduli", 1.5, f"{_E}.project:ozaki_slices"),
     _r("h100-probe-records", _OWN, "probe table of the H100 records (data/hardware)", 1.6,
        f"{_E}.project:h100_probe_records"),
 )
@@ -122,7 +124,8 @@ def get(name: Any) -> Reproduction:
                 return r
     close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.3) if isinstance(name, str) else []
     raise ArgumentError("name", name, "is no reproduction",
-                        fix=(f"did you mean {close[0]}? " if close else "") + "blockfma reproduce --list names them all")
+                        fix=(f"did you mean {close[0]}? " if close else "")
+                        + "blockfma reproduce --list names them all")
 
 
 def load(entry: Reproduction) -> Callable[..., Result]:

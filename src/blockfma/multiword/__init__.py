@@ -16,9 +16,11 @@ on real units through torch with ``backend="hardware"`` (:mod:`.hardware`).
                                               alternatives and why; .explain()), on a card's RATES
     with accurate("fp64", dtypes=(torch.float64,), backend="hardware"): ...   torch's matmuls of those
                                               dtypes through the chosen methods; .log says what ran
+    registry.REGISTRY                         every method as a frozen object (its parameters, sources),
+                                              which bound, choose, matmul and the CLI read
 """
 
-from . import bounds, hardware, metrics, ozaki
+from . import bounds, hardware, metrics, ozaki, registry
 from .bounds import bound
 from .choose import RATES, Choice, Option, Rates, choose
 from .methods import METHODS, TF64_UNIT, Method, OverflowWarning, matmul, methods, unit_model
@@ -26,6 +28,6 @@ from .metrics import errors, reference
 from .split import RangeWarning, split
 from .switch import Accurate, accurate
 
-__all__ = ["bounds", "hardware", "metrics", "ozaki", "bound", "errors", "reference", "matmul", "methods", "METHODS",
-           "Method", "split", "RangeWarning", "OverflowWarning", "unit_model", "TF64_UNIT",
+__all__ = ["bounds", "hardware", "metrics", "ozaki", "registry", "bound", "errors", "reference", "matmul", "methods",
+           "METHODS", "Method", "split", "RangeWarning", "OverflowWarning", "unit_model", "TF64_UNIT",
            "choose", "Choice", "Option", "Rates", "RATES", "accurate", "Accurate"]

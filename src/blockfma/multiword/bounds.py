@@ -32,17 +32,21 @@ in practice, but they are not proved bounds for such units.
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator as _operator
 import sys
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, keywords
+from ..arguments import ArgumentError, integer, keywords
+from . import arrays, ozaki as _ozaki
+from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki, smallest_first
 
 __all__ = [
     "FORMATS",
@@ -60,6 +64,7 @@ __all__ = [
     "ozaki_bound",
     "ozaki_slices",
     "exponent_spread",
+    "ozaki2_bound",
     "MethodSpec",
     "METHODS",
     "methods",
@@ -163,11 +168,6 @@ def _pairs(p: int, products: str) -> list[Pair]:
                      f"got {products!r}")
 
 
-def _smallest_first(pairs: Sequence[Pair]) -> list[Pair]:
-    """The cuBLAS order of [FHLMM] Algorithm 4.1: the smallest products first, A1B1 last."""
-    return sorted(pairs, key=lambda t: (-(t[0] + t[1]), -t[0]))
-
-
 def _schedule(pairs: list[Pair], accumulate: str, schedule: Any) -> list[list[Pair]]:
     """Groups of word products (1-based pairs) in execution order: each group chained through the unit's
     accumulator in the listed order, the groups' results added in u_high rounding to nearest."""
@@ -180,7 +180,7 @@ def _schedule(pairs: list[Pair], accumulate: str, schedule: Any) -> list[list[Pa
     if accumulate == "outside":
         return [[t] for t in pairs]
     if accumulate == "inside":
-        return [_smallest_first(pairs)]
+        return [list(smallest_first(pairs))]
     raise ValueError(f"accumulate must be 'outside' (Algorithm 2.1) or 'inside' (Algorithm 4.1); got "
                      f"{accumulate!r}")
 
@@ -203,6 +203,93 @@ def _split_state(input_format: Any, p: int, u_low: float) -> str:
     return "exact" if t <= p * p_low else "general"
 
 
+@dataclass(frozen=True)
+class _Mmm:
+    """One :func:`mmm_bound` problem, its arguments checked: n, p, u_low (``u``), u_high (``uh``), the block
+    FMA's width and internal precision (None: u_high), the products, the split state, the execution groups,
+    whether the unit's gammas are probabilistic, whether the outside additions' are, and lambda."""
+
+    n: int
+    p: int
+    u: float
+    uh: float
+    b: int
+    ub: float | None
+    products: str
+    state: str
+    groups: list[list[Pair]]
+    unit_prob: bool
+    prob: bool
+    lam: float
+
+    def block(self, r: int) -> float:
+        """The relative error factor of r chained unit calls of inner dimension n (eq. 2.1; with a block
+        precision u_block != u_high, (1 + gamma_n(u_block)) (1 + gamma_{r ceil(n/b)}(u_high)) - 1)."""
+        if self.ub is None or self.ub == self.uh:
+            return _g(r * self.n, self.uh, self.unit_prob, self.lam)
+        return (1 + _g(r * self.n, self.ub, self.unit_prob, self.lam)) * (
+            1 + _g(r * -(-self.n // self.b), self.uh, self.unit_prob, self.lam)) - 1
+
+    def accumulated(self, r: int) -> float:
+        """gamma_{r n + p**2 - 1}(u_high): the block FMA's error through r unit calls and the p**2 - 1
+        additions of the products (the block precision's form where it differs from u_high)."""
+        pp = self.p * self.p - 1
+        if self.ub is None or self.ub == self.uh:
+            return _g(r * self.n + pp, self.uh, self.unit_prob, self.lam)
+        return (1 + self.block(r)) * (1 + _g(pp, self.uh, self.unit_prob, self.lam)) - 1
+
+    @property
+    def split(self) -> float:
+        """The splitting error 2u**p + u**2p (eq. 2.3), 0 where the words hold the inputs exactly."""
+        return 2 * self.u**self.p + self.u ** (2 * self.p) if self.state == "general" else 0.0
+
+    @property
+    def dropped(self) -> float:
+        """The products with i + j > p + 1 that the triangle leaves out (eq. 2.7); 0 for all p**2."""
+        p, u = self.p, self.u
+        return sum((p - i) * u ** (p + i - 1) for i in range(1, p)) if self.products == "triangle" else 0.0
+
+
+def _theorem(q: _Mmm) -> float:
+    """Theorem 2.1, eq. (2.8), without its O(u_high u_low + u_low**(p+1)) remainder: (p+1) u_low**p +
+    gamma_{n+p**2-1}(u_high); with all p**2 products (eq. 2.5) the constant is 2 u_low**p.  (A schedule that
+    chains A_1B_1 through r > 1 unit calls, as Markidis's order does, makes it gamma_{r n + p**2 - 1}.)"""
+    r1 = next(len(g) - g.index((1, 1)) for g in q.groups if (1, 1) in g)  # the unit calls A_1B_1 goes through
+    if q.products == "triangle":
+        const = (q.p + 1 if q.state == "general" else q.p - 1) * q.u**q.p
+    else:
+        const = 2 * q.u**q.p if q.state == "general" else 0.0
+    return const + q.accumulated(r1)
+
+
+def _paper(q: _Mmm) -> float:
+    """The first line of eq. (2.7) exactly as printed: 2u**p + u**2p + (gamma_{n+p**2-1} (1 + sum_{k=1}^{p-1}
+    u**k) + sum_{i=1}^{p-1} (p-i) u**(p+i-1)) (1+u)**2 (u = u_low); for all p**2 products, eq. (2.5) with
+    (2.6): 2u**p + u**2p + gamma_{n+p**2-1} (sum_{k<p} u**k)**2 (1+u)**2."""
+    u = q.u
+    kept = 1 + sum(u**k for k in range(1, q.p)) if q.products == "triangle" else sum(u**k for k in range(q.p)) ** 2
+    return q.split + (q.accumulated(1) * kept + q.dropped) * (1 + u) ** 2
+
+
+def _full(q: _Mmm) -> float:
+    """A rigorous bound with every term, derived as (2.5)-(2.7) but counting each kept product once (the
+    kept products A_iB_j with i + j - 2 = k number k + 1, where (2.7) prints a factor 1 for each k), each
+    product with the rounding errors of its own path through the groups instead of the common
+    gamma_{n+p**2-1}."""
+    G = len(q.groups)
+    weighted = 0.0
+    for g, group in enumerate(q.groups, start=1):
+        outside = G - 1 if g == 1 else G - g + 1  # u_high additions this group's value goes through
+        for pos, (i, j) in enumerate(group):
+            r = len(group) - pos  # unit calls this product goes through
+            phi = (1 + q.block(r)) * (1 + _g(outside, q.uh, q.prob, q.lam)) - 1
+            weighted += phi * q.u ** (i + j - 2)
+    return q.split + (weighted + q.dropped) * (1 + q.u) ** 2
+
+
+_TERMS = {"theorem": _theorem, "paper": _paper, "full": _full}
+
+
 def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_block: float | None = None,
               products: str = "triangle", terms: Terms = "theorem", input_format: Any = None,
               accumulate: str = "outside", schedule: Sequence[Sequence[Pair]] | None = None,
@@ -210,19 +297,9 @@ def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_bloc
     """Bound on max_ij |C - C_hat|_ij / (|A||B|)_ij for [FHLMM] Algorithm 2.1: p words of precision u_low,
     the word products on a block FMA satisfying eq. (2.1) with u_high, added in u_high.
 
-    ``terms``:
-
-    * ``"theorem"`` (default): Theorem 2.1, eq. (2.8), without its O(u_high u_low + u_low**(p+1)) remainder:
-      (p+1) u_low**p + gamma_{n+p**2-1}(u_high).  With ``products="all"`` (p**2 products, eq. 2.5) the
-      constant is 2 u_low**p.  (A schedule that chains A_1B_1 through r > 1 unit calls, as Markidis's order
-      does, makes it gamma_{r n + p**2 - 1}: the seed's algorithms never do that.)
-    * ``"paper"``: the first line of eq. (2.7) exactly as printed: 2u**p + u**2p + (gamma_{n+p**2-1}
-      (1 + sum_{k=1}^{p-1} u**k) + sum_{i=1}^{p-1} (p-i) u**(p+i-1)) (1+u)**2 (u = u_low).  (For
-      ``products="all"``: eq. (2.5) with (2.6), 2u**p + u**2p + gamma_{n+p**2-1} (sum_{k<p} u**k)**2 (1+u)**2.)
-    * ``"full"``: a rigorous bound with every term, derived as (2.5)-(2.7) but counting each kept product
-      once: the kept products A_iB_j with i + j - 2 = k number k + 1, where (2.7) prints a factor 1 for each
-      k, and each product carries the rounding errors of its own path (``accumulate``/``schedule``) instead
-      of the common gamma_{n+p**2-1}.
+    ``terms``: ``"theorem"`` (default; Theorem 2.1, :func:`_theorem`), ``"paper"`` (eq. 2.7 as printed,
+    :func:`_paper`) or ``"full"`` (every term, each product along its own path, :func:`_full`);
+    ``products``: "triangle" (i + j <= p + 1) or "all" (p**2, eq. 2.5).
 
     ``input_format``: the format A and B are given in.  None (default): any (eq. 2.3, |Delta A| <=
     u_low**p |A|).  A format that fits in p words (precision <= p * precision(low), e.g. fp32 in three bf16
@@ -248,65 +325,18 @@ def mmm_bound(n: int, *, p: int, u_low: float, u_high: float, b: int = 1, u_bloc
     stays the same throughout, so the mean-zero hypothesis fails and the unit's gammas stay worst-case (the
     paper's explanation of double-fp16's loss on (0, 1] data); additions outside the unit still get sqrt.
     """
-    n = _count(n, "n")
-    p = _count(p, "p")
-    b = _count(b, "b")
-    u = _u(u_low, "u_low")
-    uh = _u(u_high, "u_high")
-    ub = None if u_block is None else _u(u_block, "u_block")
-    rnd = _check_rounding(rounding)
-    pairs = _pairs(p, products)
-    state = _split_state(input_format, p, u)
-    unit_prob = probabilistic and rnd == "rn"
-
-    def block(r: int) -> float:
-        """The relative error factor of r chained unit calls of inner dimension n."""
-        if ub is None or ub == uh:
-            return _g(r * n, uh, unit_prob, lam)
-        return (1 + _g(r * n, ub, unit_prob, lam)) * (1 + _g(r * -(-n // b), uh, unit_prob, lam)) - 1
-
-    if state == "low":  # A = A_1, B = B_1: one nonzero product, the other ones add exact zeros
-        return block(1)
-    groups = _schedule(pairs, accumulate, schedule)
-    if terms == "theorem":
-        # r1: the unit calls A_1B_1 goes through (1 unless a schedule chains it before other products)
-        r1 = next(len(g) - g.index((1, 1)) for g in groups if (1, 1) in g)
-        if ub is None or ub == uh:
-            acc = _g(r1 * n + p * p - 1, uh, unit_prob, lam)
-        else:
-            acc = (1 + block(r1)) * (1 + _g(p * p - 1, uh, unit_prob, lam)) - 1
-        if products == "triangle":
-            const = (p + 1 if state == "general" else p - 1) * u**p
-        else:
-            const = 2 * u**p if state == "general" else 0.0
-        return const + acc
-    split = 2 * u**p + u ** (2 * p) if state == "general" else 0.0
-    if products == "triangle":
-        dropped = sum((p - i) * u ** (p + i - 1) for i in range(1, p))
-    else:
-        dropped = 0.0
-    if terms == "paper":
-        if ub is None or ub == uh:
-            acc = _g(n + p * p - 1, uh, unit_prob, lam)
-        else:
-            acc = (1 + block(1)) * (1 + _g(p * p - 1, uh, unit_prob, lam)) - 1
-        if products == "triangle":
-            kept = 1 + sum(u**k for k in range(1, p))
-        else:
-            kept = sum(u**k for k in range(p)) ** 2
-        return split + (acc * kept + dropped) * (1 + u) ** 2
-    if terms != "full":
+    n, p, b, u = _count(n, "n"), _count(p, "p"), _count(b, "b"), _u(u_low, "u_low")
+    uh, ub = _u(u_high, "u_high"), None if u_block is None else _u(u_block, "u_block")
+    rnd, pairs = _check_rounding(rounding), _pairs(p, products)
+    q = _Mmm(n, p, u, uh, b, ub, products, _split_state(input_format, p, u), [], probabilistic and rnd == "rn",
+             probabilistic, lam)
+    if q.state == "low":  # A = A_1, B = B_1: one nonzero product, the other ones add exact zeros
+        return q.block(1)
+    q = dataclasses.replace(q, groups=_schedule(pairs, accumulate, schedule))
+    if terms not in _TERMS:
         raise ValueError(f"terms must be 'theorem' (eq. 2.8), 'paper' (eq. 2.7 as printed) or 'full'; "
                          f"got {terms!r}")
-    G = len(groups)
-    weighted = 0.0
-    for g, group in enumerate(groups, start=1):
-        outside = G - 1 if g == 1 else G - g + 1  # u_high additions this group's value goes through
-        for pos, (i, j) in enumerate(group):
-            r = len(group) - pos  # unit calls this product goes through
-            phi = (1 + block(r)) * (1 + _g(outside, uh, probabilistic, lam)) - 1
-            weighted += phi * u ** (i + j - 2)
-    return split + (weighted + dropped) * (1 + u) ** 2
+    return _TERMS[terms](q)
 
 
 # ------------------------------------------------------------------------------------ Table 2.1, dominant
@@ -536,8 +566,6 @@ def exponent_spread(A: Any, B: Any) -> int:
     """d_A + d_B for :func:`ozaki_bound`: the least integers with |a_ik| >= 2**-d_A max_k |a_ik| for every
     nonzero a_ik (each row of A) and likewise d_B for the columns of B."""
 
-    from . import arrays
-
     def d(X: Any, axis: int) -> int:
         torch = sys.modules.get("torch")
         xp = torch if torch is not None and isinstance(X, torch.Tensor) else np  # a tensor stays on its device
@@ -579,12 +607,41 @@ def ozaki_slices(target_bits: float, slice_bits: int = 7, *, exponent_spread: in
     raise ValueError(f"no slice count up to 2000 reaches 2**-{target_bits}")
 
 
+def ozaki2_bound(k: int, n_moduli: int | None = None, *, moduli: Sequence[int] | None = None,
+                 scaling: str = "fast", exponent_spread: int = 0) -> float:
+    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one).
+
+    With P the product of the moduli and 2**L = sqrt(P/2) (a hair less), ozaki2 computes A' = trunc(2**sa_i A),
+    B' = trunc(2**sb_j B), the exact A' B' and one rounding to float64.  Per term, |2**sa_i a_il - A'_il| <
+    min(1, 2**sa_i |a_il|) and |A'_il| <= 2**sa_i |a_il| (likewise B), so term l of entry (i, j) is off by
+    less than (1 / (2**sa_i |a_il|) + 1 / (2**sb_j |b_lj|)) 2**(sa_i + sb_j) |a_il b_lj|, and zero where
+    a_il b_lj = 0.  The fast scaling (largest sa_i with 2**sa_i ||a_i||_2 <= 2**L) gives 2**-sa_i <
+    2**(1-L) ||a_i||_2 <= 2**(1-L) sqrt(k) max_l |a_il|; the accurate one (6-bit bounds, one unit GEMM)
+    2**(2-L) sqrt(k) max_l |a_il|.  With every nonzero |a_il| >= 2**-d_A max_l |a_il| (likewise d_B) and
+    2**d_A + 2**d_B <= 2**spread + 1 (spread = d_A + d_B, :func:`.bounds.exponent_spread`):
+
+        componentwise error <= c sqrt(2 k / P) (2**spread + 1) + 2**-53,   c = 2 (fast), 4 (accurate),
+
+    the last term the final rounding (|A' B'| <= 2**(sa_i+sb_j) (|A||B|)_ij).  No underflow assumed."""
+    k = integer("k", k, least=1)
+    mods = _ozaki.MODULI[:integer("n_moduli", n_moduli, least=1, most=len(_ozaki.MODULI))] if moduli is None \
+        else tuple(moduli)
+    if scaling not in ("fast", "accurate"):
+        raise ArgumentError("scaling", scaling, "must be 'fast' or 'accurate'")
+    spread = integer("exponent_spread", exponent_spread, least=0)
+    c = 2.0 if scaling == "fast" else 4.0
+    P = math.prod(mods)
+    r = c * math.sqrt(2.0 * k / P) * (1 + 2.0**-16) * (2.0**spread + 1)
+    return r + 2.0**-53
+
+
 # ---------------------------------------------------------------------------------------- the dispatcher
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """How :func:`bound` bounds a method: its kind ("mmm", "fabsum", "ozaki1"), words and formats, the word
-    products and where they are accumulated (as :mod:`blockfma.multiword.methods` runs them), its source."""
+    """How :func:`bound` bounds a method of :mod:`.registry`: its kind ("mmm", "fabsum", "ozaki1"), words and
+    formats, the word products ("triangle" or "all") and where they are accumulated (``schedule``: the
+    groups as the method runs them, 1-based), its source."""
 
     name: str
     kind: str
@@ -600,45 +657,25 @@ class MethodSpec:
     notes: str = ""
 
 
-_FASI = "[FHLMM] Theorem 2.1, Table 2.1"
-METHODS: dict[str, MethodSpec] = {s.name: s for s in [
-    MethodSpec("fp16", "mmm", 1, "fp16", source=_FASI, notes="fp16 inputs (rounded from any format) to a block "
-               "FMA accumulating in fp32: 2 u_fp16 + gamma_n(u_fp32); input_format='fp16' leaves gamma_n"),
-    MethodSpec("bf16", "mmm", 1, "bf16", source=_FASI),
-    MethodSpec("tf32", "mmm", 1, "tf32", source="[FHLMM] Theorem 2.1 with u_low = 2^-11; [VLJLV] 1xTF32"),
-    MethodSpec("fp32", "mmm", 1, "fp32", source="[FHLMM] eq. (2.1) with a scalar FMA (b = 1); [H02] sec. 3.1",
-               notes="plain fp32 GEMM: gamma_n(2^-24) for fp32 inputs (recursive summation in any order, with "
-               "or without FMA), plus 2 u + u^2 for rounding inputs of another format to fp32"),
-    MethodSpec("fp64", "mmm", 1, "fp64", high="fp64", input_format="fp64", source="[H02] sec. 3.1",
-               notes="plain fp64 GEMM: gamma_n(2^-53)"),
-    MethodSpec("double-fp16", "mmm", 2, "fp16", source=_FASI),
-    MethodSpec("double-bf16", "mmm", 2, "bf16", source=_FASI),
-    MethodSpec("triple-bf16", "mmm", 3, "bf16", source=_FASI),
-    MethodSpec("mmm", "mmm", source="[FHLMM] Theorem 2.1 (p= and low= required)"),
-    MethodSpec("markidis", "mmm", 2, "fp16", products="all", schedule=(((1, 1), (1, 2), (2, 1), (2, 2)),),
-               source="Markidis et al. 2018 as [FHLMM] sec. 2 describe it: all four products; eq. (2.5)",
-               notes="the four products chained in the unit with A1B1 first (as blockfma.multiword.methods "
-               "runs it), so A1B1's terms go through 4 unit calls: gamma_{4n+3} where Algorithm 2.1 has "
-               "gamma_{n+3}"),
-    MethodSpec("ootomo", "mmm", 2, "fp16", schedule=(((1, 2), (2, 1)), ((1, 1),)),
-               source="Ootomo and Yokota 2022; [FHLMM] Theorem 2.1 (residual scaling only avoids underflow)",
-               notes="corrections chained in the unit, then added to A1B1 outside, rounding to nearest"),
-    MethodSpec("3xtf32", "mmm", 2, "tf32", accumulate="inside",
-               source="[VLJLV] 3xTF32; [FHLMM] Theorem 2.1 with u_low = 2^-11"),
-    MethodSpec("4xtf32", "mmm", 2, "tf32", products="all", accumulate="inside",
-               source="[VLJLV] 4xTF32; [FHLMM] eq. (2.5)"),
-    MethodSpec("bf16x9", "mmm", 3, "bf16", products="all", accumulate="inside",
-               source="cuBLAS FP32 emulation with 9 bf16 products; [FHLMM] eq. (2.5) with p = 3",
-               notes="fp32 inputs fit in three bf16 words: input_format='fp32' drops the splitting error"),
-    MethodSpec("tf64", "mmm", 2, "fp32", high="fp64", accumulate="inside",
-               source="[VLJLV] TF64 (3 products; products='all' for their 4dsgemm); [FHLMM] Theorem 2.1 with "
-               "u_low = 2^-24, u_high = 2^-53",
-               notes="assumes the proposed TF64 unit: fp32 x fp32 products exact in fp64 (48 <= 53 bits), "
-               "accumulated in fp64 rounding to nearest (eq. 2.1 with u_high = 2^-53)"),
-    MethodSpec("fabsum-v1", "fabsum", acc_u=2**-24, source="[FHLMM] sec. 4.4, Algorithm 4.2"),
-    MethodSpec("fabsum-v2", "fabsum", acc_u=2**-53, source="[FHLMM] sec. 4.4, Algorithm 4.3"),
-    MethodSpec("ozaki1", "ozaki1", source="derived here (see ozaki_bound)"),
-]}
+def _of(e: Method | Mmm | Native | Ozaki | Fabsum) -> MethodSpec:
+    """The bound's view of a registry entry."""
+    if isinstance(e, Method):
+        groups = [[(i + 1, j + 1) for i, j in g] for g in e.groups()]
+        if groups == _schedule(_pairs(e.p, e.pattern), e.accumulate, None):
+            return MethodSpec(e.name, "mmm", e.p, e.low, e.high, e.pattern, e.accumulate, source=e.bound_source,
+                              notes=e.bound_notes)
+        # its own grouping (Markidis, Ootomo): Algorithm 2.1's where the products or accumulate= are overridden
+        return MethodSpec(e.name, "mmm", e.p, e.low, e.high, e.pattern, "outside", tuple(tuple(g) for g in groups),
+                          source=e.bound_source, notes=e.bound_notes)
+    if isinstance(e, Native):
+        return MethodSpec(e.name, "mmm", 1, e.name, e.high, input_format=e.input_format, source=e.bound_source,
+                          notes=e.bound_notes)
+    if isinstance(e, Fabsum):
+        return MethodSpec(e.name, "fabsum", acc_u=e.acc_u, source=e.bound_source)
+    return MethodSpec(e.name, e.kind, source=e.bound_source)
+
+
+METHODS: dict[str, MethodSpec] = {n: _of(e) for n, e in REGISTRY.items() if getattr(e, "bounded", True)}
 """The methods :func:`bound` knows, by name (those of :func:`blockfma.multiword.methods`, where they exist)."""
 
 
@@ -648,8 +685,6 @@ def methods() -> list[str]:
 
 
 def _spec(method: str) -> MethodSpec:
-    import difflib
-
     key = method.strip().lower() if isinstance(method, str) else None
     if key not in METHODS:
         close = difflib.get_close_matches(str(key), list(METHODS), n=1, cutoff=0.5) if key else []

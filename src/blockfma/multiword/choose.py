@@ -24,35 +24,38 @@ a unit call takes max(2 m k n / rate of its unit, bytes moved / memory bandwidth
 the splitting, slicing, residues, CRT and outside additions are elementwise passes costed by the bytes they
 move (fused as GEMMul8 fuses them: one pass per operand writes all words, slices or residues).  So small and
 skinny products, where launches and memory traffic dominate, go to the native GEMM.  The costs are those of
-a device-resident implementation; today's host-side splitting (issue 21) is slower than predicted.
+a device-resident implementation (how they compare with measured times: docs/multiword.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import numbers
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..arguments import ArgumentError, Shown, flag, integer
-from . import bounds as _bounds
-from . import ozaki as _ozaki
+from .. import formats as _formats
+from ..arguments import ArgumentError, Shown, integer
+from ..formats import RoundingMode
+from ..model import Alignment
+from . import bounds as _bounds, ozaki as _ozaki, tensors as _tensors
+from .bounds import ozaki2_bound
+from .hardware import device_info, hardware_device, is_hardware
+from .registry import METHODS, REGISTRY, Method, Ozaki
+from .split import check_operands, check_range
+from .steps import check_backend, unit_model
 
-__all__ = ["Rates", "RATES", "Option", "Choice", "choose", "ozaki2_bound", "check_accuracy", "target", "rates_for",
-           "matmul_for"]
+__all__ = ["Rates", "RATES", "Option", "Choice", "choose", "ozaki2_bound", "check_accuracy", "target", "rates_for"]
 
 ACCURACIES = ("fp64", "fp32")
 """The named accuracies :func:`choose` takes (besides a number)."""
-
-_H100 = ("NVIDIA H100 Tensor Core GPU datasheet, SXM5 column, dense (the datasheet's 'with sparsity' figures "
-         "halved); the same table at glennklockwood.com/garden/processors/h100")
-
 
 @dataclass(frozen=True)
 class Rates:
@@ -85,37 +88,25 @@ class Rates:
         return None if r is None else r / self.fp64
 
 
-T = 1e12
-RATES: dict[str, Rates] = {r.name: r for r in [
-    Rates("H100", 66.9 * T, 66.9 * T, 494.7 * T, 989.4 * T, 989.4 * T, 1978.9 * T, 3.35e12, "H100",
-          source=_H100 + "; fp64 is the fp64 tensor cores (DMMA), fp32 the CUDA cores (SGEMM)"),
-    Rates("H200", 66.9 * T, 66.9 * T, 494.7 * T, 989.4 * T, 989.4 * T, 1978.9 * T, 4.8e12, "H100",
-          source="NVIDIA H200 Tensor Core GPU datasheet, SXM column, dense: the H100 SXM5's compute, 4.8 TB/s HBM3e"),
-    Rates("A100", 19.5 * T, 19.5 * T, 156 * T, 312 * T, 312 * T, 624 * T, 2.039e12, "A100",
-          source="NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column, dense; fp64 is the fp64 tensor cores"),
-    Rates("V100", 7.8 * T, 15.7 * T, None, 125 * T, None, None, 0.9e12, "V100",
-          source="NVIDIA V100 Tensor Core GPU datasheet, SXM2 column: fp16 tensor cores only (no bf16, tf32 or "
-          "int8 matrix unit)"),
-    Rates("RTX 4090", 1.29 * T, 82.6 * T, 82.6 * T, 165.2 * T, 165.2 * T, 660.6 * T, 1.008e12, "Ada",
-          source="NVIDIA Ada Lovelace GPU architecture whitepaper, appendix table (GeForce RTX 4090, dense): "
-          "fp16/bf16 and tf32 tensor cores with fp32 accumulation, fp64 at 1/64 of fp32"),
-    Rates("cpu", 1e11, 2e11, 2e11, 2e11, 2e11, 2e11, 2e10, None, truncates=False, launch=1e-5,
-          source="nominal, no datasheet: a CPU's fp32 SIMD lanes are twice its fp64 ones, and backend="
-          "'hardware:cpu' multiplies fp16/bf16/tf32 words and int8 slices by fp32-rate matmuls; measure a CPU "
-          "with benchmarks/bench_multiword_gpu.py"),
-]}
-"""Peak rates per card (keys as :func:`choose` takes them in ``device=``); none of them is in
-shared/DEVICE-FACTS.md, which records arithmetic, not speed: each row names its vendor source.  A check of
-the roofline against issue 21's H100 measurements (benchmarks/bench_multiword_gpu.py, device time) at
-n = 8192: DGEMM 18 ms (predicted 16.4), SGEMM 21 ms (16.4), 3xTF32's three unit calls 8.4 ms (6.7), so
-large products reach 78 to 91% of these peaks; at n = 1024 the measured calls take 3.5 to 11 times the
-prediction (per-call overheads beyond the 5 us launch), which only strengthens the native fallback."""
+def _load_rates(path: Path) -> dict[str, Rates]:
+    """The cards of ``rates.json``: TFLOP/s (TOP/s for int8) there, FLOP/s here."""
+    def peak(value: float | None) -> float | None:
+        return None if value is None else value * 1e12
+
+    cards = json.loads(path.read_text())["cards"]
+    units = ("fp64", "fp32", "tf32", "fp16", "bf16", "int8")
+    return {c["name"]: Rates(c["name"], *(peak(c[u]) for u in units), c["bandwidth"], c["preset"],  # type: ignore[arg-type]
+                             **{k: c[k] for k in ("truncates", "launch", "source") if k in c}) for c in cards}
+
+
+RATES: dict[str, Rates] = _load_rates(Path(__file__).with_name("rates.json"))
+"""Peak rates per card (keys as :func:`choose` takes them in ``device=``), from ``rates.json`` beside this
+module, each row with its vendor source; none of them is in shared/DEVICE-FACTS.md, which records arithmetic,
+not speed.  How the roofline compares with measured times: docs/multiword.md."""
 
 _BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1}
-_SINGLE = ("fp16", "bf16", "tf32")
-_MULTIWORD = ("double-fp16", "double-bf16", "triple-bf16", "markidis", "ootomo", "3xtf32", "4xtf32", "bf16x9")
 _MAX_OZAKI1_SLICES = 40  # far past fp64: ozaki1's float64 additions floor its bound long before
-_U64 = 2.0**-53
+_U64 = 2.0**-53  # binary64 unit roundoff
 
 
 # ------------------------------------------------------------------------------------------- the records
@@ -145,7 +136,7 @@ class Option:
     @property
     def native(self) -> bool:
         """Whether this is the native GEMM ("fp64": DGEMM, "fp32": SGEMM)."""
-        return self.method in ("fp64", "fp32")
+        return REGISTRY[self.method].kind == "native"
 
 
 @dataclass(frozen=True)
@@ -196,7 +187,7 @@ class Choice:
         """Keywords for :func:`blockfma.multiword.matmul` that run this choice: the method, its parameters,
         the simulated device for a multiword method, the backend."""
         args: dict[str, Any] = {"method": self.method, **self.params}
-        if self.method not in ("fp32", "fp64", "ozaki1", "ozaki2") and not _on_hardware(self.backend):
+        if REGISTRY[self.method].kind == "words" and not is_hardware(self.backend):
             args["device"] = self.rates.preset
         if self.backend is not None:
             args["backend"] = self.backend
@@ -206,12 +197,13 @@ class Choice:
         """The choice in words: the target, the chosen method with its predicted error and time, every
         rejected alternative with its numbers and reason."""
         m, k, n = self.shape
-        where = "real units (" + self.backend + ")" if _on_hardware(self.backend) else "simulated units"
+        where = "real units (" + self.backend + ")" if is_hardware(self.backend) else "simulated units"
         lines = [f"accuracy={self.accuracy!r} for {m} x {k} @ {k} x {n} on {self.rates.name} ({where})",
                  f"  target: componentwise error <= {self.target:.3g}" + {
                      "fp64": " (DGEMM's bound gamma_k(2^-53))", "fp32": " (SGEMM's bound)"}.get(self.accuracy, ""),
                  f"  chosen: {self.option.label}: predicted error <= {self.bound:.3g}, {self.option.calls} unit "
-                 f"call{'s' if self.option.calls != 1 else ''}, predicted time {_time(self.cost)} on {self.option.unit}",
+                 f"call{'s' if self.option.calls != 1 else ''}, predicted time {_time(self.cost)} on "
+                 f"{self.option.unit}",
                  f"    ({self.option.detail})",
                  f"  exponent spread {self.spread} " + ("(from the data)" if self.spread_from_data else
                                                         "(assumed: pass data=(A, B) to count it)"),
@@ -229,41 +221,7 @@ def _time(s: float) -> str:
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} us"
 
 
-def _on_hardware(backend: str | None) -> bool:
-    from .hardware import is_hardware
-
-    return is_hardware(backend)
-
-
 # ------------------------------------------------------------------------------------------- the bounds
-
-def ozaki2_bound(k: int, n_moduli: int | None = None, *, moduli: Sequence[int] | None = None,
-                 scaling: str = "fast", exponent_spread: int = 0) -> float:
-    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one).
-
-    With P the product of the moduli and 2**L = sqrt(P/2) (a hair less), ozaki2 computes A' = trunc(2**sa_i A),
-    B' = trunc(2**sb_j B), the exact A' B' and one rounding to float64.  Per term, |2**sa_i a_il - A'_il| <
-    min(1, 2**sa_i |a_il|) and |A'_il| <= 2**sa_i |a_il| (likewise B), so term l of entry (i, j) is off by
-    less than (1 / (2**sa_i |a_il|) + 1 / (2**sb_j |b_lj|)) 2**(sa_i + sb_j) |a_il b_lj|, and zero where
-    a_il b_lj = 0.  The fast scaling (largest sa_i with 2**sa_i ||a_i||_2 <= 2**L) gives 2**-sa_i <
-    2**(1-L) ||a_i||_2 <= 2**(1-L) sqrt(k) max_l |a_il|; the accurate one (6-bit bounds, one unit GEMM)
-    2**(2-L) sqrt(k) max_l |a_il|.  With every nonzero |a_il| >= 2**-d_A max_l |a_il| (likewise d_B) and
-    2**d_A + 2**d_B <= 2**spread + 1 (spread = d_A + d_B, :func:`.bounds.exponent_spread`):
-
-        componentwise error <= c sqrt(2 k / P) (2**spread + 1) + 2**-53,   c = 2 (fast), 4 (accurate),
-
-    the last term the final rounding (|A' B'| <= 2**(sa_i+sb_j) (|A||B|)_ij).  No underflow assumed."""
-    k = integer("k", k, least=1)
-    mods = _ozaki.MODULI[:integer("n_moduli", n_moduli, least=1, most=len(_ozaki.MODULI))] if moduli is None \
-        else tuple(moduli)
-    if scaling not in ("fast", "accurate"):
-        raise ArgumentError("scaling", scaling, "must be 'fast' or 'accurate'")
-    spread = integer("exponent_spread", exponent_spread, least=0)
-    c = 2.0 if scaling == "fast" else 4.0
-    P = math.prod(mods)
-    r = c * math.sqrt(2.0 * k / P) * (1 + 2.0**-16) * (2.0**spread + 1)
-    return r + _U64
-
 
 # ---------------------------------------------------------------------------------------------- accuracy
 
@@ -306,14 +264,11 @@ def rates_for(device: Any = None, backend: str | None = None) -> Rates:
     """The :class:`Rates` ``device`` names (a key of :data:`RATES`, any case, or a Rates): by default the
     GPU torch sees (or "cpu") for a hardware ``backend``, "H100" on the simulator; an ArgumentError naming
     the cards with rates otherwise."""
-    from .methods import check_backend
 
     on_hw = check_backend(backend)[1]
     if isinstance(device, Rates):
         return device
     if device is None and on_hw:
-        from .hardware import device_info, hardware_device
-
         dev = hardware_device(backend or "hardware")
         if dev.type == "cpu":
             return RATES["cpu"]
@@ -346,10 +301,6 @@ def _unit(rates: Rates, low: str, on_hw: bool) -> tuple[str | None, float | None
         rz = rates.truncates
         return None, unit_roundoff("fp32", "rz" if rz else "rn"), f"{rates.name} {low} -> fp32" + (
             " (truncating)" if rz else "")
-    from ..formats import RoundingMode
-    from ..model import Alignment
-    from .methods import unit_model
-
     if rates.preset is None:
         return f"{rates.name} has no simulated units (no device preset): run it with backend='hardware'", None, ""
 
@@ -387,10 +338,7 @@ class _Cost:
         return self.mn * per / self.r.bandwidth + self.r.launch
 
 
-def _multiword_cost(c: _Cost, name: str) -> tuple[float, int]:
-    from .methods import METHODS
-
-    mth = METHODS[name]
+def _multiword_cost(c: _Cost, mth: Method) -> tuple[float, int]:
     calls = len(mth.products)
     t = c.over_ab(8 + mth.p * _BYTES[mth.low])  # the words of A and of B, one pass each
     # the sums outside the unit: one per product (Algorithm 2.1), none (all chained in the unit's
@@ -422,16 +370,13 @@ def _ozaki2_cost(c: _Cost, N: int, chunks: int, scaling: str) -> tuple[float, in
 def _range_reason(A: Any, B: Any, fmt: str, k: int) -> str:
     """Why words of ``fmt`` (with fp32 sums) cannot hold this data ("" if they can, or without data): an entry
     beyond the format's range (:func:`.split.check_range`'s message), or products that may overflow fp32."""
-    from .. import formats
-    from .split import check_range
-
     if A is None or B is None:
         return ""
     torch = sys.modules.get("torch")
     xp = torch if torch is not None and isinstance(A, torch.Tensor) else np  # tensors looked at on their device
     for X, name in ((A, "A"), (B, "B")):
         try:
-            check_range(X, formats.get(fmt), name, xp)
+            check_range(X, _formats.get(fmt), name, xp)
         except ArgumentError as exc:
             return exc.problem.split(":")[0]
 
@@ -439,13 +384,180 @@ def _range_reason(A: Any, B: Any, fmt: str, k: int) -> str:
         return 0.0 if 0 in tuple(X.shape) else float(abs(X).max())
 
     top = biggest(A) * biggest(B) * k
-    return f"sums of products may reach {top:.3g}, beyond fp32's range" if top > formats.get("fp32").max else ""
+    return f"sums of products may reach {top:.3g}, beyond fp32's range" if top > _formats.get("fp32").max else ""
 
 
 def _data_format(X: Any) -> str | None:
     dt = getattr(X, "dtype", None)
     name = str(dt).removeprefix("torch.") if dt is not None else ""
     return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(name)
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """What every method's option is worked out from: the shape, the card, real units or simulated, the
+    checked operands (None without data) and their common input format, the exponent spread, the target."""
+
+    m: int
+    k: int
+    n: int
+    rates: Rates
+    on_hw: bool
+    A: Any
+    B: Any
+    fmt_in: str | None
+    spread: int
+    goal: float
+
+    @property
+    def cost(self) -> _Cost:
+        return _Cost(self.rates, self.m, self.k, self.n)
+
+
+def _option(method: str, bound: float, seconds: float, calls: int, unit: str, u: float | None = None,
+            reason: str = "", detail: str = "", **params: Any) -> Option:
+    detail = detail or (METHODS[method].description if method in METHODS else "")
+    return Option(method, tuple(params.items()), bound, seconds, calls, unit, u, reason, detail)
+
+
+def _native_options(e: Any, q: _Problem) -> list[Option]:
+    """DGEMM, or SGEMM with the inputs rounded to fp32 (none where the data would overflow fp32)."""
+    unit, cost = f"{q.rates.name} {e.name} GEMM ({'D' if e.name == 'fp64' else 'S'}GEMM)", q.cost
+    if e.name == "fp64":
+        return [_option("fp64", _bounds.bound("fp64", q.k), cost.call("fp64", 8), 1, unit, detail=e.description)]
+    why = _range_reason(q.A, q.B, "fp32", q.k)
+    if why:
+        return [_option("fp32", math.inf, math.inf, 1, unit, reason=why, detail=e.description)]
+    seconds = (0.0 if q.fmt_in == "fp32" else cost.over_ab(12)) + cost.call("fp32", 4) + cost.over_mn(12)
+    return [_option("fp32", _bounds.bound("fp32", q.k, input_format=_in_fp32(q.fmt_in)), seconds, 1, unit,
+                    detail=e.description)]
+
+
+def _words_options(e: Method, q: _Problem) -> list[Option]:
+    """A word method on the card's unit for its words (none where the card lacks it or the data overflow)."""
+    if e.high != "fp32":
+        return [_option(e.name, math.inf, math.inf, e.n_products, "", reason="no device has the TF64 unit (fp32 "
+                        "x fp32 exact, fp64 accumulation) it needs")]
+    why, u, unit = _unit(q.rates, e.low, q.on_hw)
+    why = why or _range_reason(q.A, q.B, e.low, q.k)
+    if why:
+        return [_option(e.name, math.inf, math.inf, e.n_products, "", reason=why)]
+    fmt = q.fmt_in if q.fmt_in in ("fp32", e.low) else None
+    t, calls = _multiword_cost(q.cost, e)
+    return [_option(e.name, _bounds.bound(e.name, q.k, u_high=u, input_format=fmt), t, calls, unit, u)]
+
+
+def _ozaki1_options(e: Any, q: _Problem) -> list[Option]:
+    """Ozaki I with the fewest slices whose bound meets the target (the most accurate count if none does)."""
+    try:
+        w = _ozaki.slice_width(q.k)
+    except ValueError as exc:
+        return [_option("ozaki1", math.inf, math.inf, 0, "", reason=str(exc))]
+    chunks = -(-q.k // _bounds.ozaki_max_inner(w))
+    best = None
+    for s in range(1, _MAX_OZAKI1_SLICES + 1):
+        b = _bounds.ozaki_bound(q.k, s, slice_bits=w, exponent_spread=q.spread)
+        best = (s, b) if best is None or b < best[1] else best
+        if b <= q.goal:
+            break
+    s, b = best
+    t, calls = _ozaki1_cost(q.cost, s, chunks)
+    return [_option("ozaki1", b, t, calls, f"{q.rates.name} int8 -> int32 (exact)", detail=f"{s} int8 slices of "
+                    f"{w} bits per row of A and column of B, the {s * (s + 1) // 2} slice products with s + t <= "
+                    f"{s + 1}, added in float64", slices=s)]
+
+
+def _ozaki2_options(e: Any, q: _Problem) -> list[Option]:
+    """Ozaki II, fast and accurate scaling, each with the fewest moduli whose bound meets the target."""
+    chunks = -(-q.k // (2**31 // (128 * 128)))  # ozaki2 sums k in chunks of 131071 residue products in int32
+    out = []
+    for scaling in ("fast", "accurate"):
+        for N in range(1, len(_ozaki.MODULI) + 1):
+            b = ozaki2_bound(q.k, N, scaling=scaling, exponent_spread=q.spread)
+            if b <= q.goal:
+                break
+        t, calls = _ozaki2_cost(q.cost, N, chunks, scaling)
+        out.append(_option("ozaki2", b, t, calls, f"{q.rates.name} int8 -> int32 (exact)", detail=f"{N} moduli (the "
+                           f"first {N} of ozaki.MODULI, P ~ 2^{math.log2(math.prod(_ozaki.MODULI[:N])):.0f}), "
+                           f"{scaling} scaling, one int8 product per modulus, the CRT", n_moduli=N, scaling=scaling))
+    return out
+
+
+def _int8(options: Any) -> Any:
+    """An Ozaki scheme's options, or its refusal on a card without an int8 matrix unit."""
+    def run(e: Any, q: _Problem) -> list[Option]:
+        if q.rates.int8 is None:
+            return [_option(e.name, math.inf, math.inf, 0, "", reason=f"{q.rates.name} has no int8 matrix unit")]
+        return options(e, q)
+    return run
+
+
+_OPTIONS = {"native": _native_options, "words": _words_options, "ozaki1": _int8(_ozaki1_options),
+            "ozaki2": _int8(_ozaki2_options)}
+"""How each kind of :mod:`.registry` method is costed and bounded for :func:`choose` ("mmm" needs its words
+named, FABsum is a summation: neither is chosen)."""
+
+
+def _candidates() -> list[Any]:
+    """The registry's methods :func:`choose` weighs, in its order: the native GEMMs first, the most precise
+    first (the first of equal costs is chosen), then the others in the registry's order."""
+    natives = [e for e in REGISTRY.values() if e.kind == "native"]
+    natives.sort(key=lambda e: -_formats.get(e.name).precision)
+    return natives + [e for e in REGISTRY.values() if e.kind in _OPTIONS and e.kind != "native"]
+
+
+def _problem(m: int, k: int, n: int, acc: str | float, rates: Rates, on_hw: bool, data: Any,
+             exponent_spread: Any) -> _Problem:
+    """The problem ``choose`` weighs, its data checked where they are (tensors on their device)."""
+    if data is not None and exponent_spread is not None:
+        raise ArgumentError("exponent_spread", exponent_spread, "and data= both give the spread", fix="pass one")
+    if data is None:
+        spread = integer("exponent_spread", 0 if exponent_spread is None else exponent_spread, least=0)
+        return _Problem(m, k, n, rates, on_hw, None, None, None, spread, target(acc, k, None))
+    if not (isinstance(data, (tuple, list)) and len(data) == 2):
+        raise ArgumentError("data", Shown(f"<{type(data).__name__}>"), "must be the pair (A, B)")
+    shapes = tuple(tuple(np.shape(X)) for X in data)
+    if shapes != ((m, k), (k, n)):
+        raise ArgumentError("data", Shown(f"<shapes {shapes}>"), f"must be A of shape ({m}, {k}) and B of "
+                            f"shape ({k}, {n}) for m={m}, k={k}, n={n}")
+    A, B = _tensors.check_tensors(*data) if _tensors.given(*data) else check_operands(*data)
+    fmts = {_data_format(X) for X in data}
+    fmt_in = fmts.pop() if len(fmts) == 1 else None
+    return _Problem(m, k, n, rates, on_hw, A, B, fmt_in, _bounds.exponent_spread(A, B), target(acc, k, fmt_in))
+
+
+def _rejected(options: list[Option], chosen: Option, goal: float) -> tuple[Option, ...]:
+    """Every option but the chosen one, with why it lost."""
+    rest = []
+    for o in options:
+        if o is chosen:
+            continue
+        if o.reason:
+            rest.append(o)
+        elif o.bound > goal:
+            rest.append(dataclasses.replace(o, reason=f"bound {o.bound / goal:.3g}x the target"))
+        else:
+            rest.append(dataclasses.replace(o, reason=f"meets it, {o.cost / chosen.cost:.3g}x the chosen's time"))
+    return tuple(rest)
+
+
+def _notes(q: _Problem, acc: str | float, chosen: Option, options: list[Option], from_data: bool) -> tuple[str, ...]:
+    """The assumptions a Choice states: the assumed spread, a worst-case target, truncating units."""
+    notes = []
+    if not from_data and isinstance(REGISTRY[chosen.method], Ozaki):
+        notes.append("Ozaki bounds grow with the exponent spread of A's rows and B's columns; this one assumes "
+                     f"{q.spread}: run it with data=(A, B) (mw.matmul(A, B, accuracy=...) does)")
+    if isinstance(acc, str) and not chosen.native:
+        typical = math.sqrt(q.k) * (_U64 if acc == "fp64" else 2.0**-24)
+        if chosen.bound > 10 * typical:
+            notes.append(f"the target is {'DGEMM' if acc == 'fp64' else 'SGEMM'}'s worst-case bound, which grows "
+                         f"like k u; that GEMM usually errs about sqrt(k) u = {typical:.2g} or less, and the chosen "
+                         f"method's bound allows {chosen.bound / typical:.3g}x that: pass accuracy={typical:.2g} "
+                         "for the typical error as the goal")
+    if any(o.u_high is not None and o.u_high > 2.0**-24 for o in options):
+        notes.append(f"{q.rates.name}'s low-precision units truncate: their bounds use u_high = 2^-23 (fp32 "
+                     "rounding toward zero), not 2^-24")
+    return tuple(notes)
 
 
 def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend: str | None = None,
@@ -459,170 +571,20 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     ``data=(A, B)``: the operands (numpy arrays or CPU tensors), whose exponent spread the Ozaki bounds use
     and whose dtype (fp32 data: SGEMM takes them as they are) the targets use; ``exponent_spread``: that
     spread where the data are not at hand (default 0, an assumption the Choice states).  An accuracy that
-    no method reaches is an ArgumentError naming the most accurate one."""
-    from .methods import METHODS, check_backend
-
+    no method reaches is an ArgumentError naming the most accurate one.  Every method of the registry
+    (:mod:`.registry`) is weighed by the rule of its kind."""
     m, k, n = (integer(name, v, least=1) for name, v in (("m", m), ("k", k), ("n", n)))
     acc = check_accuracy(accuracy)
     on_hw = check_backend(backend)[1]
-    rates = rates_for(device, backend)
-    notes: list[str] = []
-    if data is not None and exponent_spread is not None:
-        raise ArgumentError("exponent_spread", exponent_spread, "and data= both give the spread", fix="pass one")
-    fmt_in = None
-    if data is not None:
-        if not (isinstance(data, (tuple, list)) and len(data) == 2):
-            raise ArgumentError("data", Shown(f"<{type(data).__name__}>"), "must be the pair (A, B)")
-        shapes = tuple(tuple(np.shape(X)) for X in data)
-        if shapes != ((m, k), (k, n)):
-            raise ArgumentError("data", Shown(f"<shapes {shapes}>"), f"must be A of shape ({m}, {k}) and B of "
-                                f"shape ({k}, {n}) for m={m}, k={k}, n={n}")
-        from . import tensors
-        from .split import check_operands
-
-        # the operands checked where they are: tensors on their device (no copy to the host)
-        A, B = tensors.check_tensors(*data) if tensors.given(*data) else check_operands(*data)
-        spread, from_data = _bounds.exponent_spread(A, B), True
-        fmts = {_data_format(X) for X in data}
-        fmt_in = fmts.pop() if len(fmts) == 1 else None
-    else:
-        A = B = None
-        spread, from_data = integer("exponent_spread", 0 if exponent_spread is None else exponent_spread,
-                                    least=0), exponent_spread is not None
-    goal = target(acc, k, fmt_in)
-    cost = _Cost(rates, m, k, n)
-    options: list[Option] = []
-
-    def add(method: str, params: dict[str, Any], bound: float, seconds: float, calls: int, unit: str,
-            u: float | None = None, reason: str = "", detail: str = "") -> None:
-        if not detail and method in METHODS:
-            detail = METHODS[method].description
-        options.append(Option(method, tuple(params.items()), bound, seconds, calls, unit, u, reason, detail))
-
-    # the native GEMMs
-    add("fp64", {}, _bounds.bound("fp64", k), cost.call("fp64", 8), 1, f"{rates.name} fp64 GEMM (DGEMM)",
-        detail="the native fp64 GEMM")
-    why = _range_reason(A, B, "fp32", k)
-    add("fp32", {}, math.inf if why else _bounds.bound("fp32", k, input_format=_in_fp32(fmt_in)),
-        math.inf if why else (0.0 if fmt_in == "fp32" else cost.over_ab(12)) + cost.call("fp32", 4) + cost.over_mn(12),
-        1, f"{rates.name} fp32 GEMM (SGEMM)", reason=why,
-        detail="the native fp32 GEMM, inputs rounded to fp32, the result back")
-    # one word, and the multiword methods
-    for name in _SINGLE + _MULTIWORD:
-        low = METHODS[name].low
-        why, u, unit = _unit(rates, low, on_hw)
-        why = why or _range_reason(A, B, low, k)
-        if why:
-            add(name, {}, math.inf, math.inf, len(METHODS[name].products), "", reason=why)
-            continue
-        fmt = fmt_in if fmt_in in ("fp32", low) else None
-        t, calls = _multiword_cost(cost, name)
-        add(name, {}, _bounds.bound(name, k, u_high=u, input_format=fmt), t, calls, unit, u)
-    add("tf64", {}, math.inf, math.inf, 3, "", reason="no device has the TF64 unit (fp32 x fp32 exact, fp64 "
-        "accumulation) it needs")
-    # Ozaki I and II on the int8 unit
-    int8 = f"{rates.name} int8 -> int32 (exact)"
-    if rates.int8 is None:
-        for name in ("ozaki1", "ozaki2"):
-            add(name, {}, math.inf, math.inf, 0, "", reason=f"{rates.name} has no int8 matrix unit")
-    else:
-        try:
-            w = _ozaki.slice_width(k)
-        except ValueError as exc:
-            add("ozaki1", {}, math.inf, math.inf, 0, "", reason=str(exc))
-        else:
-            chunks = -(-k // _bounds.ozaki_max_inner(w))
-            best = None
-            for s in range(1, _MAX_OZAKI1_SLICES + 1):
-                b = _bounds.ozaki_bound(k, s, slice_bits=w, exponent_spread=spread)
-                best = (s, b) if best is None or b < best[1] else best
-                if b <= goal:
-                    break
-            s, b = best
-            t, calls = _ozaki1_cost(cost, s, chunks)
-            add("ozaki1", {"slices": s}, b, t, calls, int8, detail=f"{s} int8 slices of {w} bits per row of A and "
-                f"column of B, the {s * (s + 1) // 2} slice products with s + t <= {s + 1}, added in float64")
-        chunks = -(-k // (2**31 // (128 * 128)))  # ozaki2 sums k in chunks of 131071 residue products in int32
-        for scaling in ("fast", "accurate"):
-            for N in range(1, len(_ozaki.MODULI) + 1):
-                b = ozaki2_bound(k, N, scaling=scaling, exponent_spread=spread)
-                if b <= goal:
-                    break
-            t, calls = _ozaki2_cost(cost, N, chunks, scaling)
-            add("ozaki2", {"n_moduli": N, "scaling": scaling}, b, t, calls, int8, detail=f"{N} moduli (the first "
-                f"{N} of ozaki.MODULI, P ~ 2^{math.log2(math.prod(_ozaki.MODULI[:N])):.0f}), {scaling} scaling, one "
-                "int8 product per modulus, the CRT")
-
-    feasible = [o for o in options if o.bound <= goal and math.isfinite(o.cost)]
+    q = _problem(m, k, n, acc, rates_for(device, backend), on_hw, data, exponent_spread)
+    options = [o for e in _candidates() for o in _OPTIONS[e.kind](e, q)]
+    feasible = [o for o in options if o.bound <= q.goal and math.isfinite(o.cost)]
     if not feasible:
-        best_o = min(options, key=lambda o: o.bound)
-        raise ArgumentError("accuracy", accuracy, f"no method reaches a componentwise error of {goal:.3g} at k={k}: "
-                            f"the most accurate is {best_o.label} with a bound of {best_o.bound:.3g}",
-                            use={"accuracy": float(f"{best_o.bound * 1.06:.2g}")})  # 2 digits, >= the bound
+        best = min(options, key=lambda o: o.bound)
+        raise ArgumentError("accuracy", accuracy, f"no method reaches a componentwise error of {q.goal:.3g} at "
+                            f"k={k}: the most accurate is {best.label} with a bound of {best.bound:.3g}",
+                            use={"accuracy": float(f"{best.bound * 1.06:.2g}")})  # 2 digits, >= the bound
     chosen = min(feasible, key=lambda o: o.cost)  # the first of equal costs: the native GEMMs come first
-    rest = []
-    for o in options:
-        if o is chosen:
-            continue
-        if o.reason:
-            rest.append(o)
-        elif o.bound > goal:
-            rest.append(dataclasses.replace(o, reason=f"bound {o.bound / goal:.3g}x the target"))
-        else:
-            rest.append(dataclasses.replace(o, reason=f"meets it, {o.cost / chosen.cost:.3g}x the chosen's time"))
-    if not from_data and chosen.method in ("ozaki1", "ozaki2"):
-        notes.append("Ozaki bounds grow with the exponent spread of A's rows and B's columns; this one assumes "
-                     f"{spread}: run it with data=(A, B) (mw.matmul(A, B, accuracy=...) does)")
-    if isinstance(acc, str) and not chosen.native:
-        typical = math.sqrt(k) * (_U64 if acc == "fp64" else 2.0**-24)
-        if chosen.bound > 10 * typical:
-            notes.append(f"the target is {'DGEMM' if acc == 'fp64' else 'SGEMM'}'s worst-case bound, which grows "
-                         f"like k u; that GEMM usually errs about sqrt(k) u = {typical:.2g} or less, and the chosen "
-                         f"method's bound allows {chosen.bound / typical:.3g}x that: pass accuracy={typical:.2g} "
-                         "for the typical error as the goal")
-    if any(o.u_high is not None and o.u_high > 2.0**-24 for o in options):
-        notes.append(f"{rates.name}'s low-precision units truncate: their bounds use u_high = 2^-23 (fp32 "
-                     "rounding toward zero), not 2^-24")
-    return Choice(chosen, (m, k, n), acc, goal, rates, backend, spread, from_data, tuple(rest), tuple(notes))
-
-
-# ------------------------------------------------------------------------------------- matmul(accuracy=)
-
-def matmul_for(A: Any, B: Any, *, method: Any, accuracy: Any, explain: Any, device: Any, backend: Any,
-               progress: Any, return_info: Any, unused: dict[str, Any]) -> Any:
-    """:func:`blockfma.multiword.matmul` with ``accuracy=``: the checks, :func:`choose` on the operands,
-    then the chosen method.  (matmul's own branch; see its docstring.)"""
-    from .methods import matmul
-
-    explain = flag("explain", explain)
-    if method is not None and accuracy is not None:
-        raise ArgumentError("accuracy", accuracy, f"and method={method!r} both pick the method",
-                            fix="pass method= to run that method, or accuracy= to have one chosen")
-    if accuracy is None:
-        if explain:
-            raise ArgumentError("explain", explain, "shows the method chosen for accuracy=, and none was asked",
-                                use={"accuracy": "fp64"})
-        raise ArgumentError("method", None, "unknown method: name one (blockfma.multiword.methods() lists them), "
-                            "or pass accuracy='fp64', 'fp32' or a number to have one chosen", use={"accuracy": "fp64"})
-    check_accuracy(accuracy)
-    for key, value in unused.items():
-        raise ArgumentError(key, value, "sets a parameter of one method, and with accuracy= the method and its "
-                            "parameters are chosen", fix="leave it out, or pass method= instead of accuracy=")
-    from .split import check_operands
-
-    from . import tensors
-
-    A_, B_ = tensors.check_tensors(A, B) if tensors.given(A, B) else check_operands(A, B)
-    if 0 in A_.shape + B_.shape:  # an empty product: exact zeros, nothing to choose
-        if explain:
-            print(f"accuracy={accuracy!r}: an empty product ({A_.shape} @ {B_.shape}): zeros, by the native fp64 GEMM")
-        C, info = matmul(A, B, method="fp64", backend=backend, progress=progress, return_info=True)
-        info["choice"] = None
-        return (C, info) if flag("return_info", return_info) else C
-    choice = choose(A_.shape[0], A_.shape[1], B_.shape[1], accuracy=accuracy, device=device, backend=backend,
-                    data=(A, B))
-    if explain:
-        print(choice.explain())
-    C, info = matmul(A, B, **choice.arguments(), progress=progress, return_info=True)
-    info["choice"] = choice
-    return (C, info) if flag("return_info", return_info) else C
+    given = data is not None or exponent_spread is not None  # the spread counted or given, not assumed
+    return Choice(chosen, (m, k, n), acc, q.goal, q.rates, backend, q.spread, given,
+                  _rejected(options, chosen, q.goal), _notes(q, acc, chosen, options, given))

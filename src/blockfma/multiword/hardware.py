@@ -54,6 +54,7 @@ from ..arguments import ArgumentError
 from ..probes.runtime import TORCH_HINT, device_info, import_torch
 from ..probes.targets import BlackBox
 from ..torch_switches import matmul_switches
+from .ozaki import int_mm, int_mm_shape, torch_unit
 
 __all__ = ["TORCH_HINT", "is_hardware", "hardware_spec", "hardware_device", "import_torch", "device_info",
            "matmul_flags", "TorchUnit", "Int8Unit"]
@@ -64,10 +65,7 @@ NEEDS = "backend='hardware'"
 # --- the backend names ---------------------------------------------------------------------------------------
 def is_hardware(backend: Any) -> bool:
     """Whether ``backend`` names the real units ("hardware", "hardware:cpu", "hardware:cuda[:N]", any case)."""
-    if not isinstance(backend, str):
-        return False
-    name = backend.strip().lower()
-    return name == "hardware" or name.startswith("hardware:")
+    return isinstance(backend, str) and backend.strip().lower().partition(":")[0] == "hardware"
 
 
 def hardware_spec(backend: Any) -> str:
@@ -248,8 +246,6 @@ class Int8Unit(BlackBox):
     k = None
 
     def __init__(self, backend: str = "hardware") -> None:
-        from .ozaki import torch_unit
-
         super().__init__()
         self.device = hardware_device(backend)
         self._unit = torch_unit(str(self.device))
@@ -274,8 +270,6 @@ class Int8Unit(BlackBox):
     def product(self, a: Any, b: Any) -> Any:
         """a @ b for int8 tensors on the unit's device, exactly, as an int64 tensor there: zero-padded to
         :func:`.ozaki.int_mm_shape`, one ``torch._int_mm`` (int32 accumulation; synchronised and timed)."""
-        from .ozaki import int_mm, int_mm_shape
-
         torch = self._torch
         (m, k), n = a.shape, b.shape[1]
         mp, kp, np_ = int_mm_shape(m, k, n)

@@ -230,9 +230,8 @@ def int_mm(torch: Any, a: Any, b: Any) -> Any:
     """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact) for tensors already padded to
     :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
     and a row-major ``b`` takes a slower kernel (several times slower on recent GPUs, pytorch/pytorch#165230;
-    the H200 record of 2026-11-26, row-major, timed 1.1 ms a 4096^3 call where a bare H100 call had taken
-    0.19 ms: the next GPU run tells how much of that the layout was).  The copy that transposes ``b`` costs
-    one pass over int8 values, little beside the product."""
+    a measured case in docs/multiword.md).  The copy that transposes ``b`` costs one pass over int8 values,
+    little beside the product."""
     if b.stride(0) != 1:
         b = b.t().contiguous().t()
     return torch._int_mm(a.contiguous(), b)

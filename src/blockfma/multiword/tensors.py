@@ -3,13 +3,13 @@
 :func:`blockfma.multiword.matmul` sends torch tensors here (``backend`` None or "hardware"; "hardware:cpu"
 or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy path's own code, run with
 ``xp = torch`` (:mod:`.arrays`: the few operations the two spell differently): the split into words and its
-range checks (:func:`.methods.split_operands`), the products and their additions (:func:`.methods.combine`),
+range checks (:func:`.steps.split_operands`), the products and their additions (:func:`.steps.combine`),
 Ozaki I's slicing (:func:`.ozaki.ozaki1_steps`), Ozaki II's scaling, residues and CRT
 (:func:`.ozaki.ozaki2_steps`, :class:`.ozaki.CRT` in int64 limbs), all as torch operations on the device;
 the unit calls are :class:`.hardware.TorchUnit` (fp16/bf16/tf32 words, fp32 output) and
 :meth:`.hardware.Int8Unit.product` (``torch._int_mm``).  Nothing goes through the host but Python scalars
 (a few ``.any()`` checks, the shapes), except after an overflow, whose entries are settled on the host as
-for arrays (:func:`.methods.settle`).  So the result's bits are the numpy path's on the same device
+for arrays (:func:`.steps.settle`).  So the result's bits are the numpy path's on the same device
 (``backend="hardware:cpu"`` with CPU tensors equals numpy arrays with it); the Ozaki II shifts come from a
 float64 norm whose summation order is torch's, which can move a shift (and the bits) only where a row's
 norm lies within an ulp of a power of two.
@@ -31,7 +31,10 @@ from typing import Any
 
 from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, choice, integer
-from . import arrays, hardware
+from . import arrays, hardware, ozaki
+from .bounds import ozaki_slices
+from .registry import REGISTRY
+from .steps import WordPlan, check_backend, combine, settle, split_operands
 
 __all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun"]
 
@@ -55,7 +58,7 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
     finite values.  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
     (the checks of the backend and the memory)."""
     torch = hardware.import_torch(hardware.NEEDS)
-    for name, X, other in (("A", A, B), ("B", B, A)):
+    for name, X in (("A", A), ("B", B)):
         if not isinstance(X, torch.Tensor):
             raise ArgumentError(name, Shown(f"<{type(X).__name__}>"), f"is not a torch tensor, and "
                                 f"{'B' if name == 'A' else 'A'} is one: pass both as tensors on one device "
@@ -154,7 +157,7 @@ def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> flo
 
 
 class TensorRun:
-    """The tensor side of :func:`.methods.combine`: the unit's products on the device (words already in
+    """The tensor side of :func:`.steps.combine`: the unit's products on the device (words already in
     the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and the overflow
     bookkeeping kept on the device (read only when something overflowed)."""
 
@@ -214,52 +217,94 @@ class TensorRun:
 
 def _settled(C: Any, over: Any, A: Any, B: Any, high: str, method: str, where: Callable[[], dict[str, int]],
              unit: str, limit: float) -> Any:
-    """C, or where some entry overflowed (rare: |A||B| near the unit's range), :func:`.methods.settle` on the
-    host (its entries +-inf or NaN and its OverflowWarning), back on C's device."""
+    """C, or where some entry overflowed (rare: |A||B| near the unit's range), :func:`.steps.settle` on the
+    host (its entries +-inf or NaN and its OverflowWarning, at the user's call), back on C's device."""
     torch = hardware.import_torch(hardware.NEEDS)
     bad = ~torch.isfinite(C) if over is None else over | ~torch.isfinite(C)
     if not bool(bad.any()):
         return C
-    from .methods import settle
-
     host = settle(C.cpu().numpy(), None if over is None else over.cpu().numpy(), A.cpu().numpy(),
-                  B.cpu().numpy(), high, method, where(), unit, limit)
+                  B.cpu().numpy(), high, method, where(), unit, limit, stacklevel=7)
     return torch.from_numpy(host).to(C.device)
 
 
-def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, Any], *, say: Any = None,
-           return_info: bool = False, method: Any = None, products: Any = None, accumulate: str | None = None,
-           summation: str | None = None, block: int | None = None, rounding: Any = None,
-           simulated: dict[str, Any] | None = None) -> Any:
-    """:func:`.methods.matmul` for torch tensors (its arguments already checked there; ``method`` and the
-    rest for the word methods; ``simulated``: the device=/model= given): C as a float64 tensor on A's
-    device, and (C, info) with ``return_info``."""
-    from . import ozaki
-    from .bounds import ozaki_slices
-    from .methods import check_backend, combine, split_operands
-
-    backend_name, on_hw = check_backend(backend)
-    for key, value in (simulated or {}).items():  # matmul refuses these for hardware backends, not for None
+def _parameters(name: str, plan: WordPlan | None, options: dict[str, Any], simulated: dict[str, Any]
+                ) -> tuple[str, int, dict[str, Any]]:
+    """(the kind of run for :func:`working_set`, its words, slices or moduli, the Ozaki parameters checked),
+    refusing what tensors cannot take: a simulated unit, the TF64 unit, an int8 ``unit=``."""
+    for key, value in simulated.items():  # matmul refuses these for hardware backends, not for None
         raise ArgumentError(key, value, "picks a simulated unit, and torch tensors run on the real units of "
                             "their device", fix="leave it out (or pass numpy arrays to simulate a unit)")
-    if method is not None and method.high == "fp64":
+    if plan is not None and plan.method.high == "fp64":
+        method = plan.method
         raise ArgumentError("method", method.name, f"{method.name} needs a unit with exact fp32 x fp32 products "
                             "accumulated in fp64, which no GPU has: it runs on the simulator, with numpy arrays",
                             fix="pass A.cpu().numpy(), B.cpu().numpy()")
-    if name in ("ozaki1", "ozaki2") and options.get("unit") is not None:
+    kind = REGISTRY[name].kind
+    if kind in ("ozaki1", "ozaki2") and options.get("unit") is not None:
         raise ArgumentError("unit", options["unit"], "picks an int8 unit for numpy arrays; torch tensors run on "
                             "torch._int_mm on their device", fix="leave it out")
-    kind = "ozaki" if name in ("ozaki1", "ozaki2") else "baseline" if name in ("fp32", "fp64") else "multiword"
-    words = method.p if method is not None else 1
-    if name == "ozaki1":
+    if kind == "ozaki1":
         options.setdefault("slices", ozaki_slices(53))  # fp64 accuracy by the slice-count rule, as for arrays
         slices = integer("slices", options["slices"], least=1, most=ozaki.MAX_SLICES)
         width = integer("width", options["width"], least=1, most=7, none=True) if "width" in options else None
-        words = slices
-    if name == "ozaki2":
+        return "ozaki", slices, {"slices": slices, "width": width}
+    if kind == "ozaki2":
         mods = ozaki.pick_moduli(options.get("moduli"), options.get("n_moduli"))
         scaling = choice("scaling", options.get("scaling", "fast"), ("fast", "accurate"))
-        words = len(mods)
+        return "ozaki", len(mods), {"moduli": mods, "scaling": scaling}
+    return ("baseline", 1, {}) if kind == "native" else ("multiword", plan.method.p, {})
+
+
+def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
+            ) -> tuple[Any, dict[str, Any]]:
+    hw = hardware.TorchUnit(name, spec)
+    dt = torch.float32 if name == "fp32" else torch.float64
+    C = hw.product(A.to(dt), B.to(dt)).to(torch.float64)  # float32: rounded to nearest, as for arrays
+    info = {"method": name, "unit": hw.name, "calls": 1, "hardware": hw.info(), "unit_seconds": hw.seconds}
+    return _settled(C, None, A, B, name, name, dict, hw.name, _formats.get(name).max), info
+
+
+def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
+           ) -> tuple[Any, dict[str, Any]]:
+    unit = hardware.Int8Unit(spec)
+    if name == "ozaki1":
+        w = ozaki.slice_width(A.shape[1]) if params["width"] is None else params["width"]
+        C = ozaki.ozaki1_steps(torch, A, B, params["slices"], w, unit.product)
+        detail = f"{params['slices']} slices"
+    else:
+        C = ozaki.ozaki2_steps(torch, A, B, params["moduli"], params["scaling"], unit.product,
+                               block=max(1, A.shape[0] // 8))
+        detail = f"{len(params['moduli'])} moduli"
+    info = {"method": name, "unit": f"{unit.name}, {detail}", "calls": unit.calls, "hardware": unit.info(),
+            "unit_seconds": unit.seconds}
+    return _settled(C, None, A, B, "fp64", name, dict, info["unit"], _formats.get("fp64").max), info
+
+
+def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, params: dict[str, Any], say: Any
+           ) -> tuple[Any, dict[str, Any]]:
+    method = plan.method
+    hw = hardware.TorchUnit(method.low, spec)
+    Aw, Bw = split_operands(A, B, method, plan.rounding, xp=torch, stacklevel=6)
+    run = TensorRun(hw, chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
+    Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
+    Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
+    (m, k), q = A.shape, B.shape[1]
+    C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
+                      shape=f"{m}x{k} @ {k}x{q}")
+    return _settled(C.to(torch.float64), run.over, A, B, method.high, method.name, run.where, run.name,
+                    run.limit()), info
+
+
+_RUNNERS = {"baseline": _native, "ozaki": _ozaki, "multiword": _words}
+
+
+def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, Any], *, say: Any = None,
+           plan: WordPlan | None = None, simulated: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """:func:`.methods.matmul` for torch tensors (its arguments already checked there; ``plan``: a word
+    method's run; ``simulated``: the device=/model= given): (C, info), C a float64 tensor on A's device."""
+    backend_name, on_hw = check_backend(backend)
+    kind, words, params = _parameters(name, plan, options, simulated or {})
     where: list[str] = []
 
     def before(m: int, k: int, q: int, device: Any) -> None:  # the shapes and device known, nothing converted
@@ -268,42 +313,12 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
 
     A_, B_ = check_tensors(A, B, before)
     torch = hardware.import_torch(hardware.NEEDS)
-    device, spec = A_.device, where[0]
     (m, k), q = A_.shape, B_.shape[1]
     if say:
-        say(f"{name}: {m}x{k} @ {k}x{q} on {device} ...")
-
+        say(f"{name}: {m}x{k} @ {k}x{q} on {A_.device} ...")
     if m == 0 or q == 0 or k == 0:
-        C = torch.zeros((m, q), dtype=torch.float64, device=device)
-        info = {"method": name, "unit": f"none ({m}x{k} @ {k}x{q} is empty)", "calls": 0, "device": str(device)}
-        return (C, info) if return_info else C
-
-    if kind == "baseline":
-        hw = hardware.TorchUnit(name, spec)
-        dt = torch.float32 if name == "fp32" else torch.float64
-        C = hw.product(A_.to(dt), B_.to(dt)).to(torch.float64)  # float32: rounded to nearest, as for arrays
-        info = {"method": name, "unit": hw.name, "calls": 1, "hardware": hw.info(), "unit_seconds": hw.seconds}
-        C = _settled(C, None, A_, B_, name, name, dict, hw.name, _formats.get(name).max)
-    elif kind == "ozaki":
-        unit = hardware.Int8Unit(spec)
-        if name == "ozaki1":
-            w = ozaki.slice_width(k) if width is None else width
-            C = ozaki.ozaki1_steps(torch, A_, B_, slices, w, unit.product)
-            detail = f"{slices} slices"
-        else:
-            C = ozaki.ozaki2_steps(torch, A_, B_, mods, scaling, unit.product, block=max(1, m // 8))
-            detail = f"{len(mods)} moduli"
-        info = {"method": name, "unit": f"{unit.name}, {detail}", "calls": unit.calls, "hardware": unit.info(),
-                "unit_seconds": unit.seconds}
-        C = _settled(C, None, A_, B_, "fp64", name, dict, info["unit"], _formats.get("fp64").max)
-    else:
-        hw = hardware.TorchUnit(method.low, spec)
-        Aw, Bw = split_operands(A_, B_, method, rounding, xp=torch, stacklevel=4)
-        run = TensorRun(hw, chained=accumulate == "inside" and not summation and not method.outside_groups)
-        Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
-        Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
-        C, info = combine(run, Aw, Bw, method, products, accumulate, summation, block, say, shape=f"{m}x{k} @ {k}x{q}")
-        C = _settled(C.to(torch.float64), run.over, A_, B_, method.high, method.name, run.where, run.name,
-                     run.limit())
-    info["device"] = str(device)
-    return (C, info) if return_info else C
+        C = torch.zeros((m, q), dtype=torch.float64, device=A_.device)
+        return C, {"method": name, "unit": f"none ({m}x{k} @ {k}x{q} is empty)", "calls": 0, "device": str(A_.device)}
+    C, info = _RUNNERS[kind](torch, A_, B_, name, where[0], plan, params, say)
+    info["device"] = str(A_.device)
+    return C, info
