@@ -39,10 +39,8 @@ __all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "disc
            "shared_c_format", "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
 
 MAX_K = 256
-"""The most products a formula may have.  Building grows linearly and the solvers' time much faster: on a
-2-core machine, writing the formula of two V100 models took 1 s and 1.5 MB of SMT-LIB at k = 256, 6 s and
-6 MB at 1024, 51 s and 25 MB (1.3 GB of memory) at 4096; an fp32 FMA chain (MI250X) 16 s and 1 GB already
-at 256 and 100 s and 4 GB at 1024.  No solver answered the harder questions in minutes past k = 64."""
+"""The most products a formula may have: building grows linearly and the solvers' time much faster (sizes
+and times in docs/smt.md); no solver answered the harder questions in minutes past k = 64."""
 
 TOTAL_TIMEOUT = 600.0
 """Seconds a whole :func:`worst_error` search may take unless told otherwise (its queries get ``timeout``
