@@ -123,7 +123,7 @@ class Verdict:
     status: str
     seconds: float
     solver: str
-    k: int
+    k: int  # the products of each input the question was asked for
     witness: Witness | None = None
     reason: str = ""
 
