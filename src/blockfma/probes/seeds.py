@@ -114,13 +114,13 @@ def _case(id: str, source: str, title: str, a: Sequence[float], b: Sequence[floa
     return SeedCase(id, source, title, input_format, output_format, tuple(a), tuple(b), c, expected, note)
 
 
-_S = f"{FASI}, sec. Results"
-_SUB = f"{_S}, Support for subnormal numbers"
-_ACC = f"{_S}, Accuracy of the dot products"
-_RND = f"{_S}, Rounding modes in tensor core computations"
-_FEAT = f"{_S}, Features of the accumulator"
-_TUR = f"{_S}, NVIDIA Turing tensor cores"
-_AMP = f"{_S}, NVIDIA Ampere tensor cores"
+_RESULTS = f"{FASI}, sec. Results"
+_SUB = f"{_RESULTS}, Support for subnormal numbers"
+_ACC = f"{_RESULTS}, Accuracy of the dot products"
+_RND = f"{_RESULTS}, Rounding modes in tensor core computations"
+_FEAT = f"{_RESULTS}, Features of the accumulator"
+_TUR = f"{_RESULTS}, NVIDIA Turing tensor cores"
+_AMP = f"{_RESULTS}, NVIDIA Ampere tensor cores"
 _FTTN_SUB = "; H100 and MI100: FTTN Table IV (subnormal inputs and outputs handled) on these inputs"
 _DEV5 = FASI_DEVICES + ("H100", "MI100")
 _RZ_B = (2.0, 2.0**-23 + 2.0**-24, 0.0, 0.0)  # b of Fasi et al.'s round-toward-zero test (ones in a)

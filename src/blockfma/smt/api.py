@@ -642,7 +642,7 @@ def _unit_scales(model: Model, k: int) -> tuple[np.ndarray | None, np.ndarray | 
     return ones, ones.copy()
 
 
-Row = tuple[np.ndarray, np.ndarray, float, Any, Any]  # a, b, c, scale_a, scale_b (None: no scales)
+_Row = tuple[np.ndarray, np.ndarray, float, Any, Any]  # a, b, c, scale_a, scale_b (None: no scales)
 _SCALE_BITS = 80  # worst_error's relative thresholds go down to 2**-80
 
 
@@ -709,7 +709,7 @@ class _Search:
         self.m, self.k, self.f, self.relative, self.digits, self.solver = m, k, f, relative, digits, solver
         self.timeout, self.total_timeout, self.say, self.start = timeout, total_timeout, say, start
         self.log: list[tuple[str, str, float]] = []
-        self.best: tuple[Fraction, Row, Any, Fraction] | None = None
+        self.best: tuple[Fraction, _Row, Any, Fraction] | None = None
         self.lo: Fraction = Fraction(-1)
         self.hi: Fraction | None = None
         self.queries = 0
@@ -733,13 +733,13 @@ class _Search:
         q = Fraction(1, 2 ** (_SCALE_BITS + self.digits + 8)) if self.relative else Fraction(2) ** self.f.LSB
         return Fraction(-(-x // q)) * q
 
-    def error_of(self, row: Row) -> tuple[Fraction, Any, Fraction]:
+    def error_of(self, row: _Row) -> tuple[Fraction, Any, Fraction]:
         dd, _ = engine_bits(self.m, *row)
         x, mag = _exact_of(self.m, *row)
         e = abs(Fraction(float(dd)) - x)
         return (e / mag if self.relative and mag else e), dd, x
 
-    def keep(self, row: Row) -> Fraction:
+    def keep(self, row: _Row) -> Fraction:
         """Record a row's error if it is the worst so far; the error."""
         e, dd, x = self.error_of(row)
         if self.best is None or e > self.best[0]:
