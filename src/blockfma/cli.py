@@ -747,19 +747,16 @@ def _progress_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quiet", "-q", dest="progress", action="store_false", help="no progress lines")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="blockfma", description="Bit-exact models of matrix accelerators (tensor cores, matrix cores, "
-                                     "CPU matrix units).",
-        epilog=f"Numbers: {literals.FORMS}. A value starting with '-' may follow --a/--b/--c directly.")
-    parser.add_argument("--version", action="version", version=f"blockfma {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_devices(sub: Any) -> None:
+    """blockfma devices [NAME]."""
     p = sub.add_parser("devices", help="list the presets, or show one")
     p.add_argument("name", nargs="?", metavar="NAME", help="a preset name or alias")
     _json_option(p)
     p.set_defaults(func=cmd_devices)
 
+
+def _add_dot_compare(sub: Any) -> None:
+    """blockfma dot DEVICE and blockfma compare DEVICE...: one number format (--a, --b, --c)."""
     numbers = (f"Numbers: {literals.FORMS}. A value starting with '-' may follow --a/--b/--c directly. "
                "Example: blockfma dot V100 --a 1,1,1,1 --b 2^-24,2^-24,2^-24,2^-24 --c 1-2^-24")
     p = sub.add_parser("dot", help="compute d = a·b + c as a device does, printed exactly", epilog=numbers)
@@ -774,6 +771,9 @@ def build_parser() -> argparse.ArgumentParser:
     _operand_options(p)
     p.set_defaults(func=cmd_compare, instruction=None)
 
+
+def _add_report(sub: Any) -> None:
+    """blockfma report."""
     p = sub.add_parser("report", help="feature table and FTTN porting example across the presets")
     _json_option(p)
     p.add_argument("--devices", metavar="NAMES", help="comma-separated presets (default: all)")
@@ -787,13 +787,16 @@ def build_parser() -> argparse.ArgumentParser:
     _progress_options(p)
     p.set_defaults(func=cmd_report, results=("html",))
 
+
+def _add_probe(sub: Any) -> None:
+    """blockfma probe TARGET."""
+    from .probes.targets import FP16, FP32, MAX_K
+
     p = sub.add_parser("probe", help="measure a target through its outputs and infer its model (verified)",
                        epilog="Targets: sim:DEVICE[:INSTRUCTION] (the simulator), a devices file (.json), cuda "
                               "(this GPU's mma.sync, needs CuPy), cuda:INSTRUCTION, torch[:cpu|:cuda] "
                               "(torch.baddbmm). Example: blockfma probe sim:A100 --input bf16 --output fp32")
     p.add_argument("target", nargs="?", metavar="TARGET", help="sim:DEVICE, cuda, torch, ...")
-    from .probes.targets import FP16, FP32, MAX_K
-
     p.add_argument("--input", "-i", default=FP16, help="input format of a and b, or A,B (default fp16; a cuda:PATH "
                                                        "target: the path's)")
     p.add_argument("--output", "-o", default=FP32, help="output format (default fp32; a cuda:PATH target: the path's)")
@@ -813,6 +816,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_probe, spelling={"input_format": "--input", "output_format": "--output",
                                              "target": "TARGET"})
 
+
+def _add_smt(sub: Any) -> None:
+    """blockfma smt diff|prove|worst|list|query."""
     p = sub.add_parser("smt", help="formal questions about models: witnesses, proofs, worst errors (SMT)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="Example: blockfma smt diff V100 T4 --input fp16 --output fp32 --k 8\n\n"
@@ -871,6 +877,36 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(q)
     p.set_defaults(func=cmd_smt)
 
+
+def _add_reproduce(sub: Any) -> None:
+    """blockfma reproduce NAME."""
+    p = sub.add_parser("reproduce", help="reproduce a table or figure of the seed papers (--list names them)",
+                       epilog="Example: blockfma reproduce fttn-table4 --out results. Exit status 0 when every "
+                              "difference from the paper is explained, 1 when one is not, 2 for bad usage, 130 "
+                              "interrupted (--all keeps the files of what finished).")
+    p.add_argument("--list", action="store_true", help="every reproduction with its seed, table/figure, seconds")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a reproduction (blockfma reproduce --list)")
+    p.add_argument("--all", action="store_true", help="run every reproduction, a progress line each")
+    p.add_argument("--out", metavar="DIR", help="write NAME.csv, NAME.json (with provenance) and NAME.png into DIR "
+                                                "(made if missing; checked before the work)")
+    p.add_argument("--scale", default="ci", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
+                                                                   "paper (the paper's sizes where practical)")
+    _json_option(p)
+    _progress_options(p)
+    p.set_defaults(func=cmd_reproduce, spelling={"name": "NAME", "scale": "--scale", "out": "--out"})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="blockfma", description="Bit-exact models of matrix accelerators (tensor cores, matrix cores, "
+                                     "CPU matrix units).",
+        epilog=f"Numbers: {literals.FORMS}. A value starting with '-' may follow --a/--b/--c directly.")
+    parser.add_argument("--version", action="version", version=f"blockfma {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for add in (_add_devices, _add_dot_compare, _add_report, _add_probe, _add_smt):
+        add(sub)
+
     p = sub.add_parser("multiword", help="accurate GEMM from low-precision units (multiword, 3xTF32, Ozaki)",
                        epilog="Example: blockfma multiword double-fp16 --device V100 --n 1024 --dist uniform01. "
                               "Seconds on the simulator: about m*n*m*products / 3e8 (256 x 1024 x 256 in "
@@ -896,20 +932,7 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(p)
     p.set_defaults(func=cmd_multiword, spelling={"method": "METHOD"})
 
-    p = sub.add_parser("reproduce", help="reproduce a table or figure of the seed papers (--list names them)",
-                       epilog="Example: blockfma reproduce fttn-table4 --out results. Exit status 0 when every "
-                              "difference from the paper is explained, 1 when one is not, 2 for bad usage, 130 "
-                              "interrupted (--all keeps the files of what finished).")
-    p.add_argument("name", nargs="?", metavar="NAME", help="a reproduction (blockfma reproduce --list)")
-    p.add_argument("--list", action="store_true", help="every reproduction with its seed, table/figure, seconds")
-    p.add_argument("--all", action="store_true", help="run every reproduction, a progress line each")
-    p.add_argument("--out", metavar="DIR", help="write NAME.csv, NAME.json (with provenance) and NAME.png into DIR "
-                                                "(made if missing; checked before the work)")
-    p.add_argument("--scale", default="ci", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
-                                                                   "paper (the paper's sizes where practical)")
-    _json_option(p)
-    _progress_options(p)
-    p.set_defaults(func=cmd_reproduce, spelling={"name": "NAME", "scale": "--scale", "out": "--out"})
+    _add_reproduce(sub)
     return parser
 
 

@@ -428,6 +428,25 @@ def signed_result(xp: Any, fmt: Format, magnitude: Any, negative: Any, tiny: Any
     return v
 
 
+def _round_kept(mode: RoundingMode, keep: np.ndarray, sign: np.ndarray, above: np.ndarray, tie: np.ndarray,
+                inexact: np.ndarray) -> np.ndarray:
+    """The kept integer significands rounded in mode, given where the dropped bits are above half a unit
+    (``above``), exactly half (``tie``) or not zero (``inexact``)."""
+    if mode is RoundingMode.ToOdd:
+        return keep | inexact.astype(np.int64)
+    if mode is RoundingMode.TiesToEven:
+        up = above | (tie & ((keep & 1) == 1))
+    elif mode is RoundingMode.TiesAway:
+        up = above | tie
+    elif mode is RoundingMode.TowardZero:
+        up = np.zeros_like(inexact)
+    elif mode is RoundingMode.TowardPositive:
+        up = inexact & ~sign
+    else:  # TowardNegative
+        up = inexact & sign
+    return keep + up.astype(np.int64)
+
+
 def round_integer(
     fmt: Format | str,
     sign: Any,
@@ -474,21 +493,7 @@ def round_integer(
     above = np.where(wide, False, rem > half) & (drop > 0)
     tie = np.where(wide, False, rem == half) & (drop > 0)
     inexact = rem != 0
-    odd = (keep & 1) == 1
-    if mode is RoundingMode.TiesToEven:
-        up = above | (tie & odd)
-    elif mode is RoundingMode.TiesAway:
-        up = above | tie
-    elif mode is RoundingMode.TowardZero:
-        up = np.zeros_like(inexact)
-    elif mode is RoundingMode.TowardPositive:
-        up = inexact & ~sign
-    elif mode is RoundingMode.TowardNegative:
-        up = inexact & sign
-    else:  # ToOdd
-        up = np.zeros_like(inexact)
-        keep = keep | inexact.astype(np.int64)
-    keep = keep + up.astype(np.int64)
+    keep = _round_kept(mode, keep, sign, above, tie, inexact)
     scale = np.where(drop > 0, quantum, exp)
     with np.errstate(over="ignore"):
         # exponents beyond +-2000 give 0 or infinity either way; the clip keeps them from wrapping in int32

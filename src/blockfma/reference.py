@@ -91,6 +91,46 @@ def _signed(value: Fraction | float, negative: bool) -> float:
 
 
 # --- rounding ----------------------------------------------------------------------------------------------
+def round_significand(scaled: Fraction, mode: RoundingMode, negative: bool) -> int:
+    """The significand ``scaled`` (in units of its last kept bit, magnitude of a value of sign ``negative``)
+    rounded to an integer in mode: the dropped fraction in [0, 1) decides."""
+    kept = math.floor(scaled)
+    dropped = scaled - kept
+    half = Fraction(1, 2)
+    if mode is RoundingMode.TiesToEven:
+        return kept + (dropped > half or (dropped == half and kept % 2 == 1))
+    if mode is RoundingMode.TiesAway:
+        return kept + (dropped >= half)
+    if mode is RoundingMode.TowardZero:
+        return kept
+    if mode is RoundingMode.TowardPositive:
+        return kept + (dropped > 0 and not negative)
+    if mode is RoundingMode.TowardNegative:
+        return kept + (dropped > 0 and negative)
+    if mode is RoundingMode.ToOdd:
+        return kept | 1 if dropped > 0 else kept
+    raise ValueError(f"unknown rounding mode {mode!r}")  # pragma: no cover - the enum is closed
+
+
+def overflows_to_infinity(mode: RoundingMode, negative: bool, overflow: str) -> bool:
+    """Whether a result above the largest finite value becomes infinity (else the largest finite value):
+    ``"ieee"`` as IEEE 754 sec. 7.4, ``"inf"`` always, ``"saturate"`` never."""
+    if overflow == "saturate":
+        return False
+    if overflow == "inf":
+        return True
+    if overflow == "ieee":
+        return {
+            RoundingMode.TiesToEven: True,
+            RoundingMode.TiesAway: True,
+            RoundingMode.TowardZero: False,
+            RoundingMode.ToOdd: False,
+            RoundingMode.TowardPositive: not negative,
+            RoundingMode.TowardNegative: negative,
+        }[mode]
+    raise ValueError(f"overflow must be 'ieee', 'inf' or 'saturate', not {overflow!r}")
+
+
 def round_exact(
     fmt: Format,
     x: Fraction | int,
@@ -133,45 +173,14 @@ def round_exact(
     lead = floor_log2(magnitude)
     quantum_exp = (max(lead, fmt.emin) if keep_subnormals else lead) - (p - 1)
     scaled = magnitude / pow2(quantum_exp)  # the significand in units of the last kept bit
-    kept = math.floor(scaled)
-    dropped = scaled - kept  # in [0, 1)
-    half = Fraction(1, 2)
-    if mode is RoundingMode.TiesToEven:
-        kept += dropped > half or (dropped == half and kept % 2 == 1)
-    elif mode is RoundingMode.TiesAway:
-        kept += dropped >= half
-    elif mode is RoundingMode.TowardZero:
-        pass
-    elif mode is RoundingMode.TowardPositive:
-        kept += dropped > 0 and not sign
-    elif mode is RoundingMode.TowardNegative:
-        kept += dropped > 0 and sign
-    elif mode is RoundingMode.ToOdd:
-        if dropped > 0:
-            kept |= 1
-    else:  # pragma: no cover - the enum is closed
-        raise ValueError(f"unknown rounding mode {mode!r}")
+    kept = round_significand(scaled, mode, sign)
     result = kept * pow2(quantum_exp)
 
     if result == 0:  # a nonzero value that rounds to zero keeps its sign
         return zero()
     big = largest_finite(fmt)
     if result > big:
-        if overflow == "saturate":
-            to_infinity = False
-        elif overflow == "inf":
-            to_infinity = True
-        elif overflow == "ieee":
-            to_infinity = {
-                RoundingMode.TiesToEven: True,
-                RoundingMode.TiesAway: True,
-                RoundingMode.TowardZero: False,
-                RoundingMode.ToOdd: False,
-                RoundingMode.TowardPositive: not sign,
-                RoundingMode.TowardNegative: sign,
-            }[mode]
-        else:
-            raise ValueError(f"overflow must be 'ieee', 'inf' or 'saturate', not {overflow!r}")
+        to_infinity = overflows_to_infinity(mode, sign, overflow)
         if not to_infinity:
             return _signed(big, sign)
         if fmt.has_infinities:

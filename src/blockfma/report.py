@@ -530,23 +530,23 @@ def sections(devices: Iterable[str | Device] | None = None,
     return out
 
 
-def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: Sequence[str], run: Any, say: Any,
-              verdict: bool, smt_timeout: float | None, _replay: Any) -> list[Section]:
-    names = None if hw is None else {d.name for d in hw}
-    questions = question_rows(hw)
-    out = []
-    if verdict:
-        if say:
-            say("report: replaying the recorded hardware outputs through the presets ...")
-        replays = _replay.replay_all(False, devices=names)
-        missing = _replay.golden_missing()
-        lines = verdict_lines(replays, hw if hw is not None else hardware(), questions, missing)
-        out.append(Section(
-            "verdict", "Verdict: the presets against recorded hardware outputs", VERDICT_COLUMNS,
-            verdict_rows(replays), intro=" ".join(lines),
-            notes=("Every recorded row was rerun through the current preset and compared bit for bit; "
-                   "differing rows, with their inputs in exact hex, are in the JSON and HTML forms (details).",),
-            details=[r.row() for r in replays]))
+def _verdict_section(hw: list[Device] | None, questions: list[dict[str, Any]], say: Any, _replay: Any) -> Section:
+    """The recorded hardware outputs replayed through the presets."""
+    if say:
+        say("report: replaying the recorded hardware outputs through the presets ...")
+    replays = _replay.replay_all(False, devices=None if hw is None else {d.name for d in hw})
+    missing = _replay.golden_missing()
+    lines = verdict_lines(replays, hw if hw is not None else hardware(), questions, missing)
+    return Section(
+        "verdict", "Verdict: the presets against recorded hardware outputs", VERDICT_COLUMNS,
+        verdict_rows(replays), intro=" ".join(lines),
+        notes=("Every recorded row was rerun through the current preset and compared bit for bit; "
+               "differing rows, with their inputs in exact hex, are in the JSON and HTML forms (details).",),
+        details=[r.row() for r in replays])
+
+
+def _fttn_section(devs: list[Device] | None, fttn_inputs: Sequence[str], say: Any) -> Section:
+    """FTTN's porting GEMM on each preset, with notes on the rows that differ from FTTN's for a known reason."""
     if say:
         say(f"report: feature table and FTTN porting GEMM (K = {_fttn.K}) on "
             f"{'every preset' if devs is None else ', '.join(d.name for d in devs)} ...")
@@ -559,6 +559,34 @@ def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: S
     if "exact" in shown:
         fttn_notes.append(f"exact: even the correctly rounded A·B is an fp32 accumulator (quantum 2^-4 just "
                           f"below 2^20), so D = 192.0 rather than {_fttn.EXACT!r}.")
+    return Section("fttn", "FTTN porting example", FTTN_COLUMNS, fttn,
+                   intro=f"D = C - A·B with C = 2^20 and K = {_fttn.K} (FTTN sec. V), accumulated tile by tile on "
+                         f"the matrix unit: the exact answer is {_fttn.EXACT!r}; each device loses a different "
+                         "part of it. FTTN: value FTTN published; match: D_fp16 equals it.",
+                   notes=tuple(fttn_notes))
+
+
+def _discriminate_section(hw: list[Device] | None, smt_timeout: float, say: Any) -> Section | None:
+    """Inputs that tell neighbouring generations apart, found by the SMT solver (None: no pair)."""
+    t = time.perf_counter()
+    pairs = discriminate_rows(hw, timeout=smt_timeout, progress=say or False)
+    if not pairs:
+        return None
+    return Section(
+        "discriminate", "Neighbouring generations told apart (SMT)", DISCRIMINATE_COLUMNS, pairs,
+        intro=f"For each pair, finite inputs on which the older generation's preset and the newer's give "
+              f"different bits, found by blockfma.smt.discriminate ({smt_timeout:g} s at most each, nothing "
+              f"cached; {time.perf_counter() - t:.1f} s in all) and checked by the engine. Rerun one with "
+              "blockfma smt diff OLD NEW --input FORMAT --k K.",
+        notes=tuple(f"{r['pair']} ({r['formats']}): a = [{', '.join(r['a'])}], b = [{', '.join(r['b'])}], "
+                    f"c = {r['c']}" for r in pairs if "a" in r))
+
+
+def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: Sequence[str], run: Any, say: Any,
+              verdict: bool, smt_timeout: float | None, _replay: Any) -> list[Section]:
+    questions = question_rows(hw)
+    out = [_verdict_section(hw, questions, say, _replay)] if verdict else []
+    fttn = _fttn_section(devs, fttn_inputs, say)
     out += [
         Section("features", "Feature table", FEATURE_COLUMNS, feature_rows(hw),
                 intro="One row per device, format pair and model (instructions sharing a model share a row). "
@@ -567,25 +595,11 @@ def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: S
                 notes=("References: 'exact' (correctly rounded dot product) and 'ieee-sequential' (IEEE FMA "
                        "loop) take every pair.",),
                 group=("device", "confidence", "sources")),
-        Section("fttn", "FTTN porting example", FTTN_COLUMNS, fttn,
-                intro=f"D = C - A·B with C = 2^20 and K = {_fttn.K} (FTTN sec. V), accumulated tile by tile on "
-                      f"the matrix unit: the exact answer is {_fttn.EXACT!r}; each device loses a different part "
-                      "of it. FTTN: value FTTN published; match: D_fp16 equals it.",
-                notes=tuple(fttn_notes)),
+        fttn,
     ]
-    pairs: list[dict[str, Any]] = []
-    if smt_timeout is not None:
-        t = time.perf_counter()
-        pairs = discriminate_rows(hw, timeout=smt_timeout, progress=say or False)
-    if smt_timeout is not None and pairs:
-        out.append(Section(
-            "discriminate", "Neighbouring generations told apart (SMT)", DISCRIMINATE_COLUMNS, pairs,
-            intro=f"For each pair, finite inputs on which the older generation's preset and the newer's give "
-                  f"different bits, found by blockfma.smt.discriminate ({smt_timeout:g} s at most each, nothing "
-                  f"cached; {time.perf_counter() - t:.1f} s in all) and checked by the engine. Rerun one with "
-                  "blockfma smt diff OLD NEW --input FORMAT --k K.",
-            notes=tuple(f"{r['pair']} ({r['formats']}): a = [{', '.join(r['a'])}], b = [{', '.join(r['b'])}], "
-                        f"c = {r['c']}" for r in pairs if "a" in r)))
+    pairs = None if smt_timeout is None else _discriminate_section(hw, smt_timeout, say)
+    if pairs is not None:
+        out.append(pairs)
     out.append(Section(
         "questions", "Open questions", QUESTION_COLUMNS, questions,
         intro="Readings no hardware data settle yet: the preset keeps one; where the other is a Model "

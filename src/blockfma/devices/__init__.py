@@ -120,7 +120,8 @@ class Instruction:
 
 @dataclass(frozen=True)
 class Device:
-    """A named preset: instruction paths with their models, sources and how far to trust them."""
+    """A named preset: instruction paths with their models, sources and how far to trust them; ``variants``
+    name the presets that read one of its open questions another way (each with ``variant_of`` this one)."""
 
     name: str
     vendor: str

@@ -172,6 +172,32 @@ def _round_pair_nearest(fmt: Format, s: np.ndarray, err: np.ndarray, *, subnorma
     return value, s == 0
 
 
+def _round_finite(fmt: Format, mode: RoundingMode, subnormals: bool, overflow: str, fin: list[np.ndarray],
+                  af: np.ndarray | None, bf: np.ndarray | None, shape: tuple[int, ...], exact_product: bool
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``R(af*bf + sum(fin))`` of finite operands and where its exact value is zero: through TwoSum where the
+    value is a float64 pair (two addends, or an exact product and at most one addend, into a format of at
+    most 51 bits and binary32's range), else through the exact limb sum."""
+    two_terms = len(fin) == 2 and af is None
+    if fmt.precision <= 51 and (two_terms or (exact_product and len(fin) <= 1)) and fmt.emax <= 128:
+        if two_terms:
+            s, err = two_sum(fin[0], fin[1])
+        elif fin:
+            s, err = two_sum(af * bf, fin[0])
+        else:
+            s, err = af * bf, np.zeros(shape)
+        s, err = np.broadcast_to(s, shape), np.broadcast_to(err, shape)
+        if mode is RoundingMode.TiesToEven and fmt in _NATIVE:
+            return _round_pair_nearest(fmt, s, err, subnormals=subnormals)
+        return _round_pair(fmt, mode, s, err, subnormals=subnormals, overflow=overflow)
+    terms = [split(x) for x in fin]
+    if af is not None:
+        ma, ea = split(af)
+        mb, eb = split(bf)
+        terms.extend(product_terms(ma, ea, mb, eb))
+    return round_sum(fmt, *stack(terms), mode, subnormals=subnormals, overflow=overflow)
+
+
 def ieee_op(
     fmt: Format,
     mode: RoundingMode,
@@ -198,28 +224,8 @@ def ieee_op(
     for x in operands:
         finite &= np.isfinite(x)
     fin = [np.where(finite, x, 0.0) for x in addends]
-    if a is not None:
-        af, bf = np.where(finite, a, 0.0), np.where(finite, b, 0.0)
-    two_terms = len(addends) == 2 and a is None
-    if fmt.precision <= 51 and (two_terms or (exact_product and len(addends) <= 1)) and fmt.emax <= 128:
-        if two_terms:
-            s, err = two_sum(fin[0], fin[1])
-        elif fin:
-            s, err = two_sum(af * bf, fin[0])
-        else:
-            s, err = af * bf, np.zeros(shape)
-        s, err = np.broadcast_to(s, shape), np.broadcast_to(err, shape)
-        if mode is RoundingMode.TiesToEven and fmt in _NATIVE:
-            value, exact_zero = _round_pair_nearest(fmt, s, err, subnormals=subnormals)
-        else:
-            value, exact_zero = _round_pair(fmt, mode, s, err, subnormals=subnormals, overflow=overflow)
-    else:
-        terms = [split(x) for x in fin]
-        if a is not None:
-            ma, ea = split(af)
-            mb, eb = split(bf)
-            terms.extend(product_terms(ma, ea, mb, eb))
-        value, exact_zero = round_sum(fmt, *stack(terms), mode, subnormals=subnormals, overflow=overflow)
+    af, bf = (np.where(finite, a, 0.0), np.where(finite, b, 0.0)) if a is not None else (None, None)
+    value, exact_zero = _round_finite(fmt, mode, subnormals, overflow, fin, af, bf, shape, exact_product)
     if np.any(exact_zero):
         zero_signs = [np.signbit(x) for x in addends]
         is_zero = [x == 0 for x in fin]

@@ -107,49 +107,59 @@ PORTING_WHY = {"MI250X": (
     "variant MI250X-fttn (0 in the rows), and which instruction FTTN's HIP code reached is not known")}
 
 
+def _run_test(name: str, context: Any, tgt: Any) -> Any:
+    """One probe feature test's reading of target ``tgt`` (None where the test builds no row)."""
+    from ..probes.features import arrays, feature_test
+
+    test = feature_test(name)
+    rows = test.build(context)
+    if not rows:
+        return None
+    a, b, c = arrays(rows)
+    return test.read(context, rows, np.asarray(tgt(a, b, c)))
+
+
 def _feature_readings(device: str, inp: str, k: int = 32) -> dict[str, Any]:
     """Table IV's columns for one preset and input format, read from the outputs alone: the probes' feature
     tests (subnormals, precision, order; :mod:`blockfma.probes.features`) and two rounding rows of FTTN's
     T_rnd_dir idea (1 ± 0.75 ulp from one product and C), on ``sim:DEVICE`` as a black box."""
-    import math
-
     from .. import formats as _formats
-    from ..probes import seeds
-    from ..probes.features import Builder, Context, arrays, feature_test
+    from ..devices import device as _device
+    from ..probes.features import Context
     from ..probes.inputs import Formats
     from ..probes.targets import target
 
     out_fmt = "fp64" if inp == "fp64" else "fp32"
     tg = target(f"sim:{device}", inp, out_fmt, k=k)
     ctx = Context(Formats.of(inp, inp, out_fmt, out_fmt), k)
-
-    def run_test(name: str, context: Context, tgt: Any) -> Any:
-        test = feature_test(name)
-        rows = test.build(context)
-        if not rows:
-            return None
-        a, b, c = arrays(rows)
-        return test.read(context, rows, np.asarray(tgt(a, b, c)))
-
     got: dict[str, Any] = {}
-    sub = run_test("subnormals", ctx, tg) or {}
+    sub = _run_test("subnormals", ctx, tg) or {}
     got["subnormal inputs"] = sub.get("subnormal inputs kept (T_si_no)")
     got["subnormal outputs"] = sub.get("subnormal outputs (T_ni_so)")
     half = (inp, "fp16" if inp == "fp16" else "bf16")
-    from ..devices import device as _device
-
     pairs = _device(device).pairs()
     if got["subnormal outputs"] is None and half in pairs:  # fp16 products make no fp32 subnormal: FTTN
         tg16 = target(f"sim:{device}", inp, half[1], k=k)   # reads them in the 16-bit output
-        s16 = run_test("subnormals", Context(Formats.of(inp, inp, half[1], half[1]), k), tg16) or {}
+        s16 = _run_test("subnormals", Context(Formats.of(inp, inp, half[1], half[1]), k), tg16) or {}
         got["subnormal outputs"] = s16.get("subnormal outputs (T_ni_so)")
-    F = run_test("precision", ctx, tg)["bits kept below the largest term (F)"]
+    F = _run_test("precision", ctx, tg)["bits kept below the largest term (F)"]
     p = _formats.get(out_fmt).fraction_bits
     got["extra bits"] = "exact" if F >= 59 or F > p + 20 else F - p  # 59: the precision test's last shift
     ctx.known["F"] = F
-    order = (run_test("order", ctx, tg) or {}).get("unit terms counted, M at 0 and -M at j = 1..k-1") or []
+    order = (_run_test("order", ctx, tg) or {}).get("unit terms counted, M at 0 and -M at j = 1..k-1") or []
     got["FMA width"] = _width(order)
-    # rounding: C = ±1 and one product of ±0.75 ulp (round to nearest: 1 + ulp; truncation: 1; floor: -1 - ulp)
+    got["rounding"] = _rounding(ctx, tg, p)
+    got["FP16/BF16 output or product rounding"] = _half_or_product_rounding(device, inp, k, half in pairs)
+    return got
+
+
+def _rounding(ctx: Any, tg: Any, p: int) -> str:
+    """C = ±1 and one product of ±0.75 ulp (p fraction bits): round to nearest gives 1 + ulp, truncation 1,
+    rounding down -1 - ulp."""
+    import math
+
+    from ..probes.features import Builder, arrays
+
     B = Builder(ctx)
     ulp = math.ldexp(1.0, -p)
     for s in (1.0, -1.0):
@@ -157,30 +167,36 @@ def _feature_readings(device: str, inp: str, k: int = 32) -> dict[str, Any]:
     a, b, c = arrays(B.rows)
     d = np.asarray(tg(a, b, c), dtype=np.float64)
     up, down = d[0] == 1 + ulp, d[1] == -1 - ulp
-    got["rounding"] = "RTN-TE" if up and down else "truncate" if not up and not down else "round down" \
-        if down else "round up"
-    # FP16/BF16 output (16-bit inputs) or product rounding (FP32/FP64 inputs)
-    if inp in ("fp16", "bf16"):
-        if half in pairs:
-            ctx16 = Context(Formats.of(inp, inp, half[1], half[1]), k)
-            u16 = math.ldexp(1.0, -_formats.get(half[1]).fraction_bits)
-            B = Builder(ctx16)
-            B.add("1 + 0.75 ulp", {0: 0.75 * u16}, 1.0)
-            a, b, c = arrays(B.rows)
-            d16 = float(np.asarray(target(f"sim:{device}", inp, half[1], k=k)(a, b, c))[0])
-            got["FP16/BF16 output or product rounding"] = "RTN-TE" if d16 == 1 + u16 else "truncate"
-        else:
-            got["FP16/BF16 output or product rounding"] = "N.A."
-    elif inp in ("fp32", "fp64"):
+    return "RTN-TE" if up and down else "truncate" if not up and not down else "round down" if down else "round up"
+
+
+def _half_or_product_rounding(device: str, inp: str, k: int, half_output: bool) -> str:
+    """Table IV's last column: the rounding of an FP16/BF16 output (16-bit inputs, where the preset has one:
+    ``half_output``) or of the products (FP32/FP64 inputs, FTTN's T_prod seed case); else "N.A."."""
+    import math
+
+    from .. import formats as _formats
+    from ..devices import device as _device
+    from ..probes import seeds
+    from ..probes.features import Builder, Context, arrays
+    from ..probes.inputs import Formats
+    from ..probes.targets import target
+
+    if inp in ("fp16", "bf16") and half_output:
+        half = "fp16" if inp == "fp16" else "bf16"
+        u16 = math.ldexp(1.0, -_formats.get(half).fraction_bits)
+        B = Builder(Context(Formats.of(inp, inp, half, half), k))
+        B.add("1 + 0.75 ulp", {0: 0.75 * u16}, 1.0)
+        a, b, c = arrays(B.rows)
+        d16 = float(np.asarray(target(f"sim:{device}", inp, half, k=k)(a, b, c))[0])
+        return "RTN-TE" if d16 == 1 + u16 else "truncate"
+    if inp in ("fp32", "fp64"):
         case = seeds.seed_case(f"fttn-t-prod-{inp}-positive")
-        model = _device(device).model(inp, out_fmt)
+        model = _device(device).model(inp, "fp64" if inp == "fp64" else "fp32")
         d = float(dot(np.array(case.a), np.array(case.b), case.c, model=model))
         uin = math.ldexp(1.0, -_formats.get(inp).fraction_bits)
-        got["FP16/BF16 output or product rounding"] = "RTN-TE" if d == 1.25 + 4 * uin else \
-            "truncate" if d == 1.25 + 3 * uin else repr(d)
-    else:
-        got["FP16/BF16 output or product rounding"] = "N.A."
-    return got
+        return "RTN-TE" if d == 1.25 + 4 * uin else "truncate" if d == 1.25 + 3 * uin else repr(d)
+    return "N.A."
 
 
 def _inferred(device: str, inp: str) -> dict[str, Any]:

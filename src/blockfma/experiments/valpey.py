@@ -126,6 +126,35 @@ def _subnormal_reading(significand: str) -> Fraction:
     return (Fraction(significand) - 1) * Fraction(2) ** -14
 
 
+#: Each reproduction's notes (what stands for what, and what is ours rather than the paper's).
+_NOTES: dict[str, tuple[str, ...]] = {
+    "valpey-table1": (
+        "The presets stand for the paper's GPUs: V100 for the Titan V (Volta), T4 for the RTX 2080 Ti (Turing), "
+        "A100 for the RTX A6000 (Ampere); Ada, H100 and B200 go beyond the paper.",
+        "The paper prints a and the fp16 result as 1.f·2^-15; they are fp16 subnormals 0.f·2^-14 (see the first "
+        "comparison). Ours is computed with the engine and exact fractions, not on hardware.",
+        "The witness rows: an input of our own for the same property (query exact-multiplication, z3/cvc5 "
+        "encodings are the same formula), rerun on every generation's preset."),
+    "valpey-table3": (
+        "Volta, Turing and Ampere are the V100, T4 and A100 presets (the paper's Titan V, RTX 2080 Ti and RTX "
+        "A6000); the paper states the result 2 for Volta and Turing (sec. 4.2); Ampere and the later generations "
+        "are ours, computed by the engine, not measured.",
+        "The witness rows: an input of our own on which the V100 unit's |d| exceeds the exact |a·b + c| (query "
+        "rounding-accumulator), rerun on every generation's preset."),
+}
+
+
+def _own_witness(table: str, query: str, claim: str, say: Any) -> tuple[Any, Comparison, Any]:
+    """A fresh witness of a table's property: the named query's answer (60 s at most), its comparison with
+    "sat", and the witness's a, b, c (None where the query found none)."""
+    if say is not None:
+        say(f"{table}: a witness of our own (query {query})")
+    q = smt_queries.run(query, solver="auto", timeout=60.0, progress=False)
+    comp = Comparison(f"{claim} (sat)", "sat", q.status, q.ok and q.status == "sat",
+                      "" if q.ok else "; ".join(q.lines))
+    return q, comp, witness_values(q.lines) if q.status == "sat" else None
+
+
 def table_1(*, scale: str = "ci", progress: Any = None) -> Result:
     """Table 1: fp16 inputs whose product is not an fp16 value; the unit returns the product exactly."""
     scale = check_scale(scale)
@@ -160,13 +189,10 @@ def table_1(*, scale: str = "ci", progress: Any = None) -> Result:
                                "1.1767578125·2^-15, read as the subnormal 0.1767578125·2^-14",
                                _text(half), half == _subnormal_reading(TABLE_1["Result (half)"][0])))
     # a fresh witness of the same property (Table 4, row 1), checked on every generation
-    if say is not None:
-        say("Table 1: a witness of our own (query exact-multiplication)")
-    q = smt_queries.run("exact-multiplication", solver="auto", timeout=60.0, progress=False)
-    comps.append(Comparison("Table 1 / Table 4 row 1: inputs exist (sat)", "sat", q.status, q.ok and q.status == "sat",
-                            "" if q.ok else "; ".join(q.lines)))
-    if q.status == "sat":
-        wa, wb, wc = witness_values(q.lines)
+    q, comp, witness = _own_witness("Table 1", "exact-multiplication", "Table 1 / Table 4 row 1: inputs exist", say)
+    comps.append(comp)
+    if witness is not None:
+        wa, wb, wc = witness
         x = _exact(wa[:1], wb[:1], 0.0)
         for gen, dev, in_paper in GENERATIONS:
             d = Fraction(_d(_model(dev), wa, wb, 0.0))
@@ -174,14 +200,8 @@ def table_1(*, scale: str = "ci", progress: Any = None) -> Result:
                          "in_paper": in_paper, "a": hex_float(wa[0]), "b": hex_float(wb[0]), "exact": _text(x),
                          "fp16_rn": _text(Fraction(round_fraction("fp16", x, RoundingMode.TiesToEven))),
                          "unit_d": _text(d), "unit_exact": d == x})
-    notes = ("The presets stand for the paper's GPUs: V100 for the Titan V (Volta), T4 for the RTX 2080 Ti "
-             "(Turing), A100 for the RTX A6000 (Ampere); Ada, H100 and B200 go beyond the paper.",
-             "The paper prints a and the fp16 result as 1.f·2^-15; they are fp16 subnormals 0.f·2^-14 (see the "
-             "first comparison). Ours is computed with the engine and exact fractions, not on hardware.",
-             "The witness rows: an input of our own for the same property (query exact-multiplication, z3/cvc5 "
-             "encodings are the same formula), rerun on every generation's preset.")
     return result("valpey-table1", f"{PAPER}, Table 1: fp16 products are exact in the unit", rows,
-                  comparisons=tuple(comps), notes=notes, scale=scale)
+                  comparisons=tuple(comps), notes=_NOTES["valpey-table1"], scale=scale)
 
 
 # --- Table 3 -----------------------------------------------------------------------------------------------
@@ -215,22 +235,15 @@ def table_3(*, scale: str = "ci", progress: Any = None) -> Result:
             d = Fraction(float.fromhex(row["unit_d"]))
             comps.append(Comparison(f"Table 3, Tensor Core Result ({gen}, {dev} preset)", "2^1", row["unit_d"],
                                     d == TABLE_3["tensor core"]))
-    if say is not None:
-        say("Table 3: a witness of our own (query rounding-accumulator)")
-    q = smt_queries.run("rounding-accumulator", solver="auto", timeout=60.0, progress=False)
-    comps.append(Comparison("Table 3 / Table 4 row 4: a result above the exact value exists (sat)", "sat", q.status,
-                            q.ok and q.status == "sat", "" if q.ok else "; ".join(q.lines)))
-    if q.status == "sat":
-        wa, wb, wc = witness_values(q.lines)
+    q, comp, witness = _own_witness("Table 3", "rounding-accumulator",
+                                    "Table 3 / Table 4 row 4: a result above the exact value exists", say)
+    comps.append(comp)
+    if witness is not None:
+        wa, wb, wc = witness
         rows += [_rtz_row(f"SMT witness ({q.solver}, {q.seconds:.3f} s)", gen, dev, p, wa, wb, wc)
                  for gen, dev, p in GENERATIONS]
-    notes = ("Volta, Turing and Ampere are the V100, T4 and A100 presets (the paper's Titan V, RTX 2080 Ti and RTX "
-             "A6000); the paper states the result 2 for Volta and Turing (sec. 4.2); Ampere and the later "
-             "generations are ours, computed by the engine, not measured.",
-             "The witness rows: an input of our own on which the V100 unit's |d| exceeds the exact |a·b + c| "
-             "(query rounding-accumulator), rerun on every generation's preset.")
     return result("valpey-table3", f"{PAPER}, Table 3: truncation is not round-toward-zero", rows,
-                  comparisons=tuple(comps), notes=notes, scale=scale)
+                  comparisons=tuple(comps), notes=_NOTES["valpey-table3"], scale=scale)
 
 
 # --- Table 4 -----------------------------------------------------------------------------------------------
@@ -242,6 +255,47 @@ def _paper_text(z3s: float | None, cvc5s: float | None) -> str:
     if z3s is not None and math.isinf(z3s):
         return "no answer in 6 h (z3 and cvc5)"
     return f"sat (z3 {z3s:g} s, cvc5 {cvc5s:g} s)"
+
+
+def _table_4_row(i: int, title: str, name: str, scale: str, limit: float | None, say: Any
+                 ) -> tuple[dict[str, Any], Comparison]:
+    """One query of Table 4 asked of every solver: its row (answer, seconds and limit per solver beside the
+    paper's) and its comparison with the paper's answer."""
+    q = smt_queries.get(name)
+    z3p, cvc5p = q.seed_seconds or (None, None)
+    row: dict[str, Any] = {"row": i, "query": title, "name": name, "expected": q.expected,
+                           "paper_z3_s": _paper_seconds(z3p), "paper_cvc5_s": _paper_seconds(cvc5p),
+                           "paper_answer": "no answer in 6 h" if z3p is not None and math.isinf(z3p) else "sat"}
+    answers, silent = [], []
+    for solver in smt_solve.SOLVERS:
+        t = limit if limit is not None else _PAPER_LIMIT if scale == "paper" else _CI_LIMITS[solver]
+        r = _ask(name, solver, t, say)
+        if r is not None and r.status == "unknown":
+            silent.append(f"{solver} no answer in {t:g} s")
+        row[f"{solver}_status"] = "not installed" if r is None else r.status
+        row[f"{solver}_s"] = None if r is None else round(r.seconds, 4)
+        row[f"{solver}_limit_s"] = t
+        if r is not None and r.status != "unknown":
+            answers.append((solver, r))
+    timed = ", ".join(f"{s} {r.seconds:.3g} s" for s, r in answers)
+    ours = (f"{answers[0][1].status} ({timed}" + "".join(f"; {x}" for x in silent) + ")" if answers
+            else "no answer: " + "; ".join(silent))
+    good = [r for _, r in answers if r.ok]
+    if z3p is not None and math.isinf(z3p):
+        return row, Comparison(f"Table 4, {title}", _paper_text(z3p, cvc5p), ours, False,
+                               "the paper's solvers gave no answer in 6 hours; here a witness is found, the "
+                               "answer the paper expected (Ampere's 9 terms need 4 carry bits), with "
+                               "fixed-point bit-vectors instead of the floating-point theory"
+                               if good else "no solver answered within this run's limit either")
+    same = bool(good) and all(r.status == "sat" and r.ok for _, r in answers)
+    if same:
+        why = ""
+    elif not answers:
+        why = ("no solver answered within this run's limits; bitwuzla takes about "
+               f"{q.expected_seconds:g} s on a 2-core machine (docs/smt.md)")
+    else:
+        why = "a solver's answer differs: " + "; ".join(f"{s}: {r.lines[0]}" for s, r in answers)
+    return row, Comparison(f"Table 4, {title}", _paper_text(z3p, cvc5p), ours, same, why)
 
 
 def table_4(*, scale: str = "ci", progress: Any = None, timeout: float | None = None) -> Result:
@@ -256,45 +310,11 @@ def table_4(*, scale: str = "ci", progress: Any = None, timeout: float | None = 
     rows: list[dict[str, Any]] = []
     comps: list[Comparison] = []
     for i, (title, name) in enumerate(chosen, 1):
-        q = smt_queries.get(name)
-        z3p, cvc5p = q.seed_seconds or (None, None)
-        row: dict[str, Any] = {"row": i, "query": title, "name": name, "expected": q.expected,
-                               "paper_z3_s": _paper_seconds(z3p), "paper_cvc5_s": _paper_seconds(cvc5p),
-                               "paper_answer": "no answer in 6 h" if z3p is not None and math.isinf(z3p) else "sat"}
-        answers, silent = [], []
         if say is not None:
             say(f"Table 4, row {i} of {len(chosen)}: {title}")
-        for solver in smt_solve.SOLVERS:
-            t = limit if limit is not None else _PAPER_LIMIT if scale == "paper" else _CI_LIMITS[solver]
-            r = _ask(name, solver, t, say)
-            if r is not None and r.status == "unknown":
-                silent.append(f"{solver} no answer in {t:g} s")
-            row[f"{solver}_status"] = "not installed" if r is None else r.status
-            row[f"{solver}_s"] = None if r is None else round(r.seconds, 4)
-            row[f"{solver}_limit_s"] = t
-            if r is not None and r.status != "unknown":
-                answers.append((solver, r))
+        row, comp = _table_4_row(i, title, name, scale, limit, say)
         rows.append(row)
-        timed = ", ".join(f"{s} {r.seconds:.3g} s" for s, r in answers)
-        ours = (f"{answers[0][1].status} ({timed}" + "".join(f"; {x}" for x in silent) + ")" if answers
-                else "no answer: " + "; ".join(silent))
-        good = [r for _, r in answers if r.ok]
-        if z3p is not None and math.isinf(z3p):
-            comps.append(Comparison(f"Table 4, {title}", _paper_text(z3p, cvc5p), ours, False,
-                                    "the paper's solvers gave no answer in 6 hours; here a witness is found, the "
-                                    "answer the paper expected (Ampere's 9 terms need 4 carry bits), with "
-                                    "fixed-point bit-vectors instead of the floating-point theory"
-                                    if good else "no solver answered within this run's limit either"))
-        else:
-            same = bool(good) and all(r.status == "sat" and r.ok for _, r in answers)
-            if same:
-                why = ""
-            elif not answers:
-                why = ("no solver answered within this run's limits; bitwuzla takes about "
-                       f"{q.expected_seconds:g} s on a 2-core machine (docs/smt.md)")
-            else:
-                why = "a solver's answer differs: " + "; ".join(f"{s}: {r.lines[0]}" for s, r in answers)
-            comps.append(Comparison(f"Table 4, {title}", _paper_text(z3p, cvc5p), ours, same, why))
+        comps.append(comp)
     left = [t for t, _ in TABLE_4_ROWS[len(chosen):]]
     notes = [f"Times are seconds measured now on {MACHINE}. They are reported beside the paper's, not "
              "compared: the machines, the solver versions and the encodings differ.",

@@ -157,7 +157,8 @@ def _ulp_exp(fmt: Format) -> int:
 # --- the tests -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FeatureTest:
-    """One feature test: rows from the formats (``build``) and a reading of the target's outputs (``read``)."""
+    """One feature test: rows from the formats (``build``) and a reading of the target's outputs (``read``);
+    ``params``: the Model parameters the reading settles, ``source``: where the test comes from."""
 
     id: str
     title: str

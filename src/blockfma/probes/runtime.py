@@ -32,10 +32,7 @@ def import_torch(needs: str = "backend='torch'") -> Any:
 
 def is_torch(backend: Any) -> bool:
     """Whether ``backend`` names the torch hardware backend ("torch", "torch:cpu", "torch:cuda[:N]")."""
-    if not isinstance(backend, str):
-        return False
-    name = backend.strip().lower()
-    return name == "torch" or name.startswith("torch:")
+    return isinstance(backend, str) and backend.strip().lower().partition(":")[0] == "torch"
 
 
 def torch_device(backend: str) -> Any:

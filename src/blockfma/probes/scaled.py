@@ -50,7 +50,7 @@ from ..formats import Format, RoundingMode, bits
 from ..literals import hex_float
 from ..model import Family, Model, NaNStyle
 from .features import holds, product_of, read_bits
-from .inputs import Formats
+from .inputs import Formats, Row
 from .inputs import rows as _rows
 from .targets import BlackBox, TargetError
 
@@ -209,13 +209,10 @@ def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp3
 
 # --- rows ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ScaledRow:
-    """One block-scaled dot product: a label, a and b (k values), c, and the scales sa, sb (one a block)."""
+class ScaledRow(Row):
+    """One block-scaled dot product: a :class:`~blockfma.probes.inputs.Row` and the scales sa, sb (one a
+    block)."""
 
-    label: str
-    a: tuple[float, ...]
-    b: tuple[float, ...]
-    c: float
     sa: tuple[float, ...]
     sb: tuple[float, ...]
 
@@ -758,23 +755,10 @@ def _nan_style(u: int | None, fmt: Format) -> list[NaNStyle]:
     return same or fixed
 
 
-def probe_scaled(target: Any, input_format: Any = None, output_format: Any = "fp32", *, k: int | None = None,
-                 verify: int = 2000, priors: str = "presets", seed: int = 0,
-                 progress: Callable[[str], None] | None = None, instruction: str | None = None,
-                 scale_format: Any = None, scale_block: int | None = None) -> ScaledFindings:
-    """Measure a block-scaled target through its outputs and infer its ``scaled-fused`` Model, verified on
-    ``verify`` random rows (10 to 10**6; the exact reference checks about 500 a second), see the module
-    docstring.  ``target`` and the formats, ``k``, ``instruction``, ``scale_format``, ``scale_block``: what
-    :func:`scaled_target` takes; ``priors``: ``"presets"`` (a preset that fits is reported itself) or
-    ``"none"``; ``seed``: of the random rows; ``progress``: a function of one string."""
-    t0 = time.perf_counter()
-    priors = choice("priors", priors, ("presets", "none"))
-    verify = integer("verify", verify, least=10, most=1_000_000)
-    seed = integer("seed", seed, least=0)
-    t = scaled_target(target, input_format, output_format, k=k, instruction=instruction, scale_format=scale_format,
-                      scale_block=scale_block)
-    ctx = ScaledContext.of(t)
-    say = progress or (lambda s: None)
+def _measure(t: Any, ctx: ScaledContext, say: Callable[[str], None]
+             ) -> tuple[_Evidence, dict[str, Any], dict[str, tuple[list[ScaledRow], np.ndarray]]]:
+    """Run the feature tests (the blocks, extremes, NaN, zero and precision tests first: F then sets what the
+    rounding, group and e_zero tests build); the rows sent, the readings, each test's rows and outputs."""
     ev = _Evidence()
     readings: dict[str, Any] = {}
     outputs: dict[str, tuple[list[ScaledRow], np.ndarray]] = {}
@@ -799,13 +783,28 @@ def probe_scaled(target: Any, input_format: Any = None, output_format: Any = "fp
     if readings.get("blocks", {}).get("as stated") is False:
         say(f"the scales apply to other products than blocks of {ctx.scale_block}: "
             f"{readings['blocks']['scale block of each position']}")
-    F = readings["precision"]["bits kept below the largest term (F)"]
-    ctx.known["F"] = F
+    ctx.known["F"] = readings["precision"]["bits kept below the largest term (F)"]
     run(["rounding", "group", "e_zero"])
-    G = readings.get("group", {}).get("group size (G)", "unseen")
+    return ev, readings, outputs
 
-    # the values each reading leaves, then every combination run on every row seen
-    presets = _presets(ctx) if priors == "presets" else []
+
+def _e_zero_values(ctx: ScaledContext, reading: dict[str, Any], presets: list[Model]) -> list[int]:
+    """e_zero as read, else a preset's where the reading's bound allows it, else below every term (where it
+    changes no output)."""
+    bound = reading.get("e_zero at most")
+    if reading.get("e_zero") is not None:
+        return [reading["e_zero"]]
+    if presets and (bound is None or presets[0].e_zero <= bound):
+        return [presets[0].e_zero]
+    least = _least_term_exponent(ctx)
+    return [least - 1 if bound is None else min(least - 1, bound)]
+
+
+def _candidates(ctx: ScaledContext, readings: dict[str, Any], outputs: dict[str, Any],
+                presets: list[Model]) -> list[Model]:
+    """Every scaled-fused Model the readings leave: the values each reading allows, in every combination."""
+    F = readings["precision"]["bits kept below the largest term (F)"]
+    G = readings.get("group", {}).get("group size (G)", "unseen")
     F_values = [F] if F is not None else []  # no term ever survived: outside the family, nothing to verify
     G_values: list[Any] = [G] if G != "unseen" else [None, *[g for g in (1, 2, 4, 8, 16, 32) if ctx.scale_block % g == 0]]
     if None in G_values:
@@ -814,70 +813,91 @@ def probe_scaled(target: Any, input_format: Any = None, output_format: Any = "fp
     nan_rows = [u for r, u in zip(*outputs["nan"]) if r.label.startswith("NaN scale of A, 1*1")] \
         if "nan" in outputs else []
     styles = _nan_style(int(bits(np.asarray(nan_rows))[0]) if nan_rows else None, ctx.formats.d)
-    least = _least_term_exponent(ctx)
-    ez = readings["e_zero"]
-    bound = ez.get("e_zero at most")
-    if ez.get("e_zero") is not None:
-        e_zero_values = [ez["e_zero"]]
-    elif presets and (bound is None or presets[0].e_zero <= bound):
-        e_zero_values = [presets[0].e_zero]
-    else:  # unseen: below every term, where it changes no output
-        e_zero_values = [least - 1 if bound is None else min(least - 1, bound)]
+    zeros = (("positive", "positive"), ("positive", "signed"), ("ieee", "signed"))  # exact, rounded
     cands: list[Model] = []
-    for Fv, e_zero in itertools.product(F_values, e_zero_values):
-        for Gv in G_values:
-            for mode in modes:
-                for style in styles:
-                    for ov in ("inf", "ieee"):
-                        for exact_z, rounded_z in (("positive", "positive"), ("positive", "signed"),
-                                                   ("ieee", "signed")):
-                            try:
-                                m = Model(Family.SCALED_FUSED, ctx.formats.a, ctx.formats.d, b_input_format=ctx.formats.b,
-                                          block_width=ctx.k, fraction_bits=Fv, e_zero=e_zero,
-                                          alignment="truncate", output_rounding=mode, nan=style, overflow=ov,
-                                          exact_zero=exact_z, rounded_zero=rounded_z,
-                                          options={"scale_format": ctx.scale_format.name,
-                                                   "scale_block": ctx.scale_block, "scale_group": Gv})
-                            except ValueError:
-                                continue
-                            cands.append(m)
-    keep = [m for m in presets + cands if ev.fits(m)]
-    say(f"{len(presets + cands)} candidates from the readings, {len(keep)} reproduce all {len(ev)} rows")
-    # separation on random rows, then verification of the first left (a preset first where one fits)
-    rng = np.random.default_rng(seed)
+    for Fv, e_zero, Gv, mode, style, ov, (exact_z, rounded_z) in itertools.product(
+            F_values, _e_zero_values(ctx, readings["e_zero"], presets), G_values, modes, styles, ("inf", "ieee"),
+            zeros):
+        try:
+            cands.append(Model(Family.SCALED_FUSED, ctx.formats.a, ctx.formats.d, b_input_format=ctx.formats.b,
+                               block_width=ctx.k, fraction_bits=Fv, e_zero=e_zero, alignment="truncate",
+                               output_rounding=mode, nan=style, overflow=ov, exact_zero=exact_z,
+                               rounded_zero=rounded_z, options={"scale_format": ctx.scale_format.name,
+                                                                "scale_block": ctx.scale_block, "scale_group": Gv}))
+        except ValueError:
+            continue
+    return cands
+
+
+def _separate(keep: list[Model], t: Any, ctx: ScaledContext, ev: _Evidence, verify: int,
+              rng: np.random.Generator) -> list[Model]:
+    """The models that fit, one of each behaviour, told apart on random rows where several are left (those a
+    random row cannot tell apart stay, the simplest first: a preset, else the first)."""
     distinct: list[Model] = []
     for m in keep:
         if not any(m.replace(name="") == x.replace(name="") for x in distinct):
             distinct.append(m)
-    keep = distinct
-    if len(keep) > 1:
-        ra = random_rows(ctx, min(verify, 1000), rng)
-        dt = bits(t(*ra))
-        ev.add("random", *ra, dt)
-        keep = [m for m in keep if np.array_equal(_sim(m, *ra), dt)]
-        # still several: the ones a random row cannot tell apart; take the simplest (a preset, else the first)
+    if len(distinct) <= 1:
+        return distinct
+    ra = random_rows(ctx, min(verify, 1000), rng)
+    dt = bits(t(*ra))
+    ev.add("random", *ra, dt)
+    return [m for m in distinct if np.array_equal(_sim(m, *ra), dt)]
+
+
+def _verify(chosen: Model, t: Any, ctx: ScaledContext, verify: int, rng: np.random.Generator,
+            indistinguishable: int) -> tuple[dict[str, Any], bool]:
+    """The chosen model against the target on ``verify`` random rows: the verification record (with the
+    number of models left that no row told apart), and whether every row agreed."""
+    va = random_rows(ctx, verify, rng)
+    dv = bits(t(*va))
+    got = _sim(chosen, *va)
+    bad = np.nonzero(got != dv)[0]
+    out: dict[str, Any] = {"rows": int(verify), "mismatches": int(len(bad)), "indistinguishable": indistinguishable}
+    if len(bad):
+        i = int(bad[0])
+        out["first_counterexample"] = {"a": [hex_float(x) for x in va[0][i]], "c": hex_float(va[2][i]),
+                                       "sa": [hex_float(x) for x in va[3][i]], "sb": [hex_float(x) for x in va[4][i]],
+                                       "target": hex(int(dv[i])), "model": hex(int(got[i]))}
+    return out, not len(bad)
+
+
+def probe_scaled(target: Any, input_format: Any = None, output_format: Any = "fp32", *, k: int | None = None,
+                 verify: int = 2000, priors: str = "presets", seed: int = 0,
+                 progress: Callable[[str], None] | None = None, instruction: str | None = None,
+                 scale_format: Any = None, scale_block: int | None = None) -> ScaledFindings:
+    """Measure a block-scaled target through its outputs and infer its ``scaled-fused`` Model, verified on
+    ``verify`` random rows (10 to 10**6; the exact reference checks about 500 a second), see the module
+    docstring.  ``target`` and the formats, ``k``, ``instruction``, ``scale_format``, ``scale_block``: what
+    :func:`scaled_target` takes; ``priors``: ``"presets"`` (a preset that fits is reported itself) or
+    ``"none"``; ``seed``: of the random rows; ``progress``: a function of one string."""
+    t0 = time.perf_counter()
+    priors = choice("priors", priors, ("presets", "none"))
+    verify = integer("verify", verify, least=10, most=1_000_000)
+    seed = integer("seed", seed, least=0)
+    t = scaled_target(target, input_format, output_format, k=k, instruction=instruction, scale_format=scale_format,
+                      scale_block=scale_block)
+    ctx = ScaledContext.of(t)
+    say = progress or (lambda s: None)
+    ev, readings, outputs = _measure(t, ctx, say)
+    presets = _presets(ctx) if priors == "presets" else []
+    cands = presets + _candidates(ctx, readings, outputs, presets)
+    keep = [m for m in cands if ev.fits(m)]
+    say(f"{len(cands)} candidates from the readings, {len(keep)} reproduce all {len(ev)} rows")
+    # separation on random rows, then verification of the first left (a preset first where one fits)
+    rng = np.random.default_rng(seed)
+    keep = _separate(keep, t, ctx, ev, verify, rng)
     chosen = keep[0] if keep else None
     readings["unresolved"] = {name: sorted({str(m.to_dict()[name]) for m in keep}) for name in
                               ("F", "e_zero", "output_rounding", "overflow", "nan", "exact_zero", "rounded_zero",
                                "options") if len({str(m.to_dict()[name]) for m in keep}) > 1}
     verification: dict[str, Any] = {"rows": 0, "mismatches": None, "why": (
-        "no scaled-fused Model reproduces the feature tests' outputs" if F is not None else
+        "no scaled-fused Model reproduces the feature tests' outputs" if ctx.known["F"] is not None else
         "no term below C ever changed the output (precision test): not a scaled-fused datapath")}
     model = None
     if chosen is not None:
-        va = random_rows(ctx, verify, rng)
-        dv = bits(t(*va))
-        got = _sim(chosen, *va)
-        bad = np.nonzero(got != dv)[0]
-        verification = {"rows": int(verify), "mismatches": int(len(bad)), "indistinguishable": len(keep)}
-        if len(bad):
-            i = int(bad[0])
-            verification["first_counterexample"] = {"a": [hex_float(x) for x in va[0][i]], "c": hex_float(va[2][i]),
-                                                    "sa": [hex_float(x) for x in va[3][i]],
-                                                    "sb": [hex_float(x) for x in va[4][i]],
-                                                    "target": hex(int(dv[i])), "model": hex(int(got[i]))}
-        else:
-            model = chosen
+        verification, agreed = _verify(chosen, t, ctx, verify, rng, len(keep))
+        model = chosen if agreed else None
     return ScaledFindings(t.name, t.describe_formats(), t.k, ctx.scale_format.name, ctx.scale_block, readings,
                           [m.summary() for m in keep], verification, t.calls, t.rows, time.perf_counter() - t0,
                           t.metadata(), model, chosen)

@@ -114,86 +114,105 @@ def _case(id: str, source: str, title: str, a: Sequence[float], b: Sequence[floa
     return SeedCase(id, source, title, input_format, output_format, tuple(a), tuple(b), c, expected, note)
 
 
-def _fasi() -> list[SeedCase]:
-    S = f"{FASI}, sec. Results"
-    SUB = f"{S}, Support for subnormal numbers"
-    ACC = f"{S}, Accuracy of the dot products"
-    RND = f"{S}, Rounding modes in tensor core computations"
-    FEAT = f"{S}, Features of the accumulator"
-    TUR = f"{S}, NVIDIA Turing tensor cores"
-    AMP = f"{S}, NVIDIA Ampere tensor cores"
-    fttn_sub = ("; H100 and MI100: FTTN Table IV (subnormal inputs and outputs handled) on these inputs")
-    dev5 = FASI_DEVICES + ("H100", "MI100")
-    out: list[SeedCase] = []
+_RESULTS = f"{FASI}, sec. Results"
+_SUB = f"{_RESULTS}, Support for subnormal numbers"
+_ACC = f"{_RESULTS}, Accuracy of the dot products"
+_RND = f"{_RESULTS}, Rounding modes in tensor core computations"
+_FEAT = f"{_RESULTS}, Features of the accumulator"
+_TUR = f"{_RESULTS}, NVIDIA Turing tensor cores"
+_AMP = f"{_RESULTS}, NVIDIA Ampere tensor cores"
+_FTTN_SUB = "; H100 and MI100: FTTN Table IV (subnormal inputs and outputs handled) on these inputs"
+_DEV5 = FASI_DEVICES + ("H100", "MI100")
+_RZ_B = (2.0, 2.0**-23 + 2.0**-24, 0.0, 0.0)  # b of Fasi et al.'s round-toward-zero test (ones in a)
 
-    # Support for subnormal numbers
+
+def _fasi() -> list[SeedCase]:
+    """Fasi et al. 2021's tests, in the order of the paper's sections."""
+    return [*_fasi_subnormal(), *_fasi_accuracy(), *_fasi_rounding(), *_fasi_accumulator(), *_fasi_turing_ampere()]
+
+
+def _fasi_subnormal() -> list[SeedCase]:
+    """Support for subnormal numbers."""
+    out: list[SeedCase] = []
     quote = ('"setting a11 = 2^-24, b11 = 2^2 (arbitrarily chosen), and the remaining elements to zero. The '
              'tensor cores return the subnormal result a11 b11 = 2^-22 in both binary16 and binary32 mode"')
     for fmt in ("fp32", "fp16"):
-        out.append(_case(f"fasi-subnormal-input-{fmt}", SUB + fttn_sub, f"subnormal binary16 input, {fmt} output",
-                         [U24], [2.0**2], 0.0, dict.fromkeys(dev5, 2.0**-22), quote, output_format=fmt))
-    out.append(_case("fasi-subnormal-c", SUB + "; H100 and MI100: FTTN sec. III T_sa and Table IV",
+        out.append(_case(f"fasi-subnormal-input-{fmt}", _SUB + _FTTN_SUB, f"subnormal binary16 input, {fmt} output",
+                         [U24], [2.0**2], 0.0, dict.fromkeys(_DEV5, 2.0**-22), quote, output_format=fmt))
+    out.append(_case("fasi-subnormal-c", _SUB + "; H100 and MI100: FTTN sec. III T_sa and Table IV",
                      "binary32 subnormal C passes through", [0.0] * 4, [0.0] * 4, 2.0**-149,
-                     dict.fromkeys(dev5, 2.0**-149),
+                     dict.fromkeys(_DEV5, 2.0**-149),
                      '"setting c11 to the smallest positive binary32 subnormal 2^-149 and all the elements of A '
                      'and B to zero yields d11 = 2^-149"'))
     quote = ('"set a11 to 2^-14, the smallest normal number in binary16, and b11 to 2^-1, and confirm that '
              'tensor cores return the binary16 subnormal 2^-15 in both binary16 and binary32 modes"')
     for fmt in ("fp32", "fp16"):
-        out.append(_case(f"fasi-subnormal-output-{fmt}", SUB + fttn_sub, f"binary16 subnormal from normal "
-                         f"inputs, {fmt} output", [2.0**-14], [2.0**-1], 0.0, dict.fromkeys(dev5, 2.0**-15),
+        out.append(_case(f"fasi-subnormal-output-{fmt}", _SUB + _FTTN_SUB, f"binary16 subnormal from normal "
+                         f"inputs, {fmt} output", [2.0**-14], [2.0**-1], 0.0, dict.fromkeys(_DEV5, 2.0**-15),
                          quote, output_format=fmt))
     quote = ('"a11 = 2^-14, b11 = 1, and c11 = -2^-15, which produces the subnormal binary16 number '
              'd11 = 2^-15" (the mode is not stated: 2^-14 - 2^-15 is exact in both)')
     for fmt in ("fp16", "fp32"):
-        out.append(_case(f"fasi-subnormal-output-c-{fmt}", SUB, f"binary16 subnormal from 2^-14 - 2^-15, {fmt} "
+        out.append(_case(f"fasi-subnormal-output-c-{fmt}", _SUB, f"binary16 subnormal from 2^-14 - 2^-15, {fmt} "
                          f"output", [2.0**-14], [1.0], -(2.0**-15), dict.fromkeys(FASI_DEVICES, 2.0**-15), quote,
                          output_format=fmt))
-    out.append(_case("fasi-subnormal-rounded-down", SUB, "subnormal input rounded down in the tensor core",
+    out.append(_case("fasi-subnormal-rounded-down", _SUB, "subnormal input rounded down in the tensor core",
                      [1.0, 1.0], [2.0**-23 + 2.0**-24, 2.0], 0.0, {"V100": 2.0},
                      '"we set a11 and a12 to 1, b11 to the binary16 subnormal 2^-23 + 2^-24, b21 to 2 ... This '
                      'computation returned the value 2"'))
+    return out
 
-    # Accuracy of the dot products
+
+def _fasi_accuracy() -> list[SeedCase]:
+    """Accuracy of the dot products."""
+    out: list[SeedCase] = []
     x = 1 - 2.0**-11
-    out.append(_case("fasi-products-exact", ACC, "products held exactly (binary32 output)", [x] * 4, [x] * 4,
+    out.append(_case("fasi-products-exact", _ACC, "products held exactly (binary32 output)", [x] * 4, [x] * 4,
                      0.0, dict.fromkeys(FASI_DEVICES, 4 * (1 - 2.0**-10 + 2.0**-22)),
                      '"we set the first row of A and the first column of B to 1 - 2^-11 and c11 to 0 ... tensor '
                      'cores produce the exact binary32 answer d11 = 4 (1 - 2^-10 + 2^-22)"; T4 and A100: "all '
                      'the conclusions ... remain valid"'))
-    out.append(_case("fasi-products-exact-fp16", ACC, "products held exactly (binary16 output)", [x, x], [x, 2.0**-11],
+    out.append(_case("fasi-products-exact-fp16", _ACC, "products held exactly (binary16 output)", [x, x], [x, 2.0**-11],
                      0.0, dict.fromkeys(FASI_DEVICES, 1 - 2.0**-10 + 2.0**-11),
                      '"a11 = b11 = a12 = 1 - 2^-11, b21 = 2^-11 ... we found that tensor cores output the exact '
                      'value" 1 - 2^-10 + 2^-11', output_format="fp16"))
     for p in range(5):
         terms = [U24] * 5
         terms[p] = 1.0
-        out.append(_case(f"fasi-order-p{p}", ACC, f"four rounding errors, largest first: 1 at "
+        out.append(_case(f"fasi-order-p{p}", _ACC, f"four rounding errors, largest first: 1 at "
                          f"{'c' if p == 4 else f'b{p + 1}1'}, 2^-24 elsewhere", ONES, terms[:4], terms[4],
                          {"V100": 1.0}, '"run 5 different cases with one of the addends in (3) set to 1 and the '
                          'rest set to 2^-24 ... All permutations return d11 = 1"'))
+    return out
 
-    # Rounding modes
-    b = [2.0, 2.0**-23 + 2.0**-24, 0.0, 0.0]
-    out.append(_case("fasi-rz-positive", RND, "round toward zero, positive semi-axis", ONES, b, 0.0,
+
+def _fasi_rounding() -> list[SeedCase]:
+    """Rounding modes in tensor core computations."""
+    out: list[SeedCase] = []
+    b = _RZ_B
+    out.append(_case("fasi-rz-positive", _RND, "round toward zero, positive semi-axis", ONES, b, 0.0,
                      {"V100": 2.0, "T4": 2.0, "A100": 2.0},
                      '"set in (3) b11 = 2, b21 = 2^-23 + 2^-24 ... returns c11 = 2"; T4: the conclusions remain '
                      'valid (with the extra bit 2 + 2^-23 is still truncated to 2); A100: "the TensorFloat-32/'
                      'binary32 mode exhibits the same features as the binary16/binary32 configuration"'))
-    out.append(_case("fasi-rz-negative", RND, "round toward zero, negative semi-axis", ONES, [-v for v in b], 0.0,
+    out.append(_case("fasi-rz-negative", _RND, "round toward zero, negative semi-axis", ONES, [-v for v in b], 0.0,
                      {"V100": -2.0}, '"changing the sign of the nonzero elements in B. This experiment produces '
                      'c11 = -2"'))
-    out.append(_case("fasi-fp16-output-rn", RND + "; H100, MI100: FTTN Table IV (RTN-TE when outputting FP16)",
+    out.append(_case("fasi-fp16-output-rn", _RND + "; H100, MI100: FTTN Table IV (RTN-TE when outputting FP16)",
                      "binary16 output rounded to nearest", [U24, U24], [2.0**-1, 2.0**-2], 0.0,
-                     dict.fromkeys(dev5, U24), '"we set a11 = a12 = 2^-24, b11 = 2^-1, b21 = 2^-2 ... The fact '
+                     dict.fromkeys(_DEV5, U24), '"we set a11 = a12 = 2^-24, b11 = 2^-1, b21 = 2^-2 ... The fact '
                      'that tensor cores return 2^-24 confirms that round-towards-zero is not used"',
                      output_format="fp16"))
+    return out
 
-    # Features of the accumulator
-    out.append(_case("fasi-no-guard-digit", f"{FEAT}, Extra bits in the alignment of significands",
+
+def _fasi_accumulator() -> list[SeedCase]:
+    """Features of the accumulator: extra bits, normalisation, carry out."""
+    out: list[SeedCase] = []
+    out.append(_case("fasi-no-guard-digit", f"{_FEAT}, Extra bits in the alignment of significands",
                      "no guard digit", ONES, [1.0, 0.0, 0.0, 0.0], -1 + U24, {"V100": 2.0**-23},
                      '"If in (3) we set b11 = 1 and c11 = -1 + 2^-24, the tensor cores return d11 = 2^-23"'))
-    mono = f"{FEAT}, Normalization in addition; Monotonicity of dot product"
+    mono = f"{_FEAT}, Normalization in addition; Monotonicity of dot product"
     out.append(_case("fasi-monotonicity-below", mono, "no normalisation of partial sums: c = 1 - 2^-24",
                      ONES, [U24] * 4, 1 - U24, {"V100": 1 + 2.0**-23, "A100": 1 + 2.0**-23},
                      '"d11 = c11 + 2^-24 + 2^-24 + 2^-24 + 2^-24 = 1 + 2^-23 when c11 = 1 - 2^-24"; A100 (fp16 '
@@ -203,13 +222,13 @@ def _fasi() -> list[SeedCase]:
     for i in range(4):
         for j in range(4):
             if i != j:
-                out.append(_case(f"fasi-subtraction-1at{i}-tinyat{j}", f"{FEAT}, Normalization in subtraction",
+                out.append(_case(f"fasi-subtraction-1at{i}-tinyat{j}", f"{_FEAT}, Normalization in subtraction",
                                  f"no normalisation in subtraction: b{i + 1}1 = 1, b{j + 1}1 = -2^-24", ONES,
                                  _put(4, {i: 1.0, j: -U24}), -1 + U24, {"V100": 2.0**-23},
                                  '"c11 = -1 + 2^-24, and two of the elements of the first column of B to 1 and '
                                  '-2^-24 ... running this experiment on tensor cores yields d11 = 2^-23" (every '
                                  'placement of the two)'))
-    carry = f"{FEAT}, Extra bits for carry out"
+    carry = f"{_FEAT}, Extra bits for carry out"
     for j in range(4):
         out.append(_case(f"fasi-carry-2-tinyat{j}", carry, f"two carry bits: 2^-23 at b{j + 1}1, 1 elsewhere",
                          ONES, _put(4, {**{i: 1.0 for i in range(4)}, j: 2.0**-23}), 1 + 2.0**-22 + 2.0**-23,
@@ -228,9 +247,13 @@ def _fasi() -> list[SeedCase]:
                      'the rounding mode in the final normalization step ... is round-towards-zero": read as b = '
                      '(1, 1, 1, 1); the exact 5 + 3 * 2^-23 lies between 5 and 5 + 2^-21, nearer the top, so RZ '
                      'gives 5 (as tests/test_reference.py reads it)'))
+    return out
 
-    # Turing and Ampere: one extra alignment bit
-    out.append(_case("fasi-extra-bit", f"{TUR}; {AMP}", "one extra alignment bit: 1 + 2^-24 + 2^-24",
+
+def _fasi_turing_ampere() -> list[SeedCase]:
+    """Turing and Ampere: one extra alignment bit, bfloat16, tf32 and binary64."""
+    out: list[SeedCase] = []
+    out.append(_case("fasi-extra-bit", f"{_TUR}; {_AMP}", "one extra alignment bit: 1 + 2^-24 + 2^-24",
                      [1.0, 1.0], [U24, U24], 1.0, {"T4": 1 + 2.0**-23, "A100": 1 + 2.0**-23, "V100": 1.0},
                      '"the operation 1 + 2^-24 + 2^-24, for example, can now be performed exactly because of the '
                      'presence of the extra bit" (T4; A100 "no differences between the Ampere and Turing tensor '
@@ -241,7 +264,7 @@ def _fasi() -> list[SeedCase]:
             a[p], bb[p] = 1.0, 1.0
         else:
             c = 1.0
-        out.append(_case(f"fasi-order-next-bit-p{p}", f"{TUR}; {AMP}; FTTN sec. III T_acc_order and Table IV",
+        out.append(_case(f"fasi-order-next-bit-p{p}", f"{_TUR}; {_AMP}; FTTN sec. III T_acc_order and Table IV",
                          f"order test with the next bit: 1 at {'c' if p == 4 else f'position {p}'}, 2^-25 "
                          f"elsewhere", a, bb, c, {"T4": 1.0, "A100": 1.0},
                          '"in the test for the order of operations ... the constant 2^-24 should be replaced by '
@@ -249,27 +272,27 @@ def _fasi() -> list[SeedCase]:
                          'the products 2^-12 * 2^-13 stand for it. This is also FTTN\'s T_acc_order (1 + 4 '
                          'quarter-ulps in every order), A100: order "not controllable" in Table IV'))
     for c, want, t in ((1 - U24, 1 + 2.0**-23, "below"), (1.0, 1.0, "one")):
-        out.append(_case(f"fasi-monotonicity-next-bit-{t}", f"{TUR}; {AMP}", f"non-monotonicity with the next "
+        out.append(_case(f"fasi-monotonicity-next-bit-{t}", f"{_TUR}; {_AMP}", f"non-monotonicity with the next "
                          f"bit: eight products 2^-1 * 2^-24, c = {'1 - 2^-24' if t == 'below' else '1'}",
                          [2.0**-1] * 8, [U24] * 8, c, {"T4": want, "A100": want},
                          '"The results obtained on the V100 GPU can be replicated by means of a suitable change of '
                          'the constants": eight products of 2^-25 fill the 8-wide block; with c = 1 - 2^-24 the '
                          'quantum is 2^-25 and the sum 1 + 3 * 2^-24 truncates to 1 + 2^-23; with c = 1 it is '
                          '2^-24 and every product is cut (as tests/test_reference.py reads it)'))
-    out.append(_case("fasi-bf16-subnormal-output", AMP + "; H100, MI100: FTTN Table IV (BF16 subnormals handled)",
+    out.append(_case("fasi-bf16-subnormal-output", _AMP + "; H100, MI100: FTTN Table IV (BF16 subnormals handled)",
                      "binary32 subnormal output from bfloat16 inputs", [2.0**-126], [2.0**-1], 0.0,
                      dict.fromkeys(("A100", "H100", "MI100"), 2.0**-127),
                      '"If in (2) we set a11 = 2^-126, b11 = 2^-1 (normalized bfloat16 values) ... the tensor '
                      'cores correctly produce the subnormal binary32 result d11 = 2^-127"', input_format="bf16"))
     tf32 = ('"the TensorFloat-32/binary32 mode exhibits the same features as the binary16/binary32 configuration" '
             '(the fp16 inputs of this test, run in tf32)')
-    out.append(_case("fasi-tf32-monotonicity-below", AMP, "tf32: no normalisation of partial sums", ONES, [U24] * 4,
+    out.append(_case("fasi-tf32-monotonicity-below", _AMP, "tf32: no normalisation of partial sums", ONES, [U24] * 4,
                      1 - U24, {"A100": 1 + 2.0**-23}, tf32, input_format="tf32"))
-    out.append(_case("fasi-tf32-extra-bit", AMP, "tf32: one extra alignment bit", [1.0, 1.0], [U24, U24], 1.0,
+    out.append(_case("fasi-tf32-extra-bit", _AMP, "tf32: one extra alignment bit", [1.0, 1.0], [U24, U24], 1.0,
                      {"A100": 1 + 2.0**-23}, tf32, input_format="tf32"))
-    out.append(_case("fasi-tf32-rz-positive", AMP, "tf32: round toward zero", ONES, b, 0.0, {"A100": 2.0}, tf32,
+    out.append(_case("fasi-tf32-rz-positive", _AMP, "tf32: round toward zero", ONES, _RZ_B, 0.0, {"A100": 2.0}, tf32,
                      input_format="tf32"))
-    out.append(_case("fasi-fp64-ieee", AMP + "; H100 and MI250X: FTTN Table IV (FP64: RTN-TE, FMA unit width 1)",
+    out.append(_case("fasi-fp64-ieee", _AMP + "; H100 and MI250X: FTTN Table IV (FP64: RTN-TE, FMA unit width 1)",
                      "binary64: round to nearest even, normalised after each addition", [1.0, 1.0],
                      [2.0**-53, 2.0**-53], 1.0, {"A100": 1.0, "H100": 1.0, "MI250X": 1.0, "exact": 1 + 2.0**-52},
                      '"in binary64/binary64 mode ... round-to-nearest with ties to even is used, and the '

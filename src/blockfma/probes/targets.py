@@ -618,30 +618,47 @@ def target(spec: Any, input_format: Any = FP16, output_format: Any = FP32, *, k:
         return _sim_target(spec_text, rest if head.strip().lower() == "sim" else spec_text, (fa, fb), d, k,
                            instruction, c_format)
     if kind == "cuda":
-        from . import cuda
+        return _cuda_target(spec_text, rest, instruction, (fa, fb), d, k,
+                            isinstance(input_format, _Default) and isinstance(output_format, _Default))
+    return _torch_target(spec_text, rest, input_format, (fa, fb), d, k, options)
 
-        name = rest.strip() or instruction
-        if rest.strip() and instruction is not None and instruction != rest.strip():
-            raise ArgumentError("instruction", instruction, f"differs from the path {spec_text!r} names",
-                                fix="name the path once")
-        if not name or name in ("mma", "wgmma"):
-            name = _cuda_path(cuda, (fa.name, fb.name), d, k, name or "mma")
-        else:
-            try:
-                p = cuda.path(name)
-            except ValueError:
-                known = ", ".join([*cuda.PATHS, *cuda.WGMMA_PATHS])
-                raise ArgumentError("target", spec_text, f"names no mma.sync or wgmma path {name!r}",
-                                    fix=f"use 'cuda', 'cuda:mma', 'cuda:wgmma' or one of {known}") from None
-            if k is not None and k != p.k:
-                raise ArgumentError("k", k, f"differs from the k of {p.name} ({p.k})",
-                                    fix=f"leave it out, or name a path with k={k}")
-            have = (_formats.get(p.a_format), _formats.get(p.b_format), _formats.get(p.d_format))
-            if have != (fa, fb, d) and not (isinstance(input_format, _Default) and isinstance(output_format, _Default)):
-                raise ArgumentError("target", spec_text, f"computes {_formats.pair_name(have[0], have[1])} -> "
-                                    f"{have[2].name}, not {_formats.pair_name(fa, fb)} -> {d.name}",
-                                    fix="pass that path's formats, or 'cuda' to pick the path for the formats")
-        return CudaTarget(name)
+
+def _cuda_target(spec_text: str, rest: str, instruction: str | None, pair: tuple[Any, Any], d: Any, k: int | None,
+                 defaults: bool) -> Target:
+    """The mma.sync or wgmma path ``rest`` (or ``instruction``) names, or the one for the formats ("", "mma",
+    "wgmma"); a named path's k and formats must match those passed (its formats unless ``defaults``: none
+    passed)."""
+    from . import cuda
+
+    fa, fb = pair
+    name = rest.strip() or instruction
+    if rest.strip() and instruction is not None and instruction != rest.strip():
+        raise ArgumentError("instruction", instruction, f"differs from the path {spec_text!r} names",
+                            fix="name the path once")
+    if not name or name in ("mma", "wgmma"):
+        name = _cuda_path(cuda, (fa.name, fb.name), d, k, name or "mma")
+    else:
+        try:
+            p = cuda.path(name)
+        except ValueError:
+            known = ", ".join([*cuda.PATHS, *cuda.WGMMA_PATHS])
+            raise ArgumentError("target", spec_text, f"names no mma.sync or wgmma path {name!r}",
+                                fix=f"use 'cuda', 'cuda:mma', 'cuda:wgmma' or one of {known}") from None
+        if k is not None and k != p.k:
+            raise ArgumentError("k", k, f"differs from the k of {p.name} ({p.k})",
+                                fix=f"leave it out, or name a path with k={k}")
+        have = (_formats.get(p.a_format), _formats.get(p.b_format), _formats.get(p.d_format))
+        if have != (fa, fb, d) and not defaults:
+            raise ArgumentError("target", spec_text, f"computes {_formats.pair_name(have[0], have[1])} -> "
+                                f"{have[2].name}, not {_formats.pair_name(fa, fb)} -> {d.name}",
+                                fix="pass that path's formats, or 'cuda' to pick the path for the formats")
+    return CudaTarget(name)
+
+
+def _torch_target(spec_text: str, rest: str, input_format: Any, pair: tuple[Any, Any], d: Any, k: int | None,
+                  options: dict[str, Any]) -> Target:
+    """torch.baddbmm on the device ``rest`` names (default cuda), in one input format."""
+    fa, fb = pair
     device = rest.strip().lower() or "cuda"
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise ArgumentError("target", spec_text, f"names no torch device ({device!r})",

@@ -39,10 +39,8 @@ __all__ = ["Witness", "Verdict", "WorstError", "EncodingError", "resolve", "disc
            "shared_c_format", "worst_error", "default_k", "MAX_K", "TOTAL_TIMEOUT"]
 
 MAX_K = 256
-"""The most products a formula may have.  Building grows linearly and the solvers' time much faster: on a
-2-core machine, writing the formula of two V100 models took 1 s and 1.5 MB of SMT-LIB at k = 256, 6 s and
-6 MB at 1024, 51 s and 25 MB (1.3 GB of memory) at 4096; an fp32 FMA chain (MI250X) 16 s and 1 GB already
-at 256 and 100 s and 4 GB at 1024.  No solver answered the harder questions in minutes past k = 64."""
+"""The most products a formula may have: building grows linearly and the solvers' time much faster (sizes
+and times in docs/smt.md); no solver answered the harder questions in minutes past k = 64."""
 
 TOTAL_TIMEOUT = 600.0
 """Seconds a whole :func:`worst_error` search may take unless told otherwise (its queries get ``timeout``
@@ -125,7 +123,7 @@ class Verdict:
     status: str
     seconds: float
     solver: str
-    k: int
+    k: int  # the products of each input the question was asked for
     witness: Witness | None = None
     reason: str = ""
 
@@ -644,6 +642,206 @@ def _unit_scales(model: Model, k: int) -> tuple[np.ndarray | None, np.ndarray | 
     return ones, ones.copy()
 
 
+_Row = tuple[np.ndarray, np.ndarray, float, Any, Any]  # a, b, c, scale_a, scale_b (None: no scales)
+_SCALE_BITS = 80  # worst_error's relative thresholds go down to 2**-80
+
+
+@dataclass(frozen=True)
+class _ErrorFormula:
+    """A model's output d = dot(a, b, c) beside its exact value: ``base`` (d is the model's result, inputs and
+    result finite, plus the side constraints), ``abs_err`` = |d - (a·b + c)| in units of 2**LSB, and ``M``
+    the magnitude sum |a_i b_i| + |c| in the same units."""
+
+    v: _cons.Inputs
+    base: list[z3.BoolRef]
+    variables: list[Any]
+    abs_err: Any
+    M: Any
+    LSB: int
+
+    @classmethod
+    def of(cls, m: Model, k: int, constraints: Any, normal_inputs: bool, symmetry: bool) -> _ErrorFormula:
+        v = _inputs(m, k)
+        fd = m.output_format
+        d = z3.BitVec("d", fd.bits)
+        scale_bits_ab = (v.bits_sa, v.bits_sb) if m.block_scaled else (None, None)
+        N, LSB, finite, M, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c, *scale_bits_ab)
+        W = N.size() + 2
+        dv = _enc.value_in_frame(fd, d, LSB, W)
+        err = dv - z3.SignExt(2, N)
+        abs_err = z3.If(err < 0, -err, err)
+        out_finite = z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf))
+        base = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scale_bits_ab), finite, out_finite] + \
+            _cons.apply(constraints, v)
+        if normal_inputs:
+            base += _cons.apply(_cons.normal(), v)
+        if symmetry and constraints is None:
+            base += symmetry_breaking([m], v)
+        return cls(v, base, [*v.variables, d], abs_err, M, LSB)
+
+    def above(self, T: Fraction, relative: bool) -> list[z3.BoolRef]:
+        """error > T, T = n / 2**s dyadic: |err| * 2**s > n * M (relative), |err| * 2**(s + LSB) > n (absolute)."""
+        abs_err, M = self.abs_err, self.M
+        n, den = T.numerator, T.denominator
+        assert den & (den - 1) == 0, T
+        s = den.bit_length() - 1
+        if relative:
+            w = abs_err.size() + s + n.bit_length() + 2
+            return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << s, z3.ZeroExt(w - M.size(), M) * n)]
+        up, down = max(0, s + self.LSB), max(0, -(s + self.LSB))
+        w = abs_err.size() + up + n.bit_length() + down + 2
+        return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << up, z3.BitVecVal(n << down, w))]
+
+
+def _start_line(m: Model, k: int, solver: str, timeout: float | None, total_timeout: float | None) -> str:
+    """worst_error's first progress line: the model, k and the time limits."""
+    limit = "no limit" if total_timeout is None else f"at most {total_timeout:g} s"
+    each = "no limit" if timeout is None else f"up to {timeout:g} s"
+    return f"worst error of {m.name or 'the model'}, k = {k}: {solver} queries of {each} each, {limit} in all"
+
+
+class _Search:
+    """One worst_error search: its formula, limits and bounds so far (errors <= ``lo`` are reached, none
+    exceeds ``hi``), the worst input found (``best``: error, input, d, exact value) and the query log."""
+
+    def __init__(self, m: Model, k: int, f: _ErrorFormula, *, relative: bool, digits: int, solver: str,
+                 timeout: float | None, total_timeout: float | None, say: Any, start: float) -> None:
+        self.m, self.k, self.f, self.relative, self.digits, self.solver = m, k, f, relative, digits, solver
+        self.timeout, self.total_timeout, self.say, self.start = timeout, total_timeout, say, start
+        self.log: list[tuple[str, str, float]] = []
+        self.best: tuple[Fraction, _Row, Any, Fraction] | None = None
+        self.lo: Fraction = Fraction(-1)
+        self.hi: Fraction | None = None
+        self.queries = 0
+
+    def bounds(self) -> str:
+        found = "none yet" if self.best is None else f"{float(self.best[0]):.4g}"
+        return f"worst so far {found}, proved bound {'none' if self.hi is None else f'{float(self.hi):.4g}'}"
+
+    def left(self) -> float | None:
+        """Seconds the search may still spend (None: no limit)."""
+        if self.total_timeout is None:
+            return None
+        return self.total_timeout - (time.perf_counter() - self.start)
+
+    def limit(self) -> float | None:
+        rest, timeout = self.left(), self.timeout
+        return timeout if rest is None else rest if timeout is None else min(timeout, rest)
+
+    def dyadic(self, x: Fraction) -> Fraction:
+        """x rounded up to a dyadic threshold (2**-(scale_bits + digits + 8) relative, 2**LSB absolute)."""
+        q = Fraction(1, 2 ** (_SCALE_BITS + self.digits + 8)) if self.relative else Fraction(2) ** self.f.LSB
+        return Fraction(-(-x // q)) * q
+
+    def error_of(self, row: _Row) -> tuple[Fraction, Any, Fraction]:
+        dd, _ = engine_bits(self.m, *row)
+        x, mag = _exact_of(self.m, *row)
+        e = abs(Fraction(float(dd)) - x)
+        return (e / mag if self.relative and mag else e), dd, x
+
+    def keep(self, row: _Row) -> Fraction:
+        """Record a row's error if it is the worst so far; the error."""
+        e, dd, x = self.error_of(row)
+        if self.best is None or e > self.best[0]:
+            self.best = (e, row, dd, x)
+        return e
+
+    def found(self, out: _solve.Outcome) -> Fraction:
+        """Record a satisfying input's error (checked by the engine); the error."""
+        m, v = self.m, self.f.v
+        a, b, c = witness_inputs(m, out.values, v)
+        row = (a, b, c, *witness_scales(m, out.values, v))
+        _, bits = engine_bits(m, *row)
+        if bits != out.values["d"]:
+            raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")
+        e = self.keep(row)
+        self.lo = max(self.lo, e)
+        return e
+
+    def seed(self, seed_rows: int, normal_inputs: bool) -> None:
+        """A first lower bound from the engine on adversarial rows: no solver needed."""
+        for a, b, c in _seed_rows(self.m, self.k, normal_inputs, seed_rows):
+            self.keep((a, b, c, *_unit_scales(self.m, self.k)))
+        if self.best is not None:
+            self.lo = self.best[0]
+            self.log.append(("engine rows", f"{seed_rows} rows: best {float(self.lo):.4g}", 0.0))
+        if self.say is not None:
+            self.say(f"  the engine on {seed_rows} random and adversarial rows: {self.bounds()}")
+
+    def any_input(self, constraints: Any, normal_inputs: bool) -> None:
+        """One input that meets the constraints, or the proof that none does (an ArgumentError)."""
+        out = _solve.check(self.f.base, self.f.variables, solver=self.solver, timeout=self.limit())
+        self.queries += 1
+        self.log.append(("any input", out.status, round(out.seconds, 3)))
+        if self.say is not None:
+            self.say(f"  any input meeting the constraints? {out.status} ({out.seconds:.2f} s)")
+        if out.status == "unsat":
+            raise ArgumentError("constraints", constraints, f"no input of length {self.k} meets them (with finite "
+                                f"inputs{', normal ones,' if normal_inputs else ''} and a finite result), so "
+                                "there is no worst error to find", fix="relax the constraints")
+        if out.status == "sat":
+            self.found(out)
+
+    def ask(self, T: Fraction) -> str:
+        """Is there an input with error > T? "sat" (found, lo raised), "unsat" (hi lowered), "unknown", or
+        "stop" (no time left)."""
+        rest = self.left()
+        if rest is not None and rest <= 0:
+            return "stop"
+        out = _solve.check(self.f.base + self.f.above(T, self.relative), self.f.variables, solver=self.solver,
+                           timeout=self.limit())
+        self.queries += 1
+        self.log.append((frac_text(T), out.status, round(out.seconds, 3)))
+        if out.status == "sat":
+            e_found = self.found(out)
+            if e_found <= T:
+                raise EncodingError(f"the solver's input has error {e_found}, not above {T}; please report this")
+        elif out.status == "unsat":
+            self.hi = T if self.hi is None else min(self.hi, T)
+        if self.say is not None:
+            self.say(f"  error > {float(T):.4g}? {out.status} ({out.seconds:.2f} s): {self.bounds()}")
+        return out.status
+
+    def climb(self) -> None:
+        """Upward from an error every rounding reaches (satisfiable queries are the fast ones): each witness
+        sets the next threshold to the power of two above its error; the first threshold not reached (proved
+        or timed out) caps the search; then bisection between the best error and the cap."""
+        relative, lo = self.relative, self.lo
+        e = (_floor_log2(lo) + 1) if lo > 0 else -(self.m.result_format.precision + 2) if relative else 0
+        status = self.ask(self.dyadic(lo) if lo > 0 else Fraction(2) ** e)
+        while status == "unsat" and e > (-_SCALE_BITS if relative else self.f.LSB):
+            e -= 1
+            status = self.ask(Fraction(2) ** e)
+        cap = Fraction(2) ** e if status != "sat" else None
+        while status == "sat":
+            e = _floor_log2(self.lo) + 1
+            status = self.ask(Fraction(2) ** e)
+            if status != "sat":
+                cap = Fraction(2) ** e
+        for _ in range(self.digits):  # bisection between the best error found and the cap
+            if status == "stop" or cap is None or self.lo <= 0 or self.lo >= cap:
+                break
+            mid = self.dyadic((self.lo + cap) / 2)
+            status = self.ask(mid)
+            if status != "sat":
+                cap = mid
+
+    def result(self, constrained: bool) -> WorstError:
+        spent = time.perf_counter() - self.start
+        hi, name, m, k = self.hi, self.solver, self.m, self.k
+        if self.best is None:  # no input found: the zero input (valid without constraints: its error is 0)
+            zero = np.zeros(k)
+            ones = _unit_scales(m, k)
+            dd, _ = engine_bits(m, zero, zero, 0.0, *ones)
+            status = "unknown" if constrained else "exact" if hi is not None else "lower bound"
+            return WorstError(Fraction(0), hi, self.relative, zero, zero, 0.0, dd, Fraction(0), status, name, spent,
+                              self.queries, self.log, *ones)
+        e_best, (a, b, c, sa, sb), dd, x = self.best
+        exact = hi is not None and (hi - e_best) <= hi / 2 ** self.digits
+        return WorstError(e_best, hi, self.relative, a, b, c, dd, x, "exact" if exact else "lower bound", name,
+                          spent, self.queries, self.log, sa, sb)
+
+
 def worst_error(model: Model | str, *, k: int | None = None, reference: str = "exact", relative: bool = True,
                 constraints: Any = None, timeout: float | None = TIMEOUT,
                 total_timeout: float | None = TOTAL_TIMEOUT, solver: str = "auto", digits: int = 6,
@@ -663,12 +861,9 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     limit.  The result's ``status`` is "exact" when the bound is proved to the bisection's resolution, else
     "lower bound" (the search stopped first).
 
-    Expected duration: proofs of upper bounds are hard for the solvers, so a search usually runs until its
-    limits.  On a 2-core machine with bitwuzla, V100 (fp16 -> fp32) at k = 4 with ``timeout=2,
-    total_timeout=10`` ends in about 10 s with a lower bound; with the defaults most queries time out and
-    the search takes up to ten minutes.  ``progress`` (None: lines on stderr where it is a terminal; True,
-    False, or a function of one line) reports the start, the engine's rows and every query with the bounds
-    so far.
+    Proofs of upper bounds are hard for the solvers, so a search usually runs until its limits (timings in
+    docs/smt.md).  ``progress`` (None: lines on stderr where it is a terminal; True, False, or a function of
+    one line) reports the start, the engine's rows and every query with the bounds so far.
 
     ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
     emin, above its value, so the alignment can drop C whole (on the V100 preset a relative error of 2**-9
@@ -697,158 +892,15 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
                fix="pass fewer seed_rows (or a shorter k)")
     start = time.perf_counter()
     if say is not None:
-        limit = "no limit" if total_timeout is None else f"at most {total_timeout:g} s"
-        each = "no limit" if timeout is None else f"up to {timeout:g} s"
-        say(f"worst error of {m.name or 'the model'}, k = {k}: {name} queries of {each} each, {limit} in all")
-    v = _inputs(m, k)
-    fd = m.output_format
-    d = z3.BitVec("d", fd.bits)
-    scale_bits_ab = (v.bits_sa, v.bits_sb) if m.block_scaled else (None, None)
-    N, LSB, finite, M, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c, *scale_bits_ab)
-    W = N.size() + 2
-    dv = _enc.value_in_frame(fd, d, LSB, W)
-    err = dv - z3.SignExt(2, N)
-    abs_err = z3.If(err < 0, -err, err)
-    out_finite = z3.Not(disj(_enc.decode(fd, d).nan, _enc.decode(fd, d).inf))
-    base = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c, *scale_bits_ab), finite, out_finite] + \
-        _cons.apply(constraints, v)
-    if normal_inputs:
-        base += _cons.apply(_cons.normal(), v)
-    if symmetry and constraints is None:
-        base += symmetry_breaking([m], v)
-    variables = [*v.variables, d]
-    scale_bits = 80  # thresholds go down to 2**-80 (relative)
-
-    def above(T: Fraction) -> list[z3.BoolRef]:
-        """error > T, T = n / 2**s dyadic: |err| * 2**s > n * M (relative), |err| * 2**(s + LSB) > n (absolute)."""
-        n, den = T.numerator, T.denominator
-        assert den & (den - 1) == 0, T
-        s = den.bit_length() - 1
-        if relative:
-            w = abs_err.size() + s + n.bit_length() + 2
-            return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << s, z3.ZeroExt(w - M.size(), M) * n)]
-        up, down = max(0, s + LSB), max(0, -(s + LSB))
-        w = abs_err.size() + up + n.bit_length() + down + 2
-        return [z3.UGT(z3.ZeroExt(w - abs_err.size(), abs_err) << up, z3.BitVecVal(n << down, w))]
-
-    log: list[tuple[str, str, float]] = []
-    Row = tuple[np.ndarray, np.ndarray, float, Any, Any]  # a, b, c, scale_a, scale_b (None: no scales)
-    best: tuple[Fraction, Row, Any, Fraction] | None = None  # error, input, d, exact value
-    lo, hi = Fraction(-1), None  # errors <= lo are reached; none exceed hi
-    queries = 0
-
-    def bounds() -> str:
-        found = "none yet" if best is None else f"{float(best[0]):.4g}"
-        return f"worst so far {found}, proved bound {'none' if hi is None else f'{float(hi):.4g}'}"
-
-    def left() -> float | None:
-        """Seconds the search may still spend (None: no limit)."""
-        return None if total_timeout is None else total_timeout - (time.perf_counter() - start)
-
-    def limit() -> float | None:
-        rest = left()
-        return timeout if rest is None else rest if timeout is None else min(timeout, rest)
-
-    def dyadic(x: Fraction) -> Fraction:
-        """x rounded up to a dyadic threshold (2**-(scale_bits + digits + 8) relative, 2**LSB absolute)."""
-        q = Fraction(1, 2 ** (scale_bits + digits + 8)) if relative else Fraction(2) ** LSB
-        return Fraction(-(-x // q)) * q
-
-    def error_of(row: Row) -> tuple[Fraction, Any, Fraction]:
-        dd, _ = engine_bits(m, *row)
-        x, mag = _exact_of(m, *row)
-        e = abs(Fraction(float(dd)) - x)
-        return (e / mag if relative and mag else e), dd, x
-
-    def found(out: _solve.Outcome) -> Fraction:
-        """Record a satisfying input's error (checked by the engine); the error."""
-        nonlocal best, lo
-        a, b, c = witness_inputs(m, out.values, v)
-        row = (a, b, c, *witness_scales(m, out.values, v))
-        dd, bits = engine_bits(m, *row)
-        if bits != out.values["d"]:
-            raise EncodingError(f"formula and engine disagree on a = {list(a)}, b = {list(b)}, c = {c}")
-        e, dd, x = error_of(row)
-        if best is None or e > best[0]:
-            best = (e, row, dd, x)
-        lo = max(lo, e)
-        return e
-
-    if constraints is None:  # a first lower bound from the engine on adversarial rows: no solver needed
-        for a, b, c in _seed_rows(m, k, normal_inputs, seed_rows):
-            row = (a, b, c, *_unit_scales(m, k))
-            e_row, dd, x = error_of(row)
-            if best is None or e_row > best[0]:
-                best = (e_row, row, dd, x)
-        if best is not None:
-            lo = best[0]
-            log.append(("engine rows", f"{seed_rows} rows: best {float(lo):.4g}", 0.0))
-        if say is not None:
-            say(f"  the engine on {seed_rows} random and adversarial rows: {bounds()}")
-    else:  # one input that meets the constraints, or the proof that none does
-        out = _solve.check(base, variables, solver=name, timeout=limit())
-        queries += 1
-        log.append(("any input", out.status, round(out.seconds, 3)))
-        if say is not None:
-            say(f"  any input meeting the constraints? {out.status} ({out.seconds:.2f} s)")
-        if out.status == "unsat":
-            raise ArgumentError("constraints", constraints, f"no input of length {k} meets them (with finite "
-                                f"inputs{', normal ones,' if normal_inputs else ''} and a finite result), so "
-                                "there is no worst error to find", fix="relax the constraints")
-        if out.status == "sat":
-            found(out)
-
-    def ask(T: Fraction) -> str:
-        nonlocal hi, queries
-        rest = left()
-        if rest is not None and rest <= 0:
-            return "stop"
-        out = _solve.check(base + above(T), variables, solver=name, timeout=limit())
-        queries += 1
-        log.append((frac_text(T), out.status, round(out.seconds, 3)))
-        if out.status == "sat":
-            e_found = found(out)
-            if e_found <= T:
-                raise EncodingError(f"the solver's input has error {e_found}, not above {T}; please report this")
-        elif out.status == "unsat":
-            hi = T if hi is None else min(hi, T)
-        if say is not None:
-            say(f"  error > {float(T):.4g}? {out.status} ({out.seconds:.2f} s): {bounds()}")
-        return out.status
-
-    # Upward from an error every rounding reaches (satisfiable queries are the fast ones): each witness
-    # sets the next threshold to the power of two above its error; the first threshold not reached (proved
-    # or timed out) caps the search; then bisection between the best error and the cap.
-    e = (_floor_log2(lo) + 1) if lo > 0 else -(m.result_format.precision + 2) if relative else 0
-    status = ask(dyadic(lo) if lo > 0 else Fraction(2) ** e)
-    while status == "unsat" and e > (-scale_bits if relative else LSB):
-        e -= 1
-        status = ask(Fraction(2) ** e)
-    cap = Fraction(2) ** e if status != "sat" else None
-    while status == "sat":
-        e = _floor_log2(lo) + 1
-        status = ask(Fraction(2) ** e)
-        if status != "sat":
-            cap = Fraction(2) ** e
-    for _ in range(digits):  # bisection between the best error found and the cap
-        if status == "stop" or cap is None or lo <= 0 or lo >= cap:
-            break
-        mid = dyadic((lo + cap) / 2)
-        status = ask(mid)
-        if status != "sat":
-            cap = mid
-    spent = time.perf_counter() - start
-    if best is None:  # no input found: the zero input (valid without constraints: its error is 0)
-        zero = np.zeros(k)
-        ones = _unit_scales(m, k)
-        dd, _ = engine_bits(m, zero, zero, 0.0, *ones)
-        status = "unknown" if constraints is not None else "exact" if hi is not None else "lower bound"
-        return WorstError(Fraction(0), hi, relative, zero, zero, 0.0, dd, Fraction(0), status, name, spent,
-                          queries, log, *ones)
-    e_best, (a, b, c, sa, sb), dd, x = best
-    exact = hi is not None and (hi - e_best) <= hi / 2 ** digits
-    return WorstError(e_best, hi, relative, a, b, c, dd, x, "exact" if exact else "lower bound", name, spent,
-                      queries, log, sa, sb)
+        say(_start_line(m, k, name, timeout, total_timeout))
+    search = _Search(m, k, _ErrorFormula.of(m, k, constraints, normal_inputs, symmetry), relative=relative,
+                     digits=digits, solver=name, timeout=timeout, total_timeout=total_timeout, say=say, start=start)
+    if constraints is None:
+        search.seed(seed_rows, normal_inputs)
+    else:
+        search.any_input(constraints, normal_inputs)
+    search.climb()
+    return search.result(constraints is not None)
 
 
 def inputs_for(model: Model, k: int, prefix: str = "", c_format: Any = None) -> _cons.Inputs:

@@ -141,6 +141,37 @@ def encode_bits(fmt: Format, x: Sym, nan: NaNStyle) -> z3.BitVecRef:
 
 
 # --- rounding ----------------------------------------------------------------------------------------------
+def _round_kept(mode: RoundingMode, kept: z3.BitVecRef, neg: z3.BoolRef, above: z3.BoolRef, tie: z3.BoolRef,
+                inexact: z3.BoolRef) -> z3.BitVecRef:
+    """The kept significand (one bit wider than the format's, for a carry) rounded in mode, given where the
+    dropped bits are above half a unit (``above``), exactly half (``tie``) or not zero (``inexact``)."""
+    if mode is RoundingMode.ToOdd:
+        return z3.If(inexact, kept | 1, kept)
+    if mode is RoundingMode.TiesToEven:
+        inc = disj(above, conj(tie, z3.Extract(0, 0, kept) == 1))
+    elif mode is RoundingMode.TiesAway:
+        inc = disj(above, tie)
+    elif mode is RoundingMode.TowardZero:
+        return kept
+    elif mode is RoundingMode.TowardPositive:
+        inc = conj(inexact, z3.Not(neg))
+    elif mode is RoundingMode.TowardNegative:
+        inc = conj(inexact, neg)
+    else:  # pragma: no cover
+        raise ValueError(f"unknown rounding mode {mode!r}")
+    n = kept.size()
+    return kept + z3.If(inc, z3.BitVecVal(1, n), z3.BitVecVal(0, n))
+
+
+def _to_infinity(mode: RoundingMode, overflow: str, neg: z3.BoolRef) -> z3.BoolRef:
+    """Whether an overflow gives infinity: always (``"inf"``), else as IEEE 754 sec. 7.4."""
+    if overflow == "inf":
+        return z3.BoolVal(True)
+    return {RoundingMode.TiesToEven: z3.BoolVal(True), RoundingMode.TiesAway: z3.BoolVal(True),
+            RoundingMode.TowardZero: z3.BoolVal(False), RoundingMode.ToOdd: z3.BoolVal(False),
+            RoundingMode.TowardPositive: z3.Not(neg), RoundingMode.TowardNegative: neg}[mode]
+
+
 def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: RoundingMode, *, subnormals: bool,
            overflow: str, zero_neg: z3.BoolRef, rounded_zero: str = "signed") -> Sym:
     """R(N * 2**unit) in ``fmt`` (``reference.round_exact``): N a signed fixed-point integer, rounded once in
@@ -169,23 +200,7 @@ def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: Roundin
     inexact = rest != 0
     above = conj(z3.Not(half_big), z3.UGT(rest, half))
     tie = conj(z3.Not(half_big), rest == half)
-    odd = z3.Extract(0, 0, kept) == 1
-    if mode is RoundingMode.TiesToEven:
-        inc = disj(above, conj(tie, odd))
-    elif mode is RoundingMode.TiesAway:
-        inc = disj(above, tie)
-    elif mode is RoundingMode.TowardZero:
-        inc = z3.BoolVal(False)
-    elif mode is RoundingMode.TowardPositive:
-        inc = conj(inexact, z3.Not(neg))
-    elif mode is RoundingMode.TowardNegative:
-        inc = conj(inexact, neg)
-    elif mode is RoundingMode.ToOdd:
-        inc = z3.BoolVal(False)
-        kept = z3.If(inexact, kept | 1, kept)
-    else:  # pragma: no cover
-        raise ValueError(f"unknown rounding mode {mode!r}")
-    kept = kept + z3.If(inc, z3.BitVecVal(1, p + 1), z3.BitVecVal(0, p + 1))
+    kept = _round_kept(mode, kept, neg, above, tie, inexact)
     # the exponent of the kept significand's leading bit: lead (normal), emin (subnormal)
     exp = z3.If(tiny, exponent(fmt.emin), lead) if subnormals else lead
     carry = z3.Extract(p, p, kept) == 1  # rounding carried into a new binade
@@ -197,12 +212,7 @@ def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: Roundin
         sig = z3.If(tiny, z3.BitVecVal(0, p), sig)
     result_zero = disj(result_zero, z3.Not(nonzero))
     over = conj(z3.Not(result_zero), exp > fmt.emax)
-    if overflow == "inf":
-        to_inf = z3.BoolVal(True)
-    else:
-        to_inf = {RoundingMode.TiesToEven: z3.BoolVal(True), RoundingMode.TiesAway: z3.BoolVal(True),
-                  RoundingMode.TowardZero: z3.BoolVal(False), RoundingMode.ToOdd: z3.BoolVal(False),
-                  RoundingMode.TowardPositive: z3.Not(neg), RoundingMode.TowardNegative: neg}[mode]
+    to_inf = _to_infinity(mode, overflow, neg)
     big_sig = z3.BitVecVal((1 << p) - 1, p)
     sig = z3.If(over, big_sig, sig)
     exp = z3.If(over, exponent(fmt.emax), exp)

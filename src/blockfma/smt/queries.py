@@ -559,6 +559,16 @@ def accumulator_constraints(model: Model, k: int, positions: Any = None, exponen
                        C.exponents(lo, hi, "c")]
 
 
+def _fractions(fractions: Any) -> list[int]:
+    """The accumulator widths F to tell apart: two or more different integers 0 to 52, else an ArgumentError."""
+    listed = list(fractions) if isinstance(fractions, (list, tuple, range)) else None
+    if not listed or len(listed) < 2 or len(set(listed)) != len(listed) or \
+            not all(isinstance(f, int) and not isinstance(f, bool) and 0 <= f <= 52 for f in listed):
+        raise ArgumentError("fractions", fractions, "must list two or more different accumulator widths F "
+                            "(integers 0 to 52)", use={"fractions": (34, 35, 36, 37)})
+    return listed
+
+
 def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, positions: Any = None,
                        exponents: tuple[int, int] = (-32, 32), zero_c: bool = False, joint: bool = True,
                        timeout: float | None = TIMEOUT, solver: str = "auto", progress: Any = None
@@ -573,18 +583,14 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     library's D = A B with beta = 0 gives the unit); every result is a finite number.  Every input's results under every candidate F are recomputed by the engine (the formula
     must agree) and by the exact reference (``blockfma.reference.dot_bits``), which must agree too.
     ``progress`` (None: lines on stderr where it is a terminal; True, False or a function of one line)
-    reports each query; with bitwuzla on 2 cores a pair takes 5 to 10 s, the joint input of four 20 s."""
+    reports each query (timings in docs/blackwell.md)."""
     say = reporter(progress)
     from .api import check_k
 
     if not isinstance(model, Model):
         raise ArgumentError("model", model, "must be a blockfma.Model (e.g. bf.device('B200').model('e2m1fn', "
                             "'fp32', instruction='tcgen05.mxf4.block32'))")
-    listed = list(fractions) if isinstance(fractions, (list, tuple, range)) else None
-    if not listed or len(listed) < 2 or len(set(listed)) != len(listed) or \
-            not all(isinstance(f, int) and not isinstance(f, bool) and 0 <= f <= 52 for f in listed):
-        raise ArgumentError("fractions", fractions, "must list two or more different accumulator widths F "
-                            "(integers 0 to 52)", use={"fractions": (34, 35, 36, 37)})
+    listed = _fractions(fractions)
     k = check_k(model.step_width or model.block_width or 8)
     positions, cons = accumulator_constraints(model, k, positions, exponents, zero_c)
     cands = [model.replace(fraction_bits=f, name=f"F={f}") for f in listed]

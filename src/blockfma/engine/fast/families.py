@@ -142,6 +142,15 @@ def _four_columns(X, bt, i, kk, step):
 
 
 @njit(cache=True, inline="always")
+def _fours_end(k_first, k_end, step, fours):
+    """Where the products k_first, k_first + step, ... below k_end stop being taken four at a time: after
+    the last whole four with ``fours`` (a constant at each call), else at once."""
+    if fours:
+        return k_first + (k_end - k_first + step - 1) // step // 4 * 4 * step
+    return k_first
+
+
+@njit(cache=True, inline="always")
 def _product_tops(EA, EB, bt, i0, j0, k_first, k_end, step, em, fours):
     """em[r, j] raised to the largest E_a + E_b over the products k_first, k_first + step, ... below k_end
     of the tile's rows and columns (with ``fours``, a constant at each call, four products at a time), in
@@ -149,17 +158,15 @@ def _product_tops(EA, EB, bt, i0, j0, k_first, k_end, step, em, fours):
     included, and em holds their sums)."""
     R, J = em.shape
     t = em.dtype.type
-    k4 = k_first
-    if fours:
-        k4 += (k_end - k_first + step - 1) // step // 4 * 4 * step
-        for kk in range(k_first, k4, 4 * step):
-            eb0, eb1, eb2, eb3 = _four_rows(EB, bt, kk, step, j0, J)
-            for r in range(R):
-                ea0, ea1, ea2, ea3 = _four_columns(EA, bt, i0 + r, kk, step)
-                e = em[r]
-                for j in range(J):
-                    e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))),
-                               max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
+    k4 = _fours_end(k_first, k_end, step, fours)
+    for kk in range(k_first, k4, 4 * step):
+        eb0, eb1, eb2, eb3 = _four_rows(EB, bt, kk, step, j0, J)
+        for r in range(R):
+            e = em[r]
+            ea0, ea1, ea2, ea3 = _four_columns(EA, bt, i0 + r, kk, step)
+            for j in range(J):
+                e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))),
+                           max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
     for kk in range(k4, k_end, step):
         ebk = EB[bt, kk, j0:j0 + J]
         for r in range(R):
@@ -188,35 +195,63 @@ def _cut_sums(A, B, bt, i0, j0, k_first, k_end, step, scale, acc, floor, fours):
     ``fours`` (a constant at each call) four products at a time.  The products and their scaling are exact
     in the lanes of A and B (the families say when), and so are the sums of the cut terms in acc's lanes."""
     R, J = acc.shape
-    k4 = k_first
-    if fours:
-        k4 += (k_end - k_first + step - 1) // step // 4 * 4 * step
-        for kk in range(k_first, k4, 4 * step):
-            b0, b1, b2, b3 = _four_rows(B, bt, kk, step, j0, J)
-            for r in range(R):
-                a0, a1, a2, a3 = _four_columns(A, bt, i0 + r, kk, step)
-                s = acc[r]
-                sc = scale[r]
-                if floor:
-                    for j in range(J):
-                        s[j] += ((_cut(np.floor(a0 * b0[j] * sc[j])) + _cut(np.floor(a1 * b1[j] * sc[j])))
-                                 + (_cut(np.floor(a2 * b2[j] * sc[j])) + _cut(np.floor(a3 * b3[j] * sc[j]))))
-                else:
-                    for j in range(J):
-                        s[j] += ((_cut(a0 * b0[j] * sc[j]) + _cut(a1 * b1[j] * sc[j]))
-                                 + (_cut(a2 * b2[j] * sc[j]) + _cut(a3 * b3[j] * sc[j])))
+    k4 = _fours_end(k_first, k_end, step, fours)
+    for kk in range(k_first, k4, 4 * step):
+        b0, b1, b2, b3 = _four_rows(B, bt, kk, step, j0, J)
+        for r in range(R):
+            s, sc = acc[r], scale[r]
+            a0, a1, a2, a3 = _four_columns(A, bt, i0 + r, kk, step)
+            if floor:
+                for j in range(J):
+                    s[j] += ((_cut(np.floor(a0 * b0[j] * sc[j])) + _cut(np.floor(a1 * b1[j] * sc[j])))
+                             + (_cut(np.floor(a2 * b2[j] * sc[j])) + _cut(np.floor(a3 * b3[j] * sc[j]))))
+            else:
+                for j in range(J):
+                    s[j] += ((_cut(a0 * b0[j] * sc[j]) + _cut(a1 * b1[j] * sc[j]))
+                             + (_cut(a2 * b2[j] * sc[j]) + _cut(a3 * b3[j] * sc[j])))
     for kk in range(k4, k_end, step):
         bk = B[bt, kk, j0:j0 + J]
         for r in range(R):
+            s, sc = acc[r], scale[r]
             a = A[bt, i0 + r, kk]
-            s = acc[r]
-            sc = scale[r]
             if floor:
                 for j in range(J):
                     s[j] += _cut(np.floor(a * bk[j] * sc[j]))
             else:
                 for j in range(J):
                     s[j] += _cut(a * bk[j] * sc[j])
+
+
+@njit(cache=True, inline="always")
+def _fold(acc, S):
+    """The lanes' sums acc moved into the float64 sums S (acc set to 0), before more products could
+    overflow them."""
+    R, J = acc.shape
+    for r in range(R):
+        s = acc[r]
+        sr = S[r]
+        for j in range(J):
+            sr[j] += np.float64(s[j])
+            s[j] = 0
+
+
+@njit(cache=True, inline="always")
+def _cut_c_sum(dr, em, s, sr, folded, F, floor_align, carry_mod, Y):
+    """Y = a truncated-fused block's exact sum for one row of outputs: C (``dr``) cut at the quantum
+    2**(em - F) like the products, plus their cut sum (``s``, and ``sr`` where ``folded``; ``s`` reset to
+    0), carries beyond ``carry_mod`` lost, scaled back to its value (exact: an integer below 2**53 times
+    2**k)."""
+    J = dr.shape[0]
+    for j in range(J):
+        s64 = float_of(pow2_bits(F - em[j]))
+        c = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
+        Y[j] = c + np.float64(s[j]) + (sr[j] if folded else 0.0)
+        s[j] = 0
+    if carry_mod > 0.0:
+        for j in range(J):
+            Y[j] = math.copysign(np.fmod(abs(Y[j]), carry_mod), Y[j])
+    for j in range(J):
+        Y[j] *= float_of(pow2_bits(em[j] - F))
 
 
 # --- truncated-fused (NVIDIA) ---------------------------------------------------------------------------
@@ -264,34 +299,30 @@ def truncated_fused(lanes32: bool) -> Callable[..., None]:
                     g1 = min(g0 + G, k0 + L)
                     _cut_sums(A, B, bt, i0, j0, g0, g1, 1, scale, acc, floor_align, lanes32)
                     if g1 < k0 + L:  # more to come: the lanes' sums moved to float64
-                        for r in range(R):
-                            s = acc[r]
-                            sr = S[r]
-                            for j in range(J):
-                                sr[j] += np.float64(s[j])
-                                s[j] = 0
+                        _fold(acc, S)
                 for r in range(R):  # C cut at the quantum, the sum (carries lost), then one rounding
-                    em = emax[r]
-                    dr = d[r]
-                    s = acc[r]
-                    sr = S[r]
-                    for j in range(J):
-                        s64 = float_of(pow2_bits(F - em[j]))
-                        c = np.floor(dr[j] * s64) if floor_align else np.trunc(dr[j] * s64)
-                        Y[j] = c + np.float64(s[j]) + (sr[j] if L > G else 0.0)
-                        s[j] = 0
-                    if carry_mod > 0.0:
-                        for j in range(J):
-                            Y[j] = math.copysign(np.fmod(abs(Y[j]), carry_mod), Y[j])
-                    for j in range(J):
-                        Y[j] *= float_of(pow2_bits(em[j] - F))  # exact: an integer below 2**53 times 2**k
-                    round_row(Y, dr, flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
+                    _cut_c_sum(d[r], emax[r], acc[r], S[r], L > G, F, floor_align, carry_mod, Y)
+                    round_row(Y, d[r], flags, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
             out[bt, i0:i0 + R, j0:j0 + J] = d
 
     return kernel
 
 
 # --- late-c (AMD CDNA3) ---------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _late_c_merge(s, e_dot, c, e_c, F, F2, G, c_emin, renorm):
+    """A late-c block's group sum s (units of 2**(e_dot - F)) and C (exponent e_c) merged at G bits below
+    their common exponent E, each floored there, C at F bits below E; with ``renorm`` (1) the sum floored
+    again at F2 bits below its own leading bit.  (t: the sum in units of 2**(E - G), its value)."""
+    E = max(e_dot, e_c)
+    s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + (G - F), -1000))))
+    c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(G - F))
+    t = s_units + c_units
+    sh = max(max(exponent_bits(bits_of(t)) + E - G, np.int64(c_emin)) - F2 - (E - G), 0) * renorm
+    t = np.floor(t * float_of(pow2_bits(-sh))) * float_of(pow2_bits(sh))
+    return t, t * float_of(pow2_bits(E - G))
+
+
 @njit(cache=True, inline="always")
 def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, G, c_emin, ieee_zero, Y, T, keep, flags,
                 p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
@@ -309,14 +340,7 @@ def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, G, c_emin,
             e_dot = np.int64(eg0[j])
             c = dr[j]
             e_c = max(exponent_bits(di[j]), np.int64(c_emin))
-            E = max(e_dot, e_c)
-            s_units = np.floor(np.float64(s0[j]) * float_of(pow2_bits(max(e_dot - E + (G - F), -1000))))
-            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(G - F))
-            t = s_units + c_units
-            sh = max(max(exponent_bits(bits_of(t)) + E - G, np.int64(c_emin)) - F2 - (E - G), 0) * renorm
-            t = np.floor(t * float_of(pow2_bits(-sh))) * float_of(pow2_bits(sh))
-            T[j] = t
-            y = t * float_of(pow2_bits(E - G))
+            T[j], y = _late_c_merge(np.float64(s0[j]), e_dot, c, e_c, F, F2, G, c_emin, renorm)
             Y[j] = y if math.isfinite(c) else c
     else:
         for j in range(J):  # the halves floored at the common 2**(e_dot - F) and added
@@ -327,15 +351,8 @@ def _late_c_row(A, B, bt, i, j0, k0, L, dr, eg, Sg, r, groups, F, F2, G, c_emin,
                  + np.floor(np.float64(Sg[1, r, j]) * float_of(pow2_bits(max(e1 - e_dot, -1000)))))
             c = dr[j]
             e_c = max(exponent_bits(di[j]), np.int64(c_emin))
-            E = max(e_dot, e_c)
-            c = 0.0 if e_c < E - F - 1 else c  # C far below the products' unit is dropped
-            s_units = np.floor(s * float_of(pow2_bits(max(e_dot - E + (G - F), -1000))))
-            c_units = np.floor(c * float_of(pow2_bits(F - E))) * float_of(pow2_bits(G - F))
-            t = s_units + c_units
-            sh = max(max(exponent_bits(bits_of(t)) + E - G, np.int64(c_emin)) - F2 - (E - G), 0) * renorm
-            t = np.floor(t * float_of(pow2_bits(-sh))) * float_of(pow2_bits(sh))
-            T[j] = t
-            y = t * float_of(pow2_bits(E - G))
+            c = 0.0 if e_c < max(e_dot, e_c) - F - 1 else c  # C far below the products' unit is dropped
+            T[j], y = _late_c_merge(s, e_dot, c, e_c, F, F2, G, c_emin, renorm)
             Y[j] = y if math.isfinite(dr[j]) else dr[j]
     if ieee_zero:
         keep[:] = dr
@@ -362,8 +379,8 @@ def late_c(lanes32: bool) -> Callable[..., None]:
     lane, exp_t, acc_t = (np.float32, np.int16, np.int32) if lanes32 else (np.float64, np.int32, np.float64)
 
     @njit(parallel=True, cache=True)
-    def kernel(A, EA, B, EB, C, out, L, F, F2, G, groups, kmin, kmax, c_emin, ieee_zero,
-               p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    def kernel(A, EA, B, EB, C, out, L, F, F2, G, groups, kmin, kmax, c_emin, ieee_zero, p, emin, maxval, has_inf,
+               neg_zero, subnormals, mode, overflow):
         nbatch, m, kp = A.shape
         n = B.shape[2]
         for task in prange(_ntasks(nbatch, m, n, rows, cols)):
@@ -395,26 +412,9 @@ def late_c(lanes32: bool) -> Callable[..., None]:
 
 # --- exact-fused (AMD CDNA1, correctly rounded reference) ----------------------------------------------
 @njit(cache=True)
-def _exact_round(ms, ls, hs, count, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
-    """One rounding of the exact sum of ms[i] * 2**ls[i] (|term| < 2**hs[i]); (value, exact zero?)."""
-    lo = np.int64(1) << 40
-    hi = -lo
-    for i in range(count):
-        if ms[i] != 0:
-            lo = min(lo, ls[i])
-            hi = max(hi, hs[i])
-    if hi == -(np.int64(1) << 40):
-        return 0.0, True
-    if hi - lo <= 62 - bitlen(count):
-        total = np.int64(0)
-        for i in range(count):
-            if ms[i] != 0:
-                total += ms[i] << (ls[i] - lo)
-        if total == 0:
-            return 0.0, True
-        return round_int(total < 0, abs(total), lo, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
-                         overflow), False
-    # wide span: 30-bit limbs, then the leading 61 bits and a sticky bit
+def _limb_sum(ms, ls, count, lo, hi):
+    """The exact sum of ms[i] * 2**ls[i] (least last bit 2**lo, below 2**hi) over a wide span, in 30-bit
+    limbs: (zero?, negative?, mag, exp) with mag its leading 61 bits and a sticky bit, times 2**exp."""
     LIMB = 30
     mask = (np.int64(1) << LIMB) - 1
     nl = (hi - lo) // LIMB + 8
@@ -448,15 +448,39 @@ def _exact_round(ms, ls, hs, count, p, emin, maxval, has_inf, neg_zero, subnorma
     while t > 2 and acc[t] == 0:
         t -= 1
     if acc[t] == 0:
-        return 0.0, True
+        return True, False, np.int64(0), np.int64(0)
     x2, x1, x0 = acc[t], acc[t - 1], acc[t - 2]
     bl = max(bitlen(x2), 1)
     mant = (((x2 << LIMB) | x1) << (LIMB + 1 - bl)) | (x0 >> (bl - 1))
     sticky = (x0 & ((np.int64(1) << (bl - 1)) - 1)) != 0
     for u in range(t - 2):
         sticky = sticky or acc[u] != 0
-    mag = (mant << 1) | np.int64(sticky)
-    exp = lo + LIMB * (t - 4) + (bl - 1) - 1
+    return False, negative, (mant << 1) | np.int64(sticky), np.int64(lo + LIMB * (t - 4) + (bl - 1) - 1)
+
+
+@njit(cache=True)
+def _exact_round(ms, ls, hs, count, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
+    """One rounding of the exact sum of ms[i] * 2**ls[i] (|term| < 2**hs[i]); (value, exact zero?)."""
+    lo = np.int64(1) << 40
+    hi = -lo
+    for i in range(count):
+        if ms[i] != 0:
+            lo = min(lo, ls[i])
+            hi = max(hi, hs[i])
+    if hi == -(np.int64(1) << 40):
+        return 0.0, True
+    if hi - lo <= 62 - bitlen(count):
+        total = np.int64(0)
+        for i in range(count):
+            if ms[i] != 0:
+                total += ms[i] << (ls[i] - lo)
+        if total == 0:
+            return 0.0, True
+        return round_int(total < 0, abs(total), lo, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
+                         overflow), False
+    zero, negative, mag, exp = _limb_sum(ms, ls, count, lo, hi)
+    if zero:
+        return 0.0, True
     return round_int(negative, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow), False
 
 
@@ -482,6 +506,42 @@ def _exact_block_scalar(MA, LA, HA, MB, LB, HB, bt, i, j, k0, L, d, c_emin, c_p,
         hs[L] = e + 1
     value, zero = _exact_round(ms, ls, hs, L + 1, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow)
     return 0.0 if zero else value
+
+
+@njit(cache=True, inline="always")
+def _exact_start(d, c_emin, c_p, lo, S, U, Mn):
+    """An exact-fused block starts from C (``d``): its last bit's exponent ``lo``, the float64 sum S and the
+    sum of magnitudes U at C, the least product magnitude Mn at infinity."""
+    R, J = d.shape
+    for r in range(R):
+        dr = d[r]
+        di = dr.view(np.int64)
+        for j in range(J):
+            e = max(exponent_bits(di[j]), np.int64(c_emin))
+            lo[r, j] = ZERO_LSB if dr[j] == 0.0 else e - (c_p - 1)
+            S[r, j] = dr[j]
+            U[r, j] = abs(dr[j])
+            Mn[r, j] = math.inf
+
+
+@njit(cache=True, inline="always")
+def _exact_products(A, B, bt, i0, j0, k0, L, S, U, Mn):
+    """The block's products added to S, their magnitudes to U, the least nonzero magnitude kept in Mn
+    (zero products are added too: float64's sum of zeros has the IEEE sign)."""
+    R, J = S.shape
+    for kk in range(k0, k0 + L):
+        bk = B[bt, kk, j0:j0 + J]
+        for r in range(R):
+            a = A[bt, i0 + r, kk]
+            sr = S[r]
+            ur = U[r]
+            mn = Mn[r]
+            for j in range(J):
+                q = a * bk[j]
+                sr[j] += q
+                aq = abs(q)
+                ur[j] += aq
+                mn[j] = min(mn[j], aq if aq != 0.0 else math.inf)
 
 
 @njit(parallel=True, cache=True)
@@ -511,28 +571,8 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, frac, c_emin, c_p, zero
         d[:, :] = C[bt, i0:i0 + R, j0:j0 + J]
         for blk in range(kp // L):
             k0 = blk * L
-            for r in range(R):  # C first: the exact sum starts from it
-                dr = d[r]
-                di = dr.view(np.int64)
-                for j in range(J):
-                    e = max(exponent_bits(di[j]), np.int64(c_emin))
-                    lo[r, j] = ZERO_LSB if dr[j] == 0.0 else e - (c_p - 1)
-                    S[r, j] = dr[j]
-                    U[r, j] = abs(dr[j])
-                    Mn[r, j] = math.inf
-            for kk in range(k0, k0 + L):  # the products: their sum, sum of magnitudes, least magnitude
-                bk = B[bt, kk, j0:j0 + J]
-                for r in range(R):  # zero products are added too: float64's sum of zeros has the IEEE sign
-                    a = A[bt, i0 + r, kk]
-                    sr = S[r]
-                    ur = U[r]
-                    mn = Mn[r]
-                    for j in range(J):
-                        q = a * bk[j]
-                        sr[j] += q
-                        aq = abs(q)
-                        ur[j] += aq
-                        mn[j] = min(mn[j], aq if aq != 0.0 else math.inf)
+            _exact_start(d, c_emin, c_p, lo, S, U, Mn)
+            _exact_products(A, B, bt, i0, j0, k0, L, S, U, Mn)
             for r in range(R):
                 dr = d[r]
                 ui = U[r].view(np.int64)

@@ -111,6 +111,39 @@ def exponent_bits(b):
     return ((b >> 52) & EXP_MASK) - 1023
 
 
+@njit(cache=True, inline="always")
+def _round_kept(mode, neg, keep, above, tie, inexact):
+    """The kept significand rounded in mode, given where the dropped bits are above half a unit (``above``),
+    exactly half (``tie``) or not zero (``inexact``)."""
+    if mode == Mode.RNE:
+        up = above or (tie and (keep & 1) == 1)
+    elif mode == Mode.RNA:
+        up = above or tie
+    elif mode == Mode.RZ:
+        up = False
+    elif mode == Mode.RU:
+        up = inexact and not neg
+    elif mode == Mode.RD:
+        up = inexact and neg
+    else:  # Mode.RO
+        return keep | 1 if inexact else keep
+    return keep + 1 if up else keep
+
+
+@njit(cache=True, inline="always")
+def _to_infinity(mode, neg, overflow):
+    """Whether an overflow gives infinity: never (saturate), always (inf), else as IEEE 754 sec. 7.4."""
+    if overflow == OverflowPolicy.SATURATE:
+        return False
+    if overflow == OverflowPolicy.INF or mode == Mode.RNE or mode == Mode.RNA:
+        return True
+    if mode == Mode.RU:
+        return not neg
+    if mode == Mode.RD:
+        return neg
+    return False
+
+
 @njit(cache=True)
 def round_int(neg, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     """(-1)**neg * mag * 2**exp (int64 mag >= 0) rounded once: formats.round_integer for one value."""
@@ -136,35 +169,10 @@ def round_int(neg, mag, exp, p, emin, maxval, has_inf, neg_zero, subnormals, mod
             half = np.int64(1) << (drop - 1)
             above = rem > half
             tie = rem == half
-        inexact = rem != 0
-        if mode == Mode.RNE:
-            up = above or (tie and (keep & 1) == 1)
-        elif mode == Mode.RNA:
-            up = above or tie
-        elif mode == Mode.RZ:
-            up = False
-        elif mode == Mode.RU:
-            up = inexact and not neg
-        elif mode == Mode.RD:
-            up = inexact and neg
-        else:  # Mode.RO
-            up = False
-            if inexact:
-                keep = keep | 1
-        if up:
-            keep += 1
+        keep = _round_kept(mode, neg, keep, above, tie, rem != 0)
     value = math.ldexp(float(keep), scale)
     if value > maxval:
-        if overflow == OverflowPolicy.SATURATE:
-            to_inf = False
-        elif overflow == OverflowPolicy.INF or mode == Mode.RNE or mode == Mode.RNA:
-            to_inf = True
-        elif mode == Mode.RU:
-            to_inf = not neg
-        elif mode == Mode.RD:
-            to_inf = neg
-        else:
-            to_inf = False
+        to_inf = _to_infinity(mode, neg, overflow)
         if to_inf:
             value = np.inf if has_inf else np.nan
         else:
