@@ -1,4 +1,4 @@
-"""The Triton kernel of the block-scaled models (the scaled-fused family: PTX ``mma.block_scale``,
+"""The Triton block of the block-scaled models (the scaled-fused family: PTX ``mma.block_scale``,
 ``tcgen05.mma.block_scale``) for :mod:`blockfma.engine.triton` (see there, and :mod:`blockfma.engine.scaled`
 for the rule it follows).
 
@@ -20,8 +20,8 @@ with ue4m3 scales) at a last place and an exponent, all integers:
 Then C, the cut at ``2**(e_max - F)``, the exact sum and one rounding as truncated-fused; a NaN scale makes
 the block NaN.  The host (:func:`blockfma.engine.triton.scaled_gemm_tensors`) passes one scale per scale
 block (``sa`` (M, K / SB), ``sb`` (K / SB, N)); the kernel reads product k's as scale ``k // SB`` (the rule
-of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Imported only by that
-module, at first use (Triton reads TRITON_INTERPRET when a kernel is defined).
+of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Its entry,
+:func:`scaled_block`, is the block-scaled variant of the one kernel skeleton (:mod:`.triton_gemm`).
 
 The fast path (FAST, where :func:`blockfma.engine.triton.scaled_fast_constants` holds the model: every preset
 of today) computes the same block with one ``BLOCK_M x BLOCK_N`` register tile per lane: e_max from the
