@@ -1,10 +1,11 @@
 """A GPU kernel of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, of the
 FMA chain, pairwise and exact-fused families, and of the block-scaled models (``backend="triton"``).
 
-One kernel, :func:`.triton_gemm.gemm_kernel`: one program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
-(:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
-(the block's result, held in binary32 registers, is the next block's C), or the step's blocks chained
-from +0, their sum stored into the output format where the model accumulates in a wider one, and C added
+One kernel, :func:`.triton_gemm.gemm_kernel`: one program computes a ``BLOCK_M x BLOCK_N`` tile of D and
+walks the model's step plan (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C
+fused into every block (the block's result, held in binary32 registers, is the next block's C), or the step's
+blocks chained from +0, their sum stored into the output format where the model accumulates in a wider one,
+and C added
 by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
 emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
 Per block, on the general path (integer arithmetic only):
@@ -95,7 +96,7 @@ from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
-           "scaled_fast_constants",
+           "scaled_fast_constants", "Kernel", "Block", "Rounding", "defined_interpreted",
            "gpu_visible", "trial_inputs", "verified"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
@@ -361,15 +362,15 @@ def _config(m: Model, specials: bool) -> Kernel:
     p = _schedule(m)
     block = p.block
     if m.family in STEP_FAMILIES:
-        fields_ = _step_fields(block)
+        own = _step_fields(block)
     elif block.block_scaled:
-        fields_ = dict(_fused_fields(block), **_scaled_fields(block))
+        own = dict(_fused_fields(block), **_scaled_fields(block))
     else:
-        fields_ = _fused_fields(block)
+        own = _fused_fields(block)
     B = Block(FAMILY=m.family.name, R=_rounding(block.result_format, block.subnormals, block.output_rounding,
                                                 block.overflow), IEEE_ZERO=block.exact_zero != "positive",
               SPECIALS=specials, ORDERED=p.order is not None, A_EMIN=block.input_format.emin,
-              B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, **fields_)
+              B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, **own)
     first = replace(B, C_EMIN=p.first.c_format.emin)  # the C given, read in c_input_format where there is one
     return Kernel(BLOCK=B, FIRST=first, NARROW_C=first != B, C_FUSED=p.c_fused, STORE=p.store,
                   OUT=_rounding(m.output_format, m.subnormals))
@@ -698,9 +699,7 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``fast``: whether to take the fast path
     (:func:`scaled_fast_constants`; None: where it holds, False: the general path, True: refused where it
     does not hold).  ``block_m``/``block_n``/``num_warps``: launch parameters (defaults: the general path
-    16 x 16, 4 warps: the block's (16, L, 16) int64 products; the fast path 64 x 64, 8 warps: ptxas for sm_90
-    gives 255 registers and 56 to 80 bytes of stack where 4 warps spill 1 KB and 32 x 32 x 4 takes 168
-    registers, not yet timed on a GPU; on the CPU no larger than D)."""
+    16 x 16, 4 warps, the fast path 64 x 64, 8 warps, on the CPU no larger than D: :func:`_tile`)."""
     _launch_sizes(block_m, block_n, num_warps)
     _fast_switch(fast)
     if not model.block_scaled:

@@ -18,7 +18,7 @@ that returns the block's rounded result as float32, naming it in :func:`_block`,
 # ruff: noqa
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 import triton
 import triton.language as tl
@@ -28,39 +28,12 @@ from . import triton_families as tf, triton_kernel as tk, triton_scaled as ts
 __all__ = ["gemm_kernel", "Tile"]
 
 
-class Tile(NamedTuple):
-    """What a block reads, made once per program: the operands' pointers (A, B, the step's product order,
-    the scales of A and B), the fast paths' row pointers of A (and of its exponent codes, and scales) and
-    column pointers of B (and scales) (rows and columns past M and N repeat the last one: their results are
-    not stored), this tile's rows, columns and lanes, the sizes, the block width at run time and the
-    strides."""
-
-    a_ptr: Any
-    b_ptr: Any
-    order_ptr: Any
-    sa_ptr: Any
-    sb_ptr: Any
-    a_rows: Any
-    ea_rows: Any
-    b_cols: Any
-    sa_rows: Any
-    sb_cols: Any
-    rm: Any
-    rn: Any
-    lane: Any
-    M: Any
-    N: Any
-    K: Any
-    BL: Any
-    sam: Any
-    sak: Any
-    sbk: Any
-    sbn: Any
-    seak: Any
-    ssam: Any
-    ssak: Any
-    ssbk: Any
-    ssbn: Any
+#: What a block reads, made once per program: the operands' pointers (A, B, the step's product order, the
+#: scales of A and B), the fast paths' row pointers of A (and of its exponent codes, and scales) and column
+#: pointers of B (and scales) (rows and columns past M and N repeat the last one: their results are not
+#: stored), this tile's rows, columns and lanes, the sizes, the block width at run time and the strides.
+Tile = namedtuple("Tile", "a_ptr b_ptr order_ptr sa_ptr sb_ptr a_rows ea_rows b_cols sa_rows sb_cols rm rn lane "
+                          "M N K BL sam sak sbk sbn seak ssam ssak ssbk ssbn")
 
 
 @triton.jit
