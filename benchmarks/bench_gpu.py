@@ -237,12 +237,24 @@ def ptxas_report(tiles, show) -> list[dict]:
 
     if tr.interpreting():
         raise ValueError("--ptxas compiles for the GPU: unset TRITON_INTERPRET")
-    from blockfma.engine.triton_kernel import gemm_kernel as kernel
+    from blockfma.engine.triton_gemm import gemm_kernel as kernel
 
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    names = list(kernel.arg_names)
+    print(f"gemm_kernel: {len(names)} parameters")
 
-    def usage(src: ASTSource, warps: int) -> str:
-        """cuobjdump's -res-usage text of a kernel compiled for sm_90 with ``warps`` warps."""
+    def usage(model, path: dict, bm: int, bn: int, warps: int) -> str:
+        """cuobjdump's -res-usage text of the kernel for ``model`` on ``path`` compiled for sm_90 with ``warps``
+        warps, row-major operands as bf.gemm passes them (strides of 1 specialized, the others divisible by 16)."""
+        const = {"S": tr._config(model.arithmetic_model(), False).path(**path), "BLOCK_M": bm, "BLOCK_N": bn}
+        st = names.index("strides")  # a, b, c, d, ea, sa, sb: (rows, 1) each
+        sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
+               if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
+        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
+        attrs.update({(st, i): [["tt.divisibility", 16]] for i in range(0, 14, 2)})
+        constexprs = {(names.index(n),): v for n, v in const.items()}
+        constexprs.update({(st, i): 1 for i in range(1, 14, 2)})
+        src = ASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(compiled.asm["cubin"])
@@ -253,30 +265,15 @@ def ptxas_report(tiles, show) -> list[dict]:
     rows = []
     for device, fin, fout in SWEEP_CASES:
         model = bf.device(device).model(fin, fout)
+        path = dict(tr.fast_constants(model), FAST=True)
         for bm, bn, warps in tiles:
-            const = {**tr.constants(model, False), **tr.fast_constants(model), "FAST": True, "BLOCK_M": bm,
-                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1, "seak": 1}  # strides of 1: specialized
-            names = list(kernel.arg_names)
-            sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
-                   if n.endswith("_ptr") else "i32" for n in names}
-            attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
-                     if n.endswith("_ptr") or n in ("sam", "sbk", "scm", "sdm", "seam")}
-            src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()},
-                            attrs=attrs)
-            rows.append(_usage_row(usage(src, warps), (device, fin, fout), bm, bn, warps, show))
-    from blockfma.engine.triton_scaled import scaled_kernel
-
-    for case in SCALED_CASES:  # the block-scaled kernel's fast path, at the same tiles
+            rows.append(_usage_row(usage(model, path, bm, bn, warps), (device, fin, fout), bm, bn, warps, show))
+    for case in SCALED_CASES:  # the block-scaled fast path, at the same tiles
         model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])
         fast = tr.scaled_fast_constants(model)
         for bm, bn, warps in tiles:
-            const = {**tr.constants(model, False), "FAST": fast["FAST"], "U": fast["U"], "BLOCK_M": bm,
-                     "BLOCK_N": bn, "sak": 1, "sbn": 1, "scn": 1, "sdn": 1}
-            names = list(scaled_kernel.arg_names)
-            sig = {n: "constexpr" if n in const else "*fp32" if n.endswith("_ptr") else "i32" for n in names}
-            src = ASTSource(fn=scaled_kernel, signature=sig,
-                            constexprs={(names.index(n),): v for n, v in const.items()})
-            row = _usage_row(usage(src, warps), case, bm, bn, warps, show, SCALED_INSTRUCTION[case])
+            row = _usage_row(usage(model, {"FAST": fast["FAST"], "U": fast["U"]}, bm, bn, warps), case, bm, bn,
+                             warps, show, SCALED_INSTRUCTION[case])
             rows.append(dict(row, path="fast" if fast["FAST"] else "general"))
     return rows
 

@@ -368,3 +368,14 @@ def block_scaled_rows(cfg, rows: int, k: int, seed: int):
     SA = _mx_scales(rng, fs, rows, k // block, nan=seed % 3 == 0)
     SB = _mx_scales(rng, fs, 8, k // block, nan=False).T
     return A, B, _mx_c(rng, (rows, 8)), SA, SB
+
+
+def triton_mode(monkeypatch, gpu: bool) -> None:
+    """TRITON_INTERPRET for a test of the Triton kernel: 0 for the tests marked gpu, else 1.  Triton fixes the
+    mode when a process first defines the kernel, so a test of the other mode is skipped there (run
+    ``pytest -m gpu`` and the interpreter's tests in separate processes)."""
+    from blockfma.engine import triton as tr
+
+    if tr.defined_interpreted() is gpu:
+        pytest.skip("the Triton kernel was defined in the other mode in this process (one mode per process)")
+    monkeypatch.setenv("TRITON_INTERPRET", "0" if gpu else "1")

@@ -15,6 +15,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install 'bloc
 import blockfma as bf  # noqa: E402
 from blockfma import formats  # noqa: E402
 from blockfma.engine import api, triton as tr  # noqa: E402
+from helpers import triton_mode  # noqa: E402
 
 MODEL = bf.device("H100").model("fp16", "fp32")
 
@@ -23,7 +24,7 @@ MODEL = bf.device("H100").model("fp16", "fp32")
 def gpu(monkeypatch):
     """A 'visible GPU' that is Triton's interpreter on the CPU, with room for any GEMM, a fresh record of
     verified models, and a small threshold of work so that small GEMMs count as large."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton_mode(monkeypatch, False)
     monkeypatch.setattr(tr, "gpu_visible", lambda: True)
     monkeypatch.setattr(tr, "free_bytes", lambda device: None)
     monkeypatch.setattr(tr, "_VERIFIED", {})

@@ -17,6 +17,7 @@ import blockfma as bf  # noqa: E402
 from blockfma import formats, reference  # noqa: E402
 from blockfma.engine import triton as tr  # noqa: E402
 from blockfma.model import Alignment, Family, Model, NaNStyle  # noqa: E402
+from helpers import triton_mode  # noqa: E402
 
 PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H100", "tf32", "fp32", None),
            ("H100", "e4m3fn", "fp32", None), ("H100", "e5m2", "fp32", None), ("H100", "fp16", "fp16", None),
@@ -38,9 +39,8 @@ INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode:
 
 @pytest.fixture(autouse=True)
 def interpreter(request, monkeypatch):
-    """Triton's interpreter on (off for the tests marked gpu): the module reads TRITON_INTERPRET at each
-    call and defines its kernel anew when the mode changed."""
-    monkeypatch.setenv("TRITON_INTERPRET", "0" if request.node.get_closest_marker("gpu") else "1")
+    """Triton's interpreter on (off for the tests marked gpu), one mode per process (helpers.triton_mode)."""
+    triton_mode(monkeypatch, bool(request.node.get_closest_marker("gpu")))
 
 
 def values(rng: np.random.Generator, fmt, shape, specials: float = 0.0) -> np.ndarray:

@@ -228,14 +228,16 @@ def test_refusals():
 
 
 @pytest.mark.parametrize("preset", [("MI250X", "fp16", "fp32"), ("H100", "fp16", "fp32")], ids="-".join)
-def test_interpreter_after_the_compiler_was_defined(monkeypatch, preset):
-    """Interpreter, compiler (its kernel defined: the kernel modules re-imported), interpreter again: the
-    kernel then still runs (a kernel cached from the first round called the compiler's helpers)."""
+def test_interpreter_after_the_compiler_was_asked_for(monkeypatch, preset):
+    """Interpreter, compiler, interpreter again: the kernel is defined once per process (Triton fixes the
+    mode then, no module is re-imported), a call in the other mode is refused by name, and the kernel then
+    still runs in its own mode (the compiled kernel is checked in a subprocess, below)."""
     model = bf.device(preset[0]).model(*preset[1:])
     A, B, C = np.ones((2, 4)), np.ones((4, 2)), np.zeros((2, 2))
     check(model, A, B, C)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    tr._kernel("step" if model.family in STEP else "fused")  # defined only (no GPU here to run it)
+    with pytest.raises(RuntimeError, match="one mode per process"):
+        tr._kernel()
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert check(model, A, B, C)[0, 0] == 4.0
 
@@ -246,17 +248,18 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import blockfma as bf
 from blockfma.engine import triton as tr
-from blockfma.engine import triton_families
-runtime = ["a_ptr", "b_ptr", "c_ptr", "d_ptr", "order_ptr", "M", "N", "K", "KP", "W", "BL", "sam", "sak", "sbk",
-           "sbn", "scm", "scn", "sdm", "sdn"]
+from blockfma.engine import triton_gemm
+runtime = ["a_ptr", "b_ptr", "c_ptr", "d_ptr", "order_ptr", "ea_ptr", "sa_ptr", "sb_ptr", "M", "N", "K", "KP", "W",
+           "BL"]
 for dev, fin, fout in [("MI300X", "fp32", "fp32"), ("MI250X", "fp16", "fp32"), ("MI100", "fp16", "fp32"),
                        ("exact", "e4m3fn", "fp32")]:
-    const = dict(tr.constants(bf.device(dev).model(fin, fout), True), BLOCK_M=16, BLOCK_N=16)
+    model = bf.device(dev).model(fin, fout)
+    const = dict(S=tr._config(model.arithmetic_model(), True), BLOCK_M=16, BLOCK_N=16)
     sig = {n: "*i32" if n == "order_ptr" else "*fp32" if n.endswith("_ptr") else "i32" for n in runtime}
-    sig.update(dict.fromkeys(const, "constexpr"))
-    kernel = triton.compile(ASTSource(triton_families.family_kernel, sig, constexprs=const),
+    sig.update(strides=("i32",) * 14, **dict.fromkeys(const, "constexpr"))
+    kernel = triton.compile(ASTSource(triton_gemm.gemm_kernel, sig, constexprs=const),
                             target=GPUTarget("cuda", 90, 32))
-    assert "family_kernel" in kernel.asm["ptx"], dev
+    assert "gemm_kernel" in kernel.asm["ptx"], dev
     print(dev, fin, fout, "cubin", len(kernel.asm["cubin"]))
 """
 

@@ -24,7 +24,7 @@ from blockfma.arguments import ArgumentError  # noqa: E402
 from blockfma.devices import devices as all_devices  # noqa: E402
 from blockfma.engine import last_backend, scaled, triton as tr  # noqa: E402
 from blockfma.model import Model  # noqa: E402
-from helpers import block_scaled_rows  # noqa: E402
+from helpers import block_scaled_rows, triton_mode  # noqa: E402
 
 INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode: no GPU compilation here
 
@@ -41,9 +41,8 @@ CASES = [(device, *kind) for device in PREFIX for kind in KINDS]
 
 @pytest.fixture(autouse=True)
 def interpreter(request, monkeypatch):
-    """Triton's interpreter on (off for the tests marked gpu): the engine reads TRITON_INTERPRET at each
-    call and defines its kernels anew when the mode changed."""
-    monkeypatch.setenv("TRITON_INTERPRET", "0" if request.node.get_closest_marker("gpu") else "1")
+    """Triton's interpreter on (off for the tests marked gpu), one mode per process (helpers.triton_mode)."""
+    triton_mode(monkeypatch, bool(request.node.get_closest_marker("gpu")))
 
 
 def preset(device: str, kind: str, fa: str, fb: str) -> Model:
@@ -365,11 +364,11 @@ def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypat
             launch = self.kernel[grid]
 
             def run(*args, **kw):
-                seen.append(kw["FAST"])
+                seen.append(kw["S"].BLOCK.FAST)
                 return launch(*args, **kw)
             return run
 
-    monkeypatch.setattr(tr, "_kernel", lambda kind="fused": Spy(real(kind)))
+    monkeypatch.setattr(tr, "_kernel", lambda: Spy(real()))
     model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
     args = block_scaled_rows(("mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn", 16, "ue4m3"), 2, 64, 1)
     A, B, C, SA, SB = args
@@ -461,7 +460,7 @@ def test_injected_faults_are_caught(monkeypatch):
     A, B, C, SA, SB = block_scaled_rows(("mxf4.block32", "e2m1fn", "e2m1fn", 32, "e8m0fnu"), 3, 64, 4)
     B, C, SB = B[:, :3], C[:, :3], SB[:, :3]
     want = reference_bits(model, A, B, C, SA, SB)
-    tr._kernel("scaled")  # the module, (re)imported in this mode
+    tr._kernel()  # the kernel modules, imported in this process's mode
     module = sys.modules["blockfma.engine.triton_scaled"]
     kept = module._fast_term
 

@@ -1,10 +1,11 @@
-"""GPU kernels of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, of the
+"""A GPU kernel of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, of the
 FMA chain, pairwise and exact-fused families, and of the block-scaled models (``backend="triton"``).
 
-One program computes a ``BLOCK_M x BLOCK_N`` tile of D and walks the model's step plan
-(:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C fused into every block
-(the block's result, held in binary32 registers, is the next block's C), or the step's blocks chained
-from +0, their sum stored into the output format where the model accumulates in a wider one, and C added
+One kernel, :func:`.triton_gemm.gemm_kernel`: one program computes a ``BLOCK_M x BLOCK_N`` tile of D and
+walks the model's step plan (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C
+fused into every block (the block's result, held in binary32 registers, is the next block's C), or the step's
+blocks chained from +0, their sum stored into the output format where the model accumulates in a wider one,
+and C added
 by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
 emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
 Per block, on the general path (integer arithmetic only):
@@ -43,7 +44,7 @@ infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  T
 :func:`blockfma.engine.api.finish`) writes the NaN bit patterns and ``rounded_zero`` afterwards, as for
 every engine.
 
-The FMA chain, pairwise and exact-fused families run a second kernel, :mod:`.triton_families`, on the same
+The FMA chain, pairwise and exact-fused families run their blocks (:mod:`.triton_families`) on the same
 plan and tiles (C fused or added after, a store, a product order), every operation on integers and rounded
 once by the same integer rounding: an FMA ``R(a*b + d)`` and pairwise's final ``R(c + s)`` as exact sums of
 two terms (the smaller one floored below the larger one's 60 bits, its remainder a sticky bit: rounded to odd,
@@ -57,7 +58,7 @@ Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"
 (:func:`unsupported_reason`).
 
 Block-scaled models (the scaled-fused family: every B200 and RTX 5090 ``mxf8f6f4``, ``mxf4`` and
-``mxf4nvf4`` preset) run a third kernel, :mod:`.triton_scaled` (:func:`scaled_gemm`, asked for by name:
+``mxf4nvf4`` preset) run their blocks, :mod:`.triton_scaled` (:func:`scaled_gemm`, asked for by name:
 ``backend="auto"`` keeps them on the CPU): the general path above with a significand and an exponent decoded
 for every scale as for every operand, never a value times a scale in floating point (they reach 2**±290);
 the scales go to the device one per scale block, and the kernel finds a product's.  It runs the models
@@ -67,17 +68,20 @@ a power of two of products taken in order, inputs and scales within binary32.  I
 in binary32 (an exact product or group sum times the scales' significands), scales it to the cut's unit by two
 exact powers of two and converts it to int64: the same bits as the general path.
 
-The kernels are defined once per interpreter mode (their modules re-imported when the mode changes); the
-model's parameters are ``tl.constexpr`` (one compilation per model, path and launch parameters), the shapes runtime
-arguments (no recompilation per shape).
+The model's parameters travel as one compile-time structure (:class:`Kernel`, :class:`Block`,
+:class:`Rounding`: one compilation per model, path and launch parameters; the family and path are branches
+that Triton prunes), the shapes and strides as run-time arguments (no recompilation per shape).
 On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
-a kernel is defined: so the kernel is defined at first use), which is how the test suite holds it to the
-exact reference.
+a kernel is defined: so the kernel is defined at first use, once per process), which is how the test suite
+holds it to the exact reference.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -92,11 +96,10 @@ from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
-           "scaled_fast_constants",
+           "scaled_fast_constants", "Kernel", "Block", "Rounding", "defined_interpreted",
            "gpu_visible", "trial_inputs", "verified"]
 
-STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
-FAMILY_CODES = {f: i for i, f in enumerate(STEP_FAMILIES)}  # family_kernel's FAMILY constexpr
+STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
 LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
 _MODES = {RoundingMode.TowardZero: 0, RoundingMode.TiesToEven: 1, RoundingMode.TiesAway: 2,
           RoundingMode.TowardPositive: 3, RoundingMode.TowardNegative: 4, RoundingMode.ToOdd: 5}
@@ -174,7 +177,7 @@ def _scaled_reason(m: Model) -> str | None:
     L, G = m.block_width, m.option("scale_group")
     if L is None or L > 256 or L & (L - 1) or (G is not None and (G & (G - 1) or L % G)):
         return "it runs block-scaled blocks of a power of two of at most 256 products, in whole groups"
-    p = plan(m, 2 * m.step(L))
+    p = _schedule(m)
     if not p.c_fused or p.order is not None:
         return "it runs block-scaled plans whose blocks chain C in order (c_entry='fused', natural product order)"
     block = p.block
@@ -199,36 +202,108 @@ def supports(model: Model) -> bool:
     return unsupported_reason(model) is None
 
 
-_KERNELS = {"step": ("triton_families", "family_kernel"), "scaled": ("triton_scaled", "scaled_kernel")}
+@dataclass(frozen=True)
+class Rounding:
+    """How the kernel rounds into a format (:func:`.triton_kernel.round_value`), a compile-time structure:
+    precision P, least exponent EMIN, largest finite value FMAX, MODE (0 toward zero, 1 nearest even, 2 nearest
+    away, 3 up, 4 down, 5 odd), SUBNORMALS (else flush to zero), beyond FMAX what OVER_POS / OVER_NEG say
+    (0 FMAX, 1 infinity, 2 NaN), NEG_ZERO (the format has -0)."""
+
+    P: int
+    EMIN: int
+    FMAX: float
+    MODE: int = 1
+    SUBNORMALS: bool = True
+    OVER_POS: int = 1
+    OVER_NEG: int = 1
+    NEG_ZERO: bool = True
 
 
-def _define(kind: str) -> Any:
-    """The kernel (``kind``: "fused" the truncated-fused and late-c one, "step" the FMA chain's, pairwise's
-    and exact-fused's, "scaled" the block-scaled one), its module imported at first use (Triton reads
-    TRITON_INTERPRET when it defines a kernel, so a change of mode since the last import re-imports the
-    modules, the shared helpers' first)."""
-    import importlib
+@dataclass(frozen=True)
+class Block:
+    """The compile-time parameters of one block of the kernel (:mod:`.triton_gemm`), by name: every
+    family's, and the fields only some families read (the others keep the defaults, so that models differing
+    only there share a compilation)."""
 
+    FAMILY: str  # the family's name: picks the block function
+    R: Rounding  # how the block's result rounds into its format
+    L: int  # products per block (exact-fused: lanes per chunk)
+    LP: int  # lanes: L rounded up to a power of two
+    A_EMIN: int = -126  # the emins at which the operands' exponents are read (C's: the format the block reads C in)
+    B_EMIN: int = -126
+    C_EMIN: int = -126
+    IEEE_ZERO: bool = True  # an exactly zero sum takes the IEEE sign (else +0)
+    SPECIALS: bool = True  # some input may be NaN or infinite
+    ORDERED: bool = False  # the step's products enter its blocks in the plan's product order
+    FAST: bool = False  # the fast path (fast_constants, scaled_fast_constants), else the general one
+    F: int = 0  # truncated-fused, late-c, block-scaled: the cut's fraction bits, e_zero, floor alignment, the
+    EZ: int = 0  # sum's wrap (F + 1 + carry bits, 0: none) and normalized product exponents
+    FLOOR: bool = False
+    WRAP: int = 0
+    NORMALIZED: bool = False
+    F2: int = 0  # late-c: the second cut, its groups, the leading cut, C's emax (products beyond overflow)
+    GROUPS: int = 1
+    LEADING: bool = False
+    C_EMAX: int = 0
+    CHUNK: int = 1  # the truncated-fused and late-c fast path: int32 sums of CHUNK terms, int64 sums, e_zero
+    SUM64: bool = False  # may be a block's largest exponent where some term is not zero
+    EZ_LIVE: bool = False
+    U: int = 1  # block-scaled: lanes per unit of its fast path, products per group (0: a term per product),
+    G: int = 0  # term slots, products per scale, the operands' and scales' precisions and emins
+    T: int = 1
+    SB: int = 1
+    A_P: int = 24
+    B_P: int = 24
+    S_EMIN: int = 0
+    S_P: int = 1
+    LO: int = 0  # block-scaled, exact-fused: the lowest last place of a product (or C)
+    LOG2L: int = 0  # pairwise, exact-fused: log2 LP; exact-fused: its limbs (NL, padded to NLP = 2**LOG2NL),
+    NL: int = 1  # all lanes in one chunk
+    NLP: int = 1
+    LOG2NL: int = 0
+    ONE_CHUNK: bool = True
+    FC: Rounding | None = None  # pairwise: products and additions rounded into the C format
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The kernel's compile-time structure ``S`` (:func:`.triton_gemm.gemm_kernel`): the block's parameters,
+    the first step's block's (FIRST: C read at its own emin where NARROW_C), the plan's step (C_FUSED: C
+    fused into every block, else added after the step by one IEEE addition; STORE: the step's result stored
+    into the output format) and the output format's rounding OUT (nearest even)."""
+
+    BLOCK: Block
+    FIRST: Block
+    NARROW_C: bool
+    C_FUSED: bool
+    STORE: bool
+    OUT: Rounding
+
+    def path(self, **fields: Any) -> Kernel:
+        """This kernel with ``fields`` of its blocks replaced (the path: FAST and its parameters)."""
+        return replace(self, BLOCK=replace(self.BLOCK, **fields), FIRST=replace(self.FIRST, **fields))
+
+
+def _kernel() -> Any:
+    """The kernel (:func:`.triton_gemm.gemm_kernel`), its module imported at first use.  Triton decides when
+    it defines a kernel whether its interpreter runs it (``TRITON_INTERPRET``), so the process's first use
+    fixes the mode; a call in the other mode afterwards is refused (tests that need both modes run them in
+    separate processes)."""
     _triton()
-    from . import triton_kernel
+    from . import triton_gemm
 
-    if triton_kernel.INTERPRETED != interpreting():
-        triton_kernel = importlib.reload(triton_kernel)
-    if kind == "fused":
-        return triton_kernel.gemm_kernel
-    name, attr = _KERNELS[kind]
-    module = importlib.import_module(f"{__package__}.{name}")
-    if module.INTERPRETED != interpreting():
-        module = importlib.reload(module)
-    return getattr(module, attr)
+    if defined_interpreted() != interpreting():
+        raise RuntimeError(f"backend='triton': TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')!r} now, but "
+                           "the kernel was defined in the other mode at its first use in this process; Triton fixes "
+                           "the mode then: set TRITON_INTERPRET before the first call (one mode per process)")
+    return triton_gemm.gemm_kernel
 
 
-def _kernel(kind: str = "fused") -> Any:
-    """The kernel for the current mode, looked up at each call, not cached here: a kernel defined in one mode
-    calls helpers that its module's re-import for the other mode replaced, so after a switch to the
-    compiler and back the interpreter's old kernel failed ("Cannot call @triton.jit'd outside of the scope
-    of a kernel"); the modules are re-imported only when the mode changed."""
-    return _define(kind)
+def defined_interpreted() -> bool | None:
+    """Whether the kernel that this process defined (at its first use) runs under Triton's interpreter; None
+    where it has not been defined yet."""
+    module = sys.modules.get(f"{__package__}.triton_gemm")
+    return None if module is None else type(module.gemm_kernel).__name__ == "InterpretedFunction"
 
 
 def _device() -> Any:
@@ -248,55 +323,77 @@ def _overflow_code(fmt: Any, to_inf: bool) -> int:
     return (1 if fmt.has_infinities else 2) if to_inf else 0
 
 
+def _rounding(fmt: Any, subnormals: Any, mode: RoundingMode = RoundingMode.TiesToEven,
+              overflow: Any = None) -> Rounding:
+    """The kernel's :class:`Rounding` into ``fmt`` in ``mode`` (overflow: the model's policy; None: to
+    infinity, as IEEE rounding to nearest does)."""
+    pos, neg = (True, True) if overflow is None else overflow_to_infinity(mode, overflow)
+    return Rounding(P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max), MODE=_MODES[mode],
+                    SUBNORMALS=bool(subnormals), OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
+                    NEG_ZERO=fmt.has_negative_zero)
+
+
+@lru_cache(maxsize=256)
+def _schedule(m: Model) -> Plan:
+    """The k-free facts of the arithmetic model ``m``'s plan (its block and first block, C fused or added
+    after, the store, the product order): the one place this module reads them from."""
+    return plan(m, 2 * m.step(m.block_width or 1))
+
+
 def constants(model: Model, specials: bool) -> dict[str, Any]:
-    """The kernel's compile-time parameters for ``model`` (its arithmetic model): its block model's (the
-    family's parameters, the block's result format), the plan's (C fused or added after, a store, a product
-    order) and the output format's; ``specials`` says whether some input may be NaN or infinite."""
-    m = model.arithmetic_model()
+    """The kernel's compile-time parameters for ``model`` (its arithmetic model), by name: its block's
+    (:class:`Block`; its rounding's fields as P, EMIN, ..., pairwise's C format's as FC_P, ...), the first
+    step's block's C emin (C0_EMIN), the plan's (C_FUSED, STORE) and the output format's (OUT_P, ...);
+    ``specials`` says whether some input may be NaN or infinite.  (The kernel takes them as one structure,
+    :class:`Kernel`.)"""
+    S = _config(model.arithmetic_model(), specials)
+    flat = {f.name: getattr(S.BLOCK, f.name) for f in fields(Block)}
+    for prefix, r in (("", flat.pop("R")), ("FC_", flat.pop("FC")), ("OUT_", S.OUT)):
+        flat.update({prefix + f.name: getattr(r, f.name) for f in fields(Rounding)} if r is not None else {})
+    return dict(flat, C0_EMIN=S.FIRST.C_EMIN, C_FUSED=S.C_FUSED, STORE=S.STORE)
+
+
+def _config(m: Model, specials: bool) -> Kernel:
+    """:class:`Kernel` for the arithmetic model ``m`` (the general path), or ValueError where the kernel does
+    not run it."""
     why = unsupported_reason(m)
     if why is not None:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
-    if m.family in STEP_FAMILIES:
-        return _step_constants(m, specials)
-    L = m.block_width
-    p = plan(m, 2 * m.step(L or 1))
+    p = _schedule(m)
     block = p.block
-    const = _fused_constants(m, p, specials)
-    if m.block_scaled:
-        return dict(const, **_scaled_constants(block))
-    late = block.family is Family.LATE_C
-    # C0_EMIN: the emin at which the first step's block reads the C given (the plan's first block: the
-    # c_input_format's where the model has one, else C_EMIN)
-    return dict(const, NORMALIZED=block.product_exponent == "normalized", C_FUSED=p.c_fused,
-                ORDERED=p.order is not None, LATE=late, F2=block.late_fraction_bits or 0, GROUPS=block.groups,
-                LEADING=block.late_cut == "leading", C_EMAX=block.c_format.emax, C0_EMIN=p.first.c_format.emin)
+    if m.family in STEP_FAMILIES:
+        own = _step_fields(block)
+    elif block.block_scaled:
+        own = dict(_fused_fields(block), **_scaled_fields(block))
+    else:
+        own = _fused_fields(block)
+    B = Block(FAMILY=m.family.name, R=_rounding(block.result_format, block.subnormals, block.output_rounding,
+                                                block.overflow), IEEE_ZERO=block.exact_zero != "positive",
+              SPECIALS=specials, ORDERED=p.order is not None, A_EMIN=block.input_format.emin,
+              B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, **own)
+    first = replace(B, C_EMIN=p.first.c_format.emin)  # the C given, read in c_input_format where there is one
+    return Kernel(BLOCK=B, FIRST=first, NARROW_C=first != B, C_FUSED=p.c_fused, STORE=p.store,
+                  OUT=_rounding(m.output_format, m.subnormals))
 
 
-def _fused_constants(m: Model, p: Plan, specials: bool) -> dict[str, Any]:
-    """The compile-time parameters that the truncated-fused, late-c and block-scaled kernels share: the
-    block's (``p.block``: width, cut, rounding into its result format, zero signs), the plan's store and the
-    output format's."""
-    L, block = m.block_width, p.block
+def _fused_fields(block: Model) -> dict[str, Any]:
+    """The :class:`Block` fields of the truncated-fused, late-c and block-scaled blocks: width, cut, carry
+    bits, product exponents, late-c's second cut and groups."""
+    L = block.block_width
     late = block.family is Family.LATE_C
     assert L is not None and block.fraction_bits is not None and (late or block.e_zero is not None)
-    fmt, out = block.result_format, m.output_format
-    pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
     return dict(L=L, LP=1 << (L - 1).bit_length(), F=block.fraction_bits, EZ=block.e_zero or 0,
                 FLOOR=block.alignment is Alignment.FLOOR,
                 WRAP=0 if block.carry_bits is None else block.fraction_bits + 1 + block.carry_bits,
-                A_EMIN=block.input_format.emin, B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin,
-                P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max), MODE=_MODES[block.output_rounding],
-                SUBNORMALS=bool(block.subnormals), OVER_POS=_overflow_code(fmt, pos),
-                OVER_NEG=_overflow_code(fmt, neg), NEG_ZERO=fmt.has_negative_zero,
-                IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials, STORE=p.store,
-                OUT_P=out.precision, OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
-                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
+                NORMALIZED=block.product_exponent == "normalized", F2=block.late_fraction_bits or 0,
+                GROUPS=block.groups if late else 1, LEADING=late and block.late_cut == "leading",
+                C_EMAX=block.c_format.emax if late else 0)
 
 
-def _scaled_constants(block: Model) -> dict[str, Any]:
-    """The block-scaled kernel's own parameters (:mod:`.triton_scaled`): G (products per group, 0 for a
-    term per product), T (term slots per block), SB (products per scale), the operand and scale formats'
-    precisions and least exponents, and LO, the lowest last place of a product of A's and B's formats."""
+def _scaled_fields(block: Model) -> dict[str, Any]:
+    """The block-scaled block's own fields (:mod:`.triton_scaled`): G (products per group, 0 for a term per
+    product), T (term slots per block), SB (products per scale), the operand and scale formats' precisions
+    and least exponents, and LO, the lowest last place of a product of A's and B's formats."""
     from . import scaled
 
     G = block.option("scale_group") or 0
@@ -314,34 +411,21 @@ def _lowest_place(fmt: Any) -> int:
     return max(fmt.emin - (fmt.precision - 1) - 23, -149)
 
 
-def _step_constants(m: Model, specials: bool) -> dict[str, Any]:
-    """The compile-time parameters of :func:`.triton_families.family_kernel` for an FMA chain, pairwise or
-    exact-fused model ``m`` (its arithmetic model)."""
-    block = m.block_model()
-    fmt, fc, out = block.result_format, block.c_format, m.output_format
-    pos, neg = overflow_to_infinity(block.output_rounding, block.overflow)  # type: ignore[arg-type]
-    L = block.block_width
-    p = plan(m, 2 * m.step(L or 1))
-    family = FAMILY_CODES[m.family]
-    if family == 2:  # the Kulisch accumulator: every last place of a product or C, the carries of 2**31 terms
+def _step_fields(block: Model) -> dict[str, Any]:
+    """The :class:`Block` fields of the FMA chain, pairwise and exact-fused blocks (:mod:`.triton_families`):
+    lanes, the exact-fused Kulisch accumulator's limbs, pairwise's C format (products and additions rounded
+    there)."""
+    fc, L = block.c_format, block.block_width
+    if block.family is Family.EXACT_FUSED:  # every last place of a product or C, the carries of 2**31 terms
         lo = min(_lowest_place(block.input_format) + _lowest_place(block.b_format), _lowest_place(fc))
         hi = max(block.input_format.emax + block.b_format.emax + 2, fc.emax + 1) + 32
         nl = -(-(hi - lo) // LIMB_BITS) + 1
         lp = min(1 << ((L or 16) - 1).bit_length(), 16)
     else:
         lo, nl, lp = 0, 1, L or 1
-    return dict(FAMILY=family, LP=lp, LOG2L=lp.bit_length() - 1, NL=nl, NLP=1 << (nl - 1).bit_length(),
-                LOG2NL=(nl - 1).bit_length(), ONE_CHUNK=L is not None and L <= lp, LO=lo,
-                FC_P=fc.precision, FC_EMIN=fc.emin, FC_FMAX=float(fc.max), FC_OVER=_overflow_code(fc, True),
-                FC_NEG_ZERO=fc.has_negative_zero, P=fmt.precision, EMIN=fmt.emin, FMAX=float(fmt.max),
-                MODE=_MODES[block.output_rounding], SUBNORMALS=bool(block.subnormals),
-                OVER_POS=_overflow_code(fmt, pos), OVER_NEG=_overflow_code(fmt, neg),
-                NEG_ZERO=fmt.has_negative_zero, IEEE_ZERO=block.exact_zero != "positive", SPECIALS=specials,
-                C_FUSED=p.c_fused, STORE=p.store, ORDERED=p.order is not None, OUT_P=out.precision,
-                OUT_EMIN=out.emin, OUT_FMAX=float(out.max), OUT_SUBNORMALS=bool(m.subnormals),
-                OUT_OVER=_overflow_code(out, True), OUT_NEG_ZERO=out.has_negative_zero)
-
-
+    return dict(L=lp, LP=lp, LOG2L=lp.bit_length() - 1,
+                NL=nl, NLP=1 << (nl - 1).bit_length(), LOG2NL=(nl - 1).bit_length(),
+                ONE_CHUNK=L is not None and L <= lp, LO=lo, FC=_rounding(fc, block.subnormals))
 def _exponents(x: Any) -> tuple[int, int] | None:
     """(lowest, highest) floor(log2 |x|) over the finite nonzero values of tensor ``x``, None where there are
     none (every product of x is then zero)."""
@@ -365,8 +449,12 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     [2**(F - 127), 2**128) (late-c: below 2**(C_EMAX + 1), where a product would overflow); late-c groups
     within one int32 sum.  fp16 and fp8 inputs meet the range by their formats; bf16 and tf32 ones are
     looked at (a bf16 subnormal, or products that far apart, take the general path)."""
-    m = model.arithmetic_model()
-    block = m.block_model()
+    return _fast_fields(model.arithmetic_model(), a, b)
+
+
+def _fast_fields(m: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
+    """:func:`fast_constants` of the arithmetic model ``m``."""
+    block = _schedule(m).block
     late = block.family is Family.LATE_C
     F, L = block.fraction_bits, m.block_width
     assert F is not None and L is not None
@@ -407,15 +495,19 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
     plus the scales' 2 Ps at most 24, a scale block of a power of two holding whole groups.  Every
     block-scaled preset of today meets them (mxf8f6f4: at most 4 + 4 + 2 bits, e5m2's products from 2**-32;
     mxf4, nvf4: 12 + 2 or 12 + 8 bits from 2**-2)."""
+    return _scaled_fast_fields(model.arithmetic_model())
+
+
+def _scaled_fast_fields(m: Model) -> dict[str, Any]:
+    """:func:`scaled_fast_constants` of the arithmetic model ``m``."""
     from . import scaled
 
-    m = model.arithmetic_model()
     if not m.block_scaled:
         return dict(FAST=False, U=1, WHY="it is not block-scaled")
     why = _scaled_reason(m)
     if why is not None:
         return dict(FAST=False, U=1, WHY=why)
-    block = plan(m, 2 * m.step(m.block_width or 1)).block
+    block = _schedule(m).block
     fa, fb, fs = block.input_format, block.b_format, block.scale_format
     L, G, SB = block.block_width or 1, block.option("scale_group") or 0, block.option("scale_block") or 1
     lo = scaled.lowest_bit(fa) + scaled.lowest_bit(fb)
@@ -439,7 +531,8 @@ def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
     """The fast path's exponent codes of A (``E_fmt + 127``, or the kernel's NONE for zeros and non-finite
     values; int32, contiguous), by the kernel module's own rule (its exponent_kernel): read once per value,
     where the GEMM would decode each value once per column tile."""
-    from . import triton_kernel  # the module _kernel() loaded, in the current mode
+    _kernel()  # the kernel modules, imported in this process's mode
+    from . import triton_kernel
 
     torch = _torch()
     x = a.contiguous()
@@ -448,6 +541,69 @@ def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
     triton_kernel.exponent_kernel[(-(-x.numel() // block),)](x, e, x.numel(), EMIN=emin, SPECIALS=specials,
                                                              BLOCK=block)
     return e
+
+
+def _fast_switch(fast: Any) -> None:
+    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
+        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
+
+
+def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
+    """The :class:`Block` fields of the path ``fast`` asks for (see :func:`gemm_tensors`) on these operands."""
+    if m.family in STEP_FAMILIES:
+        if fast:
+            raise ArgumentError("fast", True, f"the fast path runs the truncated-fused and late-c families, not "
+                                f"{m.family.value}", use={"fast": None})
+        return {}
+    if m.block_scaled:
+        path = _scaled_fast_fields(m)
+        if fast and not path["FAST"]:
+            raise ArgumentError("fast", True, "the block-scaled fast path does not hold "
+                                f"{m.summary()}: {path['WHY']}", use={"fast": None})
+        return dict(FAST=path["FAST"] and fast is not False, U=path["U"])
+    path = _fast_fields(m, a, b) if fast is not False else dict(_fast_fields(m), FAST=False)
+    if fast and not path["FAST"]:
+        raise ArgumentError("fast", True, f"the fast path does not hold {m.summary()} on these operands exactly "
+                            "(see fast_constants)", use={"fast": None})
+    return path
+
+
+def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: int | None,
+          num_warps: int | None) -> tuple[int, int, int]:
+    """The launch's (BLOCK_M, BLOCK_N, warps): those given, else the block's defaults.  On a GPU the fast
+    paths take 128 x 64 (block-scaled: 64 x 64) with 8 warps, the best of bench_gpu.py's tile sweep and of
+    ptxas's registers (data/hardware/README.md); the general paths 16 x 16 with 4 warps (their
+    (16, L, 16) int64 products spill at 32 x 32), the FMA chain and pairwise 32 x 32, exact-fused's limbs
+    16 x 16; under the interpreter 16 x 16 (block-scaled: no larger than D, its reductions go element by
+    element there)."""
+    cpu = device.type == "cpu"
+    fast = B.FAST and not cpu
+    if B.FAMILY == Family.SCALED_FUSED.name:
+        big = 64 if fast else 16
+        size = (min(big, 1 << (m - 1).bit_length()), min(big, 1 << (n - 1).bit_length())) if cpu else (big, big)
+    elif B.FAMILY in (f.name for f in STEP_FAMILIES):
+        size = (16, 16) if cpu or B.FAMILY == Family.EXACT_FUSED.name else (32, 32)
+    else:
+        size = (128, 64) if fast else (16, 16)
+    return block_m or size[0], block_n or size[1], num_warps or (8 if fast else 4)
+
+
+def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, int], ea: Any = None, sa: Any = None,
+            sb: Any = None) -> Any:
+    """D (a new float32 tensor) = a @ b + c by the kernel of structure ``S`` on the call's plan ``p``; ``ea``
+    A's exponent codes (the fast path), ``sa``, ``sb`` the scales (block-scaled models)."""
+    torch = _torch()
+    (m, k), n = a.shape, b.shape[1]
+    d = torch.empty((m, n), dtype=torch.float32, device=a.device)
+    if m == 0 or n == 0:
+        return d
+    order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
+    ea, sa, sb = (a if x is None else x for x in (ea, sa, sb))  # (unread where absent)
+    strides = tuple(s for x in (a, b, c, d, ea, sa, sb) for s in x.stride())
+    bm, bn, warps = tile
+    _kernel()[(-(-m // bm), -(-n // bn))](a, b, c, d, order, ea, sa, sb, m, n, k, p.padded, p.width, p.block_width,
+                                         strides, S=S, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps)
+    return d
 
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
@@ -464,57 +620,19 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: 128 x 64 and 8 warps
     on the fast path on a GPU, else 16 x 16 and 4 warps)."""
     _launch_sizes(block_m, block_n, num_warps)
-    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
-        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
-    torch = _torch()
+    _fast_switch(fast)
     if model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
+    torch = _torch()
     if specials is None:
         specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
-    const = constants(model, specials)
-    m, k = a.shape
-    n = b.shape[1]
-    d = torch.empty((m, n), dtype=torch.float32, device=a.device)
-    if m == 0 or n == 0:
-        return d
-    if "FAMILY" in const:  # the FMA chain, pairwise, exact-fused: blocks of p.block_width products
-        if fast:
-            raise ArgumentError("fast", True, f"the fast path runs the truncated-fused and late-c families, not "
-                                f"{model.arithmetic_model().family.value}", use={"fast": None})
-        path = {"FAST": False}
-        small = a.device.type == "cpu" or const["FAMILY"] == FAMILY_CODES[Family.EXACT_FUSED]  # limbs: registers
-        bm, bn = block_m or (16 if small else 32), block_n or (16 if small else 32)
-        warps = num_warps or 4
-    else:
-        path = fast_constants(model, a, b) if fast is not False else dict(fast_constants(model), FAST=False)
-        if fast and not path["FAST"]:
-            raise ArgumentError("fast", True, f"the fast path does not hold {model.arithmetic_model().summary()} on "
-                                "these operands exactly (see fast_constants)", use={"fast": None})
-        const.update(path)
-        small = a.device.type == "cpu"
-        # defaults: the fast path at 128 x 64 with 8 warps, the best of bench_gpu.py's tile sweep on an H200
-        # (data/hardware/README.md, 2026-11-26: 815 GMAC/s at 8192^3 for H100 fp16 -> fp32, against 656 at
-        # 64 x 64 and 300 at 128 x 128); the general path at 16 x 16 (ptxas for sm_90: its (16, L, 16) int64
-        # products spill kilobytes at 32 x 32)
-        fast_tile = path["FAST"] and not small
-        bm = block_m or (128 if fast_tile else 16)
-        bn = block_n or (64 if fast_tile else 16)
-        warps = num_warps or (8 if fast_tile else 4)
-    p = plan(model.arithmetic_model(), k)
-    order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
-    grid = (-(-m // bm), -(-n // bn))
-    if "FAMILY" in const:
-        _kernel("step")[grid](a, b, c, d, order, m, n, k, p.padded, p.width, p.block_width, a.stride(0),
-                            a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), d.stride(0),
-                            d.stride(1), BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
-        return d
-    kernel = _kernel()  # first: it (re)imports triton_kernel in the current mode, whose exponent_kernel runs next
-    ea = _exponent_codes(a, const["A_EMIN"], specials) if path["FAST"] else a  # (unread on the general path)
-    kernel[grid](a, b, c, d, order, ea, m, n, k, p.padded, p.width, a.stride(0), a.stride(1), b.stride(0),
-                 b.stride(1), c.stride(0), c.stride(1), d.stride(0), d.stride(1), ea.stride(0), ea.stride(1),
-                 BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
-    return d
+    m = model.arithmetic_model()
+    S = _config(m, specials)
+    S = S.path(**_path(m, a, b, fast))
+    tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
+    ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
+    return _launch(S, plan(m, a.shape[1]), a, b, c, tile, ea=ea)
 
 
 def free_bytes(device: Any) -> int | None:
@@ -581,45 +699,24 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``fast``: whether to take the fast path
     (:func:`scaled_fast_constants`; None: where it holds, False: the general path, True: refused where it
     does not hold).  ``block_m``/``block_n``/``num_warps``: launch parameters (defaults: the general path
-    16 x 16, 4 warps: the block's (16, L, 16) int64 products; the fast path 64 x 64, 8 warps: ptxas for sm_90
-    gives 255 registers and 56 to 80 bytes of stack where 4 warps spill 1 KB and 32 x 32 x 4 takes 168
-    registers, not yet timed on a GPU; on the CPU no larger than D)."""
+    16 x 16, 4 warps, the fast path 64 x 64, 8 warps, on the CPU no larger than D: :func:`_tile`)."""
     _launch_sizes(block_m, block_n, num_warps)
-    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
-        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
+    _fast_switch(fast)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
     torch = _torch()
     if specials is None:
         specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
-    const = constants(model, specials)
-    m, k = a.shape
-    n = b.shape[1]
-    if k % const["SB"] or tuple(sa.shape) != (m, k // const["SB"]) or tuple(sb.shape) != (k // const["SB"], n):
+    mo = model.arithmetic_model()
+    S = _config(mo, specials)
+    (m, k), n, SB = a.shape, b.shape[1], S.BLOCK.SB
+    if k % SB or tuple(sa.shape) != (m, k // SB) or tuple(sb.shape) != (k // SB, n):
         raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),
-                            f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // const['SB']}) and sb "
-                            f"({k // const['SB']}, {n}), one per {const['SB']} products (k a multiple of it)")
-    path = scaled_fast_constants(model)
-    if fast and not path["FAST"]:
-        raise ArgumentError("fast", True, "the block-scaled fast path does not hold "
-                            f"{model.arithmetic_model().summary()}: {path['WHY']}", use={"fast": None})
-    if fast is False:
-        path = dict(path, FAST=False)
-    const.update(FAST=path["FAST"], U=path["U"])
-    d = torch.empty((m, n), dtype=torch.float32, device=a.device)
-    if m == 0 or n == 0:
-        return d
-    if a.device.type == "cpu":  # the interpreter: its reductions go element by element, so no tile beyond D
-        bm, bn = block_m or min(16, 1 << (m - 1).bit_length()), block_n or min(16, 1 << (n - 1).bit_length())
-    else:
-        bm, bn = block_m or (64 if path["FAST"] else 16), block_n or (64 if path["FAST"] else 16)
-    warps = num_warps or (8 if path["FAST"] and a.device.type != "cpu" else 4)
-    p = plan(model.arithmetic_model(), k)
-    _kernel("scaled")[(-(-m // bm), -(-n // bn))](
-        a, b, c, d, sa, sb, m, n, k, p.padded, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-        c.stride(1), d.stride(0), d.stride(1), sa.stride(0), sa.stride(1), sb.stride(0), sb.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, **const)
-    return d
+                            f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // SB}) and sb "
+                            f"({k // SB}, {n}), one per {SB} products (k a multiple of it)")
+    S = S.path(**_path(mo, a, b, fast))
+    tile = _tile(S.BLOCK, a.device, m, n, block_m, block_n, num_warps)
+    return _launch(S, plan(mo, k), a, b, c, tile, sa=sa, sb=sb)
 
 
 def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray, *,

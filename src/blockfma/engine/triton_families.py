@@ -1,4 +1,4 @@
-"""The Triton kernel of the step families of :mod:`blockfma.engine.triton`: the FMA chain, pairwise and
+"""The Triton blocks of the step families of :mod:`blockfma.engine.triton`: the FMA chain, pairwise and
 exact-fused (see there for the plan around the blocks; this module holds their blocks).
 
 Every operation is exact integer arithmetic on the operands' binary32 bits, rounded once by the shared
@@ -31,23 +31,20 @@ Special values follow IEEE 754 per operation (FMA chain, pairwise), or
 :func:`blockfma.engine.rules.fused_specials` per block (exact-fused), and exact zeros the IEEE sign
 (:func:`blockfma.engine.rules.zero_sign`) or +0 (``exact_zero="positive"``).
 
-Imported only by :mod:`blockfma.engine.triton`, at first use, after :mod:`.triton_kernel` (whose jitted
-helpers it calls as attributes of that module).
+Its blocks (:func:`fma_block`, :func:`pairwise_block`, :func:`exact_block`) are variants of the one kernel
+skeleton, :func:`.triton_gemm.gemm_kernel`; they call the shared helpers of :mod:`.triton_kernel` as
+attributes of that module.
 """
 # mypy: ignore-errors
 # ruff: noqa
 from __future__ import annotations
-
-import os
 
 import triton
 import triton.language as tl
 
 from . import triton_kernel as tk
 
-__all__ = ["family_kernel", "INTERPRETED"]
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+__all__ = ["fma_block", "pairwise_block", "exact_block"]
 
 
 @triton.jit
@@ -107,24 +104,22 @@ def _sum2(m1, l1, n1, m2, l2, n2):
 
 
 @triton.jit
-def _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, P: tl.constexpr, EMIN: tl.constexpr,
-            FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
-            OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr):
+def _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, B: tl.constexpr):
     """(the value, float64, and +0 of its shape): ``mag * 2**unit`` of sign ``neg`` rounded once into the
     format; an exact zero sum (``zero``) is -0 by the IEEE rule (rules.zero_sign: every term a zero and all
     of them -0, or in MODE 4, toward minus infinity, any -0 term or a cancellation) under IEEE_ZERO, else +0;
     formats without -0 give +0."""
-    v = tk.round_value(mag, unit, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v = tk.round_value(mag, unit, neg, B.R)
     plus = (mag * 0).to(tl.float64)
-    v = tk.zero_pick(v, tl.where(zero, 0, 1), plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+    v = tk.zero_pick(v, tl.where(zero, 0, 1), plus, only_zeros, all_neg, any_neg, B)
     return v, plus
 
 
 @triton.jit
-def _fma(a, b, d, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-         SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr,
-         IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
-    """One IEEE fusedMultiplyAdd ``R(a*b + d)``: a (BM, 1), b (1, BN), d (BM, BN) binary32 values; float32."""
+def fma_block(t, k0, j, d, B: tl.constexpr):
+    """One IEEE fusedMultiplyAdd ``R(a*b + d)`` of product j of the step at k0 of the tile ``t``: a (BM, 1),
+    b (1, BN), d (BM, BN) binary32 values; float32."""
+    a, b = tk.load_block(t, k0, j, B)
     na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
     nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
     nd, md, ld, ed, zd, nan_d, inf_d = tk.decode(d, -126)
@@ -133,12 +128,11 @@ def _fma(a, b, d, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE:
     pl = la + lb
     pz = za | zb
     neg, mag, unit, zero = _sum2(pm, pl, pn, md, ld, nd)
-    v, plus = _finish(neg, mag, unit, zero, pz & zd, pn & nd, pn | nd, P, EMIN, FMAX, MODE, SUBNORMALS,
-                      OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO)
+    v, plus = _finish(neg, mag, unit, zero, pz & zd, pn & nd, pn | nd, B)
     nan = nan_d
     pos = inf_d & ~nd
     ninf = inf_d & nd
-    if SPECIALS:  # the one product's NaN (a NaN factor, inf * 0) and infinity
+    if B.SPECIALS:  # the one product's NaN (a NaN factor, inf * 0) and infinity
         pnan = tl.reshape(tk.product_nan(nan_a, inf_a, za, nan_b, inf_b, zb), (pm.shape[0], pm.shape[1]))
         pinf = (inf_a | inf_b) & ~pnan
         nan = nan | pnan
@@ -148,36 +142,35 @@ def _fma(a, b, d, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE:
 
 
 @triton.jit
-def _pairwise(a, b, c, LOG2L: tl.constexpr, FC_P: tl.constexpr, FC_EMIN: tl.constexpr, FC_FMAX: tl.constexpr,
-              FC_OVER: tl.constexpr, FC_NEG_ZERO: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
-              FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
-              OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
-    """One pairwise block: a (BM, L), b (L, BN), c (BM, BN), L = 2**LOG2L.  Each product rounded to nearest
-    even into the C format (an IEEE multiplication: a zero product's sign the xor of the factors'), a
-    balanced tree of IEEE additions in that format (``add_c``: nearest even), then ``R(c + s)``."""
+def pairwise_block(t, k0, j, c, B: tl.constexpr):
+    """One pairwise block of the step at k0, at j, of the tile ``t``: a (BM, L), b (L, BN), c (BM, BN),
+    L = 2**LOG2L.  Each product rounded to nearest even into the C format (``B.FC``: an IEEE multiplication,
+    a zero product's sign the xor of the factors'), a balanced tree of IEEE additions in that format
+    (``add_c``: nearest even), then ``R(c + s)``."""
+    a, b = tk.load_block(t, k0, j, B)
     na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
     nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
     pm, pn, pl, _ = tk.products(na, ma, la, za, nb, mb, lb, zb)
-    pv = tk.round_value(pm, pl, pn, FC_P, FC_EMIN, FC_FMAX, 1, SUBNORMALS, FC_OVER, FC_OVER)
+    pv = tk.round_value(pm, pl, pn, B.FC)
     plus3 = (pm * 0).to(tl.float64)
-    if not FC_NEG_ZERO:
+    if not B.FC.NEG_ZERO:
         pv = tl.where(pv == 0, plus3, pv)
-    if SPECIALS:
+    if B.SPECIALS:
         pnan = tk.product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
         pinf = (inf_a[:, :, None] | inf_b[None, :, :]) & ~pnan
         x = tk.with_specials(pv, plus3, pnan, pinf & ~pn, pinf & pn)
     else:
         x = pv.to(tl.float32)
+    LOG2L: tl.constexpr = B.LOG2L
     for _ in tl.static_range(LOG2L):  # one level of the tree: lanes 2i and 2i + 1
         y = tl.permute(tl.reshape(x, (x.shape[0], x.shape[1] // 2, 2, x.shape[2])), (0, 1, 3, 2))
         lo, hi = tl.split(y)
-        x = tk.add_c(lo, hi, FC_P, FC_EMIN, FC_FMAX, SUBNORMALS, FC_OVER, FC_NEG_ZERO)
+        x = tk.add_c(lo, hi, B.FC)
     s = tl.reshape(x, (x.shape[0], x.shape[2]))
     ns, ms, ls, es, zs, nan_s, inf_s = tk.decode(s, -126)
     nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(c, -126)
     neg, mag, unit, zero = _sum2(mc, lc, nc, ms, ls, ns)
-    v, plus = _finish(neg, mag, unit, zero, zs & zc, ns & nc, ns | nc, P, EMIN, FMAX, MODE, SUBNORMALS,
-                      OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO)
+    v, plus = _finish(neg, mag, unit, zero, zs & zc, ns & nc, ns | nc, B)
     return tk.with_specials(v, plus, nan_s | nan_c, (inf_s & ~ns) | (inf_c & ~nc), (inf_s & ns) | (inf_c & nc))
 
 
@@ -254,16 +247,17 @@ def _exact_sum(pm, pl, pn, mc, lc, nc, acc, ax, NL: tl.constexpr, LO: tl.constex
 
 
 @triton.jit
-def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam, sak, sbk, sbn, d,
-                 LP: tl.constexpr, LOG2L: tl.constexpr, NL: tl.constexpr, NLP: tl.constexpr, LO: tl.constexpr,
-                 LOG2NL: tl.constexpr, ONE_CHUNK: tl.constexpr, ORDERED: tl.constexpr, P: tl.constexpr,
-                 EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-                 SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr,
-                 IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def exact_block(t, k0, j0, d, B: tl.constexpr):
     """One exact-fused block: the BL products j0 .. j0 + BL - 1 of the step at k0 (through order_ptr where
     ORDERED; those past K are the plan's +0 padding) and C = d, summed exactly in limbs (ONE_CHUNK: the
     block's BL <= LP products at once; else in chunks of LP lanes, into an accumulator of NL limbs), rounded
     once; special values by rules.fused_specials.  float32 (BM, BN)."""
+    LP: tl.constexpr = B.LP
+    LOG2L: tl.constexpr = B.LOG2L
+    NLP: tl.constexpr = B.NLP
+    BLOCK_M: tl.constexpr = d.shape[0]
+    BLOCK_N: tl.constexpr = d.shape[1]
+    BL, lane, rm, rn = t.BL, t.lane, t.rm, t.rn
     ax = tl.arange(0, NLP)[None, :, None]
     acc = tl.full((BLOCK_M, NLP, BLOCK_N), 0, tl.int64)
     nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, -126)
@@ -279,89 +273,32 @@ def _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j0, BL, K, M, N, sam
     for jj in range(0, BL, LP):
         idx = jj + lane
         inblock = idx < BL
-        if ORDERED:
-            kk = k0 + tl.load(order_ptr + j0 + idx, mask=inblock, other=0)
+        if B.ORDERED:
+            kk = k0 + tl.load(t.order_ptr + j0 + idx, mask=inblock, other=0)
         else:
             kk = k0 + j0 + idx
-        live = inblock & (kk < K)
-        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :], other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N), other=0.0)
+        live = inblock & (kk < t.K)
+        a = tl.load(t.a_ptr + rm[:, None] * t.sam + kk[None, :] * t.sak, mask=(rm[:, None] < t.M) & live[None, :],
+                    other=0.0)
+        b = tl.load(t.b_ptr + kk[:, None] * t.sbk + rn[None, :] * t.sbn, mask=live[:, None] & (rn[None, :] < t.N),
+                    other=0.0)
         na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
         nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
         pm, pn, pl, pz = tk.products(na, ma, la, za, nb, mb, lb, zb)
         pt = pn & ~pz
-        if not ONE_CHUNK:
-            acc = _limbs_add(acc, pm, pl, pt, ax, NL, LO, LOG2L)
+        if not B.ONE_CHUNK:
+            acc = _limbs_add(acc, pm, pl, pt, ax, B.NL, B.LO, LOG2L)
         in3 = inblock[None, :, None]  # lanes of the block (padding products are +0 * +0 terms)
         only_zeros = only_zeros & (_fold(tl.where(in3, pz.to(tl.int32), 1), LOG2L, 2) == 1)
         all_neg = all_neg & (_fold(tl.where(in3, pn.to(tl.int32), 1), LOG2L, 2) == 1)
         any_neg = any_neg | (_fold(tl.where(in3, pn.to(tl.int32), 0), LOG2L, 1) == 1)
-        if SPECIALS:
+        if B.SPECIALS:
             pnan = tk.product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
             pinf = (inf_a[:, :, None] | inf_b[None, :, :]) & ~pnan
             nan = nan | (_fold(pnan.to(tl.int32), LOG2L, 1) == 1)
             pos = pos | (_fold((pinf & ~pn).to(tl.int32), LOG2L, 1) == 1)
             ninf = ninf | (_fold((pinf & pn).to(tl.int32), LOG2L, 1) == 1)
-    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, NL, LO, LOG2L, LOG2NL, ONE_CHUNK)
-    v, plus = _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, P, EMIN, FMAX, MODE, SUBNORMALS,
-                      OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO)
+    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, B.NL, B.LO, LOG2L, B.LOG2NL,
+                                      B.ONE_CHUNK)
+    v, plus = _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, B)
     return tk.with_specials(v, plus, nan, pos, ninf)
-
-
-@triton.jit(do_not_specialize=["M", "N", "K", "KP", "W", "BL"])  # one compilation per model, not per shape
-def family_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, M, N, K, KP, W, BL, sam, sak, sbk, sbn, scm, scn, sdm,
-                  sdn, FAMILY: tl.constexpr, LP: tl.constexpr, LOG2L: tl.constexpr, NL: tl.constexpr,
-                  NLP: tl.constexpr, LO: tl.constexpr, LOG2NL: tl.constexpr, ONE_CHUNK: tl.constexpr,
-                  FC_P: tl.constexpr, FC_EMIN: tl.constexpr,
-                  FC_FMAX: tl.constexpr, FC_OVER: tl.constexpr, FC_NEG_ZERO: tl.constexpr, P: tl.constexpr,
-                  EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
-                  OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr,
-                  SPECIALS: tl.constexpr, C_FUSED: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr,
-                  OUT_P: tl.constexpr, OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr,
-                  OUT_SUBNORMALS: tl.constexpr, OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """D = A @ B + C by the model's plan (as triton_kernel.gemm_kernel) for FAMILY 0 (the FMA chain), 1
-    (pairwise) or 2 (exact-fused; triton.FAMILY_CODES): steps of W products (KP = K padded
-    to whole steps), each in blocks of BL products (the FMA chain: 1; pairwise: LP = 2**LOG2L; exact-fused:
-    any, summed in chunks of LP lanes); C fused into every block (C_FUSED), or the step's blocks chained
-    from +0, stored into the output format (STORE) and C added by one IEEE addition."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    lane = tl.arange(0, LP)
-    out_mask = (rm[:, None] < M) & (rn[None, :] < N)
-    d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
-    for k0 in range(0, KP, W):
-        if C_FUSED:
-            acc = d
-        else:
-            acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
-        for j in range(0, W, BL):
-            if FAMILY == 2:
-                acc = _exact_block(a_ptr, b_ptr, order_ptr, rm, rn, lane, k0, j, BL, K, M, N, sam, sak, sbk, sbn,
-                                   acc, LP, LOG2L, NL, NLP, LO, LOG2NL, ONE_CHUNK, ORDERED, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS,
-                                   OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, BLOCK_M, BLOCK_N)
-            else:
-                if ORDERED:
-                    kk = k0 + tl.load(order_ptr + j + lane)
-                else:
-                    kk = k0 + j + lane
-                live = kk < K  # products past K are the plan's +0 padding
-                a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :],
-                            other=0.0)
-                b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N),
-                            other=0.0)
-                if FAMILY == 1:
-                    acc = _pairwise(a, b, acc, LOG2L, FC_P, FC_EMIN, FC_FMAX, FC_OVER, FC_NEG_ZERO, P, EMIN, FMAX,
-                                    MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS)
-                else:
-                    acc = _fma(a, b, acc, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO,
-                               SPECIALS)
-        if STORE:
-            acc = tk.store_output(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
-        if C_FUSED:
-            d = acc
-        else:
-            d = tk.add_c(acc, d, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
-    tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)

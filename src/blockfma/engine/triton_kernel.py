@@ -1,25 +1,22 @@
-"""The Triton kernel of :mod:`blockfma.engine.triton` (see there for what it computes and why it is exact).
+"""The shared jitted helpers of the Triton kernel (:mod:`.triton_gemm`) and the blocks of the truncated-fused
+and late-c families (general and fast path); see :mod:`blockfma.engine.triton` for what they compute and why
+it is exact.
 
-Imported only by that module, at first use: Triton decides when a kernel is defined whether it runs under
-its interpreter (``TRITON_INTERPRET=1``), and its jitted functions must live at a module's top level.
+A block takes the tile (:class:`.triton_gemm.Tile`), the step's first product k0, the block's offset j in the
+step, its C and its parameters ``B`` (:class:`blockfma.engine.triton.Block`, a compile-time structure);
+rounding helpers take a :class:`blockfma.engine.triton.Rounding`.
 """
 # mypy: ignore-errors
 # ruff: noqa
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 
-__all__ = ["gemm_kernel", "exponent_kernel", "INTERPRETED", "decode", "cut", "lead", "round_value", "product_nan",
-           "with_specials", "store_output", "add_c", "zero_pick",
-           "products", "reduce_max", "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags",
-           "special_flags", "lane", "lane_exp", "scale", "lane_specials"]
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
-
-
+__all__ = ["fused_block", "load_block", "exponent_kernel", "decode", "cut", "lead", "round_value",
+           "product_nan", "with_specials", "store_output", "add_c", "zero_pick", "products", "reduce_max",
+           "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags", "special_flags", "load_lane",
+           "lane_exp", "scale32", "lane_specials"]
 
 
 # Reductions through tl.reduce with combine functions of this module: tl.sum/tl.max are jitted in Triton's
@@ -41,17 +38,17 @@ def _lesser(x, y):
 
 
 @triton.jit
-def _sum(x, axis):
+def reduce_sum(x, axis):
     return tl.reduce(x, axis, _add)
 
 
 @triton.jit
-def _max(x, axis):
+def reduce_max(x, axis):
     return tl.reduce(x, axis, _greater)
 
 
 @triton.jit
-def _min(x, axis):
+def reduce_min(x, axis):
     return tl.reduce(x, axis, _lesser)
 
 
@@ -75,7 +72,7 @@ def _decode32(x, EMIN: tl.constexpr):
 
 
 @triton.jit
-def _decode(x, EMIN: tl.constexpr):
+def decode(x, EMIN: tl.constexpr):
     """:func:`_decode32` with the significand and exponents as int64."""
     neg, mant, lsb, e, zero, nan, inf = _decode32(x, EMIN)
     return neg, mant.to(tl.int64), lsb.to(tl.int64), e.to(tl.int64), zero, nan, inf
@@ -94,14 +91,14 @@ def _cut_to(mag, sh, neg, FLOOR: tl.constexpr, LIM: tl.constexpr):
 
 
 @triton.jit
-def _cut(mag, sh, neg, FLOOR: tl.constexpr):
+def cut(mag, sh, neg, FLOOR: tl.constexpr):
     """mag * 2**-sh (mag >= 0, int64 < 2**53) cut toward zero, or toward minus infinity for ``neg``
     terms under FLOOR; a left shift where sh < 0."""
     return _cut_to(mag, sh, neg, FLOOR, 62)
 
 
 @triton.jit
-def _lead(mag):
+def lead(mag):
     """floor(log2 mag) of integers 0 < mag < 2**53 (exact through float64)."""
     return ((mag.to(tl.float64).to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
 
@@ -124,13 +121,20 @@ def _over(zero, FMAX: tl.constexpr, HOW: tl.constexpr):
 
 
 @triton.jit
-def _round(mag, unit, neg, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-           SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr):
+def round_value(mag, unit, neg, R: tl.constexpr):
     """The value (float64, signed: -0 for a negative zero) of ``(-1)**neg * mag * 2**unit`` (int64
-    0 <= mag < 2**53) rounded once into a format of precision P (MODE: 0 toward zero, 1 nearest even,
-    2 nearest away, 3 up, 4 down, 5 odd), with subnormals or flush-to-zero (tininess before rounding), and
-    beyond its largest finite value FMAX what OVER_POS / OVER_NEG say (0 FMAX, 1 infinity, 2 NaN)."""
-    e = _lead(tl.maximum(mag, 1)) + unit
+    0 <= mag < 2**53) rounded once as ``R`` says (:class:`blockfma.engine.triton.Rounding`): into a format of
+    precision P (MODE: 0 toward zero, 1 nearest even, 2 nearest away, 3 up, 4 down, 5 odd), with subnormals
+    or flush-to-zero (tininess before rounding), and beyond its largest finite value FMAX what OVER_POS /
+    OVER_NEG say (0 FMAX, 1 infinity, 2 NaN)."""
+    P: tl.constexpr = R.P
+    EMIN: tl.constexpr = R.EMIN
+    FMAX: tl.constexpr = R.FMAX
+    MODE: tl.constexpr = R.MODE
+    SUBNORMALS: tl.constexpr = R.SUBNORMALS
+    OVER_POS: tl.constexpr = R.OVER_POS
+    OVER_NEG: tl.constexpr = R.OVER_NEG
+    e = lead(tl.maximum(mag, 1)) + unit
     if SUBNORMALS:
         q = tl.maximum(e, EMIN) - (P - 1)
     else:
@@ -173,14 +177,14 @@ def _nan_of(nan_a, inf_a, za, nan_b, inf_b, zb):
 
 
 @triton.jit
-def _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb):
+def product_nan(nan_a, inf_a, za, nan_b, inf_b, zb):
     # the (tile, L, tile) products that are NaN (:func:`_nan_of`)
     return _nan_of(nan_a[:, :, None], inf_a[:, :, None], za[:, :, None], nan_b[None, :, :], inf_b[None, :, :],
                    zb[None, :, :])
 
 
 @triton.jit
-def _with_specials(v, plus, nan, pos, ninf):
+def with_specials(v, plus, nan, pos, ninf):
     # v where no special value arose, else NaN (also for +inf meeting -inf), +inf or -inf; as float32
     nan = nan | (pos & ninf)
     v = tl.where(nan, plus + float("nan"), tl.where(pos, plus + float("inf"), tl.where(ninf, plus - float("inf"), v)))
@@ -188,13 +192,13 @@ def _with_specials(v, plus, nan, pos, ninf):
 
 
 @triton.jit
-def _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE: tl.constexpr, IEEE_ZERO: tl.constexpr,
-               NEG_ZERO: tl.constexpr):
+def zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B: tl.constexpr):
     # The result where the block's exact sum s is zero (rules.exact_zero): the IEEE sign (-0 only if every
     # term is a zero (only_zeros) of sign - (all_neg), or, rounding toward -inf (MODE 4), if any is (any_neg)),
-    # else +0; -0 becomes +0 where the format has none.  The flags count C in.
-    if IEEE_ZERO and NEG_ZERO:
-        if MODE == 4:
+    # else +0; -0 becomes +0 where the format has none.  The flags count C in.  B: the block's parameters.
+    NEG_ZERO: tl.constexpr = B.R.NEG_ZERO
+    if B.IEEE_ZERO and NEG_ZERO:
+        if B.R.MODE == 4:
             zneg = any_neg | ~only_zeros
         else:
             zneg = only_zeros & all_neg
@@ -208,33 +212,33 @@ def _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE: tl.constexpr, IEE
 
 @triton.jit
 def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
-               MODE: tl.constexpr, IEEE_ZERO: tl.constexpr, NEG_ZERO: tl.constexpr):
+               B: tl.constexpr):
     # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0),
-    # by :func:`_zero_pick` over the (tile, L, tile) products and C.
+    # by :func:`zero_pick` over the (tile, L, tile) products and C.
     only_zeros = czero
     all_neg = czero
     any_neg = czero
-    if IEEE_ZERO and NEG_ZERO:
+    if B.IEEE_ZERO and B.R.NEG_ZERO:
         sa = na & ~(nan_a | inf_a)
         sb = nb & ~(nan_b | inf_b)
         sc = nc & ~(nan_c | inf_c)
-        only_zeros, all_neg, any_neg = _term_zero_flags(pzero, sa[:, :, None] ^ sb[None, :, :], live3, czero, sc)
-    return _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
+        only_zeros, all_neg, any_neg = term_zero_flags(pzero, sa[:, :, None] ^ sb[None, :, :], live3, czero, sc)
+    return zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B)
 
 
 @triton.jit
-def _term_zero_flags(tzero, tneg, live3, czero, sc):
-    """The flags of :func:`_zero_pick` from a block's (tile, T, tile) terms over their live slots: whether
+def term_zero_flags(tzero, tneg, live3, czero, sc):
+    """The flags of :func:`zero_pick` from a block's (tile, T, tile) terms over their live slots: whether
     each is zero (``tzero``) and its sign (``tneg``), and C's (``czero``, ``sc``): every term a zero, every
     one of sign -, any of sign -."""
-    only_zeros = (_min(tl.where(live3, tzero.to(tl.int32), 1), axis=1) == 1) & czero
-    all_neg = (_min(tl.where(live3, tneg.to(tl.int32), 1), axis=1) == 1) & sc
-    any_neg = (_max(tl.where(live3, tneg.to(tl.int32), 0), axis=1) == 1) | sc
+    only_zeros = (reduce_min(tl.where(live3, tzero.to(tl.int32), 1), axis=1) == 1) & czero
+    all_neg = (reduce_min(tl.where(live3, tneg.to(tl.int32), 1), axis=1) == 1) & sc
+    any_neg = (reduce_max(tl.where(live3, tneg.to(tl.int32), 0), axis=1) == 1) | sc
     return only_zeros, all_neg, any_neg
 
 
 @triton.jit
-def _products(na, ma, la, za, nb, mb, lb, zb):
+def products(na, ma, la, za, nb, mb, lb, zb):
     """The (BM, L, BN) products of decoded a (BM, L) and b (L, BN): exact int64 significand products, the
     factors' signs (xor, as given: also for specials), last places (la + lb), and whether a factor is a
     zero (or a non-finite value, decoded as one)."""
@@ -243,8 +247,7 @@ def _products(na, ma, la, za, nb, mb, lb, zb):
 
 
 @triton.jit
-def _fused_value(s, unit, WRAP: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
-                 MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr):
+def fused_value(s, unit, WRAP: tl.constexpr, R: tl.constexpr):
     """A truncated-fused block's int64 sum s of cut terms at ``2**unit``, wrapped at WRAP bits where the model
     has carry bits (keeping its sign, fmod), rounded once into the result format: (value float64, the
     wrapped sum, +0 float64)."""
@@ -253,66 +256,99 @@ def _fused_value(s, unit, WRAP: tl.constexpr, P: tl.constexpr, EMIN: tl.constexp
         s = tl.where(s < 0, -ms, ms)
     neg = s < 0
     mag = tl.where(neg, -s, s)
-    v = _round(mag, unit, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v = round_value(mag, unit, neg, R)
     return v, s, (s * 0).to(tl.float64)
 
 
 @triton.jit
-def _block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr,
-           FLOOR: tl.constexpr, WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr,
-           B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
-           FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
-           OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
-    """One truncated-fused block: a (BM, LP) and b (LP, BN) binary32 operands (lanes from L on stand
-    for no product), d (BM, BN) its C; the rounded result as float32 (BM, BN)."""
-    na, ma, la, ea, za, nan_a, inf_a = _decode(a, A_EMIN)
-    nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
-    pm, pneg, pl, pzero = _products(na, ma, la, za, nb, mb, lb, zb)  # (BLOCK_M, LP, BLOCK_N)
-    if NORMALIZED:
-        ep = tl.where(pm == 0, EZ, _lead(tl.maximum(pm, 1)) + pl)
+def load_block(t, k0, j, B: tl.constexpr):
+    """The operands of the block of products j .. j + L of the step at k0 (through the step's product order
+    under ORDERED) on the general path: a (BM, LP), b (LP, BN) of the tile ``t`` (lanes from L on, and
+    products past K, the plan's +0 padding, are +0)."""
+    if B.ORDERED:
+        kk = k0 + tl.load(t.order_ptr + j + t.lane, mask=t.lane < B.L, other=0)
     else:
-        ep = tl.where(pzero, EZ, ea[:, :, None] + eb[None, :, :])
-    if LP != L:  # lanes beyond L stand for no product at all
-        ep = tl.where((lane < L)[None, :, None], ep, -(1 << 30))
-    s, unit = _aligned_sum(pm, pneg & ~pzero, pl, ep, nc, mc, lc, ec, zc, EZ, F, FLOOR)
-    v, s, plus = _fused_value(s, unit, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
-    # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
-    # (rules.exact_zero: non-finite operands count as +0)
-    v = _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc,
-                   (lane < L)[None, :, None], MODE, IEEE_ZERO, NEG_ZERO)
-    nan, pos, ninf = _special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS)
-    return _with_specials(v, plus, nan, pos, ninf)
+        kk = k0 + j + t.lane
+    live = (kk < t.K) & (t.lane < B.L)
+    a = tl.load(t.a_ptr + t.rm[:, None] * t.sam + kk[None, :] * t.sak, mask=(t.rm[:, None] < t.M) & live[None, :],
+                other=0.0)
+    b = tl.load(t.b_ptr + kk[:, None] * t.sbk + t.rn[None, :] * t.sbn, mask=live[:, None] & (t.rn[None, :] < t.N),
+                other=0.0)
+    return a, b
 
 
 @triton.jit
-def _aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, EZ: tl.constexpr, F: tl.constexpr, FLOOR: tl.constexpr):
+def fused_block(t, k0, j, d, B: tl.constexpr):
+    """The truncated-fused or late-c block of products j .. j + L of the step at k0 of the tile ``t`` with C
+    ``d`` (BM, BN), on the fast path (FAST: :func:`_fast_block`, :func:`_fast_late_block`) or the general one
+    (:func:`_general_block`, :func:`_general_late_block`): its rounded result, float32."""
+    LATE: tl.constexpr = B.FAMILY == "late-c"
+    if B.FAST and LATE:
+        d = _fast_late_block(t, k0, j, d, B)
+    elif B.FAST:
+        d = _fast_block(t, k0, j, d, B)
+    else:
+        a, b = load_block(t, k0, j, B)
+        if LATE:
+            d = _general_late_block(a, b, d, t.lane, B)
+        else:
+            d = _general_block(a, b, d, t.lane, B)
+    return d
+
+
+@triton.jit
+def _general_block(a, b, d, lane, B: tl.constexpr):
+    """One truncated-fused block: a (BM, LP) and b (LP, BN) binary32 operands (lanes from L on stand
+    for no product), d (BM, BN) its C; the rounded result as float32 (BM, BN)."""
+    EZ: tl.constexpr = B.EZ
+    na, ma, la, ea, za, nan_a, inf_a = decode(a, B.A_EMIN)
+    nb, mb, lb, eb, zb, nan_b, inf_b = decode(b, B.B_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = decode(d, B.C_EMIN)
+    pm, pneg, pl, pzero = products(na, ma, la, za, nb, mb, lb, zb)  # (BLOCK_M, LP, BLOCK_N)
+    if B.NORMALIZED:
+        ep = tl.where(pm == 0, EZ, lead(tl.maximum(pm, 1)) + pl)
+    else:
+        ep = tl.where(pzero, EZ, ea[:, :, None] + eb[None, :, :])
+    if B.LP != B.L:  # lanes beyond L stand for no product at all
+        ep = tl.where((lane < B.L)[None, :, None], ep, -(1 << 30))
+    s, unit = aligned_sum(pm, pneg & ~pzero, pl, ep, nc, mc, lc, ec, zc, B)
+    v, s, plus = fused_value(s, unit, B.WRAP, B.R)
+    # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
+    # (rules.exact_zero: non-finite operands count as +0)
+    v = _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc,
+                   (lane < B.L)[None, :, None], B)
+    nan, pos, ninf = special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, B.SPECIALS)
+    return with_specials(v, plus, nan, pos, ninf)
+
+
+@triton.jit
+def aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, B: tl.constexpr):
     """The truncated-fused sum of a block's (tile, T, tile) terms and C: terms of magnitude ``tm`` (int64)
     at the last place ``tp``, of sign ``tneg``, at exponent ``te`` (e_zero for zero terms, far below any
     for slots that hold no term), and C (decoded, int64) at its exponent (e_zero if zero); every one cut at
     ``2**(emax - F)`` (toward zero, or minus infinity under FLOOR) and summed: (int64 sum, that unit)."""
-    emax = tl.maximum(_max(te, axis=1), tl.where(zc, EZ, ec))
-    unit = emax - F
-    t = _cut(tm, unit[:, None, :] - tp, tneg, FLOOR)
-    s = _sum(tl.where(tneg, -t, t), axis=1)
+    emax = tl.maximum(reduce_max(te, axis=1), tl.where(zc, B.EZ, ec))
+    unit = emax - B.F
+    t = cut(tm, unit[:, None, :] - tp, tneg, B.FLOOR)
+    s = reduce_sum(tl.where(tneg, -t, t), axis=1)
     cneg_f = nc & ~zc
-    tc = _cut(mc, unit - lc, cneg_f, FLOOR)
+    tc = cut(mc, unit - lc, cneg_f, B.FLOOR)
     return s + tl.where(cneg_f, -tc, tc), unit
 
 
 @triton.jit
-def _special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS: tl.constexpr):
-    """The (NaN, +inf, -inf) flags of :func:`_with_specials` for a block (rules.fused_specials, on the
+def special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS: tl.constexpr):
+    """The (NaN, +inf, -inf) flags of :func:`with_specials` for a block (rules.fused_specials, on the
     operands as given): C's, and under SPECIALS its (tile, L, tile) products' (signs ``pneg``)."""
     nan = nan_c
     pos = inf_c & ~nc
     ninf = inf_c & nc
     if SPECIALS:
-        pnan = _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
+        pnan = product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
         pinf = (inf_a[:, :, None] | inf_b[None, :, :]) & ~pnan
-        nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
-        pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
-        ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
+        nan = nan | (reduce_max(pnan.to(tl.int32), axis=1) == 1)
+        pos = pos | (reduce_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
+        ninf = ninf | (reduce_max((pinf & pneg).to(tl.int32), axis=1) == 1)
     return nan, pos, ninf
 
 
@@ -331,81 +367,75 @@ def _late_join(s0, s1, top0, top1):
 
 
 @triton.jit
-def _late_value(s, e_dot, nc, mc, lc, ec, zc, F: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
-                LEADING: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
-                FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
-                OVER_NEG: tl.constexpr):
+def _late_value(s, e_dot, nc, mc, lc, ec, zc, B: tl.constexpr):
     """A late-c block from its products' int64 sum s at the unit 2**(e_dot - F) and C (decoded, int64): C
     floored at F bits and added at F2 bits below the common exponent (dropped, with two groups, where it lies
     below the products' unit), the sum cut at F2 bits below its own leading bit (``late_cut="leading"``),
     one rounding: (value float64, the exact sum, +0 float64, C dropped)."""
-    ecz = tl.where(zc, C_EMIN, ec)
+    F: tl.constexpr = B.F
+    ecz = tl.where(zc, B.C_EMIN, ec)
     big_e = tl.maximum(e_dot, ecz)
-    dropped = (ecz < big_e - F - 1) & (GROUPS > 1)
-    G: tl.constexpr = F2 + LEADING
+    dropped = (ecz < big_e - F - 1) & (B.GROUPS > 1)
+    G: tl.constexpr = B.F2 + B.LEADING
     s = _shift_floor(s, e_dot - big_e + G - F)
     msc = tl.where(dropped, 0, tl.where(nc, -mc, mc))
     cterm = _shift_floor(msc, lc + F - big_e) << (G - F)
     total = s + cterm
-    if LEADING:
+    if B.LEADING:
         mag0 = tl.where(total < 0, -total, total)
-        lead = _lead(tl.maximum(mag0, 1)) + big_e - G
-        sh = tl.minimum(tl.maximum(tl.maximum(lead, C_EMIN) - F2 - (big_e - G), 0), 62)
+        top = lead(tl.maximum(mag0, 1)) + big_e - G
+        sh = tl.minimum(tl.maximum(tl.maximum(top, B.C_EMIN) - B.F2 - (big_e - G), 0), 62)
         total = tl.where(total == 0, total, (total >> sh) << sh)
     neg = total < 0
     mag = tl.where(neg, -total, total)
-    v = _round(mag, big_e - G, neg, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v = round_value(mag, big_e - G, neg, B.R)
     return v, total, (total * 0).to(tl.float64), dropped
 
 
 @triton.jit
-def _late_block(a, b, d, lane, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, F2: tl.constexpr,
-                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr, A_EMIN: tl.constexpr,
-                B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
-                FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
-                OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+def _general_late_block(a, b, d, lane, B: tl.constexpr):
     """One late-c block (AMD CDNA3, :func:`blockfma.engine.array.late_c`): the products cut toward zero at
     F bits below their maximum exponent (per group of lanes, the groups' sums then floored at the dot's
     unit), C added at F2 bits below the common exponent (floored), the sum cut again at F2 bits below its
     own leading bit (``late_cut="leading"``), one rounding.  A finite product of 2**(C_EMAX + 1) or more
     is an infinity."""
-    na, ma, la, ea, za, nan_a, inf_a = _decode(a, A_EMIN)
-    nb, mb, lb, eb, zb, nan_b, inf_b = _decode(b, B_EMIN)
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
-    live3 = (lane < L)[None, :, None]
-    pm, pneg, pl, pzero = _products(na, ma, la, za, nb, mb, lb, zb)
+    F: tl.constexpr = B.F
+    na, ma, la, ea, za, nan_a, inf_a = decode(a, B.A_EMIN)
+    nb, mb, lb, eb, zb, nan_b, inf_b = decode(b, B.B_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = decode(d, B.C_EMIN)
+    live3 = (lane < B.L)[None, :, None]
+    pm, pneg, pl, pzero = products(na, ma, la, za, nb, mb, lb, zb)
     ep = tl.where(pzero | ~live3, -(1 << 20), ea[:, :, None] + eb[None, :, :])
     pneg_f = pneg & ~pzero
     odd = ((lane % 2) == 1)[None, :, None]
-    if GROUPS == 1:
-        e_dot = _max(ep, axis=1)
-        tp = _cut(pm, e_dot[:, None, :] - F - pl, pneg_f, False)
-        s = _sum(tl.where(pneg_f, -tp, tp), axis=1)
+    if B.GROUPS == 1:
+        e_dot = reduce_max(ep, axis=1)
+        tp = cut(pm, e_dot[:, None, :] - F - pl, pneg_f, False)
+        s = reduce_sum(tl.where(pneg_f, -tp, tp), axis=1)
     else:
-        top0 = _max(tl.where(odd, -(1 << 20), ep), axis=1)
-        top1 = _max(tl.where(odd, ep, -(1 << 20)), axis=1)
-        t0 = _cut(pm, top0[:, None, :] - F - pl, pneg_f, False)
-        t1 = _cut(pm, top1[:, None, :] - F - pl, pneg_f, False)
-        s0 = _sum(tl.where(odd, 0, tl.where(pneg_f, -t0, t0)), axis=1)
-        s1 = _sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
+        top0 = reduce_max(tl.where(odd, -(1 << 20), ep), axis=1)
+        top1 = reduce_max(tl.where(odd, ep, -(1 << 20)), axis=1)
+        t0 = cut(pm, top0[:, None, :] - F - pl, pneg_f, False)
+        t1 = cut(pm, top1[:, None, :] - F - pl, pneg_f, False)
+        s0 = reduce_sum(tl.where(odd, 0, tl.where(pneg_f, -t0, t0)), axis=1)
+        s1 = reduce_sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
         s, e_dot = _late_join(s0, s1, top0, top1)
-    v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, F, F2, GROUPS, LEADING, C_EMIN, P, EMIN,
-                                          FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, B)
     v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped,
-                   live3, MODE, IEEE_ZERO, NEG_ZERO)
+                   live3, B)
     nan = nan_c
     pos = inf_c & ~nc
     ninf = inf_c & nc
-    pover = (pm > 0) & (_lead(tl.maximum(pm, 1)) + pl >= C_EMAX + 1) & live3
-    if SPECIALS:
-        pnan = _product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
+    pover = (pm > 0) & (lead(tl.maximum(pm, 1)) + pl >= B.C_EMAX + 1) & live3
+    if B.SPECIALS:
+        pnan = product_nan(nan_a, inf_a, za, nan_b, inf_b, zb)
         pinf = ((inf_a[:, :, None] | inf_b[None, :, :]) | pover) & ~pnan
-        nan = nan | (_max(pnan.to(tl.int32), axis=1) == 1)
+        nan = nan | (reduce_max(pnan.to(tl.int32), axis=1) == 1)
     else:
         pinf = pover
-    pos = pos | (_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
-    ninf = ninf | (_max((pinf & pneg).to(tl.int32), axis=1) == 1)
-    return _with_specials(v, plus, nan, pos, ninf)
+    pos = pos | (reduce_max((pinf & ~pneg).to(tl.int32), axis=1) == 1)
+    ninf = ninf | (reduce_max((pinf & pneg).to(tl.int32), axis=1) == 1)
+    return with_specials(v, plus, nan, pos, ninf)
 
 
 # ---- the fast path: one (BLOCK_M, BLOCK_N) register tile per lane, float32 products, int32 terms ----------------
@@ -427,7 +457,7 @@ NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-fin
 
 
 @triton.jit
-def _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
+def load_lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
           OTHER: tl.constexpr):
     """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
     step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
@@ -446,7 +476,7 @@ def _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexp
 
 
 @triton.jit
-def _lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
+def lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
     """(E_fmt + 127 of binary32 values the fast path holds (finite nonzero ones are normal: the exponent field,
     raised to EMIN + 127), NONE for zeros and (SPECIALS) non-finite values (int32); which are those).  Biased:
     the block subtracts 2 * 127 once from its largest sum, not per lane and value."""
@@ -459,16 +489,16 @@ def _lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
 
 @triton.jit
 def exponent_kernel(x_ptr, e_ptr, n, EMIN: tl.constexpr, SPECIALS: tl.constexpr, BLOCK: tl.constexpr):
-    """e = :func:`_lane_exp` of n contiguous binary32 values x (int32): the fast path's first pass reads A's
+    """e = :func:`lane_exp` of n contiguous binary32 values x (int32): the fast path's first pass reads A's
     exponents from here, once per value, rather than decoding them once per value and column of a tile."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + i, mask=i < n, other=0.0)
-    e, none = _lane_exp(x, EMIN, SPECIALS)
+    e, none = lane_exp(x, EMIN, SPECIALS)
     tl.store(e_ptr + i, e, mask=i < n)
 
 
 @triton.jit
-def _scale(e):
+def scale32(e):
     """2.0**e as float32 (int32 e clamped to [-126, 127]: only reached where every product is zero)."""
     return ((tl.minimum(tl.maximum(e, -126), 127) + 127) << 23).to(tl.float32, bitcast=True)
 
@@ -487,8 +517,8 @@ def _term(p, scale, FLOOR: tl.constexpr):
 
 
 @triton.jit
-def _lane_specials(a, b, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, nan, pos, ninf):
-    """One lane's products folded into the special flags of :func:`_with_specials` (rules.fused_specials),
+def lane_specials(a, b, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, nan, pos, ninf):
+    """One lane's products folded into the special flags of :func:`with_specials` (rules.fused_specials),
     and a, b with their non-finite values as +0 (the finite-replaced operands, rules.exact_zero)."""
     na, ma, la, ea, za, nan_a, inf_a = _decode32(a, A_EMIN)
     nb, mb, lb, eb, zb, nan_b, inf_b = _decode32(b, B_EMIN)
@@ -500,117 +530,116 @@ def _lane_specials(a, b, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, nan, pos, n
 
 @triton.jit
 def _zero_flags(bits_or, bits_and, czero, sc):
-    """The flags of :func:`_zero_pick` from the OR and the AND of the bit patterns of a block's exact float32
+    """The flags of :func:`zero_pick` from the OR and the AND of the bit patterns of a block's exact float32
     products of finite-replaced operands (their sign bits are the IEEE signs, zeros included): every
     product a zero (and C, ``czero``), every one of sign - (and C's, ``sc``), any of sign -."""
     return czero & ((bits_or & 0x7FFFFFFF) == 0), (bits_and < 0) & sc, (bits_or < 0) | sc
 
 
 @triton.jit
-def _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, d,
-                L: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
-                A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr,
-                EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr,
-                OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr,
-                SPECIALS: tl.constexpr, ORDERED: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr,
-                EZ_LIVE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """:func:`_block` on the fast path (see above): two passes over the block's L lanes (loops, not unrolled:
-    an unrolled block holds too many registers), the first for its largest exponent, the second for the cut
-    terms; C's term, the sum's rounding, zero signs and special values as there."""
-    ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
-    top = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
-    zrow = tl.full([BLOCK_M], 0, tl.int1)  # which rows of A / columns of B hold a zero factor in the block:
-    zcol = tl.full([BLOCK_N], 0, tl.int1)  # a zero product there
+def _lane_codes(t, k0, j, l, B: tl.constexpr):
+    """The first pass's lane l: A's exponent codes (BLOCK_M,) and B's (BLOCK_N,), and which of B's are zero."""
+    ea, b = load_lane(t.ea_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.seak, t.sbk, B.ORDERED, "", NONE)
+    eb, zb = lane_exp(b, B.B_EMIN, B.SPECIALS)
+    return ea, eb, zb
+
+
+@triton.jit
+def _no_flags(d):
+    """The second pass's flags before its first lane, of C's shape: no NaN, +inf or -inf product, and the
+    OR and the AND of no product's bit patterns."""
+    no = tl.full(d.shape, 0, tl.int1)
+    return no, no, no, tl.full(d.shape, 0, tl.int32), tl.full(d.shape, -1, tl.int32)
+
+
+@triton.jit
+def _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B: tl.constexpr):
+    """The second pass's lane l: its exact float32 products (BLOCK_M, BLOCK_N) of finite-replaced operands,
+    its special flags folded into nan, pos, ninf, and (where exact zeros take the IEEE sign) its products' bit
+    patterns into the block's OR and AND."""
+    a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+    if B.SPECIALS:
+        a, b, nan, pos, ninf = lane_specials(a, b, B.A_EMIN, B.B_EMIN, nan, pos, ninf)
+    p = a[:, None] * b[None, :]
+    if B.IEEE_ZERO and B.R.NEG_ZERO:
+        bits_or = bits_or | p.to(tl.int32, bitcast=True)
+        bits_and = bits_and & p.to(tl.int32, bitcast=True)
+    return p, nan, pos, ninf, bits_or, bits_and
+
+
+@triton.jit
+def _fast_block(t, k0, j, d, B: tl.constexpr):
+    """:func:`_general_block` on the fast path (see above): two passes over the block's L lanes (loops, not
+    unrolled: an unrolled block holds too many registers), the first for its largest exponent, the second for
+    the cut terms; C's term, the sum's rounding, zero signs and special values as there."""
+    L: tl.constexpr = B.L
+    CHUNK: tl.constexpr = B.CHUNK
+    top = tl.full(d.shape, NONE, tl.int32)
+    zrow = t.rm < 0  # which rows of A / columns of B hold a zero factor in the block:
+    zcol = t.rn < 0  # a zero product there
     for l in range(L):
-        ea, b = _lane(ea_rows, b_cols, order_ptr, k0, j, l, K, seak, sbk, ORDERED, "", NONE)
-        eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
+        ea, eb, zb = _lane_codes(t, k0, j, l, B)
         top = tl.maximum(top, ea[:, None] + eb[None, :])
-        if EZ_LIVE:
+        if B.EZ_LIVE:
             zrow = zrow | (ea == NONE)
             zcol = zcol | zb
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
-    emax = tl.maximum(top - 254, tl.where(zc, EZ, ec))
-    if EZ_LIVE:  # a zero product's e_zero may be the largest exponent where some term is not zero
-        emax = tl.maximum(emax, tl.where(zrow[:, None] | zcol[None, :], EZ, NONE))
-    scale = _scale(F - emax)
-    nan = zc & ~zc  # the products' special flags (C's are decoded again after the loop: fewer live registers)
-    pos = nan
-    ninf = nan
-    bits_or = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
-    bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
-    s32 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
-    s64 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int64)
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, B.C_EMIN)
+    emax = tl.maximum(top - 254, tl.where(zc, B.EZ, ec))
+    if B.EZ_LIVE:  # a zero product's e_zero may be the largest exponent where some term is not zero
+        emax = tl.maximum(emax, tl.where(zrow[:, None] | zcol[None, :], B.EZ, NONE))
+    scale = scale32(B.F - emax)
+    nan, pos, ninf, bits_or, bits_and = _no_flags(d)  # (C's are decoded again after the loop: fewer live registers)
+    s32 = tl.full(d.shape, 0, tl.int32)
+    s64 = tl.full(d.shape, 0, tl.int64)
     for c in range(0, L, CHUNK):  # int32 sums of at most CHUNK (<= L) terms, carried on in int64 between them
         if CHUNK < L:
             s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
             s32 = s32 * 0
         for l in range(c, min(c + CHUNK, L)):
-            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED, ".ca", 0.0)
-            if SPECIALS:
-                a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
-            p = a[:, None] * b[None, :]
-            if ZEROS:
-                bits_or = bits_or | p.to(tl.int32, bitcast=True)
-                bits_and = bits_and & p.to(tl.int32, bitcast=True)
-            s32 = s32 + _term(p, scale, FLOOR)
-    unit = emax - F
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, C_EMIN)
+            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B)
+            s32 = s32 + _term(p, scale, B.FLOOR)
+    unit = emax - B.F
+    nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, B.C_EMIN)
     cneg_f = nc & ~zc
-    tc = _cut_to(mc, unit - lc, cneg_f, FLOOR, 30)
+    tc = _cut_to(mc, unit - lc, cneg_f, B.FLOOR, 30)
     tc = tl.where(cneg_f, -tc, tc)
-    if SUM64:
+    if B.SUM64:
         s = s64 + s32.to(tl.int64) + tc.to(tl.int64)
     else:
         s = (s32 + tc).to(tl.int64)
-    v, s, plus = _fused_value(s, unit.to(tl.int64), WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    v, s, plus = fused_value(s, unit.to(tl.int64), B.WRAP, B.R)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc, nc & ~(nan_c | inf_c))
-    v = _zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
-    return _with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
+    v = zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B)
+    return with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
 
 
 @triton.jit
-def _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, d,
-                     L: tl.constexpr, F: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
-                     LEADING: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr, C_EMIN: tl.constexpr,
-                     P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-                     SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
-                     NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
-                     ORDERED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """:func:`_late_block` on the fast path (see above; the host also keeps every product below
+def _fast_late_block(t, k0, j, d, B: tl.constexpr):
+    """:func:`_general_late_block` on the fast path (see above; the host also keeps every product below
     2**(C_EMAX + 1), so none overflows): per group (even and odd lanes where GROUPS is 2) its top exponent,
     then its terms cut at F bits below it, summed in int32 (the host checks a group's lanes fit, and that
     GROUPS divides L); C and the rest as there."""
-    ZEROS: tl.constexpr = IEEE_ZERO and NEG_ZERO
-    top0 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
-    top1 = tl.full([BLOCK_M, BLOCK_N], NONE, tl.int32)
-    for l in range(0, L, GROUPS):  # lane l + g in group g
+    GROUPS: tl.constexpr = B.GROUPS
+    top0 = tl.full(d.shape, NONE, tl.int32)
+    top1 = tl.full(d.shape, NONE, tl.int32)
+    for l in range(0, B.L, GROUPS):  # lane l + g in group g
         for g in tl.static_range(GROUPS):
-            ea, b = _lane(ea_rows, b_cols, order_ptr, k0, j, l + g, K, seak, sbk, ORDERED, "", NONE)
-            eb, zb = _lane_exp(b, B_EMIN, SPECIALS)
+            ea, eb, zb = _lane_codes(t, k0, j, l + g, B)
             if g == 1:
                 top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
             else:
                 top0 = tl.maximum(top0, ea[:, None] + eb[None, :])
     top0 = top0 - 254
     top1 = top1 - 254
-    scale0 = _scale(F - top0)
-    scale1 = _scale(F - top1)
-    nan = top0 != top0  # the products' special flags
-    pos = nan
-    ninf = nan
-    bits_or = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
-    bits_and = tl.full([BLOCK_M, BLOCK_N], -1, tl.int32)
-    s0 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
-    s1 = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
-    for l in range(0, L, GROUPS):
+    scale0 = scale32(B.F - top0)
+    scale1 = scale32(B.F - top1)
+    nan, pos, ninf, bits_or, bits_and = _no_flags(d)
+    s0 = tl.full(d.shape, 0, tl.int32)
+    s1 = tl.full(d.shape, 0, tl.int32)
+    for l in range(0, B.L, GROUPS):
         for g in tl.static_range(GROUPS):
-            a, b = _lane(a_rows, b_cols, order_ptr, k0, j, l + g, K, sak, sbk, ORDERED, ".ca", 0.0)
-            if SPECIALS:
-                a, b, nan, pos, ninf = _lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
-            p = a[:, None] * b[None, :]
-            if ZEROS:
-                bits_or = bits_or | p.to(tl.int32, bitcast=True)
-                bits_and = bits_and & p.to(tl.int32, bitcast=True)
+            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l + g, nan, pos, ninf, bits_or, bits_and,
+                                                                 B)
             if g == 1:
                 s1 = s1 + _term(p, scale1, False)
             else:
@@ -620,50 +649,47 @@ def _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sb
         e_dot = top0.to(tl.int64)
     else:
         s, e_dot = _late_join(s0.to(tl.int64), s1.to(tl.int64), top0.to(tl.int64), top1.to(tl.int64))
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(d, C_EMIN)
-    v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, F, F2, GROUPS, LEADING, C_EMIN, P, EMIN,
-                                          FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    nc, mc, lc, ec, zc, nan_c, inf_c = decode(d, B.C_EMIN)
+    v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, B)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc | dropped, nc & ~(nan_c | inf_c))
-    v = _zero_pick(v, total, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
-    return _with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
+    v = zero_pick(v, total, plus, only_zeros, all_neg, any_neg, B)
+    return with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
 
 
 @triton.jit
-def _store(x, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNORMALS: tl.constexpr,
-           OVER: tl.constexpr, NEG_ZERO: tl.constexpr):
-    """float32 values rounded to nearest even into the output format (NaN, infinities and the sign of zero
-    kept): the plan's store."""
-    neg, mant, lsb, e, zero, nan, inf = _decode(x, -126)
-    v = _round(mant, lsb, neg, P, EMIN, FMAX, 1, SUBNORMALS, OVER, OVER)
-    if not NEG_ZERO:
+def store_output(x, R: tl.constexpr):
+    """float32 values rounded into the output format as ``R`` says (nearest even; NaN, infinities and the
+    sign of zero kept): the plan's store."""
+    neg, mant, lsb, e, zero, nan, inf = decode(x, -126)
+    v = round_value(mant, lsb, neg, R)
+    if not R.NEG_ZERO:
         v = tl.where(v == 0, (mant * 0).to(tl.float64), v)
     return tl.where(nan | inf, x, v.to(tl.float32))
 
 
 @triton.jit
-def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNORMALS: tl.constexpr,
-           OVER: tl.constexpr, NEG_ZERO: tl.constexpr):
-    """s + c by one IEEE addition rounded to nearest even into the output format (float32 in and out).
+def add_c(s, c, R: tl.constexpr):
+    """s + c by one IEEE addition rounded as ``R`` says (nearest even) into its format (float32 in and out).
 
     Both are aligned to the unit 2**(top - 50), top the larger one's exponent (its significand then holds
     below 2**51).  A smaller one whose last bit falls below that unit is cut toward zero: it is then below
     2**(top - 27), and the sum, exact or cut, lies within 2**23 units of the larger value, which is on the
     result's grid, while the nearest midpoint of a rounding to 24 bits or fewer lies 2**25 units away (and
     the nearest power of two below the smallest normal): the rounding cannot tell them apart."""
-    ns, ms, ls, es, zs, nan_s, inf_s = _decode(s, -126)
-    nc, mc, lc, ec, zc, nan_c, inf_c = _decode(c, -126)
+    ns, ms, ls, es, zs, nan_s, inf_s = decode(s, -126)
+    nc, mc, lc, ec, zc, nan_c, inf_c = decode(c, -126)
     top = tl.maximum(tl.where(zs, -(1 << 20), ls), tl.where(zc, -(1 << 20), lc)) + 23
     top = tl.where(zs & zc, 0, top)  # two zeros (or non-finite values): any unit in range
     unit = top - 50
-    ts = _cut(ms, unit - ls, False, False)
-    tc = _cut(mc, unit - lc, False, False)
+    ts = cut(ms, unit - ls, False, False)
+    tc = cut(mc, unit - lc, False, False)
     total = tl.where(ns, -ts, ts) + tl.where(nc, -tc, tc)
     neg = total < 0
     mag = tl.where(neg, -total, total)
-    v = _round(mag, unit, neg, P, EMIN, FMAX, 1, SUBNORMALS, OVER, OVER)
+    v = round_value(mag, unit, neg, R)
     zero = (total * 0).to(tl.float64)
     zneg = zs & zc & ns & nc  # an exact zero: -0 only for (-0) + (-0)
-    if NEG_ZERO:
+    if R.NEG_ZERO:
         v = tl.where(total == 0, tl.where(zneg, -zero, zero), v)
     else:
         v = tl.where(v == 0, zero, v)
@@ -672,124 +698,3 @@ def _add_c(s, c, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, SUBNOR
     ineg = tl.where(inf_s, ns, nc)
     v = tl.where(nan, zero + float("nan"), tl.where(inf, tl.where(ineg, zero - float("inf"), zero + float("inf")), v))
     return v.to(tl.float32)
-
-
-@triton.jit
-def _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j, sam, sak, sbk, sbn,
-               seak, acc, L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr,
-               FLOOR: tl.constexpr, WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr,
-               B_EMIN: tl.constexpr, C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr,
-               FMAX: tl.constexpr, MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr,
-               OVER_NEG: tl.constexpr, NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
-               ORDERED: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr, GROUPS: tl.constexpr,
-               LEADING: tl.constexpr, C_EMAX: tl.constexpr, FAST: tl.constexpr, CHUNK: tl.constexpr,
-               SUM64: tl.constexpr, EZ_LIVE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The block of products j .. j + L of the step at k0 with C ``acc`` (C_EMIN: the emin at which it reads
-    C's exponent), on the fast path (FAST) or the general one: its rounded result as float32 (BM, BN)."""
-    if FAST and LATE:
-        acc = _fast_late_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F,
-                               F2, GROUPS, LEADING, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS,
-                               OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, BLOCK_M, BLOCK_N)
-    elif FAST:
-        acc = _fast_block(a_rows, ea_rows, b_cols, order_ptr, k0, j, K, sak, seak, sbk, acc, L, F, EZ, FLOOR,
-                          WRAP, A_EMIN, B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
-                          NEG_ZERO, IEEE_ZERO, SPECIALS, ORDERED, CHUNK, SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
-    else:
-        if ORDERED:
-            kk = k0 + tl.load(order_ptr + j + lane, mask=lane < L, other=0)
-        else:
-            kk = k0 + j + lane
-        live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
-        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak,
-                    mask=(rm[:, None] < M) & live[None, :], other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
-                    mask=live[:, None] & (rn[None, :] < N), other=0.0)
-        if LATE:
-            acc = _late_block(a, b, acc, lane, L, LP, F, F2, GROUPS, LEADING, C_EMAX, A_EMIN, B_EMIN,
-                              C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
-                              IEEE_ZERO, SPECIALS)
-        else:
-            acc = _block(a, b, acc, lane, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN, B_EMIN, C_EMIN,
-                         P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO, IEEE_ZERO,
-                         SPECIALS)
-    return acc
-
-
-@triton.jit(do_not_specialize=["M", "N", "K", "KP", "W"])  # one compilation per model, not per shape
-def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, M, N, K, KP, W, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
-                seam, seak,
-                L: tl.constexpr, LP: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr,
-                WRAP: tl.constexpr, NORMALIZED: tl.constexpr, A_EMIN: tl.constexpr, B_EMIN: tl.constexpr,
-                C_EMIN: tl.constexpr, P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr,
-                MODE: tl.constexpr, SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
-                NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
-                C_FUSED: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr, OUT_P: tl.constexpr,
-                OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr, OUT_SUBNORMALS: tl.constexpr,
-                OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr, LATE: tl.constexpr, F2: tl.constexpr,
-                GROUPS: tl.constexpr, LEADING: tl.constexpr, C_EMAX: tl.constexpr, C0_EMIN: tl.constexpr,
-                FAST: tl.constexpr, CHUNK: tl.constexpr, SUM64: tl.constexpr, EZ_LIVE: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in
-    blocks of L; C fused into every block (C_FUSED: W = L), or the step's blocks chained from +0, stored
-    into the output format (STORE) and C added by one IEEE addition.  ORDERED: the step's products enter
-    its blocks in the order of order_ptr (W indices).  FAST: each block by :func:`_fast_block` or
-    :func:`_fast_late_block` (int32 sums of CHUNK terms, carried on in int64 where SUM64; EZ_LIVE: e_zero
-    may be a block's largest exponent while some term is not zero), else by
-    :func:`_block` or :func:`_late_block` on (BLOCK_M, LP, BLOCK_N) int64 products.  C's exponent is read
-    at C_EMIN, in the first step (k0 = 0) at C0_EMIN: the emin of the format the C given is read in
-    (``c_input_format``: the plan's first block), a second copy of the block code only where they differ."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    lane = tl.arange(0, LP)
-    out_mask = (rm[:, None] < M) & (rn[None, :] < N)
-    d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
-    a_rows = a_ptr + tl.minimum(rm, M - 1) * sam  # the fast path's rows of A and columns of B (see _lane)
-    b_cols = b_ptr + tl.minimum(rn, N - 1) * sbn
-    ea_rows = ea_ptr + tl.minimum(rm, M - 1) * seam  # A's exponents (exponent_kernel), on the fast path
-    for k0 in range(0, KP, W):
-        if C_FUSED:
-            acc = d
-        else:
-            acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # the step's blocks start from +0
-        for j in range(0, W, L):
-            if C0_EMIN != C_EMIN:  # the first step's block reads the C given at its own format's emin
-                if k0 == 0:
-                    acc = _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j,
-                                     sam, sak, sbk, sbn, seak, acc, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN,
-                                     B_EMIN, C0_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
-                                     IEEE_ZERO, SPECIALS, ORDERED, LATE, F2, GROUPS, LEADING, C_EMAX, FAST, CHUNK,
-                                     SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
-                else:
-                    acc = _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j,
-                                     sam, sak, sbk, sbn, seak, acc, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN,
-                                     B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
-                                     IEEE_ZERO, SPECIALS, ORDERED, LATE, F2, GROUPS, LEADING, C_EMAX, FAST, CHUNK,
-                                     SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
-            else:
-                acc = _any_block(a_ptr, b_ptr, a_rows, ea_rows, b_cols, order_ptr, rm, rn, lane, M, N, K, k0, j,
-                                 sam, sak, sbk, sbn, seak, acc, L, LP, F, EZ, FLOOR, WRAP, NORMALIZED, A_EMIN,
-                                 B_EMIN, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG, NEG_ZERO,
-                                 IEEE_ZERO, SPECIALS, ORDERED, LATE, F2, GROUPS, LEADING, C_EMAX, FAST, CHUNK,
-                                 SUM64, EZ_LIVE, BLOCK_M, BLOCK_N)
-        if C_FUSED:
-            if STORE:
-                acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
-            d = acc
-        else:
-            if STORE:
-                acc = _store(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
-            d = _add_c(acc, d, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
-    tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)
-
-
-# Public names of the jitted helpers that the kernel of the other families (triton_families) shares; its
-# jitted code reaches them as attributes of this module (Triton resolves module attributes at compile time).
-decode, cut, lead, round_value, product_nan, with_specials = _decode, _cut, _lead, _round, _product_nan, _with_specials
-store_output, add_c, zero_pick, products = _store, _add_c, _zero_pick, _products
-# and those of the block-scaled kernel (triton_scaled)
-reduce_max, reduce_min, reduce_sum = _max, _min, _sum
-aligned_sum, fused_value, term_zero_flags, special_flags = _aligned_sum, _fused_value, _term_zero_flags, _special_flags
-# and its fast path (the fast path's lanes, exponent codes, exact scalings and special flags)
-lane, lane_exp, scale, lane_specials = _lane, _lane_exp, _scale, _lane_specials

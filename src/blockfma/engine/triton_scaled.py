@@ -1,4 +1,4 @@
-"""The Triton kernel of the block-scaled models (the scaled-fused family: PTX ``mma.block_scale``,
+"""The Triton block of the block-scaled models (the scaled-fused family: PTX ``mma.block_scale``,
 ``tcgen05.mma.block_scale``) for :mod:`blockfma.engine.triton` (see there, and :mod:`blockfma.engine.scaled`
 for the rule it follows).
 
@@ -20,8 +20,8 @@ with ue4m3 scales) at a last place and an exponent, all integers:
 Then C, the cut at ``2**(e_max - F)``, the exact sum and one rounding as truncated-fused; a NaN scale makes
 the block NaN.  The host (:func:`blockfma.engine.triton.scaled_gemm_tensors`) passes one scale per scale
 block (``sa`` (M, K / SB), ``sb`` (K / SB, N)); the kernel reads product k's as scale ``k // SB`` (the rule
-of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Imported only by that
-module, at first use (Triton reads TRITON_INTERPRET when a kernel is defined).
+of :func:`blockfma.reference.product_scales`), padding products past K as 1.0.  Its entry,
+:func:`scaled_block`, is the block-scaled variant of the one kernel skeleton (:mod:`.triton_gemm`).
 
 The fast path (FAST, where :func:`blockfma.engine.triton.scaled_fast_constants` holds the model: every preset
 of today) computes the same block with one ``BLOCK_M x BLOCK_N`` register tile per lane: e_max from the
@@ -33,16 +33,12 @@ converted to int64 (the conversion is the cut), summed in int64; its bounds are 
 # ruff: noqa
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 
 from . import triton_kernel as tk
 
-__all__ = ["scaled_kernel", "INTERPRETED"]
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+__all__ = ["scaled_block"]
 
 
 @triton.jit
@@ -56,21 +52,20 @@ def _decode_in(x, EMIN: tl.constexpr, P: tl.constexpr):
 
 
 @triton.jit
-def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
-                  F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
-                  A_EMIN: tl.constexpr, A_P: tl.constexpr, B_EMIN: tl.constexpr, B_P: tl.constexpr,
-                  S_EMIN: tl.constexpr, S_P: tl.constexpr, LO: tl.constexpr, C_EMIN: tl.constexpr,
-                  P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-                  SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
-                  NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
+def _scaled_block(a, b, sa, sb, d, lane, B: tl.constexpr):
     """One block-scaled block: a (BM, LP), b (LP, BN) binary32 operands (lanes from L on hold no product),
     their scales sa (BM, T), sb (T, BN) (T = LP term slots of one product, or L / G groups), d (BM, BN) its
     C; the rounded result as float32 (BM, BN)."""
-    na, ma, la, ea, za, nan_a, inf_a = _decode_in(a, A_EMIN, A_P)
-    nb, mb, lb, eb, zb, nan_b, inf_b = _decode_in(b, B_EMIN, B_P)
-    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)
-    _, msa, lsa, esa, zsa, nan_sa, _ = _decode_in(sa, S_EMIN, S_P)
-    _, msb, lsb, esb, zsb, nan_sb, _ = _decode_in(sb, S_EMIN, S_P)
+    L: tl.constexpr = B.L
+    G: tl.constexpr = B.G
+    T: tl.constexpr = B.T
+    EZ: tl.constexpr = B.EZ
+    LO: tl.constexpr = B.LO
+    na, ma, la, ea, za, nan_a, inf_a = _decode_in(a, B.A_EMIN, B.A_P)
+    nb, mb, lb, eb, zb, nan_b, inf_b = _decode_in(b, B.B_EMIN, B.B_P)
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, B.C_EMIN)
+    _, msa, lsa, esa, zsa, nan_sa, _ = _decode_in(sa, B.S_EMIN, B.S_P)
+    _, msb, lsb, esb, zsb, nan_sb, _ = _decode_in(sb, B.S_EMIN, B.S_P)
     pm, pneg, pl, pzero = tk.products(na, ma, la, za, nb, mb, lb, zb)  # (BM, LP, BN)
     # the finite-replaced products' signs (rules.exact_zero: non-finite operands count as +0)
     pneg_f = (na & ~(nan_a | inf_a))[:, :, None] ^ (nb & ~(nan_b | inf_b))[None, :, :]
@@ -83,7 +78,7 @@ def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: t
         te = tl.where(tm == 0, EZ, ea[:, :, None] + eb[None, :, :] + se)
         tneg = pneg_f
         live3 = (lane < L)[None, :, None]
-        if LP != L:
+        if B.LP != L:
             te = tl.where(live3, te, -(1 << 30))
     else:  # one term per group of G products: their exact sum at the unit 2**LO, times the scales
         shifted = tk.cut(pm, LO - pl, False, False)  # a left shift: every product's last place is LO or above
@@ -96,20 +91,20 @@ def _scaled_block(a, b, sa, sb, d, lane, L: tl.constexpr, LP: tl.constexpr, G: t
         te = tl.where(~nonzero | (sm == 0), EZ, se)
         tneg = neg
         live3 = tl.full([1, T, 1], 1, tl.int1)
-    s, unit = tk.aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, EZ, F, FLOOR)
-    v, s, plus = tk.fused_value(s, unit, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
+    s, unit = tk.aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, B)
+    v, s, plus = tk.fused_value(s, unit, B.WRAP, B.R)
     only_zeros = zc
     all_neg = zc
     any_neg = zc
-    if IEEE_ZERO and NEG_ZERO:  # the terms' signs: a product's; a group's - where all its products are
+    if B.IEEE_ZERO and B.R.NEG_ZERO:  # the terms' signs: a product's; a group's - where all its products are
         sc = nc & ~(nan_c | inf_c)
         if G == 0:
             zneg = pneg_f
         else:
             zneg = tk.reduce_min(tl.reshape(pneg_f.to(tl.int32), (a.shape[0], T, G, b.shape[1])), 2) == 1
         only_zeros, all_neg, any_neg = tk.term_zero_flags(tm == 0, zneg, live3, zc, sc)
-    v = tk.zero_pick(v, s, plus, only_zeros, all_neg, any_neg, MODE, IEEE_ZERO, NEG_ZERO)
-    nan, pos, ninf = tk.special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, SPECIALS)
+    v = tk.zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B)
+    nan, pos, ninf = tk.special_flags(nan_a, inf_a, za, nan_b, inf_b, zb, pneg, nc, nan_c, inf_c, B.SPECIALS)
     # a NaN scale makes the block NaN (before every other rule)
     nan_a_scale = tk.reduce_max(nan_sa.to(tl.int32), 1) == 1  # (BM,)
     nan_b_scale = tk.reduce_max(nan_sb.to(tl.int32), 0) == 1  # (BN,)
@@ -169,165 +164,112 @@ def _fast_term(q, f1, f2, FLOOR: tl.constexpr):
 
 
 @triton.jit
-def _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB: tl.constexpr, S_EMIN: tl.constexpr,
-                 S_P: tl.constexpr):
-    """The scales of the unit of lanes from u of the block at k0 (1.0 past K, as the general path pads),
-    decoded: (msa, lsa, esa, nan_sa) (BLOCK_M,) and those of sb (BLOCK_N,)."""
+def _unit_scales(t, k0, u, B: tl.constexpr):
+    """The scales of the unit of lanes from u of the block at k0 of the tile ``t`` (1.0 past K, as the
+    general path pads), decoded: (msa, lsa, esa, nan_sa) (BLOCK_M,) and those of sb (BLOCK_N,)."""
     ks = k0 + u + tl.full([1], 0, tl.int32)
-    live = ks < K
-    si = ks // SB
-    sa = tl.load(sa_rows + si * ssak, mask=live, other=1.0)
-    sb = tl.load(sb_cols + si * ssbk, mask=live, other=1.0)
-    _, msa, lsa, esa, _, nan_sa, _ = _decode_in(sa, S_EMIN, S_P)
-    _, msb, lsb, esb, _, nan_sb, _ = _decode_in(sb, S_EMIN, S_P)
+    live = ks < t.K
+    si = ks // B.SB
+    sa = tl.load(t.sa_rows + si * t.ssak, mask=live, other=1.0)
+    sb = tl.load(t.sb_cols + si * t.ssbk, mask=live, other=1.0)
+    _, msa, lsa, esa, _, nan_sa, _ = _decode_in(sa, B.S_EMIN, B.S_P)
+    _, msb, lsb, esb, _, nan_sb, _ = _decode_in(sb, B.S_EMIN, B.S_P)
     return msa, lsa.to(tl.int32), esa.to(tl.int32), nan_sa, msb, lsb.to(tl.int32), esb.to(tl.int32), nan_sb
 
 
 @triton.jit
-def _fast_scaled_block(a_rows, b_cols, sa_rows, sb_cols, k0, K, sak, sbk, ssak, ssbk, d,
-                       L: tl.constexpr, G: tl.constexpr, U: tl.constexpr, SB: tl.constexpr, F: tl.constexpr,
-                       EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr, A_EMIN: tl.constexpr,
-                       B_EMIN: tl.constexpr, S_EMIN: tl.constexpr, S_P: tl.constexpr, C_EMIN: tl.constexpr,
-                       P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-                       SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
-                       NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """:func:`_scaled_block` on the fast path (see above): a first pass over the block's units and lanes for
-    e_max, a second for the cut terms; the block's rounded result as float32 (BLOCK_M, BLOCK_N)."""
-    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)  # (decoded again after the loops: fewer live registers)
+def _fast_emax(t, k0, d, B: tl.constexpr):
+    """The fast path's first pass over a block's units and lanes: its largest exponent e_max (int32, BM, BN)
+    from the integer codes alone (see above), C's included."""
+    U: tl.constexpr = B.U
+    EZ: tl.constexpr = B.EZ
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, B.C_EMIN)  # (decoded again after the loops: fewer live registers)
     emax = tl.where(zc, EZ, ec.to(tl.int32))
-    for u in range(0, L, U):
-        msa, lsa, esa, _, msb, lsb, esb, _ = _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB, S_EMIN, S_P)
+    for u in range(0, B.L, U):
+        msa, lsa, esa, _, msb, lsb, esb, _ = _unit_scales(t, k0, u, B)
         szero = (msa == 0)[:, None] | (msb == 0)[None, :]  # a zero (or NaN) scale: zero terms
         se = esa[:, None] + esb[None, :]
-        if G == 0:  # a term per product: E(a) + E(b) + E(sa) + E(sb), e_zero where a factor is zero
-            top = tl.full([BLOCK_M, BLOCK_N], -(1 << 21), tl.int32)  # two NONE exponents: no product
-            zrow = tl.full([BLOCK_M], 0, tl.int1)
-            zcol = tl.full([BLOCK_N], 0, tl.int1)
-            for l in range(u, u + U):
-                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
-                ea, za = tk.lane_exp(a, A_EMIN, SPECIALS)
-                eb, zb = tk.lane_exp(b, B_EMIN, SPECIALS)
+        top = tl.full(d.shape, -(1 << 21), tl.int32)  # two NONE exponents: no product
+        zrow = t.rm < 0  # which rows of A / columns of B hold a zero factor in the unit
+        zcol = t.rn < 0
+        nz = top > 0  # where some product of the unit is not zero
+        for l in range(u, u + U):
+            a, b = tk.load_lane(t.a_rows, t.b_cols, t.a_rows, k0, 0, l, t.K, t.sak, t.sbk, False, "", 0.0)
+            ea, za = tk.lane_exp(a, B.A_EMIN, B.SPECIALS)
+            eb, zb = tk.lane_exp(b, B.B_EMIN, B.SPECIALS)
+            if B.G == 0:  # a term per product: E(a) + E(b) + E(sa) + E(sb), e_zero where a factor is zero
                 top = tl.maximum(top, ea[:, None] + eb[None, :])
                 zrow = zrow | za
                 zcol = zcol | zb
+            else:  # a term per group: E(sa) + E(sb) where some product of the group is not zero
+                nz = nz | (~za[:, None] & ~zb[None, :])
+        if B.G == 0:
             te = tl.where(szero, EZ, top - 254 + se)
             te = tl.where(zrow[:, None] | zcol[None, :], tl.maximum(te, EZ), te)
-        else:  # a term per group: E(sa) + E(sb) where some product of the group is not zero
-            nz = tl.full([BLOCK_M, BLOCK_N], 0, tl.int1)
-            for l in range(u, u + U):
-                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, "", 0.0)
-                ea, za = tk.lane_exp(a, A_EMIN, SPECIALS)
-                eb, zb = tk.lane_exp(b, B_EMIN, SPECIALS)
-                nz = nz | (~za[:, None] & ~zb[None, :])
+        else:
             te = tl.where(nz & ~szero, se, EZ)
         emax = tl.maximum(emax, te)
-    unit = emax - F
-    nan = tl.full([BLOCK_M, BLOCK_N], 0, tl.int1)  # the products' special flags, and NaN scales by row and column
+    return emax
+
+
+@triton.jit
+def _fast_scaled_block(t, k0, d, B: tl.constexpr):
+    """:func:`_scaled_block` on the fast path (see above): a first pass for e_max (:func:`_fast_emax`), a
+    second for the cut terms; the block's rounded result as float32 (BLOCK_M, BLOCK_N)."""
+    U: tl.constexpr = B.U
+    FLOOR: tl.constexpr = B.FLOOR
+    unit = _fast_emax(t, k0, d, B) - B.F
+    nan = unit < unit  # the products' special flags, and NaN scales by row and column
     pos = nan
     ninf = nan
-    nrow = tl.full([BLOCK_M], 0, tl.int1)
-    ncol = tl.full([BLOCK_N], 0, tl.int1)
-    s = tl.full([BLOCK_M, BLOCK_N], 0, tl.int64)
-    for u in range(0, L, U):
-        msa, lsa, esa, nsa, msb, lsb, esb, nsb = _unit_scales(sa_rows, sb_cols, k0, u, K, ssak, ssbk, SB, S_EMIN,
-                                                              S_P)
+    nrow = t.rm < 0
+    ncol = t.rn < 0
+    s = tl.full(d.shape, 0, tl.int64)
+    for u in range(0, B.L, U):
+        msa, lsa, esa, nsa, msb, lsb, esb, nsb = _unit_scales(t, k0, u, B)
         nrow = nrow | nsa
         ncol = ncol | nsb
         k = tl.minimum(tl.maximum(lsa[:, None] + lsb[None, :] - unit, -252), 200)
         k1 = k >> 1
-        f1 = (msa[:, None] * msb[None, :]).to(tl.float32) * tk.scale(k1)
-        f2 = tk.scale(k - k1)
-        if G == 0:
-            for l in range(u, u + U):
-                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
-                if SPECIALS:
-                    a, b, nan, pos, ninf = tk.lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+        f1 = (msa[:, None] * msb[None, :]).to(tl.float32) * tk.scale32(k1)
+        f2 = tk.scale32(k - k1)
+        q = tl.full(d.shape, 0.0, tl.float32)
+        for l in range(u, u + U):
+            a, b = tk.load_lane(t.a_rows, t.b_cols, t.a_rows, k0, 0, l, t.K, t.sak, t.sbk, False, ".ca", 0.0)
+            if B.SPECIALS:
+                a, b, nan, pos, ninf = tk.lane_specials(a, b, B.A_EMIN, B.B_EMIN, nan, pos, ninf)
+            if B.G == 0:
                 s = s + _fast_term(a[:, None] * b[None, :], f1, f2, FLOOR)
-        else:
-            q = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
-            for l in range(u, u + U):
-                a, b = tk.lane(a_rows, b_cols, a_rows, k0, 0, l, K, sak, sbk, False, ".ca", 0.0)
-                if SPECIALS:
-                    a, b, nan, pos, ninf = tk.lane_specials(a, b, A_EMIN, B_EMIN, nan, pos, ninf)
+            else:
                 q = q + a[:, None] * b[None, :]
+        if B.G != 0:
             s = s + _fast_term(q, f1, f2, FLOOR)
     unit64 = unit.to(tl.int64)
-    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, C_EMIN)
+    nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(d, B.C_EMIN)
     cneg_f = nc & ~zc
     tc = tk.cut(mc, unit64 - lc, cneg_f, FLOOR)
     s = s + tl.where(cneg_f, -tc, tc)
-    v, s, plus = tk.fused_value(s, unit64, WRAP, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG)
-    v = tk.zero_pick(v, s, plus, zc, zc, zc, MODE, IEEE_ZERO, NEG_ZERO)  # (never IEEE_ZERO and NEG_ZERO here)
+    v, s, plus = tk.fused_value(s, unit64, B.WRAP, B.R)
+    v = tk.zero_pick(v, s, plus, zc, zc, zc, B)  # (never IEEE_ZERO and NEG_ZERO here)
     nan = nan | nan_c | nrow[:, None] | ncol[None, :]
     return tk.with_specials(v, plus, nan, pos | (inf_c & ~nc), ninf | (inf_c & nc))
 
 
 @triton.jit
-def _general_block(a_ptr, b_ptr, sa_ptr, sb_ptr, rm, rn, lane, slot, M, N, K, k0, sam, sak, sbk, sbn, ssam, ssak,
-                   ssbk, ssbn, d, L: tl.constexpr, LP: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
-                   SB: tl.constexpr, F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
-                   A_EMIN: tl.constexpr, A_P: tl.constexpr, B_EMIN: tl.constexpr, B_P: tl.constexpr,
-                   S_EMIN: tl.constexpr, S_P: tl.constexpr, LO: tl.constexpr, C_EMIN: tl.constexpr,
-                   P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-                   SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
-                   NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr):
-    """The block at k0 on the general path: its operands and scales loaded whole, :func:`_scaled_block`."""
-    GS: tl.constexpr = 1 if G == 0 else G  # products per term slot
-    kk = k0 + lane
-    live = (kk < K) & (lane < L)  # products past K are the plan's +0 padding
-    a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & live[None, :], other=0.0)
-    b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=live[:, None] & (rn[None, :] < N), other=0.0)
-    ks = k0 + slot * GS  # the first product of each term slot takes the slot's scales
-    slive = (ks < K) & (slot * GS < L)
-    si = ks // SB
-    sa = tl.load(sa_ptr + rm[:, None] * ssam + si[None, :] * ssak, mask=(rm[:, None] < M) & slive[None, :],
-                 other=1.0)
-    sb = tl.load(sb_ptr + si[:, None] * ssbk + rn[None, :] * ssbn, mask=slive[:, None] & (rn[None, :] < N),
-                 other=1.0)
-    return _scaled_block(a, b, sa, sb, d, lane, L, LP, G, T, F, EZ, FLOOR, WRAP, A_EMIN, A_P, B_EMIN, B_P,
-                        S_EMIN, S_P, LO, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
-                        NEG_ZERO, IEEE_ZERO, SPECIALS)
-
-
-@triton.jit(do_not_specialize=["M", "N", "K", "KP"])  # one compilation per model, not per shape
-def scaled_kernel(a_ptr, b_ptr, c_ptr, d_ptr, sa_ptr, sb_ptr, M, N, K, KP, sam, sak, sbk, sbn, scm, scn, sdm, sdn,
-                  ssam, ssak, ssbk, ssbn,
-                  L: tl.constexpr, LP: tl.constexpr, G: tl.constexpr, T: tl.constexpr, SB: tl.constexpr,
-                  F: tl.constexpr, EZ: tl.constexpr, FLOOR: tl.constexpr, WRAP: tl.constexpr,
-                  A_EMIN: tl.constexpr, A_P: tl.constexpr, B_EMIN: tl.constexpr, B_P: tl.constexpr,
-                  S_EMIN: tl.constexpr, S_P: tl.constexpr, LO: tl.constexpr, C_EMIN: tl.constexpr,
-                  P: tl.constexpr, EMIN: tl.constexpr, FMAX: tl.constexpr, MODE: tl.constexpr,
-                  SUBNORMALS: tl.constexpr, OVER_POS: tl.constexpr, OVER_NEG: tl.constexpr,
-                  NEG_ZERO: tl.constexpr, IEEE_ZERO: tl.constexpr, SPECIALS: tl.constexpr, STORE: tl.constexpr,
-                  OUT_P: tl.constexpr, OUT_EMIN: tl.constexpr, OUT_FMAX: tl.constexpr,
-                  OUT_SUBNORMALS: tl.constexpr, OUT_OVER: tl.constexpr, OUT_NEG_ZERO: tl.constexpr,
-                  FAST: tl.constexpr, U: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """D = A @ B + C by blocks of L products over K (KP = K padded to whole blocks), C fused into every
-    block (the block's result is the next block's C), stored into the output format where the model
-    accumulates in a wider one (STORE); a (M, K), b (K, N), their scales sa (M, K / SB), sb (K / SB, N)."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    lane = tl.arange(0, LP)
-    slot = tl.arange(0, T)
-    out_mask = (rm[:, None] < M) & (rn[None, :] < N)
-    d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
-    rmc = tl.minimum(rm, M - 1)  # the fast path's rows and columns past M and N repeat the last (not stored)
-    rnc = tl.minimum(rn, N - 1)
-    for k0 in range(0, KP, L):
-        if FAST:
-            acc = _fast_scaled_block(a_ptr + rmc * sam, b_ptr + rnc * sbn, sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn,
-                                     k0, K, sak, sbk, ssak, ssbk, d, L, G, U, SB, F, EZ, FLOOR, WRAP, A_EMIN, B_EMIN,
-                                     S_EMIN, S_P, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
-                                     NEG_ZERO, IEEE_ZERO, SPECIALS, BLOCK_M, BLOCK_N)
-        else:
-            acc = _general_block(a_ptr, b_ptr, sa_ptr, sb_ptr, rm, rn, lane, slot, M, N, K, k0, sam, sak, sbk, sbn,
-                                 ssam, ssak, ssbk, ssbn, d, L, LP, G, T, SB, F, EZ, FLOOR, WRAP, A_EMIN, A_P, B_EMIN,
-                                 B_P, S_EMIN, S_P, LO, C_EMIN, P, EMIN, FMAX, MODE, SUBNORMALS, OVER_POS, OVER_NEG,
-                                 NEG_ZERO, IEEE_ZERO, SPECIALS)
-        if STORE:
-            acc = tk.store_output(acc, OUT_P, OUT_EMIN, OUT_FMAX, OUT_SUBNORMALS, OUT_OVER, OUT_NEG_ZERO)
-        d = acc
-    tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)
+def scaled_block(t, k0, j, d, B: tl.constexpr):
+    """The block-scaled block at k0 + j of the tile ``t`` with C ``d``: on the fast path (FAST) or the general
+    one (its operands and scales loaded whole, :func:`_scaled_block`); float32 (BM, BN)."""
+    if B.FAST:
+        return _fast_scaled_block(t, k0 + j, d, B)
+    else:
+        GS: tl.constexpr = 1 if B.G == 0 else B.G  # products per term slot
+        a, b = tk.load_block(t, k0, j, B)
+        slot = tl.arange(0, B.T)
+        ks = k0 + j + slot * GS  # the first product of each term slot takes the slot's scales
+        slive = (ks < t.K) & (slot * GS < B.L)
+        si = ks // B.SB
+        sa = tl.load(t.sa_ptr + t.rm[:, None] * t.ssam + si[None, :] * t.ssak,
+                     mask=(t.rm[:, None] < t.M) & slive[None, :], other=1.0)
+        sb = tl.load(t.sb_ptr + si[:, None] * t.ssbk + t.rn[None, :] * t.ssbn,
+                     mask=slive[:, None] & (t.rn[None, :] < t.N), other=1.0)
+        return _scaled_block(a, b, sa, sb, d, t.lane, B)
