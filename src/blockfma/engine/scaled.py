@@ -201,13 +201,15 @@ def runs_groups(p: Plan, *arrays: np.ndarray) -> bool:
             and all(np.isfinite(x).all() for x in arrays))
 
 
-def per_product(s: np.ndarray, block_size: int, padded: int) -> np.ndarray:
-    """Scales (..., k / block_size) repeated to one per product along K and padded with 1.0 (the padding
-    products' scale, as the reference pads) to ``padded``."""
-    out = np.repeat(s, block_size, axis=-1)
-    short = padded - out.shape[-1]
+def per_product(s: np.ndarray, block_size: int, padded: int, axis: int = -1) -> np.ndarray:
+    """Scales (k / block_size along ``axis``, K's axis) repeated to one per product along K and padded with
+    1.0 (the padding products' scale, as the reference pads) to ``padded``."""
+    out = np.repeat(s, block_size, axis=axis)
+    short = padded - out.shape[axis]
     if short > 0:
-        out = np.concatenate([out, np.ones(out.shape[:-1] + (short,))], axis=-1)
+        pad = list(out.shape)
+        pad[axis] = short
+        out = np.concatenate([out, np.ones(pad)], axis=axis)
     return out
 
 

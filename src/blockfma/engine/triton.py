@@ -93,7 +93,7 @@ from . import array, rules
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
            "scaled_fast_constants",
-           "gpu_visible", "trial_inputs", "verified"]
+           "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # run by triton_families
 FAMILY_CODES = {f: i for i, f in enumerate(STEP_FAMILIES)}  # family_kernel's FAMILY constexpr
@@ -544,17 +544,17 @@ def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, o
                           "blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
 
 
-def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
+def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
          block_n: int | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
-    checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).
+    """float64 D (m, n) = A (m, k) @ B (k, n) + C under ``model``, by the Triton kernel; values already
+    checked, flushed and in the model's formats (as the engine registry hands them over).
     A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
     _torch()  # torch installed (or its install hint) before anything else
     constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
-    check_fits(A.shape[0], A.shape[1], Bt.shape[0], dev, **GEMM_BYTES)
-    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-    a, b, c = (_on_device(x, dev) for x in (A, Bt.T, C))  # B as (k, n)
+    check_fits(A.shape[0], A.shape[1], B.shape[1], dev, **GEMM_BYTES)
+    specials = not (np.isfinite(A).all() and np.isfinite(B).all())
+    a, b, c = (_on_device(x, dev) for x in (A, B, C))
     d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
     return d.cpu().numpy().astype(np.float64)
 
@@ -622,11 +622,11 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     return d
 
 
-def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray, *,
+def scaled_gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray, *,
                 block_m: int | None = None, block_n: int | None = None, fast: bool | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ Bt.T + C of a block-scaled ``model``, by its Triton kernel, with the
-    scales of A (m, k / scale_block) and of B transposed (n, k / scale_block); values already checked and in
-    the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).  The scales go to the device
+    """float64 D (m, n) = A (m, k) @ B (k, n) + C of a block-scaled ``model``, by its Triton kernel, with the
+    scales of A (m, k / scale_block) and of B (k / scale_block, n); values already checked and in the
+    model's formats (as the engine registry hands them over).  The scales go to the device
     one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
     product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.  A GEMM that cannot fit
     the device is refused first."""
@@ -634,15 +634,11 @@ def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: 
     const = constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
     m, k = A.shape
-    check_fits(m, k + k // const["SB"], Bt.shape[0], dev, what="A, B and their scales, C and D in float32")
-    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, Bt.T, C, SA, SBt.T))
+    check_fits(m, k + k // const["SB"], B.shape[1], dev, what="A, B and their scales, C and D in float32")
+    specials = not (np.isfinite(A).all() and np.isfinite(B).all())
+    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, B, C, SA, SB))
     d = scaled_gemm_tensors(model, a, b, c, sa, sb, specials=specials, block_m=block_m, block_n=block_n, fast=fast)
     return d.cpu().numpy().astype(np.float64)
-
-
-# --- backend="auto": the compiled kernel, once it has shown the CPU engine's bits on this GPU -----------------
-_VERIFIED: dict[Model, bool] = {}  # arithmetic model -> whether the kernel gave the numpy engine's bits here
 
 
 def gpu_visible() -> bool:
@@ -651,62 +647,3 @@ def gpu_visible() -> bool:
     if interpreting() or not (optional.available("triton") and optional.available("torch")):
         return False
     return bool(_torch().cuda.is_available())
-
-
-def trial_inputs(model: Model, m: int = 40, k: int | None = None, n: int = 24,
-                 seed: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A, B, C for a trial of ``model``: values of its formats over a wide exponent range with zeros of both
-    signs, subnormals, infinities and NaN (where the formats have them) at a few per cent, k spanning two
-    of the model's steps and a partial third (the plan's padding)."""
-    m_ = model.arithmetic_model()
-    if k is None:
-        k = 2 * m_.step(m_.block_width or 1) + 3
-    rng = np.random.default_rng(seed)
-
-    def values(fmt: Any, shape: tuple[int, int]) -> np.ndarray:
-        x = rng.standard_normal(shape) * np.exp2(rng.integers(-14, 14, shape))
-        r = rng.random(shape)
-        x = np.where(r < 0.08, x * fmt.smallest_normal * 2.0**-4, x)  # subnormals, or flushed later
-        x = np.array(_formats.round(fmt, x, "rne"))
-        x[(r > 0.10) & (r < 0.15)] = 0.0
-        if fmt.has_negative_zero:
-            x[(r > 0.15) & (r < 0.18)] = -0.0
-        if fmt.has_infinities:
-            x[(r > 0.18) & (r < 0.19)] = np.inf
-            x[(r > 0.19) & (r < 0.20)] = -np.inf
-        x[(r > 0.20) & (r < 0.21)] = np.nan  # every format has a NaN (ieee, fn, fnuz)
-        return x
-
-    return (values(model.input_format, (m, k)), values(model.b_format, (k, n)), values(model.c_format, (m, n)))
-
-
-def verified(model: Model) -> bool:
-    """Whether the kernel gives the numpy engine's bits for ``model`` on this machine: tried once per model
-    and process on :func:`trial_inputs` (about 0.1 s after the compilation).  A difference is reported once
-    (RuntimeWarning with the first differing output) and the model then stays on the CPU engines; so a
-    GPU or Triton version on which the kernel is wrong costs speed, never bits."""
-    if model in _VERIFIED:
-        return _VERIFIED[model]
-    import warnings
-
-    from .api import gemm as api_gemm
-
-    A, B, C = trial_inputs(model)
-    try:
-        got = _formats.bits(api_gemm(A, B, C, model=model, backend="triton"))
-    except Exception as exc:  # a kernel that does not compile or launch on this GPU
-        warnings.warn(f"backend='auto': the Triton kernel failed for {model.summary()} on this GPU "
-                      f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); the CPU engines run "
-                      "it", RuntimeWarning, stacklevel=3)
-        _VERIFIED[model] = False
-        return False
-    want = _formats.bits(api_gemm(A, B, C, model=model, backend="numpy"))
-    bad = np.argwhere(got != want)
-    if bad.size:
-        i, j = (int(t) for t in bad[0])
-        warnings.warn(f"backend='auto': the Triton kernel differs from the exact engines for {model.summary()} on "
-                      f"this GPU ({len(bad)} of {got.size} trial outputs, first D[{i}, {j}]: bits {int(got[i, j]):#x} "
-                      f"instead of {int(want[i, j]):#x}); the CPU engines run it; please report this with "
-                      "blockfma's and Triton's versions", RuntimeWarning, stacklevel=3)
-    _VERIFIED[model] = not bad.size
-    return _VERIFIED[model]
