@@ -87,7 +87,7 @@ from ..arguments import ArgumentError, Shown, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
-from ..plan import Plan, plan
+from ..plan import Plan, plan, schedule
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
@@ -140,10 +140,9 @@ def unsupported_reason(model: Model) -> str | None:
     L = m.block_width
     if L is None or L > 256:
         return "it needs blocks of at most 256 products"
-    p = plan(m, 2 * m.step(L))
-    if not (array.supports(p.block) and array.supports(p.first)):
+    block = schedule(m).block
+    if not (array.supports(block) and array.supports(schedule(m).first)):
         return "its products, C and result must lie within binary32 and the block sums below 2**53"
-    block = p.block
     if m.nan is NaNStyle.PROPAGATE:
         return "it does not carry NaN payloads (nan='propagate')"
     if max(m.input_format.precision, m.b_format.precision, block.result_format.precision) > 24:
