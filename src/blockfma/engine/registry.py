@@ -273,7 +273,7 @@ class Torch(Engine):
         from . import gpu
 
         if not optional.available("torch"):
-            gpu._torch()  # the install hint, as ImportError
+            gpu.torch_device(self.name)  # raises the install hint, as ImportError
         if p.model.block_scaled:
             return ValueError(f"the GPU engine does not run {p.model.summary()}: it lies beyond the block-scaled "
                               "engines' exact float64 bounds; backend='auto' runs it in the exact reference")
