@@ -125,3 +125,23 @@ def test_check_asks_the_registry():
         assert "numba (no compiled kernel for this model)" in c.skipped
     with pytest.raises(bf.arguments.ArgumentError, match="triton does not run this model here: it runs bf.gemm only"):
         bf.check(H100, rows=2, backends=("triton",))
+
+
+def test_tensors_are_taken_where_they_lie_or_left_to_the_host(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    a, b, c = torch.ones((2, 4)), torch.ones((4, 3)), torch.zeros((2, 3))
+    ops, p = Operands.matrix(a, b, c), plan(H100, 4)
+    assert ops.device == "cpu" and Operands.matrix(a.numpy(), b.numpy(), c.numpy()).device is None
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert choose(p, ops) is None and choose(p, ops, "triton") is None and choose(p, ops, "numpy") is None
+    assert explain(p, ops).lines == ("triton: does not run it: it runs CPU tensors under Triton's interpreter only "
+                                     "(TRITON_INTERPRET=1)", "numba: does not run it: runs on host arrays only",
+                                     "cuda: does not run it: runs on host arrays only",
+                                     "torch: does not run it: runs on host arrays only",
+                                     "numpy: does not run it: runs on host arrays only",
+                                     "reference: does not run it: runs on host arrays only")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert choose(p, ops) is None  # auto leaves CPU tensors to the host: the interpreter is slow
+    assert choose(p, ops, "triton").name == "triton"
+    assert choose(plan(AMX, 4), ops, "triton") is None  # refused where they lie: the host path says why

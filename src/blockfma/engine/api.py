@@ -302,6 +302,7 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
     """The call run by the engine :func:`registry.choose` picks (the numpy engine where the compiled kernels
     meet inputs they do not run after all), recorded for :func:`last_backend`, in the output format."""
     engine = registry.choose(p, ops, backend)
+    assert engine is not None  # numpy operands: the reference runs every call
     D = engine.run(p, ops, progress)
     if D is None:  # the compiled kernels met a value they do not run
         if backend == "numba":

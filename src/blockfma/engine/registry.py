@@ -79,6 +79,12 @@ class Operands:
         return self.sa is not None
 
     @property
+    def device(self) -> str | None:
+        """Where the operands lie: None for numpy arrays (the host), else the tensors' device type
+        (``"cuda"``, ``"cpu"``)."""
+        return None if isinstance(self.a, np.ndarray) else str(self.a.device.type)
+
+    @property
     def shape(self) -> tuple[int, int, int, int]:
         """(batch, m, k, n)."""
         batch, m, k = self.a.shape
@@ -103,6 +109,7 @@ class Engine:
 
     name: str = ""
     fallback: str | None = None  # asked for by name but refused: the engine that runs the call instead
+    tensors: bool = False  # runs operands that are torch tensors where they lie (else: numpy arrays only)
 
     def supports(self, p: Plan, ops: Operands | None) -> str | None:
         return None
@@ -297,16 +304,22 @@ class Triton(Engine):
     """Our Triton kernels (:mod:`.triton`): gemm only; auto takes them for large gemms on a visible CUDA GPU
     once :func:`verified`."""
 
-    name = "triton"
+    name, tensors = "triton", True
 
     def supports(self, p: Plan, ops: Operands | None) -> str | None:
         if ops is None or not ops.gemm:
             return "it runs bf.gemm only (its kernel tiles a matrix product)"
         from . import triton
 
+        if ops.device is not None and not optional.available("triton"):
+            return "triton is not installed"
+        if ops.device == "cpu" and not triton.interpreting():
+            return "it runs CPU tensors under Triton's interpreter only (TRITON_INTERPRET=1)"
         return triton.unsupported_reason(p.model)
 
     def auto(self, p: Plan, ops: Operands) -> str | None:
+        if ops.device is not None:  # tensors where they lie: CUDA ones always, the interpreter when asked for
+            return "CPU tensors go to Triton's interpreter only when asked for by name" if ops.device == "cpu" else None
         if p.model.block_scaled:
             return "block-scaled calls go to the Triton kernel only when asked for by name"
         if ops.work < GPU_MIN_WORK:
@@ -376,11 +389,20 @@ def engine(name: str) -> Engine:
 
 def _verdicts(p: Plan, ops: Operands, backend: str) -> Iterator[tuple[Engine, str, bool]]:
     """(engine, what it did with the call, whether it runs it) for each engine, the one taken first among
-    them; a refused named backend raises its error (after a fallback engine, where it has one)."""
+    them; a refused named backend raises its error (after a fallback engine, where it has one).  Tensor
+    operands: only the engines that take tensors are asked; none may take them (the caller then brings
+    them to the host)."""
+    on_host = ops is None or ops.device is None
     if backend != "auto":
         named = engine(backend)
+        if not (on_host or named.tensors):
+            yield named, "runs on host arrays only", False
+            return
         why = named.supports(p, ops)
         taker = named if why is None else (engine(named.fallback) if named.fallback else None)
+        if taker is None and not on_host:  # tensors: the caller brings them to the host, where it is refused
+            yield named, f"does not run them where they lie: {why}", False
+            return
         if taker is None:
             raise named.refusal(p, ops, why or "")
         if why is not None:
@@ -392,7 +414,7 @@ def _verdicts(p: Plan, ops: Operands, backend: str) -> Iterator[tuple[Engine, st
         return
     chosen: Engine | None = None
     for e in ENGINES:
-        why = e.supports(p, ops)
+        why = e.supports(p, ops) if on_host or e.tensors else "runs on host arrays only"
         if why is not None:
             yield e, f"does not run it: {why}", False
         elif chosen is not None:
@@ -404,21 +426,19 @@ def _verdicts(p: Plan, ops: Operands, backend: str) -> Iterator[tuple[Engine, st
             yield e, "runs it", True
 
 
-def choose(p: Plan, ops: Operands, backend: str = "auto") -> Engine:
+def choose(p: Plan, ops: Operands, backend: str = "auto") -> Engine | None:
     """The engine that runs this call: ``backend`` by name (its refusal raised, or its fallback taken), or
-    the first engine of :data:`ENGINES` that runs it and that auto takes."""
-    for e, _, taken in _verdicts(p, ops, backend):
-        if taken:
-            return e
-    raise AssertionError("the reference runs every call")  # pragma: no cover
+    the first engine of :data:`ENGINES` that runs it and that auto takes.  None only for torch tensors
+    that no engine takes where they lie (the torch front then computes on the host)."""
+    return next((e for e, _, taken in _verdicts(p, ops, backend) if taken), None)
 
 
 @dataclass(frozen=True)
 class Explanation:
-    """What each engine did with one call: ``chosen`` (the engine that runs it) and ``lines``, one
-    ``"name: verdict"`` per engine in :data:`ENGINES`' order."""
+    """What each engine did with one call: ``chosen`` (the engine that runs it; None: tensors no engine
+    takes where they lie) and ``lines``, one ``"name: verdict"`` per engine asked, in :data:`ENGINES`' order."""
 
-    chosen: str
+    chosen: str | None
     lines: tuple[str, ...]
 
     def line(self, name: str) -> str:
@@ -433,7 +453,7 @@ def explain(p: Plan, ops: Operands, backend: str = "auto") -> Explanation:
     """For each engine, why it was taken or refused for this call (see :func:`choose`)."""
     order = {e.name: i for i, e in enumerate(ENGINES)}
     rows = sorted(_verdicts(p, ops, backend), key=lambda row: order.get(row[0].name, len(order)))
-    chosen = next(e.name for e, _, taken in rows if taken)
+    chosen = next((e.name for e, _, taken in rows if taken), None)
     return Explanation(chosen, tuple(f"{e.name}: {text}" for e, text, _ in rows))
 
 
