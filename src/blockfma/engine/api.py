@@ -424,6 +424,19 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
+    call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b)
+    if isinstance(call, np.ndarray):  # no products to sum
+        return call
+    p, ops = call
+    _, m, k, n = ops.shape
+    report = _Progress(progress, ops.work, f"gemm {mdl.summary()} {m}x{k}x{n}")
+    return _execute(p, ops, backend, report if report.on else None)
+
+
+def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: bool, c_format: Any, scale_a: Any,
+               scale_b: Any) -> tuple[Plan, Operands] | np.ndarray:
+    """The plan and the checked operands of a gemm, B and its scales as the caller lays them, (k, n); or,
+    for a call without products to sum (k, m or n zero), D itself."""
     A_, B_, C_ = _gemm_operands(mdl, A, B, C, c_format)
     (m, k), n = A_.shape, B_.shape[1]
     if k == 0:  # no products: D is C as given
@@ -435,9 +448,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if m == 0 or n == 0:
         _ran("numpy")
         return finish(mdl, np.array(C_, dtype=np.float64))
-    report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
-    ops = Operands.matrix(A_, Bt.T, C_, *scales)
-    return _execute(plan(mdl, k), ops, backend, report if report.on else None)
+    return plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales)
 
 
 def _gemm_operands(model: Model, A: Any, B: Any, C: Any, c_format: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -479,8 +490,7 @@ def explain(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: 
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
-    A_, B_, C_ = _gemm_operands(mdl, A, B, C, c_format)
-    (m, k), n = A_.shape, B_.shape[1]
-    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, names="ABC", b_transposed=True, given=(A, B, C))
-    scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), True) or (None, None)
-    return registry.explain(plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales), backend)
+    call = _gemm_call(mdl, A, B, C, round_inputs, True, c_format, scale_a, scale_b)
+    if isinstance(call, np.ndarray):
+        return Explanation("numpy", ("numpy: runs it (no products to sum: D is C)",))
+    return registry.explain(*call, backend)

@@ -8,8 +8,8 @@ in words for the user) and ``run(plan, operands, progress)`` (float64 D, before
 
 :data:`ENGINES` lists them in auto's order of preference; :func:`choose` walks it (or looks the named
 backend up) and :func:`explain` says, for one call, what each engine did.  ``dot``, ``gemm`` and
-``check`` ask here; nothing else picks an engine.  Adding an engine: a module defining its :class:`Engine`,
-and one line in :data:`ENGINES`.
+``check`` ask here; nothing else picks an engine.  Adding an engine: a module defining its
+:class:`~.base.Engine` (the built-in ones below adapt the engines' modules), and one line in :data:`ENGINES`.
 
 The auto policy: the Triton kernel for a gemm of :data:`GPU_MIN_WORK` products or more on a visible CUDA
 GPU, once it has given the exact engines' bits for the model there (:func:`verified`); else numba where it
@@ -21,9 +21,8 @@ calls go to a GPU only when asked for by name.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -32,98 +31,14 @@ from .. import formats as _formats, optional
 from ..model import Model
 from ..plan import Plan, plan as make_plan, run as run_plan
 from . import rules
+from .base import Engine, Operands, Progress
 from .kernels import Blocks, flush_operands
 
-__all__ = ["Engine", "Operands", "Explanation", "ENGINES", "GPU_MIN_WORK", "choose", "explain", "engine",
+__all__ = ["Engine", "Operands", "Progress", "Explanation", "ENGINES", "GPU_MIN_WORK", "choose", "explain", "engine",
            "finish", "verified", "trial_inputs"]
 
 GPU_MIN_WORK = 1 << 24  # products below which backend="auto" never moves a call to the GPU (launch costs)
 TILE = 1 << 21  # products per numpy tile (rows x n x L), bounding the memory of one step
-Progress = Callable[[float], None] | None
-
-
-def _all_finite(x: Any) -> bool:
-    return bool(x.isfinite().all()) if hasattr(x, "isfinite") else bool(np.isfinite(x).all())
-
-
-@dataclass(frozen=True, eq=False)
-class Operands:
-    """The values of one call, checked, flushed and in the model's formats, as a batch of matrix products:
-    ``a`` (batch, m, k), ``b`` (batch, k, n), ``c`` (batch, m, n); a block-scaled call's scales, one per
-    scale block along K, ``sa`` (batch, m, k / scale_block), ``sb`` (batch, k / scale_block, n).  A ``dot``
-    is ``rows`` products of m = n = 1 (:meth:`rows`); a ``gemm`` one product (``gemm=True``, batch 1).
-    float64 numpy arrays here; torch tensors of one device for the torch front (:func:`_all_finite` reads
-    either)."""
-
-    a: Any
-    b: Any
-    c: Any
-    sa: Any = None
-    sb: Any = None
-    gemm: bool = False
-
-    @classmethod
-    def rows(cls, a: Any, b: Any, c: Any, sa: Any = None, sb: Any = None) -> Operands:
-        """The operands of a dot: a, b (rows, k), c (rows,), scales (rows, k / scale_block)."""
-        return cls(a[:, None, :], b[:, :, None], c[:, None, None], None if sa is None else sa[:, None, :],
-                   None if sb is None else sb[:, :, None])
-
-    @classmethod
-    def matrix(cls, a: Any, b: Any, c: Any, sa: Any = None, sb: Any = None) -> Operands:
-        """The operands of a gemm: a (m, k), b (k, n), c (m, n), scales (m, k / block) and (k / block, n)."""
-        return cls(a[None], b[None], c[None], None if sa is None else sa[None], None if sb is None else sb[None],
-                   gemm=True)
-
-    @property
-    def scaled(self) -> bool:
-        return self.sa is not None
-
-    @property
-    def device(self) -> str | None:
-        """Where the operands lie: None for numpy arrays (the host), else the tensors' device type
-        (``"cuda"``, ``"cpu"``)."""
-        return None if isinstance(self.a, np.ndarray) else str(self.a.device.type)
-
-    @property
-    def shape(self) -> tuple[int, int, int, int]:
-        """(batch, m, k, n)."""
-        batch, m, k = self.a.shape
-        return batch, m, k, self.b.shape[2]
-
-    @property
-    def work(self) -> int:
-        """Products in the call."""
-        batch, m, k, n = self.shape
-        return batch * m * k * n
-
-    @cached_property
-    def finite(self) -> bool:
-        """A, B and C hold no NaN or infinity (the scales may be NaN)."""
-        return all(_all_finite(x) for x in (self.a, self.b, self.c))
-
-
-class Engine:
-    """An engine: ``name``, what it runs (:meth:`supports`), how auto sees it (:meth:`auto`), and
-    :meth:`run`.  ``operands=None`` asks about the model alone (a dot whose values are not known yet:
-    :func:`blockfma.check`)."""
-
-    name: str = ""
-    fallback: str | None = None  # asked for by name but refused: the engine that runs the call instead
-    tensors: bool = False  # runs operands that are torch tensors where they lie (else: numpy arrays only)
-
-    def supports(self, p: Plan, ops: Operands | None) -> str | None:
-        return None
-
-    def auto(self, p: Plan, ops: Operands) -> str | None:
-        return None
-
-    def refusal(self, p: Plan, ops: Operands | None, why: str) -> Exception:
-        """The error for ``backend=name`` on a call this engine does not run."""
-        return ValueError(f"backend={self.name!r} does not run {p.model.summary()}: {why}; backend='auto' runs it")
-
-    def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray | None:
-        """float64 D (batch, m, n), or None where these inputs need the numpy engine after all."""
-        raise NotImplementedError
 
 
 def _scaled_in_bounds(p: Plan) -> bool:

@@ -35,12 +35,7 @@ from . import array, rules
 from .kernels import Blocks
 
 __all__ = ["supports", "lowest_bit", "fold", "group_sums", "group_sums_matmul", "group_terms",
-           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product", "SCALED_BACKENDS"]
-
-#: the backends that run a block-scaled call in an engine (the others are refused by name; "torch" and "cuda"
-#: run this module's block on torch tensors, "triton" the kernel of :mod:`.triton_scaled`, gemm only)
-SCALED_BACKENDS = ("auto", "numpy", "numba", "triton")
-
+           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product"]
 
 def lowest_bit(fmt: Format) -> int:
     """The exponent of the last place of the smallest nonzero value of ``fmt``."""
