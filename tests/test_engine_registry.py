@@ -69,7 +69,8 @@ def test_auto_passes_over_what_it_does_not_take():
     scaled = gemm_ops(k=64, scaled=True)
     assert engine("triton").auto(plan(SCALED, 64), scaled) == \
         "block-scaled calls go to the Triton kernel only when asked for by name"
-    assert engine("cuda").auto(plan(SCALED, 64), scaled) == "block-scaled calls go to the GPU only when asked for by name"
+    assert engine("cuda").auto(plan(SCALED, 64), scaled) == \
+        "block-scaled calls go to the GPU only when asked for by name"
 
 
 def test_choose_follows_the_auto_policy_and_names_refusals():

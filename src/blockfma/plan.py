@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -148,19 +148,36 @@ def first_block_model(model: Model) -> Model:
 
 @dataclass(frozen=True)
 class Schedule:
-    """What a model does over any K (see the module docstring), made once per model by :func:`schedule`:
-    ``model`` the datapath's (:meth:`Model.arithmetic_model`), ``block`` and ``first`` the models of its
-    blocks (:func:`block_model`, :func:`first_block_model`; ``first is block`` where they agree),
-    ``step_width`` (None: the whole dot product is one step), ``block_width`` (None: a step is one block),
-    ``c_fused`` and ``store`` as in :class:`Plan`."""
+    """What a model does over any K (see the module docstring), made once per model by :func:`schedule`
+    from ``model``, the datapath's (:meth:`Model.arithmetic_model`); :meth:`plan` makes a call's plan."""
 
     model: Model
-    block: Model
-    first: Model
-    step_width: int | None
-    block_width: int | None
-    c_fused: bool
-    store: bool
+
+    @cached_property
+    def block(self) -> Model:
+        """The model of a block (:func:`block_model`)."""
+        return block_model(self.model)
+
+    @cached_property
+    def first(self) -> Model:
+        """The model of the first step's block (:func:`first_block_model`; :attr:`block` where they agree)."""
+        first = first_block_model(self.model)
+        return self.block if first == self.block else first
+
+    @property
+    def step_width(self) -> int | None:
+        """Products per step (:func:`step_width`; None: the whole dot product is one step)."""
+        return step_width(self.model)
+
+    @property
+    def c_fused(self) -> bool:
+        """Each step is one block with C among its terms (else C is added after the step's blocks)."""
+        return self.model.c_entry == "fused"
+
+    @property
+    def store(self) -> bool:
+        """The blocks' result is rounded to nearest even from the accumulator into the output format."""
+        return self.model.accumulator_format is not None
 
     @property
     def narrow_c(self) -> bool:
@@ -172,7 +189,7 @@ class Schedule:
         rounded up to whole blocks (a short last block is padded with +0 products)."""
         if self.step_width is not None:
             return self.step_width
-        L = self.block_width or max(k, 1)
+        L = self.model.block_width or max(k, 1)
         return max(-(-k // L) * L, 1)
 
     def plan(self, k: int) -> Plan:
@@ -181,7 +198,7 @@ class Schedule:
             raise ValueError(f"k must be a non-negative integer (the number of products), not {k!r}")
         width = self.width(k)
         ordered = tuple(order(self.model, width))
-        return Plan(model=self.model, block=self.block, k=k, width=width, block_width=self.block_width or width,
+        return Plan(model=self.model, block=self.block, k=k, width=width, block_width=self.model.block_width or width,
                     order=None if ordered == tuple(range(width)) else ordered, c_fused=self.c_fused,
                     store=self.store, first=self.first)
 
@@ -189,10 +206,7 @@ class Schedule:
 @lru_cache(maxsize=512)
 def schedule(model: Model) -> Schedule:
     """The schedule of ``model`` (cached: models are frozen and hashable)."""
-    m = model.arithmetic_model()
-    block, first = block_model(m), first_block_model(m)
-    return Schedule(model=m, block=block, first=block if first == block else first, step_width=step_width(m),
-                    block_width=m.block_width, c_fused=m.c_entry == "fused", store=m.accumulator_format is not None)
+    return Schedule(model.arithmetic_model())
 
 
 def plan(model: Model, k: int) -> Plan:
