@@ -76,15 +76,13 @@ class Numpy(Engine):
         rows = max(1, TILE // max(1, n * (scaled.width(p) if ops.scaled else p.width)))
         for r in range(0, m, rows):
             rs = slice(r, min(m, r + rows))
-            if not ops.scaled:
-                datapath: Any = Blocks(p, a[:, rs, None, :], bt[:, None, :, :])
-            elif scaled.runs_groups(p, ops.a[:, rs], ops.b):  # group sums by matrix products
+            if ops.scaled and scaled.runs_groups(p, ops.a[:, rs], ops.b):  # group sums by matrix products
                 D[:, rs] = scaled.group_chain(p, a[:, rs], bt, D[:, rs], sa[:, rs], sbt)
-                continue
             else:
                 datapath = scaled.ScaledBlocks(p, a[:, rs, None, :], bt[:, None, :, :], sa[:, rs, None, :],
-                                               sbt[:, None, :, :])
-            D[:, rs] = run_plan(p, datapath, D[:, rs])
+                                               sbt[:, None, :, :]) if ops.scaled else \
+                    Blocks(p, a[:, rs, None, :], bt[:, None, :, :])
+                D[:, rs] = run_plan(p, datapath, D[:, rs])
             if progress is not None:
                 progress(rs.stop / m)
         return D
