@@ -290,14 +290,14 @@ def test_without_numba_the_numpy_engine_runs(monkeypatch):
     """With numba missing, 'auto' falls back to numpy and gives the exact reference's bits (where numba is
     installed, its kernels give them too); 'numba' says what to install."""
     from blockfma import reference
-    from blockfma.engine import api, last_backend
+    from blockfma.engine import last_backend, registry
 
     A = F.round("fp16", np.linspace(-3, 5, 64).reshape(8, 8))
     h100 = bf.device("H100").model("fp16", "fp32")
     want = [[reference.dot_bits(h100, A[i].tolist(), A[j].tolist(), 0.0) for j in range(8)] for i in range(8)]
-    if api._fast_module():
+    if registry._fast_module():
         assert bf.gemm(A, A.T, None, device="H100", backend="numba").view(np.uint32).tolist() == want
-    monkeypatch.setattr(api, "_FAST", False)
+    monkeypatch.setattr(registry, "_FAST", False)
     got = bf.gemm(A, A.T, None, device="H100")
     assert last_backend() == "numpy"
     assert got.view(np.uint32).tolist() == want

@@ -201,17 +201,17 @@ def test_a_failing_compile_falls_back_to_op_by_op(monkeypatch):
 def test_auto_moves_only_large_calls_that_numba_cannot_run_to_the_gpu(monkeypatch):
     """backend='auto' with a CUDA GPU (simulated here: the 'cuda' device is the CPU): numba keeps what it
     runs; a large call it cannot run goes to the GPU engine, a small one to numpy; last_backend says which."""
-    from blockfma.engine import api
+    from blockfma.engine import registry
 
     monkeypatch.setattr(gpu, "available", lambda: True)
     monkeypatch.setattr(gpu, "torch_device", lambda backend: torch.device("cpu"))
     model = bf.device("H100").model("fp16", "fp32")
-    A, B, C = finite_inputs(model, (256, 256, 256), 71)  # 2**24 products: api.GPU_MIN_WORK
+    A, B, C = finite_inputs(model, (256, 256, 256), 71)  # 2**24 products: registry.GPU_MIN_WORK
     want = bits(bf.gemm(A, B, C, model=model, backend="numpy"))
-    if api._fast_module():
+    if registry._fast_module():
         assert np.array_equal(bits(bf.gemm(A, B, C, model=model)), want)
         assert bf.engine.last_backend() == "numba"
-    monkeypatch.setattr(api, "_FAST", False)  # as without numba
+    monkeypatch.setattr(registry, "_FAST", False)  # as without numba
     assert np.array_equal(bits(bf.gemm(A, B, C, model=model)), want)
     assert bf.engine.last_backend() == "cuda"
     bf.gemm(A[:8], B, C[:8], model=model)

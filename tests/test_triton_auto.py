@@ -14,7 +14,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install 'bloc
 
 import blockfma as bf  # noqa: E402
 from blockfma import formats  # noqa: E402
-from blockfma.engine import api, triton as tr  # noqa: E402
+from blockfma.engine import registry, triton as tr  # noqa: E402
 from helpers import triton_mode  # noqa: E402
 
 MODEL = bf.device("H100").model("fp16", "fp32")
@@ -27,10 +27,10 @@ def gpu(monkeypatch):
     triton_mode(monkeypatch, False)
     monkeypatch.setattr(tr, "gpu_visible", lambda: True)
     monkeypatch.setattr(tr, "free_bytes", lambda device: None)
-    monkeypatch.setattr(tr, "_VERIFIED", {})
-    monkeypatch.setattr(api, "GPU_MIN_WORK", 4000)
-    trial = tr.trial_inputs
-    monkeypatch.setattr(tr, "trial_inputs", lambda model: trial(model, m=16, n=16))  # one tile: the interpreter is slow
+    monkeypatch.setattr(registry, "_VERIFIED", {})
+    monkeypatch.setattr(registry, "GPU_MIN_WORK", 4000)
+    trial = registry.trial_inputs
+    monkeypatch.setattr(registry, "trial_inputs", lambda model: trial(model, m=16, n=16))  # one tile: the interpreter is slow
 
 
 def inputs(seed: int = 3, shape: tuple[int, int, int] = (16, 30, 16)):
@@ -43,7 +43,7 @@ def inputs(seed: int = 3, shape: tuple[int, int, int] = (16, 30, 16)):
 
 
 def test_trial_inputs_hold_every_kind_of_value():
-    A, B, C = tr.trial_inputs(MODEL)
+    A, B, C = registry.trial_inputs(MODEL)
     for x, fmt in ((A, formats.fp16), (B, formats.fp16), (C, formats.fp32)):
         assert np.all(formats.is_representable(fmt, x))
         assert np.isnan(x).any() and np.isposinf(x).any() and np.isneginf(x).any()
@@ -62,7 +62,7 @@ def test_auto_runs_large_gemms_on_the_kernel_once_verified(gpu):
         got = bf.gemm(A, B, C, model=MODEL)
     assert bf.engine.last_backend() == "triton"
     assert np.array_equal(formats.bits(got), want)
-    assert tr._VERIFIED == {MODEL.arithmetic_model(): True}
+    assert registry._VERIFIED == {MODEL.arithmetic_model(): True}
     bf.gemm(A[:2], B[:, :2], C[:2, :2], model=MODEL)  # 120 products: below the threshold
     assert bf.engine.last_backend() != "triton"
 
@@ -70,8 +70,8 @@ def test_auto_runs_large_gemms_on_the_kernel_once_verified(gpu):
 def test_a_kernel_that_differs_is_reported_once_and_not_used_again(gpu, monkeypatch):
     real = tr.gemm
 
-    def off_by_one_ulp(model, A, Bt, C, **kw):
-        D = real(model, A, Bt, C, **kw)
+    def off_by_one_ulp(model, A, B, C, **kw):
+        D = real(model, A, B, C, **kw)
         i, j = np.argwhere(np.isfinite(D))[0]  # the trial's first finite output (NaN stays NaN)
         D[i, j] = np.nextafter(np.float32(D[i, j]), np.float32(np.inf))
         return D
@@ -110,7 +110,7 @@ def test_auto_leaves_the_kernel_where_it_cannot_serve(gpu, monkeypatch):
     monkeypatch.setattr(tr, "free_bytes", lambda device: 1000)  # operands that do not fit the GPU
     bf.gemm(A, B, C, model=MODEL)
     assert bf.engine.last_backend() != "triton"
-    assert tr._VERIFIED == {}  # neither call tried the kernel
+    assert registry._VERIFIED == {}  # neither call tried the kernel
     monkeypatch.setattr(tr, "free_bytes", lambda device: None)
     monkeypatch.setattr(tr, "gpu_visible", lambda: False)
     bf.gemm(A, B, C, model=MODEL)

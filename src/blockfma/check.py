@@ -16,13 +16,14 @@ built-in families to the same standard with many more rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from . import reference
 from .arguments import ArgumentError, choice, integer, seed as _seed
 from .model import Model
-from .optional import available
+from .plan import plan
 
 __all__ = ["check", "Check", "Mismatch", "MAX_PRODUCTS"]
 
@@ -66,27 +67,15 @@ class Check:
         return "\n".join([head] + [f"  {m}" for m in self.mismatches[:5]] + [f"  skipped {s}" for s in self.skipped])
 
 
-def _backends(model: Model) -> tuple[list[str], list[str]]:
-    """(backends that run the model, those that do not, with why)."""
-    from .engine import gpu
+#: the engines a check compares by default, where they run the model (the GPU engine's code on the CPU)
+CHECKED = ("numpy", "numba", "torch", "triton")
 
-    try:
-        from .engine import fast
-    except ImportError:  # numba is not installed
-        fast = None
-    run, skip = ["numpy"], []
-    if fast is not None and fast.supports(model):
-        run.append("numba")
-    else:
-        skip.append("numba (not installed, or no compiled kernel for this model)")
-    if not available("torch"):
-        skip.append("torch (not installed)")
-    elif gpu.supports(model):
-        run.append("torch")
-    else:
-        skip.append("torch (no array kernel for this model)")
-    skip.append("triton (runs bf.gemm only; check runs dot)")
-    return run, skip
+
+def _why_not(model: Model, k: int, backend: str) -> str | None:
+    """Why ``backend`` does not run ``model``'s dot products (the engine registry's answer), or None."""
+    from .engine import registry
+
+    return None if backend == "auto" else registry.engine(backend).supports(plan(model, k), None)
 
 
 MAX_PRODUCTS = 10_000_000
@@ -102,10 +91,6 @@ def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int | No
     they run the model); one that does not run the model is refused, not skipped.  ``seed``: of the rows
     (None: fresh entropy).  ``k * rows`` is at most :data:`MAX_PRODUCTS`.  Every argument is checked before
     any row is drawn (:class:`~blockfma.arguments.ArgumentError` naming it)."""
-    from .engine import dot
-    from .engine.api import BACKENDS
-    from .probes import inputs
-
     if not isinstance(model, Model):
         raise TypeError(f"check takes a blockfma.Model, not {type(model).__name__}")
     k = integer("k", k, least=1, none=True)
@@ -118,28 +103,46 @@ def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int | No
         raise ArgumentError(name, value, f"makes k * rows = {k * rows} products, more than the {MAX_PRODUCTS} a check "
                             f"takes (the reference adds them in Python Fractions: hours)",
                             fix=f"take fewer rows or a shorter k (k = {k}, rows = {rows})")
-    run, skipped = _backends(model)
+    why = {b: _why_not(model, k, b) for b in CHECKED}
+    run, skipped = [b for b in CHECKED if why[b] is None], [f"{b} ({why[b]})" for b in CHECKED if why[b]]
     if backends is not None:
-        if isinstance(backends, str) or not isinstance(backends, (tuple, list)) or not backends:
-            raise ArgumentError("backends", backends, "must be a non-empty tuple of backend names",
+        run = _listed(backends, run, model, k)
+    mismatches, total = _compare(model, k, rows, seed, run)
+    return Check(model, k, total, tuple(run), tuple(mismatches), tuple(skipped))
+
+
+def _listed(backends: Any, run: list[str], model: Model, k: int) -> list[str]:
+    """The backends a caller listed, each checked: a backend name, named once, running the model here."""
+    from .engine.api import BACKENDS
+
+    if isinstance(backends, str) or not isinstance(backends, (tuple, list)) or not backends:
+        raise ArgumentError("backends", backends, "must be a non-empty tuple of backend names",
+                            use={"backends": tuple(run)})
+    listed: list[str] = []
+    for b in backends:
+        if not (isinstance(b, str) and b.startswith("cuda:")):
+            try:
+                b = choice("backends", b, BACKENDS)
+            except ArgumentError as exc:
+                close = f"; did you mean {exc.use['backends']!r}?" if exc.use else ""
+                raise ArgumentError("backends", backends, f"{b!r} is no backend{close}",
+                                    fix=f"choose from {', '.join(BACKENDS)}") from None
+        if b in listed:
+            raise ArgumentError("backends", backends, f"names {b!r} twice", fix="name each backend once")
+        why = _why_not(model, k, b)
+        if why is not None:
+            raise ArgumentError("backends", backends, f"{b} does not run this model here: {why}",
                                 use={"backends": tuple(run)})
-        listed = []
-        for b in backends:
-            if not (isinstance(b, str) and b.startswith("cuda:")):
-                try:
-                    b = choice("backends", b, BACKENDS)
-                except ArgumentError as exc:
-                    close = f"; did you mean {exc.use['backends']!r}?" if exc.use else ""
-                    raise ArgumentError("backends", backends, f"{b!r} is no backend{close}",
-                                        fix=f"choose from {', '.join(BACKENDS)}") from None
-            if b in listed:
-                raise ArgumentError("backends", backends, f"names {b!r} twice", fix="name each backend once")
-            why = next((s for s in skipped if s.split(" ")[0] == b), None)
-            if why is not None:
-                raise ArgumentError("backends", backends, f"{b} does not run this model here: {why}",
-                                    use={"backends": tuple(run)})
-            listed.append(b)
-        run = listed
+        listed.append(b)
+    return listed
+
+
+def _compare(model: Model, k: int, rows: int, seed: Any, run: list[str]) -> tuple[list[Mismatch], int]:
+    """The mismatches of each backend in ``run`` against the reference on ``rows`` rows spread evenly over
+    the input families, and the rows compared."""
+    from .engine import dot
+    from .probes import inputs
+
     f = inputs.Formats.of(model.input_format, model.b_format, model.c_format, model.output_format)
     rng = np.random.default_rng(seed)
     uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[model.output_format.dtype.itemsize]
@@ -162,4 +165,4 @@ def check(model: Model, *, k: int | None = None, rows: int = 200, seed: int | No
             for j in np.flatnonzero(sel)[np.flatnonzero(got != want[sel])][:3]:
                 mismatches.append(Mismatch(backend, family, tuple(a[j].tolist()), tuple(b[j].tolist()),
                                            float(c[j]), int(got[j]), int(want[j])))
-    return Check(model, k, total, tuple(run), tuple(mismatches), tuple(skipped))
+    return mismatches, total

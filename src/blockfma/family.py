@@ -215,6 +215,17 @@ def _load(spec: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+@dataclass(frozen=True)
+class _Named:
+    """A function named as implementations are (``"module:attr"``), imported at its first call: a family's
+    ``base`` builds a Model, whose module imports this one."""
+
+    spec: str
+
+    def __call__(self, *args: Any) -> Any:
+        return _load(self.spec)(*args)
+
+
 _REGISTRY: dict[str, Family] = {}
 
 
@@ -306,18 +317,6 @@ def _check_bfdot(m: Model) -> Iterator[str]:
         yield "BFDOT has block_width 2"
 
 
-def _truncated_fused_base(a: Format, b: Format, d: Format, k: int) -> Model | None:
-    """A truncated-fused start for the probe search: blocks of up to 8, F one bit above the output's
-    precision, e_zero below every exponent the inputs and output reach."""
-    from .model import Model
-
-    try:  # the engine holds truncated-fused sums in 64-bit integers: no such model for fp64 outputs
-        return Model(TRUNCATED_FUSED, a, d, block_width=min(k, 8), fraction_bits=min(d.precision + 1, 40),
-                     e_zero=max(min(d.emin - d.fraction_bits, a.emin + b.emin) - 12, -900), b_input_format=b)
-    except ValueError:
-        return None
-
-
 #: the scale formats a block-scaled unit reads (PTX ISA, "Block scaling": .ue8m0 for MX, .ue4m3 for NVFP4)
 SCALE_FORMATS = ("e8m0fnu", "ue4m3")
 
@@ -379,7 +378,7 @@ TRUNCATED_FUSED = register(Family(
     smt=_SMT + "truncated_fused_block",
     parameters=("fraction_bits", "e_zero", "alignment", "carry_bits", "product_exponent", "c_input_format"),
     required=("fraction_bits", "e_zero"), searched=("output_fraction_bits",), fused=True, symmetric=True,
-    check=_check_truncated_fused, base=_truncated_fused_base))
+    check=_check_truncated_fused, base=_Named("blockfma.model:truncated_fused_base")))
 LATE_C = register(Family(
     "late-c", "products cut at F below their own maximum and summed; C added late, at F2 bits",
     reference=_REF + "late_c_block", array=_ARR + "late_c", numba=_FAST + "LATE_C", smt=_SMT + "late_c_block",

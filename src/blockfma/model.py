@@ -303,6 +303,11 @@ class Model:
         """What is wrong with this combination of parameters, one message at a time (none for a valid
         model): the fields' types and choices, the family's parameters and checks, then the rules that tie
         fields together."""
+        yield from self._field_problems()
+        yield from self._rule_problems()
+
+    def _field_problems(self) -> Iterator[str]:
+        """Each field's type and choices, and the family's parameters, required fields and options."""
         fam = self.family
         for f, p in params():
             value = getattr(self, f.name)
@@ -325,6 +330,10 @@ class Model:
             why = o.check(self.option(o.name)) if o.check is not None else None
             if why:
                 yield f"option {o.name}: {why}"
+
+    def _rule_problems(self) -> Iterator[str]:
+        """The rules that tie fields together, the family's own checks among them."""
+        fam = self.family
         if self.block_width is not None and self.block_width < 1:
             yield f"block_width must be a positive integer or None, not {self.block_width!r}"
         if self.block_width is None and not fam.unblocked:
@@ -374,20 +383,16 @@ class Model:
     # --- derived ----------------------------------------------------------------------------------
     @property
     def step_width(self) -> int | None:
-        """Products per step of the chain: an instruction (``instruction_k``) where C is added after its
-        blocks, else a block (``block_width``); None: the whole dot product (``c_entry="end"``, or one
-        exact-fused block)."""
-        if self.c_entry == "end":
-            return None
-        return self.instruction_k or self.block_width
+        """Products per step of the chain (:func:`blockfma.plan.step_width`)."""
+        from . import plan
+
+        return plan.step_width(self)
 
     def step(self, k: int) -> int:
-        """Products per step of a dot product of length k: :attr:`step_width`, else the whole dot product,
-        rounded up to whole blocks (a short last block is padded with +0 products)."""
-        if self.step_width is not None:
-            return self.step_width
-        L = self.block_width or max(k, 1)
-        return max(-(-k // L) * L, 1)
+        """Products per step of a dot product of length k (:meth:`blockfma.plan.Schedule.width`)."""
+        from .plan import schedule
+
+        return schedule(self).width(k)
 
     def plan(self, k: int) -> Plan:
         """What this model does over a dot product of k products (:class:`blockfma.plan.Plan`): the steps,
@@ -403,10 +408,10 @@ class Model:
         return self.accumulator_format or self.output_format
 
     def order(self, n: int) -> list[int]:
-        """The order in which one step's n products enter its blocks (``product_order``)."""
-        if self.product_order == "halves":
-            return [i for i in range(n) if i % 4 < 2] + [i for i in range(n) if i % 4 >= 2]
-        return list(range(n))
+        """The order in which one step's n products enter its blocks (:func:`blockfma.plan.order`)."""
+        from . import plan
+
+        return plan.order(self, n)
 
     def arithmetic_model(self) -> Model:
         """The model the datapath runs: with ``unpack_format``, this model with A and B in that format
@@ -416,23 +421,16 @@ class Model:
         return self.replace(input_format=self.unpack_format, b_input_format=None, unpack_format=None)
 
     def block_model(self) -> Model:
-        """One block as a fused kernel computes it: C fused, products in their given order, written in the
-        accumulator format where there is one.  What a step does around its blocks (``c_entry="after"``,
-        ``instruction_k``, ``product_order``, the store into ``output_format``) is the plan's job
-        (:mod:`blockfma.plan`); a model with none of these is its own block model."""
-        if (self.accumulator_format is None and self.c_entry == "fused" and self.instruction_k is None
-                and self.product_order == "natural" and self.c_input_format is None):
-            return self
-        return self.replace(output_format=self.accumulator, accumulator_format=None,
-                            c_entry="fused", instruction_k=None, product_order="natural", c_input_format=None)
+        """One block as a fused kernel computes it (:func:`blockfma.plan.block_model`)."""
+        from . import plan
+
+        return plan.block_model(self)
 
     def first_block_model(self) -> Model:
-        """The block of the first step, the only one whose C is the C given: :meth:`block_model` reading C
-        in ``c_input_format`` (its exponent taken there: a subnormal at that format's emin).  Every later
-        block's C is the previous block's result, in the output format.  Without ``c_input_format``, the
-        block model itself."""
-        block = self.block_model()
-        return block if self.c_input_format is None else block.replace(c_input_format=self.c_input_format)
+        """The block of the first step, whose C is the C given (:func:`blockfma.plan.first_block_model`)."""
+        from . import plan
+
+        return plan.first_block_model(self)
 
     def option(self, name: str) -> Any:
         """The value of one of the family's own parameters (:class:`blockfma.family.Option`)."""
@@ -571,3 +569,13 @@ SEARCHED = ("block_width", "output_rounding", "nan", "overflow", "exact_zero", "
             "flush_zero", "c_entry", "product_order", "fraction_bits", "alignment", "e_zero", "carry_bits",
             "product_exponent", "output_fraction_bits", "late_fraction_bits", "groups", "late_cut",
             "accumulator_format", "unpack_format", "c_input_format")
+
+
+def truncated_fused_base(a: Format, b: Format, d: Format, k: int) -> Model | None:
+    """A truncated-fused start for the probe search (the family's ``base``): blocks of up to 8, F one bit
+    above the output's precision, e_zero below every exponent the inputs and output reach."""
+    try:  # the engine holds truncated-fused sums in 64-bit integers: no such model for fp64 outputs
+        return Model(Family.TRUNCATED_FUSED, a, d, block_width=min(k, 8), fraction_bits=min(d.precision + 1, 40),
+                     e_zero=max(min(d.emin - d.fraction_bits, a.emin + b.emin) - 12, -900), b_input_format=b)
+    except ValueError:
+        return None

@@ -14,7 +14,9 @@ Where the blocks round into a wider ``accumulator_format`` than the output forma
 step's blocks is **stored**: rounded to nearest even into the output format (before C is added, where C
 comes after).
 
-:class:`Plan` is that schedule as data and :func:`run` walks it.  Every engine (the exact reference, the
+:class:`Schedule` is what of it does not depend on K (made once per model: :func:`schedule`, cached),
+:class:`Plan` the schedule of one call (made once per call from the schedule and k), and :func:`run` walks
+it.  Every engine (the exact reference, the
 numpy, numba and GPU engines, the SMT encoding) runs the same plan and supplies only the four operations
 of :class:`Datapath`: sum a block, a zero to start from, store, add C.  Products are named by their index
 in the padded operands; an engine pads its operands to :attr:`Plan.padded` with +0 first.
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["Plan", "Datapath", "plan", "run", "take", "pad", "array_index", "Index"]
+__all__ = ["Plan", "Schedule", "Datapath", "plan", "schedule", "run", "take", "pad", "array_index", "Index",
+           "block_model", "first_block_model", "step_width", "order"]
 
 V = TypeVar("V")
 
@@ -105,19 +109,115 @@ class Plan:
         return [tuple(idx[j:j + L]) for j in range(0, self.width, L)]
 
 
+# --- the schedule's rules, read from the model's parameters ------------------------------------------------
+def step_width(model: Model) -> int | None:
+    """Products per step of the chain: an instruction (``instruction_k``) where C is added after its blocks,
+    else a block (``block_width``); None: the whole dot product (``c_entry="end"``, or one exact-fused
+    block)."""
+    if model.c_entry == "end":
+        return None
+    return model.instruction_k or model.block_width
+
+
+def order(model: Model, n: int) -> list[int]:
+    """The order in which one step's n products enter its blocks (``product_order``)."""
+    if model.product_order == "halves":
+        return [i for i in range(n) if i % 4 < 2] + [i for i in range(n) if i % 4 >= 2]
+    return list(range(n))
+
+
+def block_model(model: Model) -> Model:
+    """One block as a fused kernel computes it: C fused, products in their given order, written in the
+    accumulator format where there is one.  What a step does around its blocks (``c_entry="after"``,
+    ``instruction_k``, ``product_order``, the store into ``output_format``) is the plan's job; a model with
+    none of these is its own block model."""
+    if (model.accumulator_format is None and model.c_entry == "fused" and model.instruction_k is None
+            and model.product_order == "natural" and model.c_input_format is None):
+        return model
+    return model.replace(output_format=model.accumulator, accumulator_format=None, c_entry="fused",
+                         instruction_k=None, product_order="natural", c_input_format=None)
+
+
+def first_block_model(model: Model) -> Model:
+    """The block of the first step, the only one whose C is the C given: :func:`block_model` reading C in
+    ``c_input_format`` (its exponent taken there: a subnormal at that format's emin).  Every later block's C
+    is the previous block's result, in the output format.  Without ``c_input_format``, the block model."""
+    block = block_model(model)
+    return block if model.c_input_format is None else block.replace(c_input_format=model.c_input_format)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What a model does over any K (see the module docstring), made once per model by :func:`schedule`
+    from ``model``, the datapath's (:meth:`Model.arithmetic_model`); :meth:`plan` makes a call's plan."""
+
+    model: Model
+
+    @cached_property
+    def block(self) -> Model:
+        """The model of a block (:func:`block_model`)."""
+        return block_model(self.model)
+
+    @cached_property
+    def first(self) -> Model:
+        """The model of the first step's block (:func:`first_block_model`; :attr:`block` where they agree)."""
+        first = first_block_model(self.model)
+        return self.block if first == self.block else first
+
+    @property
+    def step_width(self) -> int | None:
+        """Products per step (:func:`step_width`; None: the whole dot product is one step)."""
+        return step_width(self.model)
+
+    @property
+    def c_fused(self) -> bool:
+        """Each step is one block with C among its terms (else C is added after the step's blocks)."""
+        return self.model.c_entry == "fused"
+
+    @property
+    def store(self) -> bool:
+        """The blocks' result is rounded to nearest even from the accumulator into the output format."""
+        return self.model.accumulator_format is not None
+
+    @property
+    def narrow_c(self) -> bool:
+        """The first step's block reads C in a narrower format than the later blocks (``c_input_format``)."""
+        return self.first is not self.block
+
+    @property
+    def ordered(self) -> bool:
+        """A step's products may enter its blocks in another order than given (``product_order``; whether
+        they do at a given width is the call's :attr:`Plan.order`)."""
+        return self.model.product_order != "natural"
+
+    def width(self, k: int) -> int:
+        """Products per step of a dot product of k products: :attr:`step_width`, else the whole dot product
+        rounded up to whole blocks (a short last block is padded with +0 products)."""
+        if self.step_width is not None:
+            return self.step_width
+        L = self.model.block_width or max(k, 1)
+        return max(-(-k // L) * L, 1)
+
+    def plan(self, k: int) -> Plan:
+        """The plan of a dot product of ``k`` products."""
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be a non-negative integer (the number of products), not {k!r}")
+        width = self.width(k)
+        ordered = tuple(order(self.model, width))
+        return Plan(model=self.model, block=self.block, k=k, width=width, block_width=self.model.block_width or width,
+                    order=None if ordered == tuple(range(width)) else ordered, c_fused=self.c_fused,
+                    store=self.store, first=self.first)
+
+
+@lru_cache(maxsize=512)
+def schedule(model: Model) -> Schedule:
+    """The schedule of ``model`` (cached: models are frozen and hashable)."""
+    return Schedule(model.arithmetic_model())
+
+
 def plan(model: Model, k: int) -> Plan:
-    """The plan of a dot product of ``k`` products under ``model``."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-        raise ValueError(f"k must be a non-negative integer (the number of products), not {k!r}")
-    m = model.arithmetic_model()
-    width = m.step(k)
-    L = m.block_width or width
-    order = tuple(m.order(width))
-    block = m.block_model()
-    first = m.first_block_model()
-    return Plan(model=m, block=block, k=k, width=width, block_width=L,
-                order=None if order == tuple(range(width)) else order, c_fused=m.c_entry == "fused",
-                store=m.accumulator_format is not None, first=block if first == block else first)
+    """The plan of a dot product of ``k`` products under ``model`` (its :func:`schedule` at k)."""
+    return schedule(model).plan(k)
 
 
 class Datapath(Protocol[V]):

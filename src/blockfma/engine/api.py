@@ -10,34 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats as _formats, optional
-from .. import reference as _reference
+from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, flag
 from ..formats import Format, RoundingMode
 from ..model import Model
-from ..plan import plan, run
+from ..plan import Plan, plan
 from ..progress import on_terminal
-from . import rules
-from .kernels import Blocks, flush
+from . import registry
+from .kernels import flush_operands
+from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
-__all__ = ["dot", "gemm", "resolve_model", "last_backend", "check_backend", "BACKENDS"]
+__all__ = ["dot", "gemm", "explain", "resolve_model", "last_backend", "check_backend", "BACKENDS", "GPU_MIN_WORK",
+           "finish"]
 
-_TILE = 1 << 21  # products per gemm tile (rows x n x L), bounding the memory of one step
 BACKENDS = ("auto", "numpy", "numba", "torch", "cuda", "triton")
-_FAST: Any = None
-
-
-def _fast_module() -> Any:
-    """engine.fast if numba imports, else False (looked up once)."""
-    global _FAST
-    if _FAST is None:
-        try:
-            from . import fast
-        except ImportError:
-            _FAST = False
-        else:
-            _FAST = fast
-    return _FAST
 
 
 def check_backend(backend: Any) -> str:
@@ -46,11 +32,6 @@ def check_backend(backend: Any) -> str:
     if not (name in BACKENDS or (isinstance(name, str) and name.startswith("cuda:"))):
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))} (or 'cuda:N'), not {backend!r}")
     return name
-
-
-def _on_torch(backend: str) -> bool:
-    """Whether the GPU engine (torch: on a CUDA GPU, or on the CPU for 'torch') runs this call."""
-    return backend == "torch" or backend.startswith("cuda")
 
 
 _LAST = threading.local()
@@ -74,60 +55,6 @@ def _ran(name: str) -> None:
 def _no_fallback(model: Model) -> ValueError:
     return ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (a product may "
                       "overflow, or a value lies outside their exact range); backend='numpy' or 'auto' runs them")
-
-
-def _use_fast(model: Model, backend: str, *arrays: np.ndarray) -> Any:
-    """The compiled kernels' module when they should run this call, else None."""
-    if backend == "numpy":
-        return None
-    fast = _fast_module()
-    if not fast:
-        if backend == "numba":
-            raise ValueError(f"backend='numba' needs numba: {optional.hint('fast')}")
-        return None
-    usable = fast.supports(model) and all(np.isfinite(x).all() for x in arrays)
-    if backend == "numba" and not usable:
-        raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (non-finite "
-                         "values or an unsupported option); use backend='numpy' or 'auto'")
-    return fast if usable else None
-
-
-GPU_MIN_WORK = 1 << 24  # products below which backend="auto" never moves a call to the GPU (launch costs)
-
-
-def _auto_uses_gpu(model: Model, work: int) -> bool:
-    """Whether ``backend="auto"`` runs on the GPU engine a call the compiled kernels do not run (numba
-    missing, the model or the inputs outside them; the caller asks :func:`_use_fast` first): only if the
-    call is large, the GPU engine runs the model and torch sees a CUDA GPU.  Where numba runs, it stays: on
-    the H100 we measured (data/hardware) the GPU engine at 2 GMAC/s against numba's 2 to 20 on two CPU
-    cores, but against numpy's 0.04 to 0.1 it wins."""
-    if work < GPU_MIN_WORK:
-        return False
-    if not optional.available("torch"):  # do not import torch only to learn it is absent
-        return False
-    from . import gpu
-
-    return gpu.supports(model) and gpu.available()
-
-
-def _auto_uses_triton(model: Model, m: int, k: int, n: int) -> bool:
-    """Whether ``backend="auto"`` runs this gemm with our Triton kernel on the GPU: a call of
-    ``GPU_MIN_WORK`` products or more, a CUDA GPU visible (interpreter off), a model the kernel runs, operands
-    that fit the GPU's free memory, and a kernel that has given the numpy engine's bits for this model on
-    this GPU (:func:`.triton.verified`, tried once per model and process)."""
-    if m * k * n < GPU_MIN_WORK or not optional.available("triton"):
-        return False
-    from . import triton
-
-    if not (triton.supports(model) and triton.gpu_visible()):
-        return False
-    import torch  # importable: gpu_visible saw it
-
-    try:
-        triton.check_fits(m, k, n, torch.device("cuda"), **triton.GEMM_BYTES)
-    except MemoryError:
-        return False
-    return triton.verified(model)
 
 
 def resolve_model(device: Any = None, input_format: Any = None,
@@ -267,22 +194,6 @@ def _reads_registers(model: Model, round_inputs: Any) -> bool:
     return isinstance(round_inputs, str) and round_inputs.lower() == "device" and model.input_rounding is not None
 
 
-def finish(model: Model, values: np.ndarray, *, computed: bool = True) -> np.ndarray:
-    """float64 results -> the output format's dtype, NaNs written with the model's NaN style, every
-    computed zero +0 under ``rounded_zero="positive"`` (one place for all engines: with exact_zero="positive"
-    a zero block result only ever meets the next block as a zero C, whose sign then cannot matter).
-    ``computed=False``: no product was summed (k = 0), C comes back as given."""
-    fmt = model.output_format
-    if computed and model.rounded_zero == "positive":
-        values = np.where(values == 0, 0.0, values)
-    out = _formats.to_numpy(fmt, np.where(np.isnan(values), 0.0, values), check=False)  # engine-made values
-    nan = np.isnan(values)
-    if np.any(nan):
-        bits = _formats.bits(out)
-        bits[nan] = rules.nan_codes(fmt, model.nan, values[nan]).astype(bits.dtype)
-    return out
-
-
 def _register_codes(given: Any, values: np.ndarray, transposed: bool = False) -> np.ndarray:
     """The array whose codes a register read looks at (:func:`formats.read_register`): the caller's own
     float16/float32/float64 array (a float32 NaN's low payload bits survive there, not in its float64
@@ -308,22 +219,7 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
         b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed, source=given[1])
     if check or mode_c is not None:
         c = _check_format(model.c_format, c, names[2], mode_c, source=given[2] if len(given) > 2 else None)
-    if not model.subnormals:  # in the formats the datapath reads A and B in (unpacked, where it unpacks them)
-        plus = model.flush_zero == "positive"
-        arith = model.arithmetic_model()
-        a, b, c = (flush(arith.input_format, a, plus), flush(arith.b_format, b, plus),
-                   flush(model.c_format, c, plus))
-    return a, b, c
-
-
-def chain(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray,
-          progress: Callable[[float], None] | None = None) -> np.ndarray:
-    """The model's step plan over the last axis (values already checked), run by the numpy engine; float64
-    result of the broadcast shape."""
-    k = max(a.shape[-1], b.shape[-1])
-    p = plan(model, k)
-    blocks = Blocks(p, rules.pad(a, p.padded), rules.pad(b, p.padded))
-    return np.asarray(run(p, blocks, c, progress), dtype=np.float64)
+    return flush_operands(model, a, b, c)
 
 
 def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any = None,
@@ -369,9 +265,23 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     """
     backend = check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
-    if backend == "triton":
-        raise ValueError("backend='triton' runs bf.gemm only (its kernel tiles a matrix product); use bf.gemm, or "
-                         "backend='auto' for dot")
+    A, B, C, lead = _dot_operands(m, a, b, c, c_format)
+    if A.shape[-1] == 0:  # an empty dot product is c itself, as given
+        C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
+        _ran("numpy")
+        return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
+    rows, k = int(np.prod(lead, dtype=np.int64)), A.shape[-1]
+    _check_memory(rows, 2 * rows * k, f"dot of {rows} rows of length {k}")  # broadcasts copy
+    A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b, c))
+    scales = _scales(m, scale_a, scale_b, k, ("scale_a", "scale_b"), (A.shape[:-1], B.shape[:-1])) or (None, None)
+    flat = [None if x is None else np.broadcast_to(x, lead + x.shape[-1:]).reshape(rows, -1) for x in (A, B) + scales]
+    ops = Operands.rows(flat[0], flat[1], np.broadcast_to(C, lead).reshape(rows), flat[2], flat[3])
+    return _execute(plan(m, k), ops, backend).reshape(lead)
+
+
+def _dot_operands(m: Model, a: Any, b: Any, c: Any, c_format: Any
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]:
+    """a, b, c of a dot as float64 (values not yet checked), their shapes checked; and the shape of d."""
     A = _as_float64(a, "a")
     B = _as_float64(b, "b")
     C = np.zeros(()) if c is None else _check_c_format(m, c_format, _as_float64(c, "c"), "c")  # None: +0
@@ -385,142 +295,30 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     except ValueError:
         raise ValueError(f"shapes do not broadcast: a {A.shape}, b {B.shape}, c {C.shape} (c must have the "
                          "shape of a and b without their last axis)") from None
-    if A.shape[-1] == 0:  # an empty dot product is c itself, as given
-        C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
-        _ran("numpy")
-        return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
-    rows = int(np.prod(lead, dtype=np.int64))
-    _check_memory(rows, 2 * rows * A.shape[-1], f"dot of {rows} rows of length {A.shape[-1]}")  # broadcasts copy
-    A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b, c))
-    scales = _scales(m, scale_a, scale_b, A.shape[-1], ("scale_a", "scale_b"), (A.shape[:-1], B.shape[:-1]))
-    if scales is not None:
-        SA, SB = (np.broadcast_to(x, lead + (x.shape[-1],)).reshape(rows, -1) for x in scales)
-        A2 = np.broadcast_to(A, lead + (A.shape[-1],)).reshape(rows, -1)
-        B2 = np.broadcast_to(B, lead + (A.shape[-1],)).reshape(rows, -1)
-        C2 = np.broadcast_to(C, lead).reshape(rows)
-        engine = _scaled_engine(m, backend, A2, B2, C2)
-        if engine:
-            D = _scaled_rows(m, engine, A2[:, None, :], B2[:, None, :], SA[:, None, :], SB[:, None, :],
-                             C2[:, None, None])
-            out = finish(m, D.reshape(lead))
-            _ran(engine)
-            return out
-        out = finish(m, np.array([_reference.dot(m, A2[r], B2[r], C2[r], SA[r], SB[r]) for r in range(rows)],
-                                 dtype=np.float64).reshape(lead))
-        _ran("reference")
-        return out
-    m = m.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
-    k = A.shape[-1]
-    fast = None if _on_torch(backend) else _use_fast(m, backend, A, B, C)
-    if backend == "auto" and not fast and _auto_uses_gpu(m, rows * k):
-        backend = "cuda"
-    if _on_torch(backend):
-        from . import gpu
+    return A, B, C, lead
 
-        A2 = np.broadcast_to(A, lead + (k,)).reshape(rows, k)
-        B2 = np.broadcast_to(B, lead + (k,)).reshape(rows, k)
-        out = finish(m, gpu.dot(m, A2, B2, np.broadcast_to(C, lead).reshape(rows), backend).reshape(lead))
-        _ran(backend)
-        return out
-    if fast:
-        A3 = np.broadcast_to(A, lead + (k,)).reshape(rows, 1, k)
-        B3 = np.broadcast_to(B, lead + (k,)).reshape(rows, k, 1)
-        C3 = np.broadcast_to(C, lead).reshape(rows, 1, 1)
-        D = fast.batched(m, A3, B3, C3)
-        if D is not None:
-            _ran("numba")
-            return finish(m, D.reshape(lead))
+
+def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress = None) -> np.ndarray:
+    """The call run by the engine :func:`registry.choose` picks (the numpy engine where the compiled kernels
+    meet inputs they do not run after all), recorded for :func:`last_backend`, in the output format."""
+    engine = registry.choose(p, ops, backend)
+    assert engine is not None  # numpy operands: the reference runs every call
+    D = engine.run(p, ops, progress)
+    if D is None:  # the compiled kernels met a value they do not run
         if backend == "numba":
-            raise _no_fallback(m)
-    out = finish(m, chain(m, A, B, np.broadcast_to(C, lead)))
-    _ran("numpy")
-    return out
-
-
-def _scaled_engine(model: Model, backend: str, *arrays: np.ndarray) -> str | None:
-    """Which engine runs a block-scaled call: ``"numba"`` (:mod:`.fast.scaled`: a scale per product, finite
-    operands and C, +0 exact zeros), ``"numpy"`` (:mod:`.scaled`; group-scaled models by matrix products),
-    each within its exact float64 bounds, which every preset meets; None: the exact reference, row by row.
-    ``"torch"`` and ``"cuda"`` run the numpy engine's block on torch tensors (:func:`.gpu.scaled`), and
-    ``"triton"`` our block-scaled Triton kernel (:func:`.triton.scaled_gemm`), when asked for by name
-    (``"auto"`` stays on the CPU); ``"triton"`` for a model that kernel does not run is refused with its
-    reason, as is ``"numba"`` where the compiled kernels do not run the call."""
-    from . import scaled
-
-    if backend not in scaled.SCALED_BACKENDS and not _on_torch(backend):
-        raise ArgumentError("backend", backend, f"does not run block-scaled models ({model.summary()}): only the "
-                            "numba, numpy, torch and triton engines and the exact reference do",
-                            fix="pass backend='auto', 'numpy', 'numba', 'torch', 'cuda' or 'triton' with scale_a "
-                                "and scale_b")
-    if backend == "triton":
-        from . import triton
-
-        why = triton.unsupported_reason(model)
-        if why is not None:
-            raise ValueError(f"backend='triton' does not run {model.summary()}: {why}; backend='auto' runs it")
-        return backend
-    block = plan(model, model.block_width or 1).block
-    if _on_torch(backend):
-        if not scaled.supports(block):
-            raise ValueError(f"the GPU engine does not run {model.summary()}: it lies beyond the block-scaled "
-                             "engines' exact float64 bounds; backend='auto' runs it in the exact reference")
-        return backend
-    if backend != "numpy":
-        fast = _fast_module()
-        if not fast and backend == "numba":
-            raise ValueError(f"backend='numba' needs numba: {optional.hint('fast')}")
-        if fast:
-            from .fast import scaled as fast_scaled
-
-            if fast_scaled.supports(block) and all(np.isfinite(x).all() for x in arrays):
-                return "numba"
-        if backend == "numba":
-            raise ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (they run "
-                             "block-scaled models with a scale per product, finite values and +0 exact zeros; "
-                             "group-scaled ones run in the numpy engine by matrix products); use backend='numpy' "
-                             "or 'auto'")
-    return "numpy" if scaled.supports(block) else None
-
-
-def _scaled_rows(model: Model, engine: str, a: np.ndarray, bt: np.ndarray, sa: np.ndarray, sbt: np.ndarray,
-                 c: np.ndarray) -> np.ndarray:
-    """A block-scaled batch of products D = A B + C in ``engine`` ("numba", "numpy", "torch", "cuda",
-    "triton"): a (batch, m, k), bt (batch, n, k) (B transposed), their scales sa (batch, m, k / scale_block),
-    sbt (batch, n, ...), c (batch, m, n); values checked and flushed.  Float64 D (batch, m, n).  Triton takes
-    the scales one per scale block (its kernel finds a product's); the others one per product
-    (:func:`.scaled.per_product`)."""
-    from . import scaled
-
-    if engine == "triton":
-        from . import triton
-
-        return np.stack([triton.scaled_gemm(model, a[i], bt[i], c[i], sa[i], sbt[i]) for i in range(a.shape[0])])
-    k = a.shape[-1]
-    p = plan(model, k)
-    block = model.option("scale_block")
-    a, bt = rules.pad(a, p.padded), rules.pad(bt, p.padded)
-    sa, sbt = scaled.per_product(sa, block, p.padded), scaled.per_product(sbt, block, p.padded)
-    c = np.asarray(c, dtype=np.float64)
-    if _on_torch(engine):
-        from . import gpu
-
-        return gpu.scaled(model, a, bt, c, sa, sbt, engine)
-    if engine == "numba":
-        from .fast import scaled as fast_scaled
-
-        return fast_scaled.batched(model, a, np.swapaxes(bt, 1, 2), c, sa, np.swapaxes(sbt, 1, 2))
-    if scaled.runs_groups(p, a, bt):  # group sums by matrix products
-        return scaled.group_chain(p, a, bt, c, sa, sbt)
-    blocks = scaled.ScaledBlocks(p, a[:, :, None, :], bt[:, None, :, :], sa[:, :, None, :], sbt[:, None, :, :])
-    return np.asarray(run(p, blocks, c), dtype=np.float64)
+            raise _no_fallback(p.model)
+        engine = registry.engine("numpy")
+        D = engine.run(p, ops, progress)
+    _ran(engine.name)
+    return finish(p.model, D[0] if ops.gemm else D[:, 0, 0])
 
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
             vectors: tuple[tuple[int, ...], tuple[int, ...]], b_transposed: bool = False
             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The scales of a block-scaled model as float64 arrays (B's with its vectors first, as A's), checked:
-    one per scale block along K on the last axis (the first for gemm's B), values of the scale format,
-    NaN allowed; None for other models, which take no scales."""
+    """The scales of a block-scaled model as float64 arrays, checked: one per scale block along K on the last
+    axis (the first for gemm's B, ``b_transposed``: (k // scale_block, n) as the caller lays them), values
+    of the scale format, NaN allowed; None for other models, which take no scales."""
     if not model.block_scaled:
         for name, given in zip(names, (scale_a, scale_b)):
             if given is not None:
@@ -560,7 +358,7 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, 
                                 f"{fs.name}" + (" (scales are unsigned)" if np.signbit(value) else ""),
                                 fix="round the scales to the scale format first (bf.formats.round)")
         out.append(np.broadcast_to(x, shape))  # one scale vector may serve every row (gemm: 1-D scales)
-    return out[0], out[1]
+    return out[0], (out[1].T if b_transposed else out[1])
 
 
 _available_memory = available_memory  # a module name, so tests can stand in a smaller machine
@@ -626,6 +424,36 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
+    call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b)
+    if isinstance(call, np.ndarray):  # no products to sum
+        return call
+    p, ops = call
+    _, m, k, n = ops.shape
+    report = _Progress(progress, ops.work, f"gemm {mdl.summary()} {m}x{k}x{n}")
+    return _execute(p, ops, backend, report if report.on else None)
+
+
+def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: bool, c_format: Any, scale_a: Any,
+               scale_b: Any) -> tuple[Plan, Operands] | np.ndarray:
+    """The plan and the checked operands of a gemm, B and its scales as the caller lays them, (k, n); or,
+    for a call without products to sum (k, m or n zero), D itself."""
+    A_, B_, C_ = _gemm_operands(mdl, A, B, C, c_format)
+    (m, k), n = A_.shape, B_.shape[1]
+    if k == 0:  # no products: D is C as given
+        _ran("numpy")
+        return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
+                      computed=False)
+    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
+    scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), True) or (None, None)
+    if m == 0 or n == 0:
+        _ran("numpy")
+        return finish(mdl, np.array(C_, dtype=np.float64))
+    return plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales)
+
+
+def _gemm_operands(model: Model, A: Any, B: Any, C: Any, c_format: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A, B, C of a gemm as float64 (values not yet checked), their shapes checked and the memory the call
+    needs; C broadcast to (m, n)."""
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
     if A_.ndim != 2 or B_.ndim != 2:
@@ -633,86 +461,37 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if A_.shape[1] != B_.shape[0]:
         raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
                          "B's rows)")
-    m, k = A_.shape
-    n = B_.shape[1]
+    (m, k), n = A_.shape, B_.shape[1]
     _check_memory(m * n, A_.size + B_.size, f"gemm {m}x{k}x{n}")
-    C_ = np.zeros((m, n)) if C is None else _check_c_format(mdl, c_format, _as_float64(C, "C"), "C")
+    C_ = np.zeros((m, n)) if C is None else _check_c_format(model, c_format, _as_float64(C, "C"), "C")
     try:
-        C_ = np.broadcast_to(C_, (m, n))
+        return A_, B_, np.broadcast_to(C_, (m, n))
     except ValueError:
         raise ValueError(f"C has shape {C_.shape}; it must be ({m}, {n}) or broadcast to it") from None
-    if k == 0:  # no products: D is C as given
-        _ran("numpy")
-        return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
-                      computed=False)
-    A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
-    scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), b_transposed=True)
-    if scales is not None:
-        SA, SBt = scales
-        engine = _scaled_engine(mdl, backend, A_, Bt, C_)
-        if engine:
-            from . import scaled
 
-            D = np.array(C_, dtype=np.float64)
-            p = plan(mdl, k)
-            whole = engine in ("numba", "triton") or _on_torch(engine)  # the numpy engine goes tile by tile
-            rows = max(1, m) if whole else max(1, _TILE // max(1, n * scaled.width(p)))
-            report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
-            for r in range(0, m, rows):
-                rs = slice(r, min(m, r + rows))
-                D[rs] = _scaled_rows(mdl, engine, A_[None, rs], Bt[None], SA[None, rs], SBt[None], D[None, rs])[0]
-                report(rs.stop / m)
-            _ran(engine)
-            return finish(mdl, D)
-        out = finish(mdl, np.array([[_reference.dot(mdl, A_[i], Bt[j], C_[i, j], SA[i], SBt[j]) for j in range(n)]
-                                    for i in range(m)], dtype=np.float64).reshape(m, n))
-        _ran("reference")
-        return out
-    mdl = mdl.arithmetic_model()  # values checked in the operand formats; the datapath reads them unpacked
-    D = np.array(C_, dtype=np.float64)
-    if m == 0 or n == 0:
-        _ran("numpy")
-        return finish(mdl, D)
-    if backend == "auto" and _auto_uses_triton(mdl, m, k, n):
-        backend = "triton"
-    if backend == "triton":
-        from . import triton
 
-        out = finish(mdl, triton.gemm(mdl, A_, Bt, D))
-        _ran("triton")
-        return out
-    report = _Progress(progress, m * n * k, f"gemm {mdl.summary()} {m}x{k}x{n}")
-    fast = None if _on_torch(backend) else _use_fast(mdl, backend, A_, Bt, D)
-    if backend == "auto" and not fast and _auto_uses_gpu(mdl, m * n * k):
-        backend = "cuda"
-    if _on_torch(backend):
-        from . import gpu
+def explain(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any = None,
+            output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
+            round_inputs: Any = None, backend: str = "auto", c_format: Any = None, scale_a: Any = None,
+            scale_b: Any = None) -> Explanation:
+    """Which engine :func:`gemm` would run for these arguments, and why each other engine was passed over
+    or refused (:func:`blockfma.engine.registry.explain`); nothing is computed (``backend="auto"`` may try
+    the Triton kernel once, as :func:`gemm` would).  A refused ``backend`` raises as :func:`gemm` would.
 
-        out = finish(mdl, gpu.gemm(mdl, A_, Bt, D, backend, progress=report if report.on else None))
-        _ran(backend)
-        return out
-    if fast:
-        B3 = np.ascontiguousarray(Bt.T)[None]
-        chunk = m if not report.on else max(8, -(-m // 50))
-        for r in range(0, m, chunk):
-            rs = slice(r, min(m, r + chunk))
-            out = fast.batched(mdl, A_[None, rs], B3, D[None, rs])
-            if out is None:
-                break
-            D[rs] = out[0]
-            report(rs.stop / m)
-        else:
-            _ran("numba")
-            return finish(mdl, D)
-        if backend == "numba":
-            raise _no_fallback(mdl)
-        D = np.array(C_, dtype=np.float64)  # these inputs need the numpy engine after all
-    p = plan(mdl, k)
-    rows = max(1, _TILE // max(1, n * p.width))  # row tiles, each running the whole plan
-    A_, Bt = rules.pad(A_, p.padded), rules.pad(Bt, p.padded)
-    for r in range(0, m, rows):
-        rs = slice(r, min(m, r + rows))
-        D[rs] = run(p, Blocks(p, A_[rs, None, :], Bt[None, :, :]), D[rs])
-        report(rs.stop / m)
-    _ran("numpy")
-    return finish(mdl, D)
+        >>> import numpy as np, blockfma as bf
+        >>> e = bf.engine.explain(np.ones((2, 4)), np.ones((4, 3)), device="H100", backend="numpy")
+        >>> e.chosen
+        'numpy'
+        >>> print(e.line("numpy"))
+        numpy: runs it (backend='numpy')
+        >>> amx = bf.device("Intel AMX").model("bf16", "fp32")
+        >>> e = bf.engine.explain(np.ones((2, 4)), np.ones((4, 3)), model=amx)
+        >>> e.line("triton").startswith("triton: does not run it:"), e.line("triton").endswith("only, not amx")
+        (True, True)
+    """
+    backend = check_backend(backend)
+    mdl = resolve_model(device, input_format, output_format, instruction, model)
+    call = _gemm_call(mdl, A, B, C, round_inputs, True, c_format, scale_a, scale_b)
+    if isinstance(call, np.ndarray):
+        return Explanation("numpy", ("numpy: runs it (no products to sum: D is C)",))
+    return registry.explain(*call, backend)

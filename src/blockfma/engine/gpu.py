@@ -120,11 +120,16 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
     return _STEPS[key]
 
 
+def refusal(model: Model) -> ValueError:
+    """The error for a model the GPU engine does not run."""
+    return ValueError(f"the GPU engine does not run {model.summary()} (it runs the families with array "
+                      "kernels, truncated-fused, late-c and exact-fused, with inputs of at most 26 bits and "
+                      "binary32 or narrower results); use backend='auto'")
+
+
 def _check(model: Model) -> None:
     if not supports(model):
-        raise ValueError(f"the GPU engine does not run {model.summary()} (it runs the families with array "
-                         "kernels, truncated-fused, late-c and exact-fused, with inputs of at most 26 bits and "
-                         "binary32 or narrower results); use backend='auto'")
+        raise refusal(model)
 
 
 class _Tiles:

@@ -35,6 +35,17 @@ def flush(fmt: Format, x: np.ndarray, positive: bool = False) -> np.ndarray:
     return np.where(tiny, np.copysign(0.0, x), x)
 
 
+def flush_operands(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A, B and C with subnormals flushed where the model flushes them: A and B in the formats the datapath
+    reads them in (unpacked, where it unpacks them), C in the model's C format."""
+    if model.subnormals:
+        return a, b, c
+    plus = model.flush_zero == "positive"
+    arith = model.arithmetic_model()
+    return flush(arith.input_format, a, plus), flush(arith.b_format, b, plus), flush(model.c_format, c, plus)
+
+
 # --- fused families: the shared array kernels -------------------------------------------------------------
 def _run_array(kernel: Callable[..., np.ndarray], model: Model, a: np.ndarray, b: np.ndarray,
                c: np.ndarray) -> np.ndarray:

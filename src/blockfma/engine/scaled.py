@@ -35,12 +35,7 @@ from . import array, rules
 from .kernels import Blocks
 
 __all__ = ["supports", "lowest_bit", "fold", "group_sums", "group_sums_matmul", "group_terms",
-           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product", "SCALED_BACKENDS"]
-
-#: the backends that run a block-scaled call in an engine (the others are refused by name; "torch" and "cuda"
-#: run this module's block on torch tensors, "triton" the kernel of :mod:`.triton_scaled`, gemm only)
-SCALED_BACKENDS = ("auto", "numpy", "numba", "triton")
-
+           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product"]
 
 def lowest_bit(fmt: Format) -> int:
     """The exponent of the last place of the smallest nonzero value of ``fmt``."""
@@ -201,13 +196,15 @@ def runs_groups(p: Plan, *arrays: np.ndarray) -> bool:
             and all(np.isfinite(x).all() for x in arrays))
 
 
-def per_product(s: np.ndarray, block_size: int, padded: int) -> np.ndarray:
-    """Scales (..., k / block_size) repeated to one per product along K and padded with 1.0 (the padding
-    products' scale, as the reference pads) to ``padded``."""
-    out = np.repeat(s, block_size, axis=-1)
-    short = padded - out.shape[-1]
+def per_product(s: np.ndarray, block_size: int, padded: int, axis: int = -1) -> np.ndarray:
+    """Scales (k / block_size along ``axis``, K's axis) repeated to one per product along K and padded with
+    1.0 (the padding products' scale, as the reference pads) to ``padded``."""
+    out = np.repeat(s, block_size, axis=axis)
+    short = padded - out.shape[axis]
     if short > 0:
-        out = np.concatenate([out, np.ones(out.shape[:-1] + (short,))], axis=-1)
+        pad = list(out.shape)
+        pad[axis] = short
+        out = np.concatenate([out, np.ones(pad)], axis=axis)
     return out
 
 

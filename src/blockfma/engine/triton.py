@@ -91,13 +91,12 @@ from ..arguments import ArgumentError, Shown, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
-from ..plan import Plan, plan
+from ..plan import Plan, plan, schedule
 from . import array, rules
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
            "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
-           "scaled_fast_constants", "Kernel", "Block", "Rounding", "defined_interpreted",
-           "gpu_visible", "trial_inputs", "verified"]
+           "scaled_fast_constants", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
 LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
@@ -143,10 +142,9 @@ def unsupported_reason(model: Model) -> str | None:
     L = m.block_width
     if L is None or L > 256:
         return "it needs blocks of at most 256 products"
-    p = plan(m, 2 * m.step(L))
-    if not (array.supports(p.block) and array.supports(p.first)):
+    block = schedule(m).block
+    if not (array.supports(block) and array.supports(schedule(m).first)):
         return "its products, C and result must lie within binary32 and the block sums below 2**53"
-    block = p.block
     if m.nan is NaNStyle.PROPAGATE:
         return "it does not carry NaN payloads (nan='propagate')"
     if max(m.input_format.precision, m.b_format.precision, block.result_format.precision) > 24:
@@ -177,8 +175,8 @@ def _scaled_reason(m: Model) -> str | None:
     L, G = m.block_width, m.option("scale_group")
     if L is None or L > 256 or L & (L - 1) or (G is not None and (G & (G - 1) or L % G)):
         return "it runs block-scaled blocks of a power of two of at most 256 products, in whole groups"
-    p = _schedule(m)
-    if not p.c_fused or p.order is not None:
+    p = schedule(m)
+    if not p.c_fused or p.ordered:
         return "it runs block-scaled plans whose blocks chain C in order (c_entry='fused', natural product order)"
     block = p.block
     if not scaled.supports(block):
@@ -334,12 +332,6 @@ def _rounding(fmt: Any, subnormals: Any, mode: RoundingMode = RoundingMode.TiesT
 
 
 @lru_cache(maxsize=256)
-def _schedule(m: Model) -> Plan:
-    """The k-free facts of the arithmetic model ``m``'s plan (its block and first block, C fused or added
-    after, the store, the product order): the one place this module reads them from."""
-    return plan(m, 2 * m.step(m.block_width or 1))
-
-
 def constants(model: Model, specials: bool) -> dict[str, Any]:
     """The kernel's compile-time parameters for ``model`` (its arithmetic model), by name: its block's
     (:class:`Block`; its rounding's fields as P, EMIN, ..., pairwise's C format's as FC_P, ...), the first
@@ -359,7 +351,7 @@ def _config(m: Model, specials: bool) -> Kernel:
     why = unsupported_reason(m)
     if why is not None:
         raise ValueError(f"backend='triton' does not run {m.summary()}: {why}; backend='auto' runs it")
-    p = _schedule(m)
+    p = schedule(m)
     block = p.block
     if m.family in STEP_FAMILIES:
         own = _step_fields(block)
@@ -369,7 +361,7 @@ def _config(m: Model, specials: bool) -> Kernel:
         own = _fused_fields(block)
     B = Block(FAMILY=m.family.name, R=_rounding(block.result_format, block.subnormals, block.output_rounding,
                                                 block.overflow), IEEE_ZERO=block.exact_zero != "positive",
-              SPECIALS=specials, ORDERED=p.order is not None, A_EMIN=block.input_format.emin,
+              SPECIALS=specials, ORDERED=p.ordered, A_EMIN=block.input_format.emin,
               B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, **own)
     first = replace(B, C_EMIN=p.first.c_format.emin)  # the C given, read in c_input_format where there is one
     return Kernel(BLOCK=B, FIRST=first, NARROW_C=first != B, C_FUSED=p.c_fused, STORE=p.store,
@@ -454,7 +446,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
 
 def _fast_fields(m: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
     """:func:`fast_constants` of the arithmetic model ``m``."""
-    block = _schedule(m).block
+    block = schedule(m).block
     late = block.family is Family.LATE_C
     F, L = block.fraction_bits, m.block_width
     assert F is not None and L is not None
@@ -507,7 +499,7 @@ def _scaled_fast_fields(m: Model) -> dict[str, Any]:
     why = _scaled_reason(m)
     if why is not None:
         return dict(FAST=False, U=1, WHY=why)
-    block = _schedule(m).block
+    block = schedule(m).block
     fa, fb, fs = block.input_format, block.b_format, block.scale_format
     L, G, SB = block.block_width or 1, block.option("scale_group") or 0, block.option("scale_block") or 1
     lo = scaled.lowest_bit(fa) + scaled.lowest_bit(fb)
@@ -597,7 +589,8 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     d = torch.empty((m, n), dtype=torch.float32, device=a.device)
     if m == 0 or n == 0:
         return d
-    order = torch.tensor(p.order if p.order is not None else [0], dtype=torch.int32, device=a.device)
+    idx = p.order if p.order is not None else range(p.width) if S.BLOCK.ORDERED else [0]  # a natural order
+    order = torch.tensor(idx, dtype=torch.int32, device=a.device)  # read as given where ORDERED
     ea, sa, sb = (a if x is None else x for x in (ea, sa, sb))  # (unread where absent)
     strides = tuple(s for x in (a, b, c, d, ea, sa, sb) for s in x.stride())
     bm, bn, warps = tile
@@ -662,17 +655,17 @@ def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, o
                           "blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
 
 
-def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
+def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
          block_n: int | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ Bt.T + C under ``model``, by the Triton kernel; values already
-    checked, flushed and in the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).
+    """float64 D (m, n) = A (m, k) @ B (k, n) + C under ``model``, by the Triton kernel; values already
+    checked, flushed and in the model's formats (as the engine registry hands them over).
     A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
     _torch()  # torch installed (or its install hint) before anything else
     constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
-    check_fits(A.shape[0], A.shape[1], Bt.shape[0], dev, **GEMM_BYTES)
-    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-    a, b, c = (_on_device(x, dev) for x in (A, Bt.T, C))  # B as (k, n)
+    check_fits(A.shape[0], A.shape[1], B.shape[1], dev, **GEMM_BYTES)
+    specials = not (np.isfinite(A).all() and np.isfinite(B).all())
+    a, b, c = (_on_device(x, dev) for x in (A, B, C))
     d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
     return d.cpu().numpy().astype(np.float64)
 
@@ -719,11 +712,11 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     return _launch(S, plan(mo, k), a, b, c, tile, sa=sa, sb=sb)
 
 
-def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray, *,
+def scaled_gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray, *,
                 block_m: int | None = None, block_n: int | None = None, fast: bool | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ Bt.T + C of a block-scaled ``model``, by its Triton kernel, with the
-    scales of A (m, k / scale_block) and of B transposed (n, k / scale_block); values already checked and in
-    the model's formats (as :func:`blockfma.engine.api.gemm` hands them over).  The scales go to the device
+    """float64 D (m, n) = A (m, k) @ B (k, n) + C of a block-scaled ``model``, by its Triton kernel, with the
+    scales of A (m, k / scale_block) and of B (k / scale_block, n); values already checked and in the
+    model's formats (as the engine registry hands them over).  The scales go to the device
     one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
     product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.  A GEMM that cannot fit
     the device is refused first."""
@@ -731,15 +724,11 @@ def scaled_gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: 
     const = constants(model, False)  # an unsupported model is refused before anything moves
     dev = _device()
     m, k = A.shape
-    check_fits(m, k + k // const["SB"], Bt.shape[0], dev, what="A, B and their scales, C and D in float32")
-    specials = not (np.isfinite(A).all() and np.isfinite(Bt).all())
-    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, Bt.T, C, SA, SBt.T))
+    check_fits(m, k + k // const["SB"], B.shape[1], dev, what="A, B and their scales, C and D in float32")
+    specials = not (np.isfinite(A).all() and np.isfinite(B).all())
+    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, B, C, SA, SB))
     d = scaled_gemm_tensors(model, a, b, c, sa, sb, specials=specials, block_m=block_m, block_n=block_n, fast=fast)
     return d.cpu().numpy().astype(np.float64)
-
-
-# --- backend="auto": the compiled kernel, once it has shown the CPU engine's bits on this GPU -----------------
-_VERIFIED: dict[Model, bool] = {}  # arithmetic model -> whether the kernel gave the numpy engine's bits here
 
 
 def gpu_visible() -> bool:
@@ -748,62 +737,3 @@ def gpu_visible() -> bool:
     if interpreting() or not (optional.available("triton") and optional.available("torch")):
         return False
     return bool(_torch().cuda.is_available())
-
-
-def trial_inputs(model: Model, m: int = 40, k: int | None = None, n: int = 24,
-                 seed: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A, B, C for a trial of ``model``: values of its formats over a wide exponent range with zeros of both
-    signs, subnormals, infinities and NaN (where the formats have them) at a few per cent, k spanning two
-    of the model's steps and a partial third (the plan's padding)."""
-    m_ = model.arithmetic_model()
-    if k is None:
-        k = 2 * m_.step(m_.block_width or 1) + 3
-    rng = np.random.default_rng(seed)
-
-    def values(fmt: Any, shape: tuple[int, int]) -> np.ndarray:
-        x = rng.standard_normal(shape) * np.exp2(rng.integers(-14, 14, shape))
-        r = rng.random(shape)
-        x = np.where(r < 0.08, x * fmt.smallest_normal * 2.0**-4, x)  # subnormals, or flushed later
-        x = np.array(_formats.round(fmt, x, "rne"))
-        x[(r > 0.10) & (r < 0.15)] = 0.0
-        if fmt.has_negative_zero:
-            x[(r > 0.15) & (r < 0.18)] = -0.0
-        if fmt.has_infinities:
-            x[(r > 0.18) & (r < 0.19)] = np.inf
-            x[(r > 0.19) & (r < 0.20)] = -np.inf
-        x[(r > 0.20) & (r < 0.21)] = np.nan  # every format has a NaN (ieee, fn, fnuz)
-        return x
-
-    return (values(model.input_format, (m, k)), values(model.b_format, (k, n)), values(model.c_format, (m, n)))
-
-
-def verified(model: Model) -> bool:
-    """Whether the kernel gives the numpy engine's bits for ``model`` on this machine: tried once per model
-    and process on :func:`trial_inputs` (about 0.1 s after the compilation).  A difference is reported once
-    (RuntimeWarning with the first differing output) and the model then stays on the CPU engines; so a
-    GPU or Triton version on which the kernel is wrong costs speed, never bits."""
-    if model in _VERIFIED:
-        return _VERIFIED[model]
-    import warnings
-
-    from .api import gemm as api_gemm
-
-    A, B, C = trial_inputs(model)
-    try:
-        got = _formats.bits(api_gemm(A, B, C, model=model, backend="triton"))
-    except Exception as exc:  # a kernel that does not compile or launch on this GPU
-        warnings.warn(f"backend='auto': the Triton kernel failed for {model.summary()} on this GPU "
-                      f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); the CPU engines run "
-                      "it", RuntimeWarning, stacklevel=3)
-        _VERIFIED[model] = False
-        return False
-    want = _formats.bits(api_gemm(A, B, C, model=model, backend="numpy"))
-    bad = np.argwhere(got != want)
-    if bad.size:
-        i, j = (int(t) for t in bad[0])
-        warnings.warn(f"backend='auto': the Triton kernel differs from the exact engines for {model.summary()} on "
-                      f"this GPU ({len(bad)} of {got.size} trial outputs, first D[{i}, {j}]: bits {int(got[i, j]):#x} "
-                      f"instead of {int(want[i, j]):#x}); the CPU engines run it; please report this with "
-                      "blockfma's and Triton's versions", RuntimeWarning, stacklevel=3)
-    _VERIFIED[model] = not bad.size
-    return _VERIFIED[model]

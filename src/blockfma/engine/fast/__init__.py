@@ -1,7 +1,7 @@
 """Compiled kernels (numba) for every family the numpy engine runs, bit for bit the same.
 
-``supports(model)`` says whether a model has a compiled kernel; ``batched(model, A, B, C)`` runs one on a
-batch of products and returns None when these particular inputs need the numpy engine (for instance a
+``supports(model)`` says whether a model has a compiled kernel; ``batched(plan, A, B, C)`` runs a call's
+plan on a batch of products and returns None when these particular inputs need the numpy engine (for instance a
 late-c product overflowing to infinity).  The engine imports this package only when numba is installed
 (the ``fast`` extra).  Each family's kernel sits behind a runner (:mod:`.runners`, named by ``Family.numba``);
 this module runs the step plan around them.  See ``families.py`` for why each kernel is exact.
@@ -13,7 +13,7 @@ import numba  # without numba this package does not import, and the engine runs 
 import numpy as np
 
 from ...model import Model
-from ...plan import Index, Plan, array_index, plan, run
+from ...plan import Index, Plan, array_index, run
 from .. import rules
 from ..kernels import add_c, store
 
@@ -69,21 +69,21 @@ class _Compiled:
 SMALL_WORK = 1 << 16
 
 
-def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
-    """float64 D (batch, m, n) for finite A (batch, m, k), B (batch, k, n), C (batch, m, n), values already
-    checked, flushed and in the model's formats; None if these inputs need the numpy engine."""
+def batched(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
+    """float64 D (batch, m, n) of the call's plan ``p`` for finite A (batch, m, k), B (batch, k, n),
+    C (batch, m, n), values already checked, flushed and in the model's formats; None if these inputs need
+    the numpy engine."""
     threads = numba.get_num_threads()
     if threads == 1 or A.shape[0] * A.shape[1] * A.shape[2] * B.shape[2] >= SMALL_WORK:
-        return _batched(model, A, B, C)
+        return _batched(p, A, B, C)
     numba.set_num_threads(1)
     try:
-        return _batched(model, A, B, C)
+        return _batched(p, A, B, C)
     finally:
         numba.set_num_threads(threads)
 
 
-def _batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
-    p = plan(model, A.shape[2])
+def _batched(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
     kp, L = p.padded, p.block_width
     if kp != A.shape[2]:
         A = rules.pad(A, kp)

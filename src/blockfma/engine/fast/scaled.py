@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import Model
-from ...plan import plan
+from ...plan import Plan
 from .. import scaled
 from .runners import truncated_fused_given
 
@@ -34,12 +34,11 @@ def supports(model: Model) -> bool:
             and model.result_format.precision <= 51)
 
 
-def batched(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray
+def batched(pl: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray
             ) -> np.ndarray:
-    """float64 D (batch, m, n) of a block-scaled model (:func:`supports`) for finite A (batch, m, kp),
-    B (batch, kp, n), C (batch, m, n), kp a whole number of blocks (padded with +0), and the scales of
-    every product SA (batch, m, kp), SB (batch, kp, n) (padding products: 1), NaN allowed."""
-    pl = plan(model, A.shape[2])
+    """float64 D (batch, m, n) of the plan of a block-scaled model (:func:`supports`) for finite
+    A (batch, m, kp), B (batch, kp, n), C (batch, m, n), kp the plan's padded k (padded with +0), and the
+    scales of every product SA (batch, m, kp), SB (batch, kp, n) (padding products: 1), NaN allowed."""
     m = pl.block
     fs = m.scale_format
     nan = np.isnan(SA).any(axis=2)[:, :, None] | np.isnan(SB).any(axis=1)[:, None, :]
