@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import blockfma as bf  # noqa: E402
-from blockfma import formats as F  # noqa: E402
-from blockfma import reference as R  # noqa: E402
-from blockfma.smt import queries as Q  # noqa: E402
+import blockfma as bf
+from blockfma import formats as F
+from blockfma import reference as R
+from blockfma.smt import queries as Q
 
 FRACTIONS = (34, 35, 36, 37)
 K, BLOCK = 64, 32

@@ -159,7 +159,7 @@ def dmma_new_paths() -> list[Instr]:
 
 
 # --- input families (bit patterns) -------------------------------------------------------------------------
-# Not blockfma.probes.inputs: these draw bit patterns (NaN payloads of every kind, tf32 inside binary32
+# Not blockfma.inputs: these draw bit patterns (NaN payloads of every kind, tf32 inside binary32
 # registers, the fp32-raw family) tile by tile, and the committed records' rows are these draws from seed
 # 20261122 (scripts/recover_nan_inputs.py replays them); the package draws float64 values row by row.
 def codes_in(fmt: str, rng: np.random.Generator, shape: tuple, e_lo: int, e_hi: int,

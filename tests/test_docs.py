@@ -102,12 +102,12 @@ def run_block(source, label):
         want = wanted.get(end)
         if want is not None and isinstance(statement, ast.Expr):
             code = compile(ast.Expression(statement.value), label, "eval")
-            value = eval(code, namespace)  # noqa: S307 - the docs' own examples
+            value = eval(code, namespace)
             assert matches(value, want), (
                 f"{label}, line {end}: the docs say '# -> {want}', the code gives {str(value)!r}")
             checked.add(end)
         else:
-            exec(compile(ast.Module([statement], type_ignores=[]), label, "exec"), namespace)  # noqa: S102
+            exec(compile(ast.Module([statement], type_ignores=[]), label, "exec"), namespace)
     stray = set(wanted) - checked
     assert not stray, f"{label}: '# ->' on lines {sorted(stray)} that are not the end of an expression"
     return namespace

@@ -22,21 +22,10 @@ from helpers import REPO
 
 SRC = REPO / "src" / "blockfma"
 
-# Cycles that other branches of issue 30 remove (the engine registry, the multiword method objects); the
-# coordinator empties this list once they are merged.  Each entry is the set of modules of one cycle (a
-# strongly connected component); the test fails on any cycle not listed, and on a listed one that is gone.
-KNOWN_CYCLES: list[set[str]] = [
-    {"engine.api", "engine.gpu", "engine.triton"},
-    {"family", "model"},
-    # smt.api imports probes.inputs (running probes/__init__ -> findings -> infer), and probes.infer imports smt
-    {"probes", "probes.findings", "probes.infer", "smt", "smt.api", "smt.queries"},
-]
-
-# The growth gates of issue 30.  Functions of 60 lines or more: 33 when this gate came in, 31 once
-# probes.order's two were split; the coordinator lowers the limit to the target, 15, once issue 30's branches
-# are merged.  Lower a limit when the code goes below it, so that it holds what was won.
+# The growth gates of issue 30.  Functions of 60 lines or more: 33 when this gate came in, none once issue
+# 30 was done.  Lower a limit when the code goes below it, so that it holds what was won.
 LONG_FUNCTION = 60
-MAX_LONG_FUNCTIONS = 31
+MAX_LONG_FUNCTIONS = 0
 MAX_SRC_LINES = 31_100
 
 
@@ -178,13 +167,9 @@ def test_import_graph_reads_lazy_and_package_imports():
     assert not any(name.startswith("blockfma") for deps in graph.values() for name in deps)
 
 
-def test_no_import_cycles_but_the_known_ones():
+def test_no_import_cycles():
     graph = import_graph()
-    found = _components(graph)
-    new = [c for c in found if c not in KNOWN_CYCLES]
-    gone = [c for c in KNOWN_CYCLES if c not in found]
-    lines = [f"import cycle: {_shortest_cycle(graph, c)} (modules {_label(c)})" for c in new]
-    lines += [f"known cycle {_label(c)} is gone: take it out of KNOWN_CYCLES" for c in gone]
+    lines = [f"import cycle: {_shortest_cycle(graph, c)} (modules {_label(c)})" for c in _components(graph)]
     assert not lines, "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from blockfma.model import Model
 
 pytest.importorskip("torch", reason="MMA-Sim needs torch")
 pytest.importorskip("mmasim", reason="the differential test needs MMA-Sim: pip install --no-deps mmasim==2.1.1")
-from helpers import MX_PTX as PTX, block_scaled_rows as _rows, mmasim_d  # noqa: E402
+from helpers import MX_PTX as PTX, block_scaled_rows as _rows, mmasim_d
 
 F8F6F4 = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
 

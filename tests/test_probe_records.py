@@ -77,7 +77,7 @@ def test_cublas_preset_reproduces_the_torch_probe_readings():
     the probe built them: the structure tests first, then the rest knowing F from the structure stage."""
     from blockfma.probes import features as feat
     from blockfma.probes.infer import STAGES
-    from blockfma.probes.inputs import Formats
+    from blockfma.inputs import Formats
 
     rec = TORCH[0]
     assert rec["formats"].startswith("fp16 -> fp16") and not rec["verified"]

@@ -19,7 +19,7 @@ from blockfma.probes import features, inputs
 from blockfma.probes.features import FEATURE_TESTS, Context
 from blockfma.probes.infer import disagreements
 from blockfma.probes.targets import sim_jobs
-from blockfma.probes.inputs import Formats
+from blockfma.inputs import Formats
 
 
 

@@ -17,7 +17,7 @@ from blockfma.formats import bits
 from blockfma.model import Family
 from blockfma.probes import ProbeError
 from blockfma.probes import scaled as sc
-from blockfma.probes.inputs import Formats
+from blockfma.inputs import Formats
 from blockfma.probes.targets import sim_jobs
 
 B200 = bf.device("B200")

@@ -8,7 +8,7 @@ import sys
 from helpers import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
-import record_hardware as R  # noqa: E402
+import record_hardware as R
 
 
 def test_simulated_run_matches_its_own_model(tmp_path):

@@ -20,7 +20,7 @@ import blockfma as bf
 from blockfma import formats, smt
 from blockfma.formats import RoundingMode
 from blockfma.model import Alignment, Family, Model
-from blockfma.probes.inputs import Formats, mixed_rows
+from blockfma.inputs import Formats, mixed_rows
 from blockfma.smt import encode, queries, solve
 
 from helpers import bits

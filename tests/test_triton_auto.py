@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
-import blockfma as bf  # noqa: E402
-from blockfma import formats  # noqa: E402
-from blockfma.engine import registry, triton as tr  # noqa: E402
-from helpers import triton_mode  # noqa: E402
+import blockfma as bf
+from blockfma import formats
+from blockfma.engine import registry, triton as tr
+from helpers import triton_mode
 
 MODEL = bf.device("H100").model("fp16", "fp32")
 

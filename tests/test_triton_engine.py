@@ -11,13 +11,13 @@ import pytest
 pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings, strategies as st
 
-import blockfma as bf  # noqa: E402
-from blockfma import formats, reference  # noqa: E402
-from blockfma.engine import triton as tr  # noqa: E402
-from blockfma.model import Alignment, Family, Model, NaNStyle  # noqa: E402
-from helpers import triton_mode  # noqa: E402
+import blockfma as bf
+from blockfma import formats, reference
+from blockfma.engine import triton as tr
+from blockfma.model import Alignment, Family, Model, NaNStyle
+from helpers import triton_mode
 
 PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H100", "tf32", "fp32", None),
            ("H100", "e4m3fn", "fp32", None), ("H100", "e5m2", "fp32", None), ("H100", "fp16", "fp16", None),

@@ -12,15 +12,15 @@ import pytest
 pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings, strategies as st
 
-import blockfma as bf  # noqa: E402
-from blockfma import formats, reference  # noqa: E402
-from blockfma.devices import devices  # noqa: E402
-from blockfma.engine import triton as tr  # noqa: E402
-from blockfma.model import Family, Model, NaNStyle  # noqa: E402
-import test_triton_engine as engine_tests  # noqa: E402
-from test_triton_engine import _cuda, _random_codes, check, same_bits, values  # noqa: E402
+import blockfma as bf
+from blockfma import formats, reference
+from blockfma.devices import devices
+from blockfma.engine import triton as tr
+from blockfma.model import Family, Model, NaNStyle
+import test_triton_engine as engine_tests
+from test_triton_engine import _cuda, _random_codes, check, same_bits, values
 
 interpreter = engine_tests.interpreter  # its autouse fixture: the interpreter on, off for gpu tests
 

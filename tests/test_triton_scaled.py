@@ -15,16 +15,16 @@ import pytest
 pytest.importorskip("torch", reason="backend='triton' takes torch tensors: torch is not installed")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
-import triton.language as tl  # noqa: E402  (the injected faults' jitted functions see it as a global)
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+import triton.language as tl
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-import blockfma as bf  # noqa: E402
-from blockfma import formats as F, reference as R  # noqa: E402
-from blockfma.arguments import ArgumentError  # noqa: E402
-from blockfma.devices import devices as all_devices  # noqa: E402
-from blockfma.engine import last_backend, scaled, triton as tr  # noqa: E402
-from blockfma.model import Model  # noqa: E402
-from helpers import block_scaled_rows, triton_mode  # noqa: E402
+import blockfma as bf
+from blockfma import formats as F, reference as R
+from blockfma.arguments import ArgumentError
+from blockfma.devices import devices as all_devices
+from blockfma.engine import last_backend, scaled, triton as tr
+from blockfma.model import Model
+from helpers import block_scaled_rows, triton_mode
 
 INTERPRETED_AT_START = tr.interpreting()  # triton imported in interpreter mode: no GPU compilation here
 

@@ -1,6 +1,6 @@
 """The engines held to the exact reference for one model: the check a new datapath needs first.
 
-:func:`check` draws rows built to break fused datapaths (:mod:`blockfma.probes.inputs`: moderate and wide
+:func:`check` draws rows built to break fused datapaths (:mod:`blockfma.inputs`: moderate and wide
 exponents, cancellation, underflow, signed zeros, special values, extremes, random bit patterns), runs
 :func:`blockfma.dot` on every backend that runs the model, and compares the bits with
 :func:`blockfma.reference.dot_bits` (Python Fractions, one row at a time).  A family of one's own
@@ -141,7 +141,7 @@ def _compare(model: Model, k: int, rows: int, seed: Any, run: list[str]) -> tupl
     """The mismatches of each backend in ``run`` against the reference on ``rows`` rows spread evenly over
     the input families, and the rows compared."""
     from .engine import dot
-    from .probes import inputs
+    from . import inputs
 
     f = inputs.Formats.of(model.input_format, model.b_format, model.c_format, model.output_format)
     rng = np.random.default_rng(seed)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np

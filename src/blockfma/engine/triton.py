@@ -86,7 +86,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats as _formats, optional
+from .. import optional
 from ..arguments import ArgumentError, Shown, integer
 from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle

@@ -126,7 +126,7 @@ def _feature_readings(device: str, inp: str, k: int = 32) -> dict[str, Any]:
     from .. import formats as _formats
     from ..devices import device as _device
     from ..probes.features import Context
-    from ..probes.inputs import Formats
+    from ..inputs import Formats
     from ..probes.targets import target
 
     out_fmt = "fp64" if inp == "fp64" else "fp32"
@@ -179,7 +179,7 @@ def _half_or_product_rounding(device: str, inp: str, k: int, half_output: bool) 
     from ..devices import device as _device
     from ..probes import seeds
     from ..probes.features import Builder, Context, arrays
-    from ..probes.inputs import Formats
+    from ..inputs import Formats
     from ..probes.targets import target
 
     if inp in ("fp16", "bf16") and half_output:

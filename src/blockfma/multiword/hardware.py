@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
-from ..probes.inputs import Formats
+from ..inputs import Formats
 from ..arguments import ArgumentError
 from ..probes.runtime import TORCH_HINT, device_info, import_torch
 from ..probes.targets import BlackBox

@@ -47,7 +47,7 @@ import numpy as np
 from .. import formats as _formats
 from ..model import Model
 from . import cuda as _cuda
-from .inputs import Formats
+from ..inputs import Formats
 from .scaled import ScaledTarget, SimScaledTarget
 
 __all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d",

@@ -32,7 +32,7 @@ from .. import formats as _formats
 from ..formats import Format, bits
 from ..literals import bits_hex, hex_float
 from . import seeds
-from .inputs import Formats, Row
+from ..inputs import Formats, Row
 
 
 __all__ = ["Row", "FeatureTest", "FEATURE_TESTS", "feature_test", "Builder", "Context"]

@@ -49,7 +49,7 @@ from ..engine import dot
 from ..formats import bits
 from ..literals import bits_hex, hex_float
 from ..model import PARAMS, SEARCHED, Family, Model
-from . import inputs as _inputs
+from .. import inputs as _inputs
 from .features import FEATURE_TESTS, Context, Row, arrays
 from .targets import Target, TargetError, holds
 

@@ -50,8 +50,8 @@ from ..formats import Format, RoundingMode, bits
 from ..literals import hex_float
 from ..model import Family, Model, NaNStyle
 from .features import holds, product_of, read_bits
-from .inputs import Formats, Row
-from .inputs import rows as _rows
+from ..inputs import Formats, Row
+from ..inputs import rows as _rows
 from .targets import BlackBox, TargetError
 
 __all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
@@ -210,7 +210,7 @@ def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp3
 # --- rows ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ScaledRow(Row):
-    """One block-scaled dot product: a :class:`~blockfma.probes.inputs.Row` and the scales sa, sb (one a
+    """One block-scaled dot product: a :class:`~blockfma.inputs.Row` and the scales sa, sb (one a
     block)."""
 
     sa: tuple[float, ...]

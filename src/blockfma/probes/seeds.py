@@ -30,7 +30,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .. import formats as _formats
-from .inputs import Row
+from ..inputs import Row
 
 __all__ = ["SeedCase", "SEED_CASES", "NOT_CASES", "seed_case", "cases", "rows", "expected_bits", "SOURCES"]
 

@@ -55,7 +55,7 @@ from ..engine import dot
 from ..formats import bits
 from ..model import Model
 from ..version import __version__
-from .inputs import Formats
+from ..inputs import Formats
 from .runtime import TORCH_DTYPES, gpu_metadata, import_torch
 
 __all__ = ["BlackBox", "Target", "TargetError", "SimTarget", "CallableTarget", "CudaTarget", "TorchTarget", "target",

@@ -568,7 +568,7 @@ def _seed_rows(model: Model, k: int, normal_inputs: bool, n: int) -> list[tuple[
     ranked in binary64 with math.fsum, is largest among ``n`` rows of the probes' input families (a
     block-scaled model's with unit scales)."""
     from ..engine import dot
-    from ..probes.inputs import Formats, mixed_rows
+    from ..inputs import Formats, mixed_rows
 
     if n <= 0:
         return []

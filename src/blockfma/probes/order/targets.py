@@ -20,7 +20,7 @@ from ...devices import device as _device
 from ...engine import dot as _dot
 from ...formats import Format
 from ...torch_switches import matmul_switches, tf32_enabled
-from ..inputs import Formats
+from ...inputs import Formats
 from ..runtime import TORCH_DTYPES, device_info, import_torch
 from ..targets import BlackBox
 from ...arguments import ArgumentError, choice, integer, memory

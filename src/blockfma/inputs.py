@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import formats as _formats
-from ..formats import Format
+from . import formats as _formats
+from .formats import Format
 
 __all__ = ["Formats", "Row", "FAMILIES", "values", "rows", "mixed_rows"]
 
