@@ -21,8 +21,9 @@ the scale block); ``--no-triton`` leaves them out.  The first call of a kernel a
 A tile sweep then times the kernel alone at ``--sweep-size`` (n x n x n) for a few cases over the launch
 parameters ``--tiles`` (BLOCK_M x BLOCK_N x num_warps), each tile checked bit for bit against the CPU engine
 at ``--check-size`` first, and the general path (``fast=False``) once at its default tile as the
-reference (``--no-general`` leaves it out): rows ``triton-tile`` with ``tile`` and ``path``, and the best tile per case printed, so one GPU
-session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.  ``--tiles ''`` skips it.
+reference (``--no-general`` leaves it out): rows ``triton-tile`` with ``tile`` and ``path``, and the best tile
+per case printed, so one GPU session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.
+``--tiles ''`` skips it.
 
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json

@@ -353,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                          "numpy: float64 arrays in and out, the split/CRT on the host")
     ap.add_argument("--backend", default="hardware",
                     help="hardware (CUDA if torch sees a GPU), hardware:cuda[:N], hardware:cpu")
-    ap.add_argument("--out", metavar="FILE", help="JSON results (default on CUDA: data/hardware/<gpu>-multiword-speed.json; "
+    ap.add_argument("--out", metavar="FILE", help="JSON results (default on CUDA: "
+                                              "data/hardware/<gpu>-multiword-speed.json; "
                                               "checked before the run; its folder must exist), or - to print them "
                                               "at the end (the table then goes to stderr)")
     ap.add_argument("--merge", action="store_true",

@@ -95,8 +95,8 @@ def draw(out: Path) -> None:
     arrow(77.5, 26.5, 76.5, 26.5, dashed=True, color="#b5651d")
 
     box(38, 7, 20, 8, "d (output_format)\nnext block's c when\nk > block_width", color="#ffffff", size=7.5)
-    ax.add_patch(FancyArrowPatch((58.5, 9), (96.5, 89.5), connectionstyle="angle,angleA=0,angleB=90,rad=4", arrowstyle="-|>",
-                                 mutation_scale=10, lw=0.9, color="#777777", linestyle=":"))
+    ax.add_patch(FancyArrowPatch((58.5, 9), (96.5, 89.5), connectionstyle="angle,angleA=0,angleB=90,rad=4",
+                                 arrowstyle="-|>", mutation_scale=10, lw=0.9, color="#777777", linestyle=":"))
     ax.text(2, 4, "Model fields in code type: block_width (L), fraction_bits (F), e_zero, alignment, carry_bits, "
             "output_rounding, output_fraction_bits, c_entry.\nExact rules, other families and special values: "
             "docs/semantics.md. Drawn by scripts/datapath_figure.py.", fontsize=7, color="#555555")

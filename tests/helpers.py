@@ -340,7 +340,7 @@ def mmasim_d(device: str, cfg, A, B, C, SA, SB) -> np.ndarray:
 
     kind, fa, fb, block, fs = cfg
     k = 64 if kind != "mxf8f6f4" else 32
-    m, n = C.shape
+    _m, n = C.shape
     types = f"{MX_PTX[fa]}.{MX_PTX[fb]}"
     shape = (f"m16n8k{k}.kind::{kind}.block{block}.f32.{types}.f32.{MX_PTX[fs]}" if device == "RTX 5090"
              else f"m128n{n}k{k}.kind::{kind}.block{block}.f32.{types}.{MX_PTX[fs]}")
@@ -360,7 +360,7 @@ def block_scaled_rows(cfg, rows: int, k: int, seed: int):
     """A (rows x k), B (k x 8), C, SA, SB for one configuration: random codes (fp8 A with NaN and
     infinities in even seeds), C over a wide range with zeros and a subnormal, scales by :func:`_mx_scales`
     (one NaN in every third seed)."""
-    kind, fa, fb, block, fs = cfg
+    _kind, fa, fb, block, fs = cfg
     rng = np.random.default_rng(seed)
     specials = fa in ("e4m3fn", "e5m2") and seed % 2 == 0
     A = F.decode(F.get(fa), _mx_codes(rng, F.get(fa), (rows, k), specials))

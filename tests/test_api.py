@@ -123,7 +123,8 @@ def test_dmma_nans_carry_the_input_payload():
     """H100 fp64 DMMA (data/hardware): B's NaN, else the accumulator's, else A's, quieted; inf * 0 gives
     0xFFF8000000000000.  dot and gemm alike, whatever else is in the GEMM."""
     qa, sb, qc = _codes(np.float64, 0x7FF800000000000A, 0xFFF000000000000B, 0x7FF800000000000C)
-    dot = lambda a, b, c: int(bits(bf.dot(a, b, c, device="H100", input_format="fp64", output_format="fp64")))
+    def dot(a, b, c):
+        return int(bits(bf.dot(a, b, c, device="H100", input_format="fp64", output_format="fp64")))
     assert dot([qa, 1.0], [1.0, sb], qc) == 0xFFF800000000000B
     assert dot([qa, 1.0], [1.0, 1.0], qc) == 0x7FF800000000000C
     assert dot([qa, 1.0], [1.0, 1.0], 0.0) == 0x7FF800000000000A

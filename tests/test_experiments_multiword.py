@@ -116,7 +116,7 @@ def test_range_warnings_are_counted_and_others_pass_through():
     with pytest.warns(UserWarning, match="not a range warning"):
         with mw._range_warnings() as got:
             split(np.array([[1e-6, 2.0**-10, 3e-7]]), "fp16", 2)  # the row's largest is small: it matters
-            warnings.warn("not a range warning", UserWarning)
+            warnings.warn("not a range warning", UserWarning, stacklevel=2)
     assert (got.warnings, got.entries) == (1, 2)
 
 

@@ -208,7 +208,7 @@ def _configs() -> list:
     for sim, target in runs:
         by_preset.setdefault(target, []).append(sim)
     quick = set()
-    for (device, ins, fin, fout), sims in by_preset.items():
+    for (device, ins, fin, _fout), sims in by_preset.items():
         k = bf.device(device).instruction(ins).k[fin]
         quick.add(next((sim for sim in sims if formats(sim)[4] == k), sims[0]))
     out = []

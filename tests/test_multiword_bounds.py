@@ -299,7 +299,7 @@ def test_metrics_refuse_bad_inputs():
 # ----------------------------------------------------------------------------------- exact reference
 
 def _fraction_product(A, B, C=None):
-    m, k = A.shape
+    m, _k = A.shape
     out = np.empty((m, B.shape[1]))
     for i in range(m):
         for j in range(B.shape[1]):

@@ -160,7 +160,7 @@ def test_bad_input_is_refused_when_the_switch_is_made():
         with pytest.raises(ArgumentError) as info:
             mw.accurate(**kwargs)
         assert text in str(info.value), str(info.value)
-    a, b = _operands(4, 8, 4)
+    a, _b = _operands(4, 8, 4)
     with mw.accurate("fp64", **SIM):
         with pytest.raises(ValueError, match="cannot be multiplied"):
             a @ a

@@ -125,7 +125,7 @@ def test_place_block_is_exact(fmt, scale):
 # --- feature tests: readings against hand-written outputs ----------------------------------------------------
 @pytest.mark.parametrize("m", [MXF4, NVF4, MXF8], ids=["2 blocks", "4 blocks", "1 block"])
 def test_blocks_reading_names_each_positions_scale(m):
-    rows, d, reading = _run(m, "blocks")
+    rows, _d, reading = _run(m, "blocks")
     assert reading["as stated"] and len(rows) == m.block_width
     assert reading["scale block of each position"][:17] == [0] * 16 + [16 // m.option("scale_block")]
 

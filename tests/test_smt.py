@@ -215,7 +215,8 @@ def test_a_narrow_c_is_a_16_bit_input_read_in_fp16_by_the_first_block():
     assert _evaluate(m, np.array([zeros + row]), np.array([zeros + row]), np.array([2.0**-20])) == [wide]
     assert _evaluate(_v100(), np.array([row]), np.array([row]), np.array([2.0**-20])) == [wide]
     rng = np.random.default_rng(4)
-    codes = lambda shape, top: rng.integers(0, 1 << 16, shape) & 0x83FF | (rng.integers(0, top + 1, shape) << 10)
+    def codes(shape, top):
+        return rng.integers(0, 1 << 16, shape) & 0x83FF | (rng.integers(0, top + 1, shape) << 10)
     a, b, c = (formats.decode(formats.fp16, codes((16, 8), 8)), formats.decode(formats.fp16, codes((16, 8), 8)),
                formats.decode(formats.fp16, codes(16, 1)))
     assert _evaluate(m, a, b, c) == bits(bf.dot(a, b, c, model=m)).astype(np.int64).tolist()

@@ -76,14 +76,16 @@ def test_equivalent_proves_the_readings_agree_when_c_is_normal_or_zero_in_fp16()
     # the engine on random rows: normal (or zero) fp16 C agrees, subnormal C parts somewhere
     rng = np.random.default_rng(11)
     n = 4000
-    codes = lambda shape, lo, hi: (rng.integers(0, 2, shape) << 15) | (rng.integers(lo, hi + 1, shape) << 10) | \
-        rng.integers(0, 1 << 10, shape)
+    def codes(shape, lo, hi):
+        return (rng.integers(0, 2, shape) << 15) | (rng.integers(lo, hi + 1, shape) << 10) | \
+            rng.integers(0, 1 << 10, shape)
     a = formats.decode("fp16", codes((n, 4), 1, 12)).astype(np.float64)
     b = formats.decode("fp16", codes((n, 4), 1, 12)).astype(np.float64)
     c_normal = formats.decode("fp16", codes(n, 1, 12)).astype(np.float64)
     c_normal[::7] = 0.0
     c_sub = formats.decode("fp16", codes(n, 0, 0)).astype(np.float64)
-    same = lambda c: bits(bf.dot(a, b, c, model=narrow)) == bits(bf.dot(a, b, c, model=wide))
+    def same(c):
+        return bits(bf.dot(a, b, c, model=narrow)) == bits(bf.dot(a, b, c, model=wide))
     assert same(c_normal).all()
     assert not same(c_sub).all()
 

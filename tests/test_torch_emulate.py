@@ -201,7 +201,7 @@ def test_sdpa_math_path_is_decomposed_and_emulated():
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     ops = [o.op for o in emu.log]
     assert ops == ["sdpa q@k^T", "sdpa attn@v"]
-    with bf.torch.emulate("H100") as emu2:
+    with bf.torch.emulate("H100"):
         scores = (q @ k.transpose(-2, -1)) * (1 / 4.0)
         mask = torch.ones(8, 8, dtype=torch.bool).tril().logical_not()
         w = torch.softmax(scores + torch.zeros(8, 8, dtype=q.dtype).masked_fill(mask, float("-inf")), dim=-1)
