@@ -2,19 +2,15 @@
 ``bf.multiword.accurate`` each bring a :class:`Rule`; this module holds what they share.
 
 Inside a :class:`Mode` the calls of the handler table (``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``,
-``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers are
-intercepted.  Each call asks the rule whether it runs natively (:meth:`Rule.native`, which logs it then);
-else it runs with torch.matmul's semantics (1-D operands, broadcast batch axes; a batched A times a 2-D B
-folded into one product, as torch folds it) as one autograd Function whose forward is the rule's
-:meth:`Rule.gemm` and whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad) is the rule's ``gemm`` too,
-with the route the forward had (also when ``backward()`` runs after the block).  C enters the product where
-the rule says so (:attr:`Rule.adds_c`: the device adds it, and ``alpha``/``beta`` other than 1 (beta 0) are
-refused); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms copy the result.
-Torch calls made while a rule's ``gemm`` runs (a real unit's own matmuls) are never intercepted again, also
-not by an enclosing block.
-
-To add an interception: write a class with the :class:`Rule` methods and enter ``Mode(rule, extra)`` in its
-``__enter__`` (``extra``: handlers of ops the table lacks, called as ``handler(rule, func, *args, **kwargs)``).
+``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers go to
+their handler.  A call the rule does not run natively (:meth:`Rule.native`) runs with torch.matmul's
+semantics (:func:`matmul`) as one autograd Function whose forward and backward (grad_A = grad @ B^T, grad_B =
+A^T @ grad, with the forward's route, also when ``backward()`` runs after the block) are the rule's
+:meth:`Rule.gemm`.  C enters the product where :attr:`Rule.adds_c` says so (``alpha``/``beta`` other than 1
+(beta 0) are refused then); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms
+copy the result.  Torch calls made while a rule's ``gemm`` runs are never intercepted again, also not by an
+enclosing block.  To add an interception: a class with the :class:`Rule` methods that enters
+``Mode(rule, extra)`` in its ``__enter__`` (``extra``: handlers called as ``handler(rule, func, *args, **kwargs)``).
 """
 
 from __future__ import annotations
@@ -147,17 +143,11 @@ def _out(out: Any) -> dict[str, Any]:
     return {} if out is None else {"out": out}
 
 
-def _h_matmul(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None) -> Any:
-    if rule.native("matmul", (a, b), (), None):
-        return func(a, b, **_out(out))
-    return with_out(matmul(rule, "matmul", a, b), out)
-
-
 def _h_rmatmul(rule: Rule, func: Any, b: Any, a: Any) -> Any:
     return func(b, a) if rule.native("matmul", (a, b), (), None) else matmul(rule, "matmul", a, b)
 
 
-def _fixed(op: str, dims: int) -> Callable[..., Any]:
+def _fixed(op: str, dims: int | None) -> Callable[..., Any]:
     def handler(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
         if rule.native(op, (a, b), tuple(kw), dims):
             return func(a, b, **kw, **_out(out))
@@ -204,7 +194,7 @@ def _h_linear(rule: Rule, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
 
 
 HANDLERS: dict[Any, Callable[..., Any]] = {
-    torch.matmul: _h_matmul, torch.Tensor.matmul: _h_matmul, torch.Tensor.__matmul__: _h_matmul,
+    **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _fixed("matmul", None)),
     torch.Tensor.__rmatmul__: _h_rmatmul,
     torch.mm: _fixed("mm", 2), torch.Tensor.mm: _fixed("mm", 2),
     torch.bmm: _fixed("bmm", 3), torch.Tensor.bmm: _fixed("bmm", 3),
