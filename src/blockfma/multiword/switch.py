@@ -4,23 +4,12 @@
         y = x @ w                        # float64: the method :func:`.choose.choose` picks for this shape
     print(acc.log)                       # what each call chose
 
-:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts):
-inside the block ``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm`` and ``F.linear`` on tensors
-of the routed dtypes run through :func:`blockfma.multiword.matmul` with ``accuracy=``: each 2-D product (a
-batched one: each batch entry; a batched A times a 2-D B: folded into one product, as torch folds it) is
-chosen for its own shape and data and run; the result is rounded once to nearest into the tensors' dtype
-(exact for float64, where the methods' results are float64 values) and comes back on the tensors' device.
-``addmm``/``baddbmm``/``linear`` add C (times beta) and scale by alpha with torch's own elementwise
-operations after the product.  On exit torch's native GEMMs are back.
-
-Autograd: a routed call is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad)
-runs through the chosen methods too (each 2-D product chosen for its own shape and data; one
-"backward grad_A" / "backward grad_B" entry per call), also when ``backward()`` runs after the block.
-
-Run natively and logged as such: other dtypes, empty operands, operands with NaN or infinities (torch's
-GEMM propagates them as DGEMM does; the methods refuse them), and calls with keywords the switch does not
-model.  Torch calls made while a routed product runs (the real units' own matmuls) are never routed again,
-also not by an enclosing block.
+:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts; it
+intercepts the ops, folds batches and runs the backward as its docstring says): each 2-D product of the routed
+dtypes runs through :func:`blockfma.multiword.matmul` with ``accuracy=``, chosen for its own shape and data,
+its result rounded once to nearest into the tensors' dtype (exact for float64) on the tensors' device; torch
+adds C (times beta) and scales by alpha after the product.  Run natively and logged: see :meth:`Accurate.native`
+(torch's GEMM propagates NaN and infinities as DGEMM does; the methods refuse them).
 """
 
 from __future__ import annotations
@@ -73,8 +62,6 @@ class Accurate:
         self.backend = backend
         self.device = device
         listed = (torch.float64,) if dtypes is None else dtypes
-        if isinstance(listed, torch.dtype):
-            listed = (listed,)
         try:
             listed = tuple(listed)
         except TypeError:
@@ -150,9 +137,8 @@ class Accurate:
 
     def run(self, a: Any, b: Any, choices: list[Choice]) -> Any:
         """One 2-D product by :func:`blockfma.multiword.matmul` with ``accuracy=`` (no autograd), its Choice
-        appended to ``choices``: on real units (``backend="hardware..."``) the tensors go in as they are and
-        every step runs on their device (:mod:`.tensors`); on simulated units through host arrays, as the
-        simulator computes there."""
+        appended to ``choices``: on real units (``backend="hardware..."``) on the tensors' device
+        (:mod:`.tensors`); on simulated units through host arrays."""
         from .hardware import is_hardware
         from .methods import matmul
 
@@ -190,5 +176,5 @@ def accurate(accuracy: Any = "fp64", *, dtypes: Any = None, device: Any = None,
     ``backend``: where the chosen method's unit calls run, as :func:`blockfma.multiword.matmul` takes it
     (default "hardware": this machine's GPU through torch, else its CPU); ``device``: the card whose rates
     (and, on the simulator, whose units) the choice uses (default: the GPU torch sees; "H100" on the
-    simulator).  See the module docstring for what runs natively."""
+    simulator)."""
     return Accurate(accuracy, dtypes=dtypes, device=device, backend=backend)
