@@ -93,14 +93,6 @@ def _capture(module: torch.nn.Module, inputs: Sequence[Any]) -> tuple[dict[str, 
     return outs, result
 
 
-def _as_emulation(d: Any) -> Emulation:
-    if isinstance(d, Emulation):
-        return d
-    if isinstance(d, Model):
-        return emulate(model=d)
-    return emulate(d)
-
-
 @dataclass
 class Divergence:
     """The per-layer table: ``rows`` (layer, dtype, shape, then ``<device> ulps`` and ``<device> rel`` per
@@ -156,7 +148,8 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     if isinstance(devices, (str, Model, Emulation)):  # one device, not a sequence of its characters
         devices = [devices]
-    emus = [_as_emulation(d) for d in devices]
+    emus = [d if isinstance(d, Emulation) else emulate(model=d) if isinstance(d, Model) else emulate(d)
+            for d in devices]
     if not emus:
         raise ValueError("divergence: devices=[] names nothing; pass e.g. devices=['H100', 'MI300X']")
     labels = [e.name for e in emus]
