@@ -1,10 +1,5 @@
-"""torch's process-wide matmul switches, set for one call and restored: the one place blockfma touches them.
-
-Which arithmetic a torch matmul runs on a GPU depends on switches as well as on dtypes: TF32 for fp32
-operands, reduced-precision (fp16/bf16) split-K reductions, fp16 accumulation.  :func:`matmul_switches`
-sets the ones it is given (None leaves torch's value) for the block and restores each afterwards, also
-after an exception.  The probe targets (``torch``), FPRev's GEMM orders and the multiword hardware backend
-all go through it.
+"""torch's process-wide matmul switches (TF32, fp16/bf16 reduced-precision reductions, fp16 accumulation),
+set for one block and restored (:func:`matmul_switches`): the one place blockfma touches them.
 
 TF32 goes through the per-backend fp32 precision where torch has it (2.9 and later), else through the legacy
 ``torch.backends.cuda.matmul.allow_tf32``: once the new API has been used, torch refuses to read the legacy
