@@ -20,7 +20,9 @@ __all__ = ["fp8_operands", "block_operands", "check_out_dtype", "check_scale_res
            "PLAIN_RECIPES"]
 
 PLAIN_RECIPES = (0, 1)  # F.ScalingType.TensorWise, RowWise: the scales _scaled_mm takes
-_BLOCK_RECIPES = {2: 16, 3: 32}  # F.ScalingType.BlockWise1x16, BlockWise1x32: elements per scale
+#: F.ScalingType lists of the block-scale recipes (BlockWise1x16 = 2, BlockWise1x32 = 3, TensorWise = 0) ->
+#: (elements per scale, whether a global scale comes second)
+_BLOCK_RECIPES = {(2,): (16, False), (3,): (32, False), (2, 0): (16, True)}
 
 
 def _what(t: Any) -> str:
@@ -166,14 +168,8 @@ def epilogue(route: Route, product: torch.Tensor, s: torch.Tensor, bias: torch.T
 def v2_block_recipe(recipe_a: list, recipe_b: list) -> tuple[int, bool] | None:
     """(block, two-level) of a block-scale recipe pair of ``F.scaled_mm``: both ``[BlockWise1x32]`` or both
     ``[BlockWise1x16]``, or both ``[BlockWise1x16, TensorWise]`` (NVFP4 with a global scale); else None."""
-    ra, rb = [int(x) for x in recipe_a], [int(x) for x in recipe_b]
-    if ra != rb:
-        return None
-    if len(ra) == 1 and ra[0] in _BLOCK_RECIPES:
-        return _BLOCK_RECIPES[ra[0]], False
-    if ra == [2, 0]:
-        return 16, True
-    return None
+    ra, rb = tuple(int(x) for x in recipe_a), tuple(int(x) for x in recipe_b)
+    return _BLOCK_RECIPES.get(ra) if ra == rb else None
 
 
 def v2_swizzled(name: str, swizzle: Any) -> bool:
