@@ -2,9 +2,8 @@
 
 Every leaf module's output is caught by a forward hook: once in a float64 copy of the module run natively
 (the reference), once per device under :func:`blockfma.torch.emulate`.  Per layer and device the table gives
-the largest difference from the reference in ulps of the output dtype at the layer's largest reference
-value (:func:`ulps`) and the relative difference in the 2-norm, ||x - ref|| / ||ref||; a last column gives
-the largest difference between any two devices, in ulps of the dtype (at the first device's largest value).
+the largest difference from the reference (:func:`ulps`), the relative difference ||x - ref||_2 / ||ref||_2,
+and the largest difference between any two devices, in ulps of the dtype at the first device's largest value.
 """
 
 from __future__ import annotations
@@ -59,10 +58,7 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor):
         return out
     if isinstance(out, (tuple, list)):
-        for o in out:
-            t = _first_tensor(o)
-            if t is not None:
-                return t
+        return next((t for t in map(_first_tensor, out) if t is not None), None)
     return None
 
 
@@ -118,8 +114,7 @@ class Divergence:
 
     def figure(self, path: Any = None) -> Any:
         """A matplotlib figure: per layer, the largest ulps difference from fp64 per device (log scale);
-        saved as PNG to ``path`` if given, through the safe writer (:func:`blockfma.plot.save`: a regular file
-        in a folder that exists, written atomically)."""
+        saved as PNG to ``path`` if given (:func:`blockfma.plot.save`)."""
         plt = require("matplotlib.pyplot", extra="plot", needed_by="Divergence.figure", what="matplotlib")
         fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(self.rows)), 4))
         x = np.arange(len(self.rows))
