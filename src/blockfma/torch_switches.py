@@ -74,13 +74,12 @@ def _switches(torch: Any, tf32: bool | None, reduced: bool | None, fp16_accumula
             name = f"allow_{fmt}_reduced_precision_reduction"
             if readable(m, name) is None:
                 continue
-            if readable(m, name + "_split_k") is not None:  # (reduced precision, split-K) pairs in newer torch
-                def get_pair(n: str = name) -> tuple[bool, bool]:
-                    return (getattr(m, n), getattr(m, n + "_split_k"))
 
-                out.append((get_pair, lambda v, n=name: setattr(m, n, v), bool(reduced)))
-            else:
-                out.append((lambda n=name: getattr(m, n), lambda v, n=name: setattr(m, n, v), bool(reduced)))
+            def get(n: str = name, pair: bool = readable(m, name + "_split_k") is not None) -> Any:
+                # newer torch holds (reduced precision, split-K) pairs
+                return (getattr(m, n), getattr(m, n + "_split_k")) if pair else getattr(m, n)
+
+            out.append((get, lambda v, n=name: setattr(m, n, v), bool(reduced)))
     if fp16_accumulation is not None and readable(m, "allow_fp16_accumulation") is not None:
         out.append((lambda: m.allow_fp16_accumulation, lambda v: setattr(m, "allow_fp16_accumulation", v),
                     bool(fp16_accumulation)))
