@@ -4,12 +4,10 @@
         y = x @ w                        # float64: the method :func:`.choose.choose` picks for this shape
     print(acc.log)                       # what each call chose
 
-:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts; it
-intercepts the ops, folds batches and runs the backward as its docstring says): each 2-D product of the routed
-dtypes runs through :func:`blockfma.multiword.matmul` with ``accuracy=``, chosen for its own shape and data,
-its result rounded once to nearest into the tensors' dtype (exact for float64) on the tensors' device; torch
-adds C (times beta) and scales by alpha after the product.  Run natively and logged: see :meth:`Accurate.native`
-(torch's GEMM propagates NaN and infinities as DGEMM does; the methods refuse them).
+:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts, says
+how calls are intercepted, batches folded and backward run): each 2-D product runs through
+:func:`blockfma.multiword.matmul`, its result rounded once to nearest into the tensors' dtype (exact for
+float64); torch adds C (times beta) and scales by alpha after the product.
 """
 
 from __future__ import annotations
@@ -48,8 +46,15 @@ class Call:
 
 
 class Accurate:
-    """The context manager :func:`accurate` returns; reusable and nestable (the innermost block wins).
-    ``log``: a :class:`Call` per matmul seen, in order."""
+    """``accurate(...)``: a context manager under which torch's matmuls of ``dtypes`` (default
+    ``(torch.float64,)``; add ``torch.float32`` to route those too) run by the method :func:`.choose.choose`
+    picks for ``accuracy`` ("fp64", "fp32" or a componentwise bound in (0, 1)) on each product's shape and
+    data; reusable and nestable (the innermost block wins).
+
+    ``backend``: where the chosen method's unit calls run, as :func:`blockfma.multiword.matmul` takes it
+    (default "hardware": this machine's GPU through torch, else its CPU); ``device``: the card whose rates
+    (and, on the simulator, whose units) the choice uses (default: the GPU torch sees; "H100" on the
+    simulator).  ``log``: a :class:`Call` per matmul seen, in order."""
 
     def __init__(self, accuracy: Any = "fp64", *, dtypes: Any = None, device: Any = None,
                  backend: str | None = "hardware") -> None:
@@ -167,14 +172,4 @@ class Accurate:
             self.log.append(call)
 
 
-def accurate(accuracy: Any = "fp64", *, dtypes: Any = None, device: Any = None,
-             backend: str | None = "hardware") -> Accurate:
-    """A context manager under which torch's matmuls of ``dtypes`` (default ``(torch.float64,)``; add
-    ``torch.float32`` to route those too) run by the method :func:`.choose.choose` picks for ``accuracy``
-    ("fp64", "fp32" or a componentwise bound in (0, 1)) on each product's shape and data.
-
-    ``backend``: where the chosen method's unit calls run, as :func:`blockfma.multiword.matmul` takes it
-    (default "hardware": this machine's GPU through torch, else its CPU); ``device``: the card whose rates
-    (and, on the simulator, whose units) the choice uses (default: the GPU torch sees; "H100" on the
-    simulator)."""
-    return Accurate(accuracy, dtypes=dtypes, device=device, backend=backend)
+accurate = Accurate  # bf.multiword.accurate(...): the class itself

@@ -1,24 +1,14 @@
-"""``emulate``: torch's matmuls computed by ``bf.gemm`` with a device's models, inside a TorchFunctionMode
-(docs/torch.md says what runs for each dtype and op; :meth:`Emulation.report` lists it per call).
+"""``emulate``: torch's matmuls computed by ``bf.gemm`` with a device's models, inside a TorchFunctionMode.
 
-A :class:`Route`, chosen once per dtype by :mod:`.routes`, says what runs: fp16 / bf16 the device's GEMM
-library (its probed ``cublas`` model, else its (dtype -> fp32) instruction model chained over all of K, the
-fp32 sum rounded once to nearest even into the dtype, then C added by one IEEE addition); fp32 the tf32
-model (operands read from their binary32 registers) where torch allows TF32, else the device's fp32 -> fp32
-model, else an IEEE fp32 chain in k order; fp64, integers and complex natively, logged.  A model whose input
-format does not hold the dtype gets each operand scaled by a power of two (its largest magnitude to at most
-the format's largest value) and rounded to nearest even into the format (an infinity becomes NaN in a format
-without infinities); its result, and that of a model whose output is wider than the dtype without a
-``c_entry="end"`` form, is scaled back exactly and rounded once to nearest even into the dtype, then C added.
-``torch._scaled_mm`` / ``F.scaled_mm``: :meth:`Emulation.scaled_mm` (fp8, per-tensor or row-wise scales) and
-:meth:`Emulation.block_scaled_mm` (MXFP8, MXFP4, NVFP4) say what is rounded where; other recipes run natively,
-logged.  Split-K plans (:mod:`.orders`): :func:`.compute.split_k`.
-
-Where it runs: tensors the Triton kernel takes where they lie (:meth:`Emulation._on_tensors`) are computed
-there, NaN codes and zero signs finished as ``bf.gemm`` finishes them; else on the host by ``bf.gemm`` with
-``backend``, the result back on the tensors' device in their dtype.  Autograd and the handler table are the
-torch front's (:mod:`blockfma.torch_front`); :mod:`.compute` computes a routed GEMM, :mod:`.scaled` reads the
-scaled GEMMs' operands and applies their epilogue.
+docs/torch.md says which model runs for each dtype and op (the :class:`Route`, chosen once per dtype by
+:mod:`.routes`; :meth:`Emulation.report` lists them per call).  A model whose input format does not hold the
+dtype gets each operand scaled by a power of two (its largest magnitude to at most the format's largest
+value) and rounded to nearest even into the format (an infinity becomes NaN in a format without infinities);
+its result, and that of a model whose output is wider than the dtype without a ``c_entry="end"`` form, is
+scaled back exactly and rounded once to nearest even into the dtype, then C added.  :meth:`Emulation.scaled_mm`
+and :meth:`Emulation.block_scaled_mm` say what is rounded where in ``torch._scaled_mm`` / ``F.scaled_mm``.
+Autograd and the handler table are the torch front's (:mod:`blockfma.torch_front`); :mod:`.compute` computes
+a routed GEMM where :meth:`Emulation.gemm` says, :mod:`.scaled` reads the scaled GEMMs' operands.
 """
 
 from __future__ import annotations
@@ -84,7 +74,19 @@ def _check_arguments(device: Any, model: Any, overrides: Any, backend: Any, name
 
 
 class Emulation:
-    """The context manager :func:`emulate` returns; reusable and nestable (the innermost block wins).
+    """``emulate(...)``: a context manager under which torch's matmuls run with ``device``'s arithmetic (or
+    ``model``'s); reusable and nestable (the innermost block wins).
+
+    ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
+    (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
+    dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
+    GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
+    replace the recorded ones (fp32-output routes).  See the module docstring for what runs per dtype.
+
+        >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
+        ...     y = x @ w
+        >>> print(emu.report())  # doctest: +SKIP
+
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype.
     It is a rule of the torch front (:class:`blockfma.torch_front.Rule`) for the ops of its table, and
     brings the handlers of ``_scaled_mm``, ``F.scaled_mm`` and ``scaled_dot_product_attention``."""
@@ -277,8 +279,7 @@ class Emulation:
         """Whether this GEMM runs where its tensors are, by ``bf.engine.triton.gemm_tensors``: operands the
         kernel takes as they are (no scaling, register reads or flushing; K > 0) and the Triton engine the one
         the engine registry chooses for them with this backend (:func:`blockfma.engine.registry.choose`)."""
-        model = route.model
-        assert model is not None
+        model = route.model  # not None: gemm's caller routes
         if route.scaled or route.stored or route.round_inputs is not None or a.shape[-1] == 0 or not model.subnormals:
             return False
         from ..engine import registry
@@ -347,8 +348,7 @@ def _h_sdpa(emu: Emulation, func: Any, q: Any, k: Any, v: Any, attn_mask: Any = 
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal=True, not both")
-        keep = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(diagonal=0)
-        bias = bias.masked_fill(keep.logical_not(), float("-inf"))
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(diagonal=0)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             bias = bias.masked_fill(attn_mask.logical_not(), float("-inf"))
@@ -382,18 +382,4 @@ _HANDLERS: dict[Any, Any] = {
 }
 
 
-def emulate(device: Any = None, *, model: Model | None = None, overrides: Mapping[Any, Any] | None = None,
-            backend: str = "auto", name: str | None = None, split_k: Mapping[Any, Any] | None = None) -> Emulation:
-    """A context manager under which torch's matmuls run with ``device``'s arithmetic (or ``model``'s).
-
-    ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
-    (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
-    dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
-    GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
-    replace the recorded ones (fp32-output routes).  See the module docstring for what runs per dtype.
-
-        >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
-        ...     y = x @ w
-        >>> print(emu.report())  # doctest: +SKIP
-    """
-    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name, split_k=split_k)
+emulate = Emulation  # bf.torch.emulate(...): the class itself
