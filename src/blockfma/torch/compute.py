@@ -1,8 +1,6 @@
-"""How ``bf.torch.emulate`` computes one routed GEMM, D = A @ B + C for A (..., m, k), B (..., k, n) with
-equal batch axes: on the host through ``bf.gemm`` / ``bf.dot`` (:func:`host`), on the tensors' device by the
-Triton kernel (:func:`on_device`), split over K (:func:`split_k`), block-scaled (:func:`block_scaled`); and
-the tensors' values to host arrays and back with their bits unchanged, NaN codes and zero signs finished as
-``bf.gemm`` finishes them (:func:`finish`)."""
+"""How ``bf.torch.emulate`` computes one routed GEMM (:meth:`blockfma.torch.Emulation.gemm` picks the function),
+and the tensors' values to host arrays and back with their bits unchanged (:func:`to_numpy`, :func:`from_numpy`,
+NaN codes and zero signs finished as ``bf.gemm`` finishes them by :func:`finish`)."""
 
 from __future__ import annotations
 
