@@ -115,17 +115,14 @@ def block_scale_format(scale_a: Any, scale_b: Any) -> str:
 def block_scales(name: str, s: torch.Tensor, rows: int, kb: int, swizzled: bool, fs: str) -> np.ndarray:
     """One operand's scales as a float64 (rows, kb) array, read from their layout and checked: a
     negative ue4m3 (its sign bit set) is refused; NaN codes pass (they make results NaN)."""
-    if swizzled:
-        t = mx.unswizzle(s, rows, kb, name)
-    else:
-        if tuple(s.shape) != (rows, kb):
-            hint = " (that is the transposed layout: pass its .t())" if tuple(s.shape) == (kb, rows) else ""
-            per = "row of self" if name == "scale_a" else "column of mat2"
-            raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"plain (unswizzled) block scales "
-                                f"must have shape ({rows}, {kb}): one row per {per}, one scale per block of "
-                                f"K{hint}", fix="or pass them swizzled (blockfma.torch.mx.swizzle) with "
-                                "SwizzleType.SWIZZLE_32_4_4")
-        t = s
+    if not swizzled and tuple(s.shape) != (rows, kb):
+        hint = " (that is the transposed layout: pass its .t())" if tuple(s.shape) == (kb, rows) else ""
+        per = "row of self" if name == "scale_a" else "column of mat2"
+        raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"plain (unswizzled) block scales "
+                            f"must have shape ({rows}, {kb}): one row per {per}, one scale per block of "
+                            f"K{hint}", fix="or pass them swizzled (blockfma.torch.mx.swizzle) with "
+                            "SwizzleType.SWIZZLE_32_4_4")
+    t = mx.unswizzle(s, rows, kb, name) if swizzled else s
     v = mx.values(t, "e4m3fn" if fs == "ue4m3" else "e8m0fnu")
     neg = np.signbit(v) & ~np.isnan(v)
     if neg.any():
