@@ -208,8 +208,7 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 
 class Mode(TorchFunctionMode):
     """The TorchFunctionMode of one block: the table's calls (and ``extra``'s, which come first) go to their
-    handler with ``rule``; the rest, and everything while a rule's gemm runs, to torch (a mode is off while
-    its handler runs)."""
+    handler with ``rule``; the rest, and everything while a rule's gemm runs, to torch."""
 
     def __init__(self, rule: Rule, extra: Mapping[Any, Callable[..., Any]] | None = None) -> None:
         super().__init__()

@@ -88,9 +88,7 @@ class Accurate:
     def __enter__(self) -> Accurate:
         from ..torch_front import Mode  # torch is optional: loaded when a block starts
 
-        mode = Mode(self)
-        mode.__enter__()
-        self._modes.append(mode)
+        self._modes.append(Mode(self).__enter__())  # entered first: a failed entry pushes nothing
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -101,9 +99,7 @@ class Accurate:
     adds_c = False  # torch adds alpha * P + beta * C after the product
 
     def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
-        """Whether this call runs natively, logged with the reason: an operand not a tensor, a dtype not
-        routed, empty or 0-d operands, NaN or infinite entries, keywords not modelled, operands of the wrong
-        rank, a C of another dtype."""
+        """Whether this call runs natively (:meth:`blockfma.torch_front.Rule.native`), logged with the reason."""
         torch = _torch()
         *c, a, b = tensors
         why = ""

@@ -152,9 +152,7 @@ def from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch
 
 def finish(model: Model, d: torch.Tensor, dtype: torch.dtype, *, computed: bool = True) -> torch.Tensor:
     """float32 results of ``model``'s output format (``d``, on any device) as a tensor of ``dtype`` there,
-    the NaNs and -0s finished by :func:`blockfma.engine.api.finish` (the model's NaN codes, +0 for
-    computed zeros under ``rounded_zero="positive"``; it leaves other values as they are): only those
-    entries visit the host."""
+    the NaNs and -0s finished by :func:`blockfma.engine.api.finish` (only those entries visit the host)."""
     out = d.to(dtype)  # exact: the values are in the format already; NaNs and -0s are rewritten below
     special = torch.isnan(d) | ((d == 0) & torch.signbit(d))
     if bool(special.any()):

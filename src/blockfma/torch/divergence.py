@@ -109,8 +109,7 @@ class Divergence:
         rows = [{k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in r.items()} for r in self.rows]
         return table(rows, self.columns)
 
-    def __str__(self) -> str:
-        return self.text()
+    __str__ = text
 
     def figure(self, path: Any = None) -> Any:
         """A matplotlib figure: per layer, the largest ulps difference from fp64 per device (log scale);

@@ -116,9 +116,7 @@ class Emulation:
         return f"emulate({self.name!r})"
 
     def __enter__(self) -> Emulation:
-        mode = front.Mode(self, _HANDLERS)
-        mode.__enter__()
-        self._modes.append(mode)
+        self._modes.append(front.Mode(self, _HANDLERS).__enter__())  # entered first: a failed entry pushes nothing
         return self
 
     def __exit__(self, *exc: Any) -> None:
