@@ -39,20 +39,16 @@ class Rule(Protocol):
         """Whether this call runs natively (the rule logs it then), or raise where it is an error.
         ``tensors``: (a, b), or (c, a, b) with C (``addmm``'s input, ``linear``'s bias); ``keywords``: those the
         front does not model; ``dims``: the rank the op requires (2 for mm, 3 for bmm; None for matmul)."""
-        ...
 
     def route_of(self, a: torch.Tensor) -> Any:
         """What fixes the arithmetic of a call, chosen when it is seen and kept for its backward."""
-        ...
 
     def gemm(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Any, ran: list) -> torch.Tensor:
         """D = A @ B (+ C) for (..., m, k) and (..., k, n) with equal batch axes, C None or D's shape; no
         autograd; what ran may be appended to ``ran`` (handed to :meth:`record`)."""
-        ...
 
     def record(self, op: str, tensors: Sequence[Any], route: Any, products: int = 0, ran: Sequence[Any] = ()) -> None:
         """Log a routed call: its product's operands, the route, the number of 2-D products."""
-        ...
 
 
 _BUSY = threading.local()  # set while a rule's gemm runs in this thread: every block's mode lets torch be

@@ -81,11 +81,7 @@ class Emulation:
     (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
     dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
     GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
-    replace the recorded ones (fp32-output routes).  See the module docstring for what runs per dtype.
-
-        >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
-        ...     y = x @ w
-        >>> print(emu.report())  # doctest: +SKIP
+    replace the recorded ones (fp32-output routes).  docs/torch.md says what runs per dtype, with an example.
 
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype.
     It is a rule of the torch front (:class:`blockfma.torch_front.Rule`) for the ops of its table, and
