@@ -2,19 +2,15 @@
 ``bf.multiword.accurate`` each bring a :class:`Rule`; this module holds what they share.
 
 Inside a :class:`Mode` the calls of the handler table (``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``,
-``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers are
-intercepted.  Each call asks the rule whether it runs natively (:meth:`Rule.native`, which logs it then);
-else it runs with torch.matmul's semantics (1-D operands, broadcast batch axes; a batched A times a 2-D B
-folded into one product, as torch folds it) as one autograd Function whose forward is the rule's
-:meth:`Rule.gemm` and whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad) is the rule's ``gemm`` too,
-with the route the forward had (also when ``backward()`` runs after the block).  C enters the product where
-the rule says so (:attr:`Rule.adds_c`: the device adds it, and ``alpha``/``beta`` other than 1 (beta 0) are
-refused); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms copy the result.
-Torch calls made while a rule's ``gemm`` runs (a real unit's own matmuls) are never intercepted again, also
-not by an enclosing block.
-
-To add an interception: write a class with the :class:`Rule` methods and enter ``Mode(rule, extra)`` in its
-``__enter__`` (``extra``: handlers of ops the table lacks, called as ``handler(rule, func, *args, **kwargs)``).
+``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers go to
+their handler.  A call the rule does not run natively (:meth:`Rule.native`) runs with torch.matmul's
+semantics (:func:`matmul`) as one autograd Function whose forward and backward (grad_A = grad @ B^T, grad_B =
+A^T @ grad, with the forward's route, also when ``backward()`` runs after the block) are the rule's
+:meth:`Rule.gemm`.  C enters the product where :attr:`Rule.adds_c` says so (``alpha``/``beta`` other than 1
+(beta 0) are refused then); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms
+copy the result.  Torch calls made while a rule's ``gemm`` runs are never intercepted again, also not by an
+enclosing block.  To add an interception: a class with the :class:`Rule` methods that enters
+``Mode(rule, extra)`` in its ``__enter__`` (``extra``: handlers called as ``handler(rule, func, *args, **kwargs)``).
 """
 
 from __future__ import annotations
@@ -43,20 +39,16 @@ class Rule(Protocol):
         """Whether this call runs natively (the rule logs it then), or raise where it is an error.
         ``tensors``: (a, b), or (c, a, b) with C (``addmm``'s input, ``linear``'s bias); ``keywords``: those the
         front does not model; ``dims``: the rank the op requires (2 for mm, 3 for bmm; None for matmul)."""
-        ...
 
     def route_of(self, a: torch.Tensor) -> Any:
         """What fixes the arithmetic of a call, chosen when it is seen and kept for its backward."""
-        ...
 
     def gemm(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Any, ran: list) -> torch.Tensor:
         """D = A @ B (+ C) for (..., m, k) and (..., k, n) with equal batch axes, C None or D's shape; no
         autograd; what ran may be appended to ``ran`` (handed to :meth:`record`)."""
-        ...
 
     def record(self, op: str, tensors: Sequence[Any], route: Any, products: int = 0, ran: Sequence[Any] = ()) -> None:
         """Log a routed call: its product's operands, the route, the number of 2-D products."""
-        ...
 
 
 _BUSY = threading.local()  # set while a rule's gemm runs in this thread: every block's mode lets torch be
@@ -147,17 +139,11 @@ def _out(out: Any) -> dict[str, Any]:
     return {} if out is None else {"out": out}
 
 
-def _h_matmul(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None) -> Any:
-    if rule.native("matmul", (a, b), (), None):
-        return func(a, b, **_out(out))
-    return with_out(matmul(rule, "matmul", a, b), out)
-
-
 def _h_rmatmul(rule: Rule, func: Any, b: Any, a: Any) -> Any:
     return func(b, a) if rule.native("matmul", (a, b), (), None) else matmul(rule, "matmul", a, b)
 
 
-def _fixed(op: str, dims: int) -> Callable[..., Any]:
+def _fixed(op: str, dims: int | None) -> Callable[..., Any]:
     def handler(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
         if rule.native(op, (a, b), tuple(kw), dims):
             return func(a, b, **kw, **_out(out))
@@ -204,7 +190,7 @@ def _h_linear(rule: Rule, func: Any, x: Any, w: Any, bias: Any = None) -> Any:
 
 
 HANDLERS: dict[Any, Callable[..., Any]] = {
-    torch.matmul: _h_matmul, torch.Tensor.matmul: _h_matmul, torch.Tensor.__matmul__: _h_matmul,
+    **dict.fromkeys((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), _fixed("matmul", None)),
     torch.Tensor.__rmatmul__: _h_rmatmul,
     torch.mm: _fixed("mm", 2), torch.Tensor.mm: _fixed("mm", 2),
     torch.bmm: _fixed("bmm", 3), torch.Tensor.bmm: _fixed("bmm", 3),
@@ -218,8 +204,7 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 
 class Mode(TorchFunctionMode):
     """The TorchFunctionMode of one block: the table's calls (and ``extra``'s, which come first) go to their
-    handler with ``rule``; the rest, and everything while a rule's gemm runs, to torch (a mode is off while
-    its handler runs)."""
+    handler with ``rule``; the rest, and everything while a rule's gemm runs, to torch."""
 
     def __init__(self, rule: Rule, extra: Mapping[Any, Callable[..., Any]] | None = None) -> None:
         super().__init__()

@@ -1,10 +1,5 @@
-"""torch's process-wide matmul switches, set for one call and restored: the one place blockfma touches them.
-
-Which arithmetic a torch matmul runs on a GPU depends on switches as well as on dtypes: TF32 for fp32
-operands, reduced-precision (fp16/bf16) split-K reductions, fp16 accumulation.  :func:`matmul_switches`
-sets the ones it is given (None leaves torch's value) for the block and restores each afterwards, also
-after an exception.  The probe targets (``torch``), FPRev's GEMM orders and the multiword hardware backend
-all go through it.
+"""torch's process-wide matmul switches (TF32, fp16/bf16 reduced-precision reductions, fp16 accumulation),
+set for one block and restored (:func:`matmul_switches`): the one place blockfma touches them.
 
 TF32 goes through the per-backend fp32 precision where torch has it (2.9 and later), else through the legacy
 ``torch.backends.cuda.matmul.allow_tf32``: once the new API has been used, torch refuses to read the legacy
@@ -79,13 +74,12 @@ def _switches(torch: Any, tf32: bool | None, reduced: bool | None, fp16_accumula
             name = f"allow_{fmt}_reduced_precision_reduction"
             if readable(m, name) is None:
                 continue
-            if readable(m, name + "_split_k") is not None:  # (reduced precision, split-K) pairs in newer torch
-                def get_pair(n: str = name) -> tuple[bool, bool]:
-                    return (getattr(m, n), getattr(m, n + "_split_k"))
 
-                out.append((get_pair, lambda v, n=name: setattr(m, n, v), bool(reduced)))
-            else:
-                out.append((lambda n=name: getattr(m, n), lambda v, n=name: setattr(m, n, v), bool(reduced)))
+            def get(n: str = name, pair: bool = readable(m, name + "_split_k") is not None) -> Any:
+                # newer torch holds (reduced precision, split-K) pairs
+                return (getattr(m, n), getattr(m, n + "_split_k")) if pair else getattr(m, n)
+
+            out.append((get, lambda v, n=name: setattr(m, n, v), bool(reduced)))
     if fp16_accumulation is not None and readable(m, "allow_fp16_accumulation") is not None:
         out.append((lambda: m.allow_fp16_accumulation, lambda v: setattr(m, "allow_fp16_accumulation", v),
                     bool(fp16_accumulation)))

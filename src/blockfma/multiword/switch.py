@@ -4,23 +4,10 @@
         y = x @ w                        # float64: the method :func:`.choose.choose` picks for this shape
     print(acc.log)                       # what each call chose
 
-:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts):
-inside the block ``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm`` and ``F.linear`` on tensors
-of the routed dtypes run through :func:`blockfma.multiword.matmul` with ``accuracy=``: each 2-D product (a
-batched one: each batch entry; a batched A times a 2-D B: folded into one product, as torch folds it) is
-chosen for its own shape and data and run; the result is rounded once to nearest into the tensors' dtype
-(exact for float64, where the methods' results are float64 values) and comes back on the tensors' device.
-``addmm``/``baddbmm``/``linear`` add C (times beta) and scale by alpha with torch's own elementwise
-operations after the product.  On exit torch's native GEMMs are back.
-
-Autograd: a routed call is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @ grad)
-runs through the chosen methods too (each 2-D product chosen for its own shape and data; one
-"backward grad_A" / "backward grad_B" entry per call), also when ``backward()`` runs after the block.
-
-Run natively and logged as such: other dtypes, empty operands, operands with NaN or infinities (torch's
-GEMM propagates them as DGEMM does; the methods refuse them), and calls with keywords the switch does not
-model.  Torch calls made while a routed product runs (the real units' own matmuls) are never routed again,
-also not by an enclosing block.
+:class:`Accurate` is a rule of the torch front (:mod:`blockfma.torch_front`, loaded when a block starts, says
+how calls are intercepted, batches folded and backward run): each 2-D product runs through
+:func:`blockfma.multiword.matmul`, its result rounded once to nearest into the tensors' dtype (exact for
+float64); torch adds C (times beta) and scales by alpha after the product.
 """
 
 from __future__ import annotations
@@ -59,8 +46,15 @@ class Call:
 
 
 class Accurate:
-    """The context manager :func:`accurate` returns; reusable and nestable (the innermost block wins).
-    ``log``: a :class:`Call` per matmul seen, in order."""
+    """``accurate(...)``: a context manager under which torch's matmuls of ``dtypes`` (default
+    ``(torch.float64,)``; add ``torch.float32`` to route those too) run by the method :func:`.choose.choose`
+    picks for ``accuracy`` ("fp64", "fp32" or a componentwise bound in (0, 1)) on each product's shape and
+    data; reusable and nestable (the innermost block wins).
+
+    ``backend``: where the chosen method's unit calls run, as :func:`blockfma.multiword.matmul` takes it
+    (default "hardware": this machine's GPU through torch, else its CPU); ``device``: the card whose rates
+    (and, on the simulator, whose units) the choice uses (default: the GPU torch sees; "H100" on the
+    simulator).  ``log``: a :class:`Call` per matmul seen, in order."""
 
     def __init__(self, accuracy: Any = "fp64", *, dtypes: Any = None, device: Any = None,
                  backend: str | None = "hardware") -> None:
@@ -73,8 +67,6 @@ class Accurate:
         self.backend = backend
         self.device = device
         listed = (torch.float64,) if dtypes is None else dtypes
-        if isinstance(listed, torch.dtype):
-            listed = (listed,)
         try:
             listed = tuple(listed)
         except TypeError:
@@ -96,9 +88,7 @@ class Accurate:
     def __enter__(self) -> Accurate:
         from ..torch_front import Mode  # torch is optional: loaded when a block starts
 
-        mode = Mode(self)
-        mode.__enter__()
-        self._modes.append(mode)
+        self._modes.append(Mode(self).__enter__())  # entered first: a failed entry pushes nothing
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -109,9 +99,7 @@ class Accurate:
     adds_c = False  # torch adds alpha * P + beta * C after the product
 
     def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
-        """Whether this call runs natively, logged with the reason: an operand not a tensor, a dtype not
-        routed, empty or 0-d operands, NaN or infinite entries, keywords not modelled, operands of the wrong
-        rank, a C of another dtype."""
+        """Whether this call runs natively (:meth:`blockfma.torch_front.Rule.native`), logged with the reason."""
         torch = _torch()
         *c, a, b = tensors
         why = ""
@@ -150,9 +138,8 @@ class Accurate:
 
     def run(self, a: Any, b: Any, choices: list[Choice]) -> Any:
         """One 2-D product by :func:`blockfma.multiword.matmul` with ``accuracy=`` (no autograd), its Choice
-        appended to ``choices``: on real units (``backend="hardware..."``) the tensors go in as they are and
-        every step runs on their device (:mod:`.tensors`); on simulated units through host arrays, as the
-        simulator computes there."""
+        appended to ``choices``: on real units (``backend="hardware..."``) on the tensors' device
+        (:mod:`.tensors`); on simulated units through host arrays."""
         from .hardware import is_hardware
         from .methods import matmul
 
@@ -181,14 +168,4 @@ class Accurate:
             self.log.append(call)
 
 
-def accurate(accuracy: Any = "fp64", *, dtypes: Any = None, device: Any = None,
-             backend: str | None = "hardware") -> Accurate:
-    """A context manager under which torch's matmuls of ``dtypes`` (default ``(torch.float64,)``; add
-    ``torch.float32`` to route those too) run by the method :func:`.choose.choose` picks for ``accuracy``
-    ("fp64", "fp32" or a componentwise bound in (0, 1)) on each product's shape and data.
-
-    ``backend``: where the chosen method's unit calls run, as :func:`blockfma.multiword.matmul` takes it
-    (default "hardware": this machine's GPU through torch, else its CPU); ``device``: the card whose rates
-    (and, on the simulator, whose units) the choice uses (default: the GPU torch sees; "H100" on the
-    simulator).  See the module docstring for what runs natively."""
-    return Accurate(accuracy, dtypes=dtypes, device=device, backend=backend)
+accurate = Accurate  # bf.multiword.accurate(...): the class itself

@@ -1,8 +1,6 @@
-"""How ``bf.torch.emulate`` computes one routed GEMM, D = A @ B + C for A (..., m, k), B (..., k, n) with
-equal batch axes: on the host through ``bf.gemm`` / ``bf.dot`` (:func:`host`), on the tensors' device by the
-Triton kernel (:func:`on_device`), split over K (:func:`split_k`), block-scaled (:func:`block_scaled`); and
-the tensors' values to host arrays and back with their bits unchanged, NaN codes and zero signs finished as
-``bf.gemm`` finishes them (:func:`finish`)."""
+"""How ``bf.torch.emulate`` computes one routed GEMM (:meth:`blockfma.torch.Emulation.gemm` picks the function),
+and the tensors' values to host arrays and back with their bits unchanged (:func:`to_numpy`, :func:`from_numpy`,
+NaN codes and zero signs finished as ``bf.gemm`` finishes them by :func:`finish`)."""
 
 from __future__ import annotations
 
@@ -154,9 +152,7 @@ def from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch
 
 def finish(model: Model, d: torch.Tensor, dtype: torch.dtype, *, computed: bool = True) -> torch.Tensor:
     """float32 results of ``model``'s output format (``d``, on any device) as a tensor of ``dtype`` there,
-    the NaNs and -0s finished by :func:`blockfma.engine.api.finish` (the model's NaN codes, +0 for
-    computed zeros under ``rounded_zero="positive"``; it leaves other values as they are): only those
-    entries visit the host."""
+    the NaNs and -0s finished by :func:`blockfma.engine.api.finish` (only those entries visit the host)."""
     out = d.to(dtype)  # exact: the values are in the format already; NaNs and -0s are rewritten below
     special = torch.isnan(d) | ((d == 0) & torch.signbit(d))
     if bool(special.any()):

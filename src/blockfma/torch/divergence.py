@@ -2,9 +2,8 @@
 
 Every leaf module's output is caught by a forward hook: once in a float64 copy of the module run natively
 (the reference), once per device under :func:`blockfma.torch.emulate`.  Per layer and device the table gives
-the largest difference from the reference in ulps of the output dtype at the layer's largest reference
-value (:func:`ulps`) and the relative difference in the 2-norm, ||x - ref|| / ||ref||; a last column gives
-the largest difference between any two devices, in ulps of the dtype (at the first device's largest value).
+the largest difference from the reference (:func:`ulps`), the relative difference ||x - ref||_2 / ||ref||_2,
+and the largest difference between any two devices, in ulps of the dtype at the first device's largest value.
 """
 
 from __future__ import annotations
@@ -59,10 +58,7 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor):
         return out
     if isinstance(out, (tuple, list)):
-        for o in out:
-            t = _first_tensor(o)
-            if t is not None:
-                return t
+        return next((t for t in map(_first_tensor, out) if t is not None), None)
     return None
 
 
@@ -93,14 +89,6 @@ def _capture(module: torch.nn.Module, inputs: Sequence[Any]) -> tuple[dict[str, 
     return outs, result
 
 
-def _as_emulation(d: Any) -> Emulation:
-    if isinstance(d, Emulation):
-        return d
-    if isinstance(d, Model):
-        return emulate(model=d)
-    return emulate(d)
-
-
 @dataclass
 class Divergence:
     """The per-layer table: ``rows`` (layer, dtype, shape, then ``<device> ulps`` and ``<device> rel`` per
@@ -121,13 +109,11 @@ class Divergence:
         rows = [{k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in r.items()} for r in self.rows]
         return table(rows, self.columns)
 
-    def __str__(self) -> str:
-        return self.text()
+    __str__ = text
 
     def figure(self, path: Any = None) -> Any:
         """A matplotlib figure: per layer, the largest ulps difference from fp64 per device (log scale);
-        saved as PNG to ``path`` if given, through the safe writer (:func:`blockfma.plot.save`: a regular file
-        in a folder that exists, written atomically)."""
+        saved as PNG to ``path`` if given (:func:`blockfma.plot.save`)."""
         plt = require("matplotlib.pyplot", extra="plot", needed_by="Divergence.figure", what="matplotlib")
         fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(self.rows)), 4))
         x = np.arange(len(self.rows))
@@ -156,7 +142,8 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     if isinstance(devices, (str, Model, Emulation)):  # one device, not a sequence of its characters
         devices = [devices]
-    emus = [_as_emulation(d) for d in devices]
+    emus = [d if isinstance(d, Emulation) else emulate(model=d) if isinstance(d, Model) else emulate(d)
+            for d in devices]
     if not emus:
         raise ValueError("divergence: devices=[] names nothing; pass e.g. devices=['H100', 'MI300X']")
     labels = [e.name for e in emus]

@@ -1,65 +1,14 @@
 """``emulate``: torch's matmuls computed by ``bf.gemm`` with a device's models, inside a TorchFunctionMode.
 
-What runs for each dtype (a :class:`Route`, chosen once per dtype and listed in :meth:`Emulation.report`):
-
-* fp16 / bf16: the device's GEMM library.  Where the preset has a probed library model (the NVIDIA
-  ``cublas`` instruction: fp32 accumulation of blocks over all of K, the sum rounded once into the output
-  dtype, then C added) that model; else the device's instruction model for (dtype -> fp32) chained over
-  all of K, its fp32 sum rounded once to nearest even into the dtype, then C added by one IEEE addition
-  (``c_entry="end"``, ``accumulator_format="fp32"``), with a note saying that no library model is known.
-* fp32: TF32 (the device's tf32 model, operands read from their binary32 registers as the unit reads
-  them) when torch's fp32 matmul precision allows TF32; else the device's own fp32 -> fp32 model where it
-  has one (AMD MFMA); else an IEEE fp32 chain in k order (the ``ieee-sequential`` preset: a CUDA-core SGEMM,
-  split over K only at the shapes recorded, see below), with a note.
-* fp64, integers, complex: native torch, logged as such.
-
-A model whose input format does not hold the dtype (an fp8 design run on fp16 tensors) gets its inputs
-scaled per tensor by a power of two (the largest magnitude to at most the format's largest value) and
-rounded to nearest even into the format (an infinity becomes NaN in a format without infinities, e4m3fn);
-the GEMM's result is scaled back exactly and rounded once to nearest even into the dtype, then C is added
-(the per-tensor scaling of an fp8 recipe).  A model whose output is wider than the dtype without a
-``c_entry="end"`` form (a promotion design with ``instruction_k``, or an output cut to fewer bits) also
-ends that way.
-
-``torch._scaled_mm`` (fp8 operands with scales; :meth:`Emulation.scaled_mm` says what is rounded where):
-the fp8 products by the device's fp8 -> fp32 model (the H100's ``wgmma``: 32-blocks, 13-bit accumulator),
-promoted to an fp32 sum every 128 products unless ``use_fast_accum`` (cuBLAS's practice on Hopper; the
-interval 128 is assumed), then the scales, the bias and one conversion to ``out_dtype`` in a binary32
-epilogue.  A device without fp8 units refuses it, naming the fix.  ``F.scaled_mm`` (``torch._scaled_mm_v2``)
-with tensor- or row-wise recipes runs the same way.
-
-Block-scaled ``torch._scaled_mm`` / ``F.scaled_mm`` (MX and NVFP4; :meth:`Emulation.block_scaled_mm`):
-one-byte scales per block of K pick the device's block-scaled instruction (:data:`BLOCK_KINDS`): fp8
-operands with e8m0 scales per 32 (MXFP8) ``tcgen05.mxf8f6f4.block32``, packed fp4 with e8m0 per 32 (MXFP4)
-``tcgen05.mxf4.block32``, packed fp4 with e4m3 (ue4m3) per 16 (NVFP4) ``tcgen05.mxf4nvf4.block16.ue4m3``
-(``mma.*`` on the RTX 5090); its model runs chained over all of K, each instruction's fp32 result the next
-one's C (assumed: the tensor-memory accumulator, no promotion), then NVFP4's global scales, the bias and
-``out_dtype`` in the binary32 epilogue.  ``torch._scaled_mm`` reads the scales in cuBLAS's swizzled 128x4
-layout (what torch hands cuBLAS); ``F.scaled_mm`` as each operand's swizzle says (NO_SWIZZLE: plain
-(rows, K // block)); :mod:`.mx` holds the layouts and the MXFP8 / MXFP4 / NVFP4 quantisers.  Other recipes
-(1x128 and 128x128 fp32 blocks) run natively, logged.  This needs no native kernel (torch's CPU build has
-none for block scales).
-
-Split-K: a route may carry a plan ``{(m, n, k): parts}`` (:mod:`.orders`): a GEMM of that shape cuts K
-into ``parts`` contiguous ranges, each a GEMM by the route's model from +0, the partial sums added one
-after the other in binary32, then C.  The H100's fp32 routes carry the splits the order probes recorded
-for cuBLAS (only those shapes); ``emulate(..., split_k={dtype: plan})`` sets one for any fp32-output route.
-
-Where it runs: tensors on a CUDA GPU whose route's model the Triton kernel runs
-(``bf.engine.triton.supports``; no input rounding, no flushing, no scaling) are computed there by
-``bf.engine.triton.gemm_tensors`` with ``backend="auto"`` or ``"triton"`` (no host round trip of the
-operands; NaN codes and zero signs finished by ``bf.engine.api.finish`` as ``bf.gemm`` finishes them, only
-NaN and -0 entries visiting the host for that); so are CPU tensors with ``backend="triton"`` under Triton's
-interpreter (``TRITON_INTERPRET=1``, tests).  Else the tensors go to the host, are computed by ``bf.gemm``
-with ``backend`` and come back on their device in their dtype: on a GPU that is slow but right.  Autograd
-works: each emulated matmul is an autograd Function whose backward (grad_A = grad @ B^T, grad_B = A^T @
-grad) is emulated with the same routes, also when ``backward()`` runs after the block.  Elementwise work
-(softmax, bias of a broadcast, batch sums of gradients) stays native.
-
-The pieces: :class:`Emulation` is a rule of the torch front (:mod:`blockfma.torch_front`: the mode, the
-handler table, torch.matmul's shape rules, the autograd Function), which ``bf.multiword.accurate`` shares;
-:mod:`.routes` chooses the routes, :mod:`.compute` computes a routed GEMM, :mod:`.scaled` reads the scaled
-GEMMs' operands and applies their epilogue.
+docs/torch.md says which model runs for each dtype and op (the :class:`Route`, chosen once per dtype by
+:mod:`.routes`; :meth:`Emulation.report` lists them per call).  A model whose input format does not hold the
+dtype gets each operand scaled by a power of two (its largest magnitude to at most the format's largest
+value) and rounded to nearest even into the format (an infinity becomes NaN in a format without infinities);
+its result, and that of a model whose output is wider than the dtype without a ``c_entry="end"`` form, is
+scaled back exactly and rounded once to nearest even into the dtype, then C added.  :meth:`Emulation.scaled_mm`
+and :meth:`Emulation.block_scaled_mm` say what is rounded where in ``torch._scaled_mm`` / ``F.scaled_mm``.
+Autograd and the handler table are the torch front's (:mod:`blockfma.torch_front`); :mod:`.compute` computes
+a routed GEMM where :meth:`Emulation.gemm` says, :mod:`.scaled` reads the scaled GEMMs' operands.
 """
 
 from __future__ import annotations
@@ -125,7 +74,15 @@ def _check_arguments(device: Any, model: Any, overrides: Any, backend: Any, name
 
 
 class Emulation:
-    """The context manager :func:`emulate` returns; reusable and nestable (the innermost block wins).
+    """``emulate(...)``: a context manager under which torch's matmuls run with ``device``'s arithmetic (or
+    ``model``'s); reusable and nestable (the innermost block wins).
+
+    ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
+    (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
+    dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
+    GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
+    replace the recorded ones (fp32-output routes).  docs/torch.md says what runs per dtype, with an example.
+
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype.
     It is a rule of the torch front (:class:`blockfma.torch_front.Rule`) for the ops of its table, and
     brings the handlers of ``_scaled_mm``, ``F.scaled_mm`` and ``scaled_dot_product_attention``."""
@@ -155,9 +112,7 @@ class Emulation:
         return f"emulate({self.name!r})"
 
     def __enter__(self) -> Emulation:
-        mode = front.Mode(self, _HANDLERS)
-        mode.__enter__()
-        self._modes.append(mode)
+        self._modes.append(front.Mode(self, _HANDLERS).__enter__())  # entered first: a failed entry pushes nothing
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -182,21 +137,16 @@ class Emulation:
         return self._routes[key]
 
     def fp8_route(self, a_dtype: torch.dtype, b_dtype: torch.dtype, fast_accum: bool) -> Route:
-        """The route of ``torch._scaled_mm``'s product for fp8 operands of these dtypes: the device's
-        (fp8 -> fp32) model, of the instruction ``Device.instruction_for`` names (the H100's ``wgmma``), or
-        ``model=`` where its input formats hold the operands'; without ``fast_accum`` a model that chains its
-        blocks in its own accumulator (``c_entry="fused"``) is promoted: a fresh chain every ``PROMOTE_K``
-        products, each chain's result added to an fp32 sum (``c_entry="after"``, ``instruction_k``)."""
+        """The route of ``torch._scaled_mm``'s product for fp8 operands of these dtypes: the device's (fp8 ->
+        fp32) model (the H100's ``wgmma``) or ``model=``; without ``fast_accum`` a model chaining its blocks in
+        its own accumulator is promoted: a fresh chain every ``PROMOTE_K`` products, added to an fp32 sum."""
         return self._cached(("fp8", a_dtype, b_dtype, fast_accum),
                             lambda: routes.fp8(self.device, self.model, a_dtype, b_dtype, fast_accum))
 
     def block_route(self, a_format: str, b_format: str, scale_format: str, block: int) -> Route:
-        """The route of a block-scaled ``torch._scaled_mm``: the device's block-scaled instruction for
-        operands of these formats (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``) and scales of ``scale_format``
-        (``"e8m0fnu"``, ``"ue4m3"``) per ``block`` elements along K (:data:`BLOCK_KINDS`: MXFP8 ->
-        ``mxf8f6f4.block32``, MXFP4 -> ``mxf4.block32``, NVFP4 -> ``mxf4nvf4.block16.ue4m3``), or ``model=``
-        where it is such a model; its (a.b + C) -> fp32 model chained over all of K (see
-        :meth:`block_scaled_mm`)."""
+        """The route of a block-scaled ``torch._scaled_mm``: the device's block-scaled instruction
+        (:data:`BLOCK_KINDS`) for operands of these formats (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``) and
+        scales of ``scale_format`` (``"e8m0fnu"``, ``"ue4m3"``) per ``block`` elements along K, or ``model=``."""
         key = (a_format, b_format, scale_format, block)
         return self._cached(("block", *key), lambda: routes.block(self.device, self.model, *key))
 
@@ -207,13 +157,9 @@ class Emulation:
         """``torch._scaled_mm`` emulated: D = round_out(scale_a * scale_b * (A @ B) + bias).
 
         What is rounded where (the fp32 epilogue of cuBLASLt's fp8 GEMM, as assumed here): the fp8 products
-        summed by :meth:`fp8_route`'s model into an fp32 result P (its own roundings; promotion without
-        ``use_fast_accum``); then in binary32, nearest even, on the tensors' device: s = scale_a * scale_b
-        (per tensor: one value each; row-wise: scale_a (m, 1), scale_b (1, n)), P * s, + bias (converted
-        to fp32 exactly); then one conversion, nearest even, to ``out_dtype`` (fp32, fp16 or bf16).  NaNs
-        of the epilogue take the model's NaN codes.  Powers of two as scales multiply exactly (no
-        rounding unless the result leaves fp32's range).  An fp8 output (``out_dtype`` None or fp8, the only
-        use of ``scale_result``) is not modelled and refused."""
+        summed by :meth:`fp8_route`'s model into an fp32 result P; then :func:`.scaled.epilogue` with s =
+        scale_a * scale_b in binary32 (per tensor: one value each; row-wise: scale_a (m, 1), scale_b (1, n)).
+        An fp8 output (``out_dtype`` None or fp8, the only use of ``scale_result``) is not modelled: refused."""
         m, _, n = scaled.fp8_operands(a, b)
         scaled.check_out_dtype(out_dtype, "an fp8 (or other) output")
         scaled.check_scale_result(scale_result)
@@ -221,7 +167,7 @@ class Emulation:
         sb = scaled.scale("scale_b", scale_b, (1, n), a.device)
         scaled.check_bias(bias, n)
         route = self.fp8_route(a.dtype, b.dtype, bool(use_fast_accum))
-        product = self.compute(a, b, None, route)  # fp32, on a's device
+        product = self.gemm(a, b, None, route)  # fp32, on a's device
         assert product.dtype == torch.float32
         out = scaled.epilogue(route, product, sa * sb, bias, out_dtype)
         self.record("_scaled_mm", (a, b), route, 1)
@@ -240,14 +186,12 @@ class Emulation:
         (``swizzled``, what torch passes cuBLAS; a pair for A and B apart) or plain (m, K // block) and
         (n, K // block) (:mod:`blockfma.torch.mx`); ``global_a`` / ``global_b``: NVFP4's per-tensor float32 scales.
 
-        What is rounded where: the products and scales by :meth:`block_route`'s instruction model (the
-        B200's tcgen05 block_scale: k = 32 or 64 a step), the steps chained over all of K, each step's fp32
-        result (rounded toward zero) entering the next step as C: the tensor-memory accumulator of a
-        Blackwell GEMM (an assumption: no promotion, ``use_fast_accum`` changes nothing); a NaN scale makes
-        its products' sums NaN.  Then in binary32, nearest even: g = ga * gb (1 without global scales),
-        P * g, + bias; one conversion to ``out_dtype`` (fp32, fp16, bf16).  K must be a multiple of
-        ``block`` (a short last block is refused: pad A and B with zeros); a K that is not a multiple of
-        the instruction's k runs its last step padded with zero products (they add nothing)."""
+        What is rounded where: the products and scales by :meth:`block_route`'s instruction model, its steps
+        chained over all of K, each step's fp32 result entering the next as C (the tensor-memory accumulator,
+        assumed: no promotion, ``use_fast_accum`` changes nothing); a NaN scale makes its products' sums NaN.
+        Then :func:`.scaled.epilogue` with g = ga * gb (binary32; 1 without global scales).  K must be a
+        multiple of ``block`` (pad A and B with zeros); a last instruction step short of its k is padded with
+        zero products."""
         fa, fb, m, k, n = scaled.block_operands(a, b)
         scaled.check_out_dtype(out_dtype, "an fp8 or fp4 output")
         fs = scaled.block_scale_format(scale_a, scale_b)
@@ -311,38 +255,35 @@ class Emulation:
     def route_of(self, a: torch.Tensor) -> Route:
         return self.route(a.dtype)
 
-    def gemm(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route, ran: list) -> torch.Tensor:
-        return self.compute(a, b, c, route)
-
-    # --- computing ---------------------------------------------------------------------------------------------
-    def compute(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
+    def gemm(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route,
+             ran: list | None = None) -> torch.Tensor:
         """D = A @ B + C by ``route`` for A (..., m, k), B (..., k, n), C None or of D's shape, batch axes
-        equal, on the tensors' device; D's dtype is A's, or the model's output format for a route of fp8
-        operands.  A shape the route splits over K runs as :func:`.compute.split_k` says; tensors the Triton
-        kernel can take where they are (:meth:`_on_tensors`) run there; else on the host
-        (:func:`.compute.host`).  No autograd here (the torch front wraps it)."""
+        equal, on the tensors' device in A's dtype (an fp8 route: the model's output format), no autograd:
+        split over K (:func:`.compute.split_k`) where the route's plan says, else where the tensors lie
+        (:meth:`_on_tensors`) or on the host (:func:`.compute.host`)."""
         assert route.model is not None
         parts = route.parts(a.shape[-2], b.shape[-1], a.shape[-1])
         if parts > 1:
-            return compute.split_k(self.compute, a, b, c, route, parts)
-        if self._on_tensors(a, route):
+            return compute.split_k(self.gemm, a, b, c, route, parts)
+        if self._on_tensors(a, b, route):
             return compute.on_device(a, b, c, route)
         return compute.host(a, b, c, route, self.backend)
 
-    def _on_tensors(self, a: torch.Tensor, route: Route) -> bool:
-        """Whether this GEMM runs where its tensors are, by ``bf.engine.triton.gemm_tensors``: CUDA tensors
-        (backend "auto" or "triton") or CPU tensors under Triton's interpreter (backend "triton"), a model
-        the kernel runs, operands taken as they are (no scaling, register reads or flushing), K > 0."""
-        if route.scaled or route.stored or route.round_inputs is not None or a.shape[-1] == 0:
+    def _on_tensors(self, a: torch.Tensor, b: torch.Tensor, route: Route) -> bool:
+        """Whether this GEMM runs where its tensors are, by ``bf.engine.triton.gemm_tensors``: operands the
+        kernel takes as they are (no scaling, register reads or flushing; K > 0) and the Triton engine the one
+        the engine registry chooses for them with this backend (:func:`blockfma.engine.registry.choose`)."""
+        model = route.model  # not None: gemm's caller routes
+        if route.scaled or route.stored or route.round_inputs is not None or a.shape[-1] == 0 or not model.subnormals:
             return False
-        if self.backend not in ("auto", "triton"):
-            return False
-        from ..engine import triton as tr
+        from ..engine import registry
+        from ..plan import plan
 
-        here = a.device.type == "cuda" or (a.device.type == "cpu" and self.backend == "triton" and tr.interpreting())
-        model = route.model
-        assert model is not None
-        return here and model.subnormals and tr.supports(model) and tr.available()
+        batch, m, k, n = math.prod(a.shape[:-2]), a.shape[-2], a.shape[-1], b.shape[-1]
+        ops = registry.Operands(a.reshape(batch, m, k), b.reshape(batch, k, n), a.new_zeros((1, m, n)), gemm=True)
+        chosen = registry.choose(plan(model, k), ops, self.backend)
+        return chosen is not None and chosen.name == "triton"
+
 
 _RANKS = {"mm": "both operands must be 2-D", "bmm": "operands must be 3-D with one batch size"}
 
@@ -351,11 +292,9 @@ _RANKS = {"mm": "both operands must be 2-D", "bmm": "operands must be 3-D with o
 def _h_scaled_mm(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None,
                  scale_result: Any = None, out_dtype: Any = None, use_fast_accum: bool = False, *,
                  out: Any = None) -> Any:
-    """``torch._scaled_mm``: fp32 scales (per tensor, row-wise) run as :meth:`Emulation.scaled_mm`; one-byte
-    scales (float8_e8m0fnu: MX, one per 32; float8_e4m3fn: NVFP4, one per 16) as
-    :meth:`Emulation.block_scaled_mm`, read in cuBLAS's swizzled layout, the one torch passes cuBLAS (a
-    plain matrix of that size, 128k rows and 4j blocks, is read swizzled too, as cuBLAS would read it; plain
-    scales go through ``F.scaled_mm`` with ``SwizzleType.NO_SWIZZLE``)."""
+    """``torch._scaled_mm``: fp32 scales run as :meth:`Emulation.scaled_mm`; one-byte scales (float8_e8m0fnu:
+    MX, one per 32; float8_e4m3fn: NVFP4, one per 16) as :meth:`Emulation.block_scaled_mm`, read in cuBLAS's
+    swizzled layout as torch passes them (a plain matrix of that size is read swizzled too, as cuBLAS would)."""
     if isinstance(scale_a, torch.Tensor) and scale_a.dtype in mx.SCALE_FORMATS:
         scaled.check_scale_result(scale_result)
         block = 16 if scale_a.dtype == torch.float8_e4m3fn else 32
@@ -368,11 +307,9 @@ def _h_scaled_mm_v2(emu: Emulation, func: Any, a: Any, b: Any, scale_a: Any, rec
                     scale_b: Any, recipe_b: Any, swizzle_b: Any, bias: Any = None, out_dtype: Any = None,
                     contraction_dim: Any = (), use_fast_accum: bool = False, *, out: Any = None) -> Any:
     """``torch._scaled_mm_v2`` (``F.scaled_mm``): one tensor-wise or row-wise scale per operand, unswizzled,
-    K the usual axis, runs as :meth:`Emulation.scaled_mm`; the block-scale recipes BlockWise1x32 (MX),
-    BlockWise1x16 (NVFP4, with or without a TensorWise global scale second) as
-    :meth:`Emulation.block_scaled_mm`, each operand's scales read as its swizzle says (NO_SWIZZLE, or none
-    given: plain (rows, K // block); SWIZZLE_32_4_4: cuBLAS's layout); other recipes (1x128, 128x128 fp32
-    blocks) or a ``contraction_dim`` run natively, logged as not emulated."""
+    runs as :meth:`Emulation.scaled_mm`; BlockWise1x32 (MX) and BlockWise1x16 (NVFP4, optionally with a
+    TensorWise global scale second) as :meth:`Emulation.block_scaled_mm`, scales read as each operand's
+    swizzle says (:func:`.scaled.v2_swizzled`); other recipes or a ``contraction_dim`` natively, logged."""
     blocks = scaled.v2_block_recipe(list(recipe_a), list(recipe_b))
     if blocks is not None and not list(contraction_dim):
         block, two_level = blocks
@@ -405,8 +342,7 @@ def _h_sdpa(emu: Emulation, func: Any, q: Any, k: Any, v: Any, attn_mask: Any = 
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal=True, not both")
-        keep = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(diagonal=0)
-        bias = bias.masked_fill(keep.logical_not(), float("-inf"))
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(diagonal=0)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             bias = bias.masked_fill(attn_mask.logical_not(), float("-inf"))
@@ -440,18 +376,4 @@ _HANDLERS: dict[Any, Any] = {
 }
 
 
-def emulate(device: Any = None, *, model: Model | None = None, overrides: Mapping[Any, Any] | None = None,
-            backend: str = "auto", name: str | None = None, split_k: Mapping[Any, Any] | None = None) -> Emulation:
-    """A context manager under which torch's matmuls run with ``device``'s arithmetic (or ``model``'s).
-
-    ``device``: a preset name (``"MI300X"``) or Device; ``model``: one Model for every fp16/bf16/fp32 matmul
-    (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
-    dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
-    GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
-    replace the recorded ones (fp32-output routes).  See the module docstring for what runs per dtype.
-
-        >>> with bf.torch.emulate("V100") as emu:  # doctest: +SKIP
-        ...     y = x @ w
-        >>> print(emu.report())  # doctest: +SKIP
-    """
-    return Emulation(device, model=model, overrides=overrides, backend=backend, name=name, split_k=split_k)
+emulate = Emulation  # bf.torch.emulate(...): the class itself

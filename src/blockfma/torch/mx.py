@@ -1,17 +1,13 @@
 """MX and NVFP4 tensors for torch: quantisation (MXFP8, MXFP4, NVFP4), the block scales' two layouts, and the
 values of fp8 / packed fp4 / scale tensors.
 
-Layouts of block scales (one scale per ``block`` elements along K, for an operand of ``rows`` rows along M
-or N; torch lays mat2's scales out by its columns, as the (n, K) matrix mat2.t() is):
-
-* **plain**: a (rows, K // block) row-major matrix: ``scales[r, j]`` scales elements ``j*block`` to
-  ``(j+1)*block - 1`` of row r (``F.scaled_mm(..., swizzle=SwizzleType.NO_SWIZZLE)`` under emulation);
-* **swizzled** (``SwizzleType.SWIZZLE_32_4_4``, what cuBLAS reads and what ``torch._scaled_mm`` passes it):
-  the plain matrix padded to a multiple of 128 rows and of 4 columns, cut into 128 x 4 tiles stored one
-  after the other (row of tiles major), each tile of 512 bytes storing entry (r, c) at
-  ``(r % 32) * 16 + (r // 32) * 4 + c``: NVIDIA's "1D block scaling factors layout" (cuBLAS documentation,
-  section 3.1.4.3.2); the same permutation as ``to_blocked`` in torch's own tests.  :func:`swizzle` and
-  :func:`unswizzle` are exact inverses on the unpadded entries; padding is written as code 0 and never read.
+Block scales (one per ``block`` elements along K; mat2's by its columns, as the (n, K) matrix mat2.t()) are
+**plain**, a (rows, K // block) row-major matrix (``SwizzleType.NO_SWIZZLE``), or **swizzled**
+(``SWIZZLE_32_4_4``, what cuBLAS reads and ``torch._scaled_mm`` passes it): the plain matrix padded to a
+multiple of 128 rows and of 4 columns, cut into 128 x 4 tiles stored one after the other (row of tiles
+major), each tile of 512 bytes storing entry (r, c) at ``(r % 32) * 16 + (r // 32) * 4 + c``: NVIDIA's "1D
+block scaling factors layout" (cuBLAS documentation, section 3.1.4.3.2; ``to_blocked`` in torch's tests).
+:func:`swizzle` and :func:`unswizzle` are exact inverses on the unpadded entries; padding is code 0, never read.
 
 Packed fp4 (``torch.float4_e2m1fn_x2``): each byte holds two e2m1 codes along K, element 2i in the low
 nibble (as :func:`blockfma.formats.pack`; torch's ``pack_uint4`` agrees), so an (m, K) operand is an

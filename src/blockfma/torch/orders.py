@@ -1,15 +1,14 @@
 """Split-K orders of a device's GEMM library, as the order probes recorded them (FPRev's method,
 :mod:`blockfma.probes.order`, run by :mod:`blockfma.experiments.torch_orders`).
 
-A split-K GEMM cuts K into ``parts`` contiguous ranges, sums each range by the unit's chain from +0 and
-adds the partial sums one after the other in fp32 (``((p0 + p1) + p2) + ...``, IEEE binary32 additions,
-nearest even).  :data:`RECORDED` holds, per (device, fp32 route), the (m, n, k) GEMM shapes whose order
-the probe recovered as such a split (``kind == "split-k"``, ``combine == "sequential"``) and how many
-parts; ``tests/test_torch_emulate_more.py`` holds it to ``data/hardware/h100-torch-order.json.gz``.
-Only those exact shapes are known: cuBLAS picks its split by heuristics of the shape, the GPU and its
-version (the record: torch 2.11.0+cu130, CUDA 13.0, an H100 80GB HBM3), so other shapes run unsplit.
-fp16 and bf16 GEMMs were chains of fused 16-blocks over all of K at every recorded shape (no split), and
-fp32 at 128 x 128 x 256 without TF32 an interleaved order that is not a contiguous split (not used).
+A split-K GEMM (:func:`blockfma.torch.compute.split_k`) cuts K into ``parts`` contiguous ranges, each summed
+from +0, the partial sums added one after the other in binary32.  :data:`RECORDED` holds, per (device, fp32
+route), the (m, n, k) shapes whose order the probe recovered as such a split (``kind == "split-k"``,
+``combine == "sequential"``) and how many parts; ``tests/test_torch_emulate_more.py`` holds it to
+``data/hardware/h100-torch-order.json.gz``.  Only those exact shapes are known (cuBLAS picks its split by
+heuristics of the shape, the GPU and its version; the record: torch 2.11.0+cu130, CUDA 13.0, an H100 80GB
+HBM3): other shapes run unsplit.  fp16 and bf16 GEMMs were unsplit chains of fused 16-blocks at every
+recorded shape; fp32 at 128 x 128 x 256 without TF32 an interleaved order, not a contiguous split (not used).
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ __all__ = ["fp8_operands", "block_operands", "check_out_dtype", "check_scale_res
            "PLAIN_RECIPES"]
 
 PLAIN_RECIPES = (0, 1)  # F.ScalingType.TensorWise, RowWise: the scales _scaled_mm takes
-_BLOCK_RECIPES = {2: 16, 3: 32}  # F.ScalingType.BlockWise1x16, BlockWise1x32: elements per scale
+#: F.ScalingType lists of the block-scale recipes (BlockWise1x16 = 2, BlockWise1x32 = 3, TensorWise = 0) ->
+#: (elements per scale, whether a global scale comes second)
+_BLOCK_RECIPES = {(2,): (16, False), (3,): (32, False), (2, 0): (16, True)}
 
 
 def _what(t: Any) -> str:
@@ -113,17 +115,14 @@ def block_scale_format(scale_a: Any, scale_b: Any) -> str:
 def block_scales(name: str, s: torch.Tensor, rows: int, kb: int, swizzled: bool, fs: str) -> np.ndarray:
     """One operand's scales as a float64 (rows, kb) array, read from their layout and checked: a
     negative ue4m3 (its sign bit set) is refused; NaN codes pass (they make results NaN)."""
-    if swizzled:
-        t = mx.unswizzle(s, rows, kb, name)
-    else:
-        if tuple(s.shape) != (rows, kb):
-            hint = " (that is the transposed layout: pass its .t())" if tuple(s.shape) == (kb, rows) else ""
-            per = "row of self" if name == "scale_a" else "column of mat2"
-            raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"plain (unswizzled) block scales "
-                                f"must have shape ({rows}, {kb}): one row per {per}, one scale per block of "
-                                f"K{hint}", fix="or pass them swizzled (blockfma.torch.mx.swizzle) with "
-                                "SwizzleType.SWIZZLE_32_4_4")
-        t = s
+    if not swizzled and tuple(s.shape) != (rows, kb):
+        hint = " (that is the transposed layout: pass its .t())" if tuple(s.shape) == (kb, rows) else ""
+        per = "row of self" if name == "scale_a" else "column of mat2"
+        raise ArgumentError(name, Shown(f"shape {tuple(s.shape)}"), f"plain (unswizzled) block scales "
+                            f"must have shape ({rows}, {kb}): one row per {per}, one scale per block of "
+                            f"K{hint}", fix="or pass them swizzled (blockfma.torch.mx.swizzle) with "
+                            "SwizzleType.SWIZZLE_32_4_4")
+    t = mx.unswizzle(s, rows, kb, name) if swizzled else s
     v = mx.values(t, "e4m3fn" if fs == "ue4m3" else "e8m0fnu")
     neg = np.signbit(v) & ~np.isnan(v)
     if neg.any():
@@ -166,14 +165,8 @@ def epilogue(route: Route, product: torch.Tensor, s: torch.Tensor, bias: torch.T
 def v2_block_recipe(recipe_a: list, recipe_b: list) -> tuple[int, bool] | None:
     """(block, two-level) of a block-scale recipe pair of ``F.scaled_mm``: both ``[BlockWise1x32]`` or both
     ``[BlockWise1x16]``, or both ``[BlockWise1x16, TensorWise]`` (NVFP4 with a global scale); else None."""
-    ra, rb = [int(x) for x in recipe_a], [int(x) for x in recipe_b]
-    if ra != rb:
-        return None
-    if len(ra) == 1 and ra[0] in _BLOCK_RECIPES:
-        return _BLOCK_RECIPES[ra[0]], False
-    if ra == [2, 0]:
-        return 16, True
-    return None
+    ra, rb = tuple(int(x) for x in recipe_a), tuple(int(x) for x in recipe_b)
+    return _BLOCK_RECIPES.get(ra) if ra == rb else None
 
 
 def v2_swizzled(name: str, swizzle: Any) -> bool:
