@@ -1,41 +1,17 @@
 """The Ozaki schemes: fp64-accurate matrix products from int8 matrix units with exact int32 accumulation.
 
-A "unit" here is what an int8 tensor core (or matrix core, or CPU int8 dot-product unit) computes:
-``C = A @ B`` for int8 ``A`` (m x k) and ``B`` (k x n), each element the exact sum of k products held in
-an int32 accumulator.  Two ways build a float64 GEMM from such a unit:
+* Scheme I (:func:`ozaki1`): Ozaki, Ogita, Oishi, Rump, Numer. Algorithms 59 (2012); with int8 units
+  Mukunoki, Ozaki, Ogita, Imamura, ISC 2020, and Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU).  Exact int8
+  slices of A's rows and B's columns, slices * (slices + 1) / 2 unit GEMMs, about ``w`` bits per slice.
+* Scheme II (:func:`ozaki2`): Uchino, Ozaki, Imamura, arXiv:2504.08009 (2025; GEMMul8).  Integers scaled from
+  A and B, one unit GEMM per modulus of their residues, the CRT; about 4 bits per modulus.
 
-**Ozaki scheme I** (:func:`ozaki1`; Ozaki, Ogita, Oishi, Rump, "Error-free transformations of matrix
-multiplication by using fast routines of matrix multiplication and its applications", Numer. Algorithms 59,
-2012; with int8 units: Mukunoki, Ozaki, Ogita, Imamura, "DGEMM using Tensor Cores, and Its Accurate and
-Reproducible Versions", ISC 2020, and Ootomo, Ozaki, Yokota, "DGEMM on integer matrix multiplication unit"
-(ozIMMU), IJHPCA 2024).  Each row of A and each column of B is cut, without error, into ``slices`` int8
-slices of ``w`` bits below the row's (column's) leading exponent; the products of slice pairs (s, t) with
-s + t <= slices + 1 are exact integer GEMMs on the unit; they are scaled back by powers of two and added
-in float64.  Accuracy grows by about ``w`` bits per slice; the cost is slices * (slices + 1) / 2 unit GEMMs.
-
-**Ozaki scheme II** (:func:`ozaki2`; Uchino, Ozaki, Imamura, "Performance enhancement of the Ozaki Scheme on
-integer matrix multiplication unit" / "Ozaki Scheme II: A GEMM-oriented emulation of floating-point matrix
-multiplication using an integer modular technique", arXiv:2504.08009, 2025; the GEMMul8 library,
-github.com/RIKEN-RCCS/GEMMul8).  Rows of A and columns of B are scaled by powers of two and truncated to
-integers A', B' small enough that every element of A' @ B' lies strictly inside (-P/2, P/2), P the product
-of pairwise coprime moduli m_l <= 256.  One unit GEMM per modulus computes A' @ B' modulo m_l (residues
-centred into int8); the Chinese remainder theorem gives A' @ B' back exactly; one rounding to float64 and
-an exact power-of-two scaling finish.  Accuracy grows by about 4 bits per modulus (half of log2 m_l for A
-and half for B); the cost is one unit GEMM per modulus.
-
-Exactness: the slicing, the residues, every unit GEMM and the CRT reconstruction are exact; what is
-rounded is said in each function's docstring.  Both schemes lose accuracy on rows (columns) of wide
-dynamic range: bits are counted below the row's largest element (Ozaki I) or its norm (Ozaki II), so an
-element 2**-d below them keeps d fewer bits (a subnormal next to a normal value usually keeps none).  This
-is the scheme's known limitation, not a defect of this code.
-
-Both schemes' steps (:func:`ozaki1_steps`, :func:`ozaki2_steps`: slicing, scaling, residues, the CRT of
-:class:`CRT` in int64 limbs) take the array module first and run on numpy arrays here and on torch tensors
-on their device (:mod:`.tensors`, with ``torch._int_mm``), the same code and the same bits.
-
-Units: ``unit=None`` is :func:`exact_unit` (the exact integer product, checked against int32 overflow);
-:func:`model_unit` runs the blockfma engine with :func:`int8_model`; :func:`torch_unit` calls
-``torch._int_mm`` (a GPU's int8 tensor cores on CUDA).  Any callable ``f(Ai8, Bi8) -> int array`` works.
+What each rounds: their docstrings.  Both lose accuracy on rows (columns) of wide dynamic range: bits are
+counted below the row's largest element (I) or its norm (II), the schemes' known limitation.  Their steps
+(:func:`ozaki1_steps`, :func:`ozaki2_steps`) take the array module first and run on numpy arrays here and on
+torch tensors on their device (:mod:`.tensors`), the same code and the same bits.  Units: ``unit=None`` is
+:func:`exact_unit`; :func:`model_unit` runs the engine with :func:`int8_model`; :func:`torch_unit` calls
+``torch._int_mm``; any callable ``f(Ai8, Bi8) -> int array`` works.
 """
 
 from __future__ import annotations

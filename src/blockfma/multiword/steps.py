@@ -1,19 +1,8 @@
 """The steps every word method's run is made of, on numpy arrays (and, through :mod:`.tensors`, on torch
-tensors): the unit (:func:`unit_model`, a simulated Model or a real unit through torch), the split of the
-operands into words (:func:`split_operands`), the word products and their additions (:func:`combine`: the one
-copy of the methods' accumulation rules), and the settlement of entries that overflowed (:func:`settle`).
-
-Where the products are added:
-
-* ``accumulate="outside"`` (Fasi et al.'s Algorithm 2.1): each product from zero on the unit, then
-  C <- fl_high(C + C_ij) in the high format, rounding to nearest;
-* ``accumulate="inside"`` (Algorithm 4.1, cuBLAS with beta = 1; Markidis; NVIDIA's 3xTF32): the running C is
-  the unit's C, so every product is chained into it by the unit's own arithmetic (truncation included).
-
-The order of the products is a parameter: on a truncating unit Algorithm 2.1's (A1B1, A1B2, A2B1) and
-Algorithm 4.1's (A2B1, A1B2, A1B1) give different bits.  ``summation="fabsum-v1" | "fabsum-v2"`` (Algorithms
-4.2 and 4.3, block size ``block``) computes the leading product A1B1 in blocks of ``block`` columns on the
-unit and adds the blocks in fp32 (v1) or fp64 (v2) rounding to nearest (Algorithm 4.4).
+tensors): the unit (:func:`unit_model`), the split into words (:func:`split_operands`), the word products and
+their additions (:func:`combine`: the one copy of the methods' accumulation rules: "outside", "inside",
+the order, FABsum; docs/multiword.md, "Methods"), and the settlement of entries that overflowed
+(:func:`settle`).
 """
 
 from __future__ import annotations
