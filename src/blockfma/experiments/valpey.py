@@ -192,7 +192,7 @@ def table_1(*, scale: str = "ci", progress: Any = None) -> Result:
     q, comp, witness = _own_witness("Table 1", "exact-multiplication", "Table 1 / Table 4 row 1: inputs exist", say)
     comps.append(comp)
     if witness is not None:
-        wa, wb, wc = witness
+        wa, wb, _ = witness
         x = _exact(wa[:1], wb[:1], 0.0)
         for gen, dev, in_paper in GENERATIONS:
             d = Fraction(_d(_model(dev), wa, wb, 0.0))
@@ -230,7 +230,7 @@ def table_3(*, scale: str = "ci", progress: Any = None) -> Result:
     rows = [_rtz_row("Table 3", gen, dev, p, a, b, c) for gen, dev, p in GENERATIONS]
     rz = Fraction(round_fraction("fp32", _exact(a, b, c), RoundingMode.TowardZero))
     comps = [Comparison("Table 3, properly-rounded RTZ result", "2 - 2^-23", _text(rz), rz == TABLE_3["rtz"])]
-    for row, (gen, dev, in_paper) in zip(rows, GENERATIONS):
+    for row, (gen, dev, _) in zip(rows, GENERATIONS):
         if gen in ("Volta", "Turing"):  # sec. 4.2 names these two
             d = Fraction(float.fromhex(row["unit_d"]))
             comps.append(Comparison(f"Table 3, Tensor Core Result ({gen}, {dev} preset)", "2^1", row["unit_d"],

@@ -22,7 +22,7 @@ from . import hardware as _hardware, ozaki as _ozaki, tensors as _tensors
 from .bounds import ozaki_slices
 from .choose import check_accuracy, choose
 from .registry import METHODS, REGISTRY, TF64_UNIT, Method, Mmm, Ozaki, smallest_first
-from .split import MAX_WORDS, check_format, check_input, check_operands, check_rounding
+from .split import MAX_WORDS, check_format, check_operands, check_rounding
 from .steps import (SIMULATOR_BACKENDS, OverflowWarning, Run, WordPlan, check_backend, combine, settle,
                     split_operands, unit_model, working_set)
 
@@ -192,10 +192,7 @@ def _operands(A: Any, B: Any, name: str, plan: WordPlan | None, options: dict[st
         memory("A", A_raw, working_set(kind, mm, n, q, _words(name, plan, options)),
                f"{name} on a {mm}x{n} @ {n}x{q} product",
                fix="split the product into blocks of rows of A (matmul(A[i:i+r], B, ...)) or of columns of B")
-    A_, B_ = check_input(A_raw, "A"), check_input(B_raw, "B")
-    if A_.shape[1] != B_.shape[0]:
-        raise ArgumentError("B", B_, f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
-                            "columns must equal B's rows)")
+    A_, B_ = check_operands(A_raw, B_raw)
     if on_hw:
         _hardware.hardware_device(backend_name)  # a clear error for a bad device before any work
     return A_, B_

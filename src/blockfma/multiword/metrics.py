@@ -1,19 +1,8 @@
-"""Error measures for computed matrix products, and the reference products they are measured against.
-
-* :func:`componentwise` -- Fasi, Higham, Lopez, Mary, Mikaitis (SISC 2022/23), eq. (3.1):
-  max_ij |C_hat - C|_ij / (|A||B|)_ij, the quantity their Theorem 2.1 bounds (see :mod:`.bounds`).
-* :func:`normwise` -- ||C_hat - C|| / ||C||, or, given A and B, Valero-Lara, Liu, Vetter, Jorquera
-  (SC-W 2023), sec. 3.1: ||C - C_hat|| / (||A|| ||B||).  Their "l1, l2, l-inf norms" are the norms of the
-  matrices read as vectors (the artifact's ``norm()`` in src/gemm_testing.c sums |x|, sums x**2 then takes
-  the square root, or takes max |x| over all m*n elements): ``ord=2`` is the Frobenius norm, not the
-  spectral norm.  ``operator=True`` gives the induced norms instead (1: max column sum, 2: largest singular
-  value, inf: max row sum).
-* :func:`errors` -- all of the above in one dict.
-* :func:`reference` -- the product to measure against: a float64 matmul, or the exact product rounded
-  correctly (to nearest, ties to even) to binary64.
-
-Every function takes array-likes (any real dtype: float16, bfloat16, float32, float64, ints), converts them
-exactly to float64 and refuses non-finite values and mismatched shapes with a ValueError.
+"""Error measures for computed matrix products (:func:`componentwise`, Fasi et al.'s eq. 3.1; :func:`normwise`,
+also Valero-Lara et al.'s forms; :func:`errors`, all of them), and the reference products they are measured
+against (:func:`reference`: float64, or exact and correctly rounded).  Every function takes array-likes of any
+real dtype, converts them exactly to float64 and refuses non-finite values and mismatched shapes with a
+ValueError.
 """
 
 from __future__ import annotations

@@ -72,13 +72,6 @@ _BOUND_K = INT32_MAX // (64 * 64)  # 524287
 
 # --------------------------------------------------------------------------------------------------- inputs
 
-
-
-def _positive_int(value: Any, what: str, low: int = 1, high: int | None = None) -> int:
-    """An integer argument in [low, high] (:func:`blockfma.arguments.integer`: an ArgumentError otherwise)."""
-    return integer(what, value, least=low, most=high)
-
-
 MAX_SLICES = 2100
 """More slices than any float64 row needs (its bits span at most 2**1024 down to 2**-1074: 2098 bits)."""
 
@@ -215,9 +208,7 @@ def int_mm(torch: Any, a: Any, b: Any) -> Any:
 
 def torch_unit(device: str | None = None) -> Unit:
     """A unit that calls ``torch._int_mm`` (int8 x int8 -> int32) on ``device`` (default: "cuda" where torch
-    sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
-    multiples of 8; k at least 32, as torchao's safe_int_mm advises), which leaves the product unchanged.
-    Checked here on the CPU only."""
+    sees a GPU, else "cpu"), the operands zero-padded to :func:`int_mm_shape`.  Checked here on the CPU only."""
     torch = import_torch("ozaki.torch_unit")
     dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
 
@@ -248,7 +239,7 @@ def slice_width(k: int) -> int:
     Slices hold integers of magnitude at most 2**w - 1 <= 127, so a unit GEMM's element is at most
     k * (2**w - 1)**2 < 2**(ceil(log2 k) + 2*w) <= 2**31: no int32 overflow.  w = 7 up to k = 2**17, 6 up
     to 2**19, ...; ValueError beyond k = 2**29 (w would be 0: split k first)."""
-    k = _positive_int(k, "k", low=0)
+    k = integer("k", k, least=0)
     w = min(7, (31 - _ceil_log2(k)) // 2)
     if w < 1:
         raise ValueError(f"k = {k} is too long for exact int32 accumulation even with 1-bit slices "
@@ -260,7 +251,7 @@ def slices_needed(bits: int, k: int) -> int:
     """Slices that keep ``bits`` bits below each row's leading bit for inner dimension k:
     ceil(bits / slice_width(k)).  53 bits (a float64 element in the row's top binade) need 8 slices for
     k <= 2**17."""
-    bits = _positive_int(bits, "bits")
+    bits = integer("bits", bits, least=1)
     return -(-bits // slice_width(k))
 
 
@@ -286,8 +277,8 @@ def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]
     (each step keeps bits of a_ij, which float64 holds); R = 0 once slices*width reaches the distance from
     2**e_i down to the lowest set bit in the row, e.g. 53 bits for a row within one binade."""
     A = check_input(A, "A")
-    slices = _positive_int(slices, "slices", 1, MAX_SLICES)
-    width = _positive_int(width, "width", 1, 7)
+    slices = integer("slices", slices, least=1, most=MAX_SLICES)
+    width = integer("width", width, least=1, most=7)
     S, e = cut_rows(np, A, slices, width)
     return (np.stack(S) if S else np.zeros((0,) + A.shape, dtype=np.int8)), e
 
@@ -324,8 +315,8 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
 
     ``unit``: a callable ``f(Ai8, Bi8) -> int array`` (default :func:`exact_unit`); OverflowError from the
     unit if an int32 accumulator would overflow (possible only with a ``width`` wider than the rule)."""
-    slices = _positive_int(slices, "slices", 1, MAX_SLICES)
-    width = None if width is None else _positive_int(width, "width", 1, 7)
+    slices = integer("slices", slices, least=1, most=MAX_SLICES)
+    width = None if width is None else integer("width", width, least=1, most=7)
     _check_unit(unit)
     sa, sb = np.shape(A), np.shape(B)
     if len(sa) == 2 and len(sb) == 2:  # before any conversion: the slices and the float64 copies
@@ -373,7 +364,7 @@ def pick_moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int
         raise ArgumentError("n_moduli", n_moduli, "and moduli= both choose the moduli: pass moduli= or n_moduli=, "
                             "not both")
     if moduli is None:
-        n = DEFAULT_N_MODULI if n_moduli is None else _positive_int(n_moduli, "n_moduli", 1, len(MODULI))
+        n = DEFAULT_N_MODULI if n_moduli is None else integer("n_moduli", n_moduli, least=1, most=len(MODULI))
         return MODULI[:n]
     if isinstance(moduli, (str, bytes)) or not hasattr(moduli, "__iter__"):
         raise ArgumentError("moduli", moduli, "must be a list of pairwise coprime integers in [2, 256]",
