@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 import os
 import re
@@ -186,17 +187,14 @@ class _Result:
 
 
 def _timed(fn: Callable[[], Any]) -> _Result:
-    """Run fn() (a matmul with return_info=True, or a bare array) and time it, counting RangeWarnings."""
+    """Run fn() (a matmul with return_info=True: (C, info)) and time it, counting RangeWarnings."""
     with _range_warnings() as warned:
         t0 = time.perf_counter()
-        out = fn()
+        C, info = fn()
         dt = time.perf_counter() - t0
-    if isinstance(out, tuple):
-        C, info = out
-        calls = info.get("calls")
-        return _Result(np.asarray(C, dtype=np.float64), str(info.get("unit", "")), 1 if calls is None else int(calls),
-                       dt, warned)
-    return _Result(np.asarray(out, dtype=np.float64), "", 1, dt, warned)
+    calls = info.get("calls")
+    return _Result(np.asarray(C, dtype=np.float64), str(info.get("unit", "")), 1 if calls is None else int(calls),
+                   dt, warned)
 
 
 def _row(figure: str, series: str, method: str, distribution: str, A: np.ndarray, B: np.ndarray,
@@ -689,8 +687,9 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
 
 # ---------------------------------------------------------------------------------------------------- CSV
 
-def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
-    cols = [c for c in COLUMNS if any(c in r for r in rows)]
+def _columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = COLUMNS) -> list[str]:
+    """The rows' columns: those of ``first`` that some row has, then the others in order of appearance."""
+    cols = [c for c in first if any(c in r for r in rows)]
     for r in rows:
         cols.extend(k for k in r if k not in cols)
     return cols
@@ -712,18 +711,20 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> P
     """Write rows as CSV with a header (the core :data:`COLUMNS` first, empty cells for None), atomically
     through :func:`blockfma.files.write_text`: a regular file (a symbolic link is followed) in a folder that
     exists, or ``"-"`` for standard output (then None is returned, else the path)."""
-    import io
-
     from ..files import destination, write_text
 
     destination(path)  # a bad path fails before the rows are formatted
-    cols = _columns(rows)
+    return write_text(path, csv_text(rows, _columns(rows)))
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """The rows as CSV text: a header of ``columns``, then one line per row (cells by :func:`csv_cell`)."""
     buf = io.StringIO(newline="")
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
+    w.writerow(columns)
     for r in rows:
-        w.writerow([csv_cell(r.get(c)) for c in cols])
-    return write_text(path, buf.getvalue())
+        w.writerow([csv_cell(r.get(c)) for c in columns])
+    return buf.getvalue()
 
 
 def _parse(text: str) -> Any:

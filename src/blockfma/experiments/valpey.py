@@ -4,11 +4,6 @@ Each table is a function ``(*, scale="ci", progress=None) -> Result`` (:mod:`.re
 are typed in below with their table and row; ours come from the presets (Volta = V100, Turing = T4, Ampere =
 A100: the paper ran a Titan V, an RTX 2080 Ti and an RTX A6000, the same generations) and from the SMT
 questions of :mod:`blockfma.smt.queries`, asked now of z3, cvc5 and bitwuzla.
-
-* Table 1: fp16 products are exact in the unit (the paper's inputs on every generation, and a fresh witness).
-* Table 3: truncating the aligned terms is not IEEE round-toward-zero (2 - 2**-40 gives 2).
-* Table 4: the eight queries' answers and times per solver, beside the paper's z3 and cvc5 times.
-* Table 5: Ootomo-Yokota less accurate than Markidis on some input (the printed inputs, and a witness).
 """
 
 from __future__ import annotations

@@ -16,10 +16,8 @@ Sources:
   Comput. 41 (2019) ([FHLMM] ref. 18): the probabilistic constant gamma_tilde_n(lambda).
 * [H02] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM 2002 ([FHLMM] ref. 17):
   gamma_n = n u / (1 - n u) and Lemma 3.3 (gamma_j + gamma_k + gamma_j gamma_k <= gamma_{j+k}).
-* Ozaki scheme I: K. Ozaki, T. Ogita, S. Oishi, S. M. Rump, Numer. Algorithms 59 (2012); with int8 units
-  H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit", IJHPCA 2024 (ozIMMU).  No
-  seed states a bound or slice-count rule for it; :func:`ozaki_bound` and :func:`ozaki_slices` are derived
-  here, by the argument of [FHLMM] sec. 2 applied to the slices (see their docstrings).
+* Ozaki scheme I (sources: :mod:`.ozaki`): no seed states a bound or slice-count rule for it;
+  :func:`ozaki_bound` and :func:`ozaki_slices` are derived here, by the argument of [FHLMM] sec. 2.
 
 Assumptions throughout (as in [FHLMM]): no underflow or overflow, in the splitting or anywhere else; every
 rounding obeys the standard model fl(x) = x (1 + delta), |delta| <= u.  [FHLMM] take u_high = 2**-24 for
@@ -443,20 +441,11 @@ def dominant_expression(method: str | tuple[Any, int], *, probabilistic: bool = 
         return DominantTerm(b * u_blk, per, probabilistic, text)
     if spec.kind != "mmm":
         raise ValueError(f"no dominant term for {method!r} (its bound does not grow with n that way)")
-    p = params.pop("p", spec.p)
-    low = params.pop("low", spec.low)
-    high = params.pop("high", spec.high)
-    u_low = params.pop("u_low", None)
-    u_high = params.pop("u_high", None)
-    if p is None or (low is None and u_low is None):
-        raise ValueError("method 'mmm' needs p= and low= (or u_low=)")
-    u_low = _u(unit_roundoff(low) if u_low is None else u_low, "u_low")
-    u_high = _u(unit_roundoff(high) if u_high is None else u_high, "u_high")
-    p = _count(p, "p")
+    p, u_low, u_high = _mmm_units(spec, params)
     products = params.pop("products", spec.products)
     if params:
         raise TypeError(f"unexpected arguments {sorted(params)}")
-    return _dominant(u_low, p, u_high, products, probabilistic)
+    return _dominant(_u(u_low, "u_low"), _count(p, "p"), _u(u_high, "u_high"), products, probabilistic)
 
 
 def dominant_term(method: str | tuple[Any, int], n: int, *, probabilistic: bool = False, **params: Any) -> float:
@@ -700,6 +689,16 @@ _OZAKI_PARAMS = {"slices", "target_bits", "slice_bits", "products", "exponent_sp
                  "acc_bits", "u_acc", "probabilistic", "lam"}
 
 
+def _mmm_units(spec: MethodSpec, kw: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """p, u_low and u_high of a method :func:`mmm_bound` bounds, taken out of ``kw`` where given (``low=``,
+    ``high=``: format names; ``u_low=``, ``u_high=``: numbers), else the method's."""
+    p, low, high = kw.pop("p", spec.p), kw.pop("low", spec.low), kw.pop("high", spec.high)
+    u_low, u_high = kw.pop("u_low", None), kw.pop("u_high", None)
+    if p is None or (low is None and u_low is None):
+        raise ValueError("method 'mmm' needs p= (words) and low= (their format) or u_low=")
+    return p, unit_roundoff(low) if u_low is None else u_low, unit_roundoff(high) if u_high is None else u_high
+
+
 def bound(method: str, n: int, **params: Any) -> float:
     """The worst-case (or, with ``probabilistic=True``, probabilistic) bound on the componentwise error
     max |C - C_hat| / (|A||B|) of ``method`` at inner dimension n.
@@ -717,15 +716,7 @@ def bound(method: str, n: int, **params: Any) -> float:
     kw = dict(params)
     keywords("bound", kw, {"mmm": _MMM_PARAMS, "fabsum": _FABSUM_PARAMS}.get(spec.kind, _OZAKI_PARAMS))
     if spec.kind == "mmm":
-        p = kw.pop("p", spec.p)
-        low = kw.pop("low", spec.low)
-        high = kw.pop("high", spec.high)
-        if p is None or (low is None and "u_low" not in kw):
-            raise ValueError("method 'mmm' needs p= (words) and low= (their format) or u_low=")
-        u_low = kw.pop("u_low", None)
-        u_low = unit_roundoff(low) if u_low is None else u_low
-        u_high = kw.pop("u_high", None)
-        u_high = unit_roundoff(high) if u_high is None else u_high
+        p, u_low, u_high = _mmm_units(spec, kw)
         kw.setdefault("products", spec.products)
         kw.setdefault("input_format", spec.input_format)
         if "schedule" not in kw and "accumulate" not in kw and spec.schedule is not None:

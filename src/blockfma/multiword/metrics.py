@@ -25,7 +25,6 @@ ORDS = (1, 2, np.inf, "fro")
 # ------------------------------------------------------------------------------------------------ inputs
 
 
-
 def _same_shape(C_hat: Any, C: Any, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     Ch, C_ = check_input(C_hat, "C_hat"), check_input(C, "C")
     if Ch.shape != C_.shape:

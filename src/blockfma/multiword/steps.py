@@ -37,7 +37,6 @@ class OverflowWarning(RuntimeWarning):
     where the product itself lies beyond the high format's range (see :func:`matmul`)."""
 
 
-
 def check_backend(backend: Any) -> tuple[str, bool]:
     """``backend`` of :func:`matmul` as (canonical name, on real units): a simulator engine ("auto", "numpy",
     "numba", "cuda", "cuda:N"; None is "auto") or the real units through torch ("hardware", "hardware:cpu",
@@ -115,8 +114,11 @@ def unit_model(low: str, high: str = "fp32", device: Any = None, model: Model | 
                             fix="" if other else "pass model= (a blockfma.Model of such a unit)") from None
 
 
-
 # --- the run ------------------------------------------------------------------------------------------------
+def _fl(fmt: str, x: np.ndarray) -> np.ndarray:
+    return _formats.round(fmt, x, RoundingMode.TiesToEven)
+
+
 @dataclass(frozen=True)
 class WordPlan:
     """A word method's run, its arguments checked: the method, its products in the order run, where they
@@ -173,13 +175,8 @@ class Run:
             self.over = bad if self.over is None else self.over | bad
             self.where[label] = self.where.get(label, 0) + int(np.count_nonzero(bad))
 
-    def fl(self, fmt: str, x: np.ndarray) -> np.ndarray:
-        """x rounded to ``fmt``, to nearest even (the outside additions' rounding)."""
-        return _fl(fmt, x)
-
-    def zeros(self, shape: tuple[int, int]) -> np.ndarray:
-        """A float64 zero matrix of ``shape``."""
-        return np.zeros(shape)
+    fl = staticmethod(_fl)  # x rounded to fmt, to nearest even (the outside additions' rounding)
+    zeros = staticmethod(np.zeros)  # a float64 zero matrix of the shape
 
     def gemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, label: str = "") -> np.ndarray:
         """One product on the unit, its C chained in (None: from zero); float64 values of the unit's output."""
@@ -205,10 +202,6 @@ def _fma_chain_fp64(A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.nd
     for i in range(A.shape[1]):
         D = D + A[:, i, None] * B[None, i, :]
     return D
-
-
-def _fl(fmt: str, x: np.ndarray) -> np.ndarray:
-    return _formats.round(fmt, x, RoundingMode.TiesToEven)
 
 
 def _fabsum(run: Any, A: np.ndarray, B: np.ndarray, block: int, version: str, high: str) -> np.ndarray:

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-
 from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, choice, integer
 from . import arrays, hardware, ozaki
