@@ -36,7 +36,7 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import RoundingMode
 from ..model import Family, Model
-from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, matmul, methods, metrics, ozaki, reference
+from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, errors, matmul, methods, metrics, ozaki, reference
 from ..multiword import bounds as _bounds
 from ..multiword.registry import REGISTRY
 
@@ -146,13 +146,8 @@ def _sizes_text(ns: Sequence[int]) -> str:
 # ------------------------------------------------------------------------------------ measures and rows
 
 def measures(C_hat: Any, C: Any, A: Any, B: Any) -> dict[str, float]:
-    """The keys of :func:`blockfma.multiword.errors` but ``spectral``, by the same definitions."""
-    out = {"componentwise": metrics.componentwise(C_hat, C, A, B)}
-    for name, o in (("1", 1), ("2", 2), ("inf", np.inf)):
-        out[f"normwise_{name}"] = metrics.normwise(C_hat, C, o)
-    for name, o in (("l1", 1), ("l2", 2), ("linf", np.inf)):
-        out[name] = metrics.normwise(C_hat, C, o, A=A, B=B)
-    return out
+    """The measures of :func:`blockfma.multiword.errors` but ``spectral``."""
+    return errors(C_hat, C, A, B, spectral=False)
 
 
 @dataclasses.dataclass

@@ -56,11 +56,6 @@ class Reproduction:
         """'Authors (year)'."""
         return f"{self.authors} ({self.year})"
 
-    @property
-    def module(self) -> str:
-        """The module that holds the function."""
-        return self.function.partition(":")[0]
-
 
 _FASI21 = ("Fasi, Higham, Mikaitis, Pranesh", 2021, "Numerical behavior of NVIDIA tensor cores")
 _FTTN = ("Li et al. (FTTN)", 2024, "FTTN: Feature-targeted testing for numerical properties of NVIDIA & AMD "

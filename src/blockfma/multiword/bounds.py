@@ -428,9 +428,9 @@ def dominant_expression(method: str | tuple[Any, int], *, probabilistic: bool = 
         return _dominant(u_low, _count(p, "p"), u_high, products, probabilistic)
     spec = _spec(method)
     if spec.kind == "fabsum":
-        b = _count(params.pop("b"), "b") if "b" in params else None
-        if b is None:
+        if "b" not in params:
             raise ValueError(f"{method} needs b= (the block size)")
+        b = _count(params.pop("b"), "b")
         u_blk = _u(params.pop("u_block", 2**-24), "u_block")
         u_acc = _u(params.pop("u_acc", spec.acc_u), "u_acc")
         if params:
@@ -703,9 +703,8 @@ def bound(method: str, n: int, **params: Any) -> float:
     """The worst-case (or, with ``probabilistic=True``, probabilistic) bound on the componentwise error
     max |C - C_hat| / (|A||B|) of ``method`` at inner dimension n.
 
-    Multiword methods ("fp16", "bf16", "tf32", "fp32", "fp64", "double-fp16", "double-bf16", "triple-bf16",
-    "mmm", "markidis", "ootomo", "3xtf32", "4xtf32", "bf16x9", "tf64") go to :func:`mmm_bound` with the
-    method's p, low format, u_high (fp32; fp64 for "tf64" and "fp64"), products and accumulation; any of
+    The word methods, "mmm" and the native "fp32" and "fp64" go to :func:`mmm_bound` with the method's p,
+    low format, u_high (fp32; fp64 for "tf64" and "fp64"), products and accumulation; any of
     its arguments can be overridden (``low=``/``high=`` take format names, ``u_low=``/``u_high=`` numbers;
     "mmm" needs ``p=`` and ``low=``).  "fabsum-v1"/"fabsum-v2" go to :func:`fabsum_bound` (``b=`` needed).
     "ozaki1" goes to :func:`ozaki_bound` with ``slices=`` or ``target_bits=`` (then

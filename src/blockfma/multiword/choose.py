@@ -92,8 +92,7 @@ def _load_rates(path: Path) -> dict[str, Rates]:
 
 RATES: dict[str, Rates] = _load_rates(Path(__file__).with_name("rates.json"))
 """Peak rates per card (keys as :func:`choose` takes them in ``device=``), from ``rates.json`` beside this
-module, each row with its vendor source; none of them is in shared/DEVICE-FACTS.md, which records arithmetic,
-not speed.  How the roofline compares with measured times: docs/multiword.md."""
+module, each row with its vendor source (against measured times: docs/multiword.md)."""
 
 _BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 _MAX_OZAKI1_SLICES = 40  # far past fp64: ozaki1's float64 additions floor its bound long before

@@ -76,11 +76,10 @@ MAX_SLICES = 2100
 """More slices than any float64 row needs (its bits span at most 2**1024 down to 2**-1074: 2098 bits)."""
 
 
-def _check_unit(unit: Any) -> Any:
+def _check_unit(unit: Any) -> None:
     if unit is not None and not callable(unit):
         raise ArgumentError("unit", unit, "must be a function f(A_int8, B_int8) -> their integer product, or None "
                             "(the exact unit)", fix="e.g. ozaki.exact_unit, ozaki.model_unit() or ozaki.torch_unit()")
-    return unit
 
 
 # ---------------------------------------------------------------------------------------------------- units
@@ -90,10 +89,10 @@ def exact_unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
     A (m x k) and B (k x n) hold integers in [-128, 127].  The product is computed in float64 BLAS, which is
     exact here whatever the summation order, because every partial sum is an integer of magnitude at most
-    k * 2**14 < 2**53; it equals the int64 matmul (tests/test_multiword_ozaki.py checks it) and runs at BLAS
-    speed.  OverflowError if an element leaves the int32 range [-2**31, 2**31 - 1]: the unit's accumulator
-    would wrap (a two's-complement accumulator that wraps in between but ends in range gives the exact
-    result, so only the final value is checked)."""
+    k * 2**14 < 2**53 (tests/test_multiword_ozaki.py holds it to the int64 matmul).  OverflowError if an
+    element leaves the int32 range [-2**31, 2**31 - 1]: the unit's accumulator would wrap (a two's-complement
+    accumulator that wraps in between but ends in range gives the exact result, so only the final value is
+    checked)."""
     A, B = np.asarray(A), np.asarray(B)
     for x, what in ((A, "A"), (B, "B")):
         if x.ndim != 2:
@@ -198,9 +197,7 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
 def int_mm(torch: Any, a: Any, b: Any) -> Any:
     """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact) for tensors already padded to
     :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
-    and a row-major ``b`` takes a slower kernel (several times slower on recent GPUs, pytorch/pytorch#165230;
-    a measured case in docs/multiword.md).  The copy that transposes ``b`` costs one pass over int8 values,
-    little beside the product."""
+    and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md)."""
     if b.stride(0) != 1:
         b = b.t().contiguous().t()
     return torch._int_mm(a.contiguous(), b)
@@ -229,10 +226,6 @@ def torch_unit(device: str | None = None) -> Unit:
 
 # ---------------------------------------------------------------------------------------------- Ozaki I
 
-def _ceil_log2(k: int) -> int:
-    return max(0, (k - 1).bit_length())
-
-
 def slice_width(k: int) -> int:
     """Bits per int8 slice for inner dimension k: the largest w <= 7 with 2*w + ceil(log2 k) <= 31.
 
@@ -240,7 +233,7 @@ def slice_width(k: int) -> int:
     k * (2**w - 1)**2 < 2**(ceil(log2 k) + 2*w) <= 2**31: no int32 overflow.  w = 7 up to k = 2**17, 6 up
     to 2**19, ...; ValueError beyond k = 2**29 (w would be 0: split k first)."""
     k = integer("k", k, least=0)
-    w = min(7, (31 - _ceil_log2(k)) // 2)
+    w = min(7, (31 - max(0, (k - 1).bit_length())) // 2)  # ceil(log2 k)
     if w < 1:
         raise ValueError(f"k = {k} is too long for exact int32 accumulation even with 1-bit slices "
                          "(2*w + ceil(log2 k) <= 31 needs k <= 2**29); split the product along k")
@@ -385,11 +378,6 @@ def pick_moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int
     return mods
 
 
-def _half_bits(P: int) -> float:
-    """L with 2**(2L) < P/2, a little below (log2 P - 1)/2 (the margin covers float64's log2)."""
-    return (math.log2(P) - 1) / 2 - 2.0**-20
-
-
 def _norm_shifts(xp: Any, X: Any, L: float) -> Any:
     """s_i = the largest integer with 2**s_i * ||x_i||_2 <= 2**L, from a rigorous upper bound of the norm."""
     k = X.shape[1]
@@ -434,7 +422,7 @@ def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] =
 
 def shifts(xp: Any, A: Any, B: Any, P: int, scaling: str, product: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
     """:func:`ozaki2_shifts`' rule on checked, non-empty float64 operands (numpy, or torch with ``xp``)."""
-    L = _half_bits(P)
+    L = (math.log2(P) - 1) / 2 - 2.0**-20  # 2**(2L) < P/2: the margin covers float64's log2
     if scaling == "fast":
         return _norm_shifts(xp, A, L), _norm_shifts(xp, B.T, L)
     ua = _BOUND_BITS - row_exponents(A, xp)

@@ -40,8 +40,7 @@ class OverflowWarning(RuntimeWarning):
 def check_backend(backend: Any) -> tuple[str, bool]:
     """``backend`` of :func:`matmul` as (canonical name, on real units): a simulator engine ("auto", "numpy",
     "numba", "cuda", "cuda:N"; None is "auto") or the real units through torch ("hardware", "hardware:cpu",
-    "hardware:cuda", "hardware:cuda:N").  The old spellings "torch", "torch:..." are refused with the new
-    one: in ``blockfma.gemm``, backend="torch" is the simulator's engine on torch, not the hardware."""
+    "hardware:cuda", "hardware:cuda:N").  The old spellings "torch", "torch:..." are refused with the new one."""
     if backend is None:
         return "auto", False
     if not isinstance(backend, str):
@@ -272,7 +271,6 @@ def combine(run: Any, Aw: list[Any], Bw: list[Any], m_: Method, products: tuple[
                 i, j = group[0]
                 C = run.fl(high, C + scaled(i, j, T))
                 run.note(C, f"the {high} sum", unit=False)
-            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products, **run.extra()}
         else:
             C = None
             for i, j in products:
@@ -291,9 +289,8 @@ def combine(run: Any, Aw: list[Any], Bw: list[Any], m_: Method, products: tuple[
                     C = T if C is None else run.fl(high, C + T)
                 run.note(C, f"the {high} sum", unit=False)
             assert C is not None
-            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products,
-                    "accumulate": acc, "summation": summation, "block": block, **run.extra()}
-    return C, info
+    more = {} if m_.outside_groups else {"accumulate": acc, "summation": summation, "block": block}
+    return C, {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products, **more, **run.extra()}
 
 
 def _exact_side(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
