@@ -42,24 +42,17 @@ def _figure(nrows: int, ncols: int, width: float = 5.2, height: float = 4.0) -> 
     return fig, axes
 
 
-def _destination(path: str | os.PathLike[str]) -> None:
-    """Refuse, before a figure is drawn, a ``path`` no PNG can be written to (:func:`blockfma.files.destination`:
-    regular files only, links followed, the folder must exist; a PNG is not text, so ``"-"`` too)."""
+def save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed), through
+    :func:`blockfma.files.atomic_path`: a regular file (a symbolic link is followed) in a folder that exists;
+    ``"-"`` (standard output) is refused, a PNG not being text."""
     from .arguments import ArgumentError
-    from .files import STDOUT, destination
+    from .files import STDOUT, atomic_path, destination
 
     if isinstance(path, str) and path == STDOUT:
         raise ArgumentError("path", path, "a figure is a PNG image, not text for standard output",
                             fix="name a .png file")
     destination(path)
-
-
-def save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    """Save ``fig`` as PNG at ``path``, atomically (a temporary file in the same folder, then renamed), through
-    :func:`blockfma.files.atomic_path`: a regular file (a symbolic link is followed) in a folder that exists."""
-    from .files import atomic_path
-
-    _destination(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     return Path(path)
@@ -67,9 +60,7 @@ def save(fig: Any, path: str | os.PathLike[str]) -> Path:
 
 def _num(v: Any) -> float:
     """A cell as a float (None or '' -> nan)."""
-    if v is None or v == "":
-        return math.nan
-    return float(v)
+    return math.nan if v is None or v == "" else float(v)
 
 
 def _select(rows: Rows, **match: Any) -> list[dict[str, Any]]:
@@ -123,10 +114,6 @@ def _note(fig: Any, title: str, rows: Rows, seed_text: str) -> None:
                   x=0.01, ha="left", fontsize=7.5, color="#444444")  # constrained layout keeps room for it
 
 
-def _bound_line(ax: Any, rows: Rows, color: str | None, label: str | None = None) -> None:
-    _line(ax, rows, label or "", y="bound", color=color, marker="", linestyle="--", alpha=0.6)
-
-
 def _empty(rows: Rows, name: str) -> None:
     if not rows:
         raise ValueError(f"no rows to plot for {name}")
@@ -147,7 +134,7 @@ def fig_3_1(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
             c = _COLORS.get(series)
             _line(ax, srows, series, color=c, marker=_MARKERS[i % len(_MARKERS)])
             if series in ("fp16", "double-fp16"):
-                _bound_line(ax, srows, c, f"bound {series}")
+                _line(ax, srows, f"bound {series}", y="bound", color=c, marker="", linestyle="--", alpha=0.6)
         _loglog(ax, f"entries uniform on {dist.removeprefix('uniform')}")
         _legend(ax)
     _note(fig, "Fasi et al. Fig. 3.1 (simulated): RN block FMA of width 1, fp16 words, fp32 accumulation",
@@ -170,7 +157,7 @@ def fig_4_3(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
             for k, series in enumerate(_unique(sub, "series")):
                 srows = _select(sub, series=series)
                 _line(ax, srows, series, color=_COLORS.get(series), marker=_MARKERS[k])
-                _bound_line(ax, srows, _COLORS.get(series))
+                _line(ax, srows, "", y="bound", color=_COLORS.get(series), marker="", linestyle="--", alpha=0.6)
             _line(ax, base, "fp32 (BLAS)", color=_COLORS["fp32 (BLAS)"], marker=".", alpha=0.8)
             _loglog(ax, f"{unit}; {dist.removeprefix('uniform')}")
             _legend(ax)

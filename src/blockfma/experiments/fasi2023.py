@@ -48,13 +48,6 @@ def claim(what: str, paper: str, value: float, ok: bool, why: str = "") -> Compa
     return Comparison(what, paper, float(f"{value:.3g}") if math.isfinite(value) else repr(value), bool(ok), why)
 
 
-def _columns(rows: Sequence[dict[str, Any]]) -> tuple[str, ...]:
-    cols = [c for c in SHOWN if any(c in r for r in rows)]
-    for r in rows:
-        cols += [k for k in r if k not in cols]
-    return tuple(cols)
-
-
 def figure_of(name: str, rows: Sequence[dict[str, Any]]) -> Callable[[Any], Any]:
     """The drawing of :mod:`blockfma.plot`'s figure ``name`` for ``rows`` (a Result's ``figure``)."""
     def draw(fig: Any) -> Any:
@@ -69,7 +62,7 @@ def result_of(name: str, title: str, rows: list[dict[str, Any]], comps: list[Com
     """A Result of multiword rows: the shown columns first, the sizes appended to the notes."""
     sizes = mw.sizes_note(rows) if rows else ""
     notes = tuple(notes) + ((f"Sizes here: {sizes} (scale {scale}).",) if sizes else ())
-    return result(name, title, rows, columns=_columns(rows), comparisons=tuple(comps), notes=notes,
+    return result(name, title, rows, columns=tuple(mw._columns(rows, SHOWN)), comparisons=tuple(comps), notes=notes,
                   figure=figure, scale=scale)
 
 

@@ -6,11 +6,8 @@ the exact answer is 2**7 + 2**6 - 2**-6 = 191.984375.  The small products are ne
 C - A·B is positive, as the paper's expansion shows.  FTTN's kernel starts from acc = 0, accumulates the
 512 tiles of 16x16x16 over K = 8192 on the matrix unit (each tile's result is the next tile's C), then
 computes D = C - acc in fp32 on ordinary cores.  Published results: 0 on V100, A100 and MI250X,
-255.875 on MI100, 191.875 on H100.  Every element of D is the same, so one dot product tells.
-
-Reproductions (``blockfma reproduce``): :func:`porting` (this GEMM on every preset, beside the published
-values) and :func:`table_4` (FTTN's Table IV, the features read from the presets as black boxes, beside the
-paper's :data:`TABLE_IV` with every difference's evidence in :data:`WHY`).
+255.875 on MI100, 191.875 on H100.  Every element of D is the same, so one dot product tells.  The
+reproductions (``blockfma reproduce``): :func:`porting` and :func:`table_4` (FTTN's Table IV).
 """
 
 from __future__ import annotations

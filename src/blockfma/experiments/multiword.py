@@ -1,27 +1,16 @@
-"""The multiword figures of the seed papers, as rows of data (plots apart, in :mod:`blockfma.plot`).
-
-* Fasi, Higham, Lopez, Mary, Mikaitis, "Matrix multiplication in multiword arithmetic", SISC 45 (2023):
-  :func:`fig_3_1` (fp16, double-fp16, fp32 on an idealised round-to-nearest block FMA of width 1),
-  :func:`fig_4_3` (the simulated V100 with its truncation against the same unit rounding to nearest),
-  :func:`fig_4_4` and :func:`fig_4_5` (FABsum v1/v2 against block size; accuracy only, no GPU here).
-* Valero-Lara, Liu, Vetter, Jorquera, "Mixed-precision S/DGEMM using the TF32 and TF64 frameworks", SC-W
-  2023: :func:`valero_lara_fig_4` (1x/3x/4xTF32 on the A100 model against SGEMM) and
-  :func:`valero_lara_fig_5` (TF64 against DGEMM).
-* :func:`ozaki_slices`: Ozaki scheme I against the slice count and scheme II against the number of moduli,
-  with native fp64 and the presets' fp64 matrix units as reference lines (no seed figure).
-* :func:`accuracy_table`: every method on the V100, A100 and H100 presets' units, on both seed
-  distributions (the table issue 11's closing note asks for).
+"""The multiword figures of the seed papers, as rows of data (plots apart, in :mod:`blockfma.plot`): Fasi,
+Higham, Lopez, Mary, Mikaitis, SISC 45 (2023), :func:`fig_3_1`, :func:`fig_4_3`, :func:`fig_4_4`,
+:func:`fig_4_5`; Valero-Lara, Liu, Vetter, Jorquera, SC-W 2023, :func:`valero_lara_fig_4`,
+:func:`valero_lara_fig_5`; and :func:`ozaki_slices`, :func:`accuracy_table` (no seed figure).
 
 Every function returns a list of rows (dicts, one per point) with the same core columns (:data:`COLUMNS`),
 takes ``sizes=``, ``seed=`` and ``scale=`` ("ci": seconds, "small": a few minutes on two cores, "paper": as
 close to the seed as is practical), and is deterministic for a given seed except for the ``seconds``
-column.  The inputs of one point (figure, distribution, size) are the same for every series, so series
-compare on the same matrices.  Words that underflow (:class:`blockfma.multiword.RangeWarning`) are caught
-here, only those, and counted in ``range_warnings`` (warnings) and ``underflowed_entries`` (entries).
+column.  The inputs of one point are the same for every series.  Words that underflow
+(:class:`blockfma.multiword.RangeWarning`) are caught here, only those, and counted in ``range_warnings``
+(warnings) and ``underflowed_entries`` (entries).
 
-Error columns are the keys of :func:`blockfma.multiword.errors` but ``spectral`` (an SVD per point):
-``componentwise`` (Fasi et al., eq. 3.1), ``normwise_1/2/inf`` (||C_hat - C|| / ||C||) and ``l1``, ``l2``,
-``linf`` (Valero-Lara et al., ||C_hat - C|| / (||A|| ||B||) with elementwise norms, as their artifact).
+Error columns are the keys of :func:`blockfma.multiword.errors` but ``spectral`` (:func:`measures`).
 ``bound`` is the worst-case bound of :func:`blockfma.multiword.bound` on the componentwise error, where the
 seed states one, and ``bound_probabilistic`` its sqrt(n) form (sec. 4.3).
 """
@@ -30,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 import os
 import re
@@ -46,7 +36,7 @@ import numpy as np
 from .. import formats as _formats
 from ..formats import RoundingMode
 from ..model import Family, Model
-from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, matmul, methods, metrics, ozaki, reference
+from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, errors, matmul, methods, metrics, ozaki, reference
 from ..multiword import bounds as _bounds
 from ..multiword.registry import REGISTRY
 
@@ -77,7 +67,6 @@ __all__ = [
 
 SCALES = ("ci", "small", "paper")
 FASI = "Fasi, Higham, Lopez, Mary, Mikaitis, SISC 45 (2023)"
-VALERO = "Valero-Lara, Liu, Vetter, Jorquera, SC-W 2023"
 
 COLUMNS = ("figure", "panel", "series", "method", "distribution", "m", "n", "q", "device", "model", "products",
            "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2", "linf",
@@ -109,34 +98,14 @@ def _double_fp16_pair(rng: np.random.Generator, dist: str, m: int, n: int) -> tu
     return double_fp16(sample(dist, (m, n), rng)), double_fp16(sample(dist, (n, m), rng))
 
 
-def _uniform01(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return 1.0 - rng.random(shape)  # (0, 1]
-
-
-def _uniform_centred(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return 0.5 - rng.random(shape)  # (-0.5, 0.5]
-
-
-def _triangular(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    # Valero-Lara et al.'s generator (src/gemm_testing.c): (rand() + rand()) / (2 RAND_MAX), mapped to (-0.5, 0.5)
-    return (rng.random(shape) + rng.random(shape)) / 2.0 - 0.5
-
-
-def _normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return rng.standard_normal(shape)
-
-
-def _wide(rng: np.random.Generator, shape: tuple[int, ...], phi: float = 4.0) -> np.ndarray:
-    # Ozaki et al.'s test matrices: (U - 0.5) exp(phi N(0, 1)); phi = 4 spans some 40 binades
-    return (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
-
-
 DISTRIBUTIONS: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]] = {
-    "uniform(0,1]": _uniform01,
-    "uniform(-0.5,0.5]": _uniform_centred,
-    "triangular(-0.5,0.5)": _triangular,
-    "normal(0,1)": _normal,
-    "wide(phi=4)": _wide,
+    "uniform(0,1]": lambda rng, shape: 1.0 - rng.random(shape),
+    "uniform(-0.5,0.5]": lambda rng, shape: 0.5 - rng.random(shape),
+    # Valero-Lara et al.'s generator (src/gemm_testing.c): (rand() + rand()) / (2 RAND_MAX), mapped to (-0.5, 0.5)
+    "triangular(-0.5,0.5)": lambda rng, shape: (rng.random(shape) + rng.random(shape)) / 2.0 - 0.5,
+    "normal(0,1)": lambda rng, shape: rng.standard_normal(shape),
+    # Ozaki et al.'s test matrices: (U - 0.5) exp(4 N(0, 1)), some 40 binades
+    "wide(phi=4)": lambda rng, shape: (rng.random(shape) - 0.5) * np.exp(4.0 * rng.standard_normal(shape)),
 }
 """Entry distributions by name: the seed's two uniform ones, Valero-Lara et al.'s mean of two uniforms,
 the standard normal, and Ozaki et al.'s wide-range (U - 0.5) exp(4 N(0, 1))."""
@@ -177,13 +146,8 @@ def _sizes_text(ns: Sequence[int]) -> str:
 # ------------------------------------------------------------------------------------ measures and rows
 
 def measures(C_hat: Any, C: Any, A: Any, B: Any) -> dict[str, float]:
-    """The keys of :func:`blockfma.multiword.errors` but ``spectral``, by the same definitions."""
-    out = {"componentwise": metrics.componentwise(C_hat, C, A, B)}
-    for name, o in (("1", 1), ("2", 2), ("inf", np.inf)):
-        out[f"normwise_{name}"] = metrics.normwise(C_hat, C, o)
-    for name, o in (("l1", 1), ("l2", 2), ("linf", np.inf)):
-        out[name] = metrics.normwise(C_hat, C, o, A=A, B=B)
-    return out
+    """The measures of :func:`blockfma.multiword.errors` but ``spectral``."""
+    return errors(C_hat, C, A, B, spectral=False)
 
 
 @dataclasses.dataclass
@@ -218,17 +182,14 @@ class _Result:
 
 
 def _timed(fn: Callable[[], Any]) -> _Result:
-    """Run fn() (a matmul with return_info=True, or a bare array) and time it, counting RangeWarnings."""
+    """Run fn() (a matmul with return_info=True: (C, info)) and time it, counting RangeWarnings."""
     with _range_warnings() as warned:
         t0 = time.perf_counter()
-        out = fn()
+        C, info = fn()
         dt = time.perf_counter() - t0
-    if isinstance(out, tuple):
-        C, info = out
-        calls = info.get("calls")
-        return _Result(np.asarray(C, dtype=np.float64), str(info.get("unit", "")), 1 if calls is None else int(calls),
-                       dt, warned)
-    return _Result(np.asarray(out, dtype=np.float64), "", 1, dt, warned)
+    calls = info.get("calls")
+    return _Result(np.asarray(C, dtype=np.float64), str(info.get("unit", "")), 1 if calls is None else int(calls),
+                   dt, warned)
 
 
 def _row(figure: str, series: str, method: str, distribution: str, A: np.ndarray, B: np.ndarray,
@@ -264,14 +225,10 @@ def _say(progress: Progress, text: str) -> None:
         progress(text)
 
 
-def _check_scale(scale: str) -> str:
+def _pick(value: Any, defaults: dict[str, Any], scale: str) -> Any:
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {', '.join(SCALES)}; got {scale!r}")
-    return scale
-
-
-def _pick(value: Any, defaults: dict[str, Any], scale: str) -> Any:
-    return defaults[_check_scale(scale)] if value is None else value
+    return defaults[scale] if value is None else value
 
 
 def _bound(method: str, n: int, **kw: Any) -> float | None:
@@ -281,13 +238,17 @@ def _bound(method: str, n: int, **kw: Any) -> float | None:
         return None
 
 
+def _bound_cols(method: str, n: int, **kw: Any) -> dict[str, float | None]:
+    """A row's ``bound`` and ``bound_probabilistic`` (None where the method has none)."""
+    return {"bound": _bound(method, n, **kw), "bound_probabilistic": _bound(method, n, probabilistic=True, **kw)}
+
+
 def _fp32_baseline(fig: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, **extra: Any) -> dict[str, Any]:
     """The "fp32 (BLAS)" row (numpy's float32 matmul) with its worst-case and probabilistic bounds."""
     n = A.shape[1]
     res = _timed(lambda: matmul(A, B, method="fp32", return_info=True))
     return _row(fig, "fp32 (BLAS)", "fp32", A=A, B=B, res=res, C_ref=C, model="numpy float32 matmul",
-                bound=_bound("fp32", n, input_format="fp32"),
-                bound_probabilistic=_bound("fp32", n, input_format="fp32", probabilistic=True), **extra)
+                **_bound_cols("fp32", n, input_format="fp32"), **extra)
 
 
 # ------------------------------------------------------------------------------------------ Fasi Fig 3.1
@@ -334,8 +295,7 @@ def fig_3_1(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
             for series, method, fn, unit, products, bkw in runs:
                 res = _timed(fn)
                 rows.append(_row(fig, series, method, A=A, B=B, res=res, C_ref=C, model=unit, products=products,
-                                 bound=_bound(method, n, **bkw),
-                                 bound_probabilistic=_bound(method, n, probabilistic=True, **bkw), **common))
+                                 **_bound_cols(method, n, **bkw), **common))
                 _say(progress, f"{fig} {dist} n={n} {series}: {rows[-1]['componentwise']:.3g} ({res.seconds:.2f} s)")
     return rows
 
@@ -348,18 +308,11 @@ def _engine_gemm(A: np.ndarray, B: np.ndarray, model: Model) -> tuple[np.ndarray
 
 # ------------------------------------------------------------------------------------------ Fasi Fig 4.3
 
-_SIZES_4_3 = _SIZES_3_1
-
-
-def _v100() -> Model:
-    from ..devices import device
-
-    return device("V100").model("fp16", "fp32")
-
-
 def fig_4_3_units() -> dict[str, tuple[Model, str]]:
     """The units of :func:`fig_4_3`: name -> (model, how it rounds in the bounds' terms, "rz" or "rn")."""
-    v100 = _v100()
+    from ..devices import device
+
+    v100 = device("V100").model("fp16", "fp32")
     rn_out = dataclasses.replace(v100, output_rounding=RoundingMode.TiesToEven,
                                  name="V100 fp16->fp32, RN output (alignment still truncates)")
     return {"RZ (V100)": (v100, "rz"), "RN": (RN4_UNIT, "rn"), "V100, RN output only": (rn_out, "rz")}
@@ -379,7 +332,7 @@ def fig_4_3(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
     data only; (-0.5,0.5] is added.  "fp32 (BLAS)" is numpy's float32 matmul, panel "baseline".  The
     bounds: Theorem 2.1 with u_fp32 = 2^-23 for units that truncate (the standard model's u for RZ) and
     2^-24 for RN; the probabilistic one keeps the unit's n for truncating units (sec. 4.3)."""
-    sizes = tuple(_pick(sizes, _SIZES_4_3, scale))
+    sizes = tuple(_pick(sizes, _SIZES_3_1, scale))
     fig = "fig_4_3"
     table = fig_4_3_units()
     chosen = list(table) if units is None else list(units)
@@ -403,10 +356,7 @@ def fig_4_3(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
                                                 block=block if summ else None, return_info=True))
                     rows.append(_row(fig, method, method, A=A, B=B, res=res, C_ref=C, panel=uname,
                                      device="V100" if "V100" in uname else "", model=unit.name, products=products,
-                                     bound=_bound(method, n, u_high=uh),
-                                     bound_probabilistic=_bound(method, n, u_high=uh, probabilistic=True,
-                                                                rounding=rnd),
-                                     rounding=rnd, **common))
+                                     **_bound_cols(method, n, u_high=uh, rounding=rnd), rounding=rnd, **common))
                     _say(progress, f"{fig} {dist} n={n} {uname} {method}: {rows[-1]['componentwise']:.3g} "
                                    f"({res.seconds:.2f} s)")
             rows.append(_fp32_baseline(fig, A, B, C, panel="baseline", rounding="rn", **common))
@@ -419,10 +369,6 @@ _SIZES_4_4 = {"ci": (256, 1024), "small": _pow2(10, 16, 2), "paper": _pow2(10, 2
 _OUTER_4_4 = {"ci": 8, "small": 32, "paper": 32}
 _BLOCKS_4_4 = {"ci": (32, 128), "small": (128, 256, 512), "paper": (128, 256, 512)}
 _BLOCKS_4_5 = {"ci": (32, 128), "small": (128, 256, 512, 1024), "paper": (128, 256, 512, 1024)}
-
-
-def _fabsum_bound(version: int, n: int, b: int, probabilistic: bool = False) -> float | None:
-    return _bound(f"fabsum-v{version}", n, b=b, probabilistic=probabilistic)
 
 
 def _fabsum_problems(sizes: Sequence[int] | None, outer: int | None, scale: str, distribution: str, seed: int,
@@ -462,8 +408,7 @@ def fig_4_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
                                             block=blk if summ else None, return_info=True))
                 series = "double-fp16 (Alg. 4.1)" if sk == 1 else f"double-fp16 (Alg. 4.1, split-K {sk})"
                 rows.append(_row(fig, series, "double-fp16", A=A, B=B, res=res, C_ref=C, panel=dev, device=dev,
-                                 products=3, bound=_bound("double-fp16", n),
-                                 bound_probabilistic=_bound("double-fp16", n, probabilistic=True, rounding="rz"),
+                                 products=3, **_bound_cols("double-fp16", n, rounding="rz"),
                                  block=blk if summ else None, fabsum=None, **common))
                 _say(progress, f"{fig} n={n} {dev} {series}: {rows[-1]['componentwise']:.3g} ({res.seconds:.2f} s)")
             for version in (1, 2):
@@ -471,9 +416,8 @@ def fig_4_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
                     res = _timed(lambda: matmul(A, B, method="double-fp16", device=dev, order="cublas",
                                                 summation=f"fabsum-v{version}", block=b, return_info=True))
                     rows.append(_row(fig, f"FABsum-v{version} b={b}", "double-fp16", A=A, B=B, res=res, C_ref=C,
-                                     panel=dev, device=dev, products=3, bound=_fabsum_bound(version, n, b),
-                                     bound_probabilistic=_fabsum_bound(version, n, b, True), block=b,
-                                     fabsum=f"v{version}", **common))
+                                     panel=dev, device=dev, products=3, **_bound_cols(f"fabsum-v{version}", n, b=b),
+                                     block=b, fabsum=f"v{version}", **common))
                     _say(progress, f"{fig} n={n} {dev} FABsum-v{version} b={b}: {rows[-1]['componentwise']:.3g} "
                                    f"({res.seconds:.2f} s)")
     return rows
@@ -495,14 +439,13 @@ def fig_4_5(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: str = "
         res = _timed(lambda: matmul(A, B, method="double-fp16", device=device, order="cublas",
                                     summation="fabsum-v2", block=double_block, return_info=True))
         rows.append(_row(fig, f"double-fp16 FABsum-v2 b={double_block}", "double-fp16", A=A, B=B, res=res,
-                         C_ref=C, device=device, products=3, bound=_fabsum_bound(2, n, double_block),
-                         bound_probabilistic=_fabsum_bound(2, n, double_block, True), block=double_block,
-                         fabsum="v2", **common))
+                         C_ref=C, device=device, products=3, **_bound_cols("fabsum-v2", n, b=double_block),
+                         block=double_block, fabsum="v2", **common))
         for b in blocks:
             res = _timed(lambda: matmul(A, B, method="fp16", device=device, summation="fabsum-v2", block=b,
                                         return_info=True))
-            fb = _fabsum_bound(2, n, b)
-            fbp = _fabsum_bound(2, n, b, True)
+            fb = _bound("fabsum-v2", n, b=b)
+            fbp = _bound("fabsum-v2", n, b=b, probabilistic=True)
             split = 2 * 2.0**-11  # A and B rounded to fp16: Table 2.1's constant
             rows.append(_row(fig, f"fp16 FABsum-v2 b={b}", "fp16", A=A, B=B, res=res, C_ref=C, device=device,
                              products=1, bound=None if fb is None else split + fb,
@@ -551,9 +494,7 @@ def valero_lara_fig_4(sizes: Sequence[int] | None = None, *, seed: int = 0, scal
         for series, method, res, dev, products, bkw in runs:
             rows.append(_row(fig, series, method, A=A, B=B, res=res, C_ref=C, device=dev,
                              model="numpy float32 matmul" if method == "fp32" else None, products=products,
-                             bound=_bound(method, n, **bkw),
-                             bound_probabilistic=_bound(method, n, probabilistic=True, **bkw),
-                             **_vs(res.C, base.C, A, B), **common))
+                             **_bound_cols(method, n, **bkw), **_vs(res.C, base.C, A, B), **common))
             _say(progress, f"{fig} n={n} {series}: l2 {rows[-1]['l2']:.3g} ({res.seconds:.2f} s)")
     return rows
 
@@ -577,22 +518,20 @@ def valero_lara_fig_5(sizes: Sequence[int] | None = None, *, seed: int = 0, scal
         C = reference(A, B, exact=True)
         common = dict(distribution=distribution, ref="exact", seed=seed, scale=scale, panel="")
         base = _timed(lambda: matmul(A, B, method="fp64", return_info=True))
-        runs: list[tuple[str, str, _Result, int, float | None, float | None]] = [
-            ("DGEMM", "fp64", base, 1, _bound("fp64", n), _bound("fp64", n, probabilistic=True))]
+        runs: list[tuple[str, str, _Result, int, dict[str, float | None]]] = [
+            ("DGEMM", "fp64", base, 1, _bound_cols("fp64", n))]
         res = _timed(lambda: matmul(A, B, method="fp32", return_info=True))
-        runs.append(("SGEMM", "fp32", res, 1, _bound("fp32", n), _bound("fp32", n, probabilistic=True)))
+        runs.append(("SGEMM", "fp32", res, 1, _bound_cols("fp32", n)))
         res = _timed(lambda: matmul(A, B, method="mmm", p=1, low="fp32", model=TF64_UNIT, return_info=True))
-        b1 = dict(p=1, low="fp32", high="fp64")
-        runs.append(("1xTF64", "mmm", res, 1, _bound("mmm", n, **b1), _bound("mmm", n, probabilistic=True, **b1)))
+        runs.append(("1xTF64", "mmm", res, 1, _bound_cols("mmm", n, p=1, low="fp32", high="fp64")))
         res = _timed(lambda: matmul(A, B, method="tf64", return_info=True))
-        runs.append(("3xTF64", "tf64", res, 3, _bound("tf64", n), _bound("tf64", n, probabilistic=True)))
+        runs.append(("3xTF64", "tf64", res, 3, _bound_cols("tf64", n)))
         res = _timed(lambda: matmul(A, B, method="tf64", order=four, return_info=True))
-        runs.append(("4xTF64", "tf64", res, 4, _bound("tf64", n, products="all"),
-                     _bound("tf64", n, products="all", probabilistic=True)))
-        for series, method, res, products, bd, bdp in runs:
-            rows.append(_row(fig, series, method, A=A, B=B, res=res, C_ref=C, products=products, bound=bd,
+        runs.append(("4xTF64", "tf64", res, 4, _bound_cols("tf64", n, products="all")))
+        for series, method, res, products, bds in runs:
+            rows.append(_row(fig, series, method, A=A, B=B, res=res, C_ref=C, products=products, **bds,
                              model=res.unit or f"numpy {'float64' if method == 'fp64' else 'float32'} matmul",
-                             bound_probabilistic=bdp, **_vs(res.C, base.C, A, B), **common))
+                             **_vs(res.C, base.C, A, B), **common))
             _say(progress, f"{fig} n={n} {series}: l2 {rows[-1]['l2']:.3g} ({res.seconds:.2f} s)")
     return rows
 
@@ -653,13 +592,12 @@ def ozaki_slices(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: st
             common = dict(distribution=dist, ref="exact", seed=seed, scale=scale, panel=dist)
             res = _timed(lambda: matmul(A, B, method="fp64", return_info=True))
             rows.append(_row(fig, "fp64 (BLAS)", "fp64", A=A, B=B, res=res, C_ref=C, model="numpy float64 matmul",
-                             bound=_bound("fp64", n), bound_probabilistic=_bound("fp64", n, probabilistic=True),
-                             slices=None, moduli=None, exponent_spread=spread, note=note, **common))
+                             **_bound_cols("fp64", n), slices=None, moduli=None, exponent_spread=spread, note=note,
+                             **common))
             for mdl, names in units:
                 res = _timed(lambda: _engine_gemm(A, B, mdl))
                 rows.append(_row(fig, f"fp64 unit ({', '.join(names)})", "fp64", A=A, B=B, res=res, C_ref=C,
-                                 device=" ".join(names), model=mdl.name, bound=_bound("fp64", n),
-                                 bound_probabilistic=_bound("fp64", n, probabilistic=True), slices=None,
+                                 device=" ".join(names), model=mdl.name, **_bound_cols("fp64", n), slices=None,
                                  moduli=None, exponent_spread=spread, note=note, **common))
                 _say(progress, f"{fig} {dist} n={n} fp64 unit {names}: {rows[-1]['componentwise']:.3g} "
                                f"({res.seconds:.2f} s)")
@@ -667,9 +605,7 @@ def ozaki_slices(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: st
                 res = _timed(lambda: matmul(A, B, method="ozaki1", slices=s, return_info=True))
                 res.calls = s * (s + 1) // 2  # int8 GEMMs: the pairs with s + t <= slices + 1
                 rows.append(_row(fig, "Ozaki I", "ozaki1", A=A, B=B, res=res, C_ref=C, products=s * (s + 1) // 2,
-                                 bound=_bound("ozaki1", n, slices=s, slice_bits=width, exponent_spread=spread),
-                                 bound_probabilistic=_bound("ozaki1", n, slices=s, slice_bits=width,
-                                                            exponent_spread=spread, probabilistic=True),
+                                 **_bound_cols("ozaki1", n, slices=s, slice_bits=width, exponent_spread=spread),
                                  slices=s, moduli=None, exponent_spread=spread, note=note, **common))
             for k in moduli:
                 res = _timed(lambda: matmul(A, B, method="ozaki2", n_moduli=k, return_info=True))
@@ -733,9 +669,8 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
                             raise
                         _say(progress, f"{fig} {dist} n={n} {dev} {name}: {str(exc).split(' (')[0]}")
                         continue
-                    prod = len(_methods_products(name)) or 1
-                    row = _row(fig, name, name, A=A, B=B, res=res, C_ref=C, products=prod,
-                               bound=_bound(name, n), bound_probabilistic=_bound(name, n, probabilistic=True),
+                    prod = len(METHODS[name].products) if name in METHODS else 1
+                    row = _row(fig, name, name, A=A, B=B, res=res, C_ref=C, products=prod, **_bound_cols(name, n),
                                **common)
                     rows.append(row)
                     if _device_free(name):
@@ -745,14 +680,11 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
     return rows
 
 
-def _methods_products(name: str) -> tuple[tuple[int, int], ...]:
-    return METHODS[name].products if name in METHODS else ()
-
-
 # ---------------------------------------------------------------------------------------------------- CSV
 
-def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
-    cols = [c for c in COLUMNS if any(c in r for r in rows)]
+def _columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = COLUMNS) -> list[str]:
+    """The rows' columns: those of ``first`` that some row has, then the others in order of appearance."""
+    cols = [c for c in first if any(c in r for r in rows)]
     for r in rows:
         cols.extend(k for k in r if k not in cols)
     return cols
@@ -774,18 +706,20 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> P
     """Write rows as CSV with a header (the core :data:`COLUMNS` first, empty cells for None), atomically
     through :func:`blockfma.files.write_text`: a regular file (a symbolic link is followed) in a folder that
     exists, or ``"-"`` for standard output (then None is returned, else the path)."""
-    import io
-
     from ..files import destination, write_text
 
     destination(path)  # a bad path fails before the rows are formatted
-    cols = _columns(rows)
+    return write_text(path, csv_text(rows, _columns(rows)))
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """The rows as CSV text: a header of ``columns``, then one line per row (cells by :func:`csv_cell`)."""
     buf = io.StringIO(newline="")
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
+    w.writerow(columns)
     for r in rows:
-        w.writerow([csv_cell(r.get(c)) for c in cols])
-    return write_text(path, buf.getvalue())
+        w.writerow([csv_cell(r.get(c)) for c in columns])
+    return buf.getvalue()
 
 
 def _parse(text: str) -> Any:

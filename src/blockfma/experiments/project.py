@@ -1,14 +1,7 @@
 """Reproductions beyond the seeds: the project's own tables (``blockfma reproduce multiword-accuracy``,
-``ozaki-slices``, ``h100-probe-records``).
-
-* :func:`multiword_accuracy`: every multiword method on every simulated unit
-  (:func:`blockfma.experiments.multiword.accuracy_table`), each error held to its worst-case bound
-  (Fasi et al. 2023, Table 2.1 and sec. 4.4; :func:`blockfma.multiword.bound`).
-* :func:`ozaki_slices`: Ozaki I and II against their slices and moduli
-  (:func:`blockfma.experiments.multiword.ozaki_slices`), each error held to its bound.
-* :func:`h100_probe_records`: the probe table of the project's own H100 records (``data/hardware``): which
-  paths were probed, what model each inferred from outputs alone, on how many rows it verified, and whether
-  today's H100 preset gives the GPU's bits on every row the probe recorded.
+``ozaki-slices``, ``h100-probe-records``): every multiword method, and Ozaki I and II against their slices and
+moduli, each error held to its worst-case bound; and the probe table of the project's own H100 records
+(``data/hardware``), each path replayed through today's H100 preset.
 """
 
 from __future__ import annotations

@@ -10,17 +10,13 @@ Result`` (:mod:`blockfma.experiments.result`).
     >>> reproduce.get("fttn-porting").what
     'Sec. V (porting GEMM)'
 
-:func:`write` puts a :class:`~blockfma.experiments.result.Result` in a folder: ``NAME.csv`` (the rows),
-``NAME.json`` (the whole Result with its provenance: versions, date, git commit) and ``NAME.png`` (the
-figure, where the Result has one and matplotlib is installed), each written atomically.
+:func:`write` puts a :class:`~blockfma.experiments.result.Result` in a folder (CSV, JSON, PNG).
 """
 
 from __future__ import annotations
 
-import csv
 import difflib
 import importlib
-import io
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +25,7 @@ from typing import Any
 
 from ..arguments import ArgumentError
 from ..provenance import provenance
-from .multiword import csv_cell
+from .multiword import csv_text
 from .result import Result, check_scale
 
 __all__ = ["Reproduction", "REPRODUCTIONS", "reproductions", "get", "load", "run", "write", "provenance",
@@ -59,11 +55,6 @@ class Reproduction:
     def seed(self) -> str:
         """'Authors (year)'."""
         return f"{self.authors} ({self.year})"
-
-    @property
-    def module(self) -> str:
-        """The module that holds the function."""
-        return self.function.partition(":")[0]
 
 
 _FASI21 = ("Fasi, Higham, Mikaitis, Pranesh", 2021, "Numerical behavior of NVIDIA tensor cores")
@@ -164,15 +155,6 @@ def files_for(name: str, out_dir: str | os.PathLike[str], *, figure: bool = True
     return paths
 
 
-def _csv(result: Result) -> str:
-    buf = io.StringIO(newline="")
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(result.columns)
-    for r in result.rows:
-        w.writerow([csv_cell(r.get(c)) for c in result.columns])
-    return buf.getvalue()
-
-
 def write(result: Result, out_dir: str | os.PathLike[str], *, note: Callable[[str], None] | None = None
           ) -> list[Path]:
     """Write ``result`` into the folder ``out_dir`` (made if missing): ``NAME.csv`` (the rows), ``NAME.json``
@@ -190,7 +172,7 @@ def write(result: Result, out_dir: str | os.PathLike[str], *, note: Callable[[st
         if note is not None:
             note(f"no figure for {result.name}: matplotlib is missing ({hint('plot')})")
     csv_path, json_path, *png = files_for(result.name, base, figure=draw)
-    written = [Path(write_text(csv_path, _csv(result)) or csv_path)]
+    written = [Path(write_text(csv_path, csv_text(result.rows, result.columns)) or csv_path)]
     doc = {**result.to_dict(), "agreeing": sum(c.agrees for c in result.comparisons),
            "compared": len(result.comparisons), "provenance": provenance()}
     written.append(Path(write_json(json_path, doc) or json_path))

@@ -4,11 +4,6 @@ Each table is a function ``(*, scale="ci", progress=None) -> Result`` (:mod:`.re
 are typed in below with their table and row; ours come from the presets (Volta = V100, Turing = T4, Ampere =
 A100: the paper ran a Titan V, an RTX 2080 Ti and an RTX A6000, the same generations) and from the SMT
 questions of :mod:`blockfma.smt.queries`, asked now of z3, cvc5 and bitwuzla.
-
-* Table 1: fp16 products are exact in the unit (the paper's inputs on every generation, and a fresh witness).
-* Table 3: truncating the aligned terms is not IEEE round-toward-zero (2 - 2**-40 gives 2).
-* Table 4: the eight queries' answers and times per solver, beside the paper's z3 and cvc5 times.
-* Table 5: Ootomo-Yokota less accurate than Markidis on some input (the printed inputs, and a witness).
 """
 
 from __future__ import annotations
@@ -192,7 +187,7 @@ def table_1(*, scale: str = "ci", progress: Any = None) -> Result:
     q, comp, witness = _own_witness("Table 1", "exact-multiplication", "Table 1 / Table 4 row 1: inputs exist", say)
     comps.append(comp)
     if witness is not None:
-        wa, wb, wc = witness
+        wa, wb, _ = witness
         x = _exact(wa[:1], wb[:1], 0.0)
         for gen, dev, in_paper in GENERATIONS:
             d = Fraction(_d(_model(dev), wa, wb, 0.0))
@@ -230,7 +225,7 @@ def table_3(*, scale: str = "ci", progress: Any = None) -> Result:
     rows = [_rtz_row("Table 3", gen, dev, p, a, b, c) for gen, dev, p in GENERATIONS]
     rz = Fraction(round_fraction("fp32", _exact(a, b, c), RoundingMode.TowardZero))
     comps = [Comparison("Table 3, properly-rounded RTZ result", "2 - 2^-23", _text(rz), rz == TABLE_3["rtz"])]
-    for row, (gen, dev, in_paper) in zip(rows, GENERATIONS):
+    for row, (gen, dev, _) in zip(rows, GENERATIONS):
         if gen in ("Volta", "Turing"):  # sec. 4.2 names these two
             d = Fraction(float.fromhex(row["unit_d"]))
             comps.append(Comparison(f"Table 3, Tensor Core Result ({gen}, {dev} preset)", "2^1", row["unit_d"],

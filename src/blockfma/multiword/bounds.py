@@ -16,10 +16,8 @@ Sources:
   Comput. 41 (2019) ([FHLMM] ref. 18): the probabilistic constant gamma_tilde_n(lambda).
 * [H02] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM 2002 ([FHLMM] ref. 17):
   gamma_n = n u / (1 - n u) and Lemma 3.3 (gamma_j + gamma_k + gamma_j gamma_k <= gamma_{j+k}).
-* Ozaki scheme I: K. Ozaki, T. Ogita, S. Oishi, S. M. Rump, Numer. Algorithms 59 (2012); with int8 units
-  H. Ootomo, K. Ozaki, R. Yokota, "DGEMM on integer matrix multiplication unit", IJHPCA 2024 (ozIMMU).  No
-  seed states a bound or slice-count rule for it; :func:`ozaki_bound` and :func:`ozaki_slices` are derived
-  here, by the argument of [FHLMM] sec. 2 applied to the slices (see their docstrings).
+* Ozaki scheme I (sources: :mod:`.ozaki`): no seed states a bound or slice-count rule for it;
+  :func:`ozaki_bound` and :func:`ozaki_slices` are derived here, by the argument of [FHLMM] sec. 2.
 
 Assumptions throughout (as in [FHLMM]): no underflow or overflow, in the splitting or anywhere else; every
 rounding obeys the standard model fl(x) = x (1 + delta), |delta| <= u.  [FHLMM] take u_high = 2**-24 for
@@ -430,9 +428,9 @@ def dominant_expression(method: str | tuple[Any, int], *, probabilistic: bool = 
         return _dominant(u_low, _count(p, "p"), u_high, products, probabilistic)
     spec = _spec(method)
     if spec.kind == "fabsum":
-        b = _count(params.pop("b"), "b") if "b" in params else None
-        if b is None:
+        if "b" not in params:
             raise ValueError(f"{method} needs b= (the block size)")
+        b = _count(params.pop("b"), "b")
         u_blk = _u(params.pop("u_block", 2**-24), "u_block")
         u_acc = _u(params.pop("u_acc", spec.acc_u), "u_acc")
         if params:
@@ -443,20 +441,11 @@ def dominant_expression(method: str | tuple[Any, int], *, probabilistic: bool = 
         return DominantTerm(b * u_blk, per, probabilistic, text)
     if spec.kind != "mmm":
         raise ValueError(f"no dominant term for {method!r} (its bound does not grow with n that way)")
-    p = params.pop("p", spec.p)
-    low = params.pop("low", spec.low)
-    high = params.pop("high", spec.high)
-    u_low = params.pop("u_low", None)
-    u_high = params.pop("u_high", None)
-    if p is None or (low is None and u_low is None):
-        raise ValueError("method 'mmm' needs p= and low= (or u_low=)")
-    u_low = _u(unit_roundoff(low) if u_low is None else u_low, "u_low")
-    u_high = _u(unit_roundoff(high) if u_high is None else u_high, "u_high")
-    p = _count(p, "p")
+    p, u_low, u_high = _mmm_units(spec, params)
     products = params.pop("products", spec.products)
     if params:
         raise TypeError(f"unexpected arguments {sorted(params)}")
-    return _dominant(u_low, p, u_high, products, probabilistic)
+    return _dominant(_u(u_low, "u_low"), _count(p, "p"), _u(u_high, "u_high"), products, probabilistic)
 
 
 def dominant_term(method: str | tuple[Any, int], n: int, *, probabilistic: bool = False, **params: Any) -> float:
@@ -700,13 +689,22 @@ _OZAKI_PARAMS = {"slices", "target_bits", "slice_bits", "products", "exponent_sp
                  "acc_bits", "u_acc", "probabilistic", "lam"}
 
 
+def _mmm_units(spec: MethodSpec, kw: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """p, u_low and u_high of a method :func:`mmm_bound` bounds, taken out of ``kw`` where given (``low=``,
+    ``high=``: format names; ``u_low=``, ``u_high=``: numbers), else the method's."""
+    p, low, high = kw.pop("p", spec.p), kw.pop("low", spec.low), kw.pop("high", spec.high)
+    u_low, u_high = kw.pop("u_low", None), kw.pop("u_high", None)
+    if p is None or (low is None and u_low is None):
+        raise ValueError("method 'mmm' needs p= (words) and low= (their format) or u_low=")
+    return p, unit_roundoff(low) if u_low is None else u_low, unit_roundoff(high) if u_high is None else u_high
+
+
 def bound(method: str, n: int, **params: Any) -> float:
     """The worst-case (or, with ``probabilistic=True``, probabilistic) bound on the componentwise error
     max |C - C_hat| / (|A||B|) of ``method`` at inner dimension n.
 
-    Multiword methods ("fp16", "bf16", "tf32", "fp32", "fp64", "double-fp16", "double-bf16", "triple-bf16",
-    "mmm", "markidis", "ootomo", "3xtf32", "4xtf32", "bf16x9", "tf64") go to :func:`mmm_bound` with the
-    method's p, low format, u_high (fp32; fp64 for "tf64" and "fp64"), products and accumulation; any of
+    The word methods, "mmm" and the native "fp32" and "fp64" go to :func:`mmm_bound` with the method's p,
+    low format, u_high (fp32; fp64 for "tf64" and "fp64"), products and accumulation; any of
     its arguments can be overridden (``low=``/``high=`` take format names, ``u_low=``/``u_high=`` numbers;
     "mmm" needs ``p=`` and ``low=``).  "fabsum-v1"/"fabsum-v2" go to :func:`fabsum_bound` (``b=`` needed).
     "ozaki1" goes to :func:`ozaki_bound` with ``slices=`` or ``target_bits=`` (then
@@ -717,15 +715,7 @@ def bound(method: str, n: int, **params: Any) -> float:
     kw = dict(params)
     keywords("bound", kw, {"mmm": _MMM_PARAMS, "fabsum": _FABSUM_PARAMS}.get(spec.kind, _OZAKI_PARAMS))
     if spec.kind == "mmm":
-        p = kw.pop("p", spec.p)
-        low = kw.pop("low", spec.low)
-        high = kw.pop("high", spec.high)
-        if p is None or (low is None and "u_low" not in kw):
-            raise ValueError("method 'mmm' needs p= (words) and low= (their format) or u_low=")
-        u_low = kw.pop("u_low", None)
-        u_low = unit_roundoff(low) if u_low is None else u_low
-        u_high = kw.pop("u_high", None)
-        u_high = unit_roundoff(high) if u_high is None else u_high
+        p, u_low, u_high = _mmm_units(spec, kw)
         kw.setdefault("products", spec.products)
         kw.setdefault("input_format", spec.input_format)
         if "schedule" not in kw and "accumulate" not in kw and spec.schedule is not None:

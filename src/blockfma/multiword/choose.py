@@ -5,26 +5,17 @@ an (m x k) @ (k x n) product on a device, and returns the fastest method (with i
 whose predicted error meets the accuracy asked, as a frozen :class:`Choice` that lists the alternatives and
 why each lost (:meth:`Choice.explain`).
 
-**Accuracy.**  ``"fp64"``: a componentwise error (:func:`.metrics.componentwise`, max |C_hat - C| / (|A||B|))
-no larger than DGEMM's bound for this k, gamma_k(2**-53) (:func:`.bounds.bound` ("fp64", k));
-``"fp32"``: no larger than SGEMM's, gamma_k(2**-24) plus the rounding of the inputs to fp32 (2u + u**2)
-unless they are fp32 already; a number in (0, 1): that componentwise bound itself.
-
-**Predicted error.**  Each method's worst-case bound at inner dimension k, from :mod:`.bounds`: the multiword
-methods by :func:`.bounds.bound` with the unit's u_high, which is 2**-23 (:func:`.bounds.unit_roundoff`
-(fp32, "rz")) where the unit truncates (a simulated unit whose Model rounds its output toward zero or
-truncates its alignment, as every NVIDIA preset does; a real NVIDIA GPU), 2**-24 where it rounds to nearest
-(the CPU's fp32 matmul); Ozaki I by :func:`.bounds.ozaki_bound` with the slices' width for k
-(:func:`.ozaki.slice_width`) and the inputs' exponent spread (:func:`.bounds.exponent_spread` of ``data``;
-0 assumed without data, and said); Ozaki II by :func:`ozaki2_bound` (derived here, see there).  A bound is
-worst case: measured errors are usually far smaller, and the choice is therefore conservative.
+**Predicted error.**  Each method's worst-case bound at inner dimension k (:mod:`.bounds`), with the unit's
+u_high: 2**-23 where the unit truncates (a simulated unit whose Model rounds toward zero or truncates its
+alignment, as every NVIDIA preset does; a real NVIDIA GPU), 2**-24 where it rounds to nearest; Ozaki's from
+the inputs' exponent spread (:func:`.bounds.exponent_spread` of ``data``; 0 assumed without data, and said).
+Worst case, so the choice is conservative.
 
 **Predicted cost.**  A roofline per kernel on the device's peak rates (:data:`RATES`, each with its source):
 a unit call takes max(2 m k n / rate of its unit, bytes moved / memory bandwidth) plus one launch latency;
 the splitting, slicing, residues, CRT and outside additions are elementwise passes costed by the bytes they
-move (fused as GEMMul8 fuses them: one pass per operand writes all words, slices or residues).  So small and
-skinny products, where launches and memory traffic dominate, go to the native GEMM.  The costs are those of
-a device-resident implementation (how they compare with measured times: docs/multiword.md).
+move (fused as GEMMul8 fuses them).  The costs are a device-resident implementation's (against measured
+times: docs/multiword.md).
 """
 
 from __future__ import annotations
@@ -101,8 +92,7 @@ def _load_rates(path: Path) -> dict[str, Rates]:
 
 RATES: dict[str, Rates] = _load_rates(Path(__file__).with_name("rates.json"))
 """Peak rates per card (keys as :func:`choose` takes them in ``device=``), from ``rates.json`` beside this
-module, each row with its vendor source; none of them is in shared/DEVICE-FACTS.md, which records arithmetic,
-not speed.  How the roofline compares with measured times: docs/multiword.md."""
+module, each row with its vendor source (against measured times: docs/multiword.md)."""
 
 _BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 _MAX_OZAKI1_SLICES = 40  # far past fp64: ozaki1's float64 additions floor its bound long before
@@ -220,8 +210,6 @@ class Choice:
 def _time(s: float) -> str:
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} us"
 
-
-# ------------------------------------------------------------------------------------------- the bounds
 
 # ---------------------------------------------------------------------------------------------- accuracy
 
@@ -563,7 +551,9 @@ def _notes(q: _Problem, acc: str | float, chosen: Option, options: list[Option],
 def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend: str | None = None,
            data: tuple[Any, Any] | None = None, exponent_spread: int | None = None) -> Choice:
     """The fastest method for an (m x k) @ (k x n) product whose predicted componentwise error meets
-    ``accuracy`` ("fp64", "fp32" or a number in (0, 1); see the module docstring) on ``device``.
+    ``accuracy`` on ``device``: "fp64", DGEMM's bound for this k, gamma_k(2**-53); "fp32", SGEMM's,
+    gamma_k(2**-24) plus the rounding of the inputs to fp32 (2u + u**2) unless they are fp32 already; a number
+    in (0, 1), that componentwise bound itself.
 
     ``device``: a card of :data:`RATES` (default "H100"; with ``backend="hardware"``, the GPU torch sees,
     or "cpu") or a :class:`Rates`; the simulated units are its preset's Models.  ``backend``: as

@@ -1,43 +1,11 @@
 """Word products on real matrix units through torch: ``matmul(..., backend="hardware")``.
 
-``backend="hardware"`` runs each word product of a multiword method on the torch device (a CUDA GPU where
-torch sees one, else the CPU); ``"hardware:cuda"``, ``"hardware:cuda:N"`` and ``"hardware:cpu"`` pick it.
-(The old spelling ``"torch"`` is refused: in ``blockfma.gemm`` it names the simulator's engine on torch.)  The
-words are split on the host as for the simulated units (exact values of the low format) and converted
-exactly to the unit's dtype; the result comes back as float64 values of the unit's output format.
-
-What each word product computes (:meth:`TorchUnit.product`):
-
-* **CUDA, fp16 and bf16 words**: ``torch.mm(a, b, out_dtype=torch.float32)`` (torch 2.8 or later; CUDA
-  only), i.e. cuBLAS with fp16/bf16 operands, CUBLAS_COMPUTE_32F and an fp32 D: the tensor cores' fp32
-  accumulator is written out as it is, never rounded to fp16.  A C chained in (``accumulate="inside"``)
-  goes through ``torch.baddbmm(C[None], a[None], b[None], out_dtype=torch.float32)``: the same cuBLAS call
-  with beta = 1 and an fp32 C.  (``torch.addmm(..., out_dtype=)`` is not used: some torch releases require
-  its C in the operands' dtype, which would round C to fp16.)
-* **CUDA, tf32 words**: fp32 tensors holding tf32 values, ``torch.mm`` / ``torch.addmm`` (beta = 1) with
-  TF32 allowed for the call (cuBLAS's TF32 mode): tf32 tensor cores, fp32 output.
-* **CPU**: torch's CPU kernels have no fp16 or bf16 unit with fp32 output (``out_dtype=`` is CUDA-only,
-  and an fp16 ``torch.mm`` rounds its result to fp16), so the words, exact in binary32, are multiplied by
-  torch's fp32 matmul (``torch.mm`` / ``torch.addmm``, oneDNN's fp32 precision pinned to IEEE): exact
-  products accumulated in binary32 in the CPU BLAS's order.  An fp32 unit, not a tensor core: the CPU path
-  exists to run and test the code without a GPU.
-
-How cuBLAS adds C (beta = 1) is its own: D = alpha * (A B) + beta * C in fp32 in the kernel's epilogue,
-where the simulated NVIDIA units put C into the first block; and cuBLAS picks the summation order (split-K
-included) per shape.  So the hardware's bits need not equal the simulator's; the accuracy is the unit's.
-
-During each call :func:`matmul_flags` disallows reduced-precision reductions (fp16 and bf16 split-K in
-16 bits) and fp16 accumulation, allows TF32 only for tf32 words, and restores every switch afterwards.
-The switches are process-wide, so concurrent torch work in other threads sees them for that moment.
-
-With torch tensors in (:mod:`.tensors`), nothing goes through the host: :meth:`TorchUnit.product` takes the
-words already on the device in the unit's dtype, and :meth:`Int8Unit.product` multiplies int8 tensors there
-(padded as :func:`.ozaki.int_mm_shape` says), returning int64 tensors.
-
-The units follow the protocol of every black box blockfma calls (:class:`blockfma.probes.targets.BlackBox`:
-``name``, ``formats``, ``k``, ``calls``, ``rows``, ``seconds``, ``metadata()``); :func:`import_torch` and
-:func:`device_info` live in :mod:`blockfma.probes.runtime`, shared with the probe targets, and are re-exported
-here; :func:`is_hardware` and :func:`hardware_device` read the backend names.
+``"hardware"`` is the GPU where torch sees one, else the CPU; ``"hardware:cuda"``, ``"hardware:cuda:N"`` and
+``"hardware:cpu"`` pick it.  What each word product computes on CUDA and on the CPU (``out_dtype=``, TF32,
+``torch._int_mm``), the switches :func:`matmul_flags` sets for each call, and why the bits need not be the
+simulator's: docs/multiword.md, "On a GPU".  With torch tensors in (:mod:`.tensors`) the units take words
+already on the device (:meth:`TorchUnit.product`, :meth:`Int8Unit.product`).  The units follow the protocol
+of :class:`blockfma.probes.targets.BlackBox`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""``blockfma.multiword.matmul``: the methods of :mod:`.registry` run on a simulated unit by default.
+"""``blockfma.multiword.matmul``: the methods of :mod:`.registry` on a simulated unit by default.
 
-Each word method splits A and B into words of a low format (:func:`.split.split`), computes some word
-products with the unit (``blockfma.gemm`` on the device's Model: the engine's trusted path, every block
-rounded as the hardware rounds it), and adds them up (:mod:`.steps`); Ozaki I and II run on an exact int8
-unit (:mod:`.ozaki`); the native baselines are one fp32 or fp64 GEMM.  :func:`matmul` checks the
-arguments, then hands the operands to the runner of the method's kind (torch tensors to :mod:`.tensors`);
-``accuracy=`` has :func:`.choose.choose` pick the method first.
+:func:`matmul` checks the arguments, then hands the operands to the runner of the method's kind: the word
+methods' steps (:mod:`.steps`), Ozaki I and II (:mod:`.ozaki`), the native GEMMs; torch tensors to
+:mod:`.tensors`; ``accuracy=`` has :func:`.choose.choose` pick the method first.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from . import hardware as _hardware, ozaki as _ozaki, tensors as _tensors
 from .bounds import ozaki_slices
 from .choose import check_accuracy, choose
 from .registry import METHODS, REGISTRY, TF64_UNIT, Method, Mmm, Ozaki, smallest_first
-from .split import MAX_WORDS, check_format, check_input, check_operands, check_rounding
+from .split import MAX_WORDS, check_format, check_operands, check_rounding
 from .steps import (SIMULATOR_BACKENDS, OverflowWarning, Run, WordPlan, check_backend, combine, settle,
                     split_operands, unit_model, working_set)
 
@@ -195,10 +192,7 @@ def _operands(A: Any, B: Any, name: str, plan: WordPlan | None, options: dict[st
         memory("A", A_raw, working_set(kind, mm, n, q, _words(name, plan, options)),
                f"{name} on a {mm}x{n} @ {n}x{q} product",
                fix="split the product into blocks of rows of A (matmul(A[i:i+r], B, ...)) or of columns of B")
-    A_, B_ = check_input(A_raw, "A"), check_input(B_raw, "B")
-    if A_.shape[1] != B_.shape[0]:
-        raise ArgumentError("B", B_, f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's "
-                            "columns must equal B's rows)")
+    A_, B_ = check_operands(A_raw, B_raw)
     if on_hw:
         _hardware.hardware_device(backend_name)  # a clear error for a bad device before any work
     return A_, B_
@@ -294,43 +288,30 @@ def matmul(A: Any, B: Any, *, method: str | None = None, device: Any = None, mod
     ``model``.  Returns a float64 array of values of the method's high format (fp32; fp64 for tf64, Ozaki).
 
     ``backend``: the simulator engine's ("auto", "numpy", "numba", "cuda", "cuda:N"), or "hardware"
-    ("hardware:cuda", "hardware:cuda:N", "hardware:cpu") for real units through torch (:mod:`.hardware`:
-    fp16/bf16/tf32 words with fp32 output, ``torch._int_mm`` for Ozaki, torch's fp32/fp64 matmul for the
-    baselines; no ``device``/``model``; tf64 has no such unit).  The old "torch" spellings are refused with
-    the new one.
+    ("hardware:cuda", "hardware:cuda:N", "hardware:cpu") for real units through torch (:mod:`.hardware`; no
+    ``device``/``model``; tf64 has no such unit); the old "torch" spellings are refused with the new one.
 
-    ``order``: "alg2.1" (i, then j: A1B1, A1B2, A2B1), "cublas" (A2B1, A1B2, A1B1) or explicit 0-based
-    (i, j) pairs: each of the method's word products once (a permutation), or all p**2 of them (eq. 2.5:
-    the products the method drops included); ``accumulate``: "outside" or "inside" (see the module
-    docstring); ``summation``: "fabsum-v1"/"fabsum-v2" with ``block`` (the leading product in blocks,
-    Algorithm 4.4); ``split_rounding``: how words are rounded (tf32: "rne", or "rz" as the unit reads
-    fp32); "mmm" takes ``p`` and ``low``.  Ozaki: ``slices``, ``width``, ``unit`` (ozaki1) or ``moduli``,
-    ``n_moduli``, ``scaling``, ``unit`` (ozaki2) as keywords.  An argument the method does not use is an
-    error, not ignored.  ``return_info=True`` returns (C, info) with the unit, the number of unit calls and
-    the products in their order.
+    ``order``: "alg2.1" (A1B1, A1B2, A2B1), "cublas" (A2B1, A1B2, A1B1) or explicit 0-based (i, j) pairs:
+    each of the method's word products once, or all p**2 of them (eq. 2.5); ``accumulate``: "outside" or
+    "inside"; ``summation``: "fabsum-v1"/"fabsum-v2" with ``block``; ``split_rounding``: how words are
+    rounded (tf32: "rne", or "rz" as the unit reads fp32); "mmm" takes ``p`` and ``low``.  Ozaki:
+    ``slices``, ``width``, ``unit`` (ozaki1) or ``moduli``, ``n_moduli``, ``scaling``, ``unit`` (ozaki2).
+    An argument the method does not use is an error.  ``return_info=True`` returns (C, info) with the unit,
+    the number of unit calls and the products in their order.  ``progress``: one line per word product.
 
-    Inputs: any real dtype (ml_dtypes' bfloat16 and fp8 included, integers as their values); non-finite
-    entries, incompatible shapes, values beyond the low format and operands whose working set exceeds the
-    memory available now are refused (:class:`~blockfma.arguments.ArgumentError`) before any work.
+    Refused (:class:`~blockfma.arguments.ArgumentError`) before any work: non-finite entries, incompatible
+    shapes, values beyond the low format, a working set beyond the memory available now.  Words that lose
+    bits to underflow give one :class:`RangeWarning` per call (:func:`.split.split`); a word product or sum
+    that overflows gives one :class:`OverflowWarning`, its entries +-inf with the exact product's sign where
+    that lies beyond the high format's range, NaN elsewhere (docs/multiword.md, "Methods").
 
-    Range: words that lose bits to underflow beyond the split's accuracy give one :class:`RangeWarning`
-    per call (see :func:`.split.split` for the threshold).  A word product that overflows the unit's output
-    format (fp16 for an fp16 -> fp16 unit; fp32 sums beyond 3.4e38), or a sum of them the high format,
-    gives one :class:`OverflowWarning` naming the products; the entries it touched are +-inf with the
-    exact product's sign where that lies beyond the high format's range, NaN elsewhere (the method cannot
-    compute them on this unit; scale A and B by powers of two).
-
-    ``progress`` (:mod:`blockfma.progress`: None = on a terminal): one line per word product (how long a
-    product takes: docs/multiword.md).
-
-    torch tensors (CPU or CUDA) in: a float64 tensor on their device out, every step there
-    (:mod:`.tensors`; ``backend`` None or "hardware"); NaN and Inf are refused as for arrays.
+    torch tensors in: a float64 tensor on their device out, every step there (:mod:`.tensors`).
 
     ``accuracy`` instead of ``method`` ("fp64": DGEMM's error bound, "fp32": SGEMM's, or a componentwise
-    bound in (0, 1)): the fastest method that meets it for this shape and data on ``device`` (a card of
-    :data:`.choose.RATES`, default "H100") is chosen by :func:`.choose.choose` and run; ``explain=True``
-    prints the :class:`.choose.Choice`, ``return_info=True`` returns it as ``info["choice"]``.  The other
-    method parameters are refused with ``accuracy``, as is ``method`` itself.
+    bound in (0, 1)): the fastest method meeting it for this shape and data on ``device`` (a card of
+    :data:`.choose.RATES`, default "H100"), chosen by :func:`.choose.choose` and run; ``explain=True`` prints
+    the :class:`.choose.Choice`, ``return_info=True`` returns it as ``info["choice"]``.  The other method
+    parameters are refused with ``accuracy``, as is ``method`` itself.
     """
     args = {"device": device, "model": model, "summation": summation, "block": block, "order": order,
             "accumulate": accumulate, "split_rounding": split_rounding, "p": p, "low": low}

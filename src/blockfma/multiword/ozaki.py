@@ -1,41 +1,17 @@
 """The Ozaki schemes: fp64-accurate matrix products from int8 matrix units with exact int32 accumulation.
 
-A "unit" here is what an int8 tensor core (or matrix core, or CPU int8 dot-product unit) computes:
-``C = A @ B`` for int8 ``A`` (m x k) and ``B`` (k x n), each element the exact sum of k products held in
-an int32 accumulator.  Two ways build a float64 GEMM from such a unit:
+* Scheme I (:func:`ozaki1`): Ozaki, Ogita, Oishi, Rump, Numer. Algorithms 59 (2012); with int8 units
+  Mukunoki, Ozaki, Ogita, Imamura, ISC 2020, and Ootomo, Ozaki, Yokota, IJHPCA 2024 (ozIMMU).  Exact int8
+  slices of A's rows and B's columns, slices * (slices + 1) / 2 unit GEMMs, about ``w`` bits per slice.
+* Scheme II (:func:`ozaki2`): Uchino, Ozaki, Imamura, arXiv:2504.08009 (2025; GEMMul8).  Integers scaled from
+  A and B, one unit GEMM per modulus of their residues, the CRT; about 4 bits per modulus.
 
-**Ozaki scheme I** (:func:`ozaki1`; Ozaki, Ogita, Oishi, Rump, "Error-free transformations of matrix
-multiplication by using fast routines of matrix multiplication and its applications", Numer. Algorithms 59,
-2012; with int8 units: Mukunoki, Ozaki, Ogita, Imamura, "DGEMM using Tensor Cores, and Its Accurate and
-Reproducible Versions", ISC 2020, and Ootomo, Ozaki, Yokota, "DGEMM on integer matrix multiplication unit"
-(ozIMMU), IJHPCA 2024).  Each row of A and each column of B is cut, without error, into ``slices`` int8
-slices of ``w`` bits below the row's (column's) leading exponent; the products of slice pairs (s, t) with
-s + t <= slices + 1 are exact integer GEMMs on the unit; they are scaled back by powers of two and added
-in float64.  Accuracy grows by about ``w`` bits per slice; the cost is slices * (slices + 1) / 2 unit GEMMs.
-
-**Ozaki scheme II** (:func:`ozaki2`; Uchino, Ozaki, Imamura, "Performance enhancement of the Ozaki Scheme on
-integer matrix multiplication unit" / "Ozaki Scheme II: A GEMM-oriented emulation of floating-point matrix
-multiplication using an integer modular technique", arXiv:2504.08009, 2025; the GEMMul8 library,
-github.com/RIKEN-RCCS/GEMMul8).  Rows of A and columns of B are scaled by powers of two and truncated to
-integers A', B' small enough that every element of A' @ B' lies strictly inside (-P/2, P/2), P the product
-of pairwise coprime moduli m_l <= 256.  One unit GEMM per modulus computes A' @ B' modulo m_l (residues
-centred into int8); the Chinese remainder theorem gives A' @ B' back exactly; one rounding to float64 and
-an exact power-of-two scaling finish.  Accuracy grows by about 4 bits per modulus (half of log2 m_l for A
-and half for B); the cost is one unit GEMM per modulus.
-
-Exactness: the slicing, the residues, every unit GEMM and the CRT reconstruction are exact; what is
-rounded is said in each function's docstring.  Both schemes lose accuracy on rows (columns) of wide
-dynamic range: bits are counted below the row's largest element (Ozaki I) or its norm (Ozaki II), so an
-element 2**-d below them keeps d fewer bits (a subnormal next to a normal value usually keeps none).  This
-is the scheme's known limitation, not a defect of this code.
-
-Both schemes' steps (:func:`ozaki1_steps`, :func:`ozaki2_steps`: slicing, scaling, residues, the CRT of
-:class:`CRT` in int64 limbs) take the array module first and run on numpy arrays here and on torch tensors
-on their device (:mod:`.tensors`, with ``torch._int_mm``), the same code and the same bits.
-
-Units: ``unit=None`` is :func:`exact_unit` (the exact integer product, checked against int32 overflow);
-:func:`model_unit` runs the blockfma engine with :func:`int8_model`; :func:`torch_unit` calls
-``torch._int_mm`` (a GPU's int8 tensor cores on CUDA).  Any callable ``f(Ai8, Bi8) -> int array`` works.
+What each rounds: their docstrings.  Both lose accuracy on rows (columns) of wide dynamic range: bits are
+counted below the row's largest element (I) or its norm (II), the schemes' known limitation.  Their steps
+(:func:`ozaki1_steps`, :func:`ozaki2_steps`) take the array module first and run on numpy arrays here and on
+torch tensors on their device (:mod:`.tensors`), the same code and the same bits.  Units: ``unit=None`` is
+:func:`exact_unit`; :func:`model_unit` runs the engine with :func:`int8_model`; :func:`torch_unit` calls
+``torch._int_mm``; any callable ``f(Ai8, Bi8) -> int array`` works.
 """
 
 from __future__ import annotations
@@ -96,22 +72,14 @@ _BOUND_K = INT32_MAX // (64 * 64)  # 524287
 
 # --------------------------------------------------------------------------------------------------- inputs
 
-
-
-def _positive_int(value: Any, what: str, low: int = 1, high: int | None = None) -> int:
-    """An integer argument in [low, high] (:func:`blockfma.arguments.integer`: an ArgumentError otherwise)."""
-    return integer(what, value, least=low, most=high)
-
-
 MAX_SLICES = 2100
 """More slices than any float64 row needs (its bits span at most 2**1024 down to 2**-1074: 2098 bits)."""
 
 
-def _check_unit(unit: Any) -> Any:
+def _check_unit(unit: Any) -> None:
     if unit is not None and not callable(unit):
         raise ArgumentError("unit", unit, "must be a function f(A_int8, B_int8) -> their integer product, or None "
                             "(the exact unit)", fix="e.g. ozaki.exact_unit, ozaki.model_unit() or ozaki.torch_unit()")
-    return unit
 
 
 # ---------------------------------------------------------------------------------------------------- units
@@ -121,10 +89,10 @@ def exact_unit(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
     A (m x k) and B (k x n) hold integers in [-128, 127].  The product is computed in float64 BLAS, which is
     exact here whatever the summation order, because every partial sum is an integer of magnitude at most
-    k * 2**14 < 2**53; it equals the int64 matmul (tests/test_multiword_ozaki.py checks it) and runs at BLAS
-    speed.  OverflowError if an element leaves the int32 range [-2**31, 2**31 - 1]: the unit's accumulator
-    would wrap (a two's-complement accumulator that wraps in between but ends in range gives the exact
-    result, so only the final value is checked)."""
+    k * 2**14 < 2**53 (tests/test_multiword_ozaki.py holds it to the int64 matmul).  OverflowError if an
+    element leaves the int32 range [-2**31, 2**31 - 1]: the unit's accumulator would wrap (a two's-complement
+    accumulator that wraps in between but ends in range gives the exact result, so only the final value is
+    checked)."""
     A, B = np.asarray(A), np.asarray(B)
     for x, what in ((A, "A"), (B, "B")):
         if x.ndim != 2:
@@ -229,9 +197,7 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
 def int_mm(torch: Any, a: Any, b: Any) -> Any:
     """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact) for tensors already padded to
     :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
-    and a row-major ``b`` takes a slower kernel (several times slower on recent GPUs, pytorch/pytorch#165230;
-    a measured case in docs/multiword.md).  The copy that transposes ``b`` costs one pass over int8 values,
-    little beside the product."""
+    and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md)."""
     if b.stride(0) != 1:
         b = b.t().contiguous().t()
     return torch._int_mm(a.contiguous(), b)
@@ -239,9 +205,7 @@ def int_mm(torch: Any, a: Any, b: Any) -> Any:
 
 def torch_unit(device: str | None = None) -> Unit:
     """A unit that calls ``torch._int_mm`` (int8 x int8 -> int32) on ``device`` (default: "cuda" where torch
-    sees a GPU, else "cpu").  Operands are zero-padded to the shapes cuBLASLt accepts (m > 16, k and n
-    multiples of 8; k at least 32, as torchao's safe_int_mm advises), which leaves the product unchanged.
-    Checked here on the CPU only."""
+    sees a GPU, else "cpu"), the operands zero-padded to :func:`int_mm_shape`.  Checked here on the CPU only."""
     torch = import_torch("ozaki.torch_unit")
     dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
 
@@ -262,18 +226,14 @@ def torch_unit(device: str | None = None) -> Unit:
 
 # ---------------------------------------------------------------------------------------------- Ozaki I
 
-def _ceil_log2(k: int) -> int:
-    return max(0, (k - 1).bit_length())
-
-
 def slice_width(k: int) -> int:
     """Bits per int8 slice for inner dimension k: the largest w <= 7 with 2*w + ceil(log2 k) <= 31.
 
     Slices hold integers of magnitude at most 2**w - 1 <= 127, so a unit GEMM's element is at most
     k * (2**w - 1)**2 < 2**(ceil(log2 k) + 2*w) <= 2**31: no int32 overflow.  w = 7 up to k = 2**17, 6 up
     to 2**19, ...; ValueError beyond k = 2**29 (w would be 0: split k first)."""
-    k = _positive_int(k, "k", low=0)
-    w = min(7, (31 - _ceil_log2(k)) // 2)
+    k = integer("k", k, least=0)
+    w = min(7, (31 - max(0, (k - 1).bit_length())) // 2)  # ceil(log2 k)
     if w < 1:
         raise ValueError(f"k = {k} is too long for exact int32 accumulation even with 1-bit slices "
                          "(2*w + ceil(log2 k) <= 31 needs k <= 2**29); split the product along k")
@@ -284,7 +244,7 @@ def slices_needed(bits: int, k: int) -> int:
     """Slices that keep ``bits`` bits below each row's leading bit for inner dimension k:
     ceil(bits / slice_width(k)).  53 bits (a float64 element in the row's top binade) need 8 slices for
     k <= 2**17."""
-    bits = _positive_int(bits, "bits")
+    bits = integer("bits", bits, least=1)
     return -(-bits // slice_width(k))
 
 
@@ -310,8 +270,8 @@ def slice_rows(A: Any, slices: int, width: int) -> tuple[np.ndarray, np.ndarray]
     (each step keeps bits of a_ij, which float64 holds); R = 0 once slices*width reaches the distance from
     2**e_i down to the lowest set bit in the row, e.g. 53 bits for a row within one binade."""
     A = check_input(A, "A")
-    slices = _positive_int(slices, "slices", 1, MAX_SLICES)
-    width = _positive_int(width, "width", 1, 7)
+    slices = integer("slices", slices, least=1, most=MAX_SLICES)
+    width = integer("width", width, least=1, most=7)
     S, e = cut_rows(np, A, slices, width)
     return (np.stack(S) if S else np.zeros((0,) + A.shape, dtype=np.int8)), e
 
@@ -348,8 +308,8 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
 
     ``unit``: a callable ``f(Ai8, Bi8) -> int array`` (default :func:`exact_unit`); OverflowError from the
     unit if an int32 accumulator would overflow (possible only with a ``width`` wider than the rule)."""
-    slices = _positive_int(slices, "slices", 1, MAX_SLICES)
-    width = None if width is None else _positive_int(width, "width", 1, 7)
+    slices = integer("slices", slices, least=1, most=MAX_SLICES)
+    width = None if width is None else integer("width", width, least=1, most=7)
     _check_unit(unit)
     sa, sb = np.shape(A), np.shape(B)
     if len(sa) == 2 and len(sb) == 2:  # before any conversion: the slices and the float64 copies
@@ -397,7 +357,7 @@ def pick_moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int
         raise ArgumentError("n_moduli", n_moduli, "and moduli= both choose the moduli: pass moduli= or n_moduli=, "
                             "not both")
     if moduli is None:
-        n = DEFAULT_N_MODULI if n_moduli is None else _positive_int(n_moduli, "n_moduli", 1, len(MODULI))
+        n = DEFAULT_N_MODULI if n_moduli is None else integer("n_moduli", n_moduli, least=1, most=len(MODULI))
         return MODULI[:n]
     if isinstance(moduli, (str, bytes)) or not hasattr(moduli, "__iter__"):
         raise ArgumentError("moduli", moduli, "must be a list of pairwise coprime integers in [2, 256]",
@@ -416,11 +376,6 @@ def pick_moduli(moduli: Sequence[int] | None, n_moduli: int | None) -> tuple[int
                 raise ArgumentError("moduli", moduli, f"must be pairwise coprime; {a} and {b} share the factor "
                                     f"{math.gcd(a, b)}")
     return mods
-
-
-def _half_bits(P: int) -> float:
-    """L with 2**(2L) < P/2, a little below (log2 P - 1)/2 (the margin covers float64's log2)."""
-    return (math.log2(P) - 1) / 2 - 2.0**-20
 
 
 def _norm_shifts(xp: Any, X: Any, L: float) -> Any:
@@ -467,7 +422,7 @@ def ozaki2_shifts(A: Any, B: Any, P: int, scaling: Literal["fast", "accurate"] =
 
 def shifts(xp: Any, A: Any, B: Any, P: int, scaling: str, product: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
     """:func:`ozaki2_shifts`' rule on checked, non-empty float64 operands (numpy, or torch with ``xp``)."""
-    L = _half_bits(P)
+    L = (math.log2(P) - 1) / 2 - 2.0**-20  # 2**(2L) < P/2: the margin covers float64's log2
     if scaling == "fast":
         return _norm_shifts(xp, A, L), _norm_shifts(xp, B.T, L)
     ua = _BOUND_BITS - row_exponents(A, xp)

@@ -1,16 +1,9 @@
 """The multiword methods, one registry: every method :func:`blockfma.multiword.matmul` runs and
-:func:`blockfma.multiword.bound` bounds is one frozen object here, with its parameters.
-
-* :class:`Method`: words of a low format and the word products computed on a unit (multiword, Markidis,
-  Ootomo-Yokota, 3xTF32/4xTF32, bf16x9, TF64); :class:`Mmm` makes one for any ``p`` and ``low``;
-* :class:`Native`: the fp32/fp64 GEMM (the baselines);
-* :class:`Ozaki`: Ozaki scheme I (int8 slices) and II (residues modulo small integers, the CRT);
-* :class:`Fabsum`: FABsum's summation of the leading product (``summation=`` of matmul), bounded here.
-
-An object says what the method is; each layer reads it by ``kind``: :func:`.bounds.bound` its error bound,
-:func:`.choose.choose` its cost on a card's rates, :func:`.methods.matmul` (:mod:`.steps`, :mod:`.tensors`)
-its run.  A new word method is one more :class:`Method` in :data:`REGISTRY`, which the bound, the chooser,
-matmul and ``blockfma multiword`` then take.
+:func:`blockfma.multiword.bound` bounds is one frozen object here, with its parameters: :class:`Method` (words
+of a low format, the word products on a unit), :class:`Mmm` (a Method for any ``p`` and ``low``),
+:class:`Native` (the fp32/fp64 GEMMs), :class:`Ozaki` (schemes I and II), :class:`Fabsum` (a summation,
+bounded here).  Each layer reads an entry by ``kind`` (the bound, the cost in :mod:`.choose`, the run); how to
+add one: docs/multiword.md, "Adding a method or a reproduction".
 """
 
 from __future__ import annotations

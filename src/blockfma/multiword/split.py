@@ -1,11 +1,5 @@
-"""Splitting a matrix into words of a low-precision format (multiword arithmetic).
-
-Fasi et al. (2022, eq. 2.2): A_1 = fl_low(A), A_i = fl_low(A - A_1 - ... - A_{i-1}), so that
-A = A_1 + ... + A_p + ΔA with |ΔA| <= u_low^p |A| barring underflow.  Each residual is exact in binary64
-(the error of rounding a binary64 value to fewer bits is a binary64 value), so the only roundings are the
-fl_low of each word.  Ootomo and Yokota scale each residual by 2**s before rounding it (s = 11 for fp16), which
-keeps the small words out of fp16's subnormal range; the words then carry that scale, undone after the
-products.
+"""Splitting a matrix into words of a low-precision format (multiword arithmetic): :func:`split` (Fasi et
+al., eq. 2.2, with Ootomo and Yokota's scaled residuals), and the input checks of every multiword function.
 """
 
 from __future__ import annotations
@@ -217,12 +211,8 @@ def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: Roundi
     precision.  That matters only where it breaks the split's own accuracy, so a :class:`RangeWarning`
     (one, with the count, the worst entry and the fix) is given only for entries whose error
     |a - sum of words| exceeds u_low**p times the largest |entry| of their line (a row of A, ``axis=1``;
-    a column of B, ``axis=0``).  Below that threshold the split still satisfies |Delta a_i| <= u_low**p
-    max|a_i|, line by line, so the product's error from the split stays within the 2 u_low**p of Fasi et
-    al.'s Theorem 2.1 in the normwise (row by row, column by column) sense; the threshold is the split's own
-    accuracy, far below each method's bound ((p+1) u_low**p + gamma_n(u_high)).  This is why fp16 words of
-    (0, 1] data do not warn: the second word of an entry below 2**-3 is subnormal, but its error, at most
-    2**-25, is below u_fp16**2 = 2**-22 of its row's largest entry (about 1).
+    a column of B, ``axis=0``): below it the split still keeps |Delta a_i| <= u_low**p max|a_i| line by
+    line, within Theorem 2.1's splitting term (why (0, 1] data do not warn: docs/multiword.md, "Methods").
     """
     f = check_format("fmt", fmt)
     p = integer("p", p, least=1, most=MAX_WORDS)

@@ -1,19 +1,8 @@
 """The steps every word method's run is made of, on numpy arrays (and, through :mod:`.tensors`, on torch
-tensors): the unit (:func:`unit_model`, a simulated Model or a real unit through torch), the split of the
-operands into words (:func:`split_operands`), the word products and their additions (:func:`combine`: the one
-copy of the methods' accumulation rules), and the settlement of entries that overflowed (:func:`settle`).
-
-Where the products are added:
-
-* ``accumulate="outside"`` (Fasi et al.'s Algorithm 2.1): each product from zero on the unit, then
-  C <- fl_high(C + C_ij) in the high format, rounding to nearest;
-* ``accumulate="inside"`` (Algorithm 4.1, cuBLAS with beta = 1; Markidis; NVIDIA's 3xTF32): the running C is
-  the unit's C, so every product is chained into it by the unit's own arithmetic (truncation included).
-
-The order of the products is a parameter: on a truncating unit Algorithm 2.1's (A1B1, A1B2, A2B1) and
-Algorithm 4.1's (A2B1, A1B2, A1B1) give different bits.  ``summation="fabsum-v1" | "fabsum-v2"`` (Algorithms
-4.2 and 4.3, block size ``block``) computes the leading product A1B1 in blocks of ``block`` columns on the
-unit and adds the blocks in fp32 (v1) or fp64 (v2) rounding to nearest (Algorithm 4.4).
+tensors): the unit (:func:`unit_model`), the split into words (:func:`split_operands`), the word products and
+their additions (:func:`combine`: the one copy of the methods' accumulation rules: "outside", "inside",
+the order, FABsum; docs/multiword.md, "Methods"), and the settlement of entries that overflowed
+(:func:`settle`).
 """
 
 from __future__ import annotations
@@ -48,12 +37,10 @@ class OverflowWarning(RuntimeWarning):
     where the product itself lies beyond the high format's range (see :func:`matmul`)."""
 
 
-
 def check_backend(backend: Any) -> tuple[str, bool]:
     """``backend`` of :func:`matmul` as (canonical name, on real units): a simulator engine ("auto", "numpy",
     "numba", "cuda", "cuda:N"; None is "auto") or the real units through torch ("hardware", "hardware:cpu",
-    "hardware:cuda", "hardware:cuda:N").  The old spellings "torch", "torch:..." are refused with the new
-    one: in ``blockfma.gemm``, backend="torch" is the simulator's engine on torch, not the hardware."""
+    "hardware:cuda", "hardware:cuda:N").  The old spellings "torch", "torch:..." are refused with the new one."""
     if backend is None:
         return "auto", False
     if not isinstance(backend, str):
@@ -126,8 +113,11 @@ def unit_model(low: str, high: str = "fp32", device: Any = None, model: Model | 
                             fix="" if other else "pass model= (a blockfma.Model of such a unit)") from None
 
 
-
 # --- the run ------------------------------------------------------------------------------------------------
+def _fl(fmt: str, x: np.ndarray) -> np.ndarray:
+    return _formats.round(fmt, x, RoundingMode.TiesToEven)
+
+
 @dataclass(frozen=True)
 class WordPlan:
     """A word method's run, its arguments checked: the method, its products in the order run, where they
@@ -184,13 +174,8 @@ class Run:
             self.over = bad if self.over is None else self.over | bad
             self.where[label] = self.where.get(label, 0) + int(np.count_nonzero(bad))
 
-    def fl(self, fmt: str, x: np.ndarray) -> np.ndarray:
-        """x rounded to ``fmt``, to nearest even (the outside additions' rounding)."""
-        return _fl(fmt, x)
-
-    def zeros(self, shape: tuple[int, int]) -> np.ndarray:
-        """A float64 zero matrix of ``shape``."""
-        return np.zeros(shape)
+    fl = staticmethod(_fl)  # x rounded to fmt, to nearest even (the outside additions' rounding)
+    zeros = staticmethod(np.zeros)  # a float64 zero matrix of the shape
 
     def gemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray | None, label: str = "") -> np.ndarray:
         """One product on the unit, its C chained in (None: from zero); float64 values of the unit's output."""
@@ -216,10 +201,6 @@ def _fma_chain_fp64(A: np.ndarray, B: np.ndarray, C: np.ndarray | None) -> np.nd
     for i in range(A.shape[1]):
         D = D + A[:, i, None] * B[None, i, :]
     return D
-
-
-def _fl(fmt: str, x: np.ndarray) -> np.ndarray:
-    return _formats.round(fmt, x, RoundingMode.TiesToEven)
 
 
 def _fabsum(run: Any, A: np.ndarray, B: np.ndarray, block: int, version: str, high: str) -> np.ndarray:
@@ -290,7 +271,6 @@ def combine(run: Any, Aw: list[Any], Bw: list[Any], m_: Method, products: tuple[
                 i, j = group[0]
                 C = run.fl(high, C + scaled(i, j, T))
                 run.note(C, f"the {high} sum", unit=False)
-            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products, **run.extra()}
         else:
             C = None
             for i, j in products:
@@ -309,9 +289,8 @@ def combine(run: Any, Aw: list[Any], Bw: list[Any], m_: Method, products: tuple[
                     C = T if C is None else run.fl(high, C + T)
                 run.note(C, f"the {high} sum", unit=False)
             assert C is not None
-            info = {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products,
-                    "accumulate": acc, "summation": summation, "block": block, **run.extra()}
-    return C, info
+    more = {} if m_.outside_groups else {"accumulate": acc, "summation": summation, "block": block}
+    return C, {"method": m_.name, "unit": run.name, "calls": run.calls, "products": products, **more, **run.extra()}
 
 
 def _exact_side(A: np.ndarray, B: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,25 +1,12 @@
 """``multiword.matmul`` on torch tensors: tensors in, a tensor out, every step on the tensors' device.
 
 :func:`blockfma.multiword.matmul` sends torch tensors here (``backend`` None or "hardware"; "hardware:cpu"
-or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy path's own code, run with
-``xp = torch`` (:mod:`.arrays`: the few operations the two spell differently): the split into words and its
-range checks (:func:`.steps.split_operands`), the products and their additions (:func:`.steps.combine`),
-Ozaki I's slicing (:func:`.ozaki.ozaki1_steps`), Ozaki II's scaling, residues and CRT
-(:func:`.ozaki.ozaki2_steps`, :class:`.ozaki.CRT` in int64 limbs), all as torch operations on the device;
-the unit calls are :class:`.hardware.TorchUnit` (fp16/bf16/tf32 words, fp32 output) and
-:meth:`.hardware.Int8Unit.product` (``torch._int_mm``).  Nothing goes through the host but Python scalars
-(a few ``.any()`` checks, the shapes), except after an overflow, whose entries are settled on the host as
-for arrays (:func:`.steps.settle`).  So the result's bits are the numpy path's on the same device
-(``backend="hardware:cpu"`` with CPU tensors equals numpy arrays with it); the Ozaki II shifts come from a
-float64 norm whose summation order is torch's, which can move a shift (and the bits) only where a row's
-norm lies within an ulp of a power of two.
-
-Operands: 2-D tensors on one device, of one dtype: float16, bfloat16, float32, float64 (or torch's float8
-types), or integers (taken as their values; int64 beyond 2**53 is refused); bool and complex tensors are
-refused.  NaN and Inf are refused (an ArgumentError naming the first one), as the numpy path refuses them:
-a multiword method's words and an Ozaki scheme's scaling are not defined for them.  Empty operands give a
-zero matrix of the product's shape.  The result is float64 (values of the method's high format: fp32 for
-the word methods, fp64 for Ozaki), on the operands' device, without autograd history.
+or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy path's own code run with
+``xp = torch`` (:mod:`.arrays`), the unit calls :class:`.hardware.TorchUnit` and :class:`.hardware.Int8Unit`;
+nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
+(:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
+which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
+an ulp of a power of two).  The operands and the result: :func:`check_tensors`, docs/multiword.md.
 """
 
 from __future__ import annotations
@@ -27,7 +14,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any
-
 
 from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, choice, integer
@@ -37,8 +23,6 @@ from .registry import REGISTRY
 from .steps import WordPlan, check_backend, combine, settle, split_operands
 
 __all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun"]
-
-FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 def given(A: Any, B: Any) -> bool:
