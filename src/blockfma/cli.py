@@ -20,14 +20,12 @@
     blockfma reproduce NAME|--list|--all [--out DIR] [--scale ci|paper]
                                               a seed paper's table or figure, the paper's values beside ours
 
-Every command also takes ``--json [FILE|-]``, and the long ones (report, probe, smt worst and query,
-multiword) ``--progress``/``--quiet``.
-
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.
 
 Every command takes ``--json [FILE|-]``: the same data as the text, as JSON, written to FILE (checked
 before the work starts; the text is printed first) or, with ``-`` or no FILE, printed instead of the text.
+The long ones (report, probe, smt worst and query, multiword) take ``--progress``/``--quiet``.
 
 Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a
 witness found); 1 it is not (a refuted proof, a probe that did not verify, no witness where one was

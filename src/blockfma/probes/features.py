@@ -3,19 +3,10 @@
 Each :class:`FeatureTest` names the feature, the paper it comes from, the Model parameters it informs, a
 builder that turns the target's formats, its k and the findings so far into rows (a, b, c), and a reader
 that states what the outputs say in words a numerical analyst would use.  The probe runner
-(:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models.  The seeds'
-published cases live as data in :mod:`blockfma.probes.seeds`: the seed tests check the presets against
-them, and the ``seeds`` test here feeds the ones that fit a target to the same runner.  Nothing here is
-written per GPU: every value follows from the formats (powers of two placed where both input formats hold
-them, the output's ulp, its smallest subnormal).
-
-FTTN's tests (Li et al., sec. III) map onto these as follows: T_si_no, T_ni_so and T_sa are
-``subnormals``; T_1_bit, T_rnd_dir and T_3_bits_fin_rnd are ``rounding`` (the eighths of an ulp on both
-semi-axes settle all three at once); T_prod is ``products``; T_pres_extra_acc and Fasi et al.'s
-accumulation-precision test are ``precision`` (the working form: the big terms cancel exactly, so the
-small one survives precisely when it lies above the alignment cut); T_blk_fma_width and T_acc_order are
-``order`` (M at one position, -M at another, unit terms elsewhere: the output counts the unit terms outside
-the smallest block that joins the two positions, as in FPRev).
+(:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models; the ``seeds``
+test feeds the seeds' published cases (:mod:`blockfma.probes.seeds`) that fit a target.  Nothing here is
+written per GPU: every value follows from the formats.  The tests' rows and the FTTN and Fasi et al. tests
+each one covers are tabled in docs/probes.md, "Feature tests as data".
 """
 
 from __future__ import annotations

@@ -3,33 +3,9 @@ scales, the feature tests of the scale path, and the inference of a ``scaled-fus
 
 A :class:`ScaledTarget` computes ``d = sum_i a_i b_i sa[i // block] sb[i // block] + c`` for rows of k
 products, ``sa`` and ``sb`` of shape ``(n, k // scale_block)`` holding values of its scale format (ue8m0 as
-``e8m0fnu``, or ``ue4m3``; NaN allowed).  The instruction fixes its scale format and block, so the target
-states them; the probe infers the arithmetic:
-
-=============  ==============================================================================================
-``blocks``     which scale block applies to each position (the scale of A's block j 2**(j+1), one unit
-               product at a time): a layout or block size other than the stated one shows here first
-``extremes``   scales at their ends (e8m0 2**-127 and 2**127, ue4m3 448 and 2**-9): exact, overflow, underflow
-``nan``        a NaN scale (e8m0 0xFF, ue4m3 0x7F): the result's bits (NaN style)
-``zero``       a zero scale (ue4m3 only; e8m0 has no zero): whether its products vanish, signs of zero
-``precision``  the accumulator width F: C = 2**Y and one scaled term ±2**(Y - x), plus a term at half an
-               output ulp for a rounding to nearest; the two signs differ while the term lies above the cut
-``rounding``   C = 2**Y and terms summing to j/8 of an ulp (j = 1..15) on both semi-axes, read with F known
-``group``      the group size G (F known): two terms of half a quantum 2**(Y - F - 1) at positions 0 and j of
-               one scale block; they survive the cut together exactly while an exact group sum holds both,
-               so the first j where they do not is G (none at j = 1: each product alone)
-``e_zero``     C alone (every product zero), all its bits set: cut where the zero terms' exponent lies F bits
-               or more above its ulp (through fp32 this shows only above F - 149; below, a bound)
-=============  ==============================================================================================
-
-Each reading gives a few values per parameter; the Models built from their combinations are run on every
-row the target answered (the exact reference, :func:`blockfma.reference.scaled_fused_block`), those that
-reproduce all of them are separated on random rows, and the one left is verified on ``verify`` fresh random
-rows (scales drawn over the scale format, cancelling rows with equal scales on both halves).  With
-``priors="presets"`` a preset of the same formats, k and scales that reproduces everything is reported
-itself.  What the fp32 output cannot show is said in the readings: ``e_zero`` below its bound (set to the
-preset's, or under every term with ``priors="none"``), and under ``readings["unresolved"]`` every parameter
-the surviving Models still differ in (e.g. the overflow of ue4m3 targets, whose products never reach it)."""
+``e8m0fnu``, or ``ue4m3``; NaN allowed).  The feature tests (:data:`SCALED_TESTS`: blocks, extremes, nan,
+zero, precision, rounding, group, e_zero), how their readings become a verified Model, and what the fp32
+output cannot show (``readings["unresolved"]``) are in docs/probes.md, "Block-scaled units"."""
 
 from __future__ import annotations
 

@@ -2,17 +2,9 @@
 
 A :class:`Target` takes ``a``, ``b`` of shape (n, k) and ``c`` of shape (n,), float64 values exactly
 representable in its A, B and C formats, and returns d (n,) in the D format's numpy dtype, so results
-compare bit for bit.  It counts its calls, rows and seconds: a call to a real GPU is a kernel launch, so the
-probes batch every round's rows into one call.
-
-* ``"sim:H100"`` (``"sim:H100:wgmma"`` names an instruction) or a :class:`~blockfma.model.Model`: the
-  engine, :func:`blockfma.dot`;
-* any callable ``f(a, b, c) -> d`` with ``k=``: a user's emulator, another simulator, an FPGA model;
-  learnt only through its outputs (checked for shape, format and determinism);
-* ``"cuda"`` (``"cuda:mma.m16n8k16.f32.f16.f16.f32"``): real tensor cores through our own ``mma.sync``
-  kernels (:mod:`blockfma.probes.cuda`), one dot product per row of a tile's diagonal, the rest zero;
-* ``"torch"`` (``"torch:cpu"``, ``"torch:cuda"``): what ``torch`` (cuBLAS on a GPU) returns for the same
-  dot products, as diagonals of batched 16-row GEMMs (``torch.baddbmm``), the path users take.
+compare bit for bit.  The specs :func:`target` takes (``"sim:H100"`` or a Model, a callable ``f(a, b, c)``
+with ``k=``, ``"cuda:..."``, ``"torch:..."``) are in docs/probes.md, "Targets"; a call to a real GPU is a
+kernel launch, so the probes batch every round's rows into one call.
 
 The protocol underneath, :class:`BlackBox`, is shared by every black box blockfma calls: these dot-product
 targets, the order prober's :class:`~blockfma.probes.order.SumTarget` and the multiword hardware units
