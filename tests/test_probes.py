@@ -15,7 +15,8 @@ import blockfma as bf
 from blockfma import cli
 from blockfma.model import Family, Model
 from blockfma.probes import ProbeError, TargetError, probe, target
-from blockfma.probes import features, inputs
+from blockfma import inputs
+from blockfma.probes import features
 from blockfma.probes.features import FEATURE_TESTS, Context
 from blockfma.probes.infer import disagreements
 from blockfma.probes.targets import sim_jobs

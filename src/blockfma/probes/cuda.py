@@ -8,14 +8,10 @@ from the places the PTX ISA ("Matrix fragments for mma.m16n8k*") gives for its l
 checked without a GPU: every element of A, B and C lands in exactly one register slot of one lane.
 
 Each :class:`WgmmaPath` is one ``wgmma.mma_async.sync.aligned.m64nNkK`` variant: one warpgroup (128 threads,
-one block) a tile.  A (64 x K) and B (stored N x K) go to shared memory in the PTX ISA's canonical K-major
-layout without swizzling (:func:`smem_offset`: core matrices of 8 rows x 16 bytes, :data:`WGMMA_LBO` bytes
-apart along K and :data:`WGMMA_SBO` along M or N) and are read through 64-bit matrix descriptors
-(:func:`wgmma_descriptor`); C is loaded into the accumulator registers where :func:`accumulator_map` puts
-it, and the instruction computes D = A B + D.  (The same layout facts, rows of 32 bytes in two core matrices
-along K, are what the peer harness mmasim-kernels uses on the H100; this code is our own.)  wgmma is an
-sm_90a feature, so its kernels are compiled with nvcc ``-arch=sm_90a`` and run on compute capability 9.0
-only.
+one block) a tile.  A and B go to shared memory in the canonical K-major layout without swizzling
+(:func:`smem_offset`, :data:`WGMMA_LBO`, :data:`WGMMA_SBO`) and are read through 64-bit matrix descriptors
+(:func:`wgmma_descriptor`); C is loaded where :func:`accumulator_map` puts it, and the instruction computes
+D = A B + D.  Compiled with nvcc ``-arch=sm_90a``, run on compute capability 9.0 only.
 
 Values travel as bit patterns (no conversion on the GPU can round them); results come back in the output
 format's numpy dtype, to be compared bit for bit with :func:`blockfma.dot`.

@@ -28,7 +28,7 @@ from ..model import Family, Model, NaNStyle
 from .features import holds, product_of, read_bits
 from ..inputs import Formats, Row
 from ..inputs import rows as _rows
-from .targets import BlackBox, TargetError
+from .targets import BlackBox, call_user
 
 __all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
            "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows",
@@ -116,19 +116,7 @@ class CallableScaledTarget(ScaledTarget):
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
                  ) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} ({len(c)} rows)"
-        try:
-            d = np.asarray(self.f(a.copy(), b.copy(), c.copy(), sa.copy(), sb.copy()))
-        except Exception as exc:  # the user's code: say which call broke
-            raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
-        if d.shape != c.shape:
-            raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {c.shape}")
-        fmt = self.formats.d
-        if d.dtype == fmt.dtype:
-            return d
-        try:
-            return _formats.to_numpy(fmt, d.astype(np.float64))
-        except ValueError as exc:
-            raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+        return call_user(call, self.f, (a, b, c, sa, sb), c.shape, self.formats.d)
 
 
 def _scale_format(value: Any) -> Format:

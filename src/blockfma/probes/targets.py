@@ -44,7 +44,7 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, flag, integer, keywords
 from ..devices import Device, device as _device
 from ..engine import dot
-from ..formats import bits
+from ..formats import Format, bits
 from ..model import Model
 from ..version import __version__
 from ..inputs import Formats
@@ -200,6 +200,26 @@ class SimTarget(Target):
         return {**super().metadata(), "model": self.model.to_dict()}
 
 
+def call_user(call: str, f: Callable[..., Any], operands: tuple[np.ndarray, ...], shape: tuple[int, ...],
+              fmt: Format, floats_only: bool = False) -> np.ndarray:
+    """``f`` on copies of ``operands``, its result checked for ``shape`` and converted to ``fmt``'s dtype
+    (``floats_only``: a dtype other than a float is refused); TargetError naming ``call`` where it fails."""
+    try:
+        d = np.asarray(f(*(x.copy() for x in operands)))
+    except Exception as exc:  # the user's code: say which call broke, keep the cause attached
+        raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
+    if d.shape != shape:
+        raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {shape}")
+    if d.dtype == fmt.dtype:
+        return d
+    if floats_only and d.dtype.kind != "f" and d.dtype.kind != "V":
+        raise TargetError(f"{call} returned dtype {d.dtype}; return floats in {fmt.name} ({fmt.dtype})")
+    try:
+        return _formats.to_numpy(fmt, d.astype(np.float64))
+    except ValueError as exc:
+        raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+
+
 class CallableTarget(Target):
     """Any Python callable ``f(a, b, c) -> d``; its first call is repeated to check it is deterministic."""
 
@@ -213,22 +233,7 @@ class CallableTarget(Target):
 
     def _once(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} (a, b of shape {a.shape})"
-        try:
-            out = self.f(a.copy(), b.copy(), c.copy())
-        except Exception as exc:  # the user's code: say which call broke, keep the cause attached
-            raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
-        d = np.asarray(out)
-        if d.shape != c.shape:
-            raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {c.shape}")
-        fmt = self.formats.d
-        if d.dtype == fmt.dtype:
-            return d
-        if d.dtype.kind != "f" and d.dtype.kind != "V":
-            raise TargetError(f"{call} returned dtype {d.dtype}; return floats in {fmt.name} ({fmt.dtype})")
-        try:
-            return _formats.to_numpy(fmt, d.astype(np.float64))
-        except ValueError as exc:
-            raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+        return call_user(call, self.f, (a, b, c), c.shape, self.formats.d, floats_only=True)
 
     @property
     def chaining(self) -> str | None:

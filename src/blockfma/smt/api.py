@@ -489,12 +489,10 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
     ``timeout``: seconds for the solver (default 60; None or ``math.inf``: no limit); ``constraints``: side
     conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model b reads the products
     in this order (a permutation of range(k)).  Models whose C formats differ are compared where one holds
-    every value of the other (:func:`shared_c_format`): C is then an input of the narrower format, widened
-    exactly for the model that takes the wider one (Volta's m8n8k4 with fp16 C against the same unit given
-    that C as fp32); their output formats must agree.  Devices may be named instead of Models, with
-    ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
-    bitwuzla was no faster with it on the carry queries, 1.4 s against 1.3 s, 3.5 against 2.9, 6.8 against
-    6.6)."""
+    every value of the other (:func:`shared_c_format`: C is then an input of the narrower format, widened
+    exactly for the other model); their output formats must agree.  Devices may be named instead of Models,
+    with ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
+    no faster with bitwuzla on the carry queries)."""
     verdict = equivalent(model_a, model_b, k=k, timeout=timeout, constraints=constraints, solver=solver,
                          input_format=input_format, output_format=output_format, order_b=order_b,
                          symmetry=symmetry)
@@ -866,8 +864,7 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     one line) reports the start, the engine's rows and every query with the bounds so far.
 
     ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
-    emin, above its value, so the alignment can drop C whole (on the V100 preset a relative error of 2**-9
-    with the product 2**-22 * 2**-24, and up to about 1/9 in principle), which would hide every other
+    emin, above its value, so the alignment can drop C whole (docs/smt.md), which would hide every other
     error; pass False to include them.  Without ``constraints`` the search starts from the largest error
     the engine finds on ``seed_rows`` random and adversarial rows (0 to 10**6; the solver then only has to
     beat it); with them it starts from one input the solver finds, and constraints that no such input meets
