@@ -407,7 +407,8 @@ SMT_EXIT = {"diff": "0 a witness found, 1 proved equal (no witness exists), 2 un
 """The exit statuses of ``blockfma smt ACTION`` (bad usage is 2 everywhere)."""
 
 
-_SMT_TOTAL_TIMEOUT = 600.0  # smt.TOTAL_TIMEOUT for --total-timeout's help, without importing z3 (a test holds them equal)
+# smt.TOTAL_TIMEOUT for --total-timeout's help, without importing z3 (a test holds them equal)
+_SMT_TOTAL_TIMEOUT = 600.0
 
 
 def _seconds(text: str) -> float:

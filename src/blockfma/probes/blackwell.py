@@ -343,7 +343,8 @@ class EmulatedBlockScale:
 def _decode(p: BlockScalePath, fmt: str, codes: np.ndarray, shift: int | None) -> np.ndarray:
     s = CONTAINER_SHIFT[fmt] if shift is None else shift
     f = _formats.get(fmt)
-    return _formats.decode(_formats.storage(f), ((codes >> np.uint32(s)) & np.uint32((1 << f.bits) - 1)).astype(np.uint64))
+    field_ = (codes >> np.uint32(s)) & np.uint32((1 << f.bits) - 1)
+    return _formats.decode(_formats.storage(f), field_.astype(np.uint64))
 
 
 def run(p: str | BlockScalePath, A: Any, B: Any, C: Any, SA: Any, SB: Any, *, device: Any = None) -> np.ndarray:

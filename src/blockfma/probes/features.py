@@ -264,7 +264,7 @@ def _build_precision(ctx: Context) -> list[Row]:
 
 def _least_product_exponent(f: Formats) -> int:
     """The exponent of the smallest nonzero product (subnormal factors where the formats have them)."""
-    return f.a.emin - (f.a.fraction_bits if f.a.subnormals else 0) + f.b.emin - (f.b.fraction_bits if f.b.subnormals else 0)
+    return sum(x.emin - (x.fraction_bits if x.subnormals else 0) for x in (f.a, f.b))
 
 
 def _precision_c_rows(B: Builder, ctx: Context) -> None:

@@ -231,7 +231,8 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
             continue
         for ins in dev.instructions:
             for m in ins.models.values():
-                if m.family is Family.SCALED_FUSED:  # block-scaled: a dot-product target passes no scales (probes.scaled)
+                # block-scaled: a dot-product target passes no scales (probes.scaled)
+                if m.family is Family.SCALED_FUSED:
                     continue
                 if priors == "presets" and (m.input_format, m.b_format, m.output_format) == (f.a, f.b, f.d) \
                         and m.input_rounding is None and m not in presets:

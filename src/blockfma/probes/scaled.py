@@ -127,7 +127,8 @@ def _scale_format(value: Any) -> Format:
     except (ValueError, TypeError):
         fmt = None
     if fmt is None or fmt.name not in SCALE_FORMATS:
-        raise ArgumentError("scale_format", value, "is not a scale format", fix=f"use one of {', '.join(SCALE_FORMATS)}")
+        raise ArgumentError("scale_format", value, "is not a scale format",
+                            fix=f"use one of {', '.join(SCALE_FORMATS)}")
     return fmt
 
 
@@ -216,7 +217,8 @@ def _split(fs: Format, S: int) -> tuple[float, float] | None:
     return None
 
 
-def place_block(f: Formats, fs: Format, values: Sequence[float]) -> tuple[list[tuple[float, float]], float, float] | None:
+def place_block(f: Formats, fs: Format, values: Sequence[float]
+                ) -> tuple[list[tuple[float, float]], float, float] | None:
     """Factors (a_i, b_i) and one pair of scales (sa, sb) with a_i b_i sa sb = values[i] exactly, the element
     products as near 1 as the formats allow; None where no power-of-two scale fits them all."""
     nz = [v for v in values if v != 0]
@@ -770,7 +772,8 @@ def _candidates(ctx: ScaledContext, readings: dict[str, Any], outputs: dict[str,
     F = readings["precision"]["bits kept below the largest term (F)"]
     G = readings.get("group", {}).get("group size (G)", "unseen")
     F_values = [F] if F is not None else []  # no term ever survived: outside the family, nothing to verify
-    G_values: list[Any] = [G] if G != "unseen" else [None, *[g for g in (1, 2, 4, 8, 16, 32) if ctx.scale_block % g == 0]]
+    divisors = [g for g in (1, 2, 4, 8, 16, 32) if ctx.scale_block % g == 0]
+    G_values: list[Any] = [G] if G != "unseen" else [None, *divisors]
     if None in G_values:
         G_values.append(1)  # each product alone: by its own exponent (None) or by its scales' (1)
     modes = [RoundingMode[m] for m in readings["rounding"].get("modes", [])] or list(RoundingMode)

@@ -2,13 +2,9 @@
 
 Every answer that holds an input is checked by the engine (``blockfma.dot``) before it is returned: the
 witness's outputs are recomputed bit for bit and must be what the formula said, so a witness is a fact about
-the simulator, not only about the encoding.  A time-out gives an ``unknown`` answer with the time spent,
-never None; side constraints that no input meets give a ``vacuous`` answer, never a proof.
-
-Time limits: ``timeout`` is seconds per solver query (default :data:`blockfma.arguments.TIMEOUT`, 60 s),
-``total_timeout`` (worst_error) the whole search (default :data:`TOTAL_TIMEOUT`, 600 s); None or
-``math.inf`` mean no limit.  Every public argument is checked where it enters and a bad one raises
-:class:`~blockfma.arguments.ArgumentError` (a ValueError) naming it, its value and the fix.
+the simulator, not only about the encoding.  Time limits, "unknown" and "vacuous" answers and the checks of
+arguments are as :mod:`blockfma.smt` says; ``total_timeout`` (worst_error) bounds the whole search (default
+:data:`TOTAL_TIMEOUT`, 600 s).
 """
 
 from __future__ import annotations
@@ -537,7 +533,8 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
         block = m.option("scale_block") if m.block_scaled else 1
         if k % block:
             raise ArgumentError("k", k, f"must be a multiple of {m.name or 'the model'}'s scale block ({block}): "
-                                "every scale block takes one scale of A and one of B", use={"k": block * -(-k // block)})
+                                "every scale block takes one scale of A and one of B",
+                                use={"k": block * -(-k // block)})
     if order_b is not None:
         listed = permutation("order_b", order_b, range(k))
         if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in listed):
