@@ -173,9 +173,7 @@ def probe(target: Any, input_format: Any = FP16, output_format: Any = FP32, k: i
     terminal, True always, False never, or a function of one string (:mod:`blockfma.progress`).
 
     Every argument is checked before any work (:class:`~blockfma.arguments.ArgumentError` naming it, its value
-    and the fix).  A probe of an instruction (k = 4 to 64) takes seconds on the simulator (``sim:V100``: about
-    2 s with ``verify=300``, 5 to 10 s with the default), longer with k: minutes at k = 1024.
-    """
+    and the fix).  Timings: docs/probes.md, "Speed"."""
     kind = targets.kind_of(target)
     options = targets.check_options(kind, options, "probe", PROBE_KEYWORDS)
     priors = choice("priors", priors, ("presets", "none"))
