@@ -521,9 +521,7 @@ def cmd_smt(args: argparse.Namespace) -> Answer:
         if args.action == "worst":
             return _smt_worst(args, models[0])
         return _smt_pair(args, *models)
-    except NotImplementedError as exc:
-        raise _Usage(str(exc)) from None
-    except ImportError as exc:
+    except (NotImplementedError, ImportError) as exc:
         raise _Usage(str(exc)) from None
 
 

@@ -851,14 +851,11 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over
     powers of two, then ``digits`` bits of T's significand (0 to 64); each satisfiable answer raises the
     lower bound to the error of the input found (exact, recomputed with the engine and Fractions), each
-    unsatisfiable one proves an upper bound.  ``timeout`` bounds each query (default 60 s) and
-    ``total_timeout`` the whole search (default :data:`TOTAL_TIMEOUT`, 600 s); None or ``math.inf``: no
-    limit.  The result's ``status`` is "exact" when the bound is proved to the bisection's resolution, else
-    "lower bound" (the search stopped first).
-
-    Proofs of upper bounds are hard for the solvers, so a search usually runs until its limits (timings in
-    docs/smt.md).  ``progress`` (None: lines on stderr where it is a terminal; True, False, or a function of
-    one line) reports the start, the engine's rows and every query with the bounds so far.
+    unsatisfiable one proves an upper bound (the result's ``status``: :class:`WorstError`).  ``timeout``
+    bounds each query and ``total_timeout`` the whole search.  Proofs of upper bounds are hard for the
+    solvers, so a search usually runs until its limits (timings in docs/smt.md).  ``progress`` (None: lines
+    on stderr where it is a terminal; True, False, or a function of one line) reports the start, the
+    engine's rows and every query with the bounds so far.
 
     ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
     emin, above its value, so the alignment can drop C whole (docs/smt.md), which would hide every other
