@@ -492,10 +492,8 @@ def _smt_pair(args: argparse.Namespace, ma: Model, mb: Model) -> Answer:
         text = f"{head}: no input of length {v.k} tells them apart (proved by {v.solver} in {v.seconds:.3f} s)"
     else:
         text = f"{head}\n{v}"
-    if args.action == "diff":
-        status = {"refuted": 0, "proved": 1}.get(v.status, 2)
-    else:
-        status = {"proved": 0, "refuted": 1}.get(v.status, 2)
+    asked = ("refuted", "proved") if args.action == "diff" else ("proved", "refuted")  # status 0, status 1
+    status = asked.index(v.status) if v.status in asked else 2
     return Answer(text, {"action": args.action, "models": [ma.name, mb.name], **v.to_json()}, status)
 
 

@@ -33,6 +33,7 @@ from ..model import Model
 from . import cuda as _cuda
 from ..inputs import Formats
 from .scaled import ScaledTarget, SimScaledTarget
+from .targets import diagonal_tiles
 
 __all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d",
            "tile_registers", "kernel_source", "run", "BlockScaleTarget", "EmulatedBlockScale", "layout_check",
@@ -377,17 +378,12 @@ class BlockScaleTarget(ScaledTarget):
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         p = self.path
-        r = min(p.m, p.n)
         out = []
         for s in range(0, len(c), self.CHUNK):
-            cc = c[s:s + self.CHUNK]
-            n = len(cc)
-            T = -(-n // r)
-            t, i = np.divmod(np.arange(n), r)
-            A, B, C = np.zeros((T, p.m, p.k)), np.zeros((T, p.k, p.n)), np.zeros((T, p.m, p.n))
-            SA, SB = np.ones((T, p.m, p.scale_vec)), np.ones((T, p.n, p.scale_vec))
-            A[t, i, :], B[t, :, i], C[t, i, i] = a[s:s + n], b[s:s + n], cc
-            SA[t, i, :], SB[t, i, :] = sa[s:s + n], sb[s:s + n]
+            rows = slice(s, s + self.CHUNK)
+            A, B, C, t, i = diagonal_tiles(a[rows], b[rows], c[rows], p.m, p.k, p.n)
+            SA, SB = np.ones((len(A), p.m, p.scale_vec)), np.ones((len(A), p.n, p.scale_vec))
+            SA[t, i, :], SB[t, i, :] = sa[rows], sb[rows]
             out.append(run(p, A, B, C, SA, SB, device=self.device)[t, i, i])
         return np.concatenate(out)
 

@@ -270,6 +270,19 @@ class CallableTarget(Target):
         return d
 
 
+def diagonal_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int, n: int
+                   ) -> tuple[np.ndarray, ...]:
+    """Rows ``a``, ``b`` (rows x k) and ``c`` as tiles A (T, m, k), B (T, k, n) and C (T, m, n), one dot
+    product on each diagonal element of a tile and the rest zero, and ``t``, ``i``: row j's result is
+    ``D[t[j], i[j], i[j]]``."""
+    r = min(m, n)  # dot products per tile: the diagonal of D
+    T = -(-len(c) // r)
+    t, i = np.divmod(np.arange(len(c)), r)
+    A, B, C = np.zeros((T, m, k)), np.zeros((T, k, n)), np.zeros((T, m, n))
+    A[t, i, :], B[t, :, i], C[t, i, i] = a, b, c
+    return A, B, C, t, i
+
+
 class CudaTarget(Target):
     """One ``mma.sync`` or ``wgmma`` instruction on this GPU, through :mod:`blockfma.probes.cuda` (CuPy;
     NVRTC, and nvcc for wgmma's sm_90a)."""
@@ -296,21 +309,11 @@ class CudaTarget(Target):
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         p = self.path
-        r = min(p.m, p.n)  # dot products per tile: the diagonal of D
         out = []
         for s in range(0, len(c), self.CHUNK):
-            aa, bb, cc = a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK]
-            n = len(cc)
-            T = -(-n // r)
-            A = np.zeros((T, p.m, p.k))
-            B = np.zeros((T, p.k, p.n))
-            C = np.zeros((T, p.m, p.n))
-            t, i = np.divmod(np.arange(n), r)
-            A[t, i, :] = aa
-            B[t, :, i] = bb
-            C[t, i, i] = cc
-            D = self._cuda.run(p, A, B, C)
-            out.append(D[t, i, i])
+            A, B, C, t, i = diagonal_tiles(a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK],
+                                           p.m, p.k, p.n)
+            out.append(self._cuda.run(p, A, B, C)[t, i, i])
         return np.concatenate(out)
 
     def metadata(self) -> dict[str, Any]:
@@ -377,16 +380,8 @@ class TorchTarget(Target):
         self.name = f"torch:{device}{flags}"
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        torch, r = self.torch, self.TILE
-        n = len(c)
-        T = -(-n // r)
-        t, i = np.divmod(np.arange(n), r)
-        A = np.zeros((T, r, self.k))
-        B = np.zeros((T, self.k, r))
-        C = np.zeros((T, r, r))
-        A[t, i, :] = a
-        B[t, :, i] = b
-        C[t, i, i] = c
+        torch = self.torch
+        A, B, C, t, i = diagonal_tiles(a, b, c, self.TILE, self.k, self.TILE)
         from ..torch_switches import matmul_switches
 
         with matmul_switches(torch, tf32=self.allow_tf32, reduced=self.reduced, fp16_accumulation=False):
