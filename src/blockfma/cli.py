@@ -1,24 +1,7 @@
 """The ``blockfma`` command: a thin layer over the Python API.
 
-    blockfma devices [NAME]                   presets, their models and sources
-    blockfma dot DEVICE --a ... --b ... [--c ...] [--input fp16] [--output fp32]
-                                              one d = a·b + c, printed exactly
-    blockfma compare DEV [DEV ...|all] --a ... --b ... [--c ...]
-                                              the same on several presets, next to the exact answer
-    blockfma report [--html FILE]             verdict against hardware data, features, porting example, probes
-    blockfma probe TARGET [--input fp16] [--output fp32] [--k N] [--record FILE]
-                                              measure a target (sim:DEVICE, cuda, torch) and infer its model
-    blockfma probe --all [TARGET]             every preset (sim), every mma.sync path (cuda) or dtype (torch)
-    blockfma smt diff DEV1 DEV2 --input fp16 [--output fp32] [--k N] [--timeout S] [--set PARAM=VALUE]
-                                              an input on which two models differ (SMT), checked by the engine
-    blockfma smt prove DEV1 DEV2 ...          a proof that they agree on every input (or a counterexample)
-    blockfma smt worst DEV --input fp16 ...   the largest error against the exact a·b + c, with its input
-    blockfma smt list | query NAME|all        the seed's named queries (Valpey et al.)
-    blockfma multiword METHOD [--device DEV] [--n 1024] [--dist uniform01|uniform-half]
-                                              accurate GEMM from low-precision units: the error table
-    blockfma multiword --compare [...]        every method on its unit (fp16 on V100, bf16/tf32 on A100)
-    blockfma reproduce NAME|--list|--all [--out DIR] [--scale ci|paper]
-                                              a seed paper's table or figure, the paper's values beside ours
+Commands: ``devices``, ``dot``, ``compare``, ``report``, ``probe``, ``smt diff|prove|worst|list|query``,
+``multiword`` and ``reproduce``; each one's synopsis is in docs/cli.md and its ``--help``.
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.
