@@ -516,9 +516,7 @@ def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarr
     if not p.runs_on(arch):
         need = "sm_90a, i.e. compute capability 9.0 exactly" if isinstance(p, WgmmaPath) else f"sm_{p.sm} or later"
         raise ValueError(f"{p.name} needs {need}; this GPU is sm_{arch}")
-    A = np.asarray(A)
-    B = np.asarray(B)
-    C = np.asarray(C)
+    A, B, C = np.asarray(A), np.asarray(B), np.asarray(C)
     T = A.shape[0] if A.ndim == 3 else -1
     for x, shape, what in ((A, (T, p.m, p.k), "A"), (B, (T, p.k, p.n), "B"), (C, (T, p.m, p.n), "C")):
         if x.shape != shape:
@@ -548,9 +546,7 @@ def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarr
     dD = cp.zeros_like(dC)
     tiles = T + pad
     fn((tiles // WARPS_PER_BLOCK,), (32 * WARPS_PER_BLOCK,), (dA, dB, dC, dD, ta, tb, tc, np.int64(tiles)))
-    out = cp.asnumpy(dD)[:T]
-    dtype = _formats.get(p.d_format).dtype
-    return out.view(dtype)
+    return cp.asnumpy(dD)[:T].view(_formats.get(p.d_format).dtype)
 
 
 def sass(p: str | Path, arch: int | None = None) -> str:

@@ -113,9 +113,7 @@ class Findings:
         out["subnormal inputs"] = sub.get("subnormal inputs kept (T_si_no)")
         out["subnormal outputs"] = sub.get("subnormal outputs (T_ni_so)")
         out["products exact"] = self.readings.get("products", {}).get("products exact")
-        out["calls"] = self.calls
-        out["rows"] = self.rows
-        out["seconds"] = round(self.seconds, 2)
+        out.update(calls=self.calls, rows=self.rows, seconds=round(self.seconds, 2))
         return out
 
     def record(self, name: str | None = None) -> dict[str, Any]:

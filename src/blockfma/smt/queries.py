@@ -6,10 +6,8 @@ of the witness (the property, recomputed with ``blockfma.dot`` and Fractions).  
 ``run(name)`` answers one.  The seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are
 kept beside each for benchmarks/bench_smt.py, and bitwuzla's on a 2-core machine (``expected_seconds``): a
 query that runs out of its ``timeout`` (default 60 s, like every smt question) says how long it should take.
-
-The paper's tensor core (its Algorithm 1) normalises each product to fp32 before alignment; the presets give
-a product the sum of its factors' exponents (significand in [1, 4)), which the H100 data fit.  The carry
-queries use the paper's reading (``product_exponent="normalized"``) and, beyond the paper, the preset's.
+The carry queries use the paper's reading of products (``product_exponent="normalized"``) and, beyond the
+paper, the presets' (docs/smt.md, "Notes on the seed").
 """
 
 from __future__ import annotations
