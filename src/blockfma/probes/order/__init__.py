@@ -29,28 +29,7 @@ from .replay import Verification, block_op, evaluate, verify
 from .targets import OrderError, SumTarget, dot_target, matmul_target, sim_target, sum_target, torch_matmul_target
 from .tree import Shape, SumTree, describe
 
-__all__ = [
-    "SumTree",
-    "Shape",
-    "OrderError",
-    "SumTarget",
-    "ProbeScale",
-    "OrderResult",
-    "Verification",
-    "sequential",
-    "pairwise",
-    "blocked",
-    "split_k",
-    "describe",
-    "sum_target",
-    "dot_target",
-    "matmul_target",
-    "torch_matmul_target",
-    "sim_target",
-    "probe_scale",
-    "infer_order",
-    "evaluate",
-    "block_op",
-    "verify",
-]
+__all__ = ["SumTree", "Shape", "OrderError", "SumTarget", "ProbeScale", "OrderResult", "Verification", "sequential",
+           "pairwise", "blocked", "split_k", "describe", "sum_target", "dot_target", "matmul_target",
+           "torch_matmul_target", "sim_target", "probe_scale", "infer_order", "evaluate", "block_op", "verify"]
 
