@@ -48,10 +48,6 @@ class Builder:
         self.ctx = ctx
         self.rows: list[Row] = []
 
-    def product(self, value: float) -> tuple[float, float] | None:
-        """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible."""
-        return product_of(self.ctx.formats, value)
-
     def add(self, label: str, terms: dict[int, float] | Sequence[float], c: float = 0.0) -> bool:
         """A row whose products at the given positions equal ``terms`` (the rest 0) and whose C is ``c``."""
         k = self.ctx.k
@@ -60,7 +56,7 @@ class Builder:
         for pos, value in items:
             if pos >= k:
                 return False
-            ab = self.product(value)
+            ab = product_of(self.ctx.formats, value)
             if ab is None:
                 return False
             a[pos], b[pos] = ab
@@ -75,11 +71,7 @@ class Builder:
         f = self.ctx.formats
         if max([*a, *b], default=0) >= k:  # more positions than the target's k
             return False
-        aa, bb = [0.0] * k, [0.0] * k
-        for pos, v in a.items():
-            aa[pos] = v
-        for pos, v in b.items():
-            bb[pos] = v
+        aa, bb = [a.get(i, 0.0) for i in range(k)], [b.get(i, 0.0) for i in range(k)]
         if not (all(holds(f.a, v) for v in aa) and all(holds(f.b, v) for v in bb) and holds(f.c, c)):
             return False
         self.rows.append(Row(label, tuple(aa), tuple(bb), c))
@@ -90,7 +82,7 @@ def holds(fmt: Format, x: float) -> bool:
     """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`); a NaN
     always, -0 only where the format has a negative zero (a builder must not place one where the unit cannot
     receive it).  Zeros and NaNs are answered here, not from the cache: a cache key does not tell -0 from +0
-    (they compare equal), so a cached +0 once answered for -0 and put -0 into fnuz rows."""
+    (they compare equal)."""
     if math.isnan(x):
         return True
     if x == 0:

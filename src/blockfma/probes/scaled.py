@@ -271,11 +271,7 @@ class ScaledBuilder:
         f = ctx.formats
         if max([*a, *b], default=0) >= ctx.k:
             return False
-        aa, bb = [0.0] * ctx.k, [0.0] * ctx.k
-        for p, v in a.items():
-            aa[p] = v
-        for p, v in b.items():
-            bb[p] = v
+        aa, bb = [a.get(i, 0.0) for i in range(ctx.k)], [b.get(i, 0.0) for i in range(ctx.k)]
         sa = list(sa) + [1.0] * (ctx.blocks - len(sa))
         sb = list(sb) + [1.0] * (ctx.blocks - len(sb))
         if not (all(holds(f.a, v) for v in aa) and all(holds(f.b, v) for v in bb) and holds(f.c, c)
