@@ -812,11 +812,9 @@ def disagreements(m1: Model, m2: Model, k: int, n: int = 4000, seed: int = 11) -
 
 
 def _plain(v: Any) -> Any:
-    if hasattr(v, "value") and not isinstance(v, (int, float)):
-        return v.value if not hasattr(v, "name") or not isinstance(v, _formats.Format) else v.name
     if isinstance(v, _formats.Format):
         return v.name
-    return v
+    return v.value if hasattr(v, "value") and not isinstance(v, (int, float)) else v
 
 
 def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 2, priors: str = "presets",
