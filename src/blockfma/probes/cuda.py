@@ -7,11 +7,9 @@ from the places the PTX ISA ("Matrix fragments for mma.m16n8k*") gives for its l
 ``threadID_in_group = lane % 4``).  The fragment maps are plain Python (:func:`fragment_map`), so they can be
 checked without a GPU: every element of A, B and C lands in exactly one register slot of one lane.
 
-Each :class:`WgmmaPath` is one ``wgmma.mma_async.sync.aligned.m64nNkK`` variant: one warpgroup (128 threads,
-one block) a tile.  A and B go to shared memory in the canonical K-major layout without swizzling
-(:func:`smem_offset`, :data:`WGMMA_LBO`, :data:`WGMMA_SBO`) and are read through 64-bit matrix descriptors
-(:func:`wgmma_descriptor`); C is loaded where :func:`accumulator_map` puts it, and the instruction computes
-D = A B + D.  Compiled with nvcc ``-arch=sm_90a``, run on compute capability 9.0 only.
+Each :class:`WgmmaPath` is one ``wgmma.mma_async.sync.aligned.m64nNkK`` variant, one warpgroup a tile
+(docs/probes.md, "Targets"): A and B in shared memory (:func:`smem_offset`) read through matrix descriptors
+(:func:`wgmma_descriptor`), C where :func:`accumulator_map` puts it; compiled for sm_90a only.
 
 Values travel as bit patterns (no conversion on the GPU can round them); results come back in the output
 format's numpy dtype, to be compared bit for bit with :func:`blockfma.dot`.
