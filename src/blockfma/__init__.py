@@ -30,24 +30,5 @@ def __getattr__(name: str):  # bf.smt, bf.multiword and bf.torch load on first u
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'blockfma' has no attribute {name!r}")
 
-__all__ = [
-    "formats",
-    "literals",
-    "Format",
-    "RoundingMode",
-    "Model",
-    "Family",
-    "Alignment",
-    "NaNStyle",
-    "Device",
-    "device",
-    "devices",
-    "dot",
-    "gemm",
-    "probe",
-    "check",
-    "smt",
-    "multiword",
-    "torch",
-    "__version__",
-]
+__all__ = ["formats", "literals", "Format", "RoundingMode", "Model", "Family", "Alignment", "NaNStyle", "Device",
+           "device", "devices", "dot", "gemm", "probe", "check", "smt", "multiword", "torch", "__version__"]

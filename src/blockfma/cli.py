@@ -1,33 +1,14 @@
 """The ``blockfma`` command: a thin layer over the Python API.
 
-    blockfma devices [NAME]                   presets, their models and sources
-    blockfma dot DEVICE --a ... --b ... [--c ...] [--input fp16] [--output fp32]
-                                              one d = a·b + c, printed exactly
-    blockfma compare DEV [DEV ...|all] --a ... --b ... [--c ...]
-                                              the same on several presets, next to the exact answer
-    blockfma report [--html FILE]             verdict against hardware data, features, porting example, probes
-    blockfma probe TARGET [--input fp16] [--output fp32] [--k N] [--record FILE]
-                                              measure a target (sim:DEVICE, cuda, torch) and infer its model
-    blockfma probe --all [TARGET]             every preset (sim), every mma.sync path (cuda) or dtype (torch)
-    blockfma smt diff DEV1 DEV2 --input fp16 [--output fp32] [--k N] [--timeout S] [--set PARAM=VALUE]
-                                              an input on which two models differ (SMT), checked by the engine
-    blockfma smt prove DEV1 DEV2 ...          a proof that they agree on every input (or a counterexample)
-    blockfma smt worst DEV --input fp16 ...   the largest error against the exact a·b + c, with its input
-    blockfma smt list | query NAME|all        the seed's named queries (Valpey et al.)
-    blockfma multiword METHOD [--device DEV] [--n 1024] [--dist uniform01|uniform-half]
-                                              accurate GEMM from low-precision units: the error table
-    blockfma multiword --compare [...]        every method on its unit (fp16 on V100, bf16/tf32 on A100)
-    blockfma reproduce NAME|--list|--all [--out DIR] [--scale ci|paper]
-                                              a seed paper's table or figure, the paper's values beside ours
-
-Every command also takes ``--json [FILE|-]``, and the long ones (report, probe, smt worst and query,
-multiword) ``--progress``/``--quiet``.
+Commands: ``devices``, ``dot``, ``compare``, ``report``, ``probe``, ``smt diff|prove|worst|list|query``,
+``multiword`` and ``reproduce``; each one's synopsis is in docs/cli.md and its ``--help``.
 
 Numbers take the exact forms of :mod:`blockfma.literals` (``2^-24``, ``1-2^-11``, ``0x1.8p-3``,
 ``3*2^-5``); ``--a``/``--b`` take comma-separated lists and may be repeated.
 
 Every command takes ``--json [FILE|-]``: the same data as the text, as JSON, written to FILE (checked
 before the work starts; the text is printed first) or, with ``-`` or no FILE, printed instead of the text.
+The long ones (report, probe, smt worst and query, multiword) take ``--progress``/``--quiet``.
 
 Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a
 witness found); 1 it is not (a refuted proof, a probe that did not verify, no witness where one was
@@ -409,7 +390,8 @@ SMT_EXIT = {"diff": "0 a witness found, 1 proved equal (no witness exists), 2 un
 """The exit statuses of ``blockfma smt ACTION`` (bad usage is 2 everywhere)."""
 
 
-_SMT_TOTAL_TIMEOUT = 600.0  # smt.TOTAL_TIMEOUT for --total-timeout's help, without importing z3 (a test holds them equal)
+# smt.TOTAL_TIMEOUT for --total-timeout's help, without importing z3 (a test holds them equal)
+_SMT_TOTAL_TIMEOUT = 600.0
 
 
 def _seconds(text: str) -> float:
@@ -493,10 +475,8 @@ def _smt_pair(args: argparse.Namespace, ma: Model, mb: Model) -> Answer:
         text = f"{head}: no input of length {v.k} tells them apart (proved by {v.solver} in {v.seconds:.3f} s)"
     else:
         text = f"{head}\n{v}"
-    if args.action == "diff":
-        status = {"refuted": 0, "proved": 1}.get(v.status, 2)
-    else:
-        status = {"proved": 0, "refuted": 1}.get(v.status, 2)
+    asked = ("refuted", "proved") if args.action == "diff" else ("proved", "refuted")  # status 0, status 1
+    status = asked.index(v.status) if v.status in asked else 2
     return Answer(text, {"action": args.action, "models": [ma.name, mb.name], **v.to_json()}, status)
 
 
@@ -522,9 +502,7 @@ def cmd_smt(args: argparse.Namespace) -> Answer:
         if args.action == "worst":
             return _smt_worst(args, models[0])
         return _smt_pair(args, *models)
-    except NotImplementedError as exc:
-        raise _Usage(str(exc)) from None
-    except ImportError as exc:
+    except (NotImplementedError, ImportError) as exc:
         raise _Usage(str(exc)) from None
 
 

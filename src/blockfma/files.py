@@ -3,13 +3,9 @@
 Every results file (probe findings, device files, benchmark records, the multiword CSVs and figures) goes
 through :func:`atomic_path`: the data is written to a temporary file beside the target and renamed onto
 it, so an interrupted run leaves the last complete file, never half of one.  :func:`destination` decides
-where that is, and is called by every command *before* its long work, so a bad path fails in a second:
-
-* ``-`` means standard output (:func:`write_text` prints there);
-* a symbolic link is followed: its target is replaced, the link stays;
-* anything that exists and is not a regular file (a folder, a FIFO, a device such as ``/dev/full``, a
-  socket) is refused;
-* a missing parent folder is refused unless ``parents=True``; a folder that cannot be written is refused.
+where that is, and is called by every command *before* its long work, so a bad path fails in a second (the
+rules: ``-`` is standard output, links are followed, anything but a regular file is refused, a missing
+folder too unless ``parents=True``; docs/cli.md).
 
 This module imports nothing of blockfma but :mod:`blockfma.arguments`, so any module may use it.
 

@@ -2,16 +2,11 @@
 
 One frozen :class:`Format` describes a format (precision, exponent range, how it encodes infinities and
 NaNs, whether it has subnormals); named presets live in a registry with aliases (``fp16``, ``binary16``,
-``half``, ...).  The functions below are pure and take the format first, in the style of gfloat:
-
-* :func:`round` rounds float64 arrays to a format in any :class:`RoundingMode`;
-* :func:`round_integer` rounds exact values ``(-1)**sign * mag * 2**exp`` given as integer arrays, which is
-  what the engine uses to round wide fixed-point sums with a single rounding;
-* :func:`encode` / :func:`decode` convert between values and bit patterns;
-* :func:`is_representable`, :func:`to_numpy`, :func:`from_numpy` check and convert storage arrays;
-* :func:`bits` views a float array (numpy or ml_dtypes) as the unsigned integers of its width;
-* :func:`storage` and :func:`storage_mask`: the codes a format travels in (tf32 in binary32, low 13 bits zero);
-* :func:`pair` reads A's and B's formats ("fp16", "e4m3fn*e5m2" or a pair), :func:`pair_name` writes them.
+``half``, ...).  The functions below are pure and take the format first, in the style of gfloat: rounding
+(:func:`round` of float64 arrays, :func:`round_integer` of exact integer-encoded values, which the engine
+uses for wide fixed-point sums), bit patterns (:func:`encode`, :func:`decode`, :func:`bits`, :func:`storage`),
+checks and conversions of storage arrays (:func:`is_representable`, :func:`to_numpy`, :func:`from_numpy`),
+and A's and B's formats read and named (:func:`pair`, :func:`pair_name`).
 
 Values travel as float64 throughout: every value of every format here (up to binary64) is a float64.
 """
@@ -27,49 +22,11 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = [
-    "holds_codes",
-    "of_dtype",
-    "RoundingMode",
-    "Format",
-    "get",
-    "names",
-    "pair",
-    "pair_name",
-    "storage",
-    "storage_mask",
-    "uint_dtype",
-    "bits",
-    "round",
-    "round_integer",
-    "encode",
-    "decode",
-    "is_representable",
-    "to_numpy",
-    "from_numpy",
-    "read_register",
-    "quiet_nans",
-    "cut_nans",
-    "nan_codes",
-    "bit_length",
-    "fp64",
-    "fp32",
-    "tf32",
-    "bf16",
-    "fp16",
-    "e4m3fn",
-    "e5m2",
-    "e4m3fnuz",
-    "e5m2fnuz",
-    "e8m13",
-    "e2m1fn",
-    "e3m2fn",
-    "e2m3fn",
-    "e8m0fnu",
-    "ue4m3",
-    "pack",
-    "unpack",
-]
+__all__ = ["holds_codes", "of_dtype", "RoundingMode", "Format", "get", "names", "pair", "pair_name", "storage",
+           "storage_mask", "uint_dtype", "bits", "round", "round_integer", "encode", "decode", "is_representable",
+           "to_numpy", "from_numpy", "read_register", "quiet_nans", "cut_nans", "nan_codes", "bit_length", "fp64",
+           "fp32", "tf32", "bf16", "fp16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m13", "e2m1fn", "e3m2fn",
+           "e2m3fn", "e8m0fnu", "ue4m3", "pack", "unpack"]
 
 
 class RoundingMode(enum.Enum):

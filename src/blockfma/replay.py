@@ -1,17 +1,11 @@
 """Recorded hardware outputs replayed through the presets, bit for bit: the report's verdict.
 
-Three kinds of data, each read where it lies (nothing is copied or cached):
-
-* the golden data (:func:`golden_root`): Khattak & Mikaitis's model-validation rows (arXiv:2512.07004), about
-  5000 dot products per device and format, from ``$BLOCKFMA_GOLDEN`` or ``../shared/golden`` beside the
-  checkout; absent on most machines (:func:`golden` then returns no sets and :func:`golden_missing` says why);
-* the project's own records (``data/hardware/*.json``): per instruction path the rows on which some model
-  disagreed with the H100 and the targeted rows of the open questions (exact hex inputs, the GPU's bits);
-* the probe suite's records (``data/hardware/*probe*.json.gz``): every row ``blockfma.probe`` sent to the
-  H100, with its output.
-
-Each replay returns a :class:`Replay`: how many rows, how many differ, and the first differing rows with
-their inputs in exact hex, so that a mismatch can be rerun by hand (``blockfma dot``).
+Three kinds of data, each read where it lies (nothing is copied or cached; docs/cli.md, "The report"): the
+golden data of Khattak & Mikaitis (:func:`golden_root`; absent on most machines, :func:`golden_missing` then
+says why), the project's own H100 records (``data/hardware/*.json``) and the rows the probe suite sent to the
+H100 (``data/hardware/*probe*.json.gz``).  Each replay returns a :class:`Replay`: how many rows, how many
+differ, and the first differing rows with their inputs in exact hex, so that a mismatch can be rerun by hand
+(``blockfma dot``).
 
     >>> from blockfma import replay
     >>> sum(r.rows for r in replay.records()) > 1000

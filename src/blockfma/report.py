@@ -1,8 +1,6 @@
 """Plain-text tables and JSON-ready rows: the cross-device report (``blockfma report``), its data gathered.
 
-The sections, in order: the verdict (recorded hardware outputs replayed bit for bit, :mod:`blockfma.replay`),
-the feature table, the FTTN porting example, one SMT-found input per pair of neighbouring generations, the
-open questions, the probes and the presets resting on thin evidence.  The row functions take presets (or
+The sections are :func:`sections`' (docs/cli.md, "The report").  The row functions take presets (or
 names) and return rows (lists of dicts of plain values) or text; :func:`sections` assembles
 :class:`Section` objects, :func:`as_text` and :func:`as_json` (with :func:`provenance`) render them, and
 :mod:`blockfma.report_html` renders the same JSON as one self-contained page.  Writing files (:func:`write_json`,
@@ -504,10 +502,8 @@ def sections(devices: Iterable[str | Device] | None = None,
     """The report's sections, in order: the verdict (recorded hardware outputs replayed through the presets,
     :mod:`blockfma.replay`), features, FTTN porting example, one SMT-found input per pair of neighbouring
     generations (``smt_timeout`` seconds each; None: left out), open questions, probes (presets as black
-    boxes, and this GPU where there is one; ``workers`` processes, see :func:`probe_rows`), confidence.  Under
-    a minute on two cores once compiled (the probes most of it; ``probes=False``: some seconds).
-    ``progress`` (:func:`blockfma.progress.reporter`: None prints on stderr where it is a terminal, True
-    always, False never, or a function of one line) says what it is doing, section by section."""
+    boxes, and this GPU where there is one; ``workers`` processes, see :func:`probe_rows`), confidence.
+    ``progress`` (:func:`blockfma.progress.reporter`) says what it is doing, section by section."""
     from . import replay as _replay
 
     say = reporter(progress)
@@ -624,15 +620,13 @@ def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: S
 def report(json: bool = False, *, devices: Iterable[str | Device] | None = None,
            fttn_inputs: Sequence[str] = ("fp16", "bf16"), probes: bool = True,
            progress: Any = None, **options: Any) -> str | dict[str, Any]:
-    """The cross-device report: verdict, feature table, FTTN porting example, neighbouring generations told
-    apart, open questions, probes, confidence notes.
+    """The cross-device report (the sections of :func:`sections`).
 
     ``json=True`` returns a JSON-ready dict (``{"blockfma": version, "data_path": ..., "provenance": ...,
     "sections": {key: section}}``) instead of text.  ``devices`` restricts every section to those presets;
-    ``fttn_inputs`` chooses the input formats of the FTTN GEMM (each full run takes up to seconds per device);
-    ``probes`` runs the probe section (:func:`probe_rows`).  ``options``: :func:`sections`' ``verdict``,
-    ``smt_timeout`` and ``workers``.  ``progress``: see :func:`sections` (None: progress lines on stderr where
-    it is a terminal).  :mod:`blockfma.report_html` renders the same sections as one HTML page.
+    ``fttn_inputs`` chooses the input formats of the FTTN GEMM; ``probes`` runs the probe section
+    (:func:`probe_rows`).  ``options``: :func:`sections`' ``verdict``, ``smt_timeout`` and ``workers``.
+    ``progress``: see :func:`sections`.  :mod:`blockfma.report_html` renders the same sections as one HTML page.
     """
     secs = sections(devices, fttn_inputs, probes, progress=progress, **options)
     return as_json(secs, provenance()) if json else as_text(secs)

@@ -1,15 +1,10 @@
 """Device presets as data: device -> instruction -> (input, output) -> Model, each with its sources.
 
-The presets live in declarative tables beside this module, one file per vendor (``nvidia.json``,
-``amd.json``, ``cpu.json``, ``reference.json``) and the publications they rest on in ``sources.json``.  Every
-number comes from shared/DEVICE-FACTS.md (which digests the published studies) or from the project's own
-hardware records (data/hardware); each device says which sources it rests on and how well they agree
-(``confidence``).  Where sources conflict the preset chooses, says why in ``notes``, and keeps the other
-reading as a named variant (``variants``).
-
-A measured device (what the probe suite writes) uses the same schema, ``blockfma-devices/1``:
-``bf.device("my-gpu.json")`` loads it, and from then on its name works in every call of the process;
-``BLOCKFMA_DEVICE_PATH`` (files or folders, separated like PATH) loads such files for every command.
+The presets live in declarative tables beside this module, one file per vendor, and the publications they
+rest on in ``sources.json``; each device says which sources it rests on and how well they agree
+(``confidence``), and where sources conflict keeps the other reading as a named variant (``variants``).
+A measured device uses the same schema, ``blockfma-devices/1``; ``bf.device("my-gpu.json")`` and
+``BLOCKFMA_DEVICE_PATH`` load such files (docs/presets.md).
 
     >>> import blockfma as bf
     >>> bf.device("H200").name

@@ -2,33 +2,17 @@
 Python, one small kernel, and a probe target that takes scales (:class:`~.scaled.ScaledTarget`).
 
 Each :class:`BlockScalePath` is one ``mma.sync.aligned.kind::KIND.block_scale.scale_vec::VX.m16n8kK.row.col
-.f32.ATYPE.BTYPE.f32.STYPE`` variant: ``kind::mxf8f6f4`` (k = 32, one ue8m0 scale a row of A and a column
-of B: 1X), ``kind::mxf4`` (k = 64, ue8m0 per 32: 2X) and ``kind::mxf4nvf4`` (k = 64, ue8m0 per 32 (2X) or
-per 16 (4X), or ue4m3 per 16 (4X)).  Operands, as the PTX ISA gives them ("Warp-level matrix instructions
-with block scaling", "Matrix fragments for mma.m16n8k32 / m16n8k64"), with ``g = lane >> 2`` and
-``q = lane % 4``:
-
-* **A** (16 x K) and **B** (K x 8): the layout of the 8-bit m16n8k32 fragments, each 32-bit register
-  holding 4 elements (8-bit containers: ``kind::mxf8f6f4``) or 8 (packed e2m1: ``kind::mxf4*``) along K,
-  the first in the low bits: A's registers hold row g, g + 8, g, g + 8 and columns ``per * q + i`` in the
-  first half of K, then the second; B's two registers hold column g, rows as A's columns
-  (:func:`blockfma.probes.cuda.fragment_map` with the element width: the same rule);
-* **C**, **D** (16 x 8, f32): rows g and g + 8, columns 2q and 2q + 1;
-* **scale_A** (16 x V, V = k / scale_block): row m read from lane ``4 (m % 8) + 2 thread-id-a + m // 8``,
-  **scale_B** (V x 8): column n from lane ``4 n + thread-id-b``; block j of K in byte ``byte-id + j`` of
-  that lane's 32-bit scale register.  The kernel passes byte-id = thread-id = 0 and
-  :func:`pack_scales` writes every row's (column's) scales into all the lanes any thread-id could name, so
-  the data hold under either half of the quad.  (The same lane rule is what CUTLASS's SM120 ``SFALayout``
-  and ``SFBLayout`` say and what public hardware probes of sm_120 report.)
-
-fp6 and fp4 elements of ``kind::mxf8f6f4`` travel in 8-bit containers; where in the byte is read from
-:data:`CONTAINER_SHIFT` (assumed: fp4 in bits 5..2, fp6 in bits 5..0, as MMA-Sim 2.1.1 takes its byte
-operands and the tcgen05 packing figures draw them; not measured on a GPU): :func:`layout_check` tells on the GPU whether the layouts hold, with exact sums every Model agrees
-on, before any probe.
-
-Not here: ``tcgen05.mma ... block_scale`` (B200, sm_100a), which needs Tensor Memory (``tcgen05.alloc``,
-scales copied in with ``tcgen05.cp``), shared-memory matrix descriptors and an instruction descriptor;
-``scripts/probe_hardware.py`` says so on an sm_100 GPU and probes the simulator's B200 presets only.
+.f32.ATYPE.BTYPE.f32.STYPE`` variant: ``kind::mxf8f6f4`` (k = 32, 1X), ``kind::mxf4`` (k = 64, 2X) and
+``kind::mxf4nvf4`` (k = 64, 2X or 4X ue8m0, or 4X ue4m3).  Operands as the PTX ISA gives them ("Warp-level
+matrix instructions with block scaling"), ``g = lane >> 2``, ``q = lane % 4``: A and B as the 8-bit m16n8k32
+fragments at the element width (:func:`blockfma.probes.cuda.fragment_map`); C and D (16 x 8, f32) in rows g
+and g + 8, columns 2q and 2q + 1; scale_A's row m in lane ``4 (m % 8) + 2 thread-id-a + m // 8``, scale_B's
+column n in lane ``4 n + thread-id-b``, block j of K in byte ``byte-id + j`` (CUTLASS's SM120 ``SFALayout``
+and ``SFBLayout`` say the same).  The kernel passes byte-id = thread-id = 0 and :func:`pack_scales` writes
+the scales into every lane any thread-id could name.  Where fp6 and fp4 sit in their 8-bit containers is
+:data:`CONTAINER_SHIFT` (assumed, not measured); :func:`layout_check` tells on the GPU whether the layouts
+hold, with exact sums every Model agrees on.  ``tcgen05.mma ... block_scale`` (B200) is not here:
+docs/probes.md, "Missing: B200".
 
     >>> from blockfma.probes import blackwell
     >>> p = blackwell.path("mma.mxf4nvf4.block16.ue4m3")
@@ -49,6 +33,7 @@ from ..model import Model
 from . import cuda as _cuda
 from ..inputs import Formats
 from .scaled import ScaledTarget, SimScaledTarget
+from .targets import diagonal_tiles
 
 __all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d",
            "tile_registers", "kernel_source", "run", "BlockScaleTarget", "EmulatedBlockScale", "layout_check",
@@ -359,7 +344,8 @@ class EmulatedBlockScale:
 def _decode(p: BlockScalePath, fmt: str, codes: np.ndarray, shift: int | None) -> np.ndarray:
     s = CONTAINER_SHIFT[fmt] if shift is None else shift
     f = _formats.get(fmt)
-    return _formats.decode(_formats.storage(f), ((codes >> np.uint32(s)) & np.uint32((1 << f.bits) - 1)).astype(np.uint64))
+    field_ = (codes >> np.uint32(s)) & np.uint32((1 << f.bits) - 1)
+    return _formats.decode(_formats.storage(f), field_.astype(np.uint64))
 
 
 def run(p: str | BlockScalePath, A: Any, B: Any, C: Any, SA: Any, SB: Any, *, device: Any = None) -> np.ndarray:
@@ -392,17 +378,12 @@ class BlockScaleTarget(ScaledTarget):
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         p = self.path
-        r = min(p.m, p.n)
         out = []
         for s in range(0, len(c), self.CHUNK):
-            cc = c[s:s + self.CHUNK]
-            n = len(cc)
-            T = -(-n // r)
-            t, i = np.divmod(np.arange(n), r)
-            A, B, C = np.zeros((T, p.m, p.k)), np.zeros((T, p.k, p.n)), np.zeros((T, p.m, p.n))
-            SA, SB = np.ones((T, p.m, p.scale_vec)), np.ones((T, p.n, p.scale_vec))
-            A[t, i, :], B[t, :, i], C[t, i, i] = a[s:s + n], b[s:s + n], cc
-            SA[t, i, :], SB[t, i, :] = sa[s:s + n], sb[s:s + n]
+            rows = slice(s, s + self.CHUNK)
+            A, B, C, t, i = diagonal_tiles(a[rows], b[rows], c[rows], p.m, p.k, p.n)
+            SA, SB = np.ones((len(A), p.m, p.scale_vec)), np.ones((len(A), p.n, p.scale_vec))
+            SA[t, i, :], SB[t, i, :] = sa[rows], sb[rows]
             out.append(run(p, A, B, C, SA, SB, device=self.device)[t, i, i])
         return np.concatenate(out)
 

@@ -7,15 +7,9 @@ from the places the PTX ISA ("Matrix fragments for mma.m16n8k*") gives for its l
 ``threadID_in_group = lane % 4``).  The fragment maps are plain Python (:func:`fragment_map`), so they can be
 checked without a GPU: every element of A, B and C lands in exactly one register slot of one lane.
 
-Each :class:`WgmmaPath` is one ``wgmma.mma_async.sync.aligned.m64nNkK`` variant: one warpgroup (128 threads,
-one block) a tile.  A (64 x K) and B (stored N x K) go to shared memory in the PTX ISA's canonical K-major
-layout without swizzling (:func:`smem_offset`: core matrices of 8 rows x 16 bytes, :data:`WGMMA_LBO` bytes
-apart along K and :data:`WGMMA_SBO` along M or N) and are read through 64-bit matrix descriptors
-(:func:`wgmma_descriptor`); C is loaded into the accumulator registers where :func:`accumulator_map` puts
-it, and the instruction computes D = A B + D.  (The same layout facts, rows of 32 bytes in two core matrices
-along K, are what the peer harness mmasim-kernels uses on the H100; this code is our own.)  wgmma is an
-sm_90a feature, so its kernels are compiled with nvcc ``-arch=sm_90a`` and run on compute capability 9.0
-only.
+Each :class:`WgmmaPath` is one ``wgmma.mma_async.sync.aligned.m64nNkK`` variant, one warpgroup a tile
+(docs/probes.md, "Targets"): A and B in shared memory (:func:`smem_offset`) read through matrix descriptors
+(:func:`wgmma_descriptor`), C where :func:`accumulator_map` puts it; compiled for sm_90a only.
 
 Values travel as bit patterns (no conversion on the GPU can round them); results come back in the output
 format's numpy dtype, to be compared bit for bit with :func:`blockfma.dot`.
@@ -430,7 +424,7 @@ def available() -> bool:
     try:
         cp = cupy_module()
         return cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:
+    except Exception:  # noqa: BLE001 (no CuPy, no driver, no GPU: each raises its own kind; all say "not available")
         return False
 
 
@@ -520,9 +514,7 @@ def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarr
     if not p.runs_on(arch):
         need = "sm_90a, i.e. compute capability 9.0 exactly" if isinstance(p, WgmmaPath) else f"sm_{p.sm} or later"
         raise ValueError(f"{p.name} needs {need}; this GPU is sm_{arch}")
-    A = np.asarray(A)
-    B = np.asarray(B)
-    C = np.asarray(C)
+    A, B, C = np.asarray(A), np.asarray(B), np.asarray(C)
     T = A.shape[0] if A.ndim == 3 else -1
     for x, shape, what in ((A, (T, p.m, p.k), "A"), (B, (T, p.k, p.n), "B"), (C, (T, p.m, p.n), "C")):
         if x.shape != shape:
@@ -552,9 +544,7 @@ def run(p: str | Path, A: Any, B: Any, C: Any, *, raw: bool = False) -> np.ndarr
     dD = cp.zeros_like(dC)
     tiles = T + pad
     fn((tiles // WARPS_PER_BLOCK,), (32 * WARPS_PER_BLOCK,), (dA, dB, dC, dD, ta, tb, tc, np.int64(tiles)))
-    out = cp.asnumpy(dD)[:T]
-    dtype = _formats.get(p.d_format).dtype
-    return out.view(dtype)
+    return cp.asnumpy(dD)[:T].view(_formats.get(p.d_format).dtype)
 
 
 def sass(p: str | Path, arch: int | None = None) -> str:

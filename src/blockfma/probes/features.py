@@ -3,19 +3,10 @@
 Each :class:`FeatureTest` names the feature, the paper it comes from, the Model parameters it informs, a
 builder that turns the target's formats, its k and the findings so far into rows (a, b, c), and a reader
 that states what the outputs say in words a numerical analyst would use.  The probe runner
-(:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models.  The seeds'
-published cases live as data in :mod:`blockfma.probes.seeds`: the seed tests check the presets against
-them, and the ``seeds`` test here feeds the ones that fit a target to the same runner.  Nothing here is
-written per GPU: every value follows from the formats (powers of two placed where both input formats hold
-them, the output's ulp, its smallest subnormal).
-
-FTTN's tests (Li et al., sec. III) map onto these as follows: T_si_no, T_ni_so and T_sa are
-``subnormals``; T_1_bit, T_rnd_dir and T_3_bits_fin_rnd are ``rounding`` (the eighths of an ulp on both
-semi-axes settle all three at once); T_prod is ``products``; T_pres_extra_acc and Fasi et al.'s
-accumulation-precision test are ``precision`` (the working form: the big terms cancel exactly, so the
-small one survives precisely when it lies above the alignment cut); T_blk_fma_width and T_acc_order are
-``order`` (M at one position, -M at another, unit terms elsewhere: the output counts the unit terms outside
-the smallest block that joins the two positions, as in FPRev).
+(:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models; the ``seeds``
+test feeds the seeds' published cases (:mod:`blockfma.probes.seeds`) that fit a target.  Nothing here is
+written per GPU: every value follows from the formats.  The tests' rows and the FTTN and Fasi et al. tests
+each one covers are tabled in docs/probes.md, "Feature tests as data".
 """
 
 from __future__ import annotations
@@ -57,10 +48,6 @@ class Builder:
         self.ctx = ctx
         self.rows: list[Row] = []
 
-    def product(self, value: float) -> tuple[float, float] | None:
-        """(a, b) in A's and B's formats with a·b = value exactly; normal factors where possible."""
-        return product_of(self.ctx.formats, value)
-
     def add(self, label: str, terms: dict[int, float] | Sequence[float], c: float = 0.0) -> bool:
         """A row whose products at the given positions equal ``terms`` (the rest 0) and whose C is ``c``."""
         k = self.ctx.k
@@ -69,7 +56,7 @@ class Builder:
         for pos, value in items:
             if pos >= k:
                 return False
-            ab = self.product(value)
+            ab = product_of(self.ctx.formats, value)
             if ab is None:
                 return False
             a[pos], b[pos] = ab
@@ -84,11 +71,7 @@ class Builder:
         f = self.ctx.formats
         if max([*a, *b], default=0) >= k:  # more positions than the target's k
             return False
-        aa, bb = [0.0] * k, [0.0] * k
-        for pos, v in a.items():
-            aa[pos] = v
-        for pos, v in b.items():
-            bb[pos] = v
+        aa, bb = [a.get(i, 0.0) for i in range(k)], [b.get(i, 0.0) for i in range(k)]
         if not (all(holds(f.a, v) for v in aa) and all(holds(f.b, v) for v in bb) and holds(f.c, c)):
             return False
         self.rows.append(Row(label, tuple(aa), tuple(bb), c))
@@ -99,7 +82,7 @@ def holds(fmt: Format, x: float) -> bool:
     """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`); a NaN
     always, -0 only where the format has a negative zero (a builder must not place one where the unit cannot
     receive it).  Zeros and NaNs are answered here, not from the cache: a cache key does not tell -0 from +0
-    (they compare equal), so a cached +0 once answered for -0 and put -0 into fnuz rows."""
+    (they compare equal)."""
     if math.isnan(x):
         return True
     if x == 0:
@@ -273,7 +256,7 @@ def _build_precision(ctx: Context) -> list[Row]:
 
 def _least_product_exponent(f: Formats) -> int:
     """The exponent of the smallest nonzero product (subnormal factors where the formats have them)."""
-    return f.a.emin - (f.a.fraction_bits if f.a.subnormals else 0) + f.b.emin - (f.b.fraction_bits if f.b.subnormals else 0)
+    return sum(x.emin - (x.fraction_bits if x.subnormals else 0) for x in (f.a, f.b))
 
 
 def _precision_c_rows(B: Builder, ctx: Context) -> None:

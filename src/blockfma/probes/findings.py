@@ -113,9 +113,7 @@ class Findings:
         out["subnormal inputs"] = sub.get("subnormal inputs kept (T_si_no)")
         out["subnormal outputs"] = sub.get("subnormal outputs (T_ni_so)")
         out["products exact"] = self.readings.get("products", {}).get("products exact")
-        out["calls"] = self.calls
-        out["rows"] = self.rows
-        out["seconds"] = round(self.seconds, 2)
+        out.update(calls=self.calls, rows=self.rows, seconds=round(self.seconds, 2))
         return out
 
     def record(self, name: str | None = None) -> dict[str, Any]:
@@ -173,9 +171,7 @@ def probe(target: Any, input_format: Any = FP16, output_format: Any = FP32, k: i
     terminal, True always, False never, or a function of one string (:mod:`blockfma.progress`).
 
     Every argument is checked before any work (:class:`~blockfma.arguments.ArgumentError` naming it, its value
-    and the fix).  A probe of an instruction (k = 4 to 64) takes seconds on the simulator (``sim:V100``: about
-    2 s with ``verify=300``, 5 to 10 s with the default), longer with k: minutes at k = 1024.
-    """
+    and the fix).  Timings: docs/probes.md, "Speed"."""
     kind = targets.kind_of(target)
     options = targets.check_options(kind, options, "probe", PROBE_KEYWORDS)
     priors = choice("priors", priors, ("presets", "none"))

@@ -1,35 +1,13 @@
 """Inference: from a target's outputs on the feature tests to a verified, executable Model.
 
-The search keeps a version space of candidate Models and every (input, output) pair seen so far:
-
-1. **stages** in a decision order (structure: family, L, F, rounding, alignment; specials; zero signs;
-   subnormals; e_zero; details: carry bits, product exponents, output bits, C entry, product order, unpack
-   and accumulator formats).  Each stage sends its feature tests' rows to the target in one call, builds
-   candidates that vary its parameters around the current best Model, and keeps those that reproduce
-   every output seen (early stages compare values, treating ±0 and NaN payloads alike; from the zero-sign
-   stage on, bits);
-2. **separation**: when several candidates survive, the simulator finds inputs on which they disagree
-   (random rows of every input family) and the target decides, one call a round, until the survivors agree
-   on every row tried; where they agree on every row of k products, on chained rows of :data:`CHAIN` times
-   k (below), then by SMT;
-3. **verification**: the chosen Model against the target on ``verify`` fresh random and adversarial rows
-   (adversarial: rows that tell the Model from its one-parameter neighbours), and on ``verify // 5`` chained
-   rows, at least 40,000 (fewer at k over 20: :data:`CHAIN_PRODUCTS`), adversarial ones first: where the
-   Model's own plan over the longer k differs from the Model chained call by call, or from the
-   alternatives.  A mismatch starts a repair
-   round (the neighbours that fit everything seen, else the structure stage's other families taken
-   through the later stages again, then verification again); a Model that still fails is never reported
-   as the target's model.
-
-**Chains.** A Model also says what a chain of instructions gives (:func:`blockfma.dot` at k longer than
-the instruction's), and two Models can agree on every random single instruction yet not on a chain: a
-late-C model (products summed to 31 bits, C added after) and the fused B200 e5m2 x e4m3 -> fp16 preset
-agree on 30,000 of 30,000 random rows of k = 32 but not on 3 of 30,000 of k = 96, where C, the previous
-instructions' rounded sum, nearly cancels the products.  So rows of ``CHAIN * k`` products go to the target through
-:meth:`Target.chain <blockfma.probes.targets.Target.chain>`: the instruction called once per k products, each
-output the next call's C (cuda and callable targets; their C format must hold D), or the engine at the longer
-k (sim targets).  Targets that cannot chain (torch: one call is a whole cuBLAS GEMM; C narrower than D) are
-verified on single calls only.
+The search keeps a version space of candidate Models and every (input, output) pair seen so far: stages in
+a decision order narrow the candidates (each stage's rows in one target call), the simulator separates the
+survivors on random rows, then on chained rows of :data:`CHAIN` times k (two Models can agree on every
+single instruction yet not on a chain, where C is the previous call's rounded sum), then by SMT; the
+chosen Model is verified on random and adversarial rows, single and chained, and a mismatch starts a
+repair round.  A Model that still fails is never reported as the target's model.  The stages, the
+verification's row counts (:data:`CHAIN_PRODUCTS`) and which targets can chain (:meth:`Target.chain
+<blockfma.probes.targets.Target.chain>`) are in docs/probes.md, "Inference" and "Chains of instructions".
 """
 
 from __future__ import annotations
@@ -253,7 +231,8 @@ def bases(f: _inputs.Formats, k: int, priors: str) -> tuple[list[Model], list[Mo
             continue
         for ins in dev.instructions:
             for m in ins.models.values():
-                if m.family is Family.SCALED_FUSED:  # block-scaled: a dot-product target passes no scales (probes.scaled)
+                # block-scaled: a dot-product target passes no scales (probes.scaled)
+                if m.family is Family.SCALED_FUSED:
                     continue
                 if priors == "presets" and (m.input_format, m.b_format, m.output_format) == (f.a, f.b, f.d) \
                         and m.input_rounding is None and m not in presets:
@@ -833,11 +812,9 @@ def disagreements(m1: Model, m2: Model, k: int, n: int = 4000, seed: int = 11) -
 
 
 def _plain(v: Any) -> Any:
-    if hasattr(v, "value") and not isinstance(v, (int, float)):
-        return v.value if not hasattr(v, "name") or not isinstance(v, _formats.Format) else v.name
     if isinstance(v, _formats.Format):
         return v.name
-    return v
+    return v.value if hasattr(v, "value") and not isinstance(v, (int, float)) else v
 
 
 def search(target: Target, *, verify: int = DEFAULT_VERIFY, rounds: int = 2, priors: str = "presets",

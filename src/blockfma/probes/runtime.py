@@ -18,7 +18,8 @@ from typing import Any
 from ..optional import hint, require
 from ..provenance import cpu_name, device_info
 
-__all__ = ["TORCH_HINT", "TORCH_DTYPES", "import_torch", "is_torch", "torch_device", "device_info", "gpu_metadata", "cpu_name"]
+__all__ = ["TORCH_HINT", "TORCH_DTYPES", "import_torch", "is_torch", "torch_device", "device_info", "gpu_metadata",
+           "cpu_name"]
 
 TORCH_HINT = hint("torch")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}

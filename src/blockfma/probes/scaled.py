@@ -3,33 +3,9 @@ scales, the feature tests of the scale path, and the inference of a ``scaled-fus
 
 A :class:`ScaledTarget` computes ``d = sum_i a_i b_i sa[i // block] sb[i // block] + c`` for rows of k
 products, ``sa`` and ``sb`` of shape ``(n, k // scale_block)`` holding values of its scale format (ue8m0 as
-``e8m0fnu``, or ``ue4m3``; NaN allowed).  The instruction fixes its scale format and block, so the target
-states them; the probe infers the arithmetic:
-
-=============  ==============================================================================================
-``blocks``     which scale block applies to each position (the scale of A's block j 2**(j+1), one unit
-               product at a time): a layout or block size other than the stated one shows here first
-``extremes``   scales at their ends (e8m0 2**-127 and 2**127, ue4m3 448 and 2**-9): exact, overflow, underflow
-``nan``        a NaN scale (e8m0 0xFF, ue4m3 0x7F): the result's bits (NaN style)
-``zero``       a zero scale (ue4m3 only; e8m0 has no zero): whether its products vanish, signs of zero
-``precision``  the accumulator width F: C = 2**Y and one scaled term ±2**(Y - x), plus a term at half an
-               output ulp for a rounding to nearest; the two signs differ while the term lies above the cut
-``rounding``   C = 2**Y and terms summing to j/8 of an ulp (j = 1..15) on both semi-axes, read with F known
-``group``      the group size G (F known): two terms of half a quantum 2**(Y - F - 1) at positions 0 and j of
-               one scale block; they survive the cut together exactly while an exact group sum holds both,
-               so the first j where they do not is G (none at j = 1: each product alone)
-``e_zero``     C alone (every product zero), all its bits set: cut where the zero terms' exponent lies F bits
-               or more above its ulp (through fp32 this shows only above F - 149; below, a bound)
-=============  ==============================================================================================
-
-Each reading gives a few values per parameter; the Models built from their combinations are run on every
-row the target answered (the exact reference, :func:`blockfma.reference.scaled_fused_block`), those that
-reproduce all of them are separated on random rows, and the one left is verified on ``verify`` fresh random
-rows (scales drawn over the scale format, cancelling rows with equal scales on both halves).  With
-``priors="presets"`` a preset of the same formats, k and scales that reproduces everything is reported
-itself.  What the fp32 output cannot show is said in the readings: ``e_zero`` below its bound (set to the
-preset's, or under every term with ``priors="none"``), and under ``readings["unresolved"]`` every parameter
-the surviving Models still differ in (e.g. the overflow of ue4m3 targets, whose products never reach it)."""
+``e8m0fnu``, or ``ue4m3``; NaN allowed).  The feature tests (:data:`SCALED_TESTS`: blocks, extremes, nan,
+zero, precision, rounding, group, e_zero), how their readings become a verified Model, and what the fp32
+output cannot show (``readings["unresolved"]``) are in docs/probes.md, "Block-scaled units"."""
 
 from __future__ import annotations
 
@@ -52,7 +28,7 @@ from ..model import Family, Model, NaNStyle
 from .features import holds, product_of, read_bits
 from ..inputs import Formats, Row
 from ..inputs import rows as _rows
-from .targets import BlackBox, TargetError
+from .targets import BlackBox, call_user
 
 __all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
            "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows",
@@ -140,19 +116,7 @@ class CallableScaledTarget(ScaledTarget):
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
                  ) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} ({len(c)} rows)"
-        try:
-            d = np.asarray(self.f(a.copy(), b.copy(), c.copy(), sa.copy(), sb.copy()))
-        except Exception as exc:  # the user's code: say which call broke
-            raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
-        if d.shape != c.shape:
-            raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {c.shape}")
-        fmt = self.formats.d
-        if d.dtype == fmt.dtype:
-            return d
-        try:
-            return _formats.to_numpy(fmt, d.astype(np.float64))
-        except ValueError as exc:
-            raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+        return call_user(call, self.f, (a, b, c, sa, sb), c.shape, self.formats.d)
 
 
 def _scale_format(value: Any) -> Format:
@@ -163,7 +127,8 @@ def _scale_format(value: Any) -> Format:
     except (ValueError, TypeError):
         fmt = None
     if fmt is None or fmt.name not in SCALE_FORMATS:
-        raise ArgumentError("scale_format", value, "is not a scale format", fix=f"use one of {', '.join(SCALE_FORMATS)}")
+        raise ArgumentError("scale_format", value, "is not a scale format",
+                            fix=f"use one of {', '.join(SCALE_FORMATS)}")
     return fmt
 
 
@@ -252,7 +217,8 @@ def _split(fs: Format, S: int) -> tuple[float, float] | None:
     return None
 
 
-def place_block(f: Formats, fs: Format, values: Sequence[float]) -> tuple[list[tuple[float, float]], float, float] | None:
+def place_block(f: Formats, fs: Format, values: Sequence[float]
+                ) -> tuple[list[tuple[float, float]], float, float] | None:
     """Factors (a_i, b_i) and one pair of scales (sa, sb) with a_i b_i sa sb = values[i] exactly, the element
     products as near 1 as the formats allow; None where no power-of-two scale fits them all."""
     nz = [v for v in values if v != 0]
@@ -305,11 +271,7 @@ class ScaledBuilder:
         f = ctx.formats
         if max([*a, *b], default=0) >= ctx.k:
             return False
-        aa, bb = [0.0] * ctx.k, [0.0] * ctx.k
-        for p, v in a.items():
-            aa[p] = v
-        for p, v in b.items():
-            bb[p] = v
+        aa, bb = [a.get(i, 0.0) for i in range(ctx.k)], [b.get(i, 0.0) for i in range(ctx.k)]
         sa = list(sa) + [1.0] * (ctx.blocks - len(sa))
         sb = list(sb) + [1.0] * (ctx.blocks - len(sb))
         if not (all(holds(f.a, v) for v in aa) and all(holds(f.b, v) for v in bb) and holds(f.c, c)
@@ -806,7 +768,8 @@ def _candidates(ctx: ScaledContext, readings: dict[str, Any], outputs: dict[str,
     F = readings["precision"]["bits kept below the largest term (F)"]
     G = readings.get("group", {}).get("group size (G)", "unseen")
     F_values = [F] if F is not None else []  # no term ever survived: outside the family, nothing to verify
-    G_values: list[Any] = [G] if G != "unseen" else [None, *[g for g in (1, 2, 4, 8, 16, 32) if ctx.scale_block % g == 0]]
+    divisors = [g for g in (1, 2, 4, 8, 16, 32) if ctx.scale_block % g == 0]
+    G_values: list[Any] = [G] if G != "unseen" else [None, *divisors]
     if None in G_values:
         G_values.append(1)  # each product alone: by its own exponent (None) or by its scales' (1)
     modes = [RoundingMode[m] for m in readings["rounding"].get("modes", [])] or list(RoundingMode)

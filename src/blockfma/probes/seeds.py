@@ -7,15 +7,9 @@ pair through :func:`blockfma.dot` and compare bits; the probe runner takes :func
 rows for a target of k products.  Nothing here is output of this package: each value is the paper's, or
 derived by hand from the paper's sentence that ``note`` quotes (the derivation is stated there).
 
-Sources (``shared/seeds``):
-
-* Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ Comput. Sci. 7:e330
-  (2021), section "Results": V100, T4, A100 (wmma 16x16x16, the top-left 4x4 block used).
-* Valpey, Li, Pai, Gopalakrishnan, "An SMT formalization of mixed-precision matrix multiplication: modeling
-  three generations of tensor cores": Tables 1, 3, 5 (Titan V, RTX 2080 Ti, RTX A6000 read as the V100, T4
-  and A100 presets).
-* Li et al., "FTTN: Feature-targeted testing for numerical properties of NVIDIA & AMD matrix accelerators"
-  (2024), sec. III (T_1_bit, T_pres_extra_acc, T_prod) with Table IV's per-device readings.
+Sources (``shared/seeds``): Fasi, Higham, Mikaitis, Pranesh 2021, "Results" (V100, T4, A100: wmma 16x16x16,
+the top-left 4x4 block); Valpey et al., Tables 1, 3, 5 (Titan V, RTX 2080 Ti, RTX A6000 read as the V100, T4
+and A100 presets); Li et al. 2024 (FTTN), sec. III with Table IV's per-device readings.
 
 The rows of a case are its printed positions (a_11 b_11 first); positions a paper leaves out are zero.  What
 the seeds state but no (a, b, c) -> d case can hold is listed in ``NOT_CASES``.

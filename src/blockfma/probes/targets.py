@@ -2,17 +2,9 @@
 
 A :class:`Target` takes ``a``, ``b`` of shape (n, k) and ``c`` of shape (n,), float64 values exactly
 representable in its A, B and C formats, and returns d (n,) in the D format's numpy dtype, so results
-compare bit for bit.  It counts its calls, rows and seconds: a call to a real GPU is a kernel launch, so the
-probes batch every round's rows into one call.
-
-* ``"sim:H100"`` (``"sim:H100:wgmma"`` names an instruction) or a :class:`~blockfma.model.Model`: the
-  engine, :func:`blockfma.dot`;
-* any callable ``f(a, b, c) -> d`` with ``k=``: a user's emulator, another simulator, an FPGA model;
-  learnt only through its outputs (checked for shape, format and determinism);
-* ``"cuda"`` (``"cuda:mma.m16n8k16.f32.f16.f16.f32"``): real tensor cores through our own ``mma.sync``
-  kernels (:mod:`blockfma.probes.cuda`), one dot product per row of a tile's diagonal, the rest zero;
-* ``"torch"`` (``"torch:cpu"``, ``"torch:cuda"``): what ``torch`` (cuBLAS on a GPU) returns for the same
-  dot products, as diagonals of batched 16-row GEMMs (``torch.baddbmm``), the path users take.
+compare bit for bit.  The specs :func:`target` takes (``"sim:H100"`` or a Model, a callable ``f(a, b, c)``
+with ``k=``, ``"cuda:..."``, ``"torch:..."``) are in docs/probes.md, "Targets"; a call to a real GPU is a
+kernel launch, so the probes batch every round's rows into one call.
 
 The protocol underneath, :class:`BlackBox`, is shared by every black box blockfma calls: these dot-product
 targets, the order prober's :class:`~blockfma.probes.order.SumTarget` and the multiword hardware units
@@ -52,7 +44,7 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, flag, integer, keywords
 from ..devices import Device, device as _device
 from ..engine import dot
-from ..formats import bits
+from ..formats import Format, bits
 from ..model import Model
 from ..version import __version__
 from ..inputs import Formats
@@ -208,6 +200,26 @@ class SimTarget(Target):
         return {**super().metadata(), "model": self.model.to_dict()}
 
 
+def call_user(call: str, f: Callable[..., Any], operands: tuple[np.ndarray, ...], shape: tuple[int, ...],
+              fmt: Format, floats_only: bool = False) -> np.ndarray:
+    """``f`` on copies of ``operands``, its result checked for ``shape`` and converted to ``fmt``'s dtype
+    (``floats_only``: a dtype other than a float is refused); TargetError naming ``call`` where it fails."""
+    try:
+        d = np.asarray(f(*(x.copy() for x in operands)))
+    except Exception as exc:  # the user's code: say which call broke, keep the cause attached
+        raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
+    if d.shape != shape:
+        raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {shape}")
+    if d.dtype == fmt.dtype:
+        return d
+    if floats_only and d.dtype.kind != "f" and d.dtype.kind != "V":
+        raise TargetError(f"{call} returned dtype {d.dtype}; return floats in {fmt.name} ({fmt.dtype})")
+    try:
+        return _formats.to_numpy(fmt, d.astype(np.float64))
+    except ValueError as exc:
+        raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+
+
 class CallableTarget(Target):
     """Any Python callable ``f(a, b, c) -> d``; its first call is repeated to check it is deterministic."""
 
@@ -221,22 +233,7 @@ class CallableTarget(Target):
 
     def _once(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} (a, b of shape {a.shape})"
-        try:
-            out = self.f(a.copy(), b.copy(), c.copy())
-        except Exception as exc:  # the user's code: say which call broke, keep the cause attached
-            raise TargetError(f"{call} raised {type(exc).__name__}: {exc}") from exc
-        d = np.asarray(out)
-        if d.shape != c.shape:
-            raise TargetError(f"{call} returned shape {d.shape}; it must return one value per row, shape {c.shape}")
-        fmt = self.formats.d
-        if d.dtype == fmt.dtype:
-            return d
-        if d.dtype.kind != "f" and d.dtype.kind != "V":
-            raise TargetError(f"{call} returned dtype {d.dtype}; return floats in {fmt.name} ({fmt.dtype})")
-        try:
-            return _formats.to_numpy(fmt, d.astype(np.float64))
-        except ValueError as exc:
-            raise TargetError(f"{call} returned a value that is not a {fmt.name} number: {exc}") from None
+        return call_user(call, self.f, (a, b, c), c.shape, self.formats.d, floats_only=True)
 
     @property
     def chaining(self) -> str | None:
@@ -273,6 +270,19 @@ class CallableTarget(Target):
         return d
 
 
+def diagonal_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int, n: int
+                   ) -> tuple[np.ndarray, ...]:
+    """Rows ``a``, ``b`` (rows x k) and ``c`` as tiles A (T, m, k), B (T, k, n) and C (T, m, n), one dot
+    product on each diagonal element of a tile and the rest zero, and ``t``, ``i``: row j's result is
+    ``D[t[j], i[j], i[j]]``."""
+    r = min(m, n)  # dot products per tile: the diagonal of D
+    T = -(-len(c) // r)
+    t, i = np.divmod(np.arange(len(c)), r)
+    A, B, C = np.zeros((T, m, k)), np.zeros((T, k, n)), np.zeros((T, m, n))
+    A[t, i, :], B[t, :, i], C[t, i, i] = a, b, c
+    return A, B, C, t, i
+
+
 class CudaTarget(Target):
     """One ``mma.sync`` or ``wgmma`` instruction on this GPU, through :mod:`blockfma.probes.cuda` (CuPy;
     NVRTC, and nvcc for wgmma's sm_90a)."""
@@ -299,21 +309,11 @@ class CudaTarget(Target):
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         p = self.path
-        r = min(p.m, p.n)  # dot products per tile: the diagonal of D
         out = []
         for s in range(0, len(c), self.CHUNK):
-            aa, bb, cc = a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK]
-            n = len(cc)
-            T = -(-n // r)
-            A = np.zeros((T, p.m, p.k))
-            B = np.zeros((T, p.k, p.n))
-            C = np.zeros((T, p.m, p.n))
-            t, i = np.divmod(np.arange(n), r)
-            A[t, i, :] = aa
-            B[t, :, i] = bb
-            C[t, i, i] = cc
-            D = self._cuda.run(p, A, B, C)
-            out.append(D[t, i, i])
+            A, B, C, t, i = diagonal_tiles(a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK],
+                                           p.m, p.k, p.n)
+            out.append(self._cuda.run(p, A, B, C)[t, i, i])
         return np.concatenate(out)
 
     def metadata(self) -> dict[str, Any]:
@@ -380,16 +380,8 @@ class TorchTarget(Target):
         self.name = f"torch:{device}{flags}"
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        torch, r = self.torch, self.TILE
-        n = len(c)
-        T = -(-n // r)
-        t, i = np.divmod(np.arange(n), r)
-        A = np.zeros((T, r, self.k))
-        B = np.zeros((T, self.k, r))
-        C = np.zeros((T, r, r))
-        A[t, i, :] = a
-        B[t, :, i] = b
-        C[t, i, i] = c
+        torch = self.torch
+        A, B, C, t, i = diagonal_tiles(a, b, c, self.TILE, self.k, self.TILE)
         from ..torch_switches import matmul_switches
 
         with matmul_switches(torch, tf32=self.allow_tf32, reduced=self.reduced, fp16_accumulation=False):

@@ -14,11 +14,9 @@ patterns, the formal twin of the exact reference; :mod:`.solve` hands it to z3, 
     queries.separate(models, *, k=None, constraints=None) -> one input on which all the models differ
     queries.accumulator_inputs(model, (34, 35, 36, 37)) -> inputs that read a unit's F (docs/blackwell.md)
 
-Two models compared share A's, B's and the output format; their C formats may differ where one holds the
-other (``shared_c_format``: C is then an input of the narrower one, widened exactly for the other model).
-
-Block-scaled models (the scaled-fused family) take their scales as free inputs of the scale format, one per
-scale block of A and of B; their witnesses carry ``scale_a`` and ``scale_b``.
+Two models compared share A's, B's and the output format, their C formats may differ (``shared_c_format``),
+and block-scaled models take their scales as free inputs (witnesses carry ``scale_a`` and ``scale_b``):
+docs/smt.md, "The questions", and docs/blackwell.md, "The SMT encoding of block-scaled MMA".
 
 ``timeout`` is seconds per solver query everywhere (default :data:`blockfma.arguments.TIMEOUT`, 60 s; None or
 ``math.inf``: no limit); ``k`` is at most :data:`MAX_K`.  Every result has ``to_json()``.  Bad arguments raise

@@ -2,13 +2,9 @@
 
 Every answer that holds an input is checked by the engine (``blockfma.dot``) before it is returned: the
 witness's outputs are recomputed bit for bit and must be what the formula said, so a witness is a fact about
-the simulator, not only about the encoding.  A time-out gives an ``unknown`` answer with the time spent,
-never None; side constraints that no input meets give a ``vacuous`` answer, never a proof.
-
-Time limits: ``timeout`` is seconds per solver query (default :data:`blockfma.arguments.TIMEOUT`, 60 s),
-``total_timeout`` (worst_error) the whole search (default :data:`TOTAL_TIMEOUT`, 600 s); None or
-``math.inf`` mean no limit.  Every public argument is checked where it enters and a bad one raises
-:class:`~blockfma.arguments.ArgumentError` (a ValueError) naming it, its value and the fix.
+the simulator, not only about the encoding.  Time limits, "unknown" and "vacuous" answers and the checks of
+arguments are as :mod:`blockfma.smt` says; ``total_timeout`` (worst_error) bounds the whole search (default
+:data:`TOTAL_TIMEOUT`, 600 s).
 """
 
 from __future__ import annotations
@@ -489,12 +485,10 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
     ``timeout``: seconds for the solver (default 60; None or ``math.inf``: no limit); ``constraints``: side
     conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model b reads the products
     in this order (a permutation of range(k)).  Models whose C formats differ are compared where one holds
-    every value of the other (:func:`shared_c_format`): C is then an input of the narrower format, widened
-    exactly for the model that takes the wider one (Volta's m8n8k4 with fp16 C against the same unit given
-    that C as fp32); their output formats must agree.  Devices may be named instead of Models, with
-    ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
-    bitwuzla was no faster with it on the carry queries, 1.4 s against 1.3 s, 3.5 against 2.9, 6.8 against
-    6.6)."""
+    every value of the other (:func:`shared_c_format`: C is then an input of the narrower format, widened
+    exactly for the other model); their output formats must agree.  Devices may be named instead of Models,
+    with ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
+    no faster with bitwuzla on the carry queries)."""
     verdict = equivalent(model_a, model_b, k=k, timeout=timeout, constraints=constraints, solver=solver,
                          input_format=input_format, output_format=output_format, order_b=order_b,
                          symmetry=symmetry)
@@ -539,7 +533,8 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
         block = m.option("scale_block") if m.block_scaled else 1
         if k % block:
             raise ArgumentError("k", k, f"must be a multiple of {m.name or 'the model'}'s scale block ({block}): "
-                                "every scale block takes one scale of A and one of B", use={"k": block * -(-k // block)})
+                                "every scale block takes one scale of A and one of B",
+                                use={"k": block * -(-k // block)})
     if order_b is not None:
         listed = permutation("order_b", order_b, range(k))
         if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in listed):
@@ -856,18 +851,14 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over
     powers of two, then ``digits`` bits of T's significand (0 to 64); each satisfiable answer raises the
     lower bound to the error of the input found (exact, recomputed with the engine and Fractions), each
-    unsatisfiable one proves an upper bound.  ``timeout`` bounds each query (default 60 s) and
-    ``total_timeout`` the whole search (default :data:`TOTAL_TIMEOUT`, 600 s); None or ``math.inf``: no
-    limit.  The result's ``status`` is "exact" when the bound is proved to the bisection's resolution, else
-    "lower bound" (the search stopped first).
-
-    Proofs of upper bounds are hard for the solvers, so a search usually runs until its limits (timings in
-    docs/smt.md).  ``progress`` (None: lines on stderr where it is a terminal; True, False, or a function of
-    one line) reports the start, the engine's rows and every query with the bounds so far.
+    unsatisfiable one proves an upper bound (the result's ``status``: :class:`WorstError`).  ``timeout``
+    bounds each query and ``total_timeout`` the whole search.  Proofs of upper bounds are hard for the
+    solvers, so a search usually runs until its limits (timings in docs/smt.md).  ``progress`` (None: lines
+    on stderr where it is a terminal; True, False, or a function of one line) reports the start, the
+    engine's rows and every query with the bounds so far.
 
     ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
-    emin, above its value, so the alignment can drop C whole (on the V100 preset a relative error of 2**-9
-    with the product 2**-22 * 2**-24, and up to about 1/9 in principle), which would hide every other
+    emin, above its value, so the alignment can drop C whole (docs/smt.md), which would hide every other
     error; pass False to include them.  Without ``constraints`` the search starts from the largest error
     the engine finds on ``seed_rows`` random and adversarial rows (0 to 10**6; the solver then only has to
     beat it); with them it starts from one input the solver finds, and constraints that no such input meets

@@ -24,7 +24,8 @@ from .bv import conj, disj, exponent, msb, shl, shr
 from .encode import Sym
 
 __all__ = ["Inputs", "Constraint", "apply", "all_of", "finite", "positive", "nonnegative", "exponents", "zeros",
-           "nonzero", "normal", "scales", "check_positions", "product_not_in", "product_in_range", "sum_in", "representable"]
+           "nonzero", "normal", "scales", "check_positions", "product_not_in", "product_in_range", "sum_in",
+           "representable"]
 
 
 @dataclass(frozen=True)

@@ -2,22 +2,11 @@
 
 This is the formal twin of ``reference.py`` (docs/semantics.md is the spec both follow): every input is a
 bit-vector of its format's width, every exact value a fixed-point integer, and every rounding is written with
-integer operations only, so the formula stays in the quantifier-free bit-vector theory (QF_BV) that z3,
-cvc5 and bitwuzla bit-blast fast.  No floating-point theory is used: the units' arithmetic is not IEEE.
-
-Two fixed-point frames carry the exact values:
-
-* the *aligned frame* of a truncated-fused block: integers in units of 2**(e_max - F), F + 3 bits plus the
-  carries, whatever the inputs' exponents (the cut terms are what the unit adds, so this is exact for it);
-  a late-c block has two such frames, the products' in units of 2**(e_dot - F) and the late sum's in units
-  of 2**(E - F2) or 2**(E - F2 - 1), a few bits over F2;
-* the *exact frame* of the IEEE-operation families (exact-fused, fma-chain, pairwise, amx, bfdot and the
-  addition of C after a block): integers in units of 2**LSB, LSB the lowest bit any term can have, wide
-  enough for the whole exponent range of the terms (about 280 bits for fp16 products and an fp32 C).
-
-A block-scaled model (scaled-fused) reads its scales as bit patterns of the scale format too (e8m0fnu,
-ue4m3: :func:`decode` takes unsigned formats and formats without a zero); its terms, scaled products or
-scaled group sums, go through the same aligned frame as truncated-fused (:func:`_aligned_sum`).
+integer operations only (QF_BV; no floating-point theory: the units' arithmetic is not IEEE).  The two
+fixed-point frames (the *aligned frame* of a truncated-fused, late-c or scaled-fused block, in units of
+2**(e_max - F); the *exact frame* of the IEEE-operation families, in units of 2**LSB) are described in
+docs/smt.md, "The encoding".  Scales of a block-scaled model are bit patterns of the scale format too
+(:func:`decode` takes unsigned formats and formats without a zero).
 
 Which models are covered is :func:`unsupported`'s answer: every family, and every parameter but
 ``nan="propagate"`` and float64 in an exact frame (4,000-bit integers) or in a late-c block.

@@ -6,10 +6,8 @@ of the witness (the property, recomputed with ``blockfma.dot`` and Fractions).  
 ``run(name)`` answers one.  The seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are
 kept beside each for benchmarks/bench_smt.py, and bitwuzla's on a 2-core machine (``expected_seconds``): a
 query that runs out of its ``timeout`` (default 60 s, like every smt question) says how long it should take.
-
-The paper's tensor core (its Algorithm 1) normalises each product to fp32 before alignment; the presets give
-a product the sum of its factors' exponents (significand in [1, 4)), which the H100 data fit.  The carry
-queries use the paper's reading (``product_exponent="normalized"``) and, beyond the paper, the preset's.
+The carry queries use the paper's reading of products (``product_exponent="normalized"``) and, beyond the
+paper, the presets' (docs/smt.md, "Notes on the seed").
 """
 
 from __future__ import annotations
@@ -221,7 +219,7 @@ def _rounding_accumulator():
     k = 4
 
     def build():
-        form, variables, v, d_a, d_b = difference_formula(unit, rz, k, [_zeros_after(1, k)])
+        form, variables, v, d_a, _ = difference_formula(unit, rz, k, [_zeros_after(1, k)])
         N, LSB, _, _, _ = _enc.exact_value(unit, v.bits_a, v.bits_b, v.bits_c)
         W = N.size() + 2
         da = _value("fp32", d_a, LSB, W)
@@ -247,7 +245,7 @@ def _accumulation_order():
         unit = _v100()
         a4, b4 = np.append(w.a, 0.0), np.append(w.b, 0.0)
         d1, bits1 = engine_bits(unit, a4, b4, w.c)
-        d2, bits2 = engine_bits(unit, a4[[2, 1, 0, 3]], b4[[2, 1, 0, 3]], w.c)
+        _, bits2 = engine_bits(unit, a4[[2, 1, 0, 3]], b4[[2, 1, 0, 3]], w.c)
         _need(bits1 == bits2, "the unit's result does not depend on the order")
         return [f"V100 gives {hex_float(d1)} in both orders"]
     return _pair_query(seq, seq, k, [C.zeros(c=True)], order_b=[2, 1, 0], check=check)
@@ -580,10 +578,10 @@ def accumulator_inputs(model: Model, fractions: Any = (34, 35, 36, 37), *, posit
     The inputs are short: A and B are +0 except at ``positions`` (default: the first product of every
     ``scale_group``, or of every 8 products); C and the scales are free but for their exponents, which lie
     in ``exponents`` (no NaN scale, so the numbers stay readable); with ``zero_c`` C is +0 (what a GEMM
-    library's D = A B with beta = 0 gives the unit); every result is a finite number.  Every input's results under every candidate F are recomputed by the engine (the formula
-    must agree) and by the exact reference (``blockfma.reference.dot_bits``), which must agree too.
-    ``progress`` (None: lines on stderr where it is a terminal; True, False or a function of one line)
-    reports each query (timings in docs/blackwell.md)."""
+    library's D = A B with beta = 0 gives the unit); every result is a finite number.  Every input's results
+    under every candidate F are recomputed by the engine (the formula must agree) and by the exact reference
+    (``blockfma.reference.dot_bits``), which must agree too.  ``progress`` (None: lines on stderr where it is
+    a terminal; True, False or a function of one line) reports each query (timings in docs/blackwell.md)."""
     say = reporter(progress)
     from .api import check_k
 

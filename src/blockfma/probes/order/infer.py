@@ -35,20 +35,12 @@ class ProbeScale:
 
 
 def probe_scale(target: SumTarget, *, ratio: int | None = None) -> ProbeScale:
-    """Choose M and the unit for ``target``.
-
-    Let p be the accumulator's precision, F the bits a fused block keeps below its largest exponent
-    (``target.fraction_bits``; p + 2 where unknown, above every NVIDIA preset: 23 to 25 for fp32
-    accumulation) and c = ceil(log2 n).  Before M and -M cancel, a partial sum of M or -M meets at most
-    n - 2 < 2**c units.  A rounded-to-nearest addition of precision p keeps ``-2**b`` when the units add
-    less than half its spacing below, ``2**(b - p - 1)``; a fused block cuts every term below
-    ``2**(b - F)``.  So ``M / unit = 2**r`` with ``r = max(p + 1, F) + c + 1`` (one bit of margin) makes
-    both absorb.  The unit is 1 where the summands allow (outputs then count directly), else as large as
-    lets M fit: fp16 products reach ``2**30``, so fp16 with an fp32 accumulator and n = 256 (r = 35) gets
-    ``M = 2**30`` and the unit ``2**-5`` (``a = 2**-20``, a subnormal, times ``b = 2**15``).  ``ratio``
-    overrides r.  Additions rounded toward zero step by step absorb units into M but not into -M (each
-    unit moves ``-M`` one step toward zero, at any ratio); where -M meets units before M the count comes
-    out far beyond n - 2 and the inference says so.
+    """Choose M and the unit for ``target``: ``M / unit = 2**r`` with ``r = max(p + 1, F) + c + 1`` (p the
+    accumulator's precision, F ``target.fraction_bits`` or p + 2 where unknown, c = ceil(log2 n)), so that a
+    rounding to nearest and a fused block's cut both absorb the units (the derivation: docs/probes-order.md,
+    "Choosing M").  The unit is 1 where the summands allow (outputs then count directly), else as large as
+    lets M fit.  ``ratio`` overrides r.  Additions rounded toward zero step by step absorb units into M but
+    not into -M; where -M meets units before M the count comes out far beyond n - 2 and the inference says so.
     """
     r = probe_ratio(target.n, target.accumulator, target.fraction_bits) if ratio is None else \
         integer("ratio", ratio, least=1)

@@ -272,16 +272,11 @@ def few(items: Sequence[int], k: int = 6) -> str:
 # --- recognising shapes --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Shape:
-    """A tree's shape by name.
-
-    ``kind``: ``"sequential"`` (one input at a time, in index order), ``"blocks"`` (a chain of fused blocks
-    of ``block`` = L inputs, each node adding the running sum and the next L inputs), ``"split-k"``
-    (``ways`` contiguous parts, each a chain of L-blocks, L = 1 meaning sequential, their partial sums added
-    as ``combine`` says: ``"sequential"``, ``"fused"``, ``"pairwise"`` or ``"other"``), ``"interleaved"``
-    (the same with interleaved parts: part k holds the chunks of ``chunk`` inputs numbered k, k + ways,
-    k + 2 ways, ...; chunk 1 gives the lanes of a vectorised loop), ``"pairwise"`` (balanced binary
-    halves) or ``"other"``.
-    """
+    """A tree's shape by name (docs/probes-order.md, "Shapes"): ``kind`` ``"sequential"``, ``"blocks"`` (a
+    chain of fused blocks of ``block`` = L inputs), ``"split-k"`` (``ways`` contiguous parts, each a chain of
+    L-blocks, their partial sums added as ``combine`` says: ``"sequential"``, ``"fused"``, ``"pairwise"`` or
+    ``"other"``), ``"interleaved"`` (part k holds the chunks of ``chunk`` inputs numbered k, k + ways, ...),
+    ``"pairwise"`` or ``"other"``."""
 
     kind: Literal["sequential", "blocks", "split-k", "interleaved", "pairwise", "other"]
     block: int | None = None
