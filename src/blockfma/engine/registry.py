@@ -204,13 +204,13 @@ class Torch(Engine):
 
         if ops.scaled:
             block = p.model.option("scale_block")
-            return gpu.scaled(p.model, rules.pad(ops.a, p.padded), rules.pad(np.swapaxes(ops.b, 1, 2), p.padded),
+            return gpu.scaled(p, rules.pad(ops.a, p.padded), rules.pad(np.swapaxes(ops.b, 1, 2), p.padded),
                               np.asarray(ops.c, dtype=np.float64), scaled.per_product(ops.sa, block, p.padded),
                               scaled.per_product(np.swapaxes(ops.sb, 1, 2), block, p.padded), self.name)
         if ops.gemm:
-            return gpu.gemm(p.model, ops.a[0], ops.b[0].T, np.array(ops.c[0], dtype=np.float64), self.name,
+            return gpu.gemm(p, ops.a[0], ops.b[0].T, np.array(ops.c[0], dtype=np.float64), self.name,
                             progress=progress)[None]
-        return gpu.dot(p.model, ops.a[:, 0], ops.b[:, :, 0], ops.c[:, 0, 0], self.name)[:, None, None]
+        return gpu.dot(p, ops.a[:, 0], ops.b[:, :, 0], ops.c[:, 0, 0], self.name)[:, None, None]
 
 
 class Triton(Engine):
