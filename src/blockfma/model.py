@@ -45,11 +45,8 @@ class NaNStyle(enum.Enum):
     shapes): in each step ``d = fma(a_i, b_i, d)`` a NaN result is B's NaN if ``b_i`` is one, else the
     accumulator's if ``d`` is one (C for the first step), else A's, always quieted (quiet bit set, sign and
     the rest of the payload kept; a signalling NaN has no priority over a quiet one); with no NaN operand
-    (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative quiet: 0xFFF8000000000000).  The order
-    B, accumulator, A is the only one of the 16 rules tried (six operand orders, each with and without
-    signalling NaNs first, and four payload comparisons) that fits the record: the recorded examples bit
-    for bit and, with the NaN inputs recovered by replaying the record's seeded generator, the exact number
-    of rows per family whose NaN differs from 0x7FF8000000000000 on every DMMA shape
+    (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative quiet: 0xFFF8000000000000); the order
+    B, accumulator, A is the one rule of 16 tried that fits the record
     (data/hardware/h100-mma-wgmma-nan-inputs.json).  A payload moves between formats left-aligned (the
     quiet bit onto the quiet bit; bits the narrower format lacks are dropped)."""
 
@@ -57,8 +54,6 @@ class NaNStyle(enum.Enum):
     DEFAULT = "default"  # IEEE default quiet NaN, positive: 0x7FC00000, 0x7E00 (Arm default NaN)
     INDEFINITE = "indefinite"  # x86 "QNaN floating-point indefinite": 0xFFC00000
     PROPAGATE = "propagate"  # an input NaN's payload, quieted (B, then the accumulator, then A); else indefinite
-
-
 
 
 # --- field metadata ---------------------------------------------------------------------------------------------

@@ -1,12 +1,9 @@
 """The GPU engine: the array kernels of the fused families (:mod:`.array`) run on torch tensors.
 
-``backend="cuda"`` runs them on a CUDA GPU, ``backend="torch"`` on the CPU (the same code, so the CPU run in
-the test suite checks the GPU's algorithm; the GPU test then checks the device).  This module is the
-driver: it puts the operands on the device once (padded to whole blocks, with their exponents), fuses each
-block into one kernel with torch.compile where it can, and walks the blocks in order over tiles of the
-output.  The kernels themselves are the ones the numpy engine runs, on numpy arrays; see :mod:`.array` for
-why they are exact on any device.  ``supports(model)`` says which models run here (truncated-fused, late-c
-and exact-fused with results no wider than binary32); the others run on the CPU engines.
+``backend="cuda"`` runs them on a CUDA GPU, ``backend="torch"`` on the CPU (the same code: docs/engines.md,
+"The GPU engine").  This module is the driver: it puts the operands on the device once (padded to whole
+blocks, with their exponents), fuses each block into one kernel with torch.compile where it can, and walks
+the plan's blocks over tiles of the output.  :func:`supports` says which models run here.
 """
 
 from __future__ import annotations
@@ -110,7 +107,7 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
                 if not fallen_back:  # every call may compile anew (a new shape), so every call is guarded
                     try:
                         return compiled(*args)
-                    except Exception as exc:  # a broken toolchain, not an arithmetic question
+                    except Exception as exc:  # noqa: BLE001 - a broken toolchain, not an arithmetic question
                         warnings.warn(f"torch.compile failed for the GPU engine ({type(exc).__name__}: {exc}); "
                                       "running it op by op (same results, slower)", RuntimeWarning, stacklevel=2)
                         fallen_back.append(True)
