@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from . import formats as _formats
+from . import formats as _formats, plan as _plan
 from .family import Family, family_parameters
 from .formats import Format, RoundingMode
 
@@ -379,22 +379,16 @@ class Model:
     @property
     def step_width(self) -> int | None:
         """Products per step of the chain (:func:`blockfma.plan.step_width`)."""
-        from . import plan
-
-        return plan.step_width(self)
+        return _plan.step_width(self)
 
     def step(self, k: int) -> int:
         """Products per step of a dot product of length k (:meth:`blockfma.plan.Schedule.width`)."""
-        from .plan import schedule
-
-        return schedule(self).width(k)
+        return _plan.schedule(self).width(k)
 
     def plan(self, k: int) -> Plan:
         """What this model does over a dot product of k products (:class:`blockfma.plan.Plan`): the steps,
         the blocks of each, where C enters and what is stored; every engine runs it."""
-        from .plan import plan
-
-        return plan(self, k)
+        return _plan.plan(self, k)
 
     @property
     def accumulator(self) -> Format:
@@ -404,9 +398,7 @@ class Model:
 
     def order(self, n: int) -> list[int]:
         """The order in which one step's n products enter its blocks (:func:`blockfma.plan.order`)."""
-        from . import plan
-
-        return plan.order(self, n)
+        return _plan.order(self, n)
 
     def arithmetic_model(self) -> Model:
         """The model the datapath runs: with ``unpack_format``, this model with A and B in that format
@@ -417,15 +409,11 @@ class Model:
 
     def block_model(self) -> Model:
         """One block as a fused kernel computes it (:func:`blockfma.plan.block_model`)."""
-        from . import plan
-
-        return plan.block_model(self)
+        return _plan.block_model(self)
 
     def first_block_model(self) -> Model:
         """The block of the first step, whose C is the C given (:func:`blockfma.plan.first_block_model`)."""
-        from . import plan
-
-        return plan.first_block_model(self)
+        return _plan.first_block_model(self)
 
     def option(self, name: str) -> Any:
         """The value of one of the family's own parameters (:class:`blockfma.family.Option`)."""

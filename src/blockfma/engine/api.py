@@ -15,7 +15,7 @@ from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import Plan, plan
 from ..progress import on_terminal
-from . import registry
+from . import distributed, registry
 from .kernels import flush_operands
 from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
@@ -386,8 +386,6 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
-    from . import distributed
-
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)

@@ -20,6 +20,7 @@ from ..model import Family, Model
 from ..plan import Index, Plan, array_index, run
 from ..optional import require
 from . import array, rules
+from .triton import check_fits
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm", "scaled"]
 
@@ -80,9 +81,9 @@ def _on(dev: Any, x: np.ndarray, kp: int | None = None) -> Any:
 
 def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Callable[..., Any]:
     """The block kernel for this model and these flags: compiled by torch.compile (one fused kernel per
-    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op.  Exact-fused always
-    runs op by op: its carry loop unrolls into a graph that takes minutes to compile.  Should compiling
-    fail (no Triton, no C++ compiler), a warning says so and the op-by-op kernel runs: same bits, slower."""
+    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else (and always for exact-fused, whose
+    carry loop takes minutes to compile) op by op.  Should compiling fail (no Triton, no C++ compiler), a
+    warning says so and the op-by-op kernel runs: same bits, slower."""
     key = (model, products, overflow, device_type)
     if key not in _STEPS:
         kernel = model.family.implementation("array")
@@ -187,8 +188,6 @@ def gemm(p: Plan, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "
     A GEMM whose operands cannot fit the device's free memory is refused before anything moves, with the
     sizes and the fix (``blockfma.engine.triton.check_fits`` with this engine's sizes: A and B in float64
     with their int64 exponents, C and D in float64; one tile's temporaries come on top)."""
-    from .triton import check_fits
-
     check_fits(A.shape[0], A.shape[1], Bt.shape[0], torch_device(backend), operand_bytes=16, output_bytes=16,
                what="A and B in float64 with their exponents, C and D in float64")
     tiles = _Tiles(p, A, Bt, backend, gemm=True)
@@ -231,8 +230,6 @@ def scaled(p: Plan, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray
     A (batch, m, k), Bt (batch, n, k) (B transposed), C (batch, m, n), values checked and flushed; the
     scales of every product SA (batch, m, kp), SBt (batch, n, kp), kp the plan's padded k (padding: 1).
     A call whose arrays cannot fit the device's free memory is refused before anything moves."""
-    from .triton import check_fits
-
     _torch()  # torch missing: the one-line install hint, before anything else
     dev = torch_device(backend)
     (batch, m, k), n = A.shape, Bt.shape[1]

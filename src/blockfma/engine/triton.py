@@ -50,7 +50,7 @@ from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
 from ..plan import Plan, plan, schedule
-from . import array, rules
+from . import array, rules, scaled
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
            "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
@@ -128,8 +128,6 @@ def _step_reason(m: Model) -> str | None:
 
 def _scaled_reason(m: Model) -> str | None:
     """unsupported_reason for a block-scaled model (:mod:`.triton_scaled`)."""
-    from . import scaled
-
     L, G = m.block_width, m.option("scale_group")
     if L is None or L > 256 or L & (L - 1) or (G is not None and (G & (G - 1) or L % G)):
         return "it runs block-scaled blocks of a power of two of at most 256 products, in whole groups"
@@ -327,8 +325,6 @@ def _scaled_fields(block: Model) -> dict[str, Any]:
     """The block-scaled block's own fields (:mod:`.triton_scaled`): G (products per group, 0 for a term per
     product), T (term slots per block), SB (products per scale), the operand and scale formats' precisions
     and least exponents, and LO, the lowest last place of a product of A's and B's formats."""
-    from . import scaled
-
     G = block.option("scale_group") or 0
     L = block.block_width
     assert L is not None
@@ -421,11 +417,7 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
     exact zeros +0 or a result format without -0 (the fast path keeps no term signs), A's and B's finite
     nonzero values binary32 normals, the lowest last place LO of a product at least -126, the bits of a
     term's significand (the product, Pa + Pb, or a group's exact sum, H - LO with G max|a| max|b| < 2**H)
-    plus the scales' 2 Ps at most 24, a scale block of a power of two holding whole groups.  Every
-    block-scaled preset of today meets them (mxf8f6f4: at most 4 + 4 + 2 bits, e5m2's products from 2**-32;
-    mxf4, nvf4: 12 + 2 or 12 + 8 bits from 2**-2)."""
-    from . import scaled
-
+    plus the scales' 2 Ps at most 24, a scale block of a power of two holding whole groups: every preset."""
     m = model.arithmetic_model()
     if not m.block_scaled:
         return dict(FAST=False, U=1, WHY="it is not block-scaled")
@@ -490,12 +482,9 @@ def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
 
 def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: int | None,
           num_warps: int | None) -> tuple[int, int, int]:
-    """The launch's (BLOCK_M, BLOCK_N, warps): those given, else the block's defaults.  On a GPU the fast
-    paths take 128 x 64 (block-scaled: 64 x 64) with 8 warps, the best of bench_gpu.py's tile sweep and of
-    ptxas's registers (data/hardware/README.md); the general paths 16 x 16 with 4 warps (their
-    (16, L, 16) int64 products spill at 32 x 32), the FMA chain and pairwise 32 x 32, exact-fused's limbs
-    16 x 16; under the interpreter 16 x 16 (block-scaled: no larger than D, its reductions go element by
-    element there)."""
+    """The launch's (BLOCK_M, BLOCK_N, warps): those given, else the block's defaults (on a GPU the best of
+    bench_gpu.py's tile sweep and of ptxas's registers, data/hardware/README.md; under the interpreter
+    16 x 16, block-scaled no larger than D)."""
     cpu = device.type == "cpu"
     fast = B.FAST and not cpu
     if B.FAMILY == Family.SCALED_FUSED.name:
