@@ -134,8 +134,7 @@ def finite(xp: Any, x: Any) -> Any:
     return xp.where(xp.isfinite(x), x, 0.0)
 
 
-def round_to(xp: Any, fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overflow: str = "ieee"
-             ) -> Any:
+def round_to(xp: Any, fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overflow: str = "ieee") -> Any:
     """Round exact finite float64 values ``x`` once to ``fmt`` (precision <= 52): what
     :func:`blockfma.formats.round_integer` does on (sign, integer, exponent) triples, here on float64
     values, with its flush-to-zero (tininess before rounding) and its overflow policies.  The significand

@@ -56,8 +56,7 @@ def _run_array(kernel: Callable[..., np.ndarray], model: Model, a: np.ndarray, b
         return kernel(np, model, a, b, c, products=products, overflow=overflow)
 
 
-def array_block(kernel: Callable[..., np.ndarray]
-                ) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def array_block(kernel: Callable[..., np.ndarray]) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """A family's array kernel (:mod:`.array`, shared with the GPU engine) as a numpy block."""
 
     def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
