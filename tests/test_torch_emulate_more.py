@@ -255,6 +255,7 @@ def test_awkward_tensors_give_the_right_answer():
 def test_gpu_engine_refuses_a_gemm_that_cannot_fit_before_anything_moves(monkeypatch):
     from blockfma.engine import gpu
     from blockfma.engine import triton as tr
+    from blockfma.plan import plan
 
     model = bf.device("H100").model("fp16", "fp32")
     A, Bt, C = np.ones((64, 512)), np.ones((64, 512)), np.zeros((64, 64))
@@ -263,11 +264,11 @@ def test_gpu_engine_refuses_a_gemm_that_cannot_fit_before_anything_moves(monkeyp
     monkeypatch.setattr(gpu, "_on", lambda *a: moved.append(a))
     with pytest.raises(MemoryError, match=r"^gemm 64x512x64 on cpu needs about .*\(A and B in float64 with their "
                        r"exponents, C and D in float64\) .* split the call"):
-        gpu.gemm(model, A, Bt, C, backend="torch")
+        gpu.gemm(plan(model, 512), A, Bt, C, backend="torch")
     assert moved == []
     monkeypatch.undo()
     monkeypatch.setattr(tr, "free_bytes", lambda device: 1_114_112)  # exactly enough: runs
-    assert gpu.gemm(model, A, Bt, C, backend="torch")[0, 0] == 512.0
+    assert gpu.gemm(plan(model, 512), A, Bt, C, backend="torch")[0, 0] == 512.0
 
 
 needs_cuda_triton = pytest.mark.skipif(not torch.cuda.is_available() or not bf.engine.triton.available(),

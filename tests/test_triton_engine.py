@@ -479,7 +479,7 @@ def test_fast_path_where_it_holds():
     assert tr.fast_constants(h100, *_tensors([[0.0, -0.0]], [[1.0], [2.0**-130]]))["FAST"]  # no nonzero product
     late16 = Model(Family.LATE_C, formats.get("fp16"), formats.get("fp16"), block_width=8, fraction_bits=24,
                    late_fraction_bits=31)  # C in fp16: a product of 2**16 or more overflows, the general path's
-    assert tr.constants(late16, False)["C_EMAX"] == 15 and not tr.fast_constants(late16)["FAST"]
+    assert tr._config(late16.arithmetic_model(), False).BLOCK.C_EMAX == 15 and not tr.fast_constants(late16)["FAST"]
     assert tr.fast_constants(late16, *_tensors([[2.0**7]], [[2.0**7]]))["FAST"]
     assert not tr.fast_constants(late16, *_tensors([[2.0**8]], [[2.0**7]]))["FAST"]
     const = tr.fast_constants(h100, ones, ones)

@@ -17,28 +17,9 @@ A :class:`Family` holds everything the rest of the package needs to know about o
 * how the **probe search** starts it: ``base(a, b, d, k)``, a model of the family for those formats.
 
 What happens around a block over the K products (padding, product order, where C enters, what is stored)
-is the step plan (:mod:`blockfma.plan`), the same for every family.  The built-in families are registered
-below, in the order the probe search tries them; :func:`register` adds a user's own (docs/extending.md).
-
-Built-in families (docs/semantics.md spells each out):
-
-=================  ==========================================================================================
-truncated-fused    NVIDIA tensor cores.  Per block of L products: exact products whose exponent is the sum of
-                   the factors' exponents; e_max over products and C (zeros at e_zero); every term cut at
-                   weight 2**(e_max - F) (``alignment``); exact sum (or modulo the carry bits); one rounding.
-exact-fused        AMD CDNA1 and the CPU "exact" reference: the exact sum of L products and C, rounded once;
-                   ``block_width=None`` puts the whole dot product in one block (a correctly rounded dot).
-pairwise           AMD CDNA2: products rounded to the output format, added in a binary tree of IEEE adds
-                   ((p0+p1)+(p2+p3)), then C + that.
-late-c             AMD CDNA3: products aligned to their own maximum and cut at F, summed exactly; then the sum
-                   and C aligned to their common maximum and floored (sum at ``late_fraction_bits``, C at F),
-                   added, rounded once; ``groups=2`` sums even- and odd-indexed products apart first.
-fma-chain          a chain of IEEE fused multiply-adds in the output format, d = fma(a_i, b_i, d) (fp64 DMMA,
-                   fp32 MFMA, the CPU "ieee-sequential" reference).
-amx                Intel AMX TDPBF16PS: even and odd fp32 partial sums updated by FMAs, then C + (even + odd).
-bfdot              Arm BFDOT with FPCR.EBF = 0: per pair, both products rounded to fp32, their sum rounded,
-                   then added to C, each step rounded to odd.
-=================  ==========================================================================================
+is the step plan (:mod:`blockfma.plan`), the same for every family.  The built-in families (docs/semantics.md
+spells each out) are registered below, in the order the probe search tries them; :func:`register` adds a
+user's own (docs/extending.md).
 """
 
 from __future__ import annotations

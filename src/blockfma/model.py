@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from . import formats as _formats
+from . import formats as _formats, plan as _plan
 from .family import Family, family_parameters
 from .formats import Format, RoundingMode
 
@@ -45,11 +45,8 @@ class NaNStyle(enum.Enum):
     shapes): in each step ``d = fma(a_i, b_i, d)`` a NaN result is B's NaN if ``b_i`` is one, else the
     accumulator's if ``d`` is one (C for the first step), else A's, always quieted (quiet bit set, sign and
     the rest of the payload kept; a signalling NaN has no priority over a quiet one); with no NaN operand
-    (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative quiet: 0xFFF8000000000000).  The order
-    B, accumulator, A is the only one of the 16 rules tried (six operand orders, each with and without
-    signalling NaNs first, and four payload comparisons) that fits the record: the recorded examples bit
-    for bit and, with the NaN inputs recovered by replaying the record's seeded generator, the exact number
-    of rows per family whose NaN differs from 0x7FF8000000000000 on every DMMA shape
+    (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative quiet: 0xFFF8000000000000); the order
+    B, accumulator, A is the one rule of 16 tried that fits the record
     (data/hardware/h100-mma-wgmma-nan-inputs.json).  A payload moves between formats left-aligned (the
     quiet bit onto the quiet bit; bits the narrower format lacks are dropped)."""
 
@@ -57,8 +54,6 @@ class NaNStyle(enum.Enum):
     DEFAULT = "default"  # IEEE default quiet NaN, positive: 0x7FC00000, 0x7E00 (Arm default NaN)
     INDEFINITE = "indefinite"  # x86 "QNaN floating-point indefinite": 0xFFC00000
     PROPAGATE = "propagate"  # an input NaN's payload, quieted (B, then the accumulator, then A); else indefinite
-
-
 
 
 # --- field metadata ---------------------------------------------------------------------------------------------
@@ -384,22 +379,16 @@ class Model:
     @property
     def step_width(self) -> int | None:
         """Products per step of the chain (:func:`blockfma.plan.step_width`)."""
-        from . import plan
-
-        return plan.step_width(self)
+        return _plan.step_width(self)
 
     def step(self, k: int) -> int:
         """Products per step of a dot product of length k (:meth:`blockfma.plan.Schedule.width`)."""
-        from .plan import schedule
-
-        return schedule(self).width(k)
+        return _plan.schedule(self).width(k)
 
     def plan(self, k: int) -> Plan:
         """What this model does over a dot product of k products (:class:`blockfma.plan.Plan`): the steps,
         the blocks of each, where C enters and what is stored; every engine runs it."""
-        from .plan import plan
-
-        return plan(self, k)
+        return _plan.plan(self, k)
 
     @property
     def accumulator(self) -> Format:
@@ -409,9 +398,7 @@ class Model:
 
     def order(self, n: int) -> list[int]:
         """The order in which one step's n products enter its blocks (:func:`blockfma.plan.order`)."""
-        from . import plan
-
-        return plan.order(self, n)
+        return _plan.order(self, n)
 
     def arithmetic_model(self) -> Model:
         """The model the datapath runs: with ``unpack_format``, this model with A and B in that format
@@ -422,15 +409,11 @@ class Model:
 
     def block_model(self) -> Model:
         """One block as a fused kernel computes it (:func:`blockfma.plan.block_model`)."""
-        from . import plan
-
-        return plan.block_model(self)
+        return _plan.block_model(self)
 
     def first_block_model(self) -> Model:
         """The block of the first step, whose C is the C given (:func:`blockfma.plan.first_block_model`)."""
-        from . import plan
-
-        return plan.first_block_model(self)
+        return _plan.first_block_model(self)
 
     def option(self, name: str) -> Any:
         """The value of one of the family's own parameters (:class:`blockfma.family.Option`)."""

@@ -1,30 +1,20 @@
 """The step plan: what a Model does over the K products of one dot product, written once.
 
-A matrix unit does not see a dot product of length K at once.  It takes its products in **steps** (a block
-of ``block_width`` products, or an instruction of ``instruction_k`` products, or with ``c_entry="end"`` the
-whole of K), a short last step padded with +0 * +0 products.  Inside a step the products enter in the
-model's ``product_order`` and fall into **blocks** of L = ``block_width``, each summed by the family's
-block (:mod:`blockfma.family`).  Then either
-
-* ``c_entry="fused"``: the step is one block and C is one of its terms; its result is the next step's C;
-* ``c_entry="after"`` or ``"end"``: the step's blocks chain from +0 (each block's result the next block's
-  C), and C is then added by one IEEE addition, rounded to nearest even into the output format.
-
-Where the blocks round into a wider ``accumulator_format`` than the output format, the result of each
-step's blocks is **stored**: rounded to nearest even into the output format (before C is added, where C
-comes after).
+A matrix unit takes its products in **steps** (a block of ``block_width`` products, an instruction of
+``instruction_k`` products, or with ``c_entry="end"`` the whole of K), a short last step padded with
++0 * +0 products.  Inside a step the products enter in the model's ``product_order`` and fall into
+**blocks** of L = ``block_width``, each summed by the family's block (:mod:`blockfma.family`).  Then either
+C is fused into the step's one block (``c_entry="fused"``), or the step's blocks chain from +0 and C is
+added by one IEEE addition rounded to nearest even; with a wider ``accumulator_format`` the blocks' result
+is **stored** (rounded to nearest even into the output format, before C where C comes after).
+docs/semantics.md, "Blocks and chaining", spells the rules out; the first step's block reads a narrower
+``c_input_format`` C (:attr:`Plan.first`, handed out by :meth:`Plan.unit`: the one rule, written here once).
 
 :class:`Schedule` is what of it does not depend on K (made once per model: :func:`schedule`, cached),
-:class:`Plan` the schedule of one call (made once per call from the schedule and k), and :func:`run` walks
-it.  Every engine (the exact reference, the
+:class:`Plan` the schedule of one call, and :func:`run` walks it.  Every engine (the exact reference, the
 numpy, numba and GPU engines, the SMT encoding) runs the same plan and supplies only the four operations
 of :class:`Datapath`: sum a block, a zero to start from, store, add C.  Products are named by their index
 in the padded operands; an engine pads its operands to :attr:`Plan.padded` with +0 first.
-
-The C given is the first step's C only; every later block's C is a block's result, in the accumulator (or
-output) format.  Where the instruction takes C in a narrower format (``Model.c_input_format``), the first
-step's block reads C's exponent in that format: :attr:`Plan.first`, which :meth:`Plan.unit` hands out for
-that block (the one rule, written here once; a datapath asks ``unit`` for each block's model).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import Plan, plan
 from ..progress import on_terminal
-from . import registry
+from . import distributed, registry
 from .kernels import flush_operands
 from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
@@ -38,22 +38,9 @@ _LAST = threading.local()
 
 def last_backend() -> str | None:
     """Which engine ran the last ``dot``/``gemm`` call of this thread: ``"numba"`` (the compiled kernels),
-    ``"numpy"``, ``"torch"`` (the GPU engine's code on the CPU), ``"cuda"``/``"cuda:N"`` or ``"triton"``;
-    None before any call.  ``backend="auto"`` runs a gemm of ``GPU_MIN_WORK`` products or more with the
-    Triton kernel where a CUDA GPU is visible, the kernel runs the model, the operands fit and the kernel
-    has given the exact engines' bits for that model on this GPU (checked once per model); otherwise it picks
-    numba where it runs the model and the inputs; else, for large calls, the torch GPU engine where torch
-    sees a GPU and it runs the model; else numpy."""
+    ``"numpy"``, ``"torch"`` (the GPU engine's code on the CPU), ``"cuda"``/``"cuda:N"``, ``"triton"`` or
+    ``"reference"``; None before any call.  ``backend="auto"``'s policy: :mod:`blockfma.engine.registry`."""
     return getattr(_LAST, "name", None)
-
-
-def _ran(name: str) -> None:
-    _LAST.name = name
-
-
-def _no_fallback(model: Model) -> ValueError:
-    return ValueError(f"the compiled kernels do not run {model.summary()} on these inputs (a product may "
-                      "overflow, or a value lies outside their exact range); backend='numpy' or 'auto' runs them")
 
 
 def resolve_model(device: Any = None, input_format: Any = None,
@@ -105,7 +92,7 @@ def _as_float64(x: Any, what: str) -> np.ndarray:
                          "(np.ma.filled(x, 0.0)) or drop the masked rows")
     try:
         arr = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
+    except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for ragged lists and the like
         raise ValueError(f"{what} is not an array of numbers: {exc}") from None
     if arr.dtype.kind == "V" and not _is_ml_float(arr.dtype):
         raise ValueError(f"{what} has dtype {arr.dtype}, which is not a floating-point type")
@@ -187,12 +174,6 @@ def _input_rounding(model: Model, round_inputs: Any) -> tuple[RoundingMode | Non
     return mode, mode
 
 
-def _reads_registers(model: Model, round_inputs: Any) -> bool:
-    """Whether A and B are read as the unit reads its registers (``round_inputs="device"`` with a model that
-    says how: ``input_rounding``), rather than rounded as numbers."""
-    return isinstance(round_inputs, str) and round_inputs.lower() == "device" and model.input_rounding is not None
-
-
 def _register_codes(given: Any, values: np.ndarray, transposed: bool = False) -> np.ndarray:
     """The array whose codes a register read looks at (:func:`formats.read_register`): the caller's own
     float16/float32/float64 array (a float32 NaN's low payload bits survive there, not in its float64
@@ -210,7 +191,7 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
     and B from ``given``, the arrays as the caller passed them, as the unit reads its registers; arrays of
     a dtype the format holds are not looked at) and flushed where the model flushes."""
     mode_ab, mode_c = _input_rounding(model, round_inputs)
-    if _reads_registers(model, round_inputs):
+    if isinstance(round_inputs, str) and round_inputs.lower() == "device" and model.input_rounding is not None:
         a = _formats.read_register(model.input_format, _register_codes(given[0], a), mode_ab)
         b = _formats.read_register(model.b_format, _register_codes(given[1], b, b_transposed), mode_ab)
     elif check or mode_ab is not None:
@@ -238,36 +219,25 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     ``input_format`` may name A's and B's formats apart: ``("e4m3fn", "e5m2")`` or ``"e4m3fn*e5m2"``, where
     the device's instruction takes them.  ``c_format`` checks C against a format narrower than
     the model's C format (:attr:`Model.c_format`: the output format, or the model's ``c_input_format``,
-    against which C is checked by default); only the check differs, the model reads C as its C format says.
-    A model with ``c_input_format`` reads the first block's C in it: Volta's and Turing's
-    ``m8n8k4.f32.f16.f16.f16`` (the instructions ``mma.f16c`` of V100 and ``mma.m8n8k4.f16c`` of T4) align
-    an fp16 C at its fp16 exponent (a subnormal at 2**-14, MMA-Sim's reading), where ``c_format="fp16"``
-    with the fp32-C model aligns it at its own.
+    against which C is checked by default); only the check differs, the model reads C as its C format says
+    (a model with ``c_input_format``, V100's and T4's ``mma.f16c``, reads the first block's C in it).
     ``check=False`` is the trusted path for callers that built their values in the formats themselves
     (multiword splitting, probes): it skips the representability check; values outside the format then
     give unspecified bits.
     ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
     ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as
     ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
-    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).  They run in the
-    compiled kernels (``last_backend() == "numba"``) where those run them (a scale per product: the k = 32
-    kinds; finite inputs; exact zeros +0), else in the numpy engine (:mod:`blockfma.engine.scaled`,
-    ``"numpy"``) for every model within its exact float64 bounds (every preset), else in the exact
-    reference (:func:`blockfma.reference.dot`, Fractions: about a millisecond a dot product;
-    ``"reference"``); ``backend="torch"`` or ``"cuda"`` runs the numpy engine's block on torch tensors (CPU
-    or GPU; ``"auto"`` never moves a block-scaled call to the GPU), and ``bf.gemm``'s ``"triton"`` our
-    block-scaled Triton kernel (:mod:`blockfma.engine.triton_scaled`; ``dot`` refuses ``"triton"``).
-    ``backend``: ``"auto"`` runs the compiled kernels (numba) where they apply, else a CUDA GPU for large
-    calls where torch sees one and the model runs there (see :func:`last_backend`), else numpy;
-    ``"numpy"`` or ``"numba"`` force one; ``"cuda"`` runs the GPU engine (torch, truncated-fused and late-c
-    models) on a CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
+    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).
+    ``backend``: ``"auto"`` (the policy: :mod:`blockfma.engine.registry`), or one engine by name:
+    ``"numpy"``, ``"numba"``, ``"cuda"`` (the GPU engine, torch: the fused families, block-scaled models) on a
+    CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
     """
     backend = check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
     A, B, C, lead = _dot_operands(m, a, b, c, c_format)
     if A.shape[-1] == 0:  # an empty dot product is c itself, as given
         C = _check_format(m.c_format, C, "c", _input_rounding(m, round_inputs)[1])
-        _ran("numpy")
+        _LAST.name = "numpy"
         return finish(m, np.array(np.broadcast_to(C, lead), dtype=np.float64), computed=False)
     rows, k = int(np.prod(lead, dtype=np.int64)), A.shape[-1]
     _check_memory(rows, 2 * rows * k, f"dot of {rows} rows of length {k}")  # broadcasts copy
@@ -305,10 +275,12 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
     D = engine.run(p, ops, progress)
     if D is None:  # the compiled kernels met a value they do not run
         if backend == "numba":
-            raise _no_fallback(p.model)
+            raise ValueError(f"the compiled kernels do not run {p.model.summary()} on these inputs (a product may "
+                             "overflow, or a value lies outside their exact range); backend='numpy' or 'auto' runs "
+                             "them")
         engine = registry.engine("numpy")
         D = engine.run(p, ops, progress)
-    _ran(engine.name)
+    _LAST.name = engine.name
     return finish(p.model, D[0] if ops.gemm else D[:, 0, 0])
 
 
@@ -403,23 +375,17 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
     kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
-    for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`; the
-    truncated-fused, late-c, exact-fused, pairwise and FMA-chain models it ``supports``) on a CUDA GPU, or on the CPU under Triton's interpreter
-    (``TRITON_INTERPRET=1``: small shapes, tests); ``"auto"`` picks it for large GEMMs on a GPU once it has
-    shown the exact engines' bits for the model there (:func:`last_backend`).  ``progress`` prints a
-    progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).  ``check=False``
-    skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b``
-    (k // scale_block, n): the scales of a block-scaled model, as for :func:`dot` (the compiled kernels
-    or the numpy engine compute it, or the exact reference beyond the engines' bounds; ``backend="triton"``
-    our block-scaled Triton kernel, every B200 and RTX 5090 preset, asked for by name only); a 1-D
-    ``scale_a`` or ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it
-    returns a lazy dask array computed tile by tile, bit-identical to the in-memory call, the scales
-    following A's row and B's column chunks (see :mod:`blockfma.engine.distributed`).
+    for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`, the models
+    it ``supports``, block-scaled ones by name only) on a CUDA GPU, or on the CPU under Triton's interpreter
+    (``TRITON_INTERPRET=1``: small shapes, tests).  ``progress`` prints a progress line on stderr (default:
+    for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for
+    :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n): the scales of a
+    block-scaled model, as for :func:`dot`; a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column
+    of B.  With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical
+    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
-    from . import distributed
-
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
@@ -439,13 +405,13 @@ def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: boo
     A_, B_, C_ = _gemm_operands(mdl, A, B, C, c_format)
     (m, k), n = A_.shape, B_.shape[1]
     if k == 0:  # no products: D is C as given
-        _ran("numpy")
+        _LAST.name = "numpy"
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
     scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), True) or (None, None)
     if m == 0 or n == 0:
-        _ran("numpy")
+        _LAST.name = "numpy"
         return finish(mdl, np.array(C_, dtype=np.float64))
     return plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales)
 

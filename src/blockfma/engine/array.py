@@ -4,16 +4,10 @@ Each kernel takes its array module first (``numpy`` or ``torch``, as :mod:`.rule
 block for a whole batch: ``a``, ``b`` of shape ``(..., L)`` and ``c`` of shape ``(...)`` (float64,
 broadcasting; values already in the model's formats and flushed where the model flushes).  The numpy
 engine (:mod:`.kernels`) calls them with ``numpy``; the GPU engine (:mod:`.gpu`) with ``torch`` on a CUDA
-GPU or the CPU, op by op or fused by torch.compile.  Only exact operations are used, so the bits do not
-depend on the module, the device or the order of any reduction:
-
-* a product of two inputs of at most 26 significant bits within binary32's range (fp16, bf16, tf32, fp32,
-  fp8) is exact in float64;
-* scaling by a power of two is exact (powers of two are built from their bit patterns, not by ``pow``);
-* ``trunc``/``floor`` of a scaled product cuts it exactly at the alignment quantum, and the sum of the cut
-  terms is an integer below 2**53, exact in any order;
-* the block result ``s * 2**u`` is exact in float64 and :func:`round_to` rounds it once, by integer
-  rounding of its scaled significand (``trunc``, ``round`` half to even, ``floor``, ``ceil``).
+GPU or the CPU, op by op or fused by torch.compile.  Only exact operations are used (float64 products of
+inputs of at most 26 bits, powers of two built from their bits, ``trunc``/``floor`` cuts, integer sums
+below 2**53, one rounding by :func:`round_to`), so the bits do not depend on the module, the device or the
+order of any reduction (docs/engines.md, "The GPU engine").
 
 :func:`supports` says which models fit those bounds: every truncated-fused and late-c preset, and the
 exact-fused ones with results no wider than binary32.  The numpy engine runs the others (fp64 exact-fused)
@@ -140,8 +134,7 @@ def finite(xp: Any, x: Any) -> Any:
     return xp.where(xp.isfinite(x), x, 0.0)
 
 
-def round_to(xp: Any, fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overflow: str = "ieee"
-             ) -> Any:
+def round_to(xp: Any, fmt: Format, x: Any, mode: RoundingMode, *, subnormals: bool, overflow: str = "ieee") -> Any:
     """Round exact finite float64 values ``x`` once to ``fmt`` (precision <= 52): what
     :func:`blockfma.formats.round_integer` does on (sign, integer, exponent) triples, here on float64
     values, with its flush-to-zero (tininess before rounding) and its overflow policies.  The significand

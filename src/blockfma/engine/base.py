@@ -18,10 +18,6 @@ __all__ = ["Engine", "Operands", "Progress"]
 Progress = Callable[[float], None] | None
 
 
-def _all_finite(x: Any) -> bool:
-    return bool(x.isfinite().all()) if hasattr(x, "isfinite") else bool(np.isfinite(x).all())
-
-
 @dataclass(frozen=True, eq=False)
 class Operands:
     """The values of one call, checked, flushed and in the model's formats, as a batch of matrix products:
@@ -75,7 +71,8 @@ class Operands:
     @cached_property
     def finite(self) -> bool:
         """A, B and C hold no NaN or infinity (the scales may be NaN)."""
-        return all(_all_finite(x) for x in (self.a, self.b, self.c))
+        return all(bool(x.isfinite().all()) if hasattr(x, "isfinite") else bool(np.isfinite(x).all())
+                   for x in (self.a, self.b, self.c))
 
 
 class Engine:

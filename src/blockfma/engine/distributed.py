@@ -25,17 +25,8 @@ def is_dask(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
 
 
-def _dask_array() -> Any:
-    return require("dask.array", extra="dask", needed_by="gemm on dask arrays", what="dask")
-
-
-def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, kernel: Callable[..., np.ndarray], model: Model,
-          kwargs: dict) -> np.ndarray:
-    return kernel(a, b, c, model=model, **kwargs)
-
-
-def _scaled_tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray, *,
-                 kernel: Callable[..., np.ndarray], model: Model, kwargs: dict) -> np.ndarray:
+def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None, sb: np.ndarray | None = None,
+          *, kernel: Callable[..., np.ndarray], model: Model, kwargs: dict) -> np.ndarray:
     return kernel(a, b, c, model=model, scale_a=sa, scale_b=sb, **kwargs)
 
 
@@ -62,8 +53,8 @@ def _scales(da: Any, scale_a: Any, scale_b: Any, m: int, n: int, k: int, model: 
             out.append(da.broadcast_to(x, shape))
         except ValueError:
             raise ArgumentError(name, Shown(f"<shape {given_x.shape}>"), f"must broadcast to {shape}: one scale per "
-                                f"{block} products along K of every {'row of A' if name == 'scale_a' else 'column of B'}"
-                                ) from None
+                                f"{block} products along K of every "
+                                f"{'row of A' if name == 'scale_a' else 'column of B'}") from None
     return out[0], out[1]
 
 
@@ -73,7 +64,7 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
     passes itself; ``kwargs``: its ``round_inputs``, ``backend``, ``check``, ``c_format``).  Output tiles
     follow A's row chunks and B's column chunks; a block-scaled model's ``scale_a`` (m, k // block) follows
     A's rows and ``scale_b`` (k // block, n) B's columns, each task holding all of K's scales."""
-    da = _dask_array()
+    da = require("dask.array", extra="dask", needed_by="gemm on dask arrays", what="dask")
     A = da.asarray(A)
     B = da.asarray(B)
     if A.ndim != 2 or B.ndim != 2:
@@ -100,5 +91,5 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
     SA, SB = _scales(da, scale_a, scale_b, m, n, A.shape[1], model)
     SA = SA.rechunk((A.chunks[0], -1))
     SB = SB.rechunk((-1, B.chunks[1]))
-    return da.blockwise(_scaled_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,
+    return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,
                         concatenate=True, kernel=kernel, model=model, kwargs=kwargs)

@@ -1,12 +1,9 @@
 """The GPU engine: the array kernels of the fused families (:mod:`.array`) run on torch tensors.
 
-``backend="cuda"`` runs them on a CUDA GPU, ``backend="torch"`` on the CPU (the same code, so the CPU run in
-the test suite checks the GPU's algorithm; the GPU test then checks the device).  This module is the
-driver: it puts the operands on the device once (padded to whole blocks, with their exponents), fuses each
-block into one kernel with torch.compile where it can, and walks the blocks in order over tiles of the
-output.  The kernels themselves are the ones the numpy engine runs, on numpy arrays; see :mod:`.array` for
-why they are exact on any device.  ``supports(model)`` says which models run here (truncated-fused, late-c
-and exact-fused with results no wider than binary32); the others run on the CPU engines.
+``backend="cuda"`` runs them on a CUDA GPU, ``backend="torch"`` on the CPU (the same code: docs/engines.md,
+"The GPU engine").  This module is the driver: it puts the operands on the device once (padded to whole
+blocks, with their exponents), fuses each block into one kernel with torch.compile where it can, and walks
+the plan's blocks over tiles of the output.  :func:`supports` says which models run here.
 """
 
 from __future__ import annotations
@@ -20,9 +17,10 @@ import numpy as np
 
 from ..formats import RoundingMode
 from ..model import Family, Model
-from ..plan import Index, Plan, array_index, plan, run
+from ..plan import Index, Plan, array_index, run
 from ..optional import require
 from . import array, rules
+from .triton import check_fits
 
 __all__ = ["supports", "available", "torch_device", "dot", "gemm", "scaled"]
 
@@ -83,9 +81,9 @@ def _on(dev: Any, x: np.ndarray, kp: int | None = None) -> Any:
 
 def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Callable[..., Any]:
     """The block kernel for this model and these flags: compiled by torch.compile (one fused kernel per
-    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else run op by op.  Exact-fused always
-    runs op by op: its carry loop unrolls into a graph that takes minutes to compile.  Should compiling
-    fail (no Triton, no C++ compiler), a warning says so and the op-by-op kernel runs: same bits, slower."""
+    block, Triton on a GPU) where ``COMPILE[device_type]`` says so, else (and always for exact-fused, whose
+    carry loop takes minutes to compile) op by op.  Should compiling fail (no Triton, no C++ compiler), a
+    warning says so and the op-by-op kernel runs: same bits, slower."""
     key = (model, products, overflow, device_type)
     if key not in _STEPS:
         kernel = model.family.implementation("array")
@@ -110,7 +108,7 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
                 if not fallen_back:  # every call may compile anew (a new shape), so every call is guarded
                     try:
                         return compiled(*args)
-                    except Exception as exc:  # a broken toolchain, not an arithmetic question
+                    except Exception as exc:  # noqa: BLE001 - a broken toolchain, not an arithmetic question
                         warnings.warn(f"torch.compile failed for the GPU engine ({type(exc).__name__}: {exc}); "
                                       "running it op by op (same results, slower)", RuntimeWarning, stacklevel=2)
                         fallen_back.append(True)
@@ -127,18 +125,14 @@ def refusal(model: Model) -> ValueError:
                       "binary32 or narrower results); use backend='auto'")
 
 
-def _check(model: Model) -> None:
-    if not supports(model):
-        raise refusal(model)
-
-
 class _Tiles:
     """The GPU engine's :class:`blockfma.plan.Datapath`: operands padded on the device with their exponents,
     each block by the family's array kernel (compiled where it can be) over tiles of the output, written in
     place; the store and the addition of C by the array kernels too."""
 
     def __init__(self, p: Plan, A: np.ndarray, B: np.ndarray, backend: str, gemm: bool):
-        _check(p.model)
+        if not supports(p.model):
+            raise refusal(p.model)
         torch = _torch()
         self.dev = torch_device(backend)
         self.p, self.gemm = p, gemm
@@ -187,25 +181,21 @@ class _Tiles:
             torch, s))[..., None], torch.zeros_like(one, dtype=torch.int64), c)
 
 
-def gemm(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
+def gemm(p: Plan, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
          progress: Callable[[float], None] | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ Bt.T + C, values already checked, flushed and in the model's formats.
+    """float64 D (m, n) = A (m, k) @ Bt.T + C by the plan, values already checked, flushed and in the model's
+    formats.
     A GEMM whose operands cannot fit the device's free memory is refused before anything moves, with the
     sizes and the fix (``blockfma.engine.triton.check_fits`` with this engine's sizes: A and B in float64
     with their int64 exponents, C and D in float64; one tile's temporaries come on top)."""
-    _check(model)
-    from .triton import check_fits
-
     check_fits(A.shape[0], A.shape[1], Bt.shape[0], torch_device(backend), operand_bytes=16, output_bytes=16,
                what="A and B in float64 with their exponents, C and D in float64")
-    p = plan(model, A.shape[-1])
     tiles = _Tiles(p, A, Bt, backend, gemm=True)
     return run(p, tiles, _on(tiles.dev, C), progress).cpu().numpy()
 
 
-def dot(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str = "cuda") -> np.ndarray:
-    """float64 d (rows,) = sum over k of A * B (rows, k) + C (rows,), values already checked."""
-    p = plan(model, A.shape[-1])
+def dot(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, backend: str = "cuda") -> np.ndarray:
+    """float64 d (rows,) = sum over k of A * B (rows, k) + C (rows,) by the plan, values already checked."""
     tiles = _Tiles(p, A, B, backend, gemm=False)
     return run(p, tiles, _on(tiles.dev, C)).cpu().numpy()
 
@@ -234,20 +224,17 @@ class _ScaledTiles:
     store = add_c = zero
 
 
-def scaled(model: Model, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray,
+def scaled(p: Plan, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, SA: np.ndarray, SBt: np.ndarray,
            backend: str = "cuda") -> np.ndarray:
-    """float64 D (batch, m, n) of a block-scaled model (within :func:`blockfma.engine.scaled.supports`):
+    """float64 D (batch, m, n) by the plan of a block-scaled model (within :func:`blockfma.engine.scaled.supports`):
     A (batch, m, k), Bt (batch, n, k) (B transposed), C (batch, m, n), values checked and flushed; the
     scales of every product SA (batch, m, kp), SBt (batch, n, kp), kp the plan's padded k (padding: 1).
     A call whose arrays cannot fit the device's free memory is refused before anything moves."""
-    from .triton import check_fits
-
     _torch()  # torch missing: the one-line install hint, before anything else
     dev = torch_device(backend)
     (batch, m, k), n = A.shape, Bt.shape[1]
     check_fits(m, k, n, dev, operand_bytes=16, output_bytes=16, batch=batch,
                what="A and B in float64 with a float64 scale per product, C and D in float64")
-    p = plan(model, A.shape[-1])
     products = not (np.isfinite(A).all() and np.isfinite(Bt).all())
     with np.errstate(invalid="ignore", over="ignore"):
         tiles = _ScaledTiles(p, _on(dev, A, p.padded), _on(dev, Bt, p.padded), _on(dev, SA), _on(dev, SBt), products,

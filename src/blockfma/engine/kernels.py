@@ -9,9 +9,10 @@ payload and all); the caller writes the model's NaN bit pattern at the end.
 The fused families (truncated-fused, late-c, exact-fused) are the array kernels of :mod:`.array`, the same
 code the GPU engine runs on torch tensors, called here with numpy (:func:`array_block`); exact-fused
 models beyond their reach (fp64 inputs or results) sum through :mod:`.wide`.  The step families (pairwise,
-fma-chain, amx, bfdot) are chains of IEEE operations, each rounded once by :func:`.wide.ieee_op`.  See docs/semantics.md for what
-each family computes; which code runs a family's block is the family's (:func:`block_function`), and
-what happens around the blocks is the step plan (:mod:`blockfma.plan`), run here by :class:`Blocks`.
+fma-chain, amx, bfdot) are chains of IEEE operations, each rounded once by :func:`.wide.ieee_op`.  See
+docs/semantics.md for what each family computes; which code runs a family's block is the family's
+(:func:`block_function`), and what happens around the blocks is the step plan (:mod:`blockfma.plan`), run here
+by :class:`Blocks`.
 """
 
 from __future__ import annotations
@@ -55,8 +56,7 @@ def _run_array(kernel: Callable[..., np.ndarray], model: Model, a: np.ndarray, b
         return kernel(np, model, a, b, c, products=products, overflow=overflow)
 
 
-def array_block(kernel: Callable[..., np.ndarray]
-                ) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def array_block(kernel: Callable[..., np.ndarray]) -> Callable[[Model, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """A family's array kernel (:mod:`.array`, shared with the GPU engine) as a numpy block."""
 
     def block(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 from .. import formats as _formats, optional
 from ..model import Model
 from ..plan import Plan, plan as make_plan, run as run_plan
-from . import rules
+from . import gpu, rules, scaled, triton
 from .base import Engine, Operands, Progress
 from .kernels import Blocks, flush_operands
 
@@ -41,17 +41,6 @@ GPU_MIN_WORK = 1 << 24  # products below which backend="auto" never moves a call
 TILE = 1 << 21  # products per numpy tile (rows x n x L), bounding the memory of one step
 
 
-def _scaled_in_bounds(p: Plan) -> bool:
-    from . import scaled
-
-    return scaled.supports(p.block)
-
-
-def _pad_k(x: np.ndarray, kp: int, axis: int) -> np.ndarray:
-    """x padded with +0 along its K axis (``axis``) to kp products."""
-    return np.swapaxes(rules.pad(np.swapaxes(x, axis, -1), kp), axis, -1)
-
-
 class Numpy(Engine):
     """The numpy engine (:mod:`.kernels`, :mod:`.scaled`): every model; block-scaled ones within its exact
     float64 bounds (every preset).  Tiles of rows bound the memory of one step."""
@@ -59,14 +48,12 @@ class Numpy(Engine):
     name, fallback = "numpy", "reference"
 
     def supports(self, p: Plan, ops: Operands | None) -> str | None:
-        if p.model.block_scaled and not _scaled_in_bounds(p):
+        if p.model.block_scaled and not scaled.supports(p.block):
             return "the block-scaled model lies beyond its exact float64 bounds"
         return None
 
     def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray:
-        from . import scaled
-
-        batch, m, k, n = ops.shape
+        _, m, _, n = ops.shape
         D = np.array(ops.c, dtype=np.float64)
         a, bt = rules.pad(ops.a, p.padded), rules.pad(np.swapaxes(ops.b, 1, 2), p.padded)
         if ops.scaled:
@@ -137,17 +124,15 @@ class Numba(Engine):
                           "values or an unsupported option); use backend='numpy' or 'auto'")
 
     def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray | None:
-        from . import scaled
-
         if ops.scaled:
             from .fast import scaled as fast_scaled
 
             block = p.model.option("scale_block")
-            return fast_scaled.batched(p, rules.pad(ops.a, p.padded), _pad_k(ops.b, p.padded, 1),
-                                       np.asarray(ops.c, dtype=np.float64),
+            b = np.swapaxes(rules.pad(np.swapaxes(ops.b, 1, 2), p.padded), 1, 2)
+            return fast_scaled.batched(p, rules.pad(ops.a, p.padded), b, np.asarray(ops.c, dtype=np.float64),
                                        scaled.per_product(ops.sa, block, p.padded),
                                        scaled.per_product(ops.sb, block, p.padded, axis=1))
-        batch, m, k, n = ops.shape
+        m = ops.shape[1]
         D = np.array(ops.c, dtype=np.float64)
         B = np.ascontiguousarray(ops.b)
         chunk = m if progress is None else max(8, -(-m // 50))
@@ -172,10 +157,8 @@ class Torch(Engine):
     def supports(self, p: Plan, ops: Operands | None) -> str | None:
         if not optional.available("torch"):
             return "torch is not installed"
-        from . import gpu
-
         if p.model.block_scaled:
-            return None if _scaled_in_bounds(p) else "it lies beyond the block-scaled engines' exact float64 bounds"
+            return None if scaled.supports(p.block) else "it lies beyond the block-scaled engines' exact float64 bounds"
         return None if gpu.supports(p.model) else "no array kernel for this model"
 
     def auto(self, p: Plan, ops: Operands) -> str | None:
@@ -185,13 +168,9 @@ class Torch(Engine):
             return "block-scaled calls go to the GPU only when asked for by name"
         if ops.work < GPU_MIN_WORK:
             return f"fewer than GPU_MIN_WORK = {GPU_MIN_WORK} products"
-        from . import gpu
-
         return None if gpu.available() else "torch sees no CUDA GPU"
 
     def refusal(self, p: Plan, ops: Operands | None, why: str) -> Exception:
-        from . import gpu
-
         if not optional.available("torch"):
             gpu.torch_device(self.name)  # raises the install hint, as ImportError
         if p.model.block_scaled:
@@ -200,17 +179,15 @@ class Torch(Engine):
         return gpu.refusal(p.model)
 
     def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray:
-        from . import gpu, scaled
-
         if ops.scaled:
             block = p.model.option("scale_block")
-            return gpu.scaled(p.model, rules.pad(ops.a, p.padded), rules.pad(np.swapaxes(ops.b, 1, 2), p.padded),
+            return gpu.scaled(p, rules.pad(ops.a, p.padded), rules.pad(np.swapaxes(ops.b, 1, 2), p.padded),
                               np.asarray(ops.c, dtype=np.float64), scaled.per_product(ops.sa, block, p.padded),
                               scaled.per_product(np.swapaxes(ops.sb, 1, 2), block, p.padded), self.name)
         if ops.gemm:
-            return gpu.gemm(p.model, ops.a[0], ops.b[0].T, np.array(ops.c[0], dtype=np.float64), self.name,
+            return gpu.gemm(p, ops.a[0], ops.b[0].T, np.array(ops.c[0], dtype=np.float64), self.name,
                             progress=progress)[None]
-        return gpu.dot(p.model, ops.a[:, 0], ops.b[:, :, 0], ops.c[:, 0, 0], self.name)[:, None, None]
+        return gpu.dot(p, ops.a[:, 0], ops.b[:, :, 0], ops.c[:, 0, 0], self.name)[:, None, None]
 
 
 class Triton(Engine):
@@ -222,8 +199,6 @@ class Triton(Engine):
     def supports(self, p: Plan, ops: Operands | None) -> str | None:
         if ops is None or not ops.gemm:
             return "it runs bf.gemm only (its kernel tiles a matrix product)"
-        from . import triton
-
         if ops.device is not None and not optional.available("triton"):
             return "triton is not installed"
         if ops.device == "cpu" and not triton.interpreting():
@@ -239,8 +214,6 @@ class Triton(Engine):
             return f"fewer than GPU_MIN_WORK = {GPU_MIN_WORK} products"
         if not optional.available("triton"):
             return "triton is not installed"
-        from . import triton
-
         if not triton.gpu_visible():
             return "no CUDA GPU visible (or Triton's interpreter is on)"
         import torch  # importable: gpu_visible saw it
@@ -261,8 +234,6 @@ class Triton(Engine):
         return super().refusal(p, ops, why)
 
     def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray:
-        from . import triton
-
         if ops.scaled:
             return np.stack([triton.scaled_gemm(p.model, ops.a[i], ops.b[i], ops.c[i], ops.sa[i], ops.sb[i])
                              for i in range(ops.shape[0])])
@@ -278,7 +249,7 @@ class Reference(Engine):
     def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray:
         from .. import reference
 
-        batch, m, k, n = ops.shape
+        batch, m, _, n = ops.shape
         out = np.empty((batch, m, n))
         for t, i, j in np.ndindex(batch, m, n):
             scales = (ops.sa[t, i], ops.sb[t, :, j]) if ops.scaled else ()
@@ -429,7 +400,7 @@ def verified(model: Model) -> bool:
     ops = Operands.matrix(*flush_operands(model, A, B, C))
     try:
         got = _formats.bits(finish(p.model, engine("triton").run(p, ops)[0]))
-    except Exception as exc:  # a kernel that does not compile or launch on this GPU
+    except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch on this GPU
         warnings.warn(f"backend='auto': the Triton kernel failed for {model.summary()} on this GPU "
                       f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); the CPU engines run "
                       "it", RuntimeWarning, stacklevel=3)

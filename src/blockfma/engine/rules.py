@@ -32,8 +32,7 @@ NO_EXPONENT = -(1 << 20)  # the exponent of "no term" (a zero product in a maxim
 
 
 # --- special values ----------------------------------------------------------------------------------------
-def fused_specials(xp: Any, a: Any, b: Any, c: Any, *, products: bool = True, overflow: Any = None
-                   ) -> tuple[Any, Any]:
+def fused_specials(xp: Any, a: Any, b: Any, c: Any, *, products: bool = True, overflow: Any = None) -> tuple[Any, Any]:
     """(mask, value) of the blocks whose result is NaN or infinite by the fused families' rules
     (docs/semantics.md, "Special values"): a NaN input, or a product inf * 0, gives NaN; otherwise infinite
     products (sign: xor of the factors') and an infinite C give that infinity, or NaN if both signs occur.
@@ -81,8 +80,7 @@ def exact_zero(xp: Any, model: Model, a: Any, b: Any, c: Any, zero: Any, value: 
     return exact_zero_terms(xp, model, (a == 0) | (b == 0), xp.signbit(a) ^ xp.signbit(b), c, zero, value)
 
 
-def exact_zero_terms(xp: Any, model: Model, term_zero: Any, term_negative: Any, c: Any, zero: Any, value: Any
-                     ) -> Any:
+def exact_zero_terms(xp: Any, model: Model, term_zero: Any, term_negative: Any, c: Any, zero: Any, value: Any) -> Any:
     """:func:`exact_zero` over a block's terms given as ``term_zero`` and ``term_negative`` (..., T) (whether
     each term is zero, and its sign; unread, and may be None, where ``exact_zero="positive"``) and C (...):
     for terms that are not plain products (block-scaled groups)."""

@@ -2,19 +2,12 @@
 engines: how a scale enters a term, written once for every engine (:func:`fold`, :func:`group_terms`), and
 the block that sums those terms as truncated-fused does (:func:`block`, numpy arrays or torch tensors).
 
-The rule (docs/semantics.md, the reference's :func:`blockfma.reference.scaled_fused_block` is the oracle's
-own copy):
-
-* ``scale_group`` None (k = 32 ``kind::mxf8f6f4``): term i is ``a_i sa_i * b_i sb_i``, its exponent
-  ``E_fa(a_i) + E_fs(sa_i) + E_fb(b_i) + E_fs(sb_i)`` (E: floor(log2), at least the format's emin); a zero
-  factor or a zero scale makes it a zero term at ``e_zero``.  So each operand is *folded* with its scale
-  (:func:`fold`: value ``x s``, exponent ``E(x) + E(s)``) and the block is a truncated-fused block over the
-  folded operands with their given exponents;
-* ``scale_group`` G (k = 64 ``kind::mxf4``, ``mxf4nvf4``): every G products are summed exactly, the sum
-  times ``sa sb`` is a term at exponent ``E_fs(sa) + E_fs(sb)`` alone, at ``e_zero`` where all G products
-  are zero or a scale is (:func:`group_terms`); its sign for an exact zero: negative when all G products are;
-* then C at its exponent, e_max, every term cut at ``2**(e_max - F)``, exact sum, one rounding
-  (:func:`blockfma.engine.array.aligned_sum`); a NaN scale makes the block NaN, before every other rule.
+The rule is docs/semantics.md's "scaled-fused" (the reference's :func:`blockfma.reference.scaled_fused_block`
+is the oracle's own copy): with a scale per product each operand is *folded* with its scale (:func:`fold`:
+value ``x s``, exponent ``E(x) + E(s)``) and the block is a truncated-fused block over the folded operands;
+with ``scale_group`` G each group's exact sum times ``sa sb`` is one term (:func:`group_terms`; a zero term
+is negative when all G products are); then C, the cut, the exact sum and one rounding
+(:func:`blockfma.engine.array.aligned_sum`); a NaN scale makes the block NaN, before every other rule.
 
 Everything is exact in float64 within the bounds :func:`supports` checks (the presets all lie within them);
 the caller runs the exact reference for the others.  The Triton kernel (``backend="triton"``,
@@ -157,8 +150,7 @@ def block(xp: Any, model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, pr
     return xp.where(mask, special, value)
 
 
-def group_chain(p: Plan, a: np.ndarray, bt: np.ndarray, c: np.ndarray, sa: np.ndarray, sbt: np.ndarray
-                ) -> np.ndarray:
+def group_chain(p: Plan, a: np.ndarray, bt: np.ndarray, c: np.ndarray, sa: np.ndarray, sbt: np.ndarray) -> np.ndarray:
     """A group-scaled plan (a chain of fused blocks) over every row of ``a`` (batch, m, K) with every row of
     ``bt`` (batch, n, K), finite, K padded to whole blocks; ``c`` (batch, m, n); scales per product ``sa``
     (batch, m, K), ``sbt`` (batch, n, K), NaN allowed.  The groups' sums by matrix products

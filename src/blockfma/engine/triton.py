@@ -1,87 +1,45 @@
 """A GPU kernel of our own, in Triton: tiled GEMMs of the truncated-fused and late-c families, of the
-FMA chain, pairwise and exact-fused families, and of the block-scaled models (``backend="triton"``).
+FMA chain, pairwise and exact-fused families, and of the block-scaled models (``backend="triton"``); this
+module is the host side (support, compile-time structures, launch).  docs/engines.md describes the kernel.
 
 One kernel, :func:`.triton_gemm.gemm_kernel`: one program computes a ``BLOCK_M x BLOCK_N`` tile of D and
 walks the model's step plan (:mod:`blockfma.plan`) over K: steps of W products, each in blocks of L, with C
 fused into every block (the block's result, held in binary32 registers, is the next block's C), or the step's
 blocks chained from +0, their sum stored into the output format where the model accumulates in a wider one,
-and C added
-by one IEEE addition rounded to nearest even (``c_entry="after"``/``"end"``: Hopper's fp8 ``mma.sync``
-emulation, B200's fp8, cuBLAS); a step's products enter its blocks in the model's ``product_order``.
-Per block, on the general path (integer arithmetic only):
+and C added by one IEEE addition rounded to nearest even; a step's products enter its blocks in the model's
+``product_order``.  A truncated-fused block, on the general path (integer arithmetic only):
 
 * A, B and C arrive as binary32 values (exact: the model's formats all lie inside binary32); their
   significands, last-place exponents and ``E_fmt`` (``max(floor(log2|x|), emin)``) are read from the bits,
-  C's at the emin of the format the block reads it in: in the first step the plan's first block's
-  (:attr:`blockfma.plan.Plan.first`: ``c_input_format`` where the model has one, Volta's and Turing's fp16 C;
-  the kernel's ``C0_EMIN``), in every later one the block's (``C_EMIN``: the previous block's result);
-* a product is the int64 ``ma * mb`` (at most 48 bits) at exponent ``la + lb`` (no binary32 overflow, as
-  a float product of two bf16 values would have); its exponent is ``E_a + E_b`` (or the product's own,
-  ``product_exponent="normalized"``), ``e_zero`` for zeros;
+  C's at the emin of the format the block reads it in (the first step's: :attr:`blockfma.plan.Plan.first`);
+* a product is the int64 ``ma * mb`` (at most 48 bits) at exponent ``la + lb``; its exponent is
+  ``E_a + E_b`` (or the product's own, ``product_exponent="normalized"``), ``e_zero`` for zeros;
 * every product and C is shifted to the unit ``2**(emax - F)`` of the block's largest exponent, cut
   toward zero (``alignment="truncate"``) or minus infinity (``"floor"``), and the cut terms summed in
-  int64 (below ``2**(F + 2 + log2(L + 1))``), wrapped at ``F + 1 + carry_bits`` bits where the model says;
+  int64, wrapped at ``F + 1 + carry_bits`` bits where the model says;
 * the sum is rounded once into the block's result format, by integer rounding of its significand in the
   output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
 
-The fast path (:func:`fast_constants`, taken wherever it holds the call's operands exactly: every fp16 and
-fp8 input, bf16/tf32 inputs whose products stay within binary32's normal range) computes the same block
-with GPU-sized work: one ``BLOCK_M x BLOCK_N`` register tile per lane of the block, a first pass for the
-largest exponent (``E_a + E_b`` read from the codes), a second for the terms: the binary32 product ``a*b``
-(exact: at most 24 significant bits), scaled by ``2**(F - emax)`` (exact) and converted to int32 (the
-conversion truncates toward zero: that is the cut), summed in int32 (in int64 past ``CHUNK`` terms); C's
-term, the rounding, zero signs and special values as on the general path (the same jitted helpers).
-Where it does not hold (fp32 inputs, normalized product exponents, bf16 subnormals or products beyond
-``[2**(F - 127), 2**128)``) the general path runs.
-
-A late-c block (AMD CDNA3) takes the same integer products and follows :func:`blockfma.engine.array.late_c`:
-products cut per group at F bits below the group's top, groups floored to the dot's unit, C floored at F
-bits and added at F2 bits below the common exponent, the sum cut at F2 bits below its own leading bit.
-
-Special values follow :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`
-(rewritten in the kernel: NaN for a NaN input or ``inf * 0``; infinite products and C give their
-infinity, NaN when both signs meet; an exactly zero sum +0 or the IEEE sign).  The host (the caller,
-:func:`blockfma.engine.api.finish`) writes the NaN bit patterns and ``rounded_zero`` afterwards, as for
-every engine.
-
-The FMA chain, pairwise and exact-fused families run their blocks (:mod:`.triton_families`) on the same
-plan and tiles (C fused or added after, a store, a product order), every operation on integers and rounded
-once by the same integer rounding: an FMA ``R(a*b + d)`` and pairwise's final ``R(c + s)`` as exact sums of
-two terms (the smaller one floored below the larger one's 60 bits, its remainder a sticky bit: rounded to odd,
-which every later rounding of 24 bits or fewer cannot tell from the exact sum); pairwise's products rounded to
-nearest even into the C format and its tree of IEEE additions as the plan's addition of C (``add_c``);
-exact-fused blocks (any ``block_width``, or one block over all of K) summed exactly in a Kulisch accumulator
-of 32-bit limbs over every place the model's formats can reach.  The only float operations left are exact
-scalings by powers of two and conversions: nothing for Triton to contract into an FMA (``enable_fp_fusion``
-does not matter), or for the interpreter's numpy arithmetic to round differently.
-Models with fp64 operands (the DMMA and fp64 MFMA presets) and ``nan="propagate"`` are refused
+The fast path (:func:`fast_constants`, where it holds the call's operands exactly) computes the same block
+with one register tile per lane: the largest exponent from the codes, then each term as the exact binary32
+product ``a*b`` scaled by ``2**(F - emax)`` and converted to int32 (the conversion is the cut).  A late-c
+block follows :func:`blockfma.engine.array.late_c` on the same integer products.  Special values follow
+:func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`; the host
+(:func:`blockfma.engine.api.finish`) writes NaN bit patterns and ``rounded_zero`` afterwards.  The other
+families' blocks: :mod:`.triton_families`; the block-scaled ones: :mod:`.triton_scaled`
+(:func:`scaled_gemm`).  Models with fp64 operands and ``nan="propagate"`` are refused
 (:func:`unsupported_reason`).
 
-Block-scaled models (the scaled-fused family: every B200 and RTX 5090 ``mxf8f6f4``, ``mxf4`` and
-``mxf4nvf4`` preset) run their blocks, :mod:`.triton_scaled` (:func:`scaled_gemm`, asked for by name:
-``backend="auto"`` keeps them on the CPU): the general path above with a significand and an exponent decoded
-for every scale as for every operand, never a value times a scale in floating point (they reach 2**±290);
-the scales go to the device one per scale block, and the kernel finds a product's.  It runs the models
-:func:`blockfma.engine.scaled.supports` holds exact (terms of at most 53 bits), with C fused into blocks of
-a power of two of products taken in order, inputs and scales within binary32.  Its fast path
-(:func:`scaled_fast_constants`, every preset: the bounds are proved in :mod:`.triton_scaled`) makes each term
-in binary32 (an exact product or group sum times the scales' significands), scales it to the cut's unit by two
-exact powers of two and converts it to int64: the same bits as the general path.
-
 The model's parameters travel as one compile-time structure (:class:`Kernel`, :class:`Block`,
-:class:`Rounding`: one compilation per model, path and launch parameters; the family and path are branches
-that Triton prunes), the shapes and strides as run-time arguments (no recompilation per shape).
-On a machine without a GPU it runs under Triton's interpreter (``TRITON_INTERPRET=1``, read by Triton when
-a kernel is defined: so the kernel is defined at first use, once per process), which is how the test suite
-holds it to the exact reference.
+:class:`Rounding`), the shapes and strides as run-time arguments.  Without a GPU it runs under Triton's
+interpreter (``TRITON_INTERPRET=1``, read when a kernel is defined: at first use, once per process).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, fields, replace
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -92,10 +50,10 @@ from ..formats import RoundingMode, overflow_to_infinity
 from ..model import Alignment, Family, Model, NaNStyle
 from ..optional import require
 from ..plan import Plan, plan, schedule
-from . import array, rules
+from . import array, rules, scaled
 
-__all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "constants",
-           "free_bytes", "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
+__all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
+           "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
            "scaled_fast_constants", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
@@ -170,8 +128,6 @@ def _step_reason(m: Model) -> str | None:
 
 def _scaled_reason(m: Model) -> str | None:
     """unsupported_reason for a block-scaled model (:mod:`.triton_scaled`)."""
-    from . import scaled
-
     L, G = m.block_width, m.option("scale_group")
     if L is None or L > 256 or L & (L - 1) or (G is not None and (G & (G - 1) or L % G)):
         return "it runs block-scaled blocks of a power of two of at most 256 products, in whole groups"
@@ -192,11 +148,8 @@ def _scaled_reason(m: Model) -> str | None:
 
 
 def supports(model: Model) -> bool:
-    """Whether ``backend="triton"`` runs this model: truncated-fused or late-c (one or two groups) with blocks
-    of at most 256 products, or the FMA chain, pairwise (blocks of at most 256) and exact-fused (any block
-    width, or one block), where inputs, C, block results and outputs lie within binary32 (every preset of
-    these families but the fp64 ones); block-scaled models within the numpy engine's exact bounds (every
-    preset: :func:`scaled_gemm`)."""
+    """Whether ``backend="triton"`` runs this model (:func:`unsupported_reason` says why not): every
+    truncated-fused, late-c, FMA chain, pairwise, exact-fused and block-scaled preset but the fp64 ones."""
     return unsupported_reason(model) is None
 
 
@@ -331,20 +284,6 @@ def _rounding(fmt: Any, subnormals: Any, mode: RoundingMode = RoundingMode.TiesT
                     NEG_ZERO=fmt.has_negative_zero)
 
 
-@lru_cache(maxsize=256)
-def constants(model: Model, specials: bool) -> dict[str, Any]:
-    """The kernel's compile-time parameters for ``model`` (its arithmetic model), by name: its block's
-    (:class:`Block`; its rounding's fields as P, EMIN, ..., pairwise's C format's as FC_P, ...), the first
-    step's block's C emin (C0_EMIN), the plan's (C_FUSED, STORE) and the output format's (OUT_P, ...);
-    ``specials`` says whether some input may be NaN or infinite.  (The kernel takes them as one structure,
-    :class:`Kernel`.)"""
-    S = _config(model.arithmetic_model(), specials)
-    flat = {f.name: getattr(S.BLOCK, f.name) for f in fields(Block)}
-    for prefix, r in (("", flat.pop("R")), ("FC_", flat.pop("FC")), ("OUT_", S.OUT)):
-        flat.update({prefix + f.name: getattr(r, f.name) for f in fields(Rounding)} if r is not None else {})
-    return dict(flat, C0_EMIN=S.FIRST.C_EMIN, C_FUSED=S.C_FUSED, STORE=S.STORE)
-
-
 def _config(m: Model, specials: bool) -> Kernel:
     """:class:`Kernel` for the arithmetic model ``m`` (the general path), or ValueError where the kernel does
     not run it."""
@@ -386,8 +325,6 @@ def _scaled_fields(block: Model) -> dict[str, Any]:
     """The block-scaled block's own fields (:mod:`.triton_scaled`): G (products per group, 0 for a term per
     product), T (term slots per block), SB (products per scale), the operand and scale formats' precisions
     and least exponents, and LO, the lowest last place of a product of A's and B's formats."""
-    from . import scaled
-
     G = block.option("scale_group") or 0
     L = block.block_width
     assert L is not None
@@ -441,11 +378,7 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     [2**(F - 127), 2**128) (late-c: below 2**(C_EMAX + 1), where a product would overflow); late-c groups
     within one int32 sum.  fp16 and fp8 inputs meet the range by their formats; bf16 and tf32 ones are
     looked at (a bf16 subnormal, or products that far apart, take the general path)."""
-    return _fast_fields(model.arithmetic_model(), a, b)
-
-
-def _fast_fields(m: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
-    """:func:`fast_constants` of the arithmetic model ``m``."""
+    m = model.arithmetic_model()
     block = schedule(m).block
     late = block.family is Family.LATE_C
     F, L = block.fraction_bits, m.block_width
@@ -484,16 +417,8 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
     exact zeros +0 or a result format without -0 (the fast path keeps no term signs), A's and B's finite
     nonzero values binary32 normals, the lowest last place LO of a product at least -126, the bits of a
     term's significand (the product, Pa + Pb, or a group's exact sum, H - LO with G max|a| max|b| < 2**H)
-    plus the scales' 2 Ps at most 24, a scale block of a power of two holding whole groups.  Every
-    block-scaled preset of today meets them (mxf8f6f4: at most 4 + 4 + 2 bits, e5m2's products from 2**-32;
-    mxf4, nvf4: 12 + 2 or 12 + 8 bits from 2**-2)."""
-    return _scaled_fast_fields(model.arithmetic_model())
-
-
-def _scaled_fast_fields(m: Model) -> dict[str, Any]:
-    """:func:`scaled_fast_constants` of the arithmetic model ``m``."""
-    from . import scaled
-
+    plus the scales' 2 Ps at most 24, a scale block of a power of two holding whole groups: every preset."""
+    m = model.arithmetic_model()
     if not m.block_scaled:
         return dict(FAST=False, U=1, WHY="it is not block-scaled")
     why = _scaled_reason(m)
@@ -535,11 +460,6 @@ def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
     return e
 
 
-def _fast_switch(fast: Any) -> None:
-    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
-        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
-
-
 def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
     """The :class:`Block` fields of the path ``fast`` asks for (see :func:`gemm_tensors`) on these operands."""
     if m.family in STEP_FAMILIES:
@@ -548,12 +468,12 @@ def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
                                 f"{m.family.value}", use={"fast": None})
         return {}
     if m.block_scaled:
-        path = _scaled_fast_fields(m)
+        path = scaled_fast_constants(m)
         if fast and not path["FAST"]:
             raise ArgumentError("fast", True, "the block-scaled fast path does not hold "
                                 f"{m.summary()}: {path['WHY']}", use={"fast": None})
         return dict(FAST=path["FAST"] and fast is not False, U=path["U"])
-    path = _fast_fields(m, a, b) if fast is not False else dict(_fast_fields(m), FAST=False)
+    path = fast_constants(m, a, b) if fast is not False else dict(fast_constants(m), FAST=False)
     if fast and not path["FAST"]:
         raise ArgumentError("fast", True, f"the fast path does not hold {m.summary()} on these operands exactly "
                             "(see fast_constants)", use={"fast": None})
@@ -562,12 +482,9 @@ def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
 
 def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: int | None,
           num_warps: int | None) -> tuple[int, int, int]:
-    """The launch's (BLOCK_M, BLOCK_N, warps): those given, else the block's defaults.  On a GPU the fast
-    paths take 128 x 64 (block-scaled: 64 x 64) with 8 warps, the best of bench_gpu.py's tile sweep and of
-    ptxas's registers (data/hardware/README.md); the general paths 16 x 16 with 4 warps (their
-    (16, L, 16) int64 products spill at 32 x 32), the FMA chain and pairwise 32 x 32, exact-fused's limbs
-    16 x 16; under the interpreter 16 x 16 (block-scaled: no larger than D, its reductions go element by
-    element there)."""
+    """The launch's (BLOCK_M, BLOCK_N, warps): those given, else the block's defaults (on a GPU the best of
+    bench_gpu.py's tile sweep and of ptxas's registers, data/hardware/README.md; under the interpreter
+    16 x 16, block-scaled no larger than D)."""
     cpu = device.type == "cpu"
     fast = B.FAST and not cpu
     if B.FAMILY == Family.SCALED_FUSED.name:
@@ -610,10 +527,8 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
     the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
-    program computes, powers of two) and ``num_warps``: launch parameters (defaults: 128 x 64 and 8 warps
-    on the fast path on a GPU, else 16 x 16 and 4 warps)."""
-    _launch_sizes(block_m, block_n, num_warps)
-    _fast_switch(fast)
+    program computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
+    _launch_arguments(block_m, block_n, num_warps, fast)
     if model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
@@ -650,9 +565,9 @@ def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, o
     have = free_bytes(device)
     if have is not None and need > have:
         gib = 2.0**30
-        raise MemoryError(f"gemm {m}x{k}x{n}{f' (x{batch})' if batch > 1 else ''} on {device} needs about {need / gib:.2f} GiB of device memory "
-                          f"({what}) and {have / gib:.2f} GiB are free; split the call into "
-                          "blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
+        raise MemoryError(f"gemm {m}x{k}x{n}{f' (x{batch})' if batch > 1 else ''} on {device} needs about "
+                          f"{need / gib:.2f} GiB of device memory ({what}) and {have / gib:.2f} GiB are free; split "
+                          "the call into blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
 
 
 def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
@@ -661,7 +576,7 @@ def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, block_m: 
     checked, flushed and in the model's formats (as the engine registry hands them over).
     A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
     _torch()  # torch installed (or its install hint) before anything else
-    constants(model, False)  # an unsupported model is refused before anything moves
+    _config(model.arithmetic_model(), False)  # an unsupported model is refused before anything moves
     dev = _device()
     check_fits(A.shape[0], A.shape[1], B.shape[1], dev, **GEMM_BYTES)
     specials = not (np.isfinite(A).all() and np.isfinite(B).all())
@@ -675,11 +590,13 @@ def _on_device(x: np.ndarray, dev: Any) -> Any:
     return _torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
 
 
-def _launch_sizes(block_m: int | None, block_n: int | None, num_warps: int | None) -> None:
+def _launch_arguments(block_m: int | None, block_n: int | None, num_warps: int | None, fast: Any) -> None:
     for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
         integer(name, v, least=1, most=256, none=True)
         if v is not None and v & (v - 1):
             raise ArgumentError(name, v, "must be a power of two", use={name: 1 << (v.bit_length() - 1)})
+    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
+        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
 
 
 def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, specials: bool | None = None,
@@ -691,10 +608,8 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     the scale format (NaN allowed), one per scale block: ``sa`` (m, k / SB), ``sb`` (k / SB, n).  Returns a
     new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``fast``: whether to take the fast path
     (:func:`scaled_fast_constants`; None: where it holds, False: the general path, True: refused where it
-    does not hold).  ``block_m``/``block_n``/``num_warps``: launch parameters (defaults: the general path
-    16 x 16, 4 warps, the fast path 64 x 64, 8 warps, on the CPU no larger than D: :func:`_tile`)."""
-    _launch_sizes(block_m, block_n, num_warps)
-    _fast_switch(fast)
+    does not hold).  ``block_m``/``block_n``/``num_warps``: as for :func:`gemm_tensors`."""
+    _launch_arguments(block_m, block_n, num_warps, fast)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
     torch = _torch()
@@ -716,15 +631,15 @@ def scaled_gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: n
                 block_m: int | None = None, block_n: int | None = None, fast: bool | None = None) -> np.ndarray:
     """float64 D (m, n) = A (m, k) @ B (k, n) + C of a block-scaled ``model``, by its Triton kernel, with the
     scales of A (m, k / scale_block) and of B (k / scale_block, n); values already checked and in the
-    model's formats (as the engine registry hands them over).  The scales go to the device
-    one per scale block, not one per product (a K / scale_block-th of A's and B's size; the kernel reads
-    product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.  A GEMM that cannot fit
-    the device is refused first."""
+    model's formats (as the engine registry hands them over).  The scales go to the device one per scale
+    block (the kernel reads product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.
+    A GEMM that cannot fit the device is refused first."""
     _torch()  # torch installed (or its install hint) before anything else
-    const = constants(model, False)  # an unsupported model is refused before anything moves
+    # an unsupported model is refused before anything moves
+    per_scale = _config(model.arithmetic_model(), False).BLOCK.SB
     dev = _device()
     m, k = A.shape
-    check_fits(m, k + k // const["SB"], B.shape[1], dev, what="A, B and their scales, C and D in float32")
+    check_fits(m, k + k // per_scale, B.shape[1], dev, what="A, B and their scales, C and D in float32")
     specials = not (np.isfinite(A).all() and np.isfinite(B).all())
     a, b, c, sa, sb = (_on_device(x, dev) for x in (A, B, C, SA, SB))
     d = scaled_gemm_tensors(model, a, b, c, sa, sb, specials=specials, block_m=block_m, block_n=block_n, fast=fast)

@@ -36,7 +36,7 @@ skeleton, :func:`.triton_gemm.gemm_kernel`; they call the shared helpers of :mod
 attributes of that module.
 """
 # mypy: ignore-errors
-# ruff: noqa
+# ruff: noqa: E741, RUF059
 from __future__ import annotations
 
 import triton

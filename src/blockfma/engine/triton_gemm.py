@@ -7,15 +7,10 @@ block or added after, a store into the output format) and the block's parameters
 (:class:`blockfma.engine.triton.Block`), whose ``FAMILY`` (the family's name) and ``FAST`` (the path) pick
 the block function here; Triton prunes the branches that the structure rules out when it compiles, so each
 model compiles to its own kernel, as if written for it alone.  A narrow C (``c_input_format``: Volta's and
-Turing's fp16 C) is a second block structure, ``S.FIRST``, whose C emin the first step reads.
-
-A family adds its GPU block by writing one jitted function ``block(t, k0, j, d, B)`` (the tile :class:`Tile`,
-the step's first product, the block's offset in the step, its C, its :class:`~blockfma.engine.triton.Block`)
-that returns the block's rounded result as float32, naming it in :func:`_block`, and saying in
-:func:`blockfma.engine.triton.constants` which parameters it takes (docs/engines.md).
+Turing's fp16 C) is a second block structure, ``S.FIRST``, whose C emin the first step reads.  How a family
+adds its GPU block: docs/engines.md, "The kernel skeleton".
 """
 # mypy: ignore-errors
-# ruff: noqa
 from __future__ import annotations
 
 from collections import namedtuple

@@ -7,7 +7,7 @@ step, its C and its parameters ``B`` (:class:`blockfma.engine.triton.Block`, a c
 rounding helpers take a :class:`blockfma.engine.triton.Rounding`.
 """
 # mypy: ignore-errors
-# ruff: noqa
+# ruff: noqa: E741, RUF059
 from __future__ import annotations
 
 import triton

@@ -30,7 +30,7 @@ float32 sum) times the scales' significands, scaled by two exact powers of two t
 converted to int64 (the conversion is the cut), summed in int64; its bounds are written out below.
 """
 # mypy: ignore-errors
-# ruff: noqa
+# ruff: noqa: E741, RUF059
 from __future__ import annotations
 
 import triton

@@ -198,18 +198,9 @@ def _round_finite(fmt: Format, mode: RoundingMode, subnormals: bool, overflow: s
     return round_sum(fmt, *stack(terms), mode, subnormals=subnormals, overflow=overflow)
 
 
-def ieee_op(
-    fmt: Format,
-    mode: RoundingMode,
-    subnormals: bool,
-    overflow: str,
-    addends: Sequence[np.ndarray],
-    a: np.ndarray | None = None,
-    b: np.ndarray | None = None,
-    *,
-    exact_product: bool = False,
-    positive_zero: bool = False,
-) -> np.ndarray:
+def ieee_op(fmt: Format, mode: RoundingMode, subnormals: bool, overflow: str, addends: Sequence[np.ndarray],
+            a: np.ndarray | None = None, b: np.ndarray | None = None, *, exact_product: bool = False,
+            positive_zero: bool = False) -> np.ndarray:
     """One operation rounded once into ``fmt``: ``R(a*b + sum(addends))`` (``a*b`` optional).
 
     Operands are float64 arrays holding exact values; special values follow IEEE 754 (NaN in gives NaN,

@@ -11,15 +11,9 @@ says what it needs), else in float64 lanes.  The factory fixes the dtypes of the
 tile, and ``lanes32`` (a constant of the kernel's closure: numba prunes the other lane type's branch
 before typing) picks the step that differs; in the helpers the cut families share, the operands' type
 picks it (:func:`_cut`, :func:`_pow2`).  numba caches each kernel (its cache key hashes the closure's
-constants).  Why each step is exact:
-
-* a product of two values of at most 26 significant bits (fp16, bf16, tf32, fp8, fp32 inputs) is exact in
-  float64, and so is its scaling by a power of two;
-* ``np.trunc``/``np.floor`` of a scaled term cuts it exactly at the alignment quantum, and the sum of cut
-  terms is an integer below 2**53;
-* the IEEE steps round ``s + err`` (a TwoSum pair) through a round-to-odd float64, which composes with a
-  final rounding to binary32;
-* everything else goes through ``rounding.round_int``, the scalar twin of ``formats.round_integer``.
+constants).  Products, scalings, cuts and sums are exact as in :mod:`..array`; the IEEE steps round
+``s + err`` (a TwoSum pair) through a round-to-odd float64, which composes with a final rounding to
+binary32; everything else goes through ``rounding.round_int``, the scalar twin of ``formats.round_integer``.
 
 Inputs are finite (the dispatcher sends other calls to numpy); infinities and NaN born of overflow inside a
 chain are carried along.

@@ -92,11 +92,6 @@ def _binary32_products(fmt: Format, F: int, e_zero: int, floor: bool, a_range: t
     return kmin, kmax, ((1 << 31) - 1) // ((1 << (F + 2)) - 1)
 
 
-def _exponents(fmt: Format, x: np.ndarray, dtype: type = np.int32) -> np.ndarray:
-    """E_fmt(x), and _ZERO_EXP for zeros."""
-    return _exponents_and_range(fmt, x, dtype)[0]
-
-
 def _split_format(fmt: Format, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Finite values of ``fmt`` as ``(m, E)``: ``x == m * 2**(E - p + 1)``, ``E = E_fmt(x)`` (emin for
     subnormals), ``m`` a signed integer with ``|m| < 2**p``.  Zeros give ``m = 0`` (and E = emin)."""

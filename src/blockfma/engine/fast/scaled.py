@@ -34,8 +34,7 @@ def supports(model: Model) -> bool:
             and model.result_format.precision <= 51)
 
 
-def batched(pl: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray
-            ) -> np.ndarray:
+def batched(pl: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray) -> np.ndarray:
     """float64 D (batch, m, n) of the plan of a block-scaled model (:func:`supports`) for finite
     A (batch, m, kp), B (batch, kp, n), C (batch, m, n), kp the plan's padded k (padded with +0), and the
     scales of every product SA (batch, m, kp), SB (batch, kp, n) (padding products: 1), NaN allowed."""
