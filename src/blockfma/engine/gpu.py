@@ -96,7 +96,7 @@ def _step(model: Model, products: bool, overflow: bool, device_type: str) -> Cal
             _STEPS[key] = step
         else:
             # dynamic=False: one graph per tile shape.  With dynamic shapes torch 2.11 turned the model's
-            # integer parameters into symbols and failed on the second shape (H100 run, 2026-11-22).
+            # integer parameters into symbols and failed on the second shape (seen on an H100).
             dynamo = _torch()._dynamo.config  # one graph per (model, tile shape): the default limit of 8
             for name in ("recompile_limit", "cache_size_limit"):  # recompiles sent most models to eager
                 if hasattr(dynamo, name):
