@@ -62,7 +62,7 @@ def result_of(name: str, title: str, rows: list[dict[str, Any]], comps: list[Com
     """A Result of multiword rows: the shown columns first, the sizes appended to the notes."""
     sizes = mw.sizes_note(rows) if rows else ""
     notes = tuple(notes) + ((f"Sizes here: {sizes} (scale {scale}).",) if sizes else ())
-    return result(name, title, rows, columns=tuple(mw._columns(rows, SHOWN)), comparisons=tuple(comps), notes=notes,
+    return result(name, title, rows, columns=tuple(mw.columns(rows, SHOWN)), comparisons=tuple(comps), notes=notes,
                   figure=figure, scale=scale)
 
 

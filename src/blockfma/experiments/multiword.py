@@ -682,7 +682,7 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
 
 # ---------------------------------------------------------------------------------------------------- CSV
 
-def _columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = COLUMNS) -> list[str]:
+def columns(rows: Sequence[dict[str, Any]], first: Sequence[str] = COLUMNS) -> list[str]:
     """The rows' columns: those of ``first`` that some row has, then the others in order of appearance."""
     cols = [c for c in first if any(c in r for r in rows)]
     for r in rows:
@@ -709,7 +709,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> P
     from ..files import destination, write_text
 
     destination(path)  # a bad path fails before the rows are formatted
-    return write_text(path, csv_text(rows, _columns(rows)))
+    return write_text(path, csv_text(rows, columns(rows)))
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
