@@ -146,3 +146,11 @@ def test_tensors_are_taken_where_they_lie_or_left_to_the_host(monkeypatch):
     assert choose(p, ops) is None  # auto leaves CPU tensors to the host: the interpreter is slow
     assert choose(p, ops, "triton").name == "triton"
     assert choose(plan(AMX, 4), ops, "triton") is None  # refused where they lie: the host path says why
+
+
+@pytest.mark.skipif(not FAST, reason="needs numba (the gemm must run on an engine explain never names for these)")
+def test_explain_computes_nothing_and_records_no_engine():
+    bf.gemm(np.ones((2, 4)), np.ones((4, 3)), device="H100", backend="numba")
+    for shape_a, shape_b in (((2, 4), (4, 3)), ((2, 0), (0, 3)), ((0, 4), (4, 3))):
+        bf.engine.explain(np.ones(shape_a), np.ones(shape_b), device="H100", backend="numpy")
+        assert bf.engine.last_backend() == "numba"  # the gemm's, not anything explain looked at

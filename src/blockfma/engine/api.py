@@ -391,6 +391,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
     call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b)
     if isinstance(call, np.ndarray):  # no products to sum
+        _LAST.name = "numpy"
         return call
     p, ops = call
     _, m, k, n = ops.shape
@@ -405,13 +406,11 @@ def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: boo
     A_, B_, C_ = _gemm_operands(mdl, A, B, C, c_format)
     (m, k), n = A_.shape, B_.shape[1]
     if k == 0:  # no products: D is C as given
-        _LAST.name = "numpy"
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
     scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), True) or (None, None)
     if m == 0 or n == 0:
-        _LAST.name = "numpy"
         return finish(mdl, np.array(C_, dtype=np.float64))
     return plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales)
 
