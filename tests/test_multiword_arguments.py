@@ -400,6 +400,7 @@ def test_every_bad_argument_is_one_clear_line(kw, match):
     (lambda: mw.errors(ONES_A, ONES_A, ONES_A, ONES_B), r"^C=<2x8 float64 array>: has shape \(2, 8\), but A @ B "
                                                         r"has shape \(2, 3\)$"),
     (lambda: mw.errors(ONES_A[:1], ONES_A, ONES_A, ONES_B), r"^C_hat=<1x8 float64 array>: has shape \(1, 8\) but C"),
+    (lambda: mw.errors(np.ones((2, 3)), np.ones((2, 3)), ONES_A, ONES_B, spectral="yes"), r"^spectral='yes': must be True or False$"),
     (lambda: mw.bound("duble-fp16", 10), r"^method='duble-fp16': unknown method; .*; pass method='double-fp16'$"),
     (lambda: mw.bound("fp16", 0), r"^n=0: must be an integer of at least 1$"),
     (lambda: mw.bound("fp16", "ten"), r"^n='ten': must be an integer of at least 1$"),

@@ -150,6 +150,7 @@ def errors(C_hat: Any, C: Any, A: Any, B: Any, *, spectral: bool = True) -> dict
     al., sec. 3.1: ||C_hat - C|| / (||A|| ||B||), elementwise norms as in their artifact); ``spectral``
     (||C_hat - C||_2 / ||C||_2 with the spectral norm; left out with ``spectral=False``, an SVD).
     """
+    spectral = flag("spectral", spectral)
     A_, B_ = check_operands(A, B)
     Ch, C_ = _same_shape(C_hat, C, (A_.shape[0], B_.shape[1]))
     out = {"componentwise": componentwise(Ch, C_, A_, B_)}
