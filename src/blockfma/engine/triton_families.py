@@ -109,7 +109,8 @@ def _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, B: tl.constexpr)
     format; an exact zero sum (``zero``) is -0 by the IEEE rule (rules.zero_sign: every term a zero and all
     of them -0, or in MODE 4, toward minus infinity, any -0 term or a cancellation) under IEEE_ZERO, else +0;
     formats without -0 give +0."""
-    v = tk.round_value(mag, unit, neg, B.R)
+    R: tl.constexpr = B.R  # a structure passed on: named as a constexpr (Triton 3.6 passes no plain objects)
+    v = tk.round_value(mag, unit, neg, R)
     plus = (mag * 0).to(tl.float64)
     v = tk.zero_pick(v, tl.where(zero, 0, 1), plus, only_zeros, all_neg, any_neg, B)
     return v, plus
@@ -151,7 +152,8 @@ def pairwise_block(t, k0, j, c, B: tl.constexpr):
     na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
     nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
     pm, pn, pl, _ = tk.products(na, ma, la, za, nb, mb, lb, zb)
-    pv = tk.round_value(pm, pl, pn, B.FC)
+    FC: tl.constexpr = B.FC
+    pv = tk.round_value(pm, pl, pn, FC)
     plus3 = (pm * 0).to(tl.float64)
     if not B.FC.NEG_ZERO:
         pv = tl.where(pv == 0, plus3, pv)
@@ -165,7 +167,7 @@ def pairwise_block(t, k0, j, c, B: tl.constexpr):
     for _ in tl.static_range(LOG2L):  # one level of the tree: lanes 2i and 2i + 1
         y = tl.permute(tl.reshape(x, (x.shape[0], x.shape[1] // 2, 2, x.shape[2])), (0, 1, 3, 2))
         lo, hi = tl.split(y)
-        x = tk.add_c(lo, hi, B.FC)
+        x = tk.add_c(lo, hi, FC)
     s = tl.reshape(x, (x.shape[0], x.shape[2]))
     ns, ms, ls, es, zs, nan_s, inf_s = tk.decode(s, -126)
     nc, mc, lc, ec, zc, nan_c, inf_c = tk.decode(c, -126)

@@ -66,6 +66,9 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M
     t = Tile(a_ptr, b_ptr, order_ptr, sa_ptr, sb_ptr, a_ptr + rmc * sam, ea_ptr + rmc * seam, b_ptr + rnc * sbn,
              sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn, rm, rn, tl.arange(0, S.BLOCK.LP), M, N, K, BL, sam, sak, sbk,
              sbn, seak, ssam, ssak, ssbk, ssbn)
+    BLOCK: tl.constexpr = S.BLOCK  # structures passed on: constexprs by name (Triton 3.6 passes no plain objects)
+    FIRST: tl.constexpr = S.FIRST
+    OUT: tl.constexpr = S.OUT
     for k0 in range(0, KP, W):
         if S.C_FUSED:
             acc = d
@@ -74,15 +77,15 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M
         for j in range(0, W, BL):
             if S.NARROW_C:
                 if k0 == 0:  # the first step's block reads the C given at its own format's emin
-                    acc = _block(t, k0, j, acc, S.FIRST)
+                    acc = _block(t, k0, j, acc, FIRST)
                 else:
-                    acc = _block(t, k0, j, acc, S.BLOCK)
+                    acc = _block(t, k0, j, acc, BLOCK)
             else:
-                acc = _block(t, k0, j, acc, S.BLOCK)
+                acc = _block(t, k0, j, acc, BLOCK)
         if S.STORE:
-            acc = tk.store_output(acc, S.OUT)
+            acc = tk.store_output(acc, OUT)
         if S.C_FUSED:
             d = acc
         else:
-            d = tk.add_c(acc, d, S.OUT)
+            d = tk.add_c(acc, d, OUT)
     tl.store(d_ptr + rm[:, None] * sdm + rn[None, :] * sdn, d, mask=out_mask)

@@ -312,7 +312,8 @@ def _general_block(a, b, d, lane, B: tl.constexpr):
     if B.LP != B.L:  # lanes beyond L stand for no product at all
         ep = tl.where((lane < B.L)[None, :, None], ep, -(1 << 30))
     s, unit = aligned_sum(pm, pneg & ~pzero, pl, ep, nc, mc, lc, ec, zc, B)
-    v, s, plus = fused_value(s, unit, B.WRAP, B.R)
+    R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
+    v, s, plus = fused_value(s, unit, B.WRAP, R)
     # an exactly zero sum: +0, or the IEEE sign over the finite-replaced products and C
     # (rules.exact_zero: non-finite operands count as +0)
     v = _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc,
@@ -388,7 +389,8 @@ def _late_value(s, e_dot, nc, mc, lc, ec, zc, B: tl.constexpr):
         total = tl.where(total == 0, total, (total >> sh) << sh)
     neg = total < 0
     mag = tl.where(neg, -total, total)
-    v = round_value(mag, big_e - G, neg, B.R)
+    R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
+    v = round_value(mag, big_e - G, neg, R)
     return v, total, (total * 0).to(tl.float64), dropped
 
 
@@ -607,7 +609,8 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
         s = s64 + s32.to(tl.int64) + tc.to(tl.int64)
     else:
         s = (s32 + tc).to(tl.int64)
-    v, s, plus = fused_value(s, unit.to(tl.int64), B.WRAP, B.R)
+    R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
+    v, s, plus = fused_value(s, unit.to(tl.int64), B.WRAP, R)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc, nc & ~(nan_c | inf_c))
     v = zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B)
     return with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))

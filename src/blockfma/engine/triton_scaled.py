@@ -92,7 +92,8 @@ def _scaled_block(a, b, sa, sb, d, lane, B: tl.constexpr):
         tneg = neg
         live3 = tl.full([1, T, 1], 1, tl.int1)
     s, unit = tk.aligned_sum(tm, tneg, tp, te, nc, mc, lc, ec, zc, B)
-    v, s, plus = tk.fused_value(s, unit, B.WRAP, B.R)
+    R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
+    v, s, plus = tk.fused_value(s, unit, B.WRAP, R)
     only_zeros = zc
     all_neg = zc
     any_neg = zc
@@ -249,7 +250,8 @@ def _fast_scaled_block(t, k0, d, B: tl.constexpr):
     cneg_f = nc & ~zc
     tc = tk.cut(mc, unit64 - lc, cneg_f, FLOOR)
     s = s + tl.where(cneg_f, -tc, tc)
-    v, s, plus = tk.fused_value(s, unit64, B.WRAP, B.R)
+    R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
+    v, s, plus = tk.fused_value(s, unit64, B.WRAP, R)
     v = tk.zero_pick(v, s, plus, zc, zc, zc, B)  # (never IEEE_ZERO and NEG_ZERO here)
     nan = nan | nan_c | nrow[:, None] | ncol[None, :]
     return tk.with_specials(v, plus, nan, pos | (inf_c & ~nc), ninf | (inf_c & nc))
