@@ -346,15 +346,15 @@ def _tensors(*xs):
 
 
 def both_paths(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, **launch) -> np.ndarray:
-    """The kernel on the fast path (which must hold these operands) and on the general one: both the numpy
-    engine's bits."""
+    """The kernel on the fast path (which must hold these operands: with its grid sum where that holds too, and
+    with int32 terms) and on the general one: each the numpy engine's bits."""
     a, b, c = _tensors(A, B, C)
     assert tr.fast_constants(model, a, b)["FAST"]
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     arith = model.arithmetic_model()
-    for fast in (True, False):
-        d = tr.gemm_tensors(model, a, b, c, fast=fast, **launch)
-        assert same_bits(bf.engine.api.finish(arith, d.numpy().astype(np.float64)), want) == 0, fast
+    for path in ({"fast": True}, {"fast": True, "grid": False}, {"fast": False}):
+        d = tr.gemm_tensors(model, a, b, c, **path, **launch)
+        assert same_bits(bf.engine.api.finish(arith, d.numpy().astype(np.float64)), want) == 0, path
     return want
 
 
@@ -603,7 +603,7 @@ def test_gpu_fast_path_equals_general_path(dev, fin, fout):
     want = bf.gemm(A, B, C, model=model, backend="auto")
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
     assert tr.fast_constants(model, a, b)["FAST"]
-    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
 
@@ -623,6 +623,196 @@ def test_gpu_narrow_c(dev):
     C = _small_fp16(rng, (130, 97), 5, subnormal=0.6)
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
-    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"fast": False}):
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False}, {"fast": False}):
+        d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
+
+
+# ---- the grid path (one FMA rounding toward zero per product) and its stand-in -------------------------------
+
+
+def _fma_rz_oracle(a: float, b: float, c: float, lanes: int) -> float:
+    """a * b + c rounded toward zero into binary32 (lanes 32) or binary64 (64), by Fractions: the value of the
+    format next to the exact sum on the side of zero (nearest first, then stepped)."""
+    from fractions import Fraction
+
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    ftype = np.float32 if lanes == 32 else np.float64
+    with np.errstate(over="ignore"):
+        r = ftype(float(exact)) if lanes == 32 else np.float64(float(exact))
+    if not np.isfinite(r):
+        r = np.copysign(np.finfo(ftype).max, float(exact)).astype(ftype)
+    while r != 0 and abs(Fraction(float(r))) > abs(exact):
+        r = np.nextafter(r, ftype(0))
+    return float(r)
+
+
+def _fma_rz_cases(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """binary32 a, b, c as the grid path meets them (an accumulator 1.5 * 2**k near its binade's ends, products
+    far below its last place, of both signs, exact and inexact) and at large: cancellation, subnormal sums,
+    zeros (finite sums: the grid path has no others)."""
+    k = rng.integers(-120, 100, n)
+    c = np.ldexp(rng.uniform(1, 2, n), k) * rng.choice([-1, 1], n)
+    c[: n // 4] = np.ldexp(1.5, k[: n // 4]) * np.sign(c[: n // 4])
+    c[n // 4: n // 2] = np.ldexp(1 + rng.integers(0, 8, n // 4) * 2.0**-23, k[n // 4: n // 2])  # a binade's bottom
+    ea = rng.integers(-30, 30, n)
+    a = np.ldexp(rng.uniform(1, 2, n), ea) * rng.choice([-1, 1], n)
+    b = np.ldexp(rng.uniform(1, 2, n), k - 23 - ea + rng.integers(-30, 8, n))  # products 2**-30 to 2**8 units
+    a, b, c = (x.astype(np.float32) for x in (a, b, c))
+    c[-6:] = [np.float32(2.0**126 * 1.5), np.float32(-(2.0**-126)), 1.0, 0.0, -0.0, 3.0]
+    a[-6:] = [np.float32(2.0**124), np.float32(2.0**-60), 1.0, 2.0**-75, -(2.0**-75), -3.0]
+    b[-6:] = [np.float32(1.5), np.float32(-(2.0**-90)), -1.0, 2.0**-75, 2.0**-75, 1.0]
+    return a, b, c
+
+
+def _fma_rz_kernel():
+    """A kernel of one fma_rz per element (defined at first use, in the process's Triton mode)."""
+    import triton
+    import triton.language as tl
+
+    tr._kernel()  # the kernel modules, imported in this process's mode
+    from blockfma.engine import triton_kernel
+
+    global tk  # a jitted function reads the module's globals (not a closure)
+    tk = triton_kernel
+
+    @triton.jit
+    def fma_rz_kernel(a_ptr, b_ptr, c_ptr, d_ptr, n, GRID: tl.constexpr, STANDIN: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        a = tl.load(a_ptr + i, mask=i < n, other=0.0)
+        b = tl.load(b_ptr + i, mask=i < n, other=0.0)
+        c = tl.load(c_ptr + i, mask=i < n, other=0.0)
+        tl.store(d_ptr + i, tk.fma_rz(a, b, c, GRID, STANDIN), mask=i < n)
+
+    return fma_rz_kernel
+
+
+def _fma_rz_run(a, b, c, lanes: int, standin: bool, device: str) -> np.ndarray:
+    import torch
+
+    dt = torch.float32 if lanes == 32 else torch.float64
+    x = [torch.from_numpy(v.astype(np.float64)).to(dt).to(device) for v in (a, b, c)]
+    d = torch.empty_like(x[2])
+    _fma_rz_kernel()[(-(-len(a) // 64),)](*x, d, len(a), GRID=lanes, STANDIN=standin, BLOCK=64)
+    return d.cpu().numpy()
+
+
+@pytest.mark.parametrize("lanes", [32, 64])
+def test_fma_rz_standin_against_fractions(lanes):
+    """The interpreter's stand-in of fma.rz (no inline assembly there) is the exact product-sum rounded toward
+    zero, bit for bit, on the grid path's cases and at large (Fractions the oracle)."""
+    a, b, c = _fma_rz_cases(np.random.default_rng(lanes), 400)
+    got = _fma_rz_run(a, b, c, lanes, True, "cpu")
+    want = np.array([_fma_rz_oracle(float(x), float(y), float(z), lanes) for x, y, z in zip(a, b, c)],
+                    dtype=got.dtype)
+    assert (got.view(np.uint8) != want.view(np.uint8)).reshape(len(a), -1).any(axis=1).sum() == 0
+
+
+def test_grid_lanes_and_refusals():
+    """binary32 lanes for fp8 (F = 13, 32 products), binary64 for fp16/bf16 (F = 25), none for late-c and
+    normalized exponents; grid=True refused by name where it does not hold (NaN among the operands)."""
+    assert tr.grid_lanes(bf.device("H100").model("e4m3fn", "fp32")) == 32
+    assert tr.grid_lanes(bf.device("H100").model("fp16", "fp32")) == 64
+    assert tr.grid_lanes(bf.device("MI300X").model("fp16", "fp32")) == 0
+    assert tr.grid_lanes(VARIANTS["normalized"]) == 0
+    model = bf.device("H100").model("fp16", "fp32")
+    a, b, c = _tensors([[1.0, np.nan]], [[1.0], [2.0]], [[0.0]])
+    with pytest.raises(bf.arguments.ArgumentError, match=r"^grid=True: the grid sum does not hold .*pass grid=None"):
+        tr.gemm_tensors(model, a, b, c, grid=True)
+    with pytest.raises(bf.arguments.ArgumentError, match=r"^grid=1: must be True, False or None"):
+        tr.gemm_tensors(model, a, b, c, grid=1)
+
+
+E4M3_FLOOR = _variant(input_format=formats.get("e4m3fn"), alignment=Alignment.FLOOR, fraction_bits=13,
+                      block_width=32, e_zero=-40, exact_zero="ieee", output_rounding=formats.RoundingMode.TiesToEven)
+
+
+def test_grid_unit_clamped_at_the_top():
+    """binary32 lanes, C = +-2**126 over e4m3 products: the unit 2**113 lies above the lanes' range and is
+    clamped to 2**103, where every product is still below one unit: a negative product floors to -1 unit either
+    way (E4M3_FLOOR), and under truncation (the H100 preset) to 0."""
+    assert tr.grid_lanes(E4M3_FLOOR) == 32
+    A = np.array([[-448.0, 2.0**-9] + [0.0] * 30, [448.0, 1.0] + [0.0] * 30])
+    B = np.full((32, 1), 448.0)
+    C = np.array([[2.0**126], [-(2.0**126)]])
+    for model in (E4M3_FLOOR, bf.device("H100").model("e4m3fn", "fp32")):
+        D = both_paths(model, A, B, C)
+        for i in range(2):
+            assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
+    assert both_paths(E4M3_FLOOR, A, B, C)[0, 0] == 2.0**126 - 2.0**113
+
+
+def test_grid_exact_zero_signs():
+    """IEEE zero signs on the grid path (its extra pass over a tile with an exactly zero sum): products that
+    cancel, products that are all zeros of sign - (with C = -0), zeros of mixed signs, beside rows that are not
+    zero; fp8 (binary32 lanes) and fp16 (binary64) inputs, rounding to nearest and down."""
+    fp16_down = _variant(output_rounding=formats.RoundingMode.TowardNegative, exact_zero="ieee")
+    for model in (E4M3_FLOOR, fp16_down, E4M3_FLOOR.replace(alignment=Alignment.TRUNCATE)):
+        L = model.block_width
+        A = np.zeros((4, L + 3))
+        A[0, :2] = [2.0, -2.0]
+        A[1, :] = -0.0
+        A[2, 0] = -0.0
+        A[3, :] = 1.5
+        B = np.ones((L + 3, 2))
+        B[:, 1] = 0.5
+        C = np.array([[0.0, -0.0], [-0.0, -0.0], [0.0, -0.0], [0.0, 1.0]])
+        D = both_paths(model, A, B, C)
+        for i in range(4):
+            for j in range(2):
+                want = reference.dot_bits(model, list(A[i]), list(B[:, j]), C[i, j])
+                assert int(formats.bits(D)[i, j]) == want, (model.name, i, j)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(["H100 e4m3fn", "H100 fp16", "floor e4m3"]),
+       k=st.integers(1, 80))
+def test_grid_path_hypothesis(seed, which, k):
+    """Random operands over the fp8 and fp16 formats' whole ranges (subnormals, zeros of both signs) through
+    the grid path, the int32 terms and the general path: the numpy engine's bits."""
+    model = {"H100 e4m3fn": bf.device("H100").model("e4m3fn", "fp32"),
+             "H100 fp16": bf.device("H100").model("fp16", "fp32"), "floor e4m3": E4M3_FLOOR}[which]
+    rng = np.random.default_rng(seed)
+    A, B = values(rng, model.input_format, (3, k)), values(rng, model.b_format, (k, 2))
+    C = values(rng, model.c_format, (3, 2))
+    both_paths(model, A, B, C)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("lanes", [32, 64])
+def test_gpu_fma_rz_instruction_equals_standin(lanes):
+    """On a CUDA GPU: PTX's fma.rz (the grid path's instruction) and the stand-in the interpreter runs give the
+    same bits, the Fractions' cut."""
+    a, b, c = _fma_rz_cases(np.random.default_rng(lanes), 4000)
+    got = _fma_rz_run(a, b, c, lanes, False, "cuda")
+    standin = _fma_rz_run(a, b, c, lanes, True, "cuda")
+    want = np.array([_fma_rz_oracle(float(x), float(y), float(z), lanes) for x, y, z in zip(a, b, c)],
+                    dtype=got.dtype)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert np.array_equal(standin.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("dev,fin,fout", [("H100", "e4m3fn", "fp32"), ("H100", "e5m2", "fp32"),
+                                          ("H100", "fp16", "fp32"), ("B200", "e4m3fn", "fp32"),
+                                          ("V100", "fp16", "fp16")])
+def test_gpu_grid_path(dev, fin, fout):
+    """On a CUDA GPU, operands without NaN or infinity: the grid path (binary32 lanes for fp8, binary64 for
+    fp16), at the default tile and a small one, the int32 terms and the general path, against the CPU engine."""
+    import torch
+
+    model = bf.device(dev).model(fin, fout)
+    rng = np.random.default_rng(zlib.crc32(f"gpu grid {dev} {fin} {fout}".encode()))
+    A, B = values(rng, model.input_format, (130, 300)), values(rng, model.b_format, (300, 97))
+    C = values(rng, model.c_format, (130, 97))
+    A[5] = -0.0
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
+    assert tr._path(model.arithmetic_model(), a, b, None, None, False)["GRID"] == tr.grid_lanes(model) > 0
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch

@@ -54,7 +54,7 @@ from . import array, rules, scaled
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
            "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
-           "scaled_fast_constants", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
+           "scaled_fast_constants", "grid_lanes", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
 LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
@@ -199,6 +199,8 @@ class Block:
     CHUNK: int = 1  # the truncated-fused and late-c fast path: int32 sums of CHUNK terms, int64 sums, e_zero
     SUM64: bool = False  # may be a block's largest exponent where some term is not zero
     EZ_LIVE: bool = False
+    GRID: int = 0  # truncated-fused fast path: 32 or 64 where one FMA per product sums on the cut's grid in binary32
+    STANDIN: bool = False  # or binary64 lanes (grid_lanes), 0: int32 terms; STANDIN: the exact stand-in of fma.rz
     U: int = 1  # block-scaled: lanes per unit of its fast path, products per group (0: a term per product),
     G: int = 0  # term slots, products per scale, the operands' and scales' precisions and emins
     T: int = 1
@@ -302,6 +304,7 @@ def _config(m: Model, specials: bool) -> Kernel:
                                                 block.overflow), IEEE_ZERO=block.exact_zero != "positive",
               SPECIALS=specials, ORDERED=p.ordered, A_EMIN=block.input_format.emin,
               B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, **own)
+    B = replace(B, STANDIN=interpreting())  # the interpreter has no inline assembly: fma.rz by its stand-in
     first = replace(B, C_EMIN=p.first.c_format.emin)  # the C given, read in c_input_format where there is one
     return Kernel(BLOCK=B, FIRST=first, NARROW_C=first != B, C_FUSED=p.c_fused, STORE=p.store,
                   OUT=_rounding(m.output_format, m.subnormals))
@@ -409,6 +412,28 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     return dict(const, FAST=fast)
 
 
+def grid_lanes(model: Model) -> int:
+    """The lanes of the truncated-fused fast path's grid sum (:mod:`.triton_kernel`, "the grid path", where the
+    argument is written): 32 where binary32 accumulators hold it exactly, 64 where binary64 ones do, 0 where
+    neither (the int32 terms then).  It needs the family truncated-fused, product exponents ``"max"``,
+    F + ceil(log2 L) <= W - 3 (W = 23 or 52), the least exponent sum of a nonzero product (the formats' emins)
+    less F at least the lanes' least unit (-149 for binary32, -600 for binary64: below that the unit is
+    clamped) and every product below 2**103 (binary32; 2**970 for binary64: above, the unit is clamped).  The
+    kernel takes it on the fast path where no A or B value is NaN or infinite."""
+    m = model.arithmetic_model()
+    block = schedule(m).block
+    F, L = block.fraction_bits, m.block_width
+    if block.family is not Family.TRUNCATED_FUSED or block.product_exponent == "normalized" or F is None or not L:
+        return 0
+    span = F + (L - 1).bit_length()
+    fa, fb = block.input_format, block.b_format
+    lo, hi = fa.emin + fb.emin - F, fa.emax + fb.emax + 2
+    for lanes, w, umin, umax in ((32, 23, -149, 103), (64, 52, -600, 970)):
+        if span <= w - 3 and lo >= umin and hi <= umax:
+            return lanes
+    return 0
+
+
 def scaled_fast_constants(model: Model) -> dict[str, Any]:
     """The block-scaled kernel's fast-path parameters (:mod:`.triton_scaled`, its fast path, where the bounds
     are proved): FAST where that path computes ``model`` bit for bit on every value of its formats (no look at
@@ -460,8 +485,10 @@ def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
     return e
 
 
-def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
-    """The :class:`Block` fields of the path ``fast`` asks for (see :func:`gemm_tensors`) on these operands."""
+def _path(m: Model, a: Any, b: Any, fast: bool | None, grid: bool | None = None,
+          specials: bool = False) -> dict[str, Any]:
+    """The :class:`Block` fields of the path ``fast`` and ``grid`` ask for (see :func:`gemm_tensors`) on these
+    operands."""
     if m.family in STEP_FAMILIES:
         if fast:
             raise ArgumentError("fast", True, f"the fast path runs the truncated-fused and late-c families, not "
@@ -477,7 +504,11 @@ def _path(m: Model, a: Any, b: Any, fast: bool | None) -> dict[str, Any]:
     if fast and not path["FAST"]:
         raise ArgumentError("fast", True, f"the fast path does not hold {m.summary()} on these operands exactly "
                             "(see fast_constants)", use={"fast": None})
-    return path
+    lanes = grid_lanes(m) if path["FAST"] and not specials and grid is not False else 0
+    if grid and not lanes:
+        raise ArgumentError("grid", True, f"the grid sum does not hold {m.summary()} on these operands exactly "
+                            "(see grid_lanes: no NaN or infinity in A and B, and the fast path)", use={"grid": None})
+    return dict(path, GRID=lanes)
 
 
 def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: int | None,
@@ -518,7 +549,7 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
 
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
                  block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                 fast: bool | None = None) -> Any:
+                 fast: bool | None = None, grid: bool | None = None) -> Any:
     """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
     interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
     formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
@@ -526,9 +557,10 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
     ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
-    the general one, True: refused where it does not hold).  ``block_m``/``block_n`` (the tile of D one
+    the general one, True: refused where it does not hold); ``grid`` likewise for its grid sum
+    (:func:`grid_lanes`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
-    _launch_arguments(block_m, block_n, num_warps, fast)
+    _launch_arguments(block_m, block_n, num_warps, fast, grid)
     if model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
@@ -537,7 +569,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
         specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
     m = model.arithmetic_model()
     S = _config(m, specials)
-    S = S.path(**_path(m, a, b, fast))
+    S = S.path(**_path(m, a, b, fast, grid, specials))
     tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
     ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
     return _launch(S, plan(m, a.shape[1]), a, b, c, tile, ea=ea)
@@ -590,13 +622,15 @@ def _on_device(x: np.ndarray, dev: Any) -> Any:
     return _torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
 
 
-def _launch_arguments(block_m: int | None, block_n: int | None, num_warps: int | None, fast: Any) -> None:
+def _launch_arguments(block_m: int | None, block_n: int | None, num_warps: int | None, fast: Any,
+                      grid: Any = None) -> None:
     for name, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps)):
         integer(name, v, least=1, most=256, none=True)
         if v is not None and v & (v - 1):
             raise ArgumentError(name, v, "must be a power of two", use={name: 1 << (v.bit_length() - 1)})
-    if fast is not None and not isinstance(fast, (bool, np.bool_)):  # 0 and 1 are not switches here
-        raise ArgumentError("fast", fast, "must be True, False or None (where it holds)")
+    for name, v in (("fast", fast), ("grid", grid)):
+        if v is not None and not isinstance(v, (bool, np.bool_)):  # 0 and 1 are not switches here
+            raise ArgumentError(name, v, "must be True, False or None (where it holds)")
 
 
 def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, *, specials: bool | None = None,

@@ -570,16 +570,14 @@ def _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B: tl.constexp
 
 
 @triton.jit
-def _fast_block(t, k0, j, d, B: tl.constexpr):
-    """:func:`_general_block` on the fast path (see above): two passes over the block's L lanes (loops, not
-    unrolled: an unrolled block holds too many registers), the first for its largest exponent, the second for
-    the cut terms; C's term, the sum's rounding, zero signs and special values as there."""
-    L: tl.constexpr = B.L
-    CHUNK: tl.constexpr = B.CHUNK
+def _block_emax(t, k0, j, d, B: tl.constexpr):
+    """The first pass of a fast block over its L lanes: its largest exponent (int32, of C's shape), of its
+    products (E_a + E_b), C's (e_zero for a zero C) and e_zero where a zero product may bring it in
+    (EZ_LIVE)."""
     top = tl.full(d.shape, NONE, tl.int32)
     zrow = t.rm < 0  # which rows of A / columns of B hold a zero factor in the block:
     zcol = t.rn < 0  # a zero product there
-    for l in range(L):
+    for l in range(B.L):
         ea, eb, zb = _lane_codes(t, k0, j, l, B)
         top = tl.maximum(top, ea[:, None] + eb[None, :])
         if B.EZ_LIVE:
@@ -589,31 +587,164 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
     emax = tl.maximum(top - 254, tl.where(zc, B.EZ, ec))
     if B.EZ_LIVE:  # a zero product's e_zero may be the largest exponent where some term is not zero
         emax = tl.maximum(emax, tl.where(zrow[:, None] | zcol[None, :], B.EZ, NONE))
-    scale = scale32(B.F - emax)
+    return emax
+
+
+@triton.jit
+def _fast_block(t, k0, j, d, B: tl.constexpr):
+    """:func:`_general_block` on the fast path (see above): two passes over the block's L lanes (loops, not
+    unrolled: an unrolled block holds too many registers), the first for its largest exponent, the second for
+    the cut terms, by float32 products and int32 conversions or (GRID) by one rounding FMA per product into an
+    accumulator on the cut's grid (:func:`_grid_sum`); C's term, the sum's rounding, zero signs and special
+    values as there."""
+    emax = _block_emax(t, k0, j, d, B)
     nan, pos, ninf, bits_or, bits_and = _no_flags(d)  # (C's are decoded again after the loop: fewer live registers)
-    s32 = tl.full(d.shape, 0, tl.int32)
-    s64 = tl.full(d.shape, 0, tl.int64)
-    for c in range(0, L, CHUNK):  # int32 sums of at most CHUNK (<= L) terms, carried on in int64 between them
-        if CHUNK < L:
-            s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
-            s32 = s32 * 0
-        for l in range(c, min(c + CHUNK, L)):
-            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B)
-            s32 = s32 + _term(p, scale, B.FLOOR)
+    if B.GRID != 0:
+        s = _grid_sum(t, k0, j, emax - B.F, B)
+    else:
+        CHUNK: tl.constexpr = B.CHUNK
+        scale = scale32(B.F - emax)
+        s32 = tl.full(d.shape, 0, tl.int32)
+        s64 = tl.full(d.shape, 0, tl.int64)
+        for c in range(0, B.L, CHUNK):  # int32 sums of at most CHUNK (<= L) terms, carried on in int64 between them
+            if CHUNK < B.L:
+                s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
+                s32 = s32 * 0
+            for l in range(c, min(c + CHUNK, B.L)):
+                p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and,
+                                                                     B)
+                s32 = s32 + _term(p, scale, B.FLOOR)
+        s = s64 + s32.to(tl.int64) if B.SUM64 else s32
     unit = emax - B.F
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, B.C_EMIN)
     cneg_f = nc & ~zc
     tc = _cut_to(mc, unit - lc, cneg_f, B.FLOOR, 30)
-    tc = tl.where(cneg_f, -tc, tc)
-    if B.SUM64:
-        s = s64 + s32.to(tl.int64) + tc.to(tl.int64)
-    else:
-        s = (s32 + tc).to(tl.int64)
+    s = s.to(tl.int64) + tl.where(cneg_f, -tc, tc).to(tl.int64)
     R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
     v, s, plus = fused_value(s, unit.to(tl.int64), B.WRAP, R)
+    if B.GRID != 0 and B.IEEE_ZERO and B.R.NEG_ZERO:
+        # the grid sum keeps no product signs: a tile with an exactly zero sum reads them in one more pass
+        if reduce_max(reduce_max((s == 0).to(tl.int32), 1), 0) == 1:
+            for l in range(B.L):
+                p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and,
+                                                                     B)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc, nc & ~(nan_c | inf_c))
     v = zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B)
     return with_specials(v, plus, nan | nan_c, pos | (inf_c & ~nc), ninf | (inf_c & nc))
+
+
+# ---- the grid path: one FMA rounding toward zero per product --------------------------------------------------
+#
+# Taken where the host (blockfma.engine.triton.grid_lanes) has shown it exact: the fast path's conditions, no
+# NaN or infinity among A and B, product exponents E_a + E_b ("max", not "normalized"), truncated-fused, and
+# F + log2 L <= W - 3 for lanes of W + 1 significand bits (binary32: W = 23, binary64: W = 52).
+#
+# Exactness.  The block's terms are x_i = a_i b_i 2**-u cut to integers (toward zero, or toward minus infinity
+# under FLOOR), u = emax - F.  Each |a_i b_i| < 2**(E_a + E_b + 2) <= 2**(emax + 2), so |x_i| < 2**(F + 2), and
+# any partial sum of L of them is below L 2**(F + 2) <= 2**(W - 1) units.  An accumulator that starts at
+# O = 1.5 * 2**(u + W) therefore stays in the binade [2**(u + W), 2**(u + W + 1)), whose last place is 2**u: every
+# value it holds is O plus an integer number of units, and FMA(a, b, acc) rounded toward zero is the value of
+# that grid next to acc + a b on the side of zero: acc + floor(x) for a positive accumulator, acc + ceil(x) for
+# a negative one (the product enters the FMA exactly).  Under FLOOR one positive accumulator takes every
+# product; otherwise a positive one takes the positive products and a negative one (-O) the negative ones, and
+# then each receives its terms cut toward zero.  A lane's products are split by sign without a look at each
+# product: a = a+ + a- and b = b+ + b- (max(., 0), min(., 0)); a+ b+ and a- b- are >= 0, a+ b- and a- b+ are
+# <= 0, and of the four one at most is nonzero (a zero product adds nothing: acc + 0 is acc).  The sum, in
+# units, is then the difference of the accumulators' bit patterns (same sign and exponent as O's): no
+# conversion.  The unit's exponent is clamped into the lanes' range (UMIN, UMAX): below, only where every
+# product is zero (the host checks A's and B's least exponents), above, where every product is below one unit
+# either way (the host checks A's and B's largest exponents), so the integer terms are the same.  The rounding
+# instruction is PTX's fma.rz; under Triton's interpreter (no inline assembly) an exact stand-in computes it
+# (:func:`fma_rz_standin`, held to the reference by the tests).
+
+
+@triton.jit
+def fma_rz_standin(a, b, c, GRID: tl.constexpr):
+    """a * b + c rounded once toward zero into binary32 (GRID 32) or binary64 (GRID 64), exactly, by float64
+    operations rounded to nearest: the product of binary32 significands is exact in float64, p + c is s + e
+    exactly (TwoSum), and the nearest value r of the format to s is one last place too far from zero exactly
+    where s + e lies between r and zero.  For finite sums (the grid path has no others); where s is zero, e is
+    the exact sum."""
+    p = a.to(tl.float64) * b.to(tl.float64)
+    c64 = c.to(tl.float64)
+    s = p + c64
+    bb = s - p
+    e = (p - (s - bb)) + (c64 - bb)
+    if GRID == 32:
+        r = s.to(tl.float32)
+        beyond = e - (r.to(tl.float64) - s)  # the exact sum less r (r - s is exact: they are within a factor 2)
+        bits = r.to(tl.int32, bitcast=True)
+        down = (beyond != 0) & ((beyond < 0) != (r < 0)) & (r != 0)  # (a zero r is the cut of a tiny sum)
+        r = tl.where(down, (bits - 1).to(tl.float32, bitcast=True), r)
+        return tl.where(s == 0, e.to(tl.float32), r)
+    else:
+        bits = s.to(tl.int64, bitcast=True)
+        down = (e != 0) & ((e < 0) != (s < 0))
+        return tl.where(s == 0, e, tl.where(down, (bits - 1).to(tl.float64, bitcast=True), s))
+
+
+@triton.jit
+def fma_rz(a, b, c, GRID: tl.constexpr, STANDIN: tl.constexpr):
+    """a * b + c (of C's shape, float32 for GRID 32, float64 for 64) by one FMA rounded toward zero: PTX's
+    fma.rz on the GPU, the exact :func:`fma_rz_standin` under the interpreter (STANDIN)."""
+    a = tl.broadcast_to(a, c.shape)
+    b = tl.broadcast_to(b, c.shape)
+    if STANDIN:
+        return fma_rz_standin(a, b, c, GRID).to(c.dtype)
+    elif GRID == 32:
+        return tl.inline_asm_elementwise("fma.rz.f32 $0, $1, $2, $3;", "=f,f,f,f", [a, b, c], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.inline_asm_elementwise("fma.rz.f64 $0, $1, $2, $3;", "=d,d,d,d", [a, b, c], dtype=tl.float64,
+                                         is_pure=True, pack=1)
+
+
+@triton.jit
+def _grid_start(u, GRID: tl.constexpr):
+    """The accumulator's start O = 1.5 * 2**(u + W) and its bit pattern (int32 for binary32 lanes, int64 for
+    binary64), u clamped into the lanes' range (see above)."""
+    if GRID == 32:
+        bits = ((tl.minimum(tl.maximum(u, -149), 103) + 23 + 127) << 23) | (1 << 22)
+        return bits.to(tl.float32, bitcast=True), bits
+    else:
+        bits = ((tl.minimum(tl.maximum(u, -600), 970) + 52 + 1023).to(tl.int64) << 52) | (1 << 51)
+        return bits.to(tl.float64, bitcast=True), bits
+
+
+@triton.jit
+def _grid_sum(t, k0, j, u, B: tl.constexpr):
+    """The second pass of a block on the grid path (see above): the sum of its L products cut at 2**u, as an
+    integer number of units (int32 for binary32 lanes, int64 for binary64)."""
+    GRID: tl.constexpr = B.GRID
+    STANDIN: tl.constexpr = B.STANDIN
+    start, start_bits = _grid_start(u, GRID)
+    pos = start
+    neg = -start
+    for l in range(B.L):
+        a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+        if GRID == 64:
+            a = a.to(tl.float64)
+            b = b.to(tl.float64)
+        if B.FLOOR:
+            pos = fma_rz(a[:, None], b[None, :], pos, GRID, STANDIN)
+        else:
+            ap = tl.maximum(a, 0.0)
+            an = tl.minimum(a, 0.0)
+            bp = tl.maximum(b, 0.0)
+            bn = tl.minimum(b, 0.0)
+            pos = fma_rz(ap[:, None], bp[None, :], pos, GRID, STANDIN)
+            pos = fma_rz(an[:, None], bn[None, :], pos, GRID, STANDIN)
+            neg = fma_rz(ap[:, None], bn[None, :], neg, GRID, STANDIN)
+            neg = fma_rz(an[:, None], bp[None, :], neg, GRID, STANDIN)
+    if GRID == 32:
+        pbits = pos.to(tl.int32, bitcast=True)
+        nbits = neg.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+    else:
+        pbits = pos.to(tl.int64, bitcast=True)
+        nbits = neg.to(tl.int64, bitcast=True) & 0x7FFFFFFFFFFFFFFF
+    if B.FLOOR:
+        return pbits - start_bits
+    return pbits - nbits
 
 
 @triton.jit
