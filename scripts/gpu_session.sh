@@ -47,6 +47,7 @@ timeout -k 10 "$T_TESTS" "$PY" -m pytest -q -m gpu -n 8 -p no:cacheprovider -p n
     -W ignore::DeprecationWarning \
     tests/test_triton_engine.py tests/test_triton_families.py tests/test_triton_scaled.py tests/test_torch_emulate.py \
     tests/test_torch_emulate_more.py tests/test_multiword_tensors.py tests/test_multiword_torch.py \
+    tests/test_bench_mmaemu.py \
     >"$OUT/tests.log" 2>&1 &
 tests=$!
 timeout -k 10 "$T_PROBE" "$PY" scripts/probe_hardware.py --out "$OUT/probe" --no-torch --verify 1000000 \

@@ -2,7 +2,8 @@
 ``benchmarks/bench_gpu.py --mmaemu`` (operands, the bit comparison and its line) on the CPU, and, where
 mmaemu is installed, mmaemu as an independent oracle of our numpy engine's bits for H100 e4m3fn->fp32
 (its preset 'hopper': blocks of 32 products, 13 fraction bits, held by its authors to an H100 PCIe's
-cuBLAS).  Optional like the MMA-Sim differential: skipped with a reason where torch or mmaemu is absent
+cuBLAS); marked gpu, its CUDA kernel against our Triton kernel and numpy engine (bit-exact on an H200,
+2026-11-28).  Optional like the MMA-Sim differential: skipped with a reason where torch or mmaemu is absent
 (``pip install --no-deps mmaemu==0.1.0``: it needs only numpy and torch)."""
 
 from __future__ import annotations
@@ -133,3 +134,31 @@ def test_side_by_side_on_the_cpu(tmp_path, monkeypatch, capsys):
     assert peer[0]["differing"] == 0 and peer[0]["compared"] == 256 and peer[0]["mmaemu_backend"] == "reference"
     assert {"backend": "mmaemu", "n": 16, "bit_exact": True}.items() <= next(
         c for c in record["checks"] if c.get("peer") == "mmaemu").items()
+
+
+def _cuda() -> bool:
+    from blockfma.engine import triton as tr
+
+    return torch.cuda.is_available() and not tr.interpreting()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET is set)")
+@pytest.mark.parametrize("k", [16, 32, 100, 1024])
+def test_mmaemu_kernel_ours_and_the_numpy_engine_agree_on_the_gpu(k, monkeypatch):
+    """mmaemu's CUDA kernel (h4 where its self-test passes, its reference model on the GPU otherwise),
+    our Triton kernel and our numpy engine, on draw_rows' styles as 256 rows of A and 256 columns of B."""
+    mmaemu, bench = _mmaemu(), _bench()
+    pytest.importorskip("triton", reason="our kernel needs Triton: pip install 'blockfma[triton]'")
+    triton_mode(monkeypatch, True)
+    a, b, _ = draw_rows(MODEL, 256, k, seed=1000 + k)
+    A, B = (np.where(np.isfinite(x), x, 0.0) for x in (a, b.T))
+    C = np.zeros((256, 256))
+    a8 = torch.from_numpy(A.astype(np.float32)).to(torch.float8_e4m3fn).cuda()
+    b8 = torch.from_numpy(np.ascontiguousarray(B.T).astype(np.float32)).to(torch.float8_e4m3fn).cuda()
+    theirs = mmaemu.accumulate(a8, b8, use_fast_accum=True, profile="hopper", splitk=1).cpu()
+    backend = bench._mmaemu_backend(mmaemu, torch, a8, b8)
+    for engine in ("triton", "numpy"):
+        ours = torch.from_numpy(np.asarray(bf.gemm(A, B, C, model=MODEL, backend=engine), dtype=np.float32))
+        cmp = bench.compare_bits(ours, theirs)
+        assert cmp["differing"] == 0, f"{engine} against mmaemu ({backend}): {bench.bits_report(cmp)}"
