@@ -25,6 +25,13 @@ reference (``--no-general`` leaves it out): rows ``triton-tile`` with ``tile`` a
 per case printed, so one GPU session can pick the defaults of :func:`blockfma.engine.triton.gemm_tensors`.
 ``--tiles ''`` skips it.
 
+``--mmaemu`` puts a peer side by side, before the other rows: mmaemu (PyPI, 0.1.0), which simulates the
+same H100 fp8 chain (blocks of 32 products, 13 fraction bits) on the CPU or with CUDA kernels of its own.
+For each size, the same e4m3fn operands go through its ``accumulate`` (preset 'hopper') and through our
+kernel for H100 e4m3fn->fp32, both timed on the device, and their fp32 bits are compared: rows ``mmaemu``
+and ``triton-kernel`` with ``peer``, and a check (:func:`mmaemu_rows` says on which inputs both claim the
+same arithmetic).  Without mmaemu installed it says so in one line and goes on.
+
     python benchmarks/bench_gpu.py                                   # on a CUDA GPU
     python benchmarks/bench_gpu.py --record data/hardware/h100-gemm-speed.json
     python benchmarks/bench_gpu.py --backend torch --sizes 128       # the same code on the CPU (smoke test)
@@ -33,6 +40,7 @@ per case printed, so one GPU session can pick the defaults of :func:`blockfma.en
         --tiles 64x64x8,128x128x8 --sweep-size 8192 --no-general      # a short GPU session's rows
     python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers and spills per tile
     python benchmarks/bench_gpu.py --sizes 4096 --cases 'e2m1fn' --tiles ''   # NVFP4 against fp32 matmul
+    python benchmarks/bench_gpu.py --sizes 1024,4096 --cases 'H100 e4m3fn' --tiles '' --mmaemu  # and mmaemu
     TRITON_INTERPRET=1 python benchmarks/bench_gpu.py --backend torch --sizes 32 --cases e2m1fn --tiles '' \
         --repeat 1                                                    # the CPU smoke test of the NVFP4 rows
 """
@@ -293,6 +301,138 @@ def _usage_row(usage: str, case, bm: int, bn: int, warps: int, show, instruction
     return row
 
 
+# --- the peer: mmaemu (PyPI, 0.1.0), which simulates the H100's fp8 chain on GPUs too ---------------------------
+MMAEMU_CASE = ("H100", "e4m3fn", "fp32")  # our model of the chain mmaemu's preset 'hopper' simulates
+MMAEMU_SLOW_S = 10.0  # an mmaemu call slower than this (its float64 reference, no kernel): no repeats, no larger n
+
+
+def mmaemu_operands(rng, m: int, k: int, n: int):
+    """A (m x k) and B (k x n), as bf.gemm takes them: e4m3fn values of standard normal draws (rounded,
+    saturating, so finite: e4m3fn has no infinity and no draw becomes NaN), float64 arrays."""
+    return tuple(bf.formats.round("e4m3fn", rng.standard_normal(shape), saturate=True) for shape in ((m, k), (k, n)))
+
+
+def compare_bits(ours, theirs) -> dict:
+    """How two float32 torch tensors of one shape differ bit for bit (compared as ``.view(torch.int32)``, so
+    -0 differs from +0 and NaN payloads count): ``differing`` (count), ``compared`` (elements) and, where
+    some differ, ``first`` (row-major first: ``row``, ``col``, each side's value and bits as 0x%08x)."""
+    import torch
+
+    if tuple(ours.shape) != tuple(theirs.shape) or ours.dtype != torch.float32 or theirs.dtype != torch.float32:
+        raise ValueError(f"compare_bits: ours is {tuple(ours.shape)} {ours.dtype}, theirs {tuple(theirs.shape)} "
+                         f"{theirs.dtype}: pass two float32 tensors of one shape")
+    a, b = ours.reshape(-1).view(torch.int32), theirs.reshape(-1).to(ours.device).view(torch.int32)
+    diff = a != b
+    out = {"differing": int(diff.sum()), "compared": int(a.numel())}
+    if out["differing"]:
+        i = int(diff.nonzero()[0, 0])
+        cols = ours.shape[-1] if ours.dim() > 1 else ours.numel()
+        first = {"row": i // cols, "col": i % cols}
+        for side, x in (("ours", a), ("mmaemu", b)):
+            first[side] = float(x[i:i + 1].view(torch.float32)[0])
+            first[f"{side}_bits"] = f"0x{int(x[i]) & 0xFFFFFFFF:08x}"
+        out["first"] = first
+    return out
+
+
+def bits_report(cmp: dict) -> str:
+    """One line of :func:`compare_bits`' result."""
+    text = f"{cmp['differing']} of {cmp['compared']} fp32 bit patterns differ"
+    if cmp["differing"]:
+        f = cmp["first"]
+        text += (f"; first at ({f['row']}, {f['col']}): ours {f['ours']!r} ({f['ours_bits']}), "
+                 f"mmaemu {f['mmaemu']!r} ({f['mmaemu_bits']})")
+    return text
+
+
+def _mmaemu_calls(mmaemu, triton, torch, dev, model, A, B):
+    """(ours, theirs): calls on device tensors of A, B (C = +0) of our Triton kernel, with its zero results
+    made +0 as bf.gemm does for this model, and of ``mmaemu.accumulate`` (b as [n, k]), each giving float32."""
+    a, b = (torch.from_numpy(x.astype(np.float32)).to(dev) for x in (A, B))
+    c = torch.zeros(A.shape[0], B.shape[1], device=dev)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn)
+    positive = model.rounded_zero == "positive"
+
+    def ours():
+        d = triton.gemm_tensors(model, a, b, c, specials=False)
+        return torch.where(d == 0, torch.zeros_like(d), d) if positive else d
+
+    def theirs():
+        return mmaemu.accumulate(a8, b8, use_fast_accum=True, profile="hopper", splitk=1)
+
+    return ours, theirs, (a8, b8)
+
+
+def _mmaemu_backend(mmaemu, torch, a8, b8) -> str:
+    """The backend mmaemu picks for this call (its explain: 'cuda:h4', 'reference', ...), or why it cannot say."""
+    one = torch.ones((), device=a8.device)
+    plan = mmaemu.explain(a8, b8.t(), one, one, out_dtype=torch.float32, use_fast_accum=True, profile="hopper",
+                          splitk=1)
+    return plan.backend if plan.validation == "ok" else f"unknown ({plan.validation[0]}: {plan.validation[1]})"
+
+
+def mmaemu_rows(triton, torch, dev, sizes, repeat: int, sync, show, rng) -> tuple[list, list]:
+    """Rows and checks of mmaemu side by side with our Triton kernel, per n in ``sizes``: the same A, B
+    (:func:`mmaemu_operands`, n x n) through ``mmaemu.accumulate`` (preset 'hopper') and through our kernel
+    for bf.device("H100").model("e4m3fn", "fp32") with C = +0, both on ``dev``, each warmed up and then
+    timed (best of ``repeat``, synchronised), shown as GMAC/s with the ratio of speeds ours/mmaemu, and
+    their fp32 results compared bit for bit (:func:`compare_bits`).
+
+    The inputs are those on which both claim the same arithmetic (mmaemu's docs/semantics and model.plan):
+    ``use_fast_accum=True`` (one chain over all of K; False restarts it every 128 products and adds the
+    chains in fp32, cuBLAS's slow accumulation, which our model is not); ``splitk=1`` (no split-K, whose
+    partial sums cuBLAS adds in fp32); ``accumulate``, the fp32 accumulator, not ``scaled_mm``, whose
+    epilogue (alpha as an fma, output rounding) ours does not model; C = +0, since mmaemu takes no C (every
+    chain starts from +0; scaled_mm's bias raises) where ours adds C in the first block; finite operands
+    (mmaemu writes NaN canonical, ours by the model's NaN style).  Then mmaemu's chain is ours: blocks of
+    32 products aligned to the block's largest exponent (with the accumulator), 13 fraction bits kept,
+    each block result truncated to 13, a zero result +0; K is padded with zeros in both.  mmaemu absent
+    (or our kernel unable to run here): one line, no rows."""
+    try:
+        import mmaemu
+    except ImportError as exc:
+        show(f"mmaemu: not installed ({exc}); pip install mmaemu==0.1.0 for its rows")
+        return [], []
+    if triton is None:
+        show("mmaemu: our Triton kernel cannot run here (a CUDA GPU with Triton, or TRITON_INTERPRET=1 on the "
+             "CPU, without --no-triton), so no rows side by side")
+        return [], []
+    import warnings
+
+    device, fin, fout = MMAEMU_CASE
+    model = bf.device(device).model(fin, fout)
+    rows, checks = [], []
+    for n in sizes:
+        A, B = mmaemu_operands(rng, n, n, n)
+        ours, theirs, (a8, b8) = _mmaemu_calls(mmaemu, triton, torch, dev, model, A, B)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            backend = _mmaemu_backend(mmaemu, torch, a8, b8)
+            got, want = ours(), theirs()  # the warm-up: compiles, loads and self-tests the kernels
+            secs = best_time(theirs, 1, sync)
+            if secs < MMAEMU_SLOW_S and repeat > 1:
+                secs = min(secs, best_time(theirs, repeat - 1, sync))
+        t_ours = best_time(ours, repeat, sync)
+        cmp = compare_bits(got, want)
+        base = {"n": n, "device": device, "input": fin, "output": fout, "peer": "mmaemu"}
+        warned = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+        rows.append({**base, "backend": "mmaemu", "mmaemu_version": mmaemu.__version__, "mmaemu_backend": backend,
+                     "call": "accumulate(use_fast_accum=True, profile='hopper', splitk=1)", "seconds": secs,
+                     "gmacs": n**3 / secs / 1e9, "warnings": warned, **cmp})
+        rows.append({**base, "backend": "triton-kernel", "seconds": t_ours, "gmacs": n**3 / t_ours / 1e9,
+                     "speed_over_mmaemu": secs / t_ours})
+        checks.append({**base, "backend": "mmaemu", "bit_exact": cmp["differing"] == 0})
+        show(f"{n:>5}  mmaemu {mmaemu.__version__} hopper ({backend}) {secs:9.4f} s {n**3 / secs / 1e9:9.2f} GMAC/s"
+             f"  ours triton-kernel {t_ours:9.4f} s {n**3 / t_ours / 1e9:9.2f} GMAC/s  ours/mmaemu "
+             f"{secs / t_ours:.3g}x  bits: {bits_report(cmp)}")
+        for w in warned:
+            show(f"       mmaemu warned: {w}")
+        if secs >= MMAEMU_SLOW_S:
+            show(f"mmaemu took {secs:.1f} s at n={n} (backend {backend}): larger sizes left out")
+            break
+    return rows, checks
+
+
 def metadata(torch, dev) -> dict:
     """The run's provenance (blockfma.provenance: date, versions, commit, host, the torch device's facts) and
     whether the GPU engine compiles its steps with torch.compile on this device."""
@@ -351,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernels' fast paths "
                     "for sm_90 for each sweep and block-scaled case and --tiles entry and report registers and spills, "
                     "then stop")
+    ap.add_argument("--mmaemu", action="store_true", help="for each of --sizes, mmaemu's H100 fp8 chain (PyPI "
+                    "mmaemu, preset 'hopper') side by side with our Triton kernel for H100 e4m3fn->fp32: both "
+                    "timed, their bits compared (rows 'mmaemu'; one line and no rows where mmaemu is absent)")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
@@ -423,10 +566,14 @@ def main(argv: list[str] | None = None) -> int:
         checks.append(_scaled_check(triton, case, n0, rng))
         show(f"check triton {' '.join(case[:2])}->{case[2]} {SCALED_INSTRUCTION[case]} n={checks[-1]['n']}: "
              f"{'bit-exact' if checks[-1]['bit_exact'] else 'MISMATCH'}")
+    sync = synchronizer(torch, dev)
+    if args.mmaemu:  # before the long rows: the log keeps these where a time limit cuts the rest
+        peer_rows, peer_checks = mmaemu_rows(triton, torch, dev, sizes, args.repeat, sync, show, rng)
+        rows += peer_rows
+        checks += peer_checks
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
     show(header)
     show("-" * len(header))
-    sync = synchronizer(torch, dev)
     for n in sizes:
         macs = n**3
         a32 = torch.randn(n, n, device=dev)

@@ -10,7 +10,11 @@
 #
 # Parts (seconds at most): the kernel tests (pytest -m gpu) and the hardware probe of the wgmma fp8 paths
 # still without 10^6 verified rows, side by side (both check bits, neither is timed); then, alone on the
-# GPU, the Triton GEMM speed with its tile sweep, the multiword/Ozaki speed and the emulation's slowdown.
+# GPU, the Triton GEMM speed with its tile sweep and the peer mmaemu beside our fp8 kernel (--mmaemu), the
+# multiword/Ozaki speed and the emulation's slowdown.
+#
+# The GPU machine has no network: wheels it lacks (mmaemu, pure Python) come in .whl/ (git-ignored; carry it),
+# installed first into /tmp/site; without .whl/ the run goes on and bench_gpu says mmaemu is absent.
 # Everything lands in $OUT: session.log (environment and the benchmarks' tables), tests.log, probe.log and
 # the JSON records, to be committed under data/hardware/ with tests that replay them.
 set -u
@@ -21,11 +25,20 @@ T_TESTS=${T_TESTS:-210} T_PROBE=${T_PROBE:-120} T_GEMM=${T_GEMM:-200} T_MW=${T_M
 log="$OUT/session.log"
 say() { echo "[$(date +%T)] $*" | tee -a "$log"; }
 
+if compgen -G ".whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl >>"$log" 2>&1 && export PYTHONPATH="/tmp/site:$PYTHONPATH"
+    say "wheels of .whl/ into /tmp/site (pip exit $?): $(cd .whl && echo *.whl)"
+else
+    say "no .whl/ folder: nothing installed (bench_gpu --mmaemu will say mmaemu is absent)"
+fi
+
 say "environment"
 { nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
   "$PY" -c "import sys, numpy, ml_dtypes, torch, triton; print(sys.version.split()[0], 'numpy', numpy.__version__,
 'ml_dtypes', ml_dtypes.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton',
 triton.__version__)"
+  "$PY" -c "import mmaemu; print('mmaemu', mmaemu.__version__)"
   git rev-parse HEAD 2>/dev/null; nproc; } >>"$log" 2>&1
 
 say "part 1 (side by side): pytest -m gpu (Triton kernels, emulation, multiword tensors) and the wgmma fp8 probe"
@@ -34,6 +47,7 @@ timeout -k 10 "$T_TESTS" "$PY" -m pytest -q -m gpu -n 8 -p no:cacheprovider -p n
     -W ignore::DeprecationWarning \
     tests/test_triton_engine.py tests/test_triton_families.py tests/test_triton_scaled.py tests/test_torch_emulate.py \
     tests/test_torch_emulate_more.py tests/test_multiword_tensors.py tests/test_multiword_torch.py \
+    tests/test_bench_mmaemu.py \
     >"$OUT/tests.log" 2>&1 &
 tests=$!
 timeout -k 10 "$T_PROBE" "$PY" scripts/probe_hardware.py --out "$OUT/probe" --no-torch --verify 1000000 \
@@ -42,10 +56,10 @@ probe=$!
 wait $tests; say "pytest exit $?: $(tail -n 1 "$OUT/tests.log")"
 wait $probe; say "probe exit $?: $(tail -n 1 "$OUT/probe.log")"
 
-say "part 2: Triton GEMM speed (rows at 4096^3, tile sweep at 8192^3), fp32 matmul timed in the same run"
+say "part 2: Triton GEMM speed (rows at 4096^3, tile sweep at 8192^3), fp32 matmul timed in the same run; mmaemu first"
 timeout -k 10 "$T_GEMM" "$PY" benchmarks/bench_gpu.py --sizes 4096 --check-size 256 --repeat 2 \
     --cases 'H100 (fp16|bf16|e4m3fn)->fp32|MI300X fp16->fp32|B200' --tiles 128x64x8,64x128x8,128x64x4 \
-    --sweep-size 8192 --no-general --record "$OUT/gemm-speed.json" >>"$log" 2>&1
+    --sweep-size 8192 --no-general --mmaemu --record "$OUT/gemm-speed.json" >>"$log" 2>&1
 say "bench_gpu exit $?"
 
 say "part 3: multiword and Ozaki on the tensor cores against SGEMM and DGEMM"
