@@ -204,13 +204,18 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
         A, B = (torch.from_numpy(bf.formats.round(fin, rng.standard_normal((n, n)), saturate=True)
                                  .astype(np.float32)).to(dev) for _ in range(2))
         C = torch.from_numpy(bf.formats.round(model.c_format, rng.standard_normal((n, n))).astype(np.float32)).to(dev)
-        path = "fast" if triton.fast_constants(model, A, B)["FAST"] else "general"
+        fast_path = triton.fast_constants(model, A, B)["FAST"]
+        lanes = triton.grid_lanes(model) if fast_path else 0
         best = None
-        for bm, bn, warps in [*tiles, *([(None, None, None)] if general else [])]:
+        # each tile on the path the kernel takes (the grid sum where it holds), then at the first tile the fast
+        # path with int32 terms (the kernel before the grid sum), and the general path at its default tile
+        runs = [(*t, None) for t in tiles] + ([(*tiles[0], False)] if lanes else [])
+        for bm, bn, warps, grid in [*runs, *([(None, None, None, None)] if general else [])]:
             fast = None if bm is not None else False  # the last row: the general path, its default tile
             label = f"{bm}x{bn}x{warps}" if bm is not None else "default"
+            path = ("general" if not fast_path else f"grid{lanes}" if lanes and grid is None else "fast-int32")
             run = functools.partial(triton.gemm_tensors, model, specials=False, block_m=bm, block_n=bn,
-                                    num_warps=warps, fast=fast)
+                                    num_warps=warps, fast=fast, grid=grid)
             got = bf.engine.api.finish(model.arithmetic_model(), run(a0, b0, cc0).cpu().numpy().astype(np.float64))
             same = bool(np.array_equal(bf.formats.bits(got), want))
             checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
@@ -222,7 +227,7 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
             rows.append(row)
             show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f}  tile {label:10} "
                  f"{row['path']:8}{'' if same else '  MISMATCH'}")
-            if fast is None and (best is None or secs < best["seconds"]):
+            if fast is None and grid is None and (best is None or secs < best["seconds"]):
                 best = row
         if best is not None:
             show(f"best tile for {device} {fin}->{fout} at n={n}: {best['tile']} ({best['gmacs']:.1f} GMAC/s, "
