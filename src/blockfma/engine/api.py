@@ -389,13 +389,13 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
-    if tensors.given(A, B, C):
-        if round_inputs in (None, False) and c_format is None and scale_a is None and scale_b is None:
-            ran = tensors.gemm(mdl, A, B, C, backend, check_values=check)
-            if ran is not None:  # run where the tensors lie: a tensor of the output format's dtype there
-                _LAST.name = ran[1]
-                return ran[0]
-        A, B, C = (_host(x) for x in (A, B, C))
+    if tensors.given(A, B, C):  # where they lie (a tensor of the output dtype there), else on the host
+        ran = None if round_inputs or c_format or scale_a is not None or scale_b is not None else \
+            tensors.gemm(mdl, A, B, C, backend, check)
+        if ran is not None:
+            _LAST.name = ran[1]
+            return ran[0]
+        A, B, C = (tensors.to_host(x) for x in (A, B, C))
     call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b)
     if isinstance(call, np.ndarray):  # no products to sum
         _LAST.name = "numpy"
@@ -404,16 +404,6 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     _, m, k, n = ops.shape
     report = _Progress(progress, ops.work, f"gemm {mdl.summary()} {m}x{k}x{n}")
     return _execute(p, ops, backend, report if report.on else None)
-
-
-def _host(x: Any) -> Any:
-    """A torch tensor's values as a numpy array on the host, bits unchanged (bf16 and fp8 as ml_dtypes); other
-    values as given."""
-    if not tensors.given(x):
-        return x
-    from ..torch.compute import to_numpy
-
-    return to_numpy(x)
 
 
 def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: bool, c_format: Any, scale_a: Any,

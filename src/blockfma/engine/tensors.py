@@ -1,15 +1,14 @@
-"""``gemm`` on torch tensors where they lie: A, B and C checked on their device only where their dtype does
-not already guarantee the model's formats, handed to an engine that runs tensors (the Triton kernel), and
-D finished there in the output format's dtype, NaN patterns and zero signs written as
-:func:`blockfma.engine.api.finish` writes them: no copy of an operand or of D to the host, no read back
-but the kernel's own small one (whether some input is NaN or infinite) and, for a dtype that does not
-guarantee its format, one per operand checked.  Calls it does not take (:func:`gemm` returns None) run on
-the host as numpy calls do."""
+"""``gemm`` on torch tensors where they lie: A, B, C checked on their device only where the dtype does not
+guarantee the model's formats, run by an engine that takes tensors (Triton), D finished there as
+:func:`blockfma.engine.api.finish` writes it.  No operand or D is copied to the host; calls it does not
+take (:func:`gemm` returns None) go to the host (:func:`to_host`) as numpy calls do."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+import numpy as np
 
 from .. import formats as _formats
 from ..model import Model, NaNStyle
@@ -17,121 +16,93 @@ from ..plan import plan
 from . import registry, rules
 from .base import Operands
 
-__all__ = ["given", "dtype_format", "holds", "check", "finishes", "finish", "gemm", "DTYPES"]
+__all__ = ["given", "holds", "check", "finish", "gemm", "to_host", "DTYPES"]
 
-#: the torch dtypes (by name) of the formats whose values a torch dtype stores exactly
+#: format -> the torch dtype (by name) that stores its values
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "e4m3fn": "float8_e4m3fn",
           "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz", "e5m2fnuz": "float8_e5m2fnuz"}
 _FORMATS = {dtype: fmt for fmt, dtype in DTYPES.items()}
 
 
-def _torch() -> Any:
-    return sys.modules.get("torch")
-
-
 def given(*xs: Any) -> bool:
-    """Whether ``xs`` (None aside) are all torch tensors (torch imported: a tensor implies it)."""
-    torch = _torch()
-    return torch is not None and all(x is None or isinstance(x, torch.Tensor) for x in xs) and \
-        any(x is not None for x in xs)
-
-
-def dtype_format(dtype: Any) -> _formats.Format | None:
-    """The format whose values a torch floating dtype stores (float16: fp16), None for other dtypes."""
-    name = _FORMATS.get(str(dtype).removeprefix("torch."))
-    return None if name is None else _formats.get(name)
+    """Whether some of ``xs`` are torch tensors and the others None."""
+    torch = sys.modules.get("torch")  # a tensor implies torch imported
+    return torch is not None and all(x is None or isinstance(x, torch.Tensor) for x in xs) and any(
+        x is not None for x in xs)
 
 
 def holds(fmt: _formats.Format, dtype: Any) -> bool:
-    """Whether every code of ``dtype`` is a value of ``fmt`` (fp16 tensors for an fp16 or fp32 input): then
-    the tensor's values need no look."""
-    native = dtype_format(dtype)
+    """Whether every code of the torch ``dtype`` is a value of ``fmt`` (fp16 tensors, fp32 input): no look."""
+    native = _FORMATS.get(str(dtype).removeprefix("torch."))
     return native is not None and _formats.holds_codes(fmt, native)
 
 
 def check(fmt: _formats.Format, x: Any, what: str) -> bool:
-    """Whether ``x`` holds values of ``fmt`` only, checked on its device: True at once where its dtype
-    guarantees it (:func:`holds`); else by a round trip through ``fmt``'s own torch dtype (one pass, one
-    small read back), ValueError naming the first value ``fmt`` does not hold; False where neither tells
-    (no torch dtype stores ``fmt``, e.g. tf32: the caller checks on the host)."""
+    """True where ``x`` holds values of ``fmt`` only: at once where its dtype guarantees it, else by a round
+    trip through ``fmt``'s torch dtype on x's device (one small read back; ValueError naming the first value
+    ``fmt`` does not hold); False where neither tells (tf32: the host checks)."""
     if holds(fmt, x.dtype):
         return True
-    torch = _torch()
-    own = DTYPES.get(fmt.name)
-    if own is None or not x.is_floating_point() or dtype_format(x.dtype) is None:
+    torch = sys.modules["torch"]
+    if fmt.name not in DTYPES or str(x.dtype).removeprefix("torch.") not in _FORMATS:
         return False
-    back = x.to(getattr(torch, own)).to(x.dtype)
-    ok = (back == x) | (torch.isnan(x) if fmt.has_nan else torch.zeros_like(x, dtype=torch.bool))
+    ok = (x.to(getattr(torch, DTYPES[fmt.name])).to(x.dtype) == x) | (torch.isnan(x) & fmt.has_nan)
     if not fmt.has_negative_zero:
         ok &= ~((x == 0) & torch.signbit(x))
     if bool(ok.all()):
         return True
-    idx = tuple((~ok).nonzero()[0].tolist())  # only on the way to the error
+    idx = tuple((~ok).nonzero()[0].tolist())
     raise ValueError(f"{what}{_formats.index_text(idx)} = {float(x[idx])!r} is not representable in {fmt.name}; "
                      f"round it first with blockfma.formats.round({fmt.name!r}, x) or pass round_inputs='rne' (or "
                      "'device' to read it as the device does)")
 
 
-def finishes(model: Model) -> bool:
-    """Whether :func:`finish` writes ``model``'s results: an output format of a torch dtype within binary32,
-    NaNs of one pattern (not ``nan="propagate"``, whose NaNs carry payloads)."""
-    fmt = model.output_format
-    return fmt.name in DTYPES and fmt.bits <= 32 and model.nan is not NaNStyle.PROPAGATE
-
-
-def finish(model: Model, d: Any, *, computed: bool = True) -> Any:
-    """float32 results ``d`` of ``model``'s output format as a tensor of its dtype on ``d``'s device, as
-    :func:`blockfma.engine.api.finish` writes them (every computed zero +0 under ``rounded_zero="positive"``,
-    each NaN the model's one pattern), without a read back; None where not :func:`finishes`."""
-    fmt, torch = model.output_format, _torch()
-    if not finishes(model):
+def finish(model: Model, d: Any) -> Any:
+    """float32 results ``d`` of ``model``'s output format as a tensor of its dtype there, written as
+    :func:`blockfma.engine.api.finish` writes them (computed zeros +0 under ``rounded_zero="positive"``, each
+    NaN the model's pattern) with no read back; None for outputs beyond binary32 or ``nan="propagate"``."""
+    fmt, torch = model.output_format, sys.modules["torch"]
+    if fmt.name not in DTYPES or fmt.bits > 32 or model.nan is NaNStyle.PROPAGATE:
         return None
-    own = DTYPES[fmt.name]
-    if computed and model.rounded_zero == "positive":
+    if model.rounded_zero == "positive":
         d = torch.where(d == 0, torch.zeros_like(d), d)
-    out = d.to(getattr(torch, own))  # exact: the values are the format's
+    out = d.to(getattr(torch, DTYPES[fmt.name])).view(getattr(torch, f"int{fmt.bits}"))  # exact
     code = rules.nan_bits(fmt, model.nan)
-    code -= (code >> (fmt.bits - 1)) << fmt.bits  # as the signed integer of the same bits
-    ints = {8: torch.int8, 16: torch.int16, 32: torch.int32}[fmt.bits]
-    bits = torch.where(torch.isnan(d), torch.full_like(out.view(ints), code), out.view(ints))
-    return bits.view(out.dtype)
+    code -= (code >> (fmt.bits - 1)) << fmt.bits  # as a signed integer
+    return torch.where(torch.isnan(d), torch.full_like(out, code), out).view(getattr(torch, DTYPES[fmt.name]))
 
 
-def _operands(A: Any, B: Any, C: Any) -> tuple[int, Any] | None:
-    """(k, C as (m, n)) of 2-D tensors of one device with products to sum, else None."""
-    torch = _torch()
-    if A.dim() != 2 or B.dim() != 2 or A.shape[1] != B.shape[0] or 0 in (*A.shape, B.shape[1]):
+def gemm(model: Model, A: Any, B: Any, C: Any, backend: str, check_values: bool = True) -> tuple[Any, str] | None:
+    """(D, the engine's name) of ``bf.gemm`` on 2-D tensors of one device, run where they lie, D of the output
+    format's dtype there; None where the host runs the call (no engine takes the tensors, shapes the host
+    reports on, a check only the host makes, a model that flushes, an output :func:`finish` does not write)."""
+    torch, checked = sys.modules["torch"], zip((model.input_format, model.b_format, model.c_format), (A, B, C), "ABC")
+    C = torch.zeros((1, 1), device=A.device) if C is None else C  # read with strides 0: no pass over D
+    if (A.dim() != 2 or B.dim() != 2 or A.shape[1] != B.shape[0] or 0 in (*A.shape, B.shape[1]) or not
+            model.subnormals or model.block_scaled or len({A.device, B.device, C.device}) > 1 or
+            finish(model, torch.zeros(0, device=A.device)) is None):
         return None
     (m, k), n = A.shape, B.shape[1]
-    if C is None:
-        C = torch.zeros((1, 1), dtype=torch.float32, device=A.device)  # read with strides 0: no pass over D
-    if len({A.device, B.device, C.device}) > 1:
-        return None
     try:
-        return k, C.expand(m, n)
+        C2 = C.expand(m, n)
     except RuntimeError:
         return None
-
-
-def gemm(model: Model, A: Any, B: Any, C: Any, backend: str, *, check_values: bool = True) -> tuple[Any, str] | None:
-    """(D, the engine's name) of ``bf.gemm`` on torch tensors, run where they lie: D a tensor of the output
-    format's dtype there; None where the call goes to the host (an engine that takes tensors does not
-    take them, shapes the host path reports on, a format check only the host makes, a model that flushes
-    subnormals, an output without a torch dtype)."""
-    torch = _torch()
-    shape = _operands(A, B, C)
-    if shape is None or not model.subnormals or model.block_scaled or not finishes(model):
-        return None
-    k, C2 = shape
     p = plan(model, k)
     engine = registry.choose(p, Operands.matrix(A, B, C2), backend)
-    if engine is None or not engine.tensors:
+    if engine is None or not engine.tensors or not (not check_values or all(
+            check(f, x, what) for f, x, what in checked if x is not None)):  # no C given: no check
         return None
-    given_ = ((model.input_format, A, "A"), (model.b_format, B, "B")) + (() if C is None else
-                                                                        ((model.c_format, C2, "C"),))
-    if check_values and not all(check(f, x, what) for f, x, what in given_):
-        return None
-    a, b, c = (x.detach().to(torch.float32) for x in (A, B, C2))  # exact: formats within binary32
-    D = engine.run(p, Operands.matrix(a, b, c))
-    assert D is not None
+    D = engine.run(p, Operands.matrix(*(x.detach().to(torch.float32) for x in (A, B, C2))))  # exact: <= binary32
     return finish(model, D[0]), engine.name
+
+
+def to_host(x: Any) -> Any:
+    """A tensor's values as a numpy array, bits unchanged (bf16 and fp8 as ml_dtypes); anything else as given."""
+    if not given(x):
+        return x
+    x = x.detach().to("cpu").contiguous()
+    name = _FORMATS.get(str(x.dtype).removeprefix("torch."))
+    if name is None or x.dtype.itemsize not in (1, 2) or name == "fp16":
+        return x.numpy()
+    ints = sys.modules["torch"].int8 if x.dtype.itemsize == 1 else sys.modules["torch"].int16
+    return x.view(ints).numpy().view(np.dtype(_formats.get(name).dtype))

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -500,24 +501,16 @@ def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: i
     return block_m or size[0], block_n or size[1], num_warps or (8 if fast else 4)
 
 
-_ORDERS: dict[tuple[tuple[int, ...], Any], Any] = {}  # (product order, device) -> its int32 tensor there
-_CONFIGS: dict[tuple[Model, bool], Kernel] = {}  # (arithmetic model, specials) -> _config's Kernel
-
-
+@lru_cache(maxsize=64)
 def _order(idx: tuple[int, ...], device: Any) -> Any:
-    """The int32 tensor of a product order on ``device``, made once (a host-to-device copy per call else)."""
-    key = (idx, device)
-    if key not in _ORDERS:
-        _ORDERS[key] = _torch().tensor(idx, dtype=_torch().int32, device=device)
-    return _ORDERS[key]
+    """The int32 tensor of a product order on ``device``, made once (else a host-to-device copy per call)."""
+    return _torch().tensor(idx, dtype=_torch().int32, device=device)
 
 
+@lru_cache(maxsize=256)
 def _configured(m: Model, specials: bool) -> Kernel:
-    """:func:`_config` of an arithmetic model, made once per (model, specials): it depends on the model only."""
-    key = (m, specials)
-    if key not in _CONFIGS:
-        _CONFIGS[key] = _config(m, specials)
-    return _CONFIGS[key]
+    """:func:`_config` of an arithmetic model, made once per (model, specials): it depends on them only."""
+    return _config(m, specials)
 
 
 def _finite(a: Any, b: Any) -> bool:

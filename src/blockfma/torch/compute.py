@@ -95,9 +95,8 @@ def on_device(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: R
     lead = tuple(a.shape[:-2])
     tr.check_fits(m * max(1, int(np.prod(lead))), k, n, a.device)
     A, B = a.detach().to(torch.float32), b.detach().to(torch.float32)  # exact: values of <= 24 bits
-    # no C: one zero read with strides 0 (no pass over D)
     C = torch.zeros((1, 1), dtype=torch.float32, device=a.device).expand(lead + (m, n)) if c is None else \
-        c.detach().to(torch.float32)
+        c.detach().to(torch.float32)  # no C: a zero read with strides 0 (no pass over D)
     if lead:
         D = torch.empty(lead + (m, n), dtype=torch.float32, device=a.device)
         for idx in np.ndindex(*lead):
@@ -105,8 +104,7 @@ def on_device(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: R
     else:
         D = tr.gemm_tensors(model, A, B, C)  # as it comes: no copy
     out = a.dtype if route.dtype in DTYPES else DTYPES[model.output_format.name]
-    done = tensors.finish(model, D) if out == getattr(torch, tensors.DTYPES.get(model.output_format.name, ""),
-                                                      None) else None
+    done = tensors.finish(model, D) if str(out) == f"torch.{tensors.DTYPES.get(model.output_format.name)}" else None
     return finish(model, D, out) if done is None else done  # on the device without a read back where it can
 
 
