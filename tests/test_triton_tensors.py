@@ -73,6 +73,7 @@ def _bits(x):
 @pytest.mark.parametrize("device,fin,fout,dtype", [("H100", "fp16", "fp32", torch.float16),  # the fast path
                                                    ("H100", "fp16", "fp16", torch.float32),  # checked on the device
                                                    ("MI300X", "bf16", "fp32", torch.bfloat16),  # exponents looked at
+                                                   ("H100", "tf32", "fp32", torch.float32),  # checked on the device
                                                    ("MI300X", "fp32", "fp32", torch.float32)])  # the FMA chain
 def test_gemm_on_tensors_runs_where_they_lie_without_host_copies(monkeypatch, device, fin, fout, dtype):
     model = bf.device(device).model(fin, fout)
@@ -116,7 +117,15 @@ def test_checks_only_where_the_dtype_does_not_guarantee_the_format():
         tensors.check(e4m3, torch.tensor([float("inf")]), "A")
     with pytest.raises(ValueError, match=r"^B\[1\] = -0.0 is not representable in e4m3fnuz"):
         tensors.check(bf.formats.get("e4m3fnuz"), torch.tensor([1.0, -0.0]), "B")
-    assert not tensors.check(bf.formats.get("tf32"), torch.ones(2), "A")  # no torch dtype: the host checks
+    tf32, e2m1 = bf.formats.get("tf32"), bf.formats.get("e2m1fn")
+    assert tensors.check(tf32, torch.tensor([1 + 2.0**-10, -(2.0**-126), 2.0**-136, 2.0**127, float("inf")]), "A")
+    with pytest.raises(ValueError, match=r"^A\[1\] = 1.0009765625 is not representable in e2m1fn"):
+        tensors.check(e2m1, torch.tensor([6.0, 1 + 2.0**-10], dtype=torch.float64), "A")
+    with pytest.raises(ValueError, match=r"^A\[0\] = 1.00048828125 is not representable in tf32"):
+        tensors.check(tf32, torch.tensor([1 + 2.0**-11]), "A")
+    assert tensors.check(e4m3, torch.tensor([448.0, -(2.0**-9)]).to(torch.float8_e4m3fn), "A")  # fp8 looked at
+    assert tensors.check(bf.formats.get("e5m2"), torch.tensor([2.0**-16, 57344.0]).to(torch.float16), "A")
+    assert not tensors.check(fp16, torch.ones(2, dtype=torch.int32), "A")  # integers: the host reads them
     with pytest.raises(ValueError, match=r"^A\[0, 0\] = 0.1 is not representable in fp16"):
         bf.gemm(torch.full((2, 16), 0.1, dtype=torch.float64), torch.ones((16, 2)), model=H100, backend="triton")
 
@@ -129,8 +138,8 @@ def test_what_the_tensor_path_leaves_to_the_host():
         assert isinstance(got, np.ndarray) and np.array_equal(_bits(got), _bits(want))
     got = bf.gemm(a, b, model=H100, backend="triton", round_inputs="rne")  # rounding runs on the host
     assert isinstance(got, np.ndarray) and np.array_equal(_bits(got), _bits(want))
-    tf32 = bf.device("H100").model("tf32", "fp32")  # no torch dtype checks tf32: the host does
-    assert isinstance(bf.gemm(torch.ones((4, 8)), torch.ones((8, 2)), model=tf32, backend="triton"), np.ndarray)
+    tf32 = bf.device("H100").model("tf32", "fp32")  # float32 tensors checked on their device
+    assert isinstance(bf.gemm(torch.ones((4, 8)), torch.ones((8, 2)), model=tf32, backend="triton"), torch.Tensor)
     bf16 = bf.gemm(a.to(torch.bfloat16), b.to(torch.bfloat16), model=bf.device("H100").model("bf16", "fp32"))
     assert isinstance(bf16, np.ndarray) and np.array_equal(_bits(bf16), _bits(want))  # bf16 tensors reach the host
 

@@ -382,7 +382,9 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n): the scales of a
     block-scaled model, as for :func:`dot`; a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column
     of B.  With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical
-    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).
+    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With
+    torch tensors that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the
+    interpreter) it returns a tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)

@@ -38,17 +38,20 @@ def holds(fmt: _formats.Format, dtype: Any) -> bool:
 
 
 def check(fmt: _formats.Format, x: Any, what: str) -> bool:
-    """True where ``x`` holds values of ``fmt`` only: at once where its dtype guarantees it, else by a round
-    trip through ``fmt``'s torch dtype on x's device (one small read back; ValueError naming the first value
-    ``fmt`` does not hold); False where neither tells (tf32: the host checks)."""
+    """True where ``x`` holds values of ``fmt`` only: at once where its dtype guarantees it, else on x's device
+    (each value a multiple of its last place in ``fmt``, within its range; one small read back), ValueError
+    naming the first value ``fmt`` does not hold; False for a tensor not of floats (the host checks)."""
     if holds(fmt, x.dtype):
         return True
     torch = sys.modules["torch"]
-    if fmt.name not in DTYPES or str(x.dtype).removeprefix("torch.") not in _FORMATS:
+    if not x.is_floating_point():
         return False
-    ok = (x.to(getattr(torch, DTYPES[fmt.name])).to(x.dtype) == x) | (torch.isnan(x) & fmt.has_nan)
-    if not fmt.has_negative_zero:
-        ok &= ~((x == 0) & torch.signbit(x))
+    v = x if x.dtype == torch.float64 else x.float()
+    e = torch.clamp(torch.frexp(v).exponent - fmt.precision, min=fmt.emin - fmt.precision + 1)  # the last place
+    ok = ((v / torch.ldexp(torch.ones_like(v), e)).frac() == 0) & (v.abs() <= fmt.max)
+    ok |= (torch.isinf(v) & fmt.has_infinities) | (torch.isnan(v) & fmt.has_nan)
+    if not fmt.has_negative_zero or not fmt.signed:
+        ok &= ~(torch.signbit(v) & ((v == 0) | (not fmt.signed)))
     if bool(ok.all()):
         return True
     idx = tuple((~ok).nonzero()[0].tolist())
