@@ -9,7 +9,8 @@ the device's metadata as JSON (atomically), for ``data/hardware/``.
 
 On a CUDA GPU with Triton installed, each case our own Triton kernel runs (``backend="triton"``,
 :mod:`blockfma.engine.triton`) adds rows: ``triton`` (the whole ``bf.gemm`` call: input checks on the
-host, transfers) and ``triton-kernel`` (the kernel alone on device tensors, :func:`gemm_tensors`), checked
+host, transfers), ``triton-tensors`` (the whole call on device tensors, with its time over the kernel's,
+``whole_over_kernel``) and ``triton-kernel`` (the kernel alone on device tensors, :func:`gemm_tensors`), checked
 bit for bit against the CPU engine first as well, and so do ``TRITON_CASES``, presets of the families only
 that kernel runs on a GPU (exact-fused, pairwise, the FMA chain), and ``SCALED_CASES``, block-scaled presets
 (the B200's NVFP4 ``tcgen05.mxf4nvf4.block16.ue4m3``: ``triton-scaled`` the whole call, ``triton-scaled-kernel``
@@ -456,8 +457,13 @@ def _triton(args, dev):
 
 
 def _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, repeat, sync, show, case) -> list[dict]:
-    """Rows of backend='triton' for one case: the whole bf.gemm call, and the kernel alone on device tensors
-    (its first call at this shape timed apart: it compiles once per model, not per shape)."""
+    """Rows of backend='triton' for one case: the whole bf.gemm call on host arrays (``triton``) and on device
+    tensors of the input dtype (``triton-tensors``: checks, conversions, the finish, all on the device), and
+    the kernel alone on float32 device tensors (``triton-kernel``, its first call at this shape timed apart:
+    it compiles once per model, not per shape); ``whole_over_kernel``: the tensor call's time over the
+    kernel's (issue 31: at most 1.2 at 4096^3)."""
+    from blockfma.engine import tensors
+
     device, fin, fout = case
     macs = n**3
     rows = []
@@ -469,12 +475,18 @@ def _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, repeat, sync, show
     sync()
     first = time.perf_counter() - start
     tk = best_time(lambda: triton.gemm_tensors(model, a, b, c, specials=False), repeat, sync)
-    for label, secs in (("triton", t), ("triton-kernel", tk)):
+    dtype = getattr(torch, tensors.DTYPES.get(fin, "float32"))  # tf32: float32 tensors
+    ta, tb = a.to(dtype), b.to(dtype)  # exact: values of the input format
+    bf.gemm(ta, tb, c, model=model, backend="triton")
+    tw = best_time(lambda: bf.gemm(ta, tb, c, model=model, backend="triton"), repeat, sync)
+    for label, secs in (("triton", t), ("triton-tensors", tw), ("triton-kernel", tk)):
+        extra = {"first_seconds": first} if label == "triton-kernel" else \
+            {"whole_over_kernel": tw / tk} if label == "triton-tensors" else {}
         rows.append({"n": n, "device": device, "input": fin, "output": fout, "backend": label, "seconds": secs,
-                     "gmacs": macs / secs / 1e9, "baseline_seconds": t_mm, "ratio": secs / t_mm,
-                     **({"first_seconds": first} if label == "triton-kernel" else {})})
+                     "gmacs": macs / secs / 1e9, "baseline_seconds": t_mm, "ratio": secs / t_mm, **extra})
         show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {macs / secs / 1e9:9.2f} {secs / t_mm:14.1f}"
-             f"  {label}" + (f" (first call {first:.3f} s)" if label == "triton-kernel" else ""))
+             f"  {label}" + (f" (first call {first:.3f} s)" if label == "triton-kernel" else "")
+             + (f" (whole call / kernel {tw / tk:.2f})" if label == "triton-tensors" else ""))
     return rows
 
 

@@ -15,7 +15,7 @@ from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import Plan, plan
 from ..progress import on_terminal
-from . import distributed, registry
+from . import distributed, registry, tensors
 from .kernels import flush_operands
 from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
@@ -382,13 +382,22 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n): the scales of a
     block-scaled model, as for :func:`dot`; a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column
     of B.  With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical
-    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).
+    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With
+    torch tensors that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the
+    interpreter) it returns a tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
                                 round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
+    if tensors.given(A, B, C):  # where they lie (a tensor of the output dtype there), else on the host
+        ran = None if round_inputs or c_format or scale_a is not None or scale_b is not None else \
+            tensors.gemm(mdl, A, B, C, backend, check)
+        if ran is not None:
+            _LAST.name = ran[1]
+            return ran[0]
+        A, B, C = (tensors.to_host(x) for x in (A, B, C))
     call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b)
     if isinstance(call, np.ndarray):  # no products to sum
         _LAST.name = "numpy"

@@ -233,7 +233,11 @@ class Triton(Engine):
                               "or backend='auto' for dot")
         return super().refusal(p, ops, why)
 
-    def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray:
+    def run(self, p: Plan, ops: Operands, progress: Progress = None) -> Any:
+        """float64 D (batch, m, n) of host operands; of float32 tensors (:mod:`.tensors`), a float32 tensor
+        (1, m, n) where they lie."""
+        if ops.device is not None:
+            return triton.gemm_tensors(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
         if ops.scaled:
             return np.stack([triton.scaled_gemm(p.model, ops.a[i], ops.b[i], ops.c[i], ops.sa[i], ops.sb[i])
                              for i in range(ops.shape[0])])

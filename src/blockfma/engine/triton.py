@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -360,13 +361,16 @@ def _step_fields(block: Model) -> dict[str, Any]:
                 ONE_CHUNK=L is not None and L <= lp, LO=lo, FC=_rounding(fc, block.subnormals))
 def _exponents(x: Any) -> tuple[int, int] | None:
     """(lowest, highest) floor(log2 |x|) over the finite nonzero values of tensor ``x``, None where there are
-    none (every product of x is then zero)."""
+    none (every product of x is then zero): one pass over x on its device and one small read back (no
+    boolean indexing, which would read its count back first)."""
     torch = _torch()
     v = x.abs()
-    v = v[torch.isfinite(v) & (v > 0)]
-    if v.numel() == 0:
-        return None
-    return int(torch.frexp(v.min()).exponent) - 1, int(torch.frexp(v.max()).exponent) - 1
+    live = torch.isfinite(v) & (v > 0)
+    lo = torch.where(live, v, torch.full_like(v, float("inf"))).amin()
+    hi = torch.where(live, v, torch.zeros_like(v)).amax()
+    e = torch.frexp(torch.stack([torch.where(hi > 0, lo, 1.0), hi])).exponent
+    small, large, any_live = torch.cat([e, (hi > 0).to(e.dtype)[None]]).tolist()
+    return (small - 1, large - 1) if any_live else None
 
 
 def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]:
@@ -528,6 +532,24 @@ def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: i
     return block_m or size[0], block_n or size[1], num_warps or (8 if fast else 4)
 
 
+@lru_cache(maxsize=64)
+def _order(idx: tuple[int, ...], device: Any) -> Any:
+    """The int32 tensor of a product order on ``device``, made once (else a host-to-device copy per call)."""
+    return _torch().tensor(idx, dtype=_torch().int32, device=device)
+
+
+@lru_cache(maxsize=256)
+def _configured(m: Model, specials: bool) -> Kernel:
+    """:func:`_config` of an arithmetic model, made once per (model, specials): it depends on them only."""
+    return _config(m, specials)
+
+
+def _finite(a: Any, b: Any) -> bool:
+    """Whether tensors ``a`` and ``b`` hold no NaN or infinity: one pass over each, one small read back."""
+    torch = _torch()
+    return bool(torch.isfinite(a).all() & torch.isfinite(b).all())
+
+
 def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, int], ea: Any = None, sa: Any = None,
             sb: Any = None) -> Any:
     """D (a new float32 tensor) = a @ b + c by the kernel of structure ``S`` on the call's plan ``p``; ``ea``
@@ -538,7 +560,7 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     if m == 0 or n == 0:
         return d
     idx = p.order if p.order is not None else range(p.width) if S.BLOCK.ORDERED else [0]  # a natural order
-    order = torch.tensor(idx, dtype=torch.int32, device=a.device)  # read as given where ORDERED
+    order = _order(tuple(idx), a.device)  # read as given where ORDERED
     ea, sa, sb = (a if x is None else x for x in (ea, sa, sb))  # (unread where absent)
     strides = tuple(s for x in (a, b, c, d, ea, sa, sb) for s in x.stride())
     bm, bn, warps = tile
@@ -564,12 +586,10 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     if model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
-    torch = _torch()
     if specials is None:
-        specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
+        specials = not _finite(a, b)
     m = model.arithmetic_model()
-    S = _config(m, specials)
-    S = S.path(**_path(m, a, b, fast, grid, specials))
+    S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials))
     tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
     ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
     return _launch(S, plan(m, a.shape[1]), a, b, c, tile, ea=ea)
@@ -646,11 +666,10 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     _launch_arguments(block_m, block_n, num_warps, fast)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
-    torch = _torch()
     if specials is None:
-        specials = not bool(torch.isfinite(a).all() and torch.isfinite(b).all())
+        specials = not _finite(a, b)
     mo = model.arithmetic_model()
-    S = _config(mo, specials)
+    S = _configured(mo, specials)
     (m, k), n, SB = a.shape, b.shape[1], S.BLOCK.SB
     if k % SB or tuple(sa.shape) != (m, k // SB) or tuple(sb.shape) != (k // SB, n):
         raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),

@@ -489,7 +489,7 @@ def lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
     return tl.where(none, NONE, tl.maximum(ef, EMIN + 127)), none
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])  # one compilation, not one per n % 16 (a new shape)
 def exponent_kernel(x_ptr, e_ptr, n, EMIN: tl.constexpr, SPECIALS: tl.constexpr, BLOCK: tl.constexpr):
     """e = :func:`lane_exp` of n contiguous binary32 values x (int32): the fast path's first pass reads A's
     exponents from here, once per value, rather than decoding them once per value and column of a tile."""

@@ -87,7 +87,7 @@ def on_device(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: R
     """The GEMM on the tensors' device by the Triton kernel, slice by slice over batch axes; the float32
     results finished as ``bf.gemm`` finishes them (:func:`finish`).  A GEMM that cannot fit the
     device's free memory is refused first (``bf.engine.triton.check_fits``)."""
-    from ..engine import triton as tr
+    from ..engine import tensors, triton as tr
 
     assert route.model is not None
     model = route.model.arithmetic_model()
@@ -95,13 +95,17 @@ def on_device(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: R
     lead = tuple(a.shape[:-2])
     tr.check_fits(m * max(1, int(np.prod(lead))), k, n, a.device)
     A, B = a.detach().to(torch.float32), b.detach().to(torch.float32)  # exact: values of <= 24 bits
-    C = torch.zeros(lead + (m, n), dtype=torch.float32, device=a.device) if c is None else \
-        c.detach().to(torch.float32)
-    D = torch.empty(lead + (m, n), dtype=torch.float32, device=a.device)
-    for idx in np.ndindex(*lead):
-        D[idx] = tr.gemm_tensors(model, A[idx], B[idx], C[idx])
+    C = torch.zeros((1, 1), dtype=torch.float32, device=a.device).expand(lead + (m, n)) if c is None else \
+        c.detach().to(torch.float32)  # no C: a zero read with strides 0 (no pass over D)
+    if lead:
+        D = torch.empty(lead + (m, n), dtype=torch.float32, device=a.device)
+        for idx in np.ndindex(*lead):
+            D[idx] = tr.gemm_tensors(model, A[idx], B[idx], C[idx])
+    else:
+        D = tr.gemm_tensors(model, A, B, C)  # as it comes: no copy
     out = a.dtype if route.dtype in DTYPES else DTYPES[model.output_format.name]
-    return finish(model, D, out)
+    done = tensors.finish(model, D) if str(out) == f"torch.{tensors.DTYPES.get(model.output_format.name)}" else None
+    return finish(model, D, out) if done is None else done  # on the device without a read back where it can
 
 
 def split_k(whole_k: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,

@@ -280,7 +280,8 @@ class Emulation:
         from ..plan import plan
 
         batch, m, k, n = math.prod(a.shape[:-2]), a.shape[-2], a.shape[-1], b.shape[-1]
-        ops = registry.Operands(a.reshape(batch, m, k), b.reshape(batch, k, n), a.new_zeros((1, m, n)), gemm=True)
+        z = a.new_empty(())  # choose reads the shapes and device only: views of one element, no copies
+        ops = registry.Operands(z.expand(batch, m, k), z.expand(batch, k, n), z.expand(1, m, n), gemm=True)
         chosen = registry.choose(plan(model, k), ops, self.backend)
         return chosen is not None and chosen.name == "triton"
 

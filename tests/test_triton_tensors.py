@@ -1,0 +1,209 @@
+"""bf.gemm and bf.torch.emulate on torch tensors where they lie (blockfma.engine.tensors), the Triton kernel
+run by its interpreter on the CPU: no operand or result copied to the host outside the kernel launches (the
+interpreter's own copies), the numpy engine's bits, and one compilation per layout, not per shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="the tensor path takes torch tensors: torch is not installed")
+pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
+
+import torch
+
+import blockfma as bf
+from blockfma.engine import registry, tensors, triton as tr
+from helpers import triton_mode
+
+H100 = bf.device("H100").model("fp16", "fp32")
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    triton_mode(monkeypatch, False)
+
+
+class _Guard:
+    """Host copies of tensors refused (Tensor.numpy, .cpu, __array__, np.asarray on a tensor of more than
+    four values) except inside the kernels' launches (the interpreter runs them on host copies)."""
+
+    def __init__(self, monkeypatch):
+        self.inside = 0
+        for name in ("numpy", "cpu", "__array__"):
+            monkeypatch.setattr(torch.Tensor, name, self._refused(getattr(torch.Tensor, name), f"Tensor.{name}"))
+        asarray = np.asarray
+        monkeypatch.setattr(np, "asarray", lambda x, *a, **k: self._refused(asarray, "np.asarray")(x, *a, **k)
+                            if isinstance(x, torch.Tensor) else asarray(x, *a, **k))
+        from blockfma.engine import triton_kernel  # imported in this process's mode (the fixture's)
+
+        kernel = tr._kernel()
+        monkeypatch.setattr(tr, "_kernel", lambda: self._launcher(kernel))
+        monkeypatch.setattr(triton_kernel, "exponent_kernel", self._launcher(triton_kernel.exponent_kernel))
+
+    def _refused(self, real, what):
+        def call(x, *args, **kwargs):
+            if not self.inside and x.numel() > 4:
+                raise AssertionError(f"{what} copied a tensor of {x.numel()} values to the host")
+            return real(x, *args, **kwargs)
+
+        return call
+
+    def _launcher(self, kernel):
+        guard = self
+
+        class Launcher:
+            def __getitem__(self, grid):
+                def launch(*args, **kwargs):
+                    guard.inside += 1
+                    try:
+                        return kernel[grid](*args, **kwargs)
+                    finally:
+                        guard.inside -= 1
+
+                return launch
+
+        return Launcher()
+
+
+def _bits(x):
+    return bf.formats.bits(np.asarray(x))
+
+
+@pytest.mark.parametrize("device,fin,fout,dtype", [("H100", "fp16", "fp32", torch.float16),  # the fast path
+                                                   ("H100", "fp16", "fp16", torch.float32),  # checked on the device
+                                                   ("MI300X", "bf16", "fp32", torch.bfloat16),  # exponents looked at
+                                                   ("H100", "tf32", "fp32", torch.float32),  # checked on the device
+                                                   ("MI300X", "fp32", "fp32", torch.float32)])  # the FMA chain
+def test_gemm_on_tensors_runs_where_they_lie_without_host_copies(monkeypatch, device, fin, fout, dtype):
+    model = bf.device(device).model(fin, fout)
+    A, B, C = registry.trial_inputs(model, m=20, n=12)  # NaN, infinities, zeros of both signs, subnormals
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    a, b, c = (torch.from_numpy(x).to(t) for x, t in ((A, dtype), (B, dtype), (C, torch.float32)))  # exact
+    _Guard(monkeypatch)
+    for copy in (lambda: a.numpy(), lambda: a.cpu(), lambda: np.asarray(a), lambda: np.array(a)):
+        with pytest.raises(AssertionError, match="to the host"):  # the guard holds
+            copy()
+    got = bf.gemm(a, b, c, model=model, backend="triton")
+    assert bf.engine.last_backend() == "triton" and isinstance(got, torch.Tensor) and got.device == a.device
+    monkeypatch.undo()
+    assert got.dtype == getattr(torch, tensors.DTYPES[fout]) and np.array_equal(_bits(got.numpy()), _bits(want))
+
+
+def test_gemm_on_tensors_without_c_and_with_a_broadcast_c(monkeypatch):
+    A, B, _ = registry.trial_inputs(H100, m=16, n=8)
+    a, b = (torch.from_numpy(x).to(torch.float16) for x in (A, B))
+    row = np.linspace(-3, 3, 8).astype(np.float32).astype(np.float64)
+    want_none = bf.gemm(A, B, model=H100, backend="numpy")
+    want_row = bf.gemm(A, B, row, model=H100, backend="numpy")
+    _Guard(monkeypatch)
+    got_none = bf.gemm(a, b, model=H100, backend="triton")
+    got_row = bf.gemm(a, b, torch.tensor(row, dtype=torch.float32), model=H100, backend="triton")
+    monkeypatch.undo()
+    assert np.array_equal(_bits(got_none.numpy()), _bits(want_none))
+    assert np.array_equal(_bits(got_row.numpy()), _bits(want_row))
+
+
+def test_checks_only_where_the_dtype_does_not_guarantee_the_format():
+    fp16, e4m3 = bf.formats.get("fp16"), bf.formats.get("e4m3fn")
+    assert tensors.holds(fp16, torch.float16) and tensors.holds(bf.formats.get("fp32"), torch.bfloat16)
+    assert not tensors.holds(fp16, torch.float32) and not tensors.holds(e4m3, torch.float16)
+    assert not tensors.holds(bf.formats.get("e4m3fnuz"), torch.float8_e4m3fn)  # its -0 and NaN codes
+    x = torch.tensor([[1.0, 448.0], [float("nan"), -0.0]])
+    assert tensors.check(e4m3, x, "A")
+    with pytest.raises(ValueError, match=r"^A\[0, 1\] = 449.0 is not representable in e4m3fn; round it first"):
+        tensors.check(e4m3, torch.tensor([[1.0, 449.0]]), "A")
+    with pytest.raises(ValueError, match=r"^A\[0\] = inf is not representable in e4m3fn"):
+        tensors.check(e4m3, torch.tensor([float("inf")]), "A")
+    with pytest.raises(ValueError, match=r"^B\[1\] = -0.0 is not representable in e4m3fnuz"):
+        tensors.check(bf.formats.get("e4m3fnuz"), torch.tensor([1.0, -0.0]), "B")
+    tf32, e2m1 = bf.formats.get("tf32"), bf.formats.get("e2m1fn")
+    assert tensors.check(tf32, torch.tensor([1 + 2.0**-10, -(2.0**-126), 2.0**-136, 2.0**127, float("inf")]), "A")
+    with pytest.raises(ValueError, match=r"^A\[1\] = 1.0009765625 is not representable in e2m1fn"):
+        tensors.check(e2m1, torch.tensor([6.0, 1 + 2.0**-10], dtype=torch.float64), "A")
+    with pytest.raises(ValueError, match=r"^A\[0\] = 1.00048828125 is not representable in tf32"):
+        tensors.check(tf32, torch.tensor([1 + 2.0**-11]), "A")
+    assert tensors.check(e4m3, torch.tensor([448.0, -(2.0**-9)]).to(torch.float8_e4m3fn), "A")  # fp8 looked at
+    assert tensors.check(bf.formats.get("e5m2"), torch.tensor([2.0**-16, 57344.0]).to(torch.float16), "A")
+    assert not tensors.check(fp16, torch.ones(2, dtype=torch.int32), "A")  # integers: the host reads them
+    with pytest.raises(ValueError, match=r"^A\[0, 0\] = 0.1 is not representable in fp16"):
+        bf.gemm(torch.full((2, 16), 0.1, dtype=torch.float64), torch.ones((16, 2)), model=H100, backend="triton")
+
+
+def test_what_the_tensor_path_leaves_to_the_host():
+    a, b = torch.ones((4, 16), dtype=torch.float16), torch.ones((16, 2), dtype=torch.float16)
+    want = bf.gemm(np.ones((4, 16)), np.ones((16, 2)), model=H100, backend="numpy")
+    for backend in ("auto", "numpy"):  # auto leaves CPU tensors to the host; numpy runs host arrays only
+        got = bf.gemm(a, b, model=H100, backend=backend)
+        assert isinstance(got, np.ndarray) and np.array_equal(_bits(got), _bits(want))
+    got = bf.gemm(a, b, model=H100, backend="triton", round_inputs="rne")  # rounding runs on the host
+    assert isinstance(got, np.ndarray) and np.array_equal(_bits(got), _bits(want))
+    tf32 = bf.device("H100").model("tf32", "fp32")  # float32 tensors checked on their device
+    assert isinstance(bf.gemm(torch.ones((4, 8)), torch.ones((8, 2)), model=tf32, backend="triton"), torch.Tensor)
+    bf16 = bf.gemm(a.to(torch.bfloat16), b.to(torch.bfloat16), model=bf.device("H100").model("bf16", "fp32"))
+    assert isinstance(bf16, np.ndarray) and np.array_equal(_bits(bf16), _bits(want))  # bf16 tensors reach the host
+
+
+def test_emulate_on_tensors_copies_nothing_to_the_host(monkeypatch):
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(12, 40, generator=g).half(), torch.randn(40, 8, generator=g).half()
+    c = torch.randn(12, 8, generator=g).half()
+    with bf.torch.emulate("H100", backend="numpy"):
+        want, want_c = a @ b, torch.addmm(c, a, b)
+    _Guard(monkeypatch)
+    with bf.torch.emulate("H100", backend="triton"):
+        got, got_c = a @ b, torch.addmm(c, a, b)
+    monkeypatch.undo()
+    for x, y in ((got, want), (got_c, want_c)):
+        assert x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
+
+
+def _binder(kernel):
+    """The launcher's specialization of a kernel compiled (not interpreted) for sm_90: what keys its
+    compilation cache (Triton's JITFunction.run), computed without a GPU."""
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import make_backend
+        from triton.runtime.jit import JITFunction, create_function_from_signature
+    except ImportError as exc:
+        pytest.skip(f"this Triton does not expose its launcher's binder ({exc})")
+    jit = JITFunction(kernel.fn, **kernel.kwargs)
+    binder = create_function_from_signature(jit.signature, jit.params, make_backend(GPUTarget("cuda", 90, 32)))
+
+    def key(args, kwargs):
+        _, specialization, options = binder(*args, **kwargs)
+        return str(specialization) + str(options)
+
+    return key
+
+
+class _Recorder:
+    """A kernel that records its launches' arguments (and computes nothing)."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append((args, kwargs))
+
+
+@pytest.mark.parametrize("model", [H100, bf.device("MI300X").model("fp32", "fp32")])
+def test_a_new_shape_of_the_same_layout_compiles_nothing_new(monkeypatch, model):
+    from blockfma.engine import triton_kernel
+
+    gemm_key, exp_key = _binder(tr._kernel()), _binder(triton_kernel.exponent_kernel)
+    gemm, exps = _Recorder(), _Recorder()
+    monkeypatch.setattr(tr, "_kernel", lambda: gemm)
+    monkeypatch.setattr(triton_kernel, "exponent_kernel", exps)
+
+    def key(m, k, n, c=True):
+        a, b = torch.ones((m, k)), torch.ones((k, n))
+        tr.gemm_tensors(model, a, b, torch.zeros((m, n)) if c else torch.zeros((1, 1)).expand(m, n), specials=False)
+        return gemm_key(*gemm.launches[-1]), exp_key(*exps.launches[-1]) if exps.launches else None
+
+    first = key(16, 32, 16)
+    assert (first[1] is not None) == (model is H100)  # the fast path reads A's exponents first
+    assert key(48, 96, 32) == first and key(64, 256, 160) == first  # rows, K, N: no new compilation
+    assert key(21, 48, 16) == first  # nor an odd number of A's values (the exponent pass)
+    assert key(48, 40, 32)[0] != first[0]  # a row stride not a multiple of 16: one more compilation (vector loads)
+    assert key(16, 32, 16, c=False) == key(48, 64, 80, c=False)  # C read with strides 0: its own, once
