@@ -26,7 +26,7 @@ SRC = REPO / "src" / "blockfma"
 # 30 was done.  Lower a limit when the code goes below it, so that it holds what was won.
 LONG_FUNCTION = 60
 MAX_LONG_FUNCTIONS = 0
-MAX_SRC_LINES = 31_200  # issue 31 part 3 added engine/tensors.py (bf.gemm on tensors where they lie)
+MAX_SRC_LINES = 31_400  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path
 
 
 def _modules() -> dict[str, Path]:
