@@ -39,7 +39,9 @@ same arithmetic).  Without mmaemu installed it says so in one line and goes on.
     python benchmarks/bench_gpu.py --sizes 256 --sweep-size 8192     # issue 20's target size, tiles only
     python benchmarks/bench_gpu.py --sizes 4096 --check-size 256 --cases 'H100 (fp16|e4m3fn)->fp32' \
         --tiles 64x64x8,128x128x8 --sweep-size 8192 --no-general      # a short GPU session's rows
-    python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers and spills per tile
+    python benchmarks/bench_gpu.py --ptxas --tiles 64x64x8,64x64x4   # no GPU: registers, spills and SASS
+                                                                      # instructions per simulated MAC per tile
+    python benchmarks/bench_gpu.py --ptxas --all-paths               # no GPU: does every preset's kernel compile?
     python benchmarks/bench_gpu.py --sizes 4096 --cases 'e2m1fn' --tiles ''   # NVFP4 against fp32 matmul
     python benchmarks/bench_gpu.py --sizes 1024,4096 --cases 'H100 e4m3fn' --tiles '' --mmaemu  # and mmaemu
     TRITON_INTERPRET=1 python benchmarks/bench_gpu.py --backend torch --sizes 32 --cases e2m1fn --tiles '' \
@@ -55,6 +57,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -236,60 +239,265 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
     return rows, checks
 
 
-def ptxas_report(tiles, show) -> list[dict]:
-    """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
-    for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major
-    operands as bf.gemm passes them, and read its registers and spill stack from the cubin (cuobjdump): a
-    tile past 255 registers spills, which no GPU run can hide."""
+def _compile_sm90(S, bm: int, bn: int, warps: int):
+    """The Triton kernel of structure ``S`` compiled for sm_90 (Triton's own ptxas, no device needed) with a
+    BLOCK_M x BLOCK_N tile and ``warps`` warps, row-major operands as bf.gemm passes them (strides of 1
+    specialized, the other strides and the pointers divisible by 16)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from blockfma.engine.triton_gemm import gemm_kernel as kernel
+
+    names = list(kernel.arg_names)
+    const = {"S": S, "BLOCK_M": bm, "BLOCK_N": bn}
+    st = names.index("strides")  # a, b, c, d, ea, sa, sb: (rows, 1) each
+    sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
+           if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
+    attrs.update({(st, i): [["tt.divisibility", 16]] for i in range(0, 14, 2)})
+    constexprs = {(names.index(n),): v for n, v in const.items()}
+    constexprs.update({(st, i): 1 for i in range(1, 14, 2)})
+    src = ASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def _cuobjdump(cubin: bytes, flag: str) -> str:
+    """``cuobjdump flag`` (-res-usage, -sass) of a cubin, by the cuobjdump Triton ships."""
     import subprocess
     import tempfile
 
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=True).stdout
+
+
+def _ptxas_models(cases, scaled_cases):
+    """(case, instruction, model, the fast path's Kernel fields, lanes per loop iteration the kernel itself
+    unrolls, lanes per unit of an outer loop of a pass) of the --ptxas cases."""
+    from blockfma.engine import triton as tr
+
+    out = []
+    for device, fin, fout in cases:
+        model = bf.device(device).model(fin, fout)
+        grid = tr.grid_lanes(model)  # the path the kernel takes on operands without NaN or infinity
+        path = dict(tr.fast_constants(model), FAST=True, GRID=grid)
+        lanes = path.get("GROUPS", 1) if model.arithmetic_model().family.name == "LATE_C" else 1
+        out.append(((device, fin, fout), "", model, path, lanes, model.block_width if grid else path["CHUNK"]))
+    for case in scaled_cases:  # the block-scaled fast path
+        model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])
+        fast = tr.scaled_fast_constants(model)
+        out.append((case, SCALED_INSTRUCTION[case], model, {"FAST": fast["FAST"], "U": fast["U"]}, 1, fast["U"]))
+    return out
+
+
+def ptxas_report(tiles, show, cases=SWEEP_CASES, scaled_cases=SCALED_CASES) -> list[dict]:
+    """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
+    for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major
+    operands as bf.gemm passes them, and read from the cubin (cuobjdump) its registers and spill stack (a
+    tile past 255 registers spills, which no GPU run can hide) and, from its SASS, the instructions per
+    simulated MAC of its passes over a block's lanes (:func:`mac_cost`)."""
+    from blockfma.engine import triton as tr
+
+    if tr.interpreting():
+        raise ValueError("--ptxas compiles for the GPU: unset TRITON_INTERPRET")
+    rows = []
+    for case, instruction, model, path, lanes, unit in _ptxas_models(cases, scaled_cases):
+        S = tr._config(model.arithmetic_model(), False).path(**path)
+        for bm, bn, warps in tiles:
+            compiled = _compile_sm90(S, bm, bn, warps)
+            row = _usage_row(_cuobjdump(compiled.asm["cubin"], "-res-usage"), case, bm, bn, warps, show, instruction)
+            if instruction:
+                row["path"] = "fast" if path["FAST"] else "general"
+            cost = mac_cost(_cuobjdump(compiled.asm["cubin"], "-sass"), compiled.asm["ptx"],
+                            bm * bn // (32 * warps), lanes, unit)
+            rows.append(dict(row, **cost))
+            _show_cost(cost, row, show)
+    return rows
+
+
+_SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]+)\*/\s+(?:@!?U?P[T0-9]\s+)?([A-Z][A-Z0-9_]*)([.\w]*)\s*([^;]*);")
+_PTX_LABEL = re.compile(r"^\s*(\$?[\w$]+):")
+_PTX_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[\w$]+)\s*;")
+
+
+def _loops(code: list[tuple[int, str, int | None]], loads: str) -> list[dict]:
+    """The loops of straight-line ``code`` [(position, opcode, target of a branch or None)]: each backward
+    branch closes one, from its target to itself (a branch to itself is no loop), in order of position:
+    start, end, instructions (count, NOPs left out), opcodes (count per opcode, most first), loads (opcodes
+    starting with ``loads``) and innermost (no other loop inside)."""
+    spans = sorted({(t, p) for p, _, t in code if t is not None and t < p})
+    loops = []
+    for start, end in spans:
+        ops = [op for p, op, _ in code if start <= p <= end and op != "NOP"]
+        counts = dict(sorted(Counter(ops).items(), key=lambda kv: (-kv[1], kv[0])))
+        loops.append({"start": start, "end": end, "instructions": len(ops), "opcodes": counts,
+                      "loads": sum(v for k, v in counts.items() if k.startswith(loads)),
+                      "innermost": not any(start <= s and e <= end and (s, e) != (start, end) for s, e in spans)})
+    return loops
+
+
+def sass_loops(sass: str) -> list[dict]:
+    """The loops (:func:`_loops`) of ``cuobjdump -sass`` text of one kernel: instructions ``/*addr*/ [@P]
+    OPCODE.MODIFIERS operands ;``, a backward ``BRA 0xtarget`` closing a loop; opcodes without their
+    modifiers (``IMAD.MOV.U32`` counts as IMAD), loads the global ones (LDG)."""
+    code = []
+    for m in _SASS_INSTRUCTION.finditer(sass):
+        target = re.match(r"0x([0-9a-f]+)", m.group(4).strip()) if m.group(2) == "BRA" else None
+        code.append((int(m.group(1), 16), m.group(2), int(target.group(1), 16) if target else None))
+    return _loops(code, "LDG")
+
+
+def ptx_loops(ptx: str) -> list[dict]:
+    """The loops (:func:`_loops`) of LLVM's PTX text: positions count instructions (lines ending in ``;`` that
+    are no directive), a ``bra`` back to a label that LLVM's comments mark a loop header (``Loop Header``, on
+    the label's line or the comment lines after it) closes a loop (LLVM also places some exits before their
+    branch); loads the global ones (``ld.global``)."""
+    code, labels, last = [], {}, None
+    for line in ptx.splitlines():
+        text, _, comment = line.partition("//")
+        text = text.strip()
+        label = _PTX_LABEL.match(text)
+        if label:
+            last = label.group(1)
+        if last and "Loop Header" in comment:
+            labels[last] = len(code)
+        if not label and text.endswith(";") and not text.startswith("."):
+            last = None
+            op = re.sub(r"^@!?%\w+\s+", "", text).split()[0].rstrip(";")
+            branch = _PTX_BRANCH.search(text)
+            code.append((len(code), "LDG" if op.startswith("ld.global") else op,
+                         labels.get(branch.group(1)) if branch else None))
+    return _loops(code, "LDG")
+
+
+def lane_passes(loops: list[dict]) -> list[dict]:
+    """The passes over a block's lanes in ``loops`` (of :func:`sass_loops`), in order: per innermost loop
+    (``loop``), the outermost loop around it that holds no other innermost loop (``outer``: a loop over
+    units of lanes, None where the innermost loop is the pass itself)."""
+    inner = [lp for lp in loops if lp["innermost"]]
+
+    def holds(lp, x):
+        return lp["start"] <= x["start"] and x["end"] <= lp["end"]
+
+    passes = []
+    for lp in inner:
+        around = sorted((o for o in loops if o is not lp and holds(o, lp)), key=lambda o: o["end"] - o["start"])
+        outer = None
+        for o in around:
+            if sum(holds(o, x) for x in inner) > 1:
+                break
+            outer = o
+        passes.append({"loop": lp, "outer": outer})
+    return passes
+
+
+def mac_cost(sass: str, ptx: str | None, per_thread: int, lanes: int = 1, unit_lanes: int = 1) -> dict:
+    """Instructions per simulated MAC of a kernel's passes over a block's lanes, from its SASS (and PTX).
+
+    A pass (:func:`lane_passes`) is an innermost loop of the SASS (a backward branch closes it: the loops
+    ``for l in range(L)`` of the fast blocks) and the loop over units of lanes around it, if any (the
+    block-scaled path's units of U lanes, the truncated-fused path's int32 chunks).  One iteration of the
+    innermost loop simulates ``per_thread`` products per lane (BLOCK_M * BLOCK_N / (32 * num_warps)) times the
+    lanes it covers: ``lanes`` (the lanes the kernel itself unrolls in its loop body: late-c's groups) times
+    the unroll of ptxas, detected as the ratio of the loop's global loads (LDG) in the SASS to those of the
+    same (n-th innermost) loop in the PTX, where LLVM is taken not to have unrolled it (None where the PTX
+    has not as many innermost loops, or the ratio is not a whole number: counted as 1).  The instructions of
+    the outer loop outside the innermost one count once per ``unit_lanes`` lanes.  Every instruction in a
+    loop's address range counts, also those a branch inside skips (an upper bound where there are any).
+    Returns instructions_per_mac (the sum over passes) and passes: name, loop_instructions,
+    products_per_iteration, unroll, unit_instructions (the outer loop's own), per_mac, opcodes (the loop's)."""
+    passes = lane_passes(sass_loops(sass))
+    ref = [lp for lp in ptx_loops(ptx) if lp["innermost"]] if ptx else []
+    names = ["exponent pass", "sum pass"] if len(passes) == 2 else [f"pass {i + 1}" for i in range(len(passes))]
+    out = []
+    for name, p, r in zip(names, passes, ref if len(ref) == len(passes) else [None] * len(passes)):
+        lp, outer = p["loop"], p["outer"]
+        unroll = lp["loads"] // r["loads"] if r and r["loads"] and lp["loads"] % r["loads"] == 0 else None
+        products = per_thread * lanes * (unroll or 1)
+        unit = outer["instructions"] - lp["instructions"] if outer else 0
+        per_mac = lp["instructions"] / products + unit / (per_thread * unit_lanes)
+        out.append({"name": name, "loop_instructions": lp["instructions"], "products_per_iteration": products,
+                    "unroll": unroll, "unit_instructions": unit, "per_mac": per_mac, "opcodes": lp["opcodes"]})
+    return {"instructions_per_mac": sum(p["per_mac"] for p in out), "passes": out}
+
+
+def _show_cost(cost: dict, row: dict, show) -> None:
+    """The line of instructions per simulated MAC of a --ptxas row, and a line per pass (top opcodes)."""
+    instruction = row.get("instruction", "")
+    parts = " + ".join(f"{p['name']} {p['per_mac']:.2f}" for p in cost["passes"]) or "no loop over lanes found"
+    show(f"ptxas sm_90 {row['device']} {row['input']}->{row['output']} {instruction + ' ' if instruction else ''}"
+         f"tile {row['tile']:10} {parts} = {cost['instructions_per_mac']:.2f} instructions per simulated MAC")
+    for p in cost["passes"]:
+        unit = f" + {p['unit_instructions']} per unit of lanes" if p["unit_instructions"] else ""
+        top = ", ".join(f"{k} {v}" for k, v in list(p["opcodes"].items())[:8])
+        show(f"    {p['name']}: {p['loop_instructions']} instructions per iteration of "
+             f"{p['products_per_iteration']} products (unroll {p['unroll'] or '1?'}){unit}: {top}")
+
+
+def all_path_kernels() -> list[tuple[str, str, object]]:
+    """(label 'DEVICE INSTRUCTION IN->OUT', path, Kernel structure) of every preset model the Triton backend
+    runs (bf.devices(), blockfma.engine.triton.supports), one per distinct structure, with SPECIALS off and
+    on: the general path, and the fast path where it can hold (fast_constants on operands of ones: the
+    model's own conditions, not its formats' ranges; scaled_fast_constants for the block-scaled ones)."""
+    import torch
+
+    from blockfma.engine import triton as tr
+
+    ones = torch.ones(1, 1)
+    seen, out = set(), []
+    for dev in bf.devices():
+        for ins in dev.instructions:
+            for (fin, fout), model in ins.models.items():
+                m = model.arithmetic_model()
+                if not tr.supports(m):
+                    continue
+                if m.family in tr.STEP_FAMILIES:  # no fast path
+                    fast = {"FAST": False}
+                else:
+                    fast = tr.scaled_fast_constants(m) if m.block_scaled else tr.fast_constants(m, ones, ones)
+                fields = {k: v for k, v in fast.items() if k != "WHY"}
+                for specials in (False, True):
+                    S = tr._config(m, specials)
+                    for path, kernel in (("general", S), ("fast", S.path(**fields) if fast["FAST"] else None)):
+                        if kernel is not None and repr(kernel) not in seen:
+                            seen.add(repr(kernel))
+                            out.append((f"{dev.name} {ins.name} {fin}->{fout}{' specials' if specials else ''}",
+                                        path, kernel))
+    return out
+
+
+def all_paths_report(show, pattern: str | None = None) -> list[dict]:
+    """Compile (:func:`_compile_sm90`) every kernel of :func:`all_path_kernels` whose label matches the regular
+    expression ``pattern``, at the launch's default tile (blockfma.engine.triton._tile on a GPU); a row per
+    kernel, ok or the error's first lines, shown."""
+    import types
 
     from blockfma.engine import triton as tr
 
     if tr.interpreting():
         raise ValueError("--ptxas compiles for the GPU: unset TRITON_INTERPRET")
-    from blockfma.engine.triton_gemm import gemm_kernel as kernel
-
-    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    names = list(kernel.arg_names)
-    print(f"gemm_kernel: {len(names)} parameters")
-
-    def usage(model, path: dict, bm: int, bn: int, warps: int) -> str:
-        """cuobjdump's -res-usage text of the kernel for ``model`` on ``path`` compiled for sm_90 with ``warps``
-        warps, row-major operands as bf.gemm passes them (strides of 1 specialized, the others divisible by 16)."""
-        const = {"S": tr._config(model.arithmetic_model(), False).path(**path), "BLOCK_M": bm, "BLOCK_N": bn}
-        st = names.index("strides")  # a, b, c, d, ea, sa, sb: (rows, 1) each
-        sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
-               if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
-        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
-        attrs.update({(st, i): [["tt.divisibility", 16]] for i in range(0, 14, 2)})
-        constexprs = {(names.index(n),): v for n, v in const.items()}
-        constexprs.update({(st, i): 1 for i in range(1, 14, 2)})
-        src = ASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(compiled.asm["cubin"])
-            f.flush()
-            return subprocess.run([os.path.join(tools, "cuobjdump"), "-res-usage", f.name], capture_output=True,
-                                  text=True, check=True).stdout
-
     rows = []
-    for device, fin, fout in SWEEP_CASES:
-        model = bf.device(device).model(fin, fout)
-        path = dict(tr.fast_constants(model), FAST=True)
-        for bm, bn, warps in tiles:
-            rows.append(_usage_row(usage(model, path, bm, bn, warps), (device, fin, fout), bm, bn, warps, show))
-    for case in SCALED_CASES:  # the block-scaled fast path, at the same tiles
-        model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])
-        fast = tr.scaled_fast_constants(model)
-        for bm, bn, warps in tiles:
-            row = _usage_row(usage(model, {"FAST": fast["FAST"], "U": fast["U"]}, bm, bn, warps), case, bm, bn,
-                             warps, show, SCALED_INSTRUCTION[case])
-            rows.append(dict(row, path="fast" if fast["FAST"] else "general"))
+    for label, path, S in all_path_kernels():
+        if pattern and not re.search(pattern, label):
+            continue
+        tile = tr._tile(S.BLOCK, types.SimpleNamespace(type="cuda"), 1, 1, None, None, None)
+        try:
+            _compile_sm90(S, *tile)
+            error = None
+        except Exception as exc:  # noqa: BLE001 (a compiler's error of any kind is the finding)
+            lines = [x for x in str(exc).splitlines() if x.strip()] or [type(exc).__name__]
+            error = " | ".join(lines[:3] + (lines[-1:] if len(lines) > 3 else []))
+        rows.append({"kernel": label, "path": path, "tile": "x".join(map(str, tile)), "compiled": error is None,
+                     **({"error": error} if error else {})})
+        show(f"compile sm_90 {label:50} {path:8} tile {rows[-1]['tile']:9} {'ok' if error is None else error}")
+    failed = [r for r in rows if not r["compiled"]]
+    show(f"{len(rows) - len(failed)} of {len(rows)} kernels compiled" + (", failed: " + "; ".join(
+        f"{r['kernel']} ({r['path']})" for r in failed) if failed else ""))
     return rows
 
 
@@ -506,8 +714,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-general", action="store_true", help="leave out the tile sweep's row of the general "
                     "path, and the block-scaled cases' (much slower than the fast path at large sizes)")
     ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernels' fast paths "
-                    "for sm_90 for each sweep and block-scaled case and --tiles entry and report registers and spills, "
-                    "then stop")
+                    "for sm_90 for each sweep and block-scaled case and --tiles entry and report registers, spills "
+                    "and SASS instructions per simulated MAC (per pass over a block's lanes), then stop")
+    ap.add_argument("--all-paths", action="store_true", help="with --ptxas: compile, at its default tile, the "
+                    "kernel of every preset model the Triton backend runs (general path, and fast path where it "
+                    "can hold; SPECIALS off and on; --cases filters by 'DEVICE INSTRUCTION IN->OUT'), report "
+                    "those that fail and exit 1 if any does")
     ap.add_argument("--mmaemu", action="store_true", help="for each of --sizes, mmaemu's H100 fp8 chain (PyPI "
                     "mmaemu, preset 'hopper') side by side with our Triton kernel for H100 e4m3fn->fp32: both "
                     "timed, their bits compared (rows 'mmaemu'; one line and no rows where mmaemu is absent)")
@@ -534,15 +746,28 @@ def main(argv: list[str] | None = None) -> int:
     if not (cases or triton_cases or scaled_cases):
         ap.error(f"--cases {args.cases!r} matches none of " + ", ".join(f"'{d} {i}->{o}'" for d, i, o in
                                                                       CASES + TRITON_CASES + SCALED_CASES))
-    if args.ptxas:
+    if args.all_paths and not args.ptxas:
+        ap.error("--all-paths goes with --ptxas")
+    if args.all_paths:
         try:
-            ptx_rows = ptxas_report(tiles, show)
+            rows = all_paths_report(show, args.cases)
         except (ImportError, ValueError) as exc:
             print(f"bench_gpu: {exc}", file=sys.stderr)
             return 2
         if args.record:
-            write_text(args.record, json.dumps({"what": "registers and spills of the Triton kernel's fast path, "
-                                                "compiled for sm_90 by Triton's ptxas", "rows": ptx_rows},
+            write_text(args.record, json.dumps({"what": "whether each preset's Triton kernel compiles for sm_90",
+                                                "rows": rows}, indent=1) + "\n")
+        return 0 if all(r["compiled"] for r in rows) else 1
+    if args.ptxas:
+        try:
+            ptx_rows = ptxas_report(tiles, show, sweep_cases, scaled_cases)
+        except (ImportError, ValueError) as exc:
+            print(f"bench_gpu: {exc}", file=sys.stderr)
+            return 2
+        if args.record:
+            write_text(args.record, json.dumps({"what": "registers, spills and instructions per simulated MAC "
+                                                "of the Triton kernel's fast path, compiled for sm_90 by Triton's "
+                                                "ptxas", "rows": ptx_rows},
                                                indent=1) + "\n")
         return 0
     try:
