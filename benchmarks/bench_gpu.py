@@ -250,9 +250,10 @@ def _compile_sm90(S, bm: int, bn: int, warps: int):
     from blockfma.engine.triton_gemm import gemm_kernel as kernel
 
     names = list(kernel.arg_names)
-    const = {"S": S, "BLOCK_M": bm, "BLOCK_N": bn}
+    const = {"S": S, "BLOCK_M": bm, "BLOCK_N": bn, "EVEN": True}  # tiles dividing M and N (as in the benchmark)
     st = names.index("strides")  # a, b, c, d, ea, sa, sb: (rows, 1) each
-    sig = {n: "constexpr" if n in const else "*i32" if n in ("order_ptr", "ea_ptr") else "*fp32"
+    ints = ("order_ptr", "ea_ptr") + (("sa_ptr", "sb_ptr") if S.BLOCK.COUNT else ())  # the count's codes
+    sig = {n: "constexpr" if n in const else "*i32" if n in ints else "*fp32"
            if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
     attrs.update({(st, i): [["tt.divisibility", 16]] for i in range(0, 14, 2)})
@@ -284,9 +285,10 @@ def _ptxas_models(cases, scaled_cases):
     out = []
     for device, fin, fout in cases:
         model = bf.device(device).model(fin, fout)
-        grid = tr.grid_lanes(model)  # the path the kernel takes on operands without NaN or infinity
-        path = dict(tr.fast_constants(model), FAST=True, GRID=grid)
-        lanes = path.get("GROUPS", 1) if model.arithmetic_model().family.name == "LATE_C" else 1
+        grid = tr.grid_lanes(model) if tr.grid_lanes(model) == 32 else 0  # the path the kernel takes on operands
+        cbias = tr.grid_count(model, model.block_width or 1) if grid else None  # without NaN or infinity
+        path = dict(tr.fast_constants(model), FAST=True, GRID=grid, COUNT=cbias is not None, CBIAS=cbias or 0)
+        lanes = path.get("GROUPS", 1) if model.arithmetic_model().family.name == "LATE_C" else (1, 4) if cbias else 1
         out.append(((device, fin, fout), "", model, path, lanes, model.block_width if grid else path["CHUNK"]))
     for case in scaled_cases:  # the block-scaled fast path
         model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])
@@ -396,14 +398,15 @@ def lane_passes(loops: list[dict]) -> list[dict]:
     return passes
 
 
-def mac_cost(sass: str, ptx: str | None, per_thread: int, lanes: int = 1, unit_lanes: int = 1) -> dict:
+def mac_cost(sass: str, ptx: str | None, per_thread: int, lanes: int | tuple = 1, unit_lanes: int = 1) -> dict:
     """Instructions per simulated MAC of a kernel's passes over a block's lanes, from its SASS (and PTX).
 
     A pass (:func:`lane_passes`) is an innermost loop of the SASS (a backward branch closes it: the loops
     ``for l in range(L)`` of the fast blocks) and the loop over units of lanes around it, if any (the
     block-scaled path's units of U lanes, the truncated-fused path's int32 chunks).  One iteration of the
     innermost loop simulates ``per_thread`` products per lane (BLOCK_M * BLOCK_N / (32 * num_warps)) times the
-    lanes it covers: ``lanes`` (the lanes the kernel itself unrolls in its loop body: late-c's groups) times
+    lanes it covers: ``lanes`` (the lanes the kernel itself unrolls in its loop body: late-c's groups; a tuple:
+    per pass, as the grid path's count, four lanes per iteration of its sum pass) times
     the unroll of ptxas, detected as the ratio of the loop's global loads (LDG) in the SASS to those of the
     same (n-th innermost) loop in the PTX, where LLVM is taken not to have unrolled it (None where the PTX
     has not as many innermost loops, or the ratio is not a whole number: counted as 1).  The instructions of
@@ -415,7 +418,8 @@ def mac_cost(sass: str, ptx: str | None, per_thread: int, lanes: int = 1, unit_l
     ref = [lp for lp in ptx_loops(ptx) if lp["innermost"]] if ptx else []
     names = ["exponent pass", "sum pass"] if len(passes) == 2 else [f"pass {i + 1}" for i in range(len(passes))]
     out = []
-    for name, p, r in zip(names, passes, ref if len(ref) == len(passes) else [None] * len(passes)):
+    per_pass = lanes if isinstance(lanes, tuple) else (lanes,) * len(passes)
+    for name, p, r, lanes in zip(names, passes, ref if len(ref) == len(passes) else [None] * len(passes), per_pass):
         lp, outer = p["loop"], p["outer"]
         unroll = lp["loads"] // r["loads"] if r and r["loads"] and lp["loads"] % r["loads"] == 0 else None
         products = per_thread * lanes * (unroll or 1)
@@ -723,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mmaemu", action="store_true", help="for each of --sizes, mmaemu's H100 fp8 chain (PyPI "
                     "mmaemu, preset 'hopper') side by side with our Triton kernel for H100 e4m3fn->fp32: both "
                     "timed, their bits compared (rows 'mmaemu'; one line and no rows where mmaemu is absent)")
+    ap.add_argument("--mmaemu-sizes", metavar="N,N", help="n of the mmaemu side by side (default: --sizes)")
     ap.add_argument("--record", metavar="FILE", help="write rows and device metadata to this JSON file "
                     "(atomically; checked before the run; its folder must exist), or - to print them "
                     "(the table then goes to stderr)")
@@ -810,7 +815,8 @@ def main(argv: list[str] | None = None) -> int:
              f"{'bit-exact' if checks[-1]['bit_exact'] else 'MISMATCH'}")
     sync = synchronizer(torch, dev)
     if args.mmaemu:  # before the long rows: the log keeps these where a time limit cuts the rest
-        peer_rows, peer_checks = mmaemu_rows(triton, torch, dev, sizes, args.repeat, sync, show, rng)
+        peer_sizes = [int(x) for x in args.mmaemu_sizes.split(",") if x] if args.mmaemu_sizes else sizes
+        peer_rows, peer_checks = mmaemu_rows(triton, torch, dev, peer_sizes, args.repeat, sync, show, rng)
         rows += peer_rows
         checks += peer_checks
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"

@@ -352,7 +352,8 @@ def both_paths(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, **laun
     assert tr.fast_constants(model, a, b)["FAST"]
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     arith = model.arithmetic_model()
-    for path in ({"fast": True}, {"fast": True, "grid": False}, {"fast": False}):
+    grid = True if tr.grid_lanes(model) and np.isfinite(A).all() and np.isfinite(B).all() else None
+    for path in ({"fast": True, "grid": grid}, {"fast": True, "grid": False}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **path, **launch)
         assert same_bits(bf.engine.api.finish(arith, d.numpy().astype(np.float64)), want) == 0, path
     return want
@@ -740,6 +741,23 @@ def test_grid_unit_clamped_at_the_top():
         for i in range(2):
             assert int(formats.bits(D)[i, 0]) == reference.dot_bits(model, list(A[i]), list(B[:, 0]), C[i, 0])
     assert both_paths(E4M3_FLOOR, A, B, C)[0, 0] == 2.0**126 - 2.0**113
+
+
+def test_grid_count_and_four_accumulators(monkeypatch):
+    """binary32 lanes cutting toward zero: the count of negative inexact products (fp8 codes, four lanes a
+    word) and, where the count does not hold, four FMAs per product into a positive and a negative
+    accumulator: both the numpy engine's bits on products that straddle the cut, of both signs."""
+    model = bf.device("H100").model("e4m3fn", "fp32")
+    assert tr.grid_count(model, 32) == 9 + 9 and tr.grid_count(bf.device("H100").model("e5m2", "fp32"), 32) == 32
+    assert tr.grid_count(E4M3_FLOOR, 32) is None and tr.grid_count(bf.device("H100").model(), 32) is None
+    rng = np.random.default_rng(31)
+    A, B = values(rng, model.input_format, (6, 70)), values(rng, model.b_format, (70, 5))
+    A[0, :32] = -448.0  # the largest products: every smaller one of that block is cut
+    A[1] = 2.0**-9
+    C = values(rng, model.c_format, (6, 5))
+    want = both_paths(model, A, B, C)
+    monkeypatch.setattr(tr, "grid_count", lambda m, width: None)
+    assert same_bits(both_paths(model, A, B, C), want) == 0
 
 
 def test_grid_exact_zero_signs():

@@ -202,6 +202,8 @@ class Block:
     EZ_LIVE: bool = False
     GRID: int = 0  # truncated-fused fast path: 32 or 64 where one FMA per product sums on the cut's grid in binary32
     STANDIN: bool = False  # or binary64 lanes (grid_lanes), 0: int32 terms; STANDIN: the exact stand-in of fma.rz
+    COUNT: bool = False  # binary32 lanes cutting toward zero: one floor FMA per product and a count of the
+    CBIAS: int = 0  # negative inexact ones in bytes (grid_count: CBIAS the two operands' code biases)
     U: int = 1  # block-scaled: lanes per unit of its fast path, products per group (0: a term per product),
     G: int = 0  # term slots, products per scale, the operands' and scales' precisions and emins
     T: int = 1
@@ -438,6 +440,46 @@ def grid_lanes(model: Model) -> int:
     return 0
 
 
+def grid_count(model: Model, width: int) -> int | None:
+    """The code bias sum CBIAS of the grid path's count (:mod:`.triton_kernel`, "the count"), None where it
+    does not hold: binary32 lanes, a cut toward zero, products in the plan's order, blocks and steps (of
+    ``width`` products) of whole quads of lanes, and each operand format's lowest-set-bit places, biased by
+    its smallest subnormal's, within 0 .. 31 (fp8: e4m3 0 .. 17, e5m2 0 .. 31)."""
+    m = model.arithmetic_model()
+    block = schedule(m).block
+    if (grid_lanes(m) != 32 or block.alignment is Alignment.FLOOR or schedule(m).ordered
+            or (m.block_width or 1) % 4 or width % 4):
+        return None
+    bias = [-int(np.log2(f.smallest_subnormal)) for f in (block.input_format, block.b_format)]
+    if any(f.emax + b > 31 or b < 0 for f, b in zip((block.input_format, block.b_format), bias)):
+        return None
+    return sum(bias)
+
+
+def _grid_codes(x: Any, fmt: Any, axis: int, kp: int) -> Any:
+    """The count's codes of ``x`` (float32, its values in ``fmt``) along its K axis ``axis`` (1 for A (m, k),
+    0 for B (k, n)), K padded with zeros to ``kp`` (the plan's whole steps): per quad of lanes two int32 words
+    (interleaved along that axis): the lanes' lowest-set-bit places plus the format's bias (63 for a zero),
+    one byte each, lane i in byte i, and their signs in bit 7 of each byte."""
+    torch = _torch()
+    k = x.shape[axis]
+    pad = kp - k
+    xt = x if axis == 1 else x.t()
+    if pad:
+        xt = torch.nn.functional.pad(xt, (0, pad))
+    bits = xt.contiguous().view(torch.int32)
+    ef = (bits >> 23) & 0xFF
+    sig = torch.where(ef > 0, (bits & 0x7FFFFF) | 0x800000, bits & 0x7FFFFF)
+    low = torch.frexp((sig & -sig).to(torch.float32)).exponent - 1  # the lowest set bit of the significand
+    place = torch.where(ef > 0, ef - 150, torch.full_like(ef, -149)) + low
+    code = torch.where(sig == 0, 63, place - int(np.log2(fmt.smallest_subnormal)))
+    sign = (bits < 0).to(torch.int32) << 7
+    shifts = torch.arange(4, device=x.device, dtype=torch.int32) * 8
+    words = [(v.reshape(v.shape[0], -1, 4) << shifts).sum(-1, dtype=torch.int32) for v in (code, sign)]
+    out = torch.stack(words, dim=-1).reshape(xt.shape[0], -1)
+    return out if axis == 1 else out.t().contiguous()
+
+
 def scaled_fast_constants(model: Model) -> dict[str, Any]:
     """The block-scaled kernel's fast-path parameters (:mod:`.triton_scaled`, its fast path, where the bounds
     are proved): FAST where that path computes ``model`` bit for bit on every value of its formats (no look at
@@ -509,6 +551,8 @@ def _path(m: Model, a: Any, b: Any, fast: bool | None, grid: bool | None = None,
         raise ArgumentError("fast", True, f"the fast path does not hold {m.summary()} on these operands exactly "
                             "(see fast_constants)", use={"fast": None})
     lanes = grid_lanes(m) if path["FAST"] and not specials and grid is not False else 0
+    if grid is None and lanes == 64:  # binary64 lanes held exactly but ran slower than the int32 terms on an
+        lanes = 0  # H200 (data/hardware/README.md, 2026-11-28): taken only where grid=True asks for them
     if grid and not lanes:
         raise ArgumentError("grid", True, f"the grid sum does not hold {m.summary()} on these operands exactly "
                             "(see grid_lanes: no NaN or infinity in A and B, and the fast path)", use={"grid": None})
@@ -565,7 +609,8 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     strides = tuple(s for x in (a, b, c, d, ea, sa, sb) for s in x.stride())
     bm, bn, warps = tile
     _kernel()[(-(-m // bm), -(-n // bn))](a, b, c, d, order, ea, sa, sb, m, n, k, p.padded, p.width, p.block_width,
-                                         strides, S=S, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps)
+                                         strides, S=S, BLOCK_M=bm, BLOCK_N=bn, EVEN=m % bm == 0 and n % bn == 0,
+                                         num_warps=warps)
     return d
 
 
@@ -580,7 +625,8 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
     the general one, True: refused where it does not hold); ``grid`` likewise for its grid sum
-    (:func:`grid_lanes`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one
+    (:func:`grid_lanes`; None: binary32 lanes where they hold, False: the int32 terms, True: binary32 or
+    binary64 lanes, refused where neither holds).  ``block_m``/``block_n`` (the tile of D one
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
     _launch_arguments(block_m, block_n, num_warps, fast, grid)
     if model.block_scaled:
@@ -592,7 +638,14 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials))
     tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
     ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
-    return _launch(S, plan(m, a.shape[1]), a, b, c, tile, ea=ea)
+    p = plan(m, a.shape[1])
+    cbias = grid_count(m, p.width) if S.BLOCK.GRID == 32 and grid is not False and a.numel() and b.shape[1] else None
+    if cbias is None:
+        return _launch(S, p, a, b, c, tile, ea=ea)
+    S = S.path(COUNT=True, CBIAS=cbias)
+    block = schedule(m).block
+    return _launch(S, p, a, b, c, tile, ea=ea, sa=_grid_codes(a, block.input_format, 1, p.padded),
+                   sb=_grid_codes(b, block.b_format, 0, p.padded))
 
 
 def free_bytes(device: Any) -> int | None:

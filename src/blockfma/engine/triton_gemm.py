@@ -50,7 +50,7 @@ def _block(t, k0, j, d, B: tl.constexpr):
 
 @triton.jit(do_not_specialize=["M", "N", "K", "KP", "W", "BL"])  # one compilation per model, not per shape
 def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M, N, K, KP, W, BL, strides,
-                S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr = False):
     """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in blocks
     of BL; C fused into every block (``S.C_FUSED``), or the step's blocks chained from +0, stored into the
     output format (``S.STORE``) and C added by one IEEE addition.  ``strides``: A's, B's, C's, D's, A's
@@ -59,10 +59,16 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M
     sam, sak, sbk, sbn, scm, scn, sdm, sdn, seam, seak, ssam, ssak, ssbk, ssbn = strides
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    out_mask = (rm[:, None] < M) & (rn[None, :] < N)
-    d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
-    rmc = tl.minimum(rm, M - 1)
-    rnc = tl.minimum(rn, N - 1)
+    if EVEN:  # tiles that divide M and N: no masks, no clamps (the compiler can then vectorize loads and stores)
+        out_mask = None
+        d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn)
+        rmc = rm
+        rnc = rn
+    else:
+        out_mask = (rm[:, None] < M) & (rn[None, :] < N)
+        d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
+        rmc = tl.minimum(rm, M - 1)
+        rnc = tl.minimum(rn, N - 1)
     t = Tile(a_ptr, b_ptr, order_ptr, sa_ptr, sb_ptr, a_ptr + rmc * sam, ea_ptr + rmc * seam, b_ptr + rnc * sbn,
              sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn, rm, rn, tl.arange(0, S.BLOCK.LP), M, N, K, BL, sam, sak, sbk,
              sbn, seak, ssam, ssak, ssbk, ssbn)

@@ -574,7 +574,9 @@ def _block_emax(t, k0, j, d, B: tl.constexpr):
     """The first pass of a fast block over its L lanes: its largest exponent (int32, of C's shape), of its
     products (E_a + E_b), C's (e_zero for a zero C) and e_zero where a zero product may bring it in
     (EZ_LIVE)."""
-    top = tl.full(d.shape, NONE, tl.int32)
+    # derived from C, the pass runs in C's register layout (coalesced, a few rows and columns per thread), not
+    # Triton's default for a new tensor (one column per thread: a load of A's code per element)
+    top = tl.minimum(d.to(tl.int32, bitcast=True) | 0x7FFFFFFF, NONE)  # NONE (-1 or 2**31 - 1 before the min)
     zrow = t.rm < 0  # which rows of A / columns of B hold a zero factor in the block:
     zcol = t.rn < 0  # a zero product there
     for l in range(B.L):
@@ -653,7 +655,18 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
 # units, is then the difference of the accumulators' bit patterns (same sign and exponent as O's): no
 # conversion.  The unit's exponent is clamped into the lanes' range (UMIN, UMAX): below, only where every
 # product is zero (the host checks A's and B's least exponents), above, where every product is below one unit
-# either way (the host checks A's and B's largest exponents), so the integer terms are the same.  The rounding
+# either way (the host checks A's and B's largest exponents), so the integer terms are the same.
+#
+# The count (COUNT: binary32 lanes, fp8 operands, cut toward zero).  A floor differs from the cut toward zero
+# only for a negative product that is not on the grid, by one unit.  A value a = m_a 2**l_a with m_a odd (l_a
+# the place of its lowest set bit) times b likewise is (m_a m_b) 2**(l_a + l_b), m_a m_b odd: on the grid
+# 2**u exactly where l_a + l_b >= u.  The host codes each value's l + bias into 0 .. 31 (63 for zeros, whose
+# products are exact) in one byte per lane, four lanes to a word, and its sign in bit 7 of a second word
+# (engine.triton._grid_codes); v = u + bias_a + bias_b clamped into [0, 63] keeps every comparison (below 0
+# every product is exact, above 62 every nonzero one inexact).  The bytes l_a + l_b + (128 - v) lie in
+# [1, 254] and have bit 7 set exactly where the product is exact: one 32-bit addition compares four lanes,
+# and the signs' exclusive or, masked by its complement, flags the negative inexact ones in bit 7.  Shifted
+# to bit 0 and summed, a byte counts at most L / 4 flags.  The rounding
 # instruction is PTX's fma.rz; under Triton's interpreter (no inline assembly) an exact stand-in computes it
 # (:func:`fma_rz_standin`, held to the reference by the tests).
 
@@ -712,12 +725,39 @@ def _grid_start(u, GRID: tl.constexpr):
 
 
 @triton.jit
+def _grid_count_sum(t, k0, j, u, start, start_bits, B: tl.constexpr):
+    """:func:`_grid_sum` for binary32 lanes cutting toward zero (COUNT): one positive accumulator floors every
+    term, and the terms of the negative inexact products, each one unit below its cut toward zero, are counted
+    four lanes at a time in bytes (see above): the sum is the accumulator's units plus that count."""
+    CB: tl.constexpr = B.CBIAS
+    U4 = (128 - tl.minimum(tl.maximum(u + CB, 0), 63)) * 0x01010101  # per byte: 128 - v, v the cut in code units
+    pos = start
+    cnt = (u * 0).to(tl.uint32)
+    kq = (k0 + j) // 4
+    for q in range(B.L // 4):  # a quad of lanes: its codes, then its four products
+        la4 = tl.load(t.sa_rows + (2 * (kq + q)) * t.ssak)
+        sa4 = tl.load(t.sa_rows + (2 * (kq + q) + 1) * t.ssak)
+        lb4 = tl.load(t.sb_cols + (2 * (kq + q)) * t.ssbk)
+        sb4 = tl.load(t.sb_cols + (2 * (kq + q) + 1) * t.ssbk)
+        w = la4[:, None] + lb4[None, :] + U4  # bit 7 of each byte: the lane's product is exact at the cut
+        flags = ((sa4[:, None] ^ sb4[None, :]) & ~w).to(tl.uint32, bitcast=True)  # bit 7: negative and inexact
+        cnt = cnt + (flags >> 7)
+        for i in tl.static_range(4):
+            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, 4 * q + i, t.K, t.sak, t.sbk, False, ".ca", 0.0)
+            pos = fma_rz(a[:, None], b[None, :], pos, 32, B.STANDIN)
+    n = ((cnt * 0x01010101) >> 24).to(tl.int32)  # the four bytes' counts (each at most L / 4) summed
+    return pos.to(tl.int32, bitcast=True) - start_bits + n
+
+
+@triton.jit
 def _grid_sum(t, k0, j, u, B: tl.constexpr):
     """The second pass of a block on the grid path (see above): the sum of its L products cut at 2**u, as an
     integer number of units (int32 for binary32 lanes, int64 for binary64)."""
     GRID: tl.constexpr = B.GRID
     STANDIN: tl.constexpr = B.STANDIN
     start, start_bits = _grid_start(u, GRID)
+    if B.COUNT:
+        return _grid_count_sum(t, k0, j, u, start, start_bits, B)
     pos = start
     neg = -start
     for l in range(B.L):
