@@ -819,6 +819,18 @@ def main(argv: list[str] | None = None) -> int:
         peer_rows, peer_checks = mmaemu_rows(triton, torch, dev, peer_sizes, args.repeat, sync, show, rng)
         rows += peer_rows
         checks += peer_checks
+    def save() -> None:  # the record so far (after each part: a time limit that cuts the run keeps the rest)
+        if args.record:
+            write_text(args.record, json.dumps({
+                "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
+                "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, indent=1) + "\n")
+
+    if triton and tiles and sweep_cases:  # the kernels at the sweep's size first, before the slow rows
+        sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
+                                              show, rng, sweep_cases, not args.no_general)
+        rows += sweep_rows
+        checks += sweep_checks
+        save()
     header = f"{'n':>5}  {'device':8} {'in->out':14} {'seconds':>9} {'GMAC/s':>9} {'x fp32 matmul':>14}"
     show(header)
     show("-" * len(header))
@@ -848,15 +860,7 @@ def main(argv: list[str] | None = None) -> int:
                                  (device, fin, fout))
         for case in scaled_cases if triton else ():
             rows += _scaled_rows(triton, torch, dev, case, n, t_mm, args.repeat, sync, show, rng, not args.no_general)
-    if triton and tiles and sweep_cases:
-        sweep_rows, sweep_checks = tile_sweep(triton, torch, dev, args.sweep_size, n0, tiles, args.repeat, sync,
-                                              show, rng, sweep_cases, not args.no_general)
-        rows += sweep_rows
-        checks += sweep_checks
-    if args.record:
-        write_text(args.record, json.dumps({
-            "what": "blockfma.gemm speed on the GPU engine (times include host-device transfers)",
-            "backend": args.backend, "metadata": meta, "checks": checks, "rows": rows}, indent=1) + "\n")
+    save()
     return 0 if all(c["bit_exact"] for c in checks) else 1
 
 

@@ -47,7 +47,7 @@ timeout -k 10 "$T_TESTS" "$PY" -m pytest -q -m gpu -n 8 -p no:cacheprovider -p n
     -W ignore::DeprecationWarning \
     tests/test_triton_engine.py tests/test_triton_families.py tests/test_triton_scaled.py tests/test_torch_emulate.py \
     tests/test_torch_emulate_more.py tests/test_multiword_tensors.py tests/test_multiword_torch.py \
-    tests/test_bench_mmaemu.py \
+    tests/test_bench_mmaemu.py tests/test_triton_tensors.py \
     >"$OUT/tests.log" 2>&1 &
 tests=$!
 timeout -k 10 "$T_PROBE" "$PY" scripts/probe_hardware.py --out "$OUT/probe" --no-torch --verify 1000000 \
@@ -56,10 +56,11 @@ probe=$!
 wait $tests; say "pytest exit $?: $(tail -n 1 "$OUT/tests.log")"
 wait $probe; say "probe exit $?: $(tail -n 1 "$OUT/probe.log")"
 
-say "part 2: Triton GEMM speed (rows at 4096^3, tile sweep at 8192^3), fp32 matmul timed in the same run; mmaemu first"
+say "part 2: Triton GEMM speed (mmaemu beside it at 4096^3 and 8192^3, the tile sweep with the grid path and the"
+say "        int32 terms at 8192^3, then rows at 4096^3 with the whole call), fp32 matmul timed in the same run"
 timeout -k 10 "$T_GEMM" "$PY" benchmarks/bench_gpu.py --sizes 4096 --check-size 256 --repeat 2 \
-    --cases 'H100 (fp16|bf16|e4m3fn)->fp32|MI300X fp16->fp32|B200' --tiles 128x64x8,64x128x8,128x64x4 \
-    --sweep-size 8192 --no-general --mmaemu --record "$OUT/gemm-speed.json" >>"$log" 2>&1
+    --cases 'H100 (fp16|bf16|e4m3fn)->fp32|MI300X fp16->fp32|B200' --tiles 128x64x8,64x64x8,64x128x8 \
+    --sweep-size 8192 --no-general --mmaemu --mmaemu-sizes 4096,8192 --record "$OUT/gemm-speed.json" >>"$log" 2>&1
 say "bench_gpu exit $?"
 
 say "part 3: multiword and Ozaki on the tensor cores against SGEMM and DGEMM"

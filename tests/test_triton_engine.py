@@ -830,7 +830,9 @@ def test_gpu_grid_path(dev, fin, fout):
     A[5] = -0.0
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
-    assert tr._path(model.arithmetic_model(), a, b, None, None, False)["GRID"] == tr.grid_lanes(model) > 0
-    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False}, {"fast": False}):
+    lanes = tr.grid_lanes(model)  # binary32 lanes by default, binary64 ones where asked for (grid=True)
+    assert lanes > 0 and tr._path(model.arithmetic_model(), a, b, None, None, False)["GRID"] == (lanes == 32) * 32
+    for launch in ({"grid": True}, {"grid": True, "block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False},
+                   {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
