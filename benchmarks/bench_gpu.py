@@ -209,7 +209,7 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
                                  .astype(np.float32)).to(dev) for _ in range(2))
         C = torch.from_numpy(bf.formats.round(model.c_format, rng.standard_normal((n, n))).astype(np.float32)).to(dev)
         fast_path = triton.fast_constants(model, A, B)["FAST"]
-        lanes = triton.grid_lanes(model) if fast_path else 0
+        lanes = 32 if fast_path and triton.grid_path(model, model.block_width or 1) else 0
         best = None
         # each tile on the path the kernel takes (the grid sum where it holds), then at the first tile the fast
         # path with int32 terms (the kernel before the grid sum), and the general path at its default tile
@@ -252,7 +252,7 @@ def _compile_sm90(S, bm: int, bn: int, warps: int):
     names = list(kernel.arg_names)
     const = {"S": S, "BLOCK_M": bm, "BLOCK_N": bn, "EVEN": True}  # tiles dividing M and N (as in the benchmark)
     st = names.index("strides")  # a, b, c, d, ea, sa, sb: (rows, 1) each
-    ints = ("order_ptr", "ea_ptr") + (("sa_ptr", "sb_ptr") if S.BLOCK.COUNT else ())  # the count's codes
+    ints = ("order_ptr", "ea_ptr") + (("sa_ptr", "sb_ptr") if S.BLOCK.GRID else ())  # the count's codes
     sig = {n: "constexpr" if n in const else "*i32" if n in ints else "*fp32"
            if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
@@ -285,10 +285,10 @@ def _ptxas_models(cases, scaled_cases):
     out = []
     for device, fin, fout in cases:
         model = bf.device(device).model(fin, fout)
-        grid = tr.grid_lanes(model) if tr.grid_lanes(model) == 32 else 0  # the path the kernel takes on operands
-        cbias = tr.grid_count(model, model.block_width or 1) if grid else None  # without NaN or infinity
-        path = dict(tr.fast_constants(model), FAST=True, GRID=grid, COUNT=cbias is not None, CBIAS=cbias or 0)
-        lanes = path.get("GROUPS", 1) if model.arithmetic_model().family.name == "LATE_C" else (1, 4) if cbias else 1
+        grid = tr.grid_path(model, model.block_width or 1)  # the path the kernel takes without NaN or infinity
+        path = dict(tr.fast_constants(model), FAST=True, **(grid or {}))
+        late = model.arithmetic_model().family.name == "LATE_C"
+        lanes = path.get("GROUPS", 1) if late else (1, 4) if grid and grid["CBIAS"] else 1
         out.append(((device, fin, fout), "", model, path, lanes, model.block_width if grid else path["CHUNK"]))
     for case in scaled_cases:  # the block-scaled fast path
         model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])

@@ -17,6 +17,7 @@ import blockfma as bf
 from blockfma import formats, reference
 from blockfma.engine import triton as tr
 from blockfma.model import Alignment, Family, Model, NaNStyle
+from blockfma.plan import schedule
 from helpers import triton_mode
 
 PRESETS = [("H100", "fp16", "fp32", None), ("H100", "bf16", "fp32", None), ("H100", "tf32", "fp32", None),
@@ -352,7 +353,8 @@ def both_paths(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, **laun
     assert tr.fast_constants(model, a, b)["FAST"]
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     arith = model.arithmetic_model()
-    grid = True if tr.grid_lanes(model) and np.isfinite(A).all() and np.isfinite(B).all() else None
+    width = schedule(model.arithmetic_model()).width(A.shape[1])
+    grid = True if tr.grid_path(model, width) and np.isfinite(A).all() and np.isfinite(B).all() else None
     for path in ({"fast": True, "grid": grid}, {"fast": True, "grid": False}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **path, **launch)
         assert same_bits(bf.engine.api.finish(arith, d.numpy().astype(np.float64)), want) == 0, path
@@ -632,19 +634,15 @@ def test_gpu_narrow_c(dev):
 # ---- the grid path (one FMA rounding toward zero per product) and its stand-in -------------------------------
 
 
-def _fma_rz_oracle(a: float, b: float, c: float, lanes: int) -> float:
-    """a * b + c rounded toward zero into binary32 (lanes 32) or binary64 (64), by Fractions: the value of the
-    format next to the exact sum on the side of zero (nearest first, then stepped)."""
+def _fma_rz_oracle(a: float, b: float, c: float) -> float:
+    """a * b + c rounded toward zero into binary32, by Fractions: the binary32 value next to the exact sum on
+    the side of zero (nearest first, then stepped)."""
     from fractions import Fraction
 
     exact = Fraction(a) * Fraction(b) + Fraction(c)
-    ftype = np.float32 if lanes == 32 else np.float64
-    with np.errstate(over="ignore"):
-        r = ftype(float(exact)) if lanes == 32 else np.float64(float(exact))
-    if not np.isfinite(r):
-        r = np.copysign(np.finfo(ftype).max, float(exact)).astype(ftype)
+    r = np.float32(float(exact))
     while r != 0 and abs(Fraction(float(r))) > abs(exact):
-        r = np.nextafter(r, ftype(0))
+        r = np.nextafter(r, np.float32(0))
     return float(r)
 
 
@@ -678,45 +676,51 @@ def _fma_rz_kernel():
     tk = triton_kernel
 
     @triton.jit
-    def fma_rz_kernel(a_ptr, b_ptr, c_ptr, d_ptr, n, GRID: tl.constexpr, STANDIN: tl.constexpr, BLOCK: tl.constexpr):
+    def fma_rz_kernel(a_ptr, b_ptr, c_ptr, d_ptr, n, STANDIN: tl.constexpr, BLOCK: tl.constexpr):
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         a = tl.load(a_ptr + i, mask=i < n, other=0.0)
         b = tl.load(b_ptr + i, mask=i < n, other=0.0)
         c = tl.load(c_ptr + i, mask=i < n, other=0.0)
-        tl.store(d_ptr + i, tk.fma_rz(a, b, c, GRID, STANDIN), mask=i < n)
+        tl.store(d_ptr + i, tk.fma_rz(a, b, c, STANDIN), mask=i < n)
 
     return fma_rz_kernel
 
 
-def _fma_rz_run(a, b, c, lanes: int, standin: bool, device: str) -> np.ndarray:
+def _fma_rz_run(a, b, c, standin: bool, device: str) -> np.ndarray:
     import torch
 
-    dt = torch.float32 if lanes == 32 else torch.float64
-    x = [torch.from_numpy(v.astype(np.float64)).to(dt).to(device) for v in (a, b, c)]
+    x = [torch.from_numpy(v).to(device) for v in (a, b, c)]
     d = torch.empty_like(x[2])
-    _fma_rz_kernel()[(-(-len(a) // 64),)](*x, d, len(a), GRID=lanes, STANDIN=standin, BLOCK=64)
+    _fma_rz_kernel()[(-(-len(a) // 64),)](*x, d, len(a), STANDIN=standin, BLOCK=64)
     return d.cpu().numpy()
 
 
-@pytest.mark.parametrize("lanes", [32, 64])
-def test_fma_rz_standin_against_fractions(lanes):
+def test_fma_rz_standin_against_fractions():
     """The interpreter's stand-in of fma.rz (no inline assembly there) is the exact product-sum rounded toward
     zero, bit for bit, on the grid path's cases and at large (Fractions the oracle)."""
-    a, b, c = _fma_rz_cases(np.random.default_rng(lanes), 400)
-    got = _fma_rz_run(a, b, c, lanes, True, "cpu")
-    want = np.array([_fma_rz_oracle(float(x), float(y), float(z), lanes) for x, y, z in zip(a, b, c)],
-                    dtype=got.dtype)
-    assert (got.view(np.uint8) != want.view(np.uint8)).reshape(len(a), -1).any(axis=1).sum() == 0
+    a, b, c = _fma_rz_cases(np.random.default_rng(32), 400)
+    got = _fma_rz_run(a, b, c, True, "cpu")
+    want = np.array([_fma_rz_oracle(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)], dtype=np.float32)
+    assert int(np.sum(got.view(np.uint32) != want.view(np.uint32))) == 0
 
 
-def test_grid_lanes_and_refusals():
-    """binary32 lanes for fp8 (F = 13, 32 products), binary64 for fp16/bf16 (F = 25), none for late-c and
-    normalized exponents; grid=True refused by name where it does not hold (NaN among the operands)."""
-    assert tr.grid_lanes(bf.device("H100").model("e4m3fn", "fp32")) == 32
-    assert tr.grid_lanes(bf.device("H100").model("fp16", "fp32")) == 64
-    assert tr.grid_lanes(bf.device("MI300X").model("fp16", "fp32")) == 0
-    assert tr.grid_lanes(VARIANTS["normalized"]) == 0
-    model = bf.device("H100").model("fp16", "fp32")
+E4M3_FLOOR = _variant(input_format=formats.get("e4m3fn"), alignment=Alignment.FLOOR, fraction_bits=13,
+                      block_width=32, e_zero=-40, exact_zero="ieee", output_rounding=formats.RoundingMode.TiesToEven)
+
+
+def test_grid_path_and_refusals():
+    """The grid path for fp8 models (F = 13, 32 or 16 products): with the count's code biases where the cut is
+    toward zero (e4m3: 9 + 9, e5m2: 16 + 16), none where it floors; not for F = 25 (fp16), late-c or normalized
+    exponents; grid=True refused by name where it does not hold (NaN among the operands)."""
+    assert tr.grid_path(bf.device("H100").model("e4m3fn", "fp32"), 32) == {"GRID": True, "CBIAS": 18}
+    assert tr.grid_path(bf.device("H100").model("e5m2", "fp32"), 32) == {"GRID": True, "CBIAS": 32}
+    assert tr.grid_path(bf.device("RTX4090").model("e4m3fn", "fp32"), 16) == {"GRID": True, "CBIAS": 18}
+    assert tr.grid_path(E4M3_FLOOR, 32) == {"GRID": True, "CBIAS": 0}
+    assert tr.grid_path(bf.device("H100").model("e4m3fn", "fp32"), 30) is None  # steps of whole quads only
+    for model in (bf.device("H100").model("fp16", "fp32"), bf.device("MI300X").model("e4m3fnuz", "fp32"),
+                  VARIANTS["normalized"]):
+        assert tr.grid_path(model, 32) is None, model.name
+    model = bf.device("H100").model("e4m3fn", "fp32")
     a, b, c = _tensors([[1.0, np.nan]], [[1.0], [2.0]], [[0.0]])
     with pytest.raises(bf.arguments.ArgumentError, match=r"^grid=True: the grid sum does not hold .*pass grid=None"):
         tr.gemm_tensors(model, a, b, c, grid=True)
@@ -724,15 +728,10 @@ def test_grid_lanes_and_refusals():
         tr.gemm_tensors(model, a, b, c, grid=1)
 
 
-E4M3_FLOOR = _variant(input_format=formats.get("e4m3fn"), alignment=Alignment.FLOOR, fraction_bits=13,
-                      block_width=32, e_zero=-40, exact_zero="ieee", output_rounding=formats.RoundingMode.TiesToEven)
-
-
 def test_grid_unit_clamped_at_the_top():
-    """binary32 lanes, C = +-2**126 over e4m3 products: the unit 2**113 lies above the lanes' range and is
-    clamped to 2**103, where every product is still below one unit: a negative product floors to -1 unit either
-    way (E4M3_FLOOR), and under truncation (the H100 preset) to 0."""
-    assert tr.grid_lanes(E4M3_FLOOR) == 32
+    """C = +-2**126 over e4m3 products: the unit 2**113 lies above the accumulator's range and is clamped to
+    2**103, where every product is still below one unit: a negative product floors to -1 unit either way
+    (E4M3_FLOOR), and under truncation (the H100 preset, with the count) to 0."""
     A = np.array([[-448.0, 2.0**-9] + [0.0] * 30, [448.0, 1.0] + [0.0] * 30])
     B = np.full((32, 1), 448.0)
     C = np.array([[2.0**126], [-(2.0**126)]])
@@ -743,29 +742,25 @@ def test_grid_unit_clamped_at_the_top():
     assert both_paths(E4M3_FLOOR, A, B, C)[0, 0] == 2.0**126 - 2.0**113
 
 
-def test_grid_count_and_four_accumulators(monkeypatch):
-    """binary32 lanes cutting toward zero: the count of negative inexact products (fp8 codes, four lanes a
-    word) and, where the count does not hold, four FMAs per product into a positive and a negative
-    accumulator: both the numpy engine's bits on products that straddle the cut, of both signs."""
-    model = bf.device("H100").model("e4m3fn", "fp32")
-    assert tr.grid_count(model, 32) == 9 + 9 and tr.grid_count(bf.device("H100").model("e5m2", "fp32"), 32) == 32
-    assert tr.grid_count(E4M3_FLOOR, 32) is None and tr.grid_count(bf.device("H100").model(), 32) is None
-    rng = np.random.default_rng(31)
-    A, B = values(rng, model.input_format, (6, 70)), values(rng, model.b_format, (70, 5))
-    A[0, :32] = -448.0  # the largest products: every smaller one of that block is cut
-    A[1] = 2.0**-9
-    C = values(rng, model.c_format, (6, 5))
-    want = both_paths(model, A, B, C)
-    monkeypatch.setattr(tr, "grid_count", lambda m, width: None)
-    assert same_bits(both_paths(model, A, B, C), want) == 0
+def test_grid_count():
+    """The count of negative inexact products (fp8 codes, four lanes a word): products that straddle the cut,
+    of both signs, a block of the largest products (every smaller one cut), subnormal factors, K padded to a
+    whole step: the numpy engine's bits."""
+    for model in (bf.device("H100").model("e4m3fn", "fp32"), bf.device("H100").model("e5m2", "fp32")):
+        rng = np.random.default_rng(31)
+        A, B = values(rng, model.input_format, (6, 70)), values(rng, model.b_format, (70, 5))
+        A[0, :32] = -model.input_format.max
+        A[1] = model.input_format.smallest_subnormal
+        C = values(rng, model.c_format, (6, 5))
+        both_paths(model, A, B, C)
 
 
 def test_grid_exact_zero_signs():
     """IEEE zero signs on the grid path (its extra pass over a tile with an exactly zero sum): products that
     cancel, products that are all zeros of sign - (with C = -0), zeros of mixed signs, beside rows that are not
-    zero; fp8 (binary32 lanes) and fp16 (binary64) inputs, rounding to nearest and down."""
-    fp16_down = _variant(output_rounding=formats.RoundingMode.TowardNegative, exact_zero="ieee")
-    for model in (E4M3_FLOOR, fp16_down, E4M3_FLOOR.replace(alignment=Alignment.TRUNCATE)):
+    zero; floor and the count, rounding to nearest and down."""
+    down = E4M3_FLOOR.replace(alignment=Alignment.TRUNCATE, output_rounding=formats.RoundingMode.TowardNegative)
+    for model in (E4M3_FLOOR, down, E4M3_FLOOR.replace(alignment=Alignment.TRUNCATE)):
         L = model.block_width
         A = np.zeros((4, L + 3))
         A[0, :2] = [2.0, -2.0]
@@ -783,13 +778,13 @@ def test_grid_exact_zero_signs():
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(["H100 e4m3fn", "H100 fp16", "floor e4m3"]),
+@given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(["H100 e4m3fn", "H100 e5m2", "floor e4m3"]),
        k=st.integers(1, 80))
 def test_grid_path_hypothesis(seed, which, k):
-    """Random operands over the fp8 and fp16 formats' whole ranges (subnormals, zeros of both signs) through
+    """Random operands over the fp8 formats' whole ranges (subnormals, zeros of both signs) through
     the grid path, the int32 terms and the general path: the numpy engine's bits."""
     model = {"H100 e4m3fn": bf.device("H100").model("e4m3fn", "fp32"),
-             "H100 fp16": bf.device("H100").model("fp16", "fp32"), "floor e4m3": E4M3_FLOOR}[which]
+             "H100 e5m2": bf.device("H100").model("e5m2", "fp32"), "floor e4m3": E4M3_FLOOR}[which]
     rng = np.random.default_rng(seed)
     A, B = values(rng, model.input_format, (3, k)), values(rng, model.b_format, (k, 2))
     C = values(rng, model.c_format, (3, 2))
@@ -799,28 +794,25 @@ def test_grid_path_hypothesis(seed, which, k):
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
                     "was imported)")
-@pytest.mark.parametrize("lanes", [32, 64])
-def test_gpu_fma_rz_instruction_equals_standin(lanes):
+def test_gpu_fma_rz_instruction_equals_standin():
     """On a CUDA GPU: PTX's fma.rz (the grid path's instruction) and the stand-in the interpreter runs give the
     same bits, the Fractions' cut."""
-    a, b, c = _fma_rz_cases(np.random.default_rng(lanes), 4000)
-    got = _fma_rz_run(a, b, c, lanes, False, "cuda")
-    standin = _fma_rz_run(a, b, c, lanes, True, "cuda")
-    want = np.array([_fma_rz_oracle(float(x), float(y), float(z), lanes) for x, y, z in zip(a, b, c)],
-                    dtype=got.dtype)
-    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
-    assert np.array_equal(standin.view(np.uint8), want.view(np.uint8))
+    a, b, c = _fma_rz_cases(np.random.default_rng(32), 4000)
+    got = _fma_rz_run(a, b, c, False, "cuda")
+    standin = _fma_rz_run(a, b, c, True, "cuda")
+    want = np.array([_fma_rz_oracle(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)], dtype=np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(standin.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
                     "was imported)")
 @pytest.mark.parametrize("dev,fin,fout", [("H100", "e4m3fn", "fp32"), ("H100", "e5m2", "fp32"),
-                                          ("H100", "fp16", "fp32"), ("B200", "e4m3fn", "fp32"),
-                                          ("V100", "fp16", "fp16")])
+                                          ("RTX4090", "e4m3fn", "fp16")])
 def test_gpu_grid_path(dev, fin, fout):
-    """On a CUDA GPU, operands without NaN or infinity: the grid path (binary32 lanes for fp8, binary64 for
-    fp16), at the default tile and a small one, the int32 terms and the general path, against the CPU engine."""
+    """On a CUDA GPU, operands without NaN or infinity: the grid path (fp8, the count), at the default tile and
+    a small one, the int32 terms and the general path, against the CPU engine."""
     import torch
 
     model = bf.device(dev).model(fin, fout)
@@ -830,9 +822,8 @@ def test_gpu_grid_path(dev, fin, fout):
     A[5] = -0.0
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).cuda() for x in (A, B, C))
-    lanes = tr.grid_lanes(model)  # binary32 lanes by default, binary64 ones where asked for (grid=True)
-    assert lanes > 0 and tr._path(model.arithmetic_model(), a, b, None, None, False)["GRID"] == (lanes == 32) * 32
-    for launch in ({"grid": True}, {"grid": True, "block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False},
-                   {"fast": False}):
+    width = schedule(model.arithmetic_model()).width(300)
+    assert tr._path(model.arithmetic_model(), a, b, None, None, False, width).get("GRID")
+    for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch

@@ -55,7 +55,7 @@ from . import array, rules, scaled
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
            "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
-           "scaled_fast_constants", "grid_lanes", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
+           "scaled_fast_constants", "grid_path", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
 LIMB_BITS = 32  # bits per limb of the exact-fused Kulisch accumulator (triton_families)
@@ -200,10 +200,9 @@ class Block:
     CHUNK: int = 1  # the truncated-fused and late-c fast path: int32 sums of CHUNK terms, int64 sums, e_zero
     SUM64: bool = False  # may be a block's largest exponent where some term is not zero
     EZ_LIVE: bool = False
-    GRID: int = 0  # truncated-fused fast path: 32 or 64 where one FMA per product sums on the cut's grid in binary32
-    STANDIN: bool = False  # or binary64 lanes (grid_lanes), 0: int32 terms; STANDIN: the exact stand-in of fma.rz
-    COUNT: bool = False  # binary32 lanes cutting toward zero: one floor FMA per product and a count of the
-    CBIAS: int = 0  # negative inexact ones in bytes (grid_count: CBIAS the two operands' code biases)
+    GRID: bool = False  # truncated-fused fast path: one FMA per product on the cut's grid (grid_path), its count's
+    CBIAS: int = 0  # code biases (cutting toward zero), and STANDIN: the exact stand-in of fma.rz (the interpreter)
+    STANDIN: bool = False
     U: int = 1  # block-scaled: lanes per unit of its fast path, products per group (0: a term per product),
     G: int = 0  # term slots, products per scale, the operands' and scales' precisions and emins
     T: int = 1
@@ -418,42 +417,29 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
     return dict(const, FAST=fast)
 
 
-def grid_lanes(model: Model) -> int:
-    """The lanes of the truncated-fused fast path's grid sum (:mod:`.triton_kernel`, "the grid path", where the
-    argument is written): 32 where binary32 accumulators hold it exactly, 64 where binary64 ones do, 0 where
-    neither (the int32 terms then).  It needs the family truncated-fused, product exponents ``"max"``,
-    F + ceil(log2 L) <= W - 3 (W = 23 or 52), the least exponent sum of a nonzero product (the formats' emins)
-    less F at least the lanes' least unit (-149 for binary32, -600 for binary64: below that the unit is
-    clamped) and every product below 2**103 (binary32; 2**970 for binary64: above, the unit is clamped).  The
-    kernel takes it on the fast path where no A or B value is NaN or infinite."""
+def grid_path(model: Model, width: int) -> dict[str, Any] | None:
+    """The :class:`Block` fields of the truncated-fused fast path's grid sum (:mod:`.triton_kernel`, "the grid
+    path", where the argument is written) for ``model`` at steps of ``width`` products: GRID and CBIAS (the
+    count's code biases, 0 where the cut floors), None where it does not hold.  It needs product exponents
+    ``"max"``, F + ceil(log2 L) <= 20, the least exponent sum of a nonzero product (the formats' emins) less F
+    at least -149 and every product below 2**103; cutting toward zero, the count: products in the plan's
+    order, blocks and steps of whole quads of lanes, each format's lowest-set-bit places (biased by its
+    smallest subnormal's) within 0 .. 31 (fp8: e4m3 0 .. 17, e5m2 0 .. 31).  The kernel takes it on the fast
+    path where no A or B value is NaN or infinite."""
     m = model.arithmetic_model()
     block = schedule(m).block
     F, L = block.fraction_bits, m.block_width
     if block.family is not Family.TRUNCATED_FUSED or block.product_exponent == "normalized" or F is None or not L:
-        return 0
-    span = F + (L - 1).bit_length()
+        return None
     fa, fb = block.input_format, block.b_format
-    lo, hi = fa.emin + fb.emin - F, fa.emax + fb.emax + 2
-    for lanes, w, umin, umax in ((32, 23, -149, 103), (64, 52, -600, 970)):
-        if span <= w - 3 and lo >= umin and hi <= umax:
-            return lanes
-    return 0
-
-
-def grid_count(model: Model, width: int) -> int | None:
-    """The code bias sum CBIAS of the grid path's count (:mod:`.triton_kernel`, "the count"), None where it
-    does not hold: binary32 lanes, a cut toward zero, products in the plan's order, blocks and steps (of
-    ``width`` products) of whole quads of lanes, and each operand format's lowest-set-bit places, biased by
-    its smallest subnormal's, within 0 .. 31 (fp8: e4m3 0 .. 17, e5m2 0 .. 31)."""
-    m = model.arithmetic_model()
-    block = schedule(m).block
-    if (grid_lanes(m) != 32 or block.alignment is Alignment.FLOOR or schedule(m).ordered
-            or (m.block_width or 1) % 4 or width % 4):
+    if F + (L - 1).bit_length() > 20 or fa.emin + fb.emin - F < -149 or fa.emax + fb.emax + 2 > 103:
         return None
-    bias = [-int(np.log2(f.smallest_subnormal)) for f in (block.input_format, block.b_format)]
-    if any(f.emax + b > 31 or b < 0 for f, b in zip((block.input_format, block.b_format), bias)):
+    if block.alignment is Alignment.FLOOR:
+        return dict(GRID=True, CBIAS=0)
+    bias = [-int(np.log2(f.smallest_subnormal)) for f in (fa, fb)]
+    if schedule(m).ordered or L % 4 or width % 4 or any(f.emax + b > 31 for f, b in zip((fa, fb), bias)):
         return None
-    return sum(bias)
+    return dict(GRID=True, CBIAS=sum(bias))
 
 
 def _grid_codes(x: Any, fmt: Any, axis: int, kp: int) -> Any:
@@ -532,7 +518,7 @@ def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
 
 
 def _path(m: Model, a: Any, b: Any, fast: bool | None, grid: bool | None = None,
-          specials: bool = False) -> dict[str, Any]:
+          specials: bool = False, width: int = 0) -> dict[str, Any]:
     """The :class:`Block` fields of the path ``fast`` and ``grid`` ask for (see :func:`gemm_tensors`) on these
     operands."""
     if m.family in STEP_FAMILIES:
@@ -550,13 +536,11 @@ def _path(m: Model, a: Any, b: Any, fast: bool | None, grid: bool | None = None,
     if fast and not path["FAST"]:
         raise ArgumentError("fast", True, f"the fast path does not hold {m.summary()} on these operands exactly "
                             "(see fast_constants)", use={"fast": None})
-    lanes = grid_lanes(m) if path["FAST"] and not specials and grid is not False else 0
-    if grid is None and lanes == 64:  # binary64 lanes held exactly but ran slower than the int32 terms on an
-        lanes = 0  # H200 (data/hardware/README.md, 2026-11-28): taken only where grid=True asks for them
-    if grid and not lanes:
+    fields = grid_path(m, width) if path["FAST"] and not specials and grid is not False else None
+    if grid and fields is None:
         raise ArgumentError("grid", True, f"the grid sum does not hold {m.summary()} on these operands exactly "
-                            "(see grid_lanes: no NaN or infinity in A and B, and the fast path)", use={"grid": None})
-    return dict(path, GRID=lanes)
+                            "(see grid_path: no NaN or infinity in A and B, and the fast path)", use={"grid": None})
+    return dict(path, **(fields or {}))
 
 
 def _tile(B: Block, device: Any, m: int, n: int, block_m: int | None, block_n: int | None,
@@ -625,8 +609,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
     whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
     the general one, True: refused where it does not hold); ``grid`` likewise for its grid sum
-    (:func:`grid_lanes`; None: binary32 lanes where they hold, False: the int32 terms, True: binary32 or
-    binary64 lanes, refused where neither holds).  ``block_m``/``block_n`` (the tile of D one
+    (:func:`grid_path`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one
     program computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
     _launch_arguments(block_m, block_n, num_warps, fast, grid)
     if model.block_scaled:
@@ -635,15 +618,13 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     if specials is None:
         specials = not _finite(a, b)
     m = model.arithmetic_model()
-    S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials))
+    p = plan(m, a.shape[1])
+    S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials, p.width))
     tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
     ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
-    p = plan(m, a.shape[1])
-    cbias = grid_count(m, p.width) if S.BLOCK.GRID == 32 and grid is not False and a.numel() and b.shape[1] else None
-    if cbias is None:
+    if not S.BLOCK.GRID or S.BLOCK.FLOOR or not (a.numel() and b.shape[1]):
         return _launch(S, p, a, b, c, tile, ea=ea)
-    S = S.path(COUNT=True, CBIAS=cbias)
-    block = schedule(m).block
+    block = schedule(m).block  # the count's codes of A and B
     return _launch(S, p, a, b, c, tile, ea=ea, sa=_grid_codes(a, block.input_format, 1, p.padded),
                    sb=_grid_codes(b, block.b_format, 0, p.padded))
 

@@ -601,7 +601,7 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
     values as there."""
     emax = _block_emax(t, k0, j, d, B)
     nan, pos, ninf, bits_or, bits_and = _no_flags(d)  # (C's are decoded again after the loop: fewer live registers)
-    if B.GRID != 0:
+    if B.GRID:
         s = _grid_sum(t, k0, j, emax - B.F, B)
     else:
         CHUNK: tl.constexpr = B.CHUNK
@@ -624,7 +624,7 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
     s = s.to(tl.int64) + tl.where(cneg_f, -tc, tc).to(tl.int64)
     R: tl.constexpr = B.R  # passed on: a constexpr by name (Triton 3.6 passes no plain objects)
     v, s, plus = fused_value(s, unit.to(tl.int64), B.WRAP, R)
-    if B.GRID != 0 and B.IEEE_ZERO and B.R.NEG_ZERO:
+    if B.GRID and B.IEEE_ZERO and B.R.NEG_ZERO:
         # the grid sum keeps no product signs: a tile with an exactly zero sum reads them in one more pass
         if reduce_max(reduce_max((s == 0).to(tl.int32), 1), 0) == 1:
             for l in range(B.L):
@@ -637,101 +637,77 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
 
 # ---- the grid path: one FMA rounding toward zero per product --------------------------------------------------
 #
-# Taken where the host (blockfma.engine.triton.grid_lanes) has shown it exact: the fast path's conditions, no
-# NaN or infinity among A and B, product exponents E_a + E_b ("max", not "normalized"), truncated-fused, and
-# F + log2 L <= W - 3 for lanes of W + 1 significand bits (binary32: W = 23, binary64: W = 52).
+# Taken where the host (blockfma.engine.triton.grid_path) has shown it exact: the fast path's
+# conditions, no NaN or infinity among A and B, product exponents E_a + E_b ("max", not "normalized"),
+# truncated-fused, F + ceil(log2 L) <= 20, and (cutting toward zero) the count below.
 #
 # Exactness.  The block's terms are x_i = a_i b_i 2**-u cut to integers (toward zero, or toward minus infinity
 # under FLOOR), u = emax - F.  Each |a_i b_i| < 2**(E_a + E_b + 2) <= 2**(emax + 2), so |x_i| < 2**(F + 2), and
-# any partial sum of L of them is below L 2**(F + 2) <= 2**(W - 1) units.  An accumulator that starts at
-# O = 1.5 * 2**(u + W) therefore stays in the binade [2**(u + W), 2**(u + W + 1)), whose last place is 2**u: every
-# value it holds is O plus an integer number of units, and FMA(a, b, acc) rounded toward zero is the value of
-# that grid next to acc + a b on the side of zero: acc + floor(x) for a positive accumulator, acc + ceil(x) for
-# a negative one (the product enters the FMA exactly).  Under FLOOR one positive accumulator takes every
-# product; otherwise a positive one takes the positive products and a negative one (-O) the negative ones, and
-# then each receives its terms cut toward zero.  A lane's products are split by sign without a look at each
-# product: a = a+ + a- and b = b+ + b- (max(., 0), min(., 0)); a+ b+ and a- b- are >= 0, a+ b- and a- b+ are
-# <= 0, and of the four one at most is nonzero (a zero product adds nothing: acc + 0 is acc).  The sum, in
-# units, is then the difference of the accumulators' bit patterns (same sign and exponent as O's): no
-# conversion.  The unit's exponent is clamped into the lanes' range (UMIN, UMAX): below, only where every
-# product is zero (the host checks A's and B's least exponents), above, where every product is below one unit
-# either way (the host checks A's and B's largest exponents), so the integer terms are the same.
+# any partial sum of L of them is below L 2**(F + 2) <= 2**22 units.  A binary32 accumulator that starts at
+# O = 1.5 * 2**(u + 23) therefore stays in the binade [2**(u + 23), 2**(u + 24)), whose last place is 2**u: every
+# value it holds is O plus an integer number of units, and FMA(a, b, acc) rounded toward zero is acc +
+# floor(x), the product entering the FMA exactly.  The sum in units is the accumulator's bit pattern less O's
+# (same sign and exponent): no conversion.  The unit's exponent is clamped into [-149, 103]: below, only where
+# every product is zero (the host checks A's and B's least exponents), above, where every product is below
+# one unit either way (the host checks their largest), so the integer terms are the same.
 #
-# The count (COUNT: binary32 lanes, fp8 operands, cut toward zero).  A floor differs from the cut toward zero
-# only for a negative product that is not on the grid, by one unit.  A value a = m_a 2**l_a with m_a odd (l_a
-# the place of its lowest set bit) times b likewise is (m_a m_b) 2**(l_a + l_b), m_a m_b odd: on the grid
-# 2**u exactly where l_a + l_b >= u.  The host codes each value's l + bias into 0 .. 31 (63 for zeros, whose
-# products are exact) in one byte per lane, four lanes to a word, and its sign in bit 7 of a second word
-# (engine.triton._grid_codes); v = u + bias_a + bias_b clamped into [0, 63] keeps every comparison (below 0
-# every product is exact, above 62 every nonzero one inexact).  The bytes l_a + l_b + (128 - v) lie in
-# [1, 254] and have bit 7 set exactly where the product is exact: one 32-bit addition compares four lanes,
-# and the signs' exclusive or, masked by its complement, flags the negative inexact ones in bit 7.  Shifted
-# to bit 0 and summed, a byte counts at most L / 4 flags.  The rounding
-# instruction is PTX's fma.rz; under Triton's interpreter (no inline assembly) an exact stand-in computes it
-# (:func:`fma_rz_standin`, held to the reference by the tests).
+# The count (a cut toward zero).  A floor differs from the cut toward zero only for a negative product that is
+# not on the grid, by one unit.  A value a = m_a 2**l_a with m_a odd (l_a the place of its lowest set bit)
+# times b likewise is (m_a m_b) 2**(l_a + l_b), m_a m_b odd: on the grid 2**u exactly where l_a + l_b >= u.
+# The host codes each value's l + bias into 0 .. 31 (63 for zeros, whose products are exact) in one byte per
+# lane, four lanes to a word, and its sign in bit 7 of a second word (engine.triton._grid_codes); v = u +
+# bias_a + bias_b clamped into [0, 63] keeps every comparison (below 0 every product is exact, above 62 every
+# nonzero one inexact).  The bytes l_a + l_b + (128 - v) lie in [1, 254] and have bit 7 set exactly where the
+# product is exact: one 32-bit addition compares four lanes, and the signs' exclusive or, masked by its
+# complement, flags the negative inexact ones in bit 7.  Shifted to bit 0 and summed, a byte counts at most
+# L / 4 flags.  The rounding instruction is PTX's fma.rz; under Triton's interpreter (no inline assembly) an
+# exact stand-in computes it (:func:`fma_rz_standin`, held to Fractions by the tests, and to the instruction
+# on a GPU).
 
 
 @triton.jit
-def fma_rz_standin(a, b, c, GRID: tl.constexpr):
-    """a * b + c rounded once toward zero into binary32 (GRID 32) or binary64 (GRID 64), exactly, by float64
-    operations rounded to nearest: the product of binary32 significands is exact in float64, p + c is s + e
-    exactly (TwoSum), and the nearest value r of the format to s is one last place too far from zero exactly
-    where s + e lies between r and zero.  For finite sums (the grid path has no others); where s is zero, e is
-    the exact sum."""
+def fma_rz_standin(a, b, c):
+    """a * b + c of binary32 values rounded once toward zero into binary32, exactly, by float64 operations
+    rounded to nearest: the product is exact in float64, p + c is s + e exactly (TwoSum), and the nearest
+    binary32 value r to s is one last place too far from zero exactly where s + e lies between r and zero
+    (r - s is exact: they are within a factor 2).  For finite sums (the grid path has no others)."""
     p = a.to(tl.float64) * b.to(tl.float64)
     c64 = c.to(tl.float64)
     s = p + c64
     bb = s - p
     e = (p - (s - bb)) + (c64 - bb)
-    if GRID == 32:
-        r = s.to(tl.float32)
-        beyond = e - (r.to(tl.float64) - s)  # the exact sum less r (r - s is exact: they are within a factor 2)
-        bits = r.to(tl.int32, bitcast=True)
-        down = (beyond != 0) & ((beyond < 0) != (r < 0)) & (r != 0)  # (a zero r is the cut of a tiny sum)
-        r = tl.where(down, (bits - 1).to(tl.float32, bitcast=True), r)
-        return tl.where(s == 0, e.to(tl.float32), r)
-    else:
-        bits = s.to(tl.int64, bitcast=True)
-        down = (e != 0) & ((e < 0) != (s < 0))
-        return tl.where(s == 0, e, tl.where(down, (bits - 1).to(tl.float64, bitcast=True), s))
+    r = s.to(tl.float32)
+    beyond = e - (r.to(tl.float64) - s)  # the exact sum less r
+    down = (beyond != 0) & ((beyond < 0) != (r < 0)) & (r != 0)  # (a zero r is the cut of a tiny sum)
+    r = tl.where(down, (r.to(tl.int32, bitcast=True) - 1).to(tl.float32, bitcast=True), r)
+    return tl.where(s == 0, e.to(tl.float32), r)
 
 
 @triton.jit
-def fma_rz(a, b, c, GRID: tl.constexpr, STANDIN: tl.constexpr):
-    """a * b + c (of C's shape, float32 for GRID 32, float64 for 64) by one FMA rounded toward zero: PTX's
-    fma.rz on the GPU, the exact :func:`fma_rz_standin` under the interpreter (STANDIN)."""
+def fma_rz(a, b, c, STANDIN: tl.constexpr):
+    """a * b + c (float32, of C's shape) by one FMA rounded toward zero: PTX's fma.rz on the GPU, the exact
+    :func:`fma_rz_standin` under the interpreter (STANDIN)."""
     a = tl.broadcast_to(a, c.shape)
     b = tl.broadcast_to(b, c.shape)
     if STANDIN:
-        return fma_rz_standin(a, b, c, GRID).to(c.dtype)
-    elif GRID == 32:
-        return tl.inline_asm_elementwise("fma.rz.f32 $0, $1, $2, $3;", "=f,f,f,f", [a, b, c], dtype=tl.float32,
-                                         is_pure=True, pack=1)
-    else:
-        return tl.inline_asm_elementwise("fma.rz.f64 $0, $1, $2, $3;", "=d,d,d,d", [a, b, c], dtype=tl.float64,
-                                         is_pure=True, pack=1)
+        return fma_rz_standin(a, b, c)
+    return tl.inline_asm_elementwise("fma.rz.f32 $0, $1, $2, $3;", "=f,f,f,f", [a, b, c], dtype=tl.float32,
+                                     is_pure=True, pack=1)
 
 
 @triton.jit
-def _grid_start(u, GRID: tl.constexpr):
-    """The accumulator's start O = 1.5 * 2**(u + W) and its bit pattern (int32 for binary32 lanes, int64 for
-    binary64), u clamped into the lanes' range (see above)."""
-    if GRID == 32:
-        bits = ((tl.minimum(tl.maximum(u, -149), 103) + 23 + 127) << 23) | (1 << 22)
-        return bits.to(tl.float32, bitcast=True), bits
-    else:
-        bits = ((tl.minimum(tl.maximum(u, -600), 970) + 52 + 1023).to(tl.int64) << 52) | (1 << 51)
-        return bits.to(tl.float64, bitcast=True), bits
-
-
-@triton.jit
-def _grid_count_sum(t, k0, j, u, start, start_bits, B: tl.constexpr):
-    """:func:`_grid_sum` for binary32 lanes cutting toward zero (COUNT): one positive accumulator floors every
-    term, and the terms of the negative inexact products, each one unit below its cut toward zero, are counted
-    four lanes at a time in bytes (see above): the sum is the accumulator's units plus that count."""
-    CB: tl.constexpr = B.CBIAS
-    U4 = (128 - tl.minimum(tl.maximum(u + CB, 0), 63)) * 0x01010101  # per byte: 128 - v, v the cut in code units
-    pos = start
+def _grid_sum(t, k0, j, u, B: tl.constexpr):
+    """The second pass of a block on the grid path (see above): the sum of its L products cut at 2**u, in
+    units (int32): the floors by one FMA per product, plus (cutting toward zero) the count of the negative
+    inexact ones, read four lanes at a time from the codes of A (t.sa_rows) and B (t.sb_cols)."""
+    bits = ((tl.minimum(tl.maximum(u, -149), 103) + 23 + 127) << 23) | (1 << 22)
+    acc = bits.to(tl.float32, bitcast=True)
+    if B.FLOOR:
+        for l in range(B.L):
+            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+            acc = fma_rz(a[:, None], b[None, :], acc, B.STANDIN)
+        return acc.to(tl.int32, bitcast=True) - bits
+    U4 = (128 - tl.minimum(tl.maximum(u + B.CBIAS, 0), 63)) * 0x01010101  # per byte: 128 - v
     cnt = (u * 0).to(tl.uint32)
     kq = (k0 + j) // 4
     for q in range(B.L // 4):  # a quad of lanes: its codes, then its four products
@@ -744,47 +720,9 @@ def _grid_count_sum(t, k0, j, u, start, start_bits, B: tl.constexpr):
         cnt = cnt + (flags >> 7)
         for i in tl.static_range(4):
             a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, 4 * q + i, t.K, t.sak, t.sbk, False, ".ca", 0.0)
-            pos = fma_rz(a[:, None], b[None, :], pos, 32, B.STANDIN)
+            acc = fma_rz(a[:, None], b[None, :], acc, B.STANDIN)
     n = ((cnt * 0x01010101) >> 24).to(tl.int32)  # the four bytes' counts (each at most L / 4) summed
-    return pos.to(tl.int32, bitcast=True) - start_bits + n
-
-
-@triton.jit
-def _grid_sum(t, k0, j, u, B: tl.constexpr):
-    """The second pass of a block on the grid path (see above): the sum of its L products cut at 2**u, as an
-    integer number of units (int32 for binary32 lanes, int64 for binary64)."""
-    GRID: tl.constexpr = B.GRID
-    STANDIN: tl.constexpr = B.STANDIN
-    start, start_bits = _grid_start(u, GRID)
-    if B.COUNT:
-        return _grid_count_sum(t, k0, j, u, start, start_bits, B)
-    pos = start
-    neg = -start
-    for l in range(B.L):
-        a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
-        if GRID == 64:
-            a = a.to(tl.float64)
-            b = b.to(tl.float64)
-        if B.FLOOR:
-            pos = fma_rz(a[:, None], b[None, :], pos, GRID, STANDIN)
-        else:
-            ap = tl.maximum(a, 0.0)
-            an = tl.minimum(a, 0.0)
-            bp = tl.maximum(b, 0.0)
-            bn = tl.minimum(b, 0.0)
-            pos = fma_rz(ap[:, None], bp[None, :], pos, GRID, STANDIN)
-            pos = fma_rz(an[:, None], bn[None, :], pos, GRID, STANDIN)
-            neg = fma_rz(ap[:, None], bn[None, :], neg, GRID, STANDIN)
-            neg = fma_rz(an[:, None], bp[None, :], neg, GRID, STANDIN)
-    if GRID == 32:
-        pbits = pos.to(tl.int32, bitcast=True)
-        nbits = neg.to(tl.int32, bitcast=True) & 0x7FFFFFFF
-    else:
-        pbits = pos.to(tl.int64, bitcast=True)
-        nbits = neg.to(tl.int64, bitcast=True) & 0x7FFFFFFFFFFFFFFF
-    if B.FLOOR:
-        return pbits - start_bits
-    return pbits - nbits
+    return acc.to(tl.int32, bitcast=True) - bits + n
 
 
 @triton.jit
