@@ -79,12 +79,31 @@ def test_a_kernel_that_differs_is_reported_once_and_not_used_again(gpu, monkeypa
     monkeypatch.setattr(tr, "gemm", off_by_one_ulp)
     A, B, C = inputs()
     want = formats.bits(bf.gemm(A, B, C, model=MODEL, backend="numpy"))
-    with pytest.warns(RuntimeWarning, match=r"differs from the exact engines .* \(1 of 256 trial outputs, first D\[\d+, \d+\]"):
+    with pytest.warns(RuntimeWarning, match=r"differs from the exact engines .* \(2 of 512 trial outputs, first D\[\d+, \d+\]"):
         got = bf.gemm(A, B, C, model=MODEL)
     assert bf.engine.last_backend() != "triton"
     assert np.array_equal(formats.bits(got), want)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once per model
+        bf.gemm(A, B, C, model=MODEL)
+    assert bf.engine.last_backend() != "triton"
+
+
+def test_a_kernel_wrong_only_on_finite_operands_is_caught(gpu, monkeypatch):
+    """The second trial has no NaN or infinity (the paths that need finite operands, as the grid path's rounding
+    instruction): a kernel wrong only there is caught too."""
+    real = tr.gemm
+
+    def off_on_finite(model, A, B, C, **kw):
+        D = real(model, A, B, C, **kw)
+        if np.isfinite(A).all() and np.isfinite(B).all():
+            i, j = np.argwhere(np.isfinite(D))[0]
+            D[i, j] = np.nextafter(np.float32(D[i, j]), np.float32(np.inf))
+        return D
+
+    monkeypatch.setattr(tr, "gemm", off_on_finite)
+    A, B, C = inputs()
+    with pytest.warns(RuntimeWarning, match=r"differs from the exact engines .* \(1 of 512 trial outputs, first D\[1\d"):
         bf.gemm(A, B, C, model=MODEL)
     assert bf.engine.last_backend() != "triton"
 

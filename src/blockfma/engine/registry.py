@@ -394,24 +394,27 @@ def trial_inputs(model: Model, m: int = 40, k: int | None = None, n: int = 24,
 
 def verified(model: Model) -> bool:
     """Whether the Triton kernel gives the numpy engine's bits for ``model`` on this machine: tried once per
-    model and process on :func:`trial_inputs` (about 0.1 s after the compilation).  A difference is reported
-    once (RuntimeWarning with the first differing output) and the model then stays on the CPU engines; so a
-    GPU or Triton version on which the kernel is wrong costs speed, never bits."""
+    model and process on :func:`trial_inputs` (about 0.1 s after the compilation), as drawn (NaN and
+    infinities: the paths that handle them) and with those made zeros (the fast paths that need finite
+    operands: the grid path's rounding instruction).  A difference is reported once (RuntimeWarning with the
+    first differing output) and the model then stays on the CPU engines; so a GPU or Triton version on which
+    the kernel is wrong costs speed, never bits."""
     if model in _VERIFIED:
         return _VERIFIED[model]
     A, B, C = trial_inputs(model)
     p = make_plan(model, A.shape[1])
-    ops = Operands.matrix(*flush_operands(model, A, B, C))
+    finite = [np.where(np.isfinite(x), x, 0.0) for x in (A, B)]
+    trials = [Operands.matrix(*flush_operands(model, *x)) for x in ((A, B, C), (*finite, C))]
     try:
-        got = _formats.bits(finish(p.model, engine("triton").run(p, ops)[0]))
+        got = np.concatenate([_formats.bits(finish(p.model, engine("triton").run(p, ops)[0])) for ops in trials])
     except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch on this GPU
         warnings.warn(f"backend='auto': the Triton kernel failed for {model.summary()} on this GPU "
                       f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); the CPU engines run "
                       "it", RuntimeWarning, stacklevel=3)
         _VERIFIED[model] = False
         return False
-    want = _formats.bits(finish(p.model, engine("numpy").run(p, ops)[0]))
-    bad = np.argwhere(got != want)
+    want = np.concatenate([_formats.bits(finish(p.model, engine("numpy").run(p, ops)[0])) for ops in trials])
+    bad = np.argwhere(got != want)  # (rows of the second trial follow the first's)
     if bad.size:
         i, j = (int(t) for t in bad[0])
         warnings.warn(f"backend='auto': the Triton kernel differs from the exact engines for {model.summary()} on "
