@@ -254,7 +254,7 @@ runtime = ["a_ptr", "b_ptr", "c_ptr", "d_ptr", "order_ptr", "ea_ptr", "sa_ptr", 
 for dev, fin, fout in [("MI300X", "fp32", "fp32"), ("MI250X", "fp16", "fp32"), ("MI100", "fp16", "fp32"),
                        ("exact", "e4m3fn", "fp32")]:
     model = bf.device(dev).model(fin, fout)
-    const = dict(S=tr._config(model.arithmetic_model(), True), BLOCK_M=16, BLOCK_N=16)
+    const = dict(S=tr._config(model.arithmetic_model(), True), BLOCK_M=16, BLOCK_N=16, EVEN=False)
     sig = {n: "*i32" if n == "order_ptr" else "*fp32" if n.endswith("_ptr") else "i32" for n in runtime}
     sig.update(strides=("i32",) * 14, **dict.fromkeys(const, "constexpr"))
     kernel = triton.compile(ASTSource(triton_gemm.gemm_kernel, sig, constexprs=const),
