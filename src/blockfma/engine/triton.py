@@ -305,8 +305,8 @@ def _config(m: Model, specials: bool) -> Kernel:
     B = Block(FAMILY=m.family.name, R=_rounding(block.result_format, block.subnormals, block.output_rounding,
                                                 block.overflow), IEEE_ZERO=block.exact_zero != "positive",
               SPECIALS=specials, ORDERED=p.ordered, A_EMIN=block.input_format.emin,
-              B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin, **own)
-    B = replace(B, STANDIN=interpreting())  # the interpreter has no inline assembly: fma.rz by its stand-in
+              B_EMIN=block.b_format.emin, C_EMIN=block.c_format.emin,
+              STANDIN=interpreting(), **own)  # the interpreter has no inline assembly: fma.rz by its stand-in
     first = replace(B, C_EMIN=p.first.c_format.emin)  # the C given, read in c_input_format where there is one
     return Kernel(BLOCK=B, FIRST=first, NARROW_C=first != B, C_FUSED=p.c_fused, STORE=p.store,
                   OUT=_rounding(m.output_format, m.subnormals))
@@ -427,7 +427,8 @@ def grid_path(model: Model, width: int) -> dict[str, Any] | None:
     smallest subnormal's) within 0 .. 31 (fp8: e4m3 0 .. 17, e5m2 0 .. 31).  The kernel takes it on the fast
     path where no A or B value is NaN or infinite."""
     m = model.arithmetic_model()
-    block = schedule(m).block
+    s = schedule(m)
+    block = s.block
     F, L = block.fraction_bits, m.block_width
     if block.family is not Family.TRUNCATED_FUSED or block.product_exponent == "normalized" or F is None or not L:
         return None
@@ -437,7 +438,7 @@ def grid_path(model: Model, width: int) -> dict[str, Any] | None:
     if block.alignment is Alignment.FLOOR:
         return dict(GRID=True, CBIAS=0)
     bias = [-int(np.log2(f.smallest_subnormal)) for f in (fa, fb)]
-    if schedule(m).ordered or L % 4 or width % 4 or any(f.emax + b > 31 for f, b in zip((fa, fb), bias)):
+    if s.ordered or L % 4 or width % 4 or any(f.emax + b > 31 for f, b in zip((fa, fb), bias)):
         return None
     return dict(GRID=True, CBIAS=sum(bias))
 
