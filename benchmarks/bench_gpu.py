@@ -182,6 +182,17 @@ def select(cases, pattern: str | None):
     return [c for c in cases if rx.search(f"{c[0]} {c[1]}->{c[2]}")]
 
 
+def parse_sizes(text: str, option: str, error) -> list[int]:
+    """Comma-separated positive n of ``option``; ``error`` (argparse's) names the option and the bad entry."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1 or max(sizes) > 2**17:  # n x n float32 operands beyond 2**17 pass 64 GiB
+        error(f"{option} {text!r}: give integers from 1 to 131072 separated by commas, e.g. 4096,8192")
+    return sizes
+
+
 def parse_tiles(text: str) -> list[tuple[int, int, int]]:
     """``"64x64x4,128x64x8"`` -> [(64, 64, 4), (128, 64, 8)] (BLOCK_M x BLOCK_N x num_warps, powers of two);
     ValueError naming the bad entry."""
@@ -734,7 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     # a bad destination fails now, not after the run; with --record - the table goes to stderr
     show = functools.partial(print, file=results_option(args.record, "--record", ap.error), flush=True)
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    sizes = parse_sizes(args.sizes, "--sizes", ap.error)
+    peer_sizes = parse_sizes(args.mmaemu_sizes, "--mmaemu-sizes", ap.error) if args.mmaemu_sizes else sizes
     try:
         tiles = parse_tiles(args.tiles)
     except ValueError as exc:
@@ -815,7 +827,6 @@ def main(argv: list[str] | None = None) -> int:
              f"{'bit-exact' if checks[-1]['bit_exact'] else 'MISMATCH'}")
     sync = synchronizer(torch, dev)
     if args.mmaemu:  # before the long rows: the log keeps these where a time limit cuts the rest
-        peer_sizes = [int(x) for x in args.mmaemu_sizes.split(",") if x] if args.mmaemu_sizes else sizes
         peer_rows, peer_checks = mmaemu_rows(triton, torch, dev, peer_sizes, args.repeat, sync, show, rng)
         rows += peer_rows
         checks += peer_checks
