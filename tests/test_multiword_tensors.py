@@ -110,11 +110,23 @@ def test_float32_half_and_integer_tensors_are_their_values(method):
     assert torch.equal(mw.matmul(Ai, Bi, method=method), exact)  # small integers: every step is exact
 
 
-def test_autograd_tensors_are_read_without_their_graph():
+def test_tensors_that_require_grad_give_a_differentiable_product():
+    """The same bits as without grad; the backward is the product's formula (grad_A = G @ B^T, grad_B = A^T @ G):
+    small integers, so every step is exact and int64 products are the oracle."""
     A, B = _data("3xtf32", "uniform01", m=4, k=16, n=3)
     a = torch.from_numpy(A).requires_grad_()
     C = mw.matmul(a, torch.from_numpy(B), method="3xtf32")
-    assert not C.requires_grad and np.array_equal(_bits(C), _bits(mw.matmul(A, B, method="3xtf32", backend=CPU)))
+    assert C.requires_grad and np.array_equal(_bits(C.detach()), _bits(mw.matmul(A, B, method="3xtf32", backend=CPU)))
+    with torch.no_grad():
+        assert not mw.matmul(a, torch.from_numpy(B), method="3xtf32").requires_grad
+    Ai = (torch.arange(12, dtype=torch.float32).reshape(3, 4) - 6).requires_grad_()
+    Bi = (torch.arange(8, dtype=torch.float32).reshape(4, 2) - 3).requires_grad_()
+    G = torch.arange(6, dtype=torch.int64).reshape(3, 2) - 2
+    for kw in ({"method": "ozaki1"}, {"accuracy": "fp64"}):
+        Ai.grad = Bi.grad = None
+        (mw.matmul(Ai, Bi, **kw) * G).sum().backward()
+        assert Ai.grad.dtype == torch.float32 and torch.equal(Ai.grad, (G @ Bi.detach().long().T).float())
+        assert torch.equal(Bi.grad, (Ai.detach().long().T @ G).float())
 
 
 # --- accuracy against the exact product ------------------------------------------------------------------------

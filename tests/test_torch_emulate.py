@@ -283,6 +283,34 @@ def test_divergence_table():
                                                    torch.float16) == 1.0
 
 
+def test_divergence_runs_copies_in_eval_mode_and_leaves_the_module_alone():
+    """Dropout and BatchNorm in train mode: the caller's module keeps its mode, parameters and buffers, and a
+    device compared with itself is 0 ulps apart (train mode would drop different units in each run)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Dropout(0.5),
+                              torch.nn.Linear(16, 4)).half().train()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    div = bf.torch.divergence(net, data(6, 8), devices=["H100", bf.torch.emulate("H100", name="H100 again")])
+    assert net.training and all(m.training for m in net.modules())
+    after = net.state_dict()
+    for k, v in before.items():  # running_mean, running_var, num_batches_tracked, weights: the same bits
+        assert torch.equal(after[k].reshape(-1).view(torch.uint8), v.reshape(-1).view(torch.uint8)), k
+    assert [r["devices apart (ulps)"] for r in div.rows] == [0.0] * 5
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_second_order_gradients_are_emulated():
+    """create_graph=True: the gradient of sum(H * grad_A) w.r.t. B is (G^T @ H)^T by the device's model."""
+    A, B = data(4, 24).requires_grad_(), data(24, 3, seed=1).requires_grad_()
+    G, H = data(4, 3, seed=2), data(4, 24, seed=3)
+    with bf.torch.emulate("MI300X") as emu:
+        ga, = torch.autograd.grad(((A @ B) * G).sum(), A, create_graph=True)
+        (ga * H).sum().backward()
+    same_bits(ga.detach(), oracle(emu, G, B.detach().t()))
+    same_bits(B.grad, oracle(emu, G.t(), H).t())
+    assert [o.op for o in emu.log] == ["matmul", "backward grad_A", "backward grad_B", "backward grad_B"]
+
+
 def test_example_runs_and_prints_the_table():
     out = subprocess.run([sys.executable, str(REPO / "examples" / "emulate_transformer.py"), "--batch", "2"],
                          capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(REPO / "src"), "PATH": ""})

@@ -86,3 +86,74 @@ def test_c_inside_the_product_refuses_scaling_and_the_backward_runs_through_the_
     assert torch.equal(c2, (a.double() @ b.double() + c.double()).float())
     assert torch.allclose(w.grad, _wide(a.t(), torch.ones(3, 5)), rtol=0, atol=1e-6)
     assert [entry[0] for entry in rule.log] == ["addmm", "matmul", "backward grad_B"]
+
+
+def test_second_order_gradients_run_through_the_rule():
+    """create_graph=True: the backward's products are the rule's, differentiable in their turn (the grad of
+    sum(H * (G @ B^T)) w.r.t. B is (G^T @ H)^T, by the rule), not detached."""
+    g = torch.Generator().manual_seed(2)
+    a, b, gy, h = (torch.randn(*s, generator=g) for s in ((3, 40), (40, 5), (3, 5), (3, 40)))
+    a.requires_grad_(True)
+    b.requires_grad_(True)
+    with Wide() as rule:
+        y = a @ b
+        ga, = torch.autograd.grad((y * gy).sum(), a, create_graph=True)
+        assert ga.grad_fn is not None
+        (ga * h).sum().backward()
+    assert torch.equal(ga.detach(), _wide(gy, b.detach().t()))
+    assert torch.equal(b.grad, _wide(gy.t(), h).t())
+    assert [entry[0] for entry in rule.log].count("backward grad_B") == 2  # first order, and the second's
+
+
+def test_out_of_another_dtype_or_device_is_refused_as_torch_refuses_it():
+    a, b = torch.ones(2, 3), torch.ones(3, 4)
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.mm(a, b, out=torch.empty(0, dtype=torch.float64))  # torch itself, outside a block
+    with Wide():
+        with pytest.raises(RuntimeError, match="out= is a torch.float64 tensor on cpu and the result a "
+                                               "torch.float32 one on cpu: torch refuses this too"):
+            torch.mm(a, b, out=torch.empty(0, dtype=torch.float64))
+        with pytest.raises(RuntimeError, match="cross-device"):  # a meta out: the call is torch's own
+            torch.mm(a, b, out=torch.empty(0, device="meta"))
+        with pytest.raises(RuntimeError, match="out= is a torch.float16"):
+            torch.addmm(torch.ones(2, 4), a, b, out=torch.empty(0, dtype=torch.float16))
+    with pytest.raises(RuntimeError, match="out= is a torch.float32 tensor on meta and the result a torch.float32 "
+                                           "one on cpu"):
+        front.with_out(torch.ones(2), torch.empty(0, device="meta"))
+
+
+def test_meta_and_fake_tensors_run_natively_for_their_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    a, b = torch.ones(2, 3), torch.ones(3, 4)
+    with Wide() as rule:
+        meta = torch.mm(a.to("meta"), b.to("meta"))
+        lin = F.linear(torch.empty(5, 2, 3, device="meta"), torch.empty(4, 3, device="meta"))
+        with FakeTensorMode() as fake:
+            faked = fake.from_tensor(a) @ fake.from_tensor(b)
+    assert meta.is_meta and meta.shape == (2, 4) and lin.shape == (5, 2, 4)
+    assert type(faked).__name__ == "FakeTensor" and faked.shape == (2, 4)
+    assert rule.log == []  # nothing reached the rule
+
+
+def test_a_thread_started_inside_a_block_is_warned_of_once():
+    import threading
+    import warnings
+
+    seen = []
+
+    def work():
+        seen.append(len(torch.overrides._get_current_function_mode_stack()))
+
+    start = threading.Thread.start
+    with Wide():
+        with pytest.warns(RuntimeWarning, match="a thread started inside wide\\(\\) runs torch's matmuls natively"):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per block
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+    assert seen == [0, 0] and threading.Thread.start is start  # restored after the block

@@ -8,7 +8,11 @@ semantics (:func:`matmul`) as one autograd Function whose forward and backward (
 A^T @ grad, with the forward's route, also when ``backward()`` runs after the block) are the rule's
 :meth:`Rule.gemm`.  C enters the product where :attr:`Rule.adds_c` says so (``alpha``/``beta`` other than 1
 (beta 0) are refused then); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms
-copy the result.  Torch calls made while a rule's ``gemm`` runs are never intercepted again, also not by an
+copy the result (an ``out`` of another dtype or device is refused, as torch refuses it).  With
+``create_graph=True`` the backward's products are such Functions in their turn (higher-order gradients by the
+rule).  Meta and fake tensors (no values: shape propagation) run natively.  A block holds in the thread that
+entered it, as ``torch.no_grad`` does: a thread started inside one runs torch natively (a RuntimeWarning says
+so, once per block).  Torch calls made while a rule's ``gemm`` runs are never intercepted again, also not by an
 enclosing block.  To add an interception: a class with the :class:`Rule` methods that enters
 ``Mode(rule, extra)`` in its ``__enter__`` (``extra``: handlers called as ``handler(rule, func, *args, **kwargs)``).
 """
@@ -17,11 +21,13 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import is_fake
 from torch.overrides import TorchFunctionMode
 
 from .arguments import ArgumentError
@@ -63,6 +69,9 @@ def with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """``result``, or copied into ``out`` (resized to it) where one was passed."""
     if out is None:
         return result
+    if out.dtype != result.dtype or out.device != result.device:
+        raise RuntimeError(f"out= is a {out.dtype} tensor on {out.device} and the result a {result.dtype} one on "
+                           f"{result.device}: torch refuses this too; pass out of the result's dtype and device")
     out.resize_(result.shape)
     return out.copy_(result)
 
@@ -78,7 +87,10 @@ def _gemm(rule: Rule, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, 
 
 def _backward(rule: Rule, op: str, a: torch.Tensor, b: torch.Tensor, route: Any) -> torch.Tensor:
     ran: list = []
-    out = _gemm(rule, a, b, None, route, ran)
+    if torch.is_grad_enabled():  # create_graph=True: this product differentiable in its turn, by the rule
+        out = _Product.apply(rule, route, ran, a, b, None)
+    else:
+        out = _gemm(rule, a, b, None, route, ran)
     rule.record(op, (a, b), route, max(1, math.prod(a.shape[:-2])), ran)
     return out
 
@@ -202,17 +214,52 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 }
 
 
+_ACTIVE = threading.local()  # .modes: the blocks entered in this thread, innermost last
+_OPEN: list[Any] = [0, None, threading.Lock()]  # blocks open in the process, Thread.start before the first, a lock
+
+
+def _start(thread: threading.Thread) -> None:
+    """Thread.start while a block is open: a RuntimeWarning, once per block, where the starting thread is in one."""
+    modes = getattr(_ACTIVE, "modes", [])
+    if modes and not modes[-1].warned:
+        modes[-1].warned = True
+        warnings.warn(f"a thread started inside {modes[-1].rule.layer} runs torch's matmuls natively: a block holds "
+                      "in the thread that entered it (as torch.no_grad does); enter it in the thread's function too",
+                      RuntimeWarning, stacklevel=2)
+    _OPEN[1](thread)
+
+
 class Mode(TorchFunctionMode):
     """The TorchFunctionMode of one block: the table's calls (and ``extra``'s, which come first) go to their
-    handler with ``rule``; the rest, and everything while a rule's gemm runs, to torch."""
+    handler with ``rule``; the rest, calls on meta or fake tensors, and all while a rule's gemm runs, to torch.
+    ``threading.Thread.start`` is :func:`_start` while any block is open."""
 
     def __init__(self, rule: Rule, extra: Mapping[Any, Callable[..., Any]] | None = None) -> None:
         super().__init__()
         self.rule = rule
         self.handlers = HANDLERS if not extra else {**HANDLERS, **extra}
+        self.warned = False  # of a thread started inside this block
+
+    def __enter__(self) -> Mode:
+        super().__enter__()
+        _ACTIVE.__dict__.setdefault("modes", []).append(self)
+        with _OPEN[2]:
+            _OPEN[0] += 1
+            if _OPEN[0] == 1:
+                _OPEN[1], threading.Thread.start = threading.Thread.start, _start  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with _OPEN[2]:
+            _OPEN[0] -= 1
+            if _OPEN[0] == 0 and threading.Thread.start is _start:
+                threading.Thread.start = _OPEN[1]  # type: ignore[method-assign]
+        _ACTIVE.modes.remove(self)
+        super().__exit__(*exc)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
-        handler = self.handlers.get(func)
-        if handler is None or getattr(_BUSY, "on", False):
-            return func(*args, **(kwargs or {}))
-        return handler(self.rule, func, *args, **(kwargs or {}))
+        handler, kwargs = self.handlers.get(func), kwargs or {}
+        if handler is None or getattr(_BUSY, "on", False) or any(
+                isinstance(t, torch.Tensor) and (t.is_meta or is_fake(t)) for t in (*args, *kwargs.values())):
+            return func(*args, **kwargs)
+        return handler(self.rule, func, *args, **kwargs)

@@ -6,11 +6,14 @@ or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy 
 nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
 (:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
 which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
-an ulp of a power of two).  The operands and the result: :func:`check_tensors`, docs/multiword.md.
+an ulp of a power of two).  Operands that require grad give a differentiable result, its backward the
+product's formula by torch in float64 (:func:`_differentiable`).  The operands and the result:
+:func:`check_tensors`, docs/multiword.md.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -302,7 +305,31 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
         say(f"{name}: {m}x{k} @ {k}x{q} on {A_.device} ...")
     if m == 0 or q == 0 or k == 0:
         C = torch.zeros((m, q), dtype=torch.float64, device=A_.device)
-        return C, {"method": name, "unit": f"none ({m}x{k} @ {k}x{q} is empty)", "calls": 0, "device": str(A_.device)}
-    C, info = _RUNNERS[kind](torch, A_, B_, name, where[0], plan, params, say)
+        info = {"method": name, "unit": f"none ({m}x{k} @ {k}x{q} is empty)", "calls": 0}
+    else:
+        C, info = _RUNNERS[kind](torch, A_, B_, name, where[0], plan, params, say)
     info["device"] = str(A_.device)
+    if torch.is_grad_enabled() and (A.requires_grad or B.requires_grad):
+        C = _differentiable(torch).apply(A, B, C)
     return C, info
+
+
+@functools.cache
+def _differentiable(torch: Any) -> Any:
+    """An autograd Function: C = A @ B as computed (given), its backward the product's formula by torch in
+    float64 (grad_A = G @ B^T, grad_B = A^T @ G, in A's and B's dtypes)."""
+
+    class Product(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, A: Any, B: Any, C: Any) -> Any:
+            ctx.save_for_backward(A, B)
+            return C.clone()
+
+        @staticmethod
+        def backward(ctx: Any, G: Any) -> tuple[Any, Any, None]:
+            A, B = ctx.saved_tensors
+            ga = (G @ B.double().T).to(A.dtype) if ctx.needs_input_grad[0] else None
+            gb = (A.double().T @ G).to(B.dtype) if ctx.needs_input_grad[1] else None
+            return ga, gb, None
+
+    return Product

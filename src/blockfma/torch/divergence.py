@@ -1,9 +1,11 @@
 """``divergence``: a module's layers run under several devices' arithmetic and against a float64 reference.
 
 Every leaf module's output is caught by a forward hook: once in a float64 copy of the module run natively
-(the reference), once per device under :func:`blockfma.torch.emulate`.  Per layer and device the table gives
-the largest difference from the reference (:func:`ulps`), the relative difference ||x - ref||_2 / ||ref||_2,
-and the largest difference between any two devices, in ulps of the dtype at the first device's largest value.
+(the reference), once per device under :func:`blockfma.torch.emulate`, each run on a copy in eval mode without
+autograd (Dropout off, BatchNorm's running statistics read, not updated): the caller's module is not touched.
+Per layer and device the table gives the largest difference from the reference (:func:`ulps`), the relative
+difference ||x - ref||_2 / ||ref||_2, and the largest difference between any two devices, in ulps of the dtype at
+the first device's largest value.
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ class Divergence:
 def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H100", "MI300X")) -> Divergence:
     """Run ``model`` on ``inputs`` (a tensor or a tuple of arguments) under each of ``devices`` (preset
     names, Models, or ``emulate(...)`` objects; one of them alone stands for a list of one) and in float64
-    natively; return the per-layer table."""
+    natively, each on a copy of ``model`` in eval mode (``model`` itself, its training flag and buffers unchanged);
+    return the per-layer table."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"divergence: model must be a torch.nn.Module, not {type(model).__name__}")
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -150,13 +153,13 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
     if len(set(labels)) != len(labels):
         raise ValueError(f"divergence: devices repeat a label ({labels}); pass emulate(..., name=...) to tell "
                          "them apart")
-    ref_model = copy.deepcopy(model).to(torch.float64)
+    ref_model = copy.deepcopy(model).eval().to(torch.float64)
     ref_args = tuple(a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                      for a in args)
     outputs = {"fp64": _capture(ref_model, ref_args)[0]}
     for label, emu in zip(labels, emus):
         with emu:
-            outputs[label] = _capture(model, args)[0]
+            outputs[label] = _capture(copy.deepcopy(model).eval(), args)[0]
     rows = []
     for layer, ref in outputs["fp64"].items():
         first = outputs[labels[0]].get(layer)
