@@ -221,7 +221,7 @@ _OPEN: list[Any] = [0, None, threading.Lock()]  # blocks open in the process, Th
 def _start(thread: threading.Thread) -> None:
     """Thread.start while a block is open: a RuntimeWarning, once per block, where the starting thread is in one."""
     modes = getattr(_ACTIVE, "modes", [])
-    if modes and not modes[-1].warned:
+    if modes and not modes[-1].warned and not getattr(_BUSY, "on", False):  # not the rule's own threads
         modes[-1].warned = True
         warnings.warn(f"a thread started inside {modes[-1].rule.layer} runs torch's matmuls natively: a block holds "
                       "in the thread that entered it (as torch.no_grad does); enter it in the thread's function too",
