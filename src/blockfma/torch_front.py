@@ -8,13 +8,12 @@ semantics (:func:`matmul`) as one autograd Function whose forward and backward (
 A^T @ grad, with the forward's route, also when ``backward()`` runs after the block) are the rule's
 :meth:`Rule.gemm`.  C enters the product where :attr:`Rule.adds_c` says so (``alpha``/``beta`` other than 1
 (beta 0) are refused then); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms
-copy the result (an ``out`` of another dtype or device is refused, as torch refuses it).  With
-``create_graph=True`` the backward's products are such Functions in their turn (higher-order gradients by the
-rule).  Meta and fake tensors (no values: shape propagation) run natively.  A block holds in the thread that
-entered it, as ``torch.no_grad`` does: a thread started inside one runs torch natively (a RuntimeWarning says
-so, once per block).  Torch calls made while a rule's ``gemm`` runs are never intercepted again, also not by an
-enclosing block.  To add an interception: a class with the :class:`Rule` methods that enters
-``Mode(rule, extra)`` in its ``__enter__`` (``extra``: handlers called as ``handler(rule, func, *args, **kwargs)``).
+copy the result (an ``out`` of another dtype or device is refused, as by torch).  With ``create_graph=True``
+the backward's products are such Functions in their turn.  Meta and fake tensors run natively (shapes only).
+A block holds in the thread that entered it, as ``torch.no_grad`` does (:func:`_start`).  Torch calls made
+while a rule's ``gemm`` runs are never intercepted again, also not by an enclosing block.  To add an
+interception: a class with the :class:`Rule` methods that enters ``Mode(rule, extra)`` in its ``__enter__``
+(``extra``: handlers called as ``handler(rule, func, *args, **kwargs)``).
 """
 
 from __future__ import annotations

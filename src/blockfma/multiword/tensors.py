@@ -6,9 +6,8 @@ or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy 
 nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
 (:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
 which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
-an ulp of a power of two).  Operands that require grad give a differentiable result, its backward the
-product's formula by torch in float64 (:func:`_differentiable`).  The operands and the result:
-:func:`check_tensors`, docs/multiword.md.
+an ulp of a power of two).  The operands and the result: :func:`check_tensors`, :func:`_differentiable`,
+docs/multiword.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """``divergence``: a module's layers run under several devices' arithmetic and against a float64 reference.
 
 Every leaf module's output is caught by a forward hook: once in a float64 copy of the module run natively
-(the reference), once per device under :func:`blockfma.torch.emulate`, each run on a copy in eval mode without
-autograd (Dropout off, BatchNorm's running statistics read, not updated): the caller's module is not touched.
-Per layer and device the table gives the largest difference from the reference (:func:`ulps`), the relative
-difference ||x - ref||_2 / ||ref||_2, and the largest difference between any two devices, in ulps of the dtype at
-the first device's largest value.
+(the reference), once per device under :func:`blockfma.torch.emulate`, each on a copy in eval mode (the
+caller's module untouched).  Per layer and device the table gives the largest difference from the reference
+(:func:`ulps`), the relative difference ||x - ref||_2 / ||ref||_2, and the largest difference between any two
+devices, in ulps of the dtype at the first device's largest value.
 """
 
 from __future__ import annotations
@@ -138,8 +137,7 @@ class Divergence:
 def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H100", "MI300X")) -> Divergence:
     """Run ``model`` on ``inputs`` (a tensor or a tuple of arguments) under each of ``devices`` (preset
     names, Models, or ``emulate(...)`` objects; one of them alone stands for a list of one) and in float64
-    natively, each on a copy of ``model`` in eval mode (``model`` itself, its training flag and buffers unchanged);
-    return the per-layer table."""
+    natively, each on a copy of ``model`` in eval mode (``model``'s mode and buffers unchanged); the table."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"divergence: model must be a torch.nn.Module, not {type(model).__name__}")
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
