@@ -109,7 +109,7 @@ def test_out_of_another_dtype_or_device_is_refused_as_torch_refuses_it():
     a, b = torch.ones(2, 3), torch.ones(3, 4)
     with pytest.raises(RuntimeError, match="dtype"):
         torch.mm(a, b, out=torch.empty(0, dtype=torch.float64))  # torch itself, outside a block
-    with Wide():
+    with Wide() as rule:
         with pytest.raises(RuntimeError, match="out= is a torch.float64 tensor on cpu and the result a "
                                                "torch.float32 one on cpu: torch refuses this too"):
             torch.mm(a, b, out=torch.empty(0, dtype=torch.float64))
@@ -117,6 +117,7 @@ def test_out_of_another_dtype_or_device_is_refused_as_torch_refuses_it():
             torch.mm(a, b, out=torch.empty(0, device="meta"))
         with pytest.raises(RuntimeError, match="out= is a torch.float16"):
             torch.addmm(torch.ones(2, 4), a, b, out=torch.empty(0, dtype=torch.float16))
+    assert rule.log == []  # refused before any product ran
     with pytest.raises(RuntimeError, match="out= is a torch.float32 tensor on meta and the result a torch.float32 "
                                            "one on cpu"):
         front.with_out(torch.ones(2), torch.empty(0, device="meta"))

@@ -64,13 +64,18 @@ def shapes(tensors: Sequence[Any]) -> str:
     return " x ".join("x".join(map(str, t.shape)) or "()" for t in tensors if isinstance(t, torch.Tensor))
 
 
+def check_out(out: torch.Tensor | None, result: torch.Tensor) -> None:
+    """A RuntimeError, as torch gives, where ``out`` has another dtype or device than ``result`` (or its A)."""
+    if out is not None and (out.dtype != result.dtype or out.device != result.device):
+        raise RuntimeError(f"out= is a {out.dtype} tensor on {out.device} and the result a {result.dtype} one on "
+                           f"{result.device}: torch refuses this too; pass out of the result's dtype and device")
+
+
 def with_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """``result``, or copied into ``out`` (resized to it) where one was passed."""
     if out is None:
         return result
-    if out.dtype != result.dtype or out.device != result.device:
-        raise RuntimeError(f"out= is a {out.dtype} tensor on {out.device} and the result a {result.dtype} one on "
-                           f"{result.device}: torch refuses this too; pass out of the result's dtype and device")
+    check_out(out, result)
     out.resize_(result.shape)
     return out.copy_(result)
 
@@ -158,6 +163,7 @@ def _fixed(op: str, dims: int | None) -> Callable[..., Any]:
     def handler(rule: Rule, func: Any, a: Any, b: Any, *, out: Any = None, **kw: Any) -> Any:
         if rule.native(op, (a, b), tuple(kw), dims):
             return func(a, b, **kw, **_out(out))
+        check_out(out, a)  # before the work
         return with_out(matmul(rule, op, a, b), out)
 
     return handler
@@ -174,6 +180,7 @@ def _addmm_like(op: str, dims: int) -> Callable[..., Any]:
                 **kw: Any) -> Any:
         if rule.native(op, (c, a, b), tuple(kw), dims):
             return func(c, a, b, beta=beta, alpha=alpha, **kw, **_out(out))
+        check_out(out, a)
         if rule.adds_c:
             _unit(rule, op, "alpha", alpha, "scale the product outside the call")
             if beta != 0:
