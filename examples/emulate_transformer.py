@@ -5,12 +5,11 @@ device runs the same weights and batch: H100 (its probed cuBLAS model), MI300X a
 models chained over K, the fp32 sum rounded once to fp16: no library model is known for them), and an fp8
 design (the H100's e4m3 wgmma block, 13 fraction bits kept, inputs scaled per tensor into e4m3) with and
 without promotion to an IEEE fp32 sum every 128 products.  The three GPUs accumulate in fp32 in different
-ways (H100: blocks of 16 products summed to 25 bits, truncated; MI300X: blocks of 8 to 24 bits, rounded to
-nearest; V100: blocks of 4 to 23 bits, truncated), so their fp16 results part where an fp32 sum lies near
-an fp16 rounding boundary or where the sum cancels: up to 2.5 ulps apart in the logits' layers and 5 in the
-gradients (whose sums over the batch cancel) at the default batch, against hundreds for the fp8 design.
-The forward GEMMs have K <= 64, so promotion shows only in the training step, whose weight gradients sum
-over the batch: K = 32 x 8 = 256 (an ulp in a few of them).
+ways (blocks of 16 products, 25 bits, truncated; 8, 24 bits, rounded to nearest; 4, 23 bits, truncated), so
+their fp16 results part where an fp32 sum lies near an fp16 rounding boundary or where the sum cancels: up
+to 2.5 ulps apart in the logits' layers and 5 in the gradients (whose sums over the batch cancel) at the
+default batch, against hundreds for the fp8 design.  The forward GEMMs have K <= 64, so promotion shows only
+in the training step, whose weight gradients sum over the batch: K = 32 x 8 = 256 (an ulp in a few of them).
 
     PYTHONPATH=src python examples/emulate_transformer.py [--batch 32]
 """
