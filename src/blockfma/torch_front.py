@@ -251,7 +251,7 @@ class Mode(TorchFunctionMode):
         _ACTIVE.__dict__.setdefault("modes", []).append(self)
         with _OPEN[2]:
             _OPEN[0] += 1
-            if _OPEN[0] == 1:
+            if _OPEN[0] == 1 and threading.Thread.start is not _start:
                 _OPEN[1], threading.Thread.start = threading.Thread.start, _start  # type: ignore[method-assign]
         return self
 
