@@ -37,13 +37,14 @@ import sys
 from collections.abc import Sequence
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from .. import formats as _formats
 from ..arguments import ArgumentError, integer, keywords
 from . import arrays, ozaki as _ozaki
+from .split import check_operands
 from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki, smallest_first
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "ozaki_slices",
     "exponent_spread",
     "ozaki2_bound",
+    "OzakiRatios",
+    "ozaki_ratios",
     "MethodSpec",
     "METHODS",
     "methods",
@@ -515,7 +518,8 @@ def _ozaki_parts(s: int, w: int, products: str) -> tuple[float, float]:
 
 def ozaki_bound(n: int, slices: int, *, slice_bits: int = 7, products: str = "triangle",
                 exponent_spread: int = 0, fp64_terms: int | None = None, acc_bits: int = 31,
-                u_acc: float = 2**-53, probabilistic: bool = False, lam: float = 1.0) -> float:
+                u_acc: float = 2**-53, probabilistic: bool = False, lam: float = 1.0,
+                ratios: OzakiRatios | None = None) -> float:
     """Bound on |C - C_hat|_ij / (|A||B|)_ij for Ozaki scheme I with truncated slices (derived here; no
     seed states one).
 
@@ -538,7 +542,9 @@ def ozaki_bound(n: int, slices: int, *, slice_bits: int = 7, products: str = "tr
     for every k with a_ik b_kj != 0, and every error term above comes from such k; so the bound above
     times 2**(2 + exponent_spread), exponent_spread = d_A + d_B, and without the factor n, bounds the
     componentwise error.  That is what this returns.  ``probabilistic`` applies to the float64 additions
-    only (the rest is truncation, not rounding).
+    only (the rest is truncation, not rounding).  With ``ratios`` (:func:`ozaki_ratios`) the bound is the
+    data's instead: 2**-(slices w) (cut + (slices - 1) count) + gamma_{T-1}(u_acc), the middle term absent
+    for ``products="all"``.
     """
     n = _count(n, "n")
     s = _count(slices, "slices")
@@ -547,8 +553,10 @@ def ozaki_bound(n: int, slices: int, *, slice_bits: int = 7, products: str = "tr
     chunks = -(-n // ozaki_max_inner(w, acc_bits))
     T = (s if fp64_terms is None else _count(fp64_terms, "fp64_terms")) * chunks
     cut, kept = _ozaki_parts(s, w, products)
-    total = cut + _g(T - 1, _u(u_acc, "u_acc"), probabilistic, lam) * kept
-    return math.ldexp(total, 2 + spread)
+    adds = _g(T - 1, _u(u_acc, "u_acc"), probabilistic, lam)
+    if ratios is not None:
+        return math.ldexp(ratios.cut + (s - 1) * ratios.count * (products != "all"), -s * w) + adds
+    return math.ldexp(cut + adds * kept, 2 + spread)
 
 
 def exponent_spread(A: Any, B: Any) -> int:
@@ -596,32 +604,77 @@ def ozaki_slices(target_bits: float, slice_bits: int = 7, *, exponent_spread: in
     raise ValueError(f"no slice count up to 2000 reaches 2**-{target_bits}")
 
 
+class OzakiRatios(NamedTuple):
+    """The data's ratios (:func:`ozaki_ratios`): Ozaki II's X per scaling, Ozaki I's ``cut`` and ``count``."""
+
+    fast: float
+    accurate: float
+    cut: float
+    count: float
+
+
+def ozaki_ratios(A: Any, B: Any, product: Any = None) -> OzakiRatios:
+    """Upper bounds of the Ozaki errors per entry over a lower bound of (|A||B|)_ij, maxima over (i, j) (inf
+    where that is 0 and the error's is not), from passes over A, B, C and ONE int8 product (derived here).
+
+    |A||B| from below: u_i = 7 - e_i, max_l |a_il| < 2**e_i (:func:`.ozaki.row_exponents`), v_j alike for
+    B's columns, A^ = 2**u_i |A| < 128, B^ = 2**v_j |B|: FG = floor(A^) @ floor(B^), exact on the int8 unit
+    (``product``; default the exact unit, torch._int_mm for tensors), is <= 2**(u_i+v_j) (|A||B|)_ij.  The
+    errors (times 2**(u_i+v_j)), with r_i, n_i the 1- and 2-norms of A^'s rows, q_j, p_j of B^'s columns
+    (only terms with a_il b_lj != 0 err):
+
+    * Ozaki II (:func:`.ozaki.ozaki2`): A' = trunc(2**sa_i A) errs by <= min(1, 2**sa_i |a|), A'B' is exact
+      and rounded once: err_ij <= 2**-sa_i ||b_j||_1 + 2**-sb_j ||a_i||_1 + 2**-53 (|A||B|)_ij.  The fast
+      scaling has 2**-sa_i < 2**(1-L) ||a_i||_2 (:func:`.ozaki.ozaki2_shifts`, 2**L = sqrt(P/2)): X_fast =
+      max 2 (n_i q_j + r_i p_j) / FG_ij; the accurate one's 6-bit bounds (C'' <= k 64**2) give 2**-sa_i <=
+      2**(1-L) 2**e_i sqrt(k): X_accurate = max 2**8 sqrt(k) (r_i + q_j) / FG_ij (:func:`ozaki2_bound`).
+    * Ozaki I (:func:`.ozaki.ozaki1`, s slices of w bits, products t + t' <= s + 1): with A_{s+1} the
+      remainder, ab - kept = sum_t A_t T_{s+2-t}, T_tau = b's remainder after tau - 1 slices, |T_tau| <
+      2**(f_j - (tau-1) w) and <= |b| (truncation keeps signs), |A_t| < 2**(e_i - (t-1) w): per term
+      |a| 2**(f_j - sw) + 2**(e_i - sw) |b| + (s-1) 2**(e_i + f_j - sw); the float64 sums of the levels err
+      gamma_{s-1}(2**-53) sum |levels| <= gamma_{s-1} (|A||B|)_ij.  So cut = max 2**7 (r_i + q_j) / FG_ij,
+      count = max 2**14 k / FG_ij: err_ij <= (2**-sw (cut + (s-1) count) + gamma_{s-1}) (|A||B|)_ij.
+
+    Each ratio is raised by 2**-10 for the float64 rounding of the norms and quotients (relative (k + 4)
+    2**-53); no underflow, as for DGEMM's bound gamma_k (|A||B|)_ij ([H02] sec. 3.1) that they are held to."""
+    from . import tensors  # late: tensors imports this module
+
+    A, B = tensors.check_tensors(A, B) if tensors.given(A, B) else check_operands(A, B)
+    xp = np if isinstance(A, np.ndarray) else sys.modules["torch"]
+    if 0 in A.shape + B.shape:
+        return OzakiRatios(0.0, 0.0, 0.0, 0.0)
+    if product is None and xp is not np:
+        product = tensors.hardware.Int8Unit(f"hardware:{A.device}").product
+    with np.errstate(under="ignore"):
+        Ah = arrays.ldexp(xp, abs(A), 7 - _ozaki.row_exponents(A, xp)[:, None])
+        Bh = arrays.ldexp(xp, abs(B), 7 - _ozaki.row_exponents(B.T, xp)[None, :])
+    FG = _ozaki.chunked(xp, product or _ozaki.numpy_product(None), arrays.to(xp, xp.floor(Ah), "int8"),
+                        arrays.to(xp, xp.floor(Bh), "int8"), ozaki_max_inner())
+    r, q, n, p = Ah.sum(1)[:, None], Bh.sum(0)[None, :], *(arrays.row_squares(xp, X) ** 0.5 for X in (Ah, Bh.T))
+    with np.errstate(divide="ignore"):  # 1 / FG, inf where FG = 0 on an entry whose row and column are not 0
+        inv = xp.where((r > 0) & (q > 0), 1 / arrays.to(xp, FG, "float64"), 0.0) * (1 + 2.0**-10)
+    cut, k = 2.0**7 * float(((r + q) * inv).max()), A.shape[1]
+    fast = 2 * float(((n[:, None] * q + r * p[None, :]) * inv).max())
+    return OzakiRatios(fast, 2 * math.sqrt(k) * cut, cut, 2.0**14 * k * float(inv.max()))
+
+
 def ozaki2_bound(k: int, n_moduli: int | None = None, *, moduli: Sequence[int] | None = None,
-                 scaling: str = "fast", exponent_spread: int = 0) -> float:
-    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one).
-
-    With P the product of the moduli and 2**L = sqrt(P/2) (a hair less), ozaki2 computes A' = trunc(2**sa_i A),
-    B' = trunc(2**sb_j B), the exact A' B' and one rounding to float64.  Per term, |2**sa_i a_il - A'_il| <
-    min(1, 2**sa_i |a_il|) and |A'_il| <= 2**sa_i |a_il| (likewise B), so term l of entry (i, j) is off by
-    less than (1 / (2**sa_i |a_il|) + 1 / (2**sb_j |b_lj|)) 2**(sa_i + sb_j) |a_il b_lj|, and zero where
-    a_il b_lj = 0.  The fast scaling (largest sa_i with 2**sa_i ||a_i||_2 <= 2**L) gives 2**-sa_i <
-    2**(1-L) ||a_i||_2 <= 2**(1-L) sqrt(k) max_l |a_il|; the accurate one (6-bit bounds, one unit GEMM)
-    2**(2-L) sqrt(k) max_l |a_il|.  With every nonzero |a_il| >= 2**-d_A max_l |a_il| (likewise d_B) and
-    2**d_A + 2**d_B <= 2**spread + 1 (spread = d_A + d_B, :func:`.bounds.exponent_spread`):
-
-        componentwise error <= c sqrt(2 k / P) (2**spread + 1) + 2**-53,   c = 2 (fast), 4 (accurate),
-
-    the last term the final rounding (|A' B'| <= 2**(sa_i+sb_j) (|A||B|)_ij).  No underflow assumed."""
+                 scaling: str = "fast", exponent_spread: int = 0, ratios: OzakiRatios | None = None) -> float:
+    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one):
+    2**-L X (1 + 2**-16) + 2**-53, P the product of the moduli, 2**L = sqrt(P/2), X from the data
+    (``ratios``: :func:`ozaki_ratios`, which derives it) or, without them, from the exponent spread: with
+    every nonzero |a_il| >= 2**-d_A max_l |a_il| (likewise d_B; spread = d_A + d_B,
+    :func:`exponent_spread`), term l of ozaki_ratios' bound is at most (2**d_A + 2**d_B) |a_il b_lj| times
+    c 2**-L sqrt(k) (c = 2 fast, 4 accurate), so X = c sqrt(k) (2**spread + 1).  No underflow assumed."""
     k = integer("k", k, least=1)
     mods = _ozaki.MODULI[:integer("n_moduli", n_moduli, least=1, most=len(_ozaki.MODULI))] if moduli is None \
         else tuple(moduli)
     if scaling not in ("fast", "accurate"):
         raise ArgumentError("scaling", scaling, "must be 'fast' or 'accurate'")
     spread = integer("exponent_spread", exponent_spread, least=0)
-    c = 2.0 if scaling == "fast" else 4.0
-    P = math.prod(mods)
-    r = c * math.sqrt(2.0 * k / P) * (1 + 2.0**-16) * (2.0**spread + 1)
-    return r + 2.0**-53
+    X = getattr(ratios, scaling) if ratios is not None else \
+        (2.0 if scaling == "fast" else 4.0) * math.sqrt(k) * (2.0**spread + 1)
+    return X * (1 + 2.0**-16) / math.sqrt(math.prod(mods) / 2) + 2.0**-53
 
 
 # ---------------------------------------------------------------------------------------- the dispatcher
