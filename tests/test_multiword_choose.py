@@ -272,6 +272,24 @@ def test_13_moduli_meet_dgemms_bound_on_4096_long_rows(kind):
     assert c.method == "ozaki2" and c.params["n_moduli"] == 13
 
 
+def test_ozaki_ratios_refuses_bad_operands_and_takes_tensors():
+    with pytest.raises(ArgumentError, match=r"^B=.*inner dimensions differ"):
+        bounds.ozaki_ratios(np.ones((2, 3)), np.ones((2, 2)))
+    with pytest.raises(ArgumentError, match=r"A\[0, 0\] = nan is not finite"):
+        bounds.ozaki_ratios(np.array([[np.nan]]), np.ones((1, 1)))
+    assert bounds.ozaki_ratios(np.zeros((3, 0)), np.ones((0, 4))) == (0.0, 0.0, 0.0, 0.0)
+    if HAVE_TORCH:
+        import torch
+
+        for bad in ((torch.ones(2, 2), torch.ones(2, 2)), (torch.ones(2, 2, dtype=torch.float64), np.ones((2, 2))),
+                    (torch.full((2, 2), math.inf, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64))):
+            with pytest.raises(ArgumentError, match="must be finite 2-D float64 tensors on one device"):
+                bounds.ozaki_ratios(*bad)
+        A, B = _operands("normal", 5, 30, 4, 2)
+        assert bounds.ozaki_ratios(torch.from_numpy(A), torch.from_numpy(B)) == pytest.approx(
+            bounds.ozaki_ratios(A, B), rel=1e-12)  # torch._int_mm on the CPU: the same product
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["uniform", "normal"])
 def test_ozaki_is_chosen_for_4096_data_on_h100_rates(kind):

@@ -42,7 +42,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, integer, keywords
+from ..arguments import ArgumentError, Shown, integer, keywords
 from . import arrays, ozaki as _ozaki
 from .split import check_operands
 from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki, smallest_first
@@ -637,14 +637,20 @@ def ozaki_ratios(A: Any, B: Any, product: Any = None) -> OzakiRatios:
 
     Each ratio is raised by 2**-10 for the float64 rounding of the norms and quotients (relative (k + 4)
     2**-53); no underflow, as for DGEMM's bound gamma_k (|A||B|)_ij ([H02] sec. 3.1) that they are held to."""
-    from . import tensors  # late: tensors imports this module
-
-    A, B = tensors.check_tensors(A, B) if tensors.given(A, B) else check_operands(A, B)
-    xp = np if isinstance(A, np.ndarray) else sys.modules["torch"]
+    torch = sys.modules.get("torch")
+    xp = torch if torch is not None and isinstance(A, torch.Tensor) else np
+    if xp is np:
+        A, B = check_operands(A, B)
+    elif not (isinstance(B, torch.Tensor) and A.dtype == B.dtype == torch.float64 and A.device == B.device and
+              A.ndim == B.ndim == 2 and A.shape[1] == B.shape[0] and bool(A.isfinite().all() & B.isfinite().all())):
+        raise ArgumentError("A", Shown("<a tensor>"), "and B must be finite 2-D float64 tensors on one device, A's "
+                            "columns B's rows", fix="check them with blockfma.multiword.tensors.check_tensors")
     if 0 in A.shape + B.shape:
         return OzakiRatios(0.0, 0.0, 0.0, 0.0)
     if product is None and xp is not np:
-        product = tensors.hardware.Int8Unit(f"hardware:{A.device}").product
+        from .hardware import Int8Unit  # torch, loaded lazily
+
+        product = Int8Unit(f"hardware:{A.device}").product
     with np.errstate(under="ignore"):
         Ah = arrays.ldexp(xp, abs(A), 7 - _ozaki.row_exponents(A, xp)[:, None])
         Bh = arrays.ldexp(xp, abs(B), 7 - _ozaki.row_exponents(B.T, xp)[None, :])

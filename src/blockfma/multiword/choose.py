@@ -484,7 +484,8 @@ def _ozaki2_options(e: Any, q: _Problem) -> list[Option]:
 
 
 def _short(bound: float, q: _Problem) -> str:  # why an Ozaki scheme at its most accurate misses on the data
-    return "" if bound <= q.goal or q.A is None else "its most slices or moduli miss it: too many binades for int8"
+    return "" if bound <= q.goal or q.A is None else "its most slices or moduli miss it on this data " \
+        "(rows or columns spanning too many binades for int8)"
 
 
 def _int8(options: Any) -> Any:
