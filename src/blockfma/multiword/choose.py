@@ -456,7 +456,7 @@ def _ozaki1_options(e: Any, q: _Problem) -> list[Option]:
     best = None
     for s in range(1, _MAX_OZAKI1_SLICES + 1):
         b = _bounds.ozaki_bound(q.k, s, slice_bits=w, exponent_spread=q.spread, ratios=q.ratios)
-        best = (s, b) if best is None or b < best[1] else best
+        best = (s, b) if best is None or b < best[1] or b == best[1] == math.inf else best
         if b <= q.goal:
             break
     s, b = best
@@ -577,9 +577,9 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     ``device``: a card of :data:`RATES` (default "H100"; with ``backend="hardware"``, the GPU torch sees,
     or "cpu") or a :class:`Rates`; the simulated units are its preset's Models.  ``backend``: as
     :func:`blockfma.multiword.matmul` takes it (the simulator's engine, or "hardware" for real units).
-    ``data=(A, B)``: the operands (numpy arrays or CPU tensors), whose exponent spread the Ozaki bounds use
-    and whose dtype (fp32 data: SGEMM takes them as they are) the targets use; ``exponent_spread``: that
-    spread where the data are not at hand (default 0, an assumption the Choice states).  An accuracy that
+    ``data=(A, B)``: the operands (numpy arrays or tensors), on which the Ozaki methods are bounded per entry
+    (:func:`.bounds.ozaki_ratios`) and whose dtype (fp32 data: SGEMM takes them as they are) the targets use;
+    ``exponent_spread``: the spread the Ozaki bounds assume without data (default 0, said).  An accuracy that
     no method reaches is an ArgumentError naming the most accurate one.  Every method of the registry
     (:mod:`.registry`) is weighed by the rule of its kind."""
     m, k, n = (integer(name, v, least=1) for name, v in (("m", m), ("k", k), ("n", n)))
