@@ -177,14 +177,13 @@ def test_ozaki_rule():
     assert bounds.ozaki_slices(53, rule="bits") == 8  # ceil(53 / 7)
     assert bounds.ozaki_slices(24, rule="bits") == 4
     assert bounds.ozaki_slices(53, exponent_spread=10) > bounds.ozaki_slices(53)
-    # the truncation part of the bound: 2^(2 + spread) ((s + 1) v^s + ...), v = 2^-7
+    # the truncation part of the bound at spread 0: 2^-7s (2 (2^0 + 1) + (s - 1) 2^2) = s 2^(2 - 7s)
     for s in range(1, 8):
-        b = bounds.ozaki_bound(10, s, u_acc=0.0)
-        assert (s + 1) * 2.0 ** (-7 * s + 2) <= b <= (s + 1) * (1 + 2**-6) * 2.0 ** (-7 * s + 2)
+        assert bounds.ozaki_bound(10, s, u_acc=0.0) == s * 2.0 ** (2 - 7 * s)
     vals = [bounds.ozaki_bound(1000, s) for s in range(1, 9)]
     assert vals == sorted(vals, reverse=True)
-    # past that the float64 additions (one per level) dominate and grow with the slices
-    assert bounds.ozaki_bound(1000, 12) > bounds.ozaki_bound(1000, 9) > 4 * 8 * 2**-53
+    # past that the float64 additions (one per level, gamma_{s-1}) dominate and grow with the slices
+    assert bounds.ozaki_bound(1000, 12) > bounds.ozaki_bound(1000, 9) > bounds.gamma(8, 2**-53)
     assert bounds.bound("ozaki1", 1000, target_bits=40) == bounds.ozaki_bound(1000, bounds.ozaki_slices(40))
     with pytest.raises(ValueError, match="exactly one of"):
         bounds.bound("ozaki1", 1000)

@@ -10,12 +10,16 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from blockfma import multiword as mw
 from blockfma.arguments import ArgumentError
+from blockfma.multiword import bounds, ozaki
 from blockfma.multiword.choose import RATES, Rates, choose, ozaki2_bound, target
 
 # A card whose fp64 unit is slow and whose memory and launches cost nothing: the methods win even on the
@@ -117,7 +121,7 @@ def test_explain_names_the_method_and_the_rejected_ones(capsys):
     A, B = _data(8, 64, 8, "narrow")
     mw.matmul(A, B, accuracy="fp32", device=CARD, backend="numpy", explain=True)
     out = capsys.readouterr().out
-    assert "accuracy='fp32'" in out and "chosen:" in out and "(from the data)" in out
+    assert "accuracy='fp32'" in out and "chosen:" in out and "Ozaki bounds: " in out
 
 
 def test_a_truncating_unit_gets_the_truncated_u():
@@ -132,18 +136,167 @@ def test_a_truncating_unit_gets_the_truncated_u():
         assert {o.method: o.u_high for o in cpu.alternatives + (cpu.option,)}["3xtf32"] == 2.0**-24
 
 
-def test_the_spread_of_the_data_costs_slices_and_moduli():
-    narrow, wide = _data(64, 256, 64, "narrow"), _data(64, 256, 64, "wide")
-    a = choose(64, 256, 64, accuracy=1e-10, device=CARD, data=narrow)
-    b = choose(64, 256, 64, accuracy=1e-10, device=CARD, data=wide)
-    assert a.spread < b.spread and a.spread_from_data
+def _moduli(c):
+    """The fast-scaling Ozaki II option's moduli in a Choice."""
+    return next(dict(o.params)["n_moduli"] for o in (c.option,) + c.alternatives
+                if o.method == "ozaki2" and dict(o.params)["scaling"] == "fast")
 
-    def moduli(c):
-        return next(dict(o.params)["n_moduli"] for o in (c.option,) + c.alternatives
-                    if o.method == "ozaki2" and dict(o.params)["scaling"] == "fast")
 
-    assert moduli(a) < moduli(b)
-    assert choose(64, 256, 64, accuracy=1e-10, device=CARD, exponent_spread=b.spread).option == b.option
+def test_the_data_bound_counts_what_the_data_need():
+    """Rows and columns whose large entries meet only small ones (|A||B| far below the norms' product) need
+    more moduli; a few small entries in a row do not (the bound is per entry against |A||B|, not per term);
+    without data a given exponent spread costs moduli."""
+    A, B = _data(64, 256, 64, "narrow")
+    few = A.copy()
+    few[0, :5] *= 2.0**-30
+    anti_A, anti_B = A.copy(), B.copy()
+    anti_A[0, 128:] *= 2.0**-20  # row 0: big on the first half, column 0 of B big on the second
+    anti_B[:128, 0] *= 2.0**-20
+    a, b, c = (choose(64, 256, 64, accuracy=1e-10, device=CARD, data=d) for d in ((A, B), (few, B), (anti_A, anti_B)))
+    assert a.ratios is not None and "from the data" in a.explain()
+    assert _moduli(a) == _moduli(b) < _moduli(c)
+    spread = [choose(64, 256, 64, accuracy=1e-10, device=CARD, exponent_spread=e) for e in (0, 20)]
+    assert _moduli(spread[0]) < _moduli(spread[1]) and "exponent spread 20 (given)" in spread[1].explain()
+
+
+def _operands(style, m, k, n, seed):
+    """Random and adversarial operands for the data bounds."""
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    if style == "uniform":
+        A, B = rng.random((m, k)), rng.random((k, n))
+    elif style == "binades":  # every entry in its own binade, 2^-20 .. 2^20
+        A, B = A * 2.0 ** rng.integers(-20, 21, (m, k)), B * 2.0 ** rng.integers(-20, 21, (k, n))
+    elif style == "anti":  # each row's large entries meet each column's small ones
+        A[:, : k // 2] *= 2.0**-9
+        B[k // 2:] *= 2.0**-9
+    elif style == "sparse":
+        A, B = np.where(rng.random((m, k)) < 0.5, 0.0, A), np.where(rng.random((k, n)) < 0.5, 0.0, B)
+    elif style == "ties":  # powers of two and their halves: the floors and truncations at their edges
+        A, B = 2.0 ** rng.integers(-3, 4, (m, k)) * rng.choice([-1.0, 1.0, 1.5], (m, k)), np.ldexp(1.0, -B.round().astype(int))
+    return A, B
+
+
+def _dyadic(x):
+    """x = m 2**e exactly, m an integer."""
+    f, e = math.frexp(x)
+    return int(math.ldexp(f, 53)), e - 53
+
+
+def _exact(A, B):
+    """Each entry's (sum a_il b_lj, sum |a_il b_lj|) as Fractions, in Python integers (no rounding)."""
+    da, db = [[_dyadic(x) for x in row] for row in A], [[_dyadic(x) for x in col] for col in B.T]
+    out = {}
+    for i, row in enumerate(da):
+        for j, col in enumerate(db):
+            terms = [(ma * mb, ea + eb) for (ma, ea), (mb, eb) in zip(row, col)]
+            e0 = min(e for _, e in terms)
+            scale = Fraction(2) ** e0
+            out[i, j] = (sum(t << (e - e0) for t, e in terms) * scale,
+                         sum(abs(t) << (e - e0) for t, e in terms) * scale)
+    return out
+
+
+def _within(C, exact, bound):
+    """Every entry's exact error is at most bound (|A||B|)_ij (inf: nothing bounded); ``exact`` from _exact."""
+    return not math.isfinite(bound) or all(abs(Fraction(C[ij]) - v) <= Fraction(bound) * a
+                                           for ij, (v, a) in exact.items())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["uniform", "normal", "binades", "anti", "sparse", "ties"]), st.integers(1, 5),
+       st.integers(1, 40), st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_the_data_bounds_hold_against_exact_products(style, m, k, n, seed):
+    A, B = _operands(style, m, k, n, seed)
+    r, exact = bounds.ozaki_ratios(A, B), _exact(A, B)
+    for N, scaling in ((2, "fast"), (3, "accurate"), (5, "fast"), (9, "accurate")):
+        C = ozaki.ozaki2(A, B, n_moduli=N, scaling=scaling)
+        assert _within(C, exact, ozaki2_bound(k, N, scaling=scaling, ratios=r)), (N, scaling)
+    for s in (1, 2, 4):
+        assert _within(ozaki.ozaki1(A, B, slices=s), exact, bounds.ozaki_bound(k, s, ratios=r)), s
+
+
+def test_the_data_bounds_are_not_vacuous():
+    """So that the test above can fail: with few moduli or slices the errors come within a small factor of
+    the bounds on uniform data."""
+    A, B = _operands("uniform", 6, 40, 6, 1)
+    r = bounds.ozaki_ratios(A, B)
+    err2 = mw.metrics.componentwise(ozaki.ozaki2(A, B, n_moduli=3), mw.reference(A, B, exact=True), A, B)
+    err1 = mw.metrics.componentwise(ozaki.ozaki1(A, B, slices=2), mw.reference(A, B, exact=True), A, B)
+    assert ozaki2_bound(40, 3, ratios=r) / 64 < err2 <= ozaki2_bound(40, 3, ratios=r)
+    assert bounds.ozaki_bound(40, 2, ratios=r) / 64 < err1 <= bounds.ozaki_bound(40, 2, ratios=r)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "normal"])
+def test_the_choice_on_data_is_no_less_accurate_than_dgemm(kind):
+    """On the card that makes the methods win at a test's sizes: Ozaki is chosen from the data's bound, and
+    its exact error (Fractions, sampled rows) is within that bound, within DGEMM's gamma_k."""
+    A, B = _operands(kind, 96, 160, 64, 7)
+    C, info = mw.matmul(A, B, accuracy="fp64", device=CARD, backend="numpy", return_info=True)
+    c = info["choice"]
+    assert c.method in ("ozaki1", "ozaki2") and c.ratios is not None and "from the data" in c.explain()
+    assert c.bound <= c.target == bounds.bound("fp64", 160)
+    rows = np.random.default_rng(0).choice(96, 12, replace=False)
+    assert _within(C[rows], _exact(A[rows], B), c.bound)
+
+
+def test_wide_range_data_fall_back_to_dgemm_and_say_why():
+    """Entries spanning 2^-60 .. 2^60: no count of int8 moduli or slices reaches DGEMM's bound per entry."""
+    rng = np.random.default_rng(3)
+    A, B = (rng.standard_normal(s) * 2.0 ** rng.integers(-60, 61, s) for s in ((24, 64), (64, 16)))
+    c = choose(24, 64, 16, accuracy="fp64", device=CARD, data=(A, B))
+    assert c.method == "fp64"
+    text = c.explain()
+    for o in c.alternatives:
+        if o.method.startswith("ozaki"):
+            assert "too many binades for int8" in o.reason and o.reason in text
+
+
+def test_the_data_are_not_examined_where_ozaki_cannot_win(monkeypatch):
+    """Small products on an H100 go to DGEMM before any int8 product of the data."""
+    monkeypatch.setattr(bounds, "ozaki_ratios", lambda *a: pytest.fail("the data's Ozaki bound was computed"))
+    A, B = _operands("uniform", 128, 128, 128, 0)
+    c = choose(128, 128, 128, accuracy="fp64", device="H100", data=(A, B))
+    assert c.method == "fp64" and c.ratios is None and "not computed" in c.explain()
+
+
+@pytest.mark.parametrize("kind", ["uniform", "normal"])
+def test_13_moduli_meet_dgemms_bound_on_4096_long_rows(kind):
+    """The n = 4096 case at the cost of a thin product: rows of A and columns of B 4096 long (the bound's
+    ratios depend on k, and on m and n only through the maximum over entries), 13 moduli meet DGEMM's
+    gamma_4096, and at 4096^3 on H100 rates 13 moduli beat DGEMM (the test below does it on 4096^3 data)."""
+    A, B = _operands(kind, 32, 4096, 32, 11)
+    r = bounds.ozaki_ratios(A, B)
+    assert ozaki2_bound(4096, 13, ratios=r) <= target("fp64", 4096) < ozaki2_bound(4096, 12, ratios=r)
+    c = choose(4096, 4096, 4096, accuracy="fp64", device="H100")
+    assert c.method == "ozaki2" and c.params["n_moduli"] == 13
+
+
+def test_ozaki_ratios_refuses_bad_operands_and_takes_tensors():
+    with pytest.raises(ArgumentError, match=r"^B=.*inner dimensions differ"):
+        bounds.ozaki_ratios(np.ones((2, 3)), np.ones((2, 2)))
+    with pytest.raises(ArgumentError, match=r"A\[0, 0\] = nan is not finite"):
+        bounds.ozaki_ratios(np.array([[np.nan]]), np.ones((1, 1)))
+    assert bounds.ozaki_ratios(np.zeros((3, 0)), np.ones((0, 4))) == (0.0, 0.0, 0.0, 0.0)
+    if HAVE_TORCH:
+        import torch
+
+        for bad in ((torch.ones(2, 2), torch.ones(2, 2)), (torch.ones(2, 2, dtype=torch.float64), np.ones((2, 2))),
+                    (torch.full((2, 2), math.inf, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64))):
+            with pytest.raises(ArgumentError, match="must be finite 2-D float64 tensors on one device"):
+                bounds.ozaki_ratios(*bad)
+        A, B = _operands("normal", 5, 30, 4, 2)
+        assert bounds.ozaki_ratios(torch.from_numpy(A), torch.from_numpy(B)) == pytest.approx(
+            bounds.ozaki_ratios(A, B), rel=1e-12)  # torch._int_mm on the CPU: the same product
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["uniform", "normal"])
+def test_ozaki_is_chosen_for_4096_data_on_h100_rates(kind):
+    """The issue's target itself (one 4096^3 int8 product on the CPU: seconds)."""
+    A, B = _operands(kind, 4096, 4096, 4096, 5)
+    c = choose(4096, 4096, 4096, accuracy="fp64", device="H100", data=(A, B))
+    assert c.method == "ozaki2" and c.bound <= c.target and c.ratios is not None, c.explain()
 
 
 def test_rates_are_sourced():
@@ -239,7 +392,8 @@ def test_tensors_are_looked_at_on_their_device(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "numpy", lambda self, *a, **k: pytest.fail("a tensor went to numpy"))
     tA, tB = torch.from_numpy(A), torch.from_numpy(B)
     got = choose(24, 40, 16, accuracy="fp64", device=CARD, data=(tA, tB))
-    assert (got.method, got.params, got.bound) == (want.method, want.params, want.bound)
+    assert (got.method, got.params) == (want.method, want.params)
+    assert got.bound == pytest.approx(want.bound, rel=1e-12)  # the norms summed in torch's order
     C = mw.matmul(tA, tB, accuracy="fp64", device=CARD, backend="hardware:cpu")
     assert isinstance(C, torch.Tensor) and C.shape == (24, 16)
 

@@ -16,8 +16,8 @@ Sources:
   Comput. 41 (2019) ([FHLMM] ref. 18): the probabilistic constant gamma_tilde_n(lambda).
 * [H02] N. J. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM 2002 ([FHLMM] ref. 17):
   gamma_n = n u / (1 - n u) and Lemma 3.3 (gamma_j + gamma_k + gamma_j gamma_k <= gamma_{j+k}).
-* Ozaki scheme I (sources: :mod:`.ozaki`): no seed states a bound or slice-count rule for it;
-  :func:`ozaki_bound` and :func:`ozaki_slices` are derived here, by the argument of [FHLMM] sec. 2.
+* Ozaki schemes I and II (sources: :mod:`.ozaki`): no seed states a bound or slice-count rule for them;
+  :func:`ozaki_ratios` derives the bounds per entry (:func:`ozaki_bound`, :func:`ozaki2_bound`) here.
 
 Assumptions throughout (as in [FHLMM]): no underflow or overflow, in the splitting or anywhere else; every
 rounding obeys the standard model fl(x) = x (1 + delta), |delta| <= u.  [FHLMM] take u_high = 2**-24 for
@@ -37,13 +37,14 @@ import sys
 from collections.abc import Sequence
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, integer, keywords
+from ..arguments import ArgumentError, Shown, integer, keywords
 from . import arrays, ozaki as _ozaki
+from .split import check_operands
 from .registry import REGISTRY, Fabsum, Method, Mmm, Native, Ozaki, smallest_first
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "ozaki_slices",
     "exponent_spread",
     "ozaki2_bound",
+    "OzakiRatios",
+    "ozaki_ratios",
     "MethodSpec",
     "METHODS",
     "methods",
@@ -502,43 +505,23 @@ def ozaki_max_inner(slice_bits: int = 7, acc_bits: int = 31) -> int:
     return (2 ** _count(acc_bits, "acc_bits") - 1) // (2**w - 1) ** 2
 
 
-def _ozaki_parts(s: int, w: int, products: str) -> tuple[float, float]:
-    """(truncation + dropped products, sum over the computed products of 2**-(t+u-2)w), in units of
-    n 2**e_i 2**f_j."""
-    v = 2.0**-w
-    trunc = 2 * v**s + v ** (2 * s)
-    pairs = _pairs(s, products)
-    dropped = 0.0 if products == "all" else sum((2 * s - 1 - k) * v**k for k in range(s, 2 * s - 1))
-    kept = sum(v ** (t + u - 2) for t, u in pairs)
-    return trunc + dropped, kept
+def _ozaki1_cut(r: OzakiRatios, s: int, w: int, products: str) -> float:
+    """Ozaki I's truncation and dropped products (:func:`ozaki_bound` without the float64 additions)."""
+    return math.ldexp(r.cut + (s - 1) * r.count * (products != "all"), -s * w)
 
 
 def ozaki_bound(n: int, slices: int, *, slice_bits: int = 7, products: str = "triangle",
                 exponent_spread: int = 0, fp64_terms: int | None = None, acc_bits: int = 31,
-                u_acc: float = 2**-53, probabilistic: bool = False, lam: float = 1.0) -> float:
+                u_acc: float = 2**-53, probabilistic: bool = False, lam: float = 1.0,
+                ratios: OzakiRatios | None = None) -> float:
     """Bound on |C - C_hat|_ij / (|A||B|)_ij for Ozaki scheme I with truncated slices (derived here; no
-    seed states one).
-
-    The scheme (as :func:`blockfma.multiword.ozaki.ozaki1` computes it): row i of A is scaled by
-    2**e_i, max_k |a_ik| < 2**e_i <= 2 max_k |a_ik|, and cut by truncation into ``slices`` integer slices
-    of w = ``slice_bits`` bits, A = sum_t 2**(e_i - t w) S_t + R with |2**(e_i - t w) S_t| < 2**(e_i - (t-1) w)
-    and |R| < 2**(e_i - slices w); likewise the columns of B (scale 2**f_j).  The slice products with
-    t + u <= slices + 1 (``products="triangle"``; "all" for every pair) are exact integer GEMMs (int32,
-    k <= :func:`ozaki_max_inner`), and their scaled results are added in float64.  As in [FHLMM] (2.5)-(2.7)
-    with u_low = 2**-w, relative to n 2**e_i 2**f_j:
-
-        |C - C_hat| <= 2 v**s + v**2s + sum_{k=s}^{2s-2} (2s-1-k) v**k + gamma_{T-1}(u_acc) sum_kept v**(t+u-2),
-
-    v = 2**-w, T = ``fp64_terms`` float64 terms added per entry (default ``slices``: ozaki1 sums each level
-    t + u = const exactly in int64 first; one float64 term per product gives s(s+1)/2); with
-    k > ozaki_max_inner the product is split along k and T multiplies accordingly (blockfma's ozaki1 narrows
-    the slices instead: pass its ``slice_width(k)`` as slice_bits).  Converting to the componentwise
-    measure: if every nonzero a_ik has |a_ik| >= 2**-d_A max_k |a_ik| (each row of A spans at most d_A
-    binades) and likewise d_B for the columns of B, then 2**e_i 2**f_j <= 2**(2 + d_A + d_B) |a_ik b_kj|
-    for every k with a_ik b_kj != 0, and every error term above comes from such k; so the bound above
-    times 2**(2 + exponent_spread), exponent_spread = d_A + d_B, and without the factor n, bounds the
-    componentwise error.  That is what this returns.  ``probabilistic`` applies to the float64 additions
-    only (the rest is truncation, not rounding).
+    seed states one): 2**-(slices w) (cut + (slices - 1) count) + gamma_{T-1}(u_acc), w = ``slice_bits``, the
+    middle term absent for ``products="all"`` (every pair of slices), the ratios from the data (``ratios``:
+    :func:`ozaki_ratios`, which derives this) or from ``exponent_spread`` (:meth:`OzakiRatios.spread`).
+    T = ``fp64_terms`` float64 terms added per entry (default ``slices``: ozaki1 sums each level t + u =
+    const exactly in int64 first), times the chunks of k past :func:`ozaki_max_inner` (blockfma's ozaki1
+    narrows the slices instead: pass its ``slice_width(k)`` as slice_bits).  ``probabilistic`` applies to
+    the float64 additions only (the rest is truncation, not rounding).
     """
     n = _count(n, "n")
     s = _count(slices, "slices")
@@ -546,9 +529,8 @@ def ozaki_bound(n: int, slices: int, *, slice_bits: int = 7, products: str = "tr
     spread = _count(exponent_spread, "exponent_spread", low=0)
     chunks = -(-n // ozaki_max_inner(w, acc_bits))
     T = (s if fp64_terms is None else _count(fp64_terms, "fp64_terms")) * chunks
-    cut, kept = _ozaki_parts(s, w, products)
-    total = cut + _g(T - 1, _u(u_acc, "u_acc"), probabilistic, lam) * kept
-    return math.ldexp(total, 2 + spread)
+    r = OzakiRatios.spread(n, spread) if ratios is None else ratios
+    return _ozaki1_cut(r, s, w, products) + _g(T - 1, _u(u_acc, "u_acc"), probabilistic, lam)
 
 
 def exponent_spread(A: Any, B: Any) -> int:
@@ -573,12 +555,12 @@ def ozaki_slices(target_bits: float, slice_bits: int = 7, *, exponent_spread: in
     """The number of int8 slices Ozaki scheme I needs for a componentwise error of 2**-target_bits.
 
     ``rule="bound"`` (default; derived here): the smallest s whose truncation and dropped-product part of
-    :func:`ozaki_bound`, 2**(2 + spread) ((s + 1) v**s + ...) with v = 2**-slice_bits, is at most
+    :func:`ozaki_bound`, 2**-(s w) (2 (2**spread + 1) + (s - 1) 2**(2 + spread)), is at most
     2**-target_bits.  (The float64 additions' gamma_{T-1}(2**-53) part does not shrink with s; fp64-level
     targets are limited by it as by any fp64 GEMM.)  ``rule="bits"``: the bit count
     ceil((target_bits + spread) / slice_bits), i.e. slices that keep that many bits below each row's leading
-    bit (:func:`blockfma.multiword.ozaki.slices_needed`), which ignores the constant (s + 1) and the factor
-    4 of the power-of-two scaling: usually one slice fewer.  For fp64 (target 53) with 7-bit slices: 9 by
+    bit (:func:`blockfma.multiword.ozaki.slices_needed`), which ignores the constant s and the factor 4 of
+    the power-of-two scaling: usually one slice fewer.  For fp64 (target 53) with 7-bit slices: 9 by
     "bound", 8 by "bits".
     """
     if not target_bits > 0:
@@ -591,37 +573,95 @@ def ozaki_slices(target_bits: float, slice_bits: int = 7, *, exponent_spread: in
         raise ValueError(f"rule must be 'bound' or 'bits'; got {rule!r}")
     goal = 2.0**-target_bits
     for s in range(1, 2000):
-        if math.ldexp(_ozaki_parts(s, w, products)[0], 2 + spread) <= goal:
+        if _ozaki1_cut(OzakiRatios.spread(1, spread), s, w, products) <= goal:
             return s
     raise ValueError(f"no slice count up to 2000 reaches 2**-{target_bits}")
 
 
+class OzakiRatios(NamedTuple):
+    """The data's ratios (:func:`ozaki_ratios`): Ozaki II's X per scaling, Ozaki I's ``cut`` and ``count``."""
+
+    fast: float
+    accurate: float
+    cut: float
+    count: float
+
+    @classmethod
+    def spread(cls, k: int, spread: int) -> OzakiRatios:
+        """Ratios for any data whose rows of A and columns of B span d_A and d_B binades, spread = d_A + d_B
+        (:func:`exponent_spread`): each error term of :func:`ozaki_ratios` has a_il b_lj != 0 and so
+        |a_il| >= 2**-d_A max_l |a_il| >= 2**(e_i - 1 - d_A), likewise b: 2**-sa_i |b_lj| <= c 2**-L sqrt(k)
+        2**d_A |a_il b_lj| (c = 2 fast, 4 accurate), 2**f_j |a_il| <= 2**(1 + d_B) |a_il b_lj| and
+        2**(e_i + f_j) <= 2**(2 + spread) |a_il b_lj|, each term against its own share of (|A||B|)_ij."""
+        x = math.sqrt(k) * (2.0**spread + 1)
+        return cls(2 * x, 4 * x, 2 * (2.0**spread + 1), 2.0 ** (2 + spread))
+
+
+def ozaki_ratios(A: Any, B: Any, product: Any = None) -> OzakiRatios:
+    """Upper bounds of the Ozaki errors per entry over a lower bound of (|A||B|)_ij, maxima over (i, j) (inf
+    where that is 0 and the error's is not), from passes over A, B, C and ONE int8 product (derived here).
+
+    |A||B| from below: u_i = 7 - e_i, max_l |a_il| < 2**e_i (:func:`.ozaki.row_exponents`), v_j alike for
+    B's columns, A^ = 2**u_i |A| < 128, B^ = 2**v_j |B|: FG = floor(A^) @ floor(B^), exact on the int8 unit
+    (``product``; default the exact unit, torch._int_mm for tensors), is <= 2**(u_i+v_j) (|A||B|)_ij.  The
+    errors (times 2**(u_i+v_j)), with r_i, n_i the 1- and 2-norms of A^'s rows, q_j, p_j of B^'s columns
+    (only terms with a_il b_lj != 0 err):
+
+    * Ozaki II (:func:`.ozaki.ozaki2`): A' = trunc(2**sa_i A) errs by <= min(1, 2**sa_i |a|), A'B' is exact
+      and rounded once: err_ij <= 2**-sa_i ||b_j||_1 + 2**-sb_j ||a_i||_1 + 2**-53 (|A||B|)_ij.  The fast
+      scaling has 2**-sa_i < 2**(1-L) ||a_i||_2 (:func:`.ozaki.ozaki2_shifts`, 2**L = sqrt(P/2)): X_fast =
+      max 2 (n_i q_j + r_i p_j) / FG_ij; the accurate one's 6-bit bounds (C'' <= k 64**2) give 2**-sa_i <=
+      2**(1-L) 2**e_i sqrt(k): X_accurate = max 2**8 sqrt(k) (r_i + q_j) / FG_ij (:func:`ozaki2_bound`).
+    * Ozaki I (:func:`.ozaki.ozaki1`, s slices of w bits, products t + t' <= s + 1): with A_{s+1} the
+      remainder, ab - kept = sum_t A_t T_{s+2-t}, T_tau = b's remainder after tau - 1 slices, |T_tau| <
+      2**(f_j - (tau-1) w) and <= |b| (truncation keeps signs), |A_t| < 2**(e_i - (t-1) w): per term
+      |a| 2**(f_j - sw) + 2**(e_i - sw) |b| + (s-1) 2**(e_i + f_j - sw); the float64 sums of the levels err
+      gamma_{s-1}(2**-53) sum |levels| <= gamma_{s-1} (|A||B|)_ij.  So cut = max 2**7 (r_i + q_j) / FG_ij,
+      count = max 2**14 k / FG_ij: err_ij <= (2**-sw (cut + (s-1) count) + gamma_{s-1}) (|A||B|)_ij.
+
+    Each ratio is raised by 2**-10 for the float64 rounding of the norms and quotients (relative (k + 4)
+    2**-53); no underflow, as for DGEMM's bound gamma_k (|A||B|)_ij ([H02] sec. 3.1) that they are held to."""
+    torch = sys.modules.get("torch")
+    xp = torch if torch is not None and isinstance(A, torch.Tensor) else np
+    if xp is np:
+        A, B = check_operands(A, B)
+    elif not (isinstance(B, torch.Tensor) and A.dtype == B.dtype == torch.float64 and A.device == B.device and
+              A.ndim == B.ndim == 2 and A.shape[1] == B.shape[0] and bool(A.isfinite().all() & B.isfinite().all())):
+        raise ArgumentError("A", Shown("<a tensor>"), "and B must be finite 2-D float64 tensors on one device, A's "
+                            "columns B's rows", fix="check them with blockfma.multiword.tensors.check_tensors")
+    if 0 in A.shape + B.shape:
+        return OzakiRatios(0.0, 0.0, 0.0, 0.0)
+    if product is None and xp is not np:
+        from .hardware import Int8Unit  # torch, loaded lazily
+
+        product = Int8Unit(f"hardware:{A.device}").product
+    with np.errstate(under="ignore"):
+        Ah = arrays.ldexp(xp, abs(A), 7 - _ozaki.row_exponents(A, xp)[:, None])
+        Bh = arrays.ldexp(xp, abs(B), 7 - _ozaki.row_exponents(B.T, xp)[None, :])
+    FG = _ozaki.chunked(xp, product or _ozaki.numpy_product(None), arrays.to(xp, xp.floor(Ah), "int8"),
+                        arrays.to(xp, xp.floor(Bh), "int8"), ozaki_max_inner())
+    r, q, n, p = Ah.sum(1)[:, None], Bh.sum(0)[None, :], *(arrays.row_squares(xp, X) ** 0.5 for X in (Ah, Bh.T))
+    with np.errstate(divide="ignore"):  # 1 / FG, inf where FG = 0 on an entry whose row and column are not 0
+        inv = xp.where((r > 0) & (q > 0), 1 / arrays.to(xp, FG, "float64"), 0.0) * (1 + 2.0**-10)
+    cut, k = 2.0**7 * float(((r + q) * inv).max()), A.shape[1]
+    fast = 2 * float(((n[:, None] * q + r * p[None, :]) * inv).max())
+    return OzakiRatios(fast, 2 * math.sqrt(k) * cut, cut, 2.0**14 * k * float(inv.max()))
+
+
 def ozaki2_bound(k: int, n_moduli: int | None = None, *, moduli: Sequence[int] | None = None,
-                 scaling: str = "fast", exponent_spread: int = 0) -> float:
-    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one).
-
-    With P the product of the moduli and 2**L = sqrt(P/2) (a hair less), ozaki2 computes A' = trunc(2**sa_i A),
-    B' = trunc(2**sb_j B), the exact A' B' and one rounding to float64.  Per term, |2**sa_i a_il - A'_il| <
-    min(1, 2**sa_i |a_il|) and |A'_il| <= 2**sa_i |a_il| (likewise B), so term l of entry (i, j) is off by
-    less than (1 / (2**sa_i |a_il|) + 1 / (2**sb_j |b_lj|)) 2**(sa_i + sb_j) |a_il b_lj|, and zero where
-    a_il b_lj = 0.  The fast scaling (largest sa_i with 2**sa_i ||a_i||_2 <= 2**L) gives 2**-sa_i <
-    2**(1-L) ||a_i||_2 <= 2**(1-L) sqrt(k) max_l |a_il|; the accurate one (6-bit bounds, one unit GEMM)
-    2**(2-L) sqrt(k) max_l |a_il|.  With every nonzero |a_il| >= 2**-d_A max_l |a_il| (likewise d_B) and
-    2**d_A + 2**d_B <= 2**spread + 1 (spread = d_A + d_B, :func:`.bounds.exponent_spread`):
-
-        componentwise error <= c sqrt(2 k / P) (2**spread + 1) + 2**-53,   c = 2 (fast), 4 (accurate),
-
-    the last term the final rounding (|A' B'| <= 2**(sa_i+sb_j) (|A||B|)_ij).  No underflow assumed."""
+                 scaling: str = "fast", exponent_spread: int = 0, ratios: OzakiRatios | None = None) -> float:
+    """Bound on the componentwise error of :func:`.ozaki.ozaki2` (derived here; no seed states one):
+    2**-L X (1 + 2**-16) + 2**-53, P the product of the moduli, 2**L = sqrt(P/2), X the ``scaling``'s ratio
+    from the data (``ratios``: :func:`ozaki_ratios`, which derives this) or from ``exponent_spread``
+    (:meth:`OzakiRatios.spread`: c sqrt(k) (2**spread + 1), c = 2 fast, 4 accurate).  No underflow assumed."""
     k = integer("k", k, least=1)
     mods = _ozaki.MODULI[:integer("n_moduli", n_moduli, least=1, most=len(_ozaki.MODULI))] if moduli is None \
         else tuple(moduli)
     if scaling not in ("fast", "accurate"):
         raise ArgumentError("scaling", scaling, "must be 'fast' or 'accurate'")
     spread = integer("exponent_spread", exponent_spread, least=0)
-    c = 2.0 if scaling == "fast" else 4.0
-    P = math.prod(mods)
-    r = c * math.sqrt(2.0 * k / P) * (1 + 2.0**-16) * (2.0**spread + 1)
-    return r + 2.0**-53
+    X = getattr(OzakiRatios.spread(k, spread) if ratios is None else ratios, scaling)
+    return X * (1 + 2.0**-16) / math.sqrt(math.prod(mods) / 2) + 2.0**-53
 
 
 # ---------------------------------------------------------------------------------------- the dispatcher

@@ -7,9 +7,10 @@ why each lost (:meth:`Choice.explain`).
 
 **Predicted error.**  Each method's worst-case bound at inner dimension k (:mod:`.bounds`), with the unit's
 u_high: 2**-23 where the unit truncates (a simulated unit whose Model rounds toward zero or truncates its
-alignment, as every NVIDIA preset does; a real NVIDIA GPU), 2**-24 where it rounds to nearest; Ozaki's from
-the inputs' exponent spread (:func:`.bounds.exponent_spread` of ``data``; 0 assumed without data, and said).
-Worst case, so the choice is conservative.
+alignment, as every NVIDIA preset does; a real NVIDIA GPU), 2**-24 where it rounds to nearest; Ozaki's per
+entry against |A||B| from the data (:func:`.bounds.ozaki_ratios`: one int8 product and row and column norms,
+computed only where an Ozaki method could win; its cost is counted in theirs), or without data from an
+exponent spread (0 assumed, and said).  Worst case, so the choice is conservative.
 
 **Predicted cost.**  A roofline per kernel on the device's peak rates (:data:`RATES`, each with its source):
 a unit call takes max(2 m k n / rate of its unit, bytes moved / memory bandwidth) plus one launch latency;
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import numbers
@@ -133,9 +135,9 @@ class Option:
 class Choice:
     """What :func:`choose` chose: ``option`` (method, parameters, predicted bound and time), the product's
     ``shape`` (m, k, n), the ``accuracy`` asked and the componentwise ``target`` it means for this k, the
-    ``device`` (its :class:`Rates`), the ``backend`` the product runs on, the exponent ``spread`` the Ozaki
-    bounds used (and whether it came from the data), the ``alternatives`` with why each was rejected, and
-    ``notes`` (assumptions)."""
+    ``device`` (its :class:`Rates`), the ``backend`` the product runs on, the data's ``ratios``
+    (:func:`.bounds.ozaki_ratios`, None where not computed), ``basis``: the Ozaki options' bound in words,
+    the ``alternatives`` with why each was rejected, and ``notes`` (assumptions)."""
 
     option: Option
     shape: tuple[int, int, int]
@@ -143,8 +145,8 @@ class Choice:
     target: float
     rates: Rates
     backend: str | None
-    spread: int
-    spread_from_data: bool
+    ratios: _bounds.OzakiRatios | None
+    basis: str
     alternatives: tuple[Option, ...]
     notes: tuple[str, ...] = ()
 
@@ -195,8 +197,7 @@ class Choice:
                  f"call{'s' if self.option.calls != 1 else ''}, predicted time {_time(self.cost)} on "
                  f"{self.option.unit}",
                  f"    ({self.option.detail})",
-                 f"  exponent spread {self.spread} " + ("(from the data)" if self.spread_from_data else
-                                                        "(assumed: pass data=(A, B) to count it)"),
+                 f"  Ozaki bounds: {self.basis}",
                  f"  rates: {self.rates.source}", "  rejected:"]
         width = max([len(o.label) for o in self.alternatives] + [10])
         for o in self.alternatives:
@@ -384,7 +385,8 @@ def _data_format(X: Any) -> str | None:
 @dataclass(frozen=True)
 class _Problem:
     """What every method's option is worked out from: the shape, the card, real units or simulated, the
-    checked operands (None without data) and their common input format, the exponent spread, the target."""
+    checked operands (None without data) and their common input format, the exponent spread (without data),
+    the target, the cost of the fastest other method meeting it (``rival``) and the data's Ozaki ratios."""
 
     m: int
     k: int
@@ -396,10 +398,19 @@ class _Problem:
     fmt_in: str | None
     spread: int
     goal: float
+    rival: float = math.inf
 
     @property
     def cost(self) -> _Cost:
         return _Cost(self.rates, self.m, self.k, self.n)
+
+    @property
+    def checked(self) -> float:  # the cost of ozaki_ratios: a pass over A and B, one int8 product, one over C
+        return 0.0 if self.A is None else self.cost.over_ab(9) + self.cost.call("int8", 4) + self.cost.over_mn(4)
+
+    @functools.cached_property
+    def ratios(self) -> _bounds.OzakiRatios | None:
+        return None if self.A is None else _bounds.ozaki_ratios(self.A, self.B)
 
 
 def _option(method: str, bound: float, seconds: float, calls: int, unit: str, u: float | None = None,
@@ -444,15 +455,15 @@ def _ozaki1_options(e: Any, q: _Problem) -> list[Option]:
     chunks = -(-q.k // _bounds.ozaki_max_inner(w))
     best = None
     for s in range(1, _MAX_OZAKI1_SLICES + 1):
-        b = _bounds.ozaki_bound(q.k, s, slice_bits=w, exponent_spread=q.spread)
-        best = (s, b) if best is None or b < best[1] else best
+        b = _bounds.ozaki_bound(q.k, s, slice_bits=w, exponent_spread=q.spread, ratios=q.ratios)
+        best = (s, b) if best is None or b < best[1] or b == best[1] == math.inf else best
         if b <= q.goal:
             break
     s, b = best
     t, calls = _ozaki1_cost(q.cost, s, chunks)
-    return [_option("ozaki1", b, t, calls, f"{q.rates.name} int8 -> int32 (exact)", detail=f"{s} int8 slices of "
-                    f"{w} bits per row of A and column of B, the {s * (s + 1) // 2} slice products with s + t <= "
-                    f"{s + 1}, added in float64", slices=s)]
+    return [_option("ozaki1", b, t + q.checked, calls, f"{q.rates.name} int8 -> int32 (exact)", reason=_short(
+        b, q), detail=f"{s} int8 slices of {w} bits per row of A and column of B, the {s * (s + 1) // 2} slice "
+                    f"products with s + t <= {s + 1}, added in float64", slices=s)]
 
 
 def _ozaki2_options(e: Any, q: _Problem) -> list[Option]:
@@ -461,21 +472,32 @@ def _ozaki2_options(e: Any, q: _Problem) -> list[Option]:
     out = []
     for scaling in ("fast", "accurate"):
         for N in range(1, len(_ozaki.MODULI) + 1):
-            b = ozaki2_bound(q.k, N, scaling=scaling, exponent_spread=q.spread)
+            b = ozaki2_bound(q.k, N, scaling=scaling, exponent_spread=q.spread, ratios=q.ratios)
             if b <= q.goal:
                 break
         t, calls = _ozaki2_cost(q.cost, N, chunks, scaling)
-        out.append(_option("ozaki2", b, t, calls, f"{q.rates.name} int8 -> int32 (exact)", detail=f"{N} moduli (the "
+        out.append(_option("ozaki2", b, t + q.checked, calls, f"{q.rates.name} int8 -> int32 (exact)",
+                           reason=_short(b, q), detail=f"{N} moduli (the "
                            f"first {N} of ozaki.MODULI, P ~ 2^{math.log2(math.prod(_ozaki.MODULI[:N])):.0f}), "
                            f"{scaling} scaling, one int8 product per modulus, the CRT", n_moduli=N, scaling=scaling))
     return out
 
 
+def _short(bound: float, q: _Problem) -> str:  # why an Ozaki scheme at its most accurate misses on the data
+    return "" if bound <= q.goal or q.A is None else "its most slices or moduli miss it on this data " \
+        "(rows or columns spanning too many binades for int8)"
+
+
 def _int8(options: Any) -> Any:
-    """An Ozaki scheme's options, or its refusal on a card without an int8 matrix unit."""
+    """An Ozaki scheme's options; its refusal on a card without an int8 matrix unit, or where even its
+    fewest slices or moduli (and the data's bound) cost more than the ``rival`` (the data then not examined)."""
     def run(e: Any, q: _Problem) -> list[Option]:
         if q.rates.int8 is None:
             return [_option(e.name, math.inf, math.inf, 0, "", reason=f"{q.rates.name} has no int8 matrix unit")]
+        least = (_ozaki1_cost(q.cost, 1, 1) if e.name == "ozaki1" else _ozaki2_cost(q.cost, 1, 1, "fast"))[0]
+        if q.A is not None and least + q.checked >= q.rival:
+            return [_option(e.name, math.inf, least + q.checked, 1, "", reason="slower at its fewest slices or "
+                            "moduli than the fastest method meeting it (its bound on the data not computed)")]
         return options(e, q)
     return run
 
@@ -511,7 +533,7 @@ def _problem(m: int, k: int, n: int, acc: str | float, rates: Rates, on_hw: bool
     A, B = _tensors.check_tensors(*data) if _tensors.given(*data) else check_operands(*data)
     fmts = {_data_format(X) for X in data}
     fmt_in = fmts.pop() if len(fmts) == 1 else None
-    return _Problem(m, k, n, rates, on_hw, A, B, fmt_in, _bounds.exponent_spread(A, B), target(acc, k, fmt_in))
+    return _Problem(m, k, n, rates, on_hw, A, B, fmt_in, 0, target(acc, k, fmt_in))
 
 
 def _rejected(options: list[Option], chosen: Option, goal: float) -> tuple[Option, ...]:
@@ -529,12 +551,9 @@ def _rejected(options: list[Option], chosen: Option, goal: float) -> tuple[Optio
     return tuple(rest)
 
 
-def _notes(q: _Problem, acc: str | float, chosen: Option, options: list[Option], from_data: bool) -> tuple[str, ...]:
-    """The assumptions a Choice states: the assumed spread, a worst-case target, truncating units."""
+def _notes(q: _Problem, acc: str | float, chosen: Option, options: list[Option]) -> tuple[str, ...]:
+    """The assumptions a Choice states: a worst-case target, truncating units."""
     notes = []
-    if not from_data and isinstance(REGISTRY[chosen.method], Ozaki):
-        notes.append("Ozaki bounds grow with the exponent spread of A's rows and B's columns; this one assumes "
-                     f"{q.spread}: run it with data=(A, B) (mw.matmul(A, B, accuracy=...) does)")
     if isinstance(acc, str) and not chosen.native:
         typical = math.sqrt(q.k) * (_U64 if acc == "fp64" else 2.0**-24)
         if chosen.bound > 10 * typical:
@@ -558,16 +577,18 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
     ``device``: a card of :data:`RATES` (default "H100"; with ``backend="hardware"``, the GPU torch sees,
     or "cpu") or a :class:`Rates`; the simulated units are its preset's Models.  ``backend``: as
     :func:`blockfma.multiword.matmul` takes it (the simulator's engine, or "hardware" for real units).
-    ``data=(A, B)``: the operands (numpy arrays or CPU tensors), whose exponent spread the Ozaki bounds use
-    and whose dtype (fp32 data: SGEMM takes them as they are) the targets use; ``exponent_spread``: that
-    spread where the data are not at hand (default 0, an assumption the Choice states).  An accuracy that
+    ``data=(A, B)``: the operands (numpy arrays or tensors), on which the Ozaki methods are bounded per entry
+    (:func:`.bounds.ozaki_ratios`) and whose dtype (fp32 data: SGEMM takes them as they are) the targets use;
+    ``exponent_spread``: the spread the Ozaki bounds assume without data (default 0, said).  An accuracy that
     no method reaches is an ArgumentError naming the most accurate one.  Every method of the registry
     (:mod:`.registry`) is weighed by the rule of its kind."""
     m, k, n = (integer(name, v, least=1) for name, v in (("m", m), ("k", k), ("n", n)))
     acc = check_accuracy(accuracy)
     on_hw = check_backend(backend)[1]
     q = _problem(m, k, n, acc, rates_for(device, backend), on_hw, data, exponent_spread)
-    options = [o for e in _candidates() for o in _OPTIONS[e.kind](e, q)]
+    options = [o for e in _candidates() if not isinstance(e, Ozaki) for o in _OPTIONS[e.kind](e, q)]
+    q = dataclasses.replace(q, rival=min([o.cost for o in options if o.bound <= q.goal], default=math.inf))
+    options += [o for e in _candidates() if isinstance(e, Ozaki) for o in _OPTIONS[e.kind](e, q)]
     feasible = [o for o in options if o.bound <= q.goal and math.isfinite(o.cost)]
     if not feasible:
         best = min(options, key=lambda o: o.bound)
@@ -575,6 +596,12 @@ def choose(m: int, k: int, n: int, *, accuracy: Any, device: Any = None, backend
                             f"k={k}: the most accurate is {best.label} with a bound of {best.bound:.3g}",
                             use={"accuracy": float(f"{best.bound * 1.06:.2g}")})  # 2 digits, >= the bound
     chosen = min(feasible, key=lambda o: o.cost)  # the first of equal costs: the native GEMMs come first
-    given = data is not None or exponent_spread is not None  # the spread counted or given, not assumed
-    return Choice(chosen, (m, k, n), acc, q.goal, q.rates, backend, q.spread, given,
-                  _rejected(options, chosen, q.goal), _notes(q, acc, chosen, options, given))
+    r = q.__dict__.get("ratios")  # only where it was computed
+    basis = f"exponent spread {q.spread} " + ("(given)" if exponent_spread is not None else "(assumed: pass data=(A, "
+                                              "B) to bound them on the data)") if data is None else \
+        "not computed from the data: no Ozaki method could run, or be faster, here" if r is None else \
+        (f"from the data (bounds.ozaki_ratios: one int8 product bounds |A||B| below): per entry, error <= (2^-L "
+         f"{r.fast:.3g} + 2^-53) (|A||B|)_ij for ozaki2 (2^L = sqrt(P/2)), (2^-sw ({r.cut:.3g} + (s-1) "
+         f"{r.count:.3g}) + gamma_(s-1)) (|A||B|)_ij for ozaki1; DGEMM's: {_bounds.bound('fp64', k):.3g} (|A||B|)_ij")
+    return Choice(chosen, (m, k, n), acc, q.goal, q.rates, backend, r, basis, _rejected(options, chosen, q.goal),
+                  _notes(q, acc, chosen, options))
