@@ -97,3 +97,75 @@ def test_probes_run_in_worker_processes_as_here() -> None:
 def test_smt_timeout_is_checked_before_the_work() -> None:
     with pytest.raises(ValueError, match=r"^smt_timeout=-1: must be a positive number of seconds"):
         report.sections(["V100"], probes=False, smt_timeout=-1)
+
+
+# --- the probe rows kept on disk ---------------------------------------------------------------------------------
+def _fake_probe(calls: list) -> object:
+    def probe_row(spec, inp, out, preset, verify=2000):
+        calls.append(spec)
+        return {"target": spec, "pair": f"{inp}->{out}", "k": 4, "verified": True, "summary": f"{spec} model",
+                "seconds": 1.5, "same as preset": True, "F": None}
+    return probe_row
+
+
+def test_probe_rows_are_read_from_the_cache_of_the_same_code(tmp_path, monkeypatch) -> None:
+    """A second run reads the rows the first kept (saying so), in the jobs' order; another verify, other code
+    (another source hash) or an unreadable file probe again; BLOCKFMA_CACHE=off keeps nothing."""
+    calls: list = []
+    monkeypatch.setattr(report, "probe_row", _fake_probe(calls))
+    monkeypatch.setenv("BLOCKFMA_CACHE", str(tmp_path))
+    first = report.probe_rows(["V100", "MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert calls == ["sim:V100", "sim:MI100"] and len(list(tmp_path.glob("probe-*.json"))) == 2
+    lines: list = []
+    again = report.probe_rows(["MI100", "V100"], verify=300, gpu=False, workers=1, progress=lines.append)
+    assert again == first and calls == ["sim:V100", "sim:MI100"]
+    assert lines == ["probed sim:V100 fp16->fp32 (1 of 2): sim:V100 model (cached)",
+                     "probed sim:MI100 fp16->fp32 (2 of 2): sim:MI100 model (cached)"]
+    report.probe_rows(["V100"], verify=301, gpu=False, workers=1, progress=False)
+    assert calls[-1] == "sim:V100" and len(calls) == 3
+    for f in tmp_path.glob("probe-*.json"):
+        f.write_text("{not json")
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert len(calls) == 4
+    monkeypatch.setattr(report, "_source_hash", lambda: "other code")
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert len(calls) == 5
+    monkeypatch.setenv("BLOCKFMA_CACHE", "off")
+    for f in tmp_path.glob("probe-*.json"):
+        f.unlink()
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert len(calls) == 7 and not list(tmp_path.iterdir())
+
+
+def test_a_real_probe_row_comes_back_from_the_cache_unchanged(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BLOCKFMA_CACHE", str(tmp_path))
+    job = ("sim:MI100", "fp16", "fp32", ("MI100", "fp16", "fp32", None))
+    row = report.probe_row(*job, verify=300)
+    assert report._probe_cache(job, 300) is None
+    report._probe_cache(job, 300, row)
+    assert report._probe_cache(job, 300) == row and report._probe_cache(job, 299) is None
+
+
+def test_a_long_wait_for_the_probe_workers_is_said_every_30_s(monkeypatch) -> None:
+    """While no worker has finished for 30 s, a line names the probes not done yet (no silent minutes)."""
+    import queue
+
+    monkeypatch.setattr(report, "probe_row", _fake_probe([]))
+    lines: list = []
+    run = report._ProbeRun(["V100", "MI100"], 300, False, 1, lines.append)
+    waits = []
+
+    class Slow:
+        def get(self, timeout):
+            waits.append(timeout)
+            if len(waits) < 3:
+                raise queue.Empty
+            return 0, {"summary": "V100 model", "seconds": 61.0}, None
+
+    run.remote, run.done = [0], Slow()
+    rows = run.rows()
+    assert waits == [30, 30, 30] and rows[0]["seconds"] == 61.0
+    assert lines == ["probes not done yet: sim:V100", "probes not done yet: sim:V100",
+                     "probed sim:V100 fp16->fp32 (1 of 2): V100 model (61.0 s)",
+                     "probing sim:MI100 fp16->fp32 (2 of 2) ...", "probed sim:MI100 fp16->fp32 (2 of 2): sim:MI100 model (1.5 s)"]
