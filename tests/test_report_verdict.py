@@ -166,6 +166,6 @@ def test_a_long_wait_for_the_probe_workers_is_said_every_30_s(monkeypatch) -> No
     run.remote, run.done = [0], Slow()
     rows = run.rows()
     assert waits == [30, 30, 30] and rows[0]["seconds"] == 61.0
-    assert lines == ["probes not done yet: sim:V100", "probes not done yet: sim:V100",
+    assert lines == ["probes not done yet: sim:V100 fp16", "probes not done yet: sim:V100 fp16",
                      "probed sim:V100 fp16->fp32 (1 of 2): V100 model (61.0 s)",
                      "probing sim:MI100 fp16->fp32 (2 of 2) ...", "probed sim:MI100 fp16->fp32 (2 of 2): sim:MI100 model (1.5 s)"]

@@ -385,7 +385,7 @@ class _ProbeRun:
                 try:
                     i, out[i], exc = self.done.get(timeout=30)
                 except queue.Empty:
-                    left = [self.jobs[j][0] for j in self.remote if out[j] is None]
+                    left = [" ".join(self.jobs[j][:2]) for j in self.remote if out[j] is None]
                     self.say(f"probes not done yet: {', '.join(left)}")
                     continue
                 if exc is not None:
