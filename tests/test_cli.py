@@ -300,15 +300,17 @@ def test_report_progress_goes_to_the_function_given(capsys: pytest.CaptureFixtur
     lines: list[str] = []
     secs = report.sections(["V100"], ("fp16",), probes=False, progress=lambda ln: lines.append(ln.split("] ", 1)[1]))
     assert [s.key for s in secs] == ["verdict", "features", "fttn", "questions", "confidence"]
-    assert lines[:2] == ["report: replaying the recorded hardware outputs through the presets ...",
+    assert lines[:3] == ["report: replaying the recorded hardware outputs through the presets ...",
+                         "replaying the golden data through the presets ...",  # each part of it (V100: no records)
                          "report: feature table and FTTN porting GEMM (K = 8192) on V100 ..."]
-    assert len(lines) == 3 and lines[2].startswith("report: done in ")
+    assert len(lines) == 4 and lines[3].startswith("report: done in ")
     capsys.readouterr()
     report.sections(["V100"], ("fp16",), probes=False, progress=False)
     report.sections(["V100"], ("fp16",), probes=False)  # None: stderr is no terminal here
     assert capsys.readouterr() == ("", "")
     report.sections(["V100"], ("fp16",), probes=False, progress=True)
     assert re.match(r"\[ *\d+ s\] report: replaying the recorded hardware outputs through the presets \.\.\.\n"
+                    r"\[ *\d+ s\] replaying the golden data through the presets \.\.\.\n"
                     r"\[ *\d+ s\] report: feature table and FTTN porting GEMM \(K = 8192\) on V100 \.\.\.\n",
                     capsys.readouterr().err)
     with pytest.raises(ValueError, match=r"^progress='yes': must be True, False, None"):

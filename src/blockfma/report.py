@@ -565,7 +565,7 @@ def _verdict_section(hw: list[Device] | None, questions: list[dict[str, Any]], s
     """The recorded hardware outputs replayed through the presets."""
     if say:
         say("report: replaying the recorded hardware outputs through the presets ...")
-    replays = _replay.replay_all(False, devices=None if hw is None else {d.name for d in hw})
+    replays = _replay.replay_all(say or False, devices=None if hw is None else {d.name for d in hw})
     missing = _replay.golden_missing() and ("the golden data of Khattak & Mikaitis, not found here (BLOCKFMA_GOLDEN: "
                                             "the folder that holds khattak-mikaitis/)")  # no path of this machine
     lines = verdict_lines(replays, hw if hw is not None else hardware(), questions, missing)

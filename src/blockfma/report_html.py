@@ -137,8 +137,8 @@ def _section(key: str, s: dict[str, Any], figs: dict[str, str]) -> str:
     elif s.get("intro"):
         parts.append(f"<p>{_e(s['intro'])}</p>")
     parts.append(figs.get(key, ""))
-    if key == "features":
-        parts.append(_glance([r for r in s["rows"] if r.get("pair") in HEATMAP_PAIRS]))
+    if key == "features" and (glance := [r for r in s["rows"] if r.get("pair") in HEATMAP_PAIRS]):
+        parts.append(_glance(glance))
     table = _table(s["rows"], s["columns"])
     if len(s["rows"]) > LONG:
         table = f"<details><summary>The table: {len(s['rows'])} rows</summary>{table}</details>"
