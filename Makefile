@@ -14,8 +14,8 @@ $(BIN)/python:
 
 # pip is quiet, so the line before it says what it does and for how long (timed on a 2-core machine: README.md)
 $(STAMP): $(BIN)/python pyproject.toml
-	@echo "make: installing blockfma with numpy, ml_dtypes, numba, z3, cvc5, bitwuzla, matplotlib, pytest" \
-	  "(about 1 to 3 min) ..."
+	@echo "make: installing blockfma with numpy, ml_dtypes, numba, z3, cvc5, bitwuzla, matplotlib, dask, pytest" \
+	  "(about 6 min on a busy 2-core machine) ..."
 	$(BIN)/python -m pip install --quiet -e '.[test,fast]'
 	touch $(STAMP)
 
@@ -42,8 +42,9 @@ torch: $(TORCH)
 # as black boxes too (their rows kept in ~/.cache/blockfma, so the next run reads them).
 demo: $(STAMP)
 	$(BIN)/blockfma report --no-probes --progress
-	@echo "make: the whole report, with ten presets probed as black boxes: make report (minutes the first time," \
-	  "seconds after: the probe rows are cached); as one HTML page: $(BIN)/blockfma report --html report.html"
+	@echo "make: the whole report, with ten presets probed as black boxes: make report (about 6 min the first" \
+	  "time on a busy 2-core machine, 15 s after: the probe rows are cached); as one HTML page:" \
+	  "$(BIN)/blockfma report --html report.html"
 
 report: $(STAMP)
 	$(BIN)/blockfma report --progress
