@@ -85,13 +85,19 @@ def test_golden_data_absent_is_said_not_hidden(tmp_path, monkeypatch) -> None:
     assert lines[0] == f"Not replayed: {why}."
 
 
-def test_probes_run_in_worker_processes_as_here() -> None:
-    """Two targets in two spawned processes give the rows one process gives (seconds aside)."""
+def test_probes_run_in_worker_processes_as_here(tmp_path, monkeypatch) -> None:
+    """Two targets in two spawned processes give the rows one process gives (seconds aside), and a real row
+    comes back from the on-disk cache unchanged."""
     here = report.probe_rows(["V100", "MI100"], verify=300, gpu=False, workers=1, progress=False)
     there = report.probe_rows(["V100", "MI100"], verify=300, gpu=False, workers=2, progress=False)
     for a, b in zip(here, there, strict=True):
         assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
     assert [r["target"] for r in here] == ["sim:V100", "sim:MI100"] and all(r["same as preset"] for r in here)
+    monkeypatch.setenv("BLOCKFMA_CACHE", str(tmp_path))
+    job = ("sim:MI100", "fp16", "fp32", ("MI100", "fp16", "fp32", None))
+    assert report._probe_cache(job, 300) is None
+    report._probe_cache(job, 300, here[1])
+    assert report._probe_cache(job, 300) == here[1] and report._probe_cache(job, 299) is None
 
 
 def test_smt_timeout_is_checked_before_the_work() -> None:
@@ -136,15 +142,6 @@ def test_probe_rows_are_read_from_the_cache_of_the_same_code(tmp_path, monkeypat
     report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
     report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
     assert len(calls) == 7 and not list(tmp_path.iterdir())
-
-
-def test_a_real_probe_row_comes_back_from_the_cache_unchanged(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("BLOCKFMA_CACHE", str(tmp_path))
-    job = ("sim:MI100", "fp16", "fp32", ("MI100", "fp16", "fp32", None))
-    row = report.probe_row(*job, verify=300)
-    assert report._probe_cache(job, 300) is None
-    report._probe_cache(job, 300, row)
-    assert report._probe_cache(job, 300) == row and report._probe_cache(job, 299) is None
 
 
 def test_a_long_wait_for_the_probe_workers_is_said_every_30_s(monkeypatch) -> None:
