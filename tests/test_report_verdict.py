@@ -64,6 +64,22 @@ def test_verdict_says_what_differs_and_the_page_shows_each_mismatch_in_hex() -> 
         assert ", ".join(ex["a"]) in page
 
 
+def test_verdict_headline_is_one_line_and_names_no_path_of_this_machine() -> None:
+    """The section's intro is the verdict in one line (what differs counted); the lines it rests on follow as
+    notes, the missing golden data said without the folder searched on this machine."""
+    from types import SimpleNamespace
+
+    rec, name, entry, _ = replay.record_paths()[0]
+    bad = replay.record_path(rec, name, entry, model=bf.device("V100").model("fp16", "fp32"))
+    fake = SimpleNamespace(replay_all=lambda *args, **kwargs: [bad],
+                           golden_missing=lambda: "golden data not found at /home/someone/golden (BLOCKFMA_GOLDEN unset)")
+    sec = report._verdict_section([bf.device("H100")], [], None, fake)
+    assert sec.intro == (f"{bad.rows:,} recorded hardware rows of H100 replayed through the presets: "
+                         f"{bad.mismatches:,} of them differ.")
+    assert any(n.startswith("Not replayed: the golden data of Khattak & Mikaitis, not found here") for n in sec.notes)
+    assert "/home" not in sec.intro + " ".join(sec.notes)
+
+
 def test_golden_data_replayed_where_present() -> None:
     golden_dir("khattak-mikaitis")  # skips with the reason where absent
     sets = replay.golden(devices=["V100", "A100"])

@@ -571,7 +571,7 @@ def _verdict_section(hw: list[Device] | None, questions: list[dict[str, Any]], s
     lines = verdict_lines(replays, hw if hw is not None else hardware(), questions, missing)
     n, bad = sum(r.rows for r in replays), sum(r.mismatches for r in replays)
     head = (f"{n:,} recorded hardware rows of {', '.join(sorted({r.device for r in replays}))} replayed through the "
-            f"presets: {f'{bad:,} differ' if bad else 'all bit for bit'}." if n else "No recorded hardware rows here.")
+            f"presets: {f'{bad:,} of them differ' if bad else 'all bit for bit'}." if n else "No hardware rows here.")
     return Section(
         "verdict", "Verdict: the presets against recorded hardware outputs", VERDICT_COLUMNS,
         verdict_rows(replays), intro=head,
