@@ -5,13 +5,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TORCH  := $(VENV)/.torch
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo report torch test test-all lint bench clean
 
 $(BIN)/python:
+	@echo "make: creating $(VENV) and upgrading pip ..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# pip is quiet, so the line before it says what it does and for how long (timed on a 2-core machine: README.md)
 $(STAMP): $(BIN)/python pyproject.toml
+	@echo "make: installing blockfma with numpy, ml_dtypes, numba, z3, cvc5, bitwuzla, matplotlib, dask, pytest" \
+	  "(about 6 min on a busy 2-core machine) ..."
 	$(BIN)/python -m pip install --quiet -e '.[test,fast]'
 	touch $(STAMP)
 
@@ -21,6 +25,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 # the differential test tests/test_mmasim.py, which skips where it is missing. With torch, Triton too: its
 # interpreter (TRITON_INTERPRET=1) runs our own GPU kernel on the CPU in tests/test_triton_engine.py.
 $(TORCH): $(STAMP)
+	@echo "make: installing torch (CPU build), mmasim and triton (a few minutes) ..."
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0+cpu' || \
 	  echo "note: no CPU build of torch 2.13.0 here; the GPU-engine tests will be skipped"
 	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet --no-deps 'mmasim==2.1.1' || \
@@ -29,8 +34,20 @@ $(TORCH): $(STAMP)
 	  echo "note: triton 3.9.0 not installable here; tests/test_triton_engine.py will be skipped"; } || true
 	touch $(TORCH)
 
+# torch for README's PyTorch example and blockfma.torch (make test installs it too)
+torch: $(TORCH)
+
+# The report without its probe section, a line per step on stderr even in a pipe or a log: the first run
+# compiles numba's kernels (cached in __pycache__ after). `make report`: the whole report, ten presets probed
+# as black boxes too (their rows kept in ~/.cache/blockfma, so the next run reads them).
 demo: $(STAMP)
-	$(BIN)/blockfma report
+	$(BIN)/blockfma report --no-probes --progress
+	@echo "make: the whole report, with ten presets probed as black boxes: make report (about 6 min the first" \
+	  "time on a busy 2-core machine, 15 s after: the probe rows are cached); as one HTML page:" \
+	  "$(BIN)/blockfma report --html report.html"
+
+report: $(STAMP)
+	$(BIN)/blockfma report --progress
 
 # CI subset: everything except tests marked slow (exhaustive sweeps), on every core (pytest-xdist: the
 # tests are independent; on CI's two cores the suite takes about half the time of one process).

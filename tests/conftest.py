@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+
+# the report's probe rows are computed in the tests, not read from a cache of earlier runs (blockfma.report's
+# _probe_cache; tests/test_report_verdict.py tests the cache in a folder of its own)
+os.environ["BLOCKFMA_CACHE"] = "off"
 
 from helpers import bits
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -277,7 +278,9 @@ def test_report_says_what_it_is_doing(report_out: dict[str, str]) -> None:
     """--progress: a line per section and per probe target as it ends (the probes run in worker processes
     beside the rest; a person at a terminal sees the first line at once), on stderr, so stdout holds the
     report alone."""
-    lines = report_out["progress"].splitlines()
+    stamped = report_out["progress"].splitlines()
+    assert all(re.match(r"\[ *\d+ s\] ", ln) for ln in stamped)  # each line after the seconds since the start
+    lines = [ln.split("] ", 1)[1] for ln in stamped]
     assert lines[0] == "report: probing 4 targets, 2 at a time in worker processes ..."
     assert "report: replaying the recorded hardware outputs through the presets ..." in lines
     assert "report: feature table and FTTN porting GEMM (K = 8192) on V100, H100, MI100 ..." in lines
@@ -295,18 +298,21 @@ def test_report_progress_goes_to_the_function_given(capsys: pytest.CaptureFixtur
     from blockfma import report
 
     lines: list[str] = []
-    secs = report.sections(["V100"], ("fp16",), probes=False, progress=lines.append)
+    secs = report.sections(["V100"], ("fp16",), probes=False, progress=lambda ln: lines.append(ln.split("] ", 1)[1]))
     assert [s.key for s in secs] == ["verdict", "features", "fttn", "questions", "confidence"]
-    assert lines[:2] == ["report: replaying the recorded hardware outputs through the presets ...",
+    assert lines[:3] == ["report: replaying the recorded hardware outputs through the presets ...",
+                         "replaying the golden data through the presets ...",  # each part of it (V100: no records)
                          "report: feature table and FTTN porting GEMM (K = 8192) on V100 ..."]
-    assert len(lines) == 3 and lines[2].startswith("report: done in ")
+    assert len(lines) == 4 and lines[3].startswith("report: done in ")
     capsys.readouterr()
     report.sections(["V100"], ("fp16",), probes=False, progress=False)
     report.sections(["V100"], ("fp16",), probes=False)  # None: stderr is no terminal here
     assert capsys.readouterr() == ("", "")
     report.sections(["V100"], ("fp16",), probes=False, progress=True)
-    assert capsys.readouterr().err.startswith("report: replaying the recorded hardware outputs through the presets ...\n"
-                                              "report: feature table and FTTN porting GEMM (K = 8192) on V100 ...\n")
+    assert re.match(r"\[ *\d+ s\] report: replaying the recorded hardware outputs through the presets \.\.\.\n"
+                    r"\[ *\d+ s\] replaying the golden data through the presets \.\.\.\n"
+                    r"\[ *\d+ s\] report: feature table and FTTN porting GEMM \(K = 8192\) on V100 \.\.\.\n",
+                    capsys.readouterr().err)
     with pytest.raises(ValueError, match=r"^progress='yes': must be True, False, None"):
         report.sections(["V100"], ("fp16",), probes=False, progress="yes")
     with pytest.raises(ValueError, match=r"^fttn_inputs=\('fp64',\): FTTN's GEMM runs on fp16 and bf16 inputs only; "

@@ -8,6 +8,7 @@ The report runs once for the module (four presets, no probes: some seconds) thro
 from __future__ import annotations
 
 import base64
+import html
 import html.parser
 import io
 import json
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from blockfma import report_html
 from blockfma.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -121,11 +123,94 @@ def test_figures_are_inline_pngs_that_decode(page: dict) -> None:
     from matplotlib import image
 
     imgs = [a for t, a in _tags(page["html"]) if t == "img"]
-    assert len(imgs) == 2
+    assert len(imgs) == 1
     for a in imgs:
         assert a["src"].startswith("data:image/png;base64,") and a["alt"]
         pixels = image.imread(io.BytesIO(base64.b64decode(a["src"].split(",", 1)[1])), format="png")
         assert pixels.shape[0] > 200 and pixels.shape[1] > 400 and pixels.std() > 0.05
+
+
+def test_verdict_is_one_line_first_without_a_path_of_this_machine(page: dict) -> None:
+    verdict = page["data"]["sections"]["verdict"]
+    assert re.fullmatch(r"[\d,]+ recorded hardware rows of [A-Z0-9, ]+ replayed through the presets: all bit for "
+                        r"bit\.", verdict["intro"]), verdict["intro"]
+    box = page["html"].split('<div class="verdict">', 1)[1].split("</div>", 1)[0]
+    assert box.startswith(f"<b>{verdict['intro']}</b><ul")
+    text = page["html"] + page["text"] + json.dumps(page["data"]["sections"])
+    assert str(Path.home()) not in text and str(Path(__file__).resolve().parents[1]) not in text
+    assert not re.search(r"(?<![\w.])/(work|home|tmp|usr|root)/", text)
+
+
+def _glance(page: dict) -> tuple[list[list[str]], dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """The feature table at a glance: its rows (cells' text), each column's colour per value in the cells, and the
+    key's colour per value."""
+    part = page["html"].split("<table class=glance>", 1)[1]
+    table, key = part.split("</table>", 1)
+    head = re.findall(r"<th>([^<]*)</th>", table.split("</thead>")[0])
+    rows = [[html.unescape(c) for c in re.findall(r"<t[hd][^>]*>([^<]*)</t[hd]>", r)]
+            for r in table.split("</thead>")[1].split("<tr>")[1:]]
+    styles = [re.findall(r'<td style="background:(#[0-9a-f]{6})">', r) for r in table.split("<tr>")[2:]]
+    cells: dict[str, dict[str, str]] = {c: {} for c in head[3:]}
+    for row, colours in zip(rows, styles, strict=True):
+        for c, v, colour in zip(head[3:], row[3:], colours, strict=True):
+            assert cells[c].setdefault(v, colour) == colour, (c, v)  # one value, one colour
+    keyed = {m[0]: {c: html.unescape(v) for c, v in re.findall(r'<span style="background:(#[0-9a-f]{6})">([^<]*)</span>',
+                                                             m[1])}
+             for m in re.findall(r"<li><b>([^<]*)</b>: (.*?)</li>", key.split("</ul>")[0])}
+    return rows, cells, {c: {v: k for k, v in d.items()} for c, d in keyed.items()}
+
+
+def test_feature_glance_has_categorical_colours_a_key_and_rows_told_apart(page: dict) -> None:
+    """Each value of a column has one colour, different values different colours, the key gives the same colour
+    for every value; every row's label (device, instruction, pair) is its own."""
+    rows, cells, key = _glance(page)
+    assert len(rows) >= 10 and len({tuple(r[:3]) for r in rows}) == len(rows)
+    assert {("V100", "mma", "fp16->fp32"), ("V100", "mma.f16c", "fp16->fp32")} <= {tuple(r[:3]) for r in rows}
+    assert key == cells and list(key) == list(report_html.GLANCE)
+    for values in cells.values():
+        assert len(set(values.values())) == len(values)  # a colour stands for one value
+    assert {"4", "8", "16"} <= set(cells["L"]) and {"TowardZero", "TowardZero@13b"} <= set(cells["rounding"])
+
+
+def test_text_of_the_page_and_its_figure_is_at_least_11_px(page: dict) -> None:
+    """The CSS sizes of the page's text, and every text of the FTTN figure at the resolution the page embeds it
+    (which the 1400 px window of the browser tests shows unscaled)."""
+    from matplotlib import image
+    from matplotlib.text import Text
+
+    from blockfma import plot
+    from blockfma.experiments import fttn
+
+    sizes = [float(x) for x in re.findall(r"font-size:([\d.]+)px", page["html"].split("</style>")[0])]
+    assert sizes and min(sizes) >= 11
+    fig = plot.porting_bars(page["data"]["sections"]["fttn"]["rows"], exact=fttn.EXACT)
+    texts = [t for t in fig.findobj(Text) if t.get_text().strip()]
+    assert len(texts) > 10 and min(t.get_fontsize() for t in texts) * 110 / 72 >= 11
+    img = next(a for t, a in _tags(page["html"]) if t == "img")
+    width = image.imread(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), format="png").shape[1]
+    assert width <= 1400 - 2 * 24  # the page's content width at 1400 px: the figure is not scaled down
+
+
+def test_fttn_figure_labels_each_d_so_the_differences_show(page: dict) -> None:
+    """191.875 (H100, B200) and 0.0 (V100, A100) are written on their bars and in the image's text, on an axis of
+    D - exact (symmetric log), where 191.875 and 192 lie apart."""
+    from matplotlib.text import Text
+
+    from blockfma import plot
+    from blockfma.experiments import fttn
+
+    rows = page["data"]["sections"]["fttn"]["rows"]
+    fig = plot.porting_bars(rows, exact=fttn.EXACT)
+    labels = [t.get_text().strip() for t in fig.axes[0].findobj(Text)]
+    assert labels.count("191.875") == 2 and labels.count("0.0") == 2
+    assert fig.axes[0].get_xscale() == "symlog"
+    x = fig.axes[0].transData.transform
+    assert abs(x((fttn.EXACT - 191.875, 0))[0] - x((192.0 - fttn.EXACT, 0))[0]) > 50  # pixels apart
+    more = plot.porting_bars([{"device": "MI300X", "D_fp16": 191.8125}, {"device": "exact", "D_fp16": 192.0}],
+                             exact=fttn.EXACT)
+    assert {"191.8125", "192.0"} <= {t.get_text().strip() for t in more.axes[0].findobj(Text)}
+    img = next(a for t, a in _tags(page["html"]) if t == "img")
+    assert "H100 191.875" in img["alt"] and "V100 0.0" in img["alt"]
 
 
 def test_page_refers_to_nothing_outside_itself(page: dict) -> None:
@@ -156,7 +241,10 @@ def test_chromium_renders_tables_and_figures(page: dict) -> None:
     dom = _chromium("--dump-dom", page["path"].as_uri())
     assert dom.returncode == 0, dom.stderr[-500:]
     assert dom.stdout.count("<table") == page["html"].count("<table") >= 6
-    assert dom.stdout.count("<img") == 2
+    assert dom.stdout.count("<img") == 1
+    # the new figures as Chromium built them: the key, labels that tell rows apart, the FTTN values in the image
+    assert '<ul class="key"><li>Key: a colour stands for one value within its column.</li>' in dom.stdout
+    assert "<th>mma.f16c</th>" in dom.stdout and 'alt="D per device: V100 0.0; A100 0.0; H100 191.875' in dom.stdout
     shot = page["folder"] / "shot.png"
     run = _chromium(f"--screenshot={shot}", "--window-size=1400,2400", page["path"].as_uri())
     assert run.returncode == 0 and shot.exists(), run.stderr[-500:]

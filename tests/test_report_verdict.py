@@ -64,6 +64,22 @@ def test_verdict_says_what_differs_and_the_page_shows_each_mismatch_in_hex() -> 
         assert ", ".join(ex["a"]) in page
 
 
+def test_verdict_headline_is_one_line_and_names_no_path_of_this_machine() -> None:
+    """The section's intro is the verdict in one line (what differs counted); the lines it rests on follow as
+    notes, the missing golden data said without the folder searched on this machine."""
+    from types import SimpleNamespace
+
+    rec, name, entry, _ = replay.record_paths()[0]
+    bad = replay.record_path(rec, name, entry, model=bf.device("V100").model("fp16", "fp32"))
+    fake = SimpleNamespace(replay_all=lambda *args, **kwargs: [bad],
+                           golden_missing=lambda: "golden data not found at /home/someone/golden (BLOCKFMA_GOLDEN unset)")
+    sec = report._verdict_section([bf.device("H100")], [], None, fake)
+    assert sec.intro == (f"{bad.rows:,} recorded hardware rows of H100 replayed through the presets: "
+                         f"{bad.mismatches:,} of them differ.")
+    assert any(n.startswith("Not replayed: the golden data of Khattak & Mikaitis, not found here") for n in sec.notes)
+    assert "/home" not in sec.intro + " ".join(sec.notes)
+
+
 def test_golden_data_replayed_where_present() -> None:
     golden_dir("khattak-mikaitis")  # skips with the reason where absent
     sets = replay.golden(devices=["V100", "A100"])
@@ -85,15 +101,84 @@ def test_golden_data_absent_is_said_not_hidden(tmp_path, monkeypatch) -> None:
     assert lines[0] == f"Not replayed: {why}."
 
 
-def test_probes_run_in_worker_processes_as_here() -> None:
-    """Two targets in two spawned processes give the rows one process gives (seconds aside)."""
+def test_probes_run_in_worker_processes_as_here(tmp_path, monkeypatch) -> None:
+    """Two targets in two spawned processes give the rows one process gives (seconds aside), and a real row
+    comes back from the on-disk cache unchanged."""
     here = report.probe_rows(["V100", "MI100"], verify=300, gpu=False, workers=1, progress=False)
     there = report.probe_rows(["V100", "MI100"], verify=300, gpu=False, workers=2, progress=False)
     for a, b in zip(here, there, strict=True):
         assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
     assert [r["target"] for r in here] == ["sim:V100", "sim:MI100"] and all(r["same as preset"] for r in here)
+    monkeypatch.setenv("BLOCKFMA_CACHE", str(tmp_path))
+    job = ("sim:MI100", "fp16", "fp32", ("MI100", "fp16", "fp32", None))
+    assert report._probe_cache(job, 300) is None
+    report._probe_cache(job, 300, here[1])
+    assert report._probe_cache(job, 300) == here[1] and report._probe_cache(job, 299) is None
 
 
 def test_smt_timeout_is_checked_before_the_work() -> None:
     with pytest.raises(ValueError, match=r"^smt_timeout=-1: must be a positive number of seconds"):
         report.sections(["V100"], probes=False, smt_timeout=-1)
+
+
+# --- the probe rows kept on disk ---------------------------------------------------------------------------------
+def _fake_probe(calls: list) -> object:
+    def probe_row(spec, inp, out, preset, verify=2000):
+        calls.append(spec)
+        return {"target": spec, "pair": f"{inp}->{out}", "k": 4, "verified": True, "summary": f"{spec} model",
+                "seconds": 1.5, "same as preset": True, "F": None}
+    return probe_row
+
+
+def test_probe_rows_are_read_from_the_cache_of_the_same_code(tmp_path, monkeypatch) -> None:
+    """A second run reads the rows the first kept (saying so), in the jobs' order; another verify, other code
+    (another source hash) or an unreadable file probe again; BLOCKFMA_CACHE=off keeps nothing."""
+    calls: list = []
+    monkeypatch.setattr(report, "probe_row", _fake_probe(calls))
+    monkeypatch.setenv("BLOCKFMA_CACHE", str(tmp_path))
+    first = report.probe_rows(["V100", "MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert calls == ["sim:V100", "sim:MI100"] and len(list(tmp_path.glob("probe-*.json"))) == 2
+    lines: list = []
+    again = report.probe_rows(["MI100", "V100"], verify=300, gpu=False, workers=1, progress=lines.append)
+    assert again == first and calls == ["sim:V100", "sim:MI100"]
+    assert lines == ["probed sim:V100 fp16->fp32 (1 of 2): sim:V100 model (cached)",
+                     "probed sim:MI100 fp16->fp32 (2 of 2): sim:MI100 model (cached)"]
+    report.probe_rows(["V100"], verify=301, gpu=False, workers=1, progress=False)
+    assert calls[-1] == "sim:V100" and len(calls) == 3
+    for f in tmp_path.glob("probe-*.json"):
+        f.write_text("{not json")
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert len(calls) == 4
+    monkeypatch.setattr(report, "_source_hash", lambda: "other code")
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert len(calls) == 5
+    monkeypatch.setenv("BLOCKFMA_CACHE", "off")
+    for f in tmp_path.glob("probe-*.json"):
+        f.unlink()
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    report.probe_rows(["MI100"], verify=300, gpu=False, workers=1, progress=False)
+    assert len(calls) == 7 and not list(tmp_path.iterdir())
+
+
+def test_a_long_wait_for_the_probe_workers_is_said_every_30_s(monkeypatch) -> None:
+    """While no worker has finished for 30 s, a line names the probes not done yet (no silent minutes)."""
+    import queue
+
+    monkeypatch.setattr(report, "probe_row", _fake_probe([]))
+    lines: list = []
+    run = report._ProbeRun(["V100", "MI100"], 300, False, 1, lines.append)
+    waits = []
+
+    class Slow:
+        def get(self, timeout):
+            waits.append(timeout)
+            if len(waits) < 3:
+                raise queue.Empty
+            return 0, {"summary": "V100 model", "seconds": 61.0}, None
+
+    run.remote, run.done = [0], Slow()
+    rows = run.rows()
+    assert waits == [30, 30, 30] and rows[0]["seconds"] == 61.0
+    assert lines == ["probes not done yet: sim:V100 fp16", "probes not done yet: sim:V100 fp16",
+                     "probed sim:V100 fp16->fp32 (1 of 2): V100 model (61.0 s)",
+                     "probing sim:MI100 fp16->fp32 (2 of 2) ...", "probed sim:MI100 fp16->fp32 (2 of 2): sim:MI100 model (1.5 s)"]

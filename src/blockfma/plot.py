@@ -19,7 +19,7 @@ from typing import Any
 from .optional import hint, require
 
 __all__ = ["HINT", "save", "fig_3_1", "fig_4_3", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
-           "valero_lara_fig_5", "ozaki_slices", "accuracy_table", "porting_bars", "feature_heatmap", "png_bytes"]
+           "valero_lara_fig_5", "ozaki_slices", "accuracy_table", "porting_bars", "png_bytes"]
 
 HINT = hint("plot")
 Rows = Sequence[dict[str, Any]]
@@ -331,58 +331,32 @@ def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> An
 
 # ---------------------------------------------------------------------------------------------- the report
 
-def porting_bars(rows: Rows, exact: float | None = None, path: str | os.PathLike[str] | None = None) -> Any:
+def porting_bars(rows: Rows, exact: float, path: str | os.PathLike[str] | None = None) -> Any:
     """FTTN's porting GEMM per device (:func:`blockfma.report.fttn_rows`): D with fp16 (and bf16) inputs as
-    horizontal bars, FTTN's published value as a mark, the exact answer as a line."""
-    fig, axes = _figure(1, 1, width=7.0, height=0.32 * max(len(rows), 4) + 1.0)
+    horizontal bars of D - ``exact`` on a symmetric log axis, so that 191.875, 191.8125 and 192 stand apart as
+    clearly as 0 and 255.875, each bar labelled with D; FTTN's published value as a mark."""
+    fig, axes = _figure(1, 1, width=8.0, height=0.45 * max(len(rows), 4) + 1.2)
     ax = axes[0][0]
-    names = [r["device"] for r in rows]
-    ys = list(range(len(rows)))
+    ys = range(len(rows))
     for shift, key, color in ((-0.2, "D_fp16", "#1f77b4"), (0.2, "D_bf16", "#ff7f0e")):
         vals = [_num(r.get(key)) for r in rows]
-        ax.barh([y + shift for y in ys], [0.0 if math.isnan(v) else v for v in vals], height=0.38, color=color,
-                label=key.replace("D_", "D, ") + " inputs")
-    published = [(y, _num(r.get("FTTN"))) for y, r in zip(ys, rows) if r.get("FTTN") is not None]
-    if published:
-        ax.plot([v for _, v in published], [y - 0.2 for y, _ in published], "k|", markersize=12,
-                label="FTTN's measurement")
-    if exact is not None:
-        ax.axvline(exact, color="#2ca02c", linestyle="--", linewidth=1, label=f"exact {exact:g}")
-    ax.set_yticks(ys, names, fontsize=8)
+        ax.barh([y + shift for y in ys], [0.0 if math.isnan(v) else v - exact for v in vals], height=0.38,
+                color=color, label=key.replace("D_", "D, ") + " inputs")
+        for y, v in zip(ys, vals):
+            if not math.isnan(v):
+                ax.annotate(f" {v!r} ", (v - exact, y + shift), va="center", ha="left" if v >= exact else "right",
+                            fontsize=8.5)
+    ax.plot([_num(r.get("FTTN")) - exact for r in rows], [y - 0.2 for y in ys], "k|", markersize=12,
+            label="FTTN's measurement")  # nan (not measured by FTTN): no mark
+    ax.set_xscale("symlog", linthresh=2**-6, linscale=0.5)
+    ax.set_xticks(ticks := [-100, -10, -1, -0.1, 0, 0.1, 1, 10, 100], [f"{t:g}" for t in ticks])
+    ax.set_xlim(-2**10, 2**9)
+    ax.axvline(0, color="#2ca02c", linestyle="--", linewidth=1, label=f"exact {exact!r}")
+    ax.set_yticks(list(ys), [r["device"] for r in rows], fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel("D = C - A·B (C = 2^20, K = 8192)")
-    ax.set_title("FTTN's porting GEMM on each device", fontsize=10)
-    _legend(ax)
-    return _done(fig, path)
-
-
-def feature_heatmap(rows: Rows, columns: Sequence[str] = ("L", "F", "e_zero", "alignment", "rounding", "subnormals",
-                                                            "nan"), path: str | os.PathLike[str] | None = None) -> Any:
-    """The feature table (:func:`blockfma.report.feature_rows`) as a heat-map: a row per device and format
-    pair, a column per feature, each column's values coloured by rank (numbers) or by kind (words), the
-    value written in its cell."""
-    fig, axes = _figure(1, 1, width=1.0 * len(columns) + 3.2, height=0.2 * max(len(rows), 4) + 0.8)
-    ax = axes[0][0]
-    grid = []
-    for c in columns:
-        vals = [r.get(c) for r in rows]
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals if v is not None)
-        keys = sorted({v for v in vals if v is not None}, key=lambda v: (str(type(v)), v if numeric else str(v)))
-        rank = {v: i / max(len(keys) - 1, 1) for i, v in enumerate(keys)}
-        grid.append([rank[v] if v is not None else math.nan for v in vals])
-    data = [list(col) for col in zip(*grid)] if rows else [[math.nan] * len(columns)]
-    ax.imshow(data, aspect="auto", cmap="viridis", interpolation="nearest")
-    for i, r in enumerate(rows):
-        for j, c in enumerate(columns):
-            v = r.get(c)
-            text = "-" if v is None else ("yes" if v is True else "no" if v is False else str(v))
-            shade = data[i][j]
-            ax.text(j, i, text[:18], ha="center", va="center", fontsize=5.5,
-                    color="black" if not math.isnan(shade) and shade > 0.6 else "white")
-    ax.set_xticks(range(len(columns)), list(columns), fontsize=8)
-    ax.xaxis.tick_top()
-    ax.set_yticks(range(len(rows)), [f"{r['device']} {r['pair']}" for r in rows], fontsize=6)
-    ax.set_title("Features per device and format pair (colour: the value's rank in its column)", fontsize=9)
+    ax.set_xlabel(f"D - {exact!r} (symmetric log scale; D = C - A·B, C = 2^20, K = 8192)")
+    ax.set_title("FTTN's porting GEMM on each device: what each loses of the exact answer", fontsize=10)
+    _legend(ax, fontsize=8.5)
     return _done(fig, path)
 
 

@@ -255,20 +255,6 @@ PROBE_COLUMNS = ["target", "pair", "k", "verified", "family", "L", "F", "e_zero"
                  "calls", "rows", "seconds"]
 
 
-def _probe_jobs(names: set[str] | None, gpu: bool) -> list[tuple[str, str, str, tuple | None]]:
-    """(target, input, output, the preset as (device, input, output, instruction) or None) per probe."""
-    jobs: list[tuple[str, str, str, tuple | None]] = []
-    for name, inp, out, ins in PROBED:
-        if names is None or name in names:
-            jobs.append((f"sim:{name}" + (f":{ins}" if ins else ""), inp, out, (name, inp, out, ins)))
-    if gpu:
-        from .probes import cuda
-
-        if cuda.available():
-            jobs.append(("cuda", "fp16", "fp32", None))
-    return jobs
-
-
 def probe_row(spec: str, inp: str, out: str, preset: tuple | None, verify: int = 2000) -> dict[str, Any]:
     """One probe of :func:`probe_rows` (``preset``: (device, input, output, instruction) whose bits the inferred
     model should give, or None), as a row of :data:`PROBE_COLUMNS` plus ``summary``, the model found."""
@@ -292,6 +278,43 @@ def probe_row(spec: str, inp: str, out: str, preset: tuple | None, verify: int =
 _SLOW = ("sim:A100", "sim:Intel AMX", "sim:B200", "sim:H100")  # the probes that take longest
 
 
+@lru_cache(maxsize=None)
+def _source_hash() -> str:
+    """A hash of this package's code and preset data, and of numpy's version."""
+    import hashlib
+    from pathlib import Path
+
+    import numpy
+
+    here, h = Path(__file__).parent, hashlib.sha256(numpy.__version__.encode())
+    for f in sorted(p for p in here.rglob("*") if p.suffix in (".py", ".json")):
+        h.update(f.relative_to(here).as_posix().encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def _probe_cache(job: tuple, verify: int, row: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A simulated target's probe row kept on disk (a probe is seeded: its row is a function of the code, the
+    presets, the versions and the job alone) in $BLOCKFMA_CACHE (default ~/.cache/blockfma; off: none):
+    read (None where absent or unreadable), or written where ``row`` is given."""
+    import hashlib
+    import json
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get("BLOCKFMA_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache",
+                                                      "blockfma")
+    if folder == "off" or not job[0].startswith("sim:"):
+        return None
+    path = Path(folder, f"probe-{hashlib.sha256(repr((_source_hash(), job, verify)).encode()).hexdigest()[:24]}.json")
+    try:
+        if row is None:
+            return found if isinstance(found := json.loads(path.read_text()), dict) else None
+        write_json(path, row, parents=True)
+    except (OSError, ValueError):  # absent, unreadable or not writable: probe again
+        pass
+    return None
+
+
 def _quiet_worker() -> None:
     """Probe workers leave Ctrl-C to the parent, which ends them (no traceback from each)."""
     import signal
@@ -300,22 +323,31 @@ def _quiet_worker() -> None:
 
 
 class _ProbeRun:
-    """The probe jobs, the simulated ones started at once in ``workers`` spawned processes (so that the rest
-    of the report runs beside them), a GPU's in this process when :meth:`rows` is called."""
+    """The probes of :data:`PROBED` (of ``devices``; with ``gpu``, this GPU's too): those the cache holds read
+    from it (:func:`_probe_cache`), the other simulated ones started at once in ``workers`` spawned processes
+    (so that the rest of the report runs beside them), a GPU's in this process when :meth:`rows` is called."""
 
-    def __init__(self, jobs: list[tuple], verify: int, workers: int, say: Any) -> None:
+    def __init__(self, devices: Iterable[str | Device] | None, verify: int, gpu: bool, workers: int | None,
+                 say: Any) -> None:
+        import os
         import queue
 
-        self.jobs, self.verify, self.say = jobs, verify, say
+        from .probes import cuda
+
+        names = None if devices is None else {d.name for d in _resolve(devices, [])}
+        jobs = [(f"sim:{n}" + (f":{ins}" if ins else ""), inp, out, (n, inp, out, ins)) for n, inp, out, ins in PROBED
+                if names is None or n in names] + ([("cuda", "fp16", "fp32", None)] if gpu and cuda.available() else [])
+        workers = min(2, os.cpu_count() or 1) if workers is None else workers
+        self.jobs, self.verify, self.say = jobs, verify, say or (lambda line: None)
         self.done: queue.Queue = queue.Queue()
         self.pool = None
-        self.remote = [i for i, j in enumerate(jobs) if j[0] != "cuda"] if workers > 1 else []
+        self.cached = {i: row for i, j in enumerate(jobs) if (row := _probe_cache(j, verify)) is not None}
+        self.remote = [i for i, j in enumerate(jobs) if j[0] != "cuda" and i not in self.cached] if workers > 1 else []
         if len(self.remote) > 1:
             import multiprocessing
 
             n = min(workers, len(self.remote))
-            if say:
-                say(f"report: probing {len(self.remote)} targets, {n} at a time in worker processes ...")
+            self.say(f"report: probing {len(self.remote)} targets, {n} at a time in worker processes ...")
             ctx = multiprocessing.get_context("spawn")
             self.pool = ctx.Pool(n, initializer=_quiet_worker)
             for i in sorted(self.remote, key=lambda i: jobs[i][0] not in _SLOW):  # the longest first
@@ -331,29 +363,40 @@ class _ProbeRun:
             self.pool.join()
             self.pool = None
 
-    def _said(self, i: int, row: dict[str, Any], n: int) -> None:
-        if self.say:
-            spec, inp, out, _ = self.jobs[i]
-            self.say(f"probed {spec} {inp}->{out} ({n} of {len(self.jobs)}): {row['summary']} "
-                     f"({row['seconds']:.1f} s)")
+    def _said(self, i: int, out: list[Any]) -> None:
+        """Row ``i`` done: kept in the cache (where it was not read from it) and named in a progress line."""
+        if i not in self.cached:
+            _probe_cache(self.jobs[i], self.verify, out[i])
+        spec, inp, fmt, _ = self.jobs[i]
+        took = "cached" if i in self.cached else f"{out[i]['seconds']:.1f} s"
+        self.say(f"probed {spec} {inp}->{fmt} ({sum(r is not None for r in out)} of {len(self.jobs)}): "
+                 f"{out[i]['summary']} ({took})")
 
     def rows(self) -> list[dict[str, Any]]:
+        """Every job's row, in the jobs' order; a progress line as each ends, and every 30 s of waiting."""
+        import queue
+
         out: list[Any] = [None] * len(self.jobs)
         try:
-            for n in range(1, len(self.remote) + 1):
-                i, row, exc = self.done.get()
+            for i, row in self.cached.items():
+                out[i] = row
+                self._said(i, out)
+            while any(out[i] is None for i in self.remote):
+                try:
+                    i, out[i], exc = self.done.get(timeout=30)
+                except queue.Empty:
+                    left = [" ".join(self.jobs[j][:2]) for j in self.remote if out[j] is None]
+                    self.say(f"probes not done yet: {', '.join(left)}")
+                    continue
                 if exc is not None:
                     raise exc
-                out[i] = row
-                self._said(i, row, n)
-            n = len(self.remote)
+                self._said(i, out)
             for i, job in enumerate(self.jobs):
                 if out[i] is None:
-                    n += 1
-                    if self.say:
-                        self.say(f"probing {job[0]} {job[1]}->{job[2]} ({n} of {len(self.jobs)}) ...")
+                    self.say(f"probing {job[0]} {job[1]}->{job[2]} ({sum(r is not None for r in out) + 1} of "
+                             f"{len(self.jobs)}) ...")
                     out[i] = probe_row(*job, self.verify)
-                    self._said(i, out[i], n)
+                    self._said(i, out)
         finally:
             self.close()
         return out
@@ -367,16 +410,7 @@ def probe_rows(devices: Iterable[str | Device] | None = None, *, verify: int = 2
     ``gpu`` and a CUDA GPU that CuPy sees, this GPU's fp16 -> fp32 ``mma.sync`` too.  Some seconds a target,
     ``workers`` at a time (spawned processes; default: two where the machine has two cores, 1: all here);
     ``progress`` (:func:`blockfma.progress.reporter`: None prints on a terminal) names each as it ends."""
-    return _start_probes(devices, verify=verify, gpu=gpu, progress=progress, workers=workers).rows()
-
-
-def _start_probes(devices: Iterable[str | Device] | None, *, verify: int, gpu: bool, progress: Any,
-                  workers: int | None) -> _ProbeRun:
-    import os
-
-    names = None if devices is None else {d.name for d in _resolve(devices, [])}
-    workers = min(2, os.cpu_count() or 1) if workers is None else workers
-    return _ProbeRun(_probe_jobs(names, gpu), verify, workers, reporter(progress))
+    return _ProbeRun(devices, verify, gpu, workers, reporter(progress)).rows()
 
 
 # --- the verdict: recorded hardware outputs replayed --------------------------------------------------------
@@ -503,11 +537,12 @@ def sections(devices: Iterable[str | Device] | None = None,
     :mod:`blockfma.replay`), features, FTTN porting example, one SMT-found input per pair of neighbouring
     generations (``smt_timeout`` seconds each; None: left out), open questions, probes (presets as black
     boxes, and this GPU where there is one; ``workers`` processes, see :func:`probe_rows`), confidence.
-    ``progress`` (:func:`blockfma.progress.reporter`) says what it is doing, section by section."""
+    ``progress`` (:func:`blockfma.progress.reporter`) says what it is doing, section by section, each line
+    after the seconds since the start; the simulated targets' probe rows are kept on disk (:func:`_probe_cache`)."""
     from . import replay as _replay
 
-    say = reporter(progress)
-    t0 = time.perf_counter()
+    t0, said = time.perf_counter(), reporter(progress)
+    say = said and (lambda line: said(f"[{time.perf_counter() - t0:4.0f} s] {line}"))  # each line: when it began
     devs = None if devices is None else _resolve(devices, [])
     hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
     fttn_inputs = _fttn_inputs(fttn_inputs)
@@ -515,7 +550,7 @@ def sections(devices: Iterable[str | Device] | None = None,
         from .arguments import seconds
 
         smt_timeout = seconds("smt_timeout", smt_timeout, none=False)
-    run = _start_probes(hw, verify=2000, gpu=True, progress=say or False, workers=workers) if probes else None
+    run = _ProbeRun(hw, 2000, True, workers, say) if probes else None
     try:
         out = _sections(devs, hw, fttn_inputs, run, say, verdict, smt_timeout, _replay)
     finally:
@@ -530,14 +565,18 @@ def _verdict_section(hw: list[Device] | None, questions: list[dict[str, Any]], s
     """The recorded hardware outputs replayed through the presets."""
     if say:
         say("report: replaying the recorded hardware outputs through the presets ...")
-    replays = _replay.replay_all(False, devices=None if hw is None else {d.name for d in hw})
-    missing = _replay.golden_missing()
+    replays = _replay.replay_all(say or False, devices=None if hw is None else {d.name for d in hw})
+    missing = _replay.golden_missing() and ("the golden data of Khattak & Mikaitis, not found here (BLOCKFMA_GOLDEN: "
+                                            "the folder that holds khattak-mikaitis/)")  # no path of this machine
     lines = verdict_lines(replays, hw if hw is not None else hardware(), questions, missing)
+    n, bad = sum(r.rows for r in replays), sum(r.mismatches for r in replays)
+    head = (f"{n:,} recorded hardware rows of {', '.join(sorted({r.device for r in replays}))} replayed through the "
+            f"presets: {f'{bad:,} of them differ' if bad else 'all bit for bit'}." if n else "No hardware rows here.")
     return Section(
         "verdict", "Verdict: the presets against recorded hardware outputs", VERDICT_COLUMNS,
-        verdict_rows(replays), intro=" ".join(lines),
-        notes=("Every recorded row was rerun through the current preset and compared bit for bit; "
-               "differing rows, with their inputs in exact hex, are in the JSON and HTML forms (details).",),
+        verdict_rows(replays), intro=head,
+        notes=(*lines, "Every recorded row was rerun through the current preset and compared bit for bit; "
+               "differing rows, with their inputs in exact hex, are in the JSON and HTML forms (details)."),
         details=[r.row() for r in replays])
 
 
@@ -608,7 +647,9 @@ def _sections(devs: list[Device] | None, hw: list[Device] | None, fttn_inputs: S
             intro="blockfma.probe measured each target through its outputs alone (feature tests built from the "
                   "formats, candidate models narrowed and separated by simulated inputs, then verified on "
                   "random and adversarial rows), with no preset among its candidates. same as preset: the "
-                  "inferred model gives the preset's bits on 2000 fresh rows with k three times the target's.",
+                  "inferred model gives the preset's bits on 2000 fresh rows with k three times the target's. "
+                  f"{len(run.cached)} of these rows were read from the cache of earlier runs of this same code "
+                  "(BLOCKFMA_CACHE=off probes again; seconds: the run that made the row).",
             notes=("Real hardware: data/hardware/h100-probe-cuda.json.gz holds the same inference on 22 of an "
                    "H100's mma.sync paths, each verified on 10^6 rows (blockfma probe cuda --all on a GPU); "
                    "the verdict above replays their rows.",)))

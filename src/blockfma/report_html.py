@@ -22,14 +22,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import files
+from . import files, report
 
-__all__ = ["html", "write", "figure_html", "HEATMAP_PAIRS", "LONG"]
+__all__ = ["html", "write", "figure_html", "HEATMAP_PAIRS", "GLANCE", "LONG"]
 
 LONG = 40
 """Tables longer than this many rows are folded (one click opens them); their figure stays in view."""
 HEATMAP_PAIRS = ("fp16->fp32", "bf16->fp32", "tf32->fp32", "e4m3fn->fp32")
-"""The format pairs the feature heat-map shows (every pair is in the feature table)."""
+"""The format pairs the feature table at a glance shows (every pair is in the feature table)."""
+GLANCE = ("L", "F", "e_zero", "alignment", "rounding", "subnormals", "nan")
+_PALETTE = ("#c6dbef", "#fdd0a2", "#c7e9c0", "#fcbba1", "#dadaeb", "#fff7bc", "#d9d9d9", "#f2c4de", "#a6dba0",
+            "#ffe4b3")
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0 auto;max-width:1400px;
@@ -44,6 +47,8 @@ font-size:11px;word-break:break-all}
 .verdict.bad{background:#fdeeee;border-color:#c88}.note{color:#555;font-size:13px}
 .ok{color:#176317;font-weight:600}.bad{color:#a11}.prov td:first-child{font-weight:600}
 nav a{margin-right:1em}figure{margin:1em 0}figcaption{font-size:13px;color:#444}img{max-width:100%}
+.glance tbody th{background:#fff;font-weight:400;position:static}.glance td{text-align:center}
+.key{font-size:12px;list-style:none;padding:0}.key span{border:1px solid #ccd;padding:0 5px;margin-right:2px}
 """
 
 
@@ -51,23 +56,34 @@ def _e(x: Any) -> str:
     return _html.escape(str(x), quote=True)
 
 
+def _text(value: Any) -> str:
+    return format(value, ",") if isinstance(value, int) and not isinstance(value, bool) else report._cell(value)
+
+
 def _cell(value: Any) -> str:
-    if value is None:
-        return "<td>-</td>"
-    if isinstance(value, bool):
-        return f"<td>{'yes' if value else 'no'}</td>"
-    if isinstance(value, (int, float)):
-        return f"<td class=num>{_e(format(value, ',') if isinstance(value, int) else repr(value))}</td>"
-    if isinstance(value, (list, tuple)):
-        return f"<td>{_e(', '.join(map(str, value)))}</td>"
-    return f"<td>{_e(value)}</td>"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return f"<td{' class=num' if number else ''}>{_e(_text(value))}</td>"
 
 
-def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str], cls: str = "") -> str:
-    if not rows:
+def _glance(rows: Sequence[dict[str, Any]], columns: Sequence[str] = GLANCE) -> str:
+    """The feature table at a glance: a row per device, instruction and format pair, each feature's values in
+    colours of their own (within a column, one colour per value), and the key under it."""
+    colours = {c: {v: _PALETTE[i % len(_PALETTE)] for i, v in enumerate(dict.fromkeys(_text(r.get(c)) for r in rows))}
+               for c in columns}
+    body = "".join("<tr>" + "".join(f"<th>{_e(r[c])}</th>" for c in ("device", "instruction", "pair")) + "".join(
+        f'<td style="background:{colours[c][_text(r.get(c))]}">{_e(_text(r.get(c)))}</td>' for c in columns)
+        + "</tr>" for r in rows)
+    key = "".join(f"<li><b>{_e(c)}</b>: " + " ".join(f'<span style="background:{colour}">{_e(v)}</span>'
+                                                        for v, colour in colours[c].items()) + "</li>" for c in columns)
+    return (_table([], ["device", "instruction", "pair", *columns], "glance", body)
+            + f"<ul class=key><li>Key: a colour stands for one value within its column.</li>{key}</ul>")
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str], cls: str = "", body: str = "") -> str:
+    if not rows and not body:
         return "<p class=note>(none)</p>"
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(r.get(c)) for c in columns) + "</tr>" for r in rows)
+    body = body or "".join("<tr>" + "".join(_cell(r.get(c)) for c in columns) + "</tr>" for r in rows)
     return f"<table{f' class={cls}' if cls else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -85,8 +101,8 @@ def _figure(png: bytes, alt: str, caption: str) -> str:
 
 
 def figure_html(data: dict[str, Any]) -> dict[str, str]:
-    """The page's figures as HTML (section key -> ``<figure>``): the porting GEMM per device and the feature
-    heat-map.  Empty where matplotlib is missing."""
+    """The page's figures as HTML (section key -> ``<figure>``): the porting GEMM per device.  Empty where
+    matplotlib is missing."""
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
@@ -94,44 +110,35 @@ def figure_html(data: dict[str, Any]) -> dict[str, str]:
     from . import plot
     from .experiments import fttn as _fttn
 
-    secs = data.get("sections", {})
-    out = {}
-    if secs.get("fttn", {}).get("rows"):
-        fig = plot.porting_bars(secs["fttn"]["rows"], exact=_fttn.EXACT)
-        out["fttn"] = _figure(plot.png_bytes(fig), "bar chart of D per device",
-                              "D of FTTN's porting GEMM per device (bars), FTTN's measurements (marks), the "
-                              "exact answer (dashed).")
-    feats = [r for r in secs.get("features", {}).get("rows", []) if r.get("pair") in HEATMAP_PAIRS]
-    if feats:
-        fig = plot.feature_heatmap(feats)
-        out["features"] = _figure(plot.png_bytes(fig, dpi=100), "feature heat-map",
-                                  f"Features of every device's {', '.join(HEATMAP_PAIRS)} models, a column per "
-                                  "feature (the full table is below).")
-    return out
+    rows = data.get("sections", {}).get("fttn", {}).get("rows")
+    if not rows:
+        return {}
+    alt = "D per device: " + "; ".join(f"{r['device']} {r['D_fp16']!r}" for r in rows if r.get("D_fp16") is not None)
+    return {"fttn": _figure(plot.png_bytes(plot.porting_bars(rows, exact=_fttn.EXACT)), alt,
+                            f"D of FTTN's porting GEMM per device, as its distance from the exact answer "
+                            f"{_fttn.EXACT!r} on a symmetric log axis, each bar labelled with D; FTTN's "
+                            "measurements as marks.")}
 
 
 def _mismatches(details: Sequence[dict[str, Any]]) -> str:
-    bad = [(d, ex) for d in details for ex in d.get("examples", [])]
+    bad = [{"data": d["dataset"], **d, **ex} for d in details for ex in d.get("examples", [])]
     if not bad:
         return ("<p class=ok>No mismatch: every recorded row above gives the hardware's bits through the current "
                 "preset.</p>")
-    rows = "".join(
-        f"<tr><td>{_e(d['device'])}</td><td>{_e(d['dataset'])}</td><td>{_e(d['path'])}</td><td class=num>"
-        f"{ex['row']}</td><td class=hex>[{_e(', '.join(ex['a']))}]</td><td class=hex>[{_e(', '.join(ex['b']))}]"
-        f"</td><td class=hex>{_e(ex['c'])}</td><td class=hex>{_e(ex['hardware'])}</td><td class=hex>"
-        f"{_e(ex['preset'])}</td></tr>" for d, ex in bad)
-    return ("<table><thead><tr><th>device</th><th>data</th><th>path</th><th>row</th><th>a</th><th>b</th><th>c</th>"
-            f"<th>hardware</th><th>preset</th></tr></thead><tbody>{rows}</tbody></table>")
+    return _table(bad, ["device", "data", "path", "row", "a", "b", "c", "hardware", "preset"], "hex")
 
 
 def _section(key: str, s: dict[str, Any], figs: dict[str, str]) -> str:
     parts = [f'<section id="{_e(key)}"><h2>{_e(s["title"])}</h2>']
-    if key == "verdict":
+    notes = "<ul class=note>" + "".join(f"<li>{_e(n)}</li>" for n in s.get("notes", [])) + "</ul>"
+    if key == "verdict":  # the verdict in one line, then what it rests on
         bad = sum(r.get("mismatches", 0) for r in s["rows"])
-        parts.append(f'<div class="verdict{" bad" if bad else ""}">{_e(s["intro"])}</div>')
+        parts.append(f'<div class="verdict{" bad" if bad else ""}"><b>{_e(s["intro"])}</b>{notes}</div>')
     elif s.get("intro"):
         parts.append(f"<p>{_e(s['intro'])}</p>")
     parts.append(figs.get(key, ""))
+    if key == "features" and (glance := [r for r in s["rows"] if r.get("pair") in HEATMAP_PAIRS]):
+        parts.append(_glance(glance))
     table = _table(s["rows"], s["columns"])
     if len(s["rows"]) > LONG:
         table = f"<details><summary>The table: {len(s['rows'])} rows</summary>{table}</details>"
@@ -142,8 +149,8 @@ def _section(key: str, s: dict[str, Any], figs: dict[str, str]) -> str:
                 parts.append(f"<p><b>{_e(r['pair'])}</b> ({_e(r['formats'])}, k = {_e(r['k'])}): "
                              f"<code>a = [{_e(', '.join(r['a']))}]</code>, <code>b = [{_e(', '.join(r['b']))}]"
                              f"</code>, <code>c = {_e(r['c'])}</code></p>")
-    elif s.get("notes"):
-        parts.append("<ul class=note>" + "".join(f"<li>{_e(n)}</li>" for n in s["notes"]) + "</ul>")
+    elif s.get("notes") and key != "verdict":
+        parts.append(notes)
     if key == "verdict":
         details = s.get("details", [])
         parts.append("<h3>Mismatches, with their inputs in exact hex</h3>" + _mismatches(details))
