@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from helpers import bits
+
+# no per-example deadline anywhere: a loaded CI machine makes an example slow, not wrong (hypothesis's default
+# of 200 ms failed tests that were right); a test's own @settings may still set other things
+settings.register_profile("blockfma", deadline=None)
+settings.load_profile("blockfma")
 
 
 @pytest.fixture

@@ -188,6 +188,8 @@ def test_recorded_table_is_the_hardware_record():
     (dict(split_k={torch.float32: {(4, 3): 2}}), r"^split_k=\{\(4, 3\): 2\}: each entry must be"),
     (dict(split_k={torch.float32: {(4, 3, 8): 9}}), "1 <= parts <= k"),
     (dict(split_k=[1]), "^split_k=.*must be a dict"),
+    (dict(split_k={torch.float64: {(4, 3, 8): 2}}), r"^split_k=\{torch.float64: \.\.\.\}: keys must be torch.float16"),
+    (dict(split_k={"fp8": {(4, 3, 8): 2}}), r"^split_k=\{'fp8': \.\.\.\}: keys must be"),
 ])
 def test_bad_split_k_plans(kw, match):
     with pytest.raises(ArgumentError, match=match):

@@ -102,7 +102,7 @@ class Emulation:
         self._modes: list[front.Mode] = []
         self._lock = threading.Lock()
         self._overrides = routes.overrides(self.device, overrides)
-        self._split: dict[torch.dtype, tuple] = {routes.dtype_key(key): orders.check_plan(plan, "split_k")
+        self._split: dict[torch.dtype, tuple] = {routes.dtype_key(key, "split_k"): orders.check_plan(plan, "split_k")
                                                  for key, plan in (split_k or {}).items()}
         for dtype in self._split:
             if dtype != torch.float32:  # its route does not depend on switches: a bad plan fails here
