@@ -352,7 +352,11 @@ COMMON = [  # (argv, exit status, what the JSON holds or the one-line error says
     (["dot", "V100"], 2, "give both --a and --b"),
     (["dot", "nonesuch", "--a", "1", "--b", "1"], 2, "unknown device 'nonesuch'"),
     (["dot", "V100", "--a", "1", "--b", "1", "--instruction", "wmma"], 2, "V100 has no instruction 'wmma'; it has mma"),
-    (["dot", "V100", "--a", "1", "--b", "1", "--c", "x"], 2, "cannot read 'x' as an exact number"),
+    (["dot", "V100", "--a", "1", "--b", "1", "--c", "x"], 2, "--c[0]: cannot read 'x' as an exact number"),
+    (["dot", "V100", "--a", "(" * 500 + "1" + ")" * 500, "--b", "1"], 2, "--a[0]: cannot read '" + "(" * 40 +
+     "'... (1001 characters) as an exact number: more than 100 nested parentheses"),
+    (["dot", "V100", "--a", "1", "--b", "2^-1+" * 600 + "1"], 2,
+     "--b[0]: cannot read a number of 3001 characters (at most 2000); write it shorter"),
     (["dot", "V100", "--a", "1", "--b", "1", "--output", "fp64"], 2, "V100 has no model for fp16 inputs with fp64"),
     (["dot", "V100", "--a", "", "--b", "1"], 2, "--a '': empty value; separate values with single commas"),
     (["dot", "V100", "--a", "1e400", "--b", "1"], 2, "--a[0] = 1e400 is not representable in fp16"),

@@ -90,6 +90,8 @@ def _values(texts: list[str], fmt: _formats.Format, mode: RoundingMode | None, w
             out.append(literals.to_float(text, fmt, mode))
         except literals.NotRepresentable as exc:
             raise exc.with_hint(f"{what}[{i}] = ", f"pass --round-inputs MODE to round it (MODE: {_MODES})") from None
+        except ValueError as exc:  # not a number: the option that gave it first
+            raise _Usage(f"{what}[{i}]: {exc}") from None
     return out
 
 

@@ -45,6 +45,7 @@ FORMS = ("decimals (0.1, -2.5, 1e-3), integers, powers (2^-24, 2**-24), sums and
          "(1-2^-11, 3*2^-5, 1/3), C99 hex floats (0x1.8p-3), binary (0b1.01p-2), inf, -inf, nan, -0")
 
 _MAX_EXPONENT = 10_000  # |exponent| accepted in powers and literals (float64 needs at most ~1100)
+_MAX_TEXT, _MAX_DEPTH = 2_000, 100  # characters (a float64's exact decimal has at most ~1100); nested parentheses
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -64,7 +65,8 @@ class _ParseError(ValueError):
 
 
 def _bad(text: str, detail: str) -> ValueError:
-    return ValueError(f"cannot read {text!r} as an exact number: {detail}; accepted forms: {FORMS}")
+    shown = repr(text) if len(text) <= 80 else f"{text[:40]!r}... ({len(text)} characters)"
+    return ValueError(f"cannot read {shown} as an exact number: {detail}; accepted forms: {FORMS}")
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -187,7 +189,7 @@ class _Parser:
 
     def __init__(self, tokens: list[tuple[str, str]]):
         self.toks = tokens
-        self.i = 0
+        self.i = self.depth = 0
 
     def peek(self) -> str | None:
         return self.toks[self.i][1] if self.i < len(self.toks) else None
@@ -221,11 +223,13 @@ class _Parser:
         return value
 
     def factor(self) -> Value:
-        if self.peek() in ("+", "-"):
-            op = self.take()[1]
-            value = self.factor()
-            return value if op == "+" else _neg(value)
-        return self.power()
+        signs = []  # a loop, not recursion: a long run of signs cannot exhaust the stack
+        while self.peek() in ("+", "-"):
+            signs.append(self.take()[1])
+        value = self.power()
+        for op in reversed(signs):
+            value = value if op == "+" else _neg(value)
+        return value
 
     def power(self) -> Value:
         base = self.atom()
@@ -253,8 +257,12 @@ class _Parser:
     def atom(self) -> Value:
         kind, tok = self.take()
         if tok == "(":
+            self.depth += 1
+            if self.depth > _MAX_DEPTH:
+                raise _ParseError(f"more than {_MAX_DEPTH} nested parentheses")
             value = self.expr()
             self.expect(")")
+            self.depth -= 1
             return value
         if kind in ("dec", "hex", "bin", "word"):
             return _norm(_literal(kind, tok))
@@ -269,6 +277,9 @@ def parse(text: str) -> Value:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse takes a str, not {type(text).__name__}")
+    if len(text) > _MAX_TEXT:
+        raise ValueError(f"cannot read a number of {len(text)} characters (at most {_MAX_TEXT}); write it shorter, "
+                         "e.g. as a hex float (0x1.8p-3)")
     try:
         tokens = _tokens(text)
         if not tokens:
