@@ -654,13 +654,16 @@ def cmd_reproduce(args: argparse.Namespace) -> Answer:
     if len(chosen) != 1:
         raise _Usage("name one reproduction (NAME), or pass --list or --all" if not chosen else
                      f"pass one of NAME, --list and --all, not {' and '.join(chosen)}")
+    if args.list and (args.out is not None or args.scale is not None):
+        given = " and ".join(o for o, v in (("--out", args.out), ("--scale", args.scale)) if v is not None)
+        raise _Usage(f"--list runs nothing, so {given} would be ignored; pass NAME or --all with {given}")
     if args.list:
         rows = [{"name": r.name, "seed": r.seed, "table/figure": r.what, "seconds": r.seconds,
                  "ci": "yes" if r.ci else "slow", "function": r.function} for r in rp.reproductions()]
         text = _report.table(rows, ["name", "seed", "table/figure", "seconds", "ci"])
         return Answer(text + "\n\nseconds: at --scale ci on two cores. Run one: blockfma reproduce NAME "
                       "[--out DIR] [--scale ci|paper]", rows)
-    scale = check_scale(args.scale)
+    scale = check_scale(args.scale or "ci")
     entries = rp.reproductions() if args.all else [rp.get(args.name)]
     out = files.folder(args.out, create=True, name="out") if args.out is not None else None
     if out is not None:  # every file of the run checked before the first one runs
@@ -869,7 +872,7 @@ def _add_reproduce(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="run every reproduction, a progress line each")
     p.add_argument("--out", metavar="DIR", help="write NAME.csv, NAME.json (with provenance) and NAME.png into DIR "
                                                 "(made if missing; checked before the work)")
-    p.add_argument("--scale", default="ci", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
+    p.add_argument("--scale", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
                                                                    "paper (the paper's sizes where practical)")
     _json_option(p)
     _progress_options(p)
