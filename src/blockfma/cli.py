@@ -42,7 +42,7 @@ __all__ = ["main", "build_parser", "Answer", "EXIT"]
 EXIT = {"as asked": 0, "not as asked": 1, "unknown or usage": 2, "interrupted": 130}
 """The exit statuses (see the module docstring)."""
 
-_VALUE_OPTIONS = ("--a", "--b", "--c")
+_VALUE_OPTIONS = ("--a", "--b", "--c", "--scale-a", "--scale-b")
 _MODES = "rne, rz, ru, rd, rna, ro or device"
 _LONG_DECIMAL = 80  # exact decimal expansions up to this many characters are printed in text output
 
@@ -83,13 +83,14 @@ def _modes(model: Model, round_inputs: str | None) -> tuple[RoundingMode | None,
     return mode, mode
 
 
-def _values(texts: list[str], fmt: _formats.Format, mode: RoundingMode | None, what: str) -> list[float]:
+def _values(texts: list[str], fmt: _formats.Format, mode: RoundingMode | None, what: str,
+            hint: str = f"pass --round-inputs MODE to round it (MODE: {_MODES})") -> list[float]:
     out = []
     for i, text in enumerate(texts):
         try:
             out.append(literals.to_float(text, fmt, mode))
         except literals.NotRepresentable as exc:
-            raise exc.with_hint(f"{what}[{i}] = ", f"pass --round-inputs MODE to round it (MODE: {_MODES})") from None
+            raise exc.with_hint(f"{what}[{i}] = ", hint) from None
         except ValueError as exc:  # not a number: the option that gave it first
             raise _Usage(f"{what}[{i}]: {exc}") from None
     return out
@@ -120,10 +121,13 @@ def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
     model = dev.model(args.input, args.output, args.instruction)
     ins = dev.instruction(args.instruction) if args.instruction else dev.instruction_for(args.input, args.output)
     a, b, c = _operands(model, _split(args.a, '--a'), _split(args.b, '--b'), args.c, args.round_inputs)
-    d = _dot(a, b, c, model=model)
+    scales = {name: _values(_split(given, opt), _formats.get("fp64"), None, opt, "write a value of the scale format")
+              for name, opt, given in (("scale_a", "--scale-a", getattr(args, "scale_a", None)),
+                                       ("scale_b", "--scale-b", getattr(args, "scale_b", None))) if given}
+    d = _dot(a, b, c, model=model, **scales)  # bf.dot checks the scales (errors name --scale-a / --scale-b)
     return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
             "input": model.input_name, "output": model.output_format.name, "k": len(a),
-            "a": a, "b": b, "c": c, "result": _result(d, model)}
+            "a": a, "b": b, "c": c, **scales, "result": _result(d, model)}
 
 
 # --- commands --------------------------------------------------------------------------------------------
@@ -223,7 +227,9 @@ def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
     else:
         c, tag = args.c, ""
     return [f"a ({run['input']}{tag})  {', '.join(a)}", f"b ({run['input']}{tag})  {', '.join(b)}",
-            f"c ({run['output']}{tag})  {c}"]
+            f"c ({run['output']}{tag})  {c}"] + [f"{s} ({len(run[s])}, one per scale block)  "
+                                                  f"{', '.join(_split(getattr(args, s), '--' + s.replace('_', '-')))}"
+                                                  for s in ("scale_a", "scale_b") if s in run]
 
 
 def cmd_dot(args: argparse.Namespace) -> Answer:
@@ -745,6 +751,10 @@ def _add_dot_compare(sub: Any) -> None:
     p = sub.add_parser("dot", help="compute d = a·b + c as a device does, printed exactly", epilog=numbers)
     p.add_argument("device", metavar="DEVICE", help="a preset name or alias (blockfma devices lists them)")
     p.add_argument("--instruction", help="instruction path (default: the device's default for the pair)")
+    for x in "ab":
+        p.add_argument(f"--scale-{x}", action="append", metavar="VALUES", help=f"a block-scaled instruction's "
+                       f"scales of {x}: exact values of its scale format, one per scale block along k, in order, as "
+                       f"bf.dot's scale_{x}= (docs/semantics.md); comma-separated, repeatable")
     _operand_options(p)
     p.set_defaults(func=cmd_dot)
 
