@@ -425,7 +425,7 @@ def test_dot_takes_the_scales_of_a_block_scaled_instruction(capsys):
     assert code == 0 and err == "" and doc["scale_a"] == [1.0, 0.125] and doc["scale_b"] == [16.0, 1.0]
     assert doc["result"]["bits"] == f"0x{int(np.float32(want).view(np.uint32)):08x}"
     code, out, _ = run(capsys, *_mxf4("--scale-a", "1,2^-3", "--scale-b", "2^4,1"))
-    assert code == 0 and "scale_a (2, one per scale block)  1, 2^-3" in out and "value    16.03125" in out
+    assert code == 0 and "scale_a (2, one per block)  1, 2^-3" in out and "value    16.03125" in out
 
 
 @pytest.mark.parametrize("scales, message", [

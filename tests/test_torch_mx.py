@@ -387,7 +387,7 @@ def test_model_argument_bias_and_the_block16_e8m0_kind():
     # fp8 _scaled_mm with fp32 scales either
     x = torch.ones(2, 64, dtype=torch.bfloat16)
     with bf.torch.emulate(model=MXF4), pytest.raises(ArgumentError, match=r"^model=scaled-fused e2m1fn.*: is "
-                                                     r"block-scaled: .* not bf16 matmuls; for bf16 matmuls emulate"):
+                                                     r"block-scaled: .* not bf16 matmuls; for those emulate a device"):
         x @ x.T
     with pytest.raises(ArgumentError, match=r"^overrides=scaled-fused .*: is block-scaled"):
         bf.torch.emulate("B200", overrides={torch.float16: MXF4})

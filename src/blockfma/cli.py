@@ -121,9 +121,8 @@ def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
     model = dev.model(args.input, args.output, args.instruction)
     ins = dev.instruction(args.instruction) if args.instruction else dev.instruction_for(args.input, args.output)
     a, b, c = _operands(model, _split(args.a, '--a'), _split(args.b, '--b'), args.c, args.round_inputs)
-    scales = {name: _values(_split(given, opt), _formats.get("fp64"), None, opt, "write a value of the scale format")
-              for name, opt, given in (("scale_a", "--scale-a", getattr(args, "scale_a", None)),
-                                       ("scale_b", "--scale-b", getattr(args, "scale_b", None))) if given}
+    scales = {s: _values(_split(getattr(args, s), o), _formats.fp64, None, o, "write a value of the scale format")
+              for s, o in (("scale_a", "--scale-a"), ("scale_b", "--scale-b")) if getattr(args, s, None)}
     d = _dot(a, b, c, model=model, **scales)  # bf.dot checks the scales (errors name --scale-a / --scale-b)
     return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
             "input": model.input_name, "output": model.output_format.name, "k": len(a),
@@ -227,9 +226,8 @@ def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
     else:
         c, tag = args.c, ""
     return [f"a ({run['input']}{tag})  {', '.join(a)}", f"b ({run['input']}{tag})  {', '.join(b)}",
-            f"c ({run['output']}{tag})  {c}"] + [f"{s} ({len(run[s])}, one per scale block)  "
-                                                  f"{', '.join(_split(getattr(args, s), '--' + s.replace('_', '-')))}"
-                                                  for s in ("scale_a", "scale_b") if s in run]
+            f"c ({run['output']}{tag})  {c}"] + [f"{s} ({len(run[s])}, one per block)  "
+                                                  f"{', '.join(_split(vars(args)[s], s))}" for s in run if "scale" in s]
 
 
 def cmd_dot(args: argparse.Namespace) -> Answer:
@@ -416,18 +414,15 @@ def _seconds(text: str) -> float:
 
 
 def _setting(text: str) -> tuple[str, Any]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
+    name, sep, v = (part.strip() for part in text.partition("="))
+    if not sep or not name:
         raise _Usage(f"--set {text}: takes PARAM=VALUE (e.g. --set carry_bits=3)")
-    v = value.strip()
-    if v.lower() == "none":
-        return name.strip(), None
-    if v.lower() in ("true", "false"):
-        return name.strip(), v.lower() == "true"
+    if v.lower() in ("none", "true", "false"):
+        return name, None if v.lower() == "none" else v.lower() == "true"
     try:
-        return name.strip(), int(v)
+        return name, int(v)
     except ValueError:
-        return name.strip(), v
+        return name, v
 
 
 def _smt_models(args: argparse.Namespace) -> list[Model]:

@@ -223,13 +223,10 @@ class _Parser:
         return value
 
     def factor(self) -> Value:
-        signs = []  # a loop, not recursion: a long run of signs cannot exhaust the stack
+        minus = 0  # a loop, not recursion: a long run of signs cannot exhaust the stack
         while self.peek() in ("+", "-"):
-            signs.append(self.take()[1])
-        value = self.power()
-        for op in reversed(signs):
-            value = value if op == "+" else _neg(value)
-        return value
+            minus += self.take()[1] == "-"
+        return _neg(self.power()) if minus % 2 else self.power()
 
     def power(self) -> Value:
         base = self.atom()
@@ -278,8 +275,7 @@ def parse(text: str) -> Value:
     if not isinstance(text, str):
         raise TypeError(f"parse takes a str, not {type(text).__name__}")
     if len(text) > _MAX_TEXT:
-        raise ValueError(f"cannot read a number of {len(text)} characters (at most {_MAX_TEXT}); write it shorter, "
-                         "e.g. as a hex float (0x1.8p-3)")
+        raise ValueError(f"cannot read a number of {len(text)} characters (at most {_MAX_TEXT}); write it shorter")
     try:
         tokens = _tokens(text)
         if not tokens:

@@ -764,10 +764,8 @@ class _Search:
             self.say(f"  the engine on {seed_rows} random and adversarial rows: {self.bounds()}")
 
     def any_input(self, constraints: Any, normal_inputs: bool) -> None:
-        """One input that meets the constraints, or the proof that none does (an ArgumentError); none when
-        building the formula took the whole ``total_timeout`` (the result is then "unknown")."""
-        limit = self.limit()
-        if limit is not None and limit <= 0:
+        """One input that meets the constraints, the proof that none does (an ArgumentError), or no time left."""
+        if (limit := self.limit()) is not None and limit <= 0:
             return
         out = _solve.check(self.f.base, self.f.variables, solver=self.solver, timeout=limit)
         self.queries += 1
@@ -784,8 +782,7 @@ class _Search:
     def ask(self, T: Fraction) -> str:
         """Is there an input with error > T? "sat" (found, lo raised), "unsat" (hi lowered), "unknown", or
         "stop" (no time left)."""
-        limit = self.limit()  # read once: the time left, checked here, is the limit passed (never below 0)
-        if limit is not None and limit <= 0:
+        if (limit := self.limit()) is not None and limit <= 0:  # read once: the limit passed is never below 0
             return "stop"
         out = _solve.check(self.f.base + self.f.above(T, self.relative), self.f.variables, solver=self.solver,
                            timeout=limit)

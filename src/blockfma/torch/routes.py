@@ -78,9 +78,8 @@ def wrap(model: Model, fmt: str, where: str) -> Route:
     see the ``bf.torch.emulate`` module docstring)."""
     note, given = where, "model" if where == "model=" else "overrides"
     if model.block_scaled:  # its scales come only with torch._scaled_mm's block-scaled operands
-        raise ArgumentError(given, Shown(model.summary()), f"is block-scaled: its scales come with a block-scaled "
-                            f"torch._scaled_mm (operands of blockfma.torch.mx.to_mx / to_nvfp4), not {fmt} matmuls",
-                            fix=f"for {fmt} matmuls emulate a device (emulate('B200')) or give a model without scales")
+        raise ArgumentError(given, Shown(model.summary()), f"is block-scaled: it runs block-scaled torch._scaled_mm "
+                            f"(blockfma.torch.mx), not {fmt} matmuls; for those emulate a device or give a plain model")
     if model.input_format.name == "tf32" and fmt == "fp32":
         if model.output_format.name != "fp32":
             raise ArgumentError(given, Shown(model.summary()), "a tf32 model for fp32 tensors must output fp32")
