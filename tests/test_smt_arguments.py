@@ -123,16 +123,13 @@ def test_k_values(k):
 
 
 def test_a_long_k_is_refused_before_any_formula():
-    import time
-
+    """(No clock: a formula of 10**8 products could not be built at all, so the refusal is what ends the call.)"""
     m = _v100()
-    t0 = time.perf_counter()
     with pytest.raises(ArgumentError, match=r"^k=100000000: is too long for a formula: 100000000 products would "
                                             r"need about 600,000 MB of SMT-LIB text"):
         smt.discriminate(m, m, k=10**8)
     with pytest.raises(ArgumentError, match="k=257: is too long"):
         smt.worst_error(m, k=257)
-    assert time.perf_counter() - t0 < 2
     assert api.check_k(None) is None and api.check_k(256) == 256
 
 
