@@ -196,6 +196,12 @@ def test_bad_split_k_plans(kw, match):
         bf.torch.emulate("H100", **kw)
 
 
+def test_a_split_k_dtype_the_device_lacks_is_named_by_split_k():
+    """(Was dtype=torch.bfloat16, an argument the user never passed.)"""
+    with pytest.raises(ArgumentError, match=r"^split_k=\{torch.bfloat16: \.\.\.\}: V100 has no bf16 matrix model"):
+        bf.torch.emulate("V100", split_k={torch.bfloat16: {(4, 3, 64): 2}})
+
+
 # --- the tensors' own device (the Triton kernel, interpreted on the CPU) ---------------------------------------
 @pytest.mark.parametrize("dev,dtype,over", [("H100", torch.float16, None), ("MI300X", torch.bfloat16, None),
                                             ("H100", torch.float16, "wgmma")])

@@ -656,8 +656,7 @@ def cmd_reproduce(args: argparse.Namespace) -> Answer:
         raise _Usage("name one reproduction (NAME), or pass --list or --all" if not chosen else
                      f"pass one of NAME, --list and --all, not {' and '.join(chosen)}")
     if args.list and (args.out is not None or args.scale is not None):
-        given = " and ".join(o for o, v in (("--out", args.out), ("--scale", args.scale)) if v is not None)
-        raise _Usage(f"--list runs nothing, so {given} would be ignored; pass NAME or --all with {given}")
+        raise _Usage("--list runs nothing, so --out and --scale would be ignored; pass them with NAME or --all")
     if args.list:
         rows = [{"name": r.name, "seed": r.seed, "table/figure": r.what, "seconds": r.seconds,
                  "ci": "yes" if r.ci else "slow", "function": r.function} for r in rp.reproductions()]

@@ -29,6 +29,7 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -189,7 +190,7 @@ class _Parser:
 
     def __init__(self, tokens: list[tuple[str, str]]):
         self.toks = tokens
-        self.i = self.depth = 0
+        self.i = 0
 
     def peek(self) -> str | None:
         return self.toks[self.i][1] if self.i < len(self.toks) else None
@@ -254,12 +255,8 @@ class _Parser:
     def atom(self) -> Value:
         kind, tok = self.take()
         if tok == "(":
-            self.depth += 1
-            if self.depth > _MAX_DEPTH:
-                raise _ParseError(f"more than {_MAX_DEPTH} nested parentheses")
             value = self.expr()
             self.expect(")")
-            self.depth -= 1
             return value
         if kind in ("dec", "hex", "bin", "word"):
             return _norm(_literal(kind, tok))
@@ -280,6 +277,8 @@ def parse(text: str) -> Value:
         tokens = _tokens(text)
         if not tokens:
             raise _ParseError("empty")
+        if max(accumulate((t == "(") - (t == ")") for _, t in tokens)) > _MAX_DEPTH:  # before any recursion
+            raise _ParseError(f"more than {_MAX_DEPTH} nested parentheses")
         p = _Parser(tokens)
         value = p.expr()
         if p.i != len(tokens):
