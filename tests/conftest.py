@@ -6,12 +6,18 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 # the report's probe rows are computed in the tests, not read from a cache of earlier runs (blockfma.report's
 # _probe_cache; tests/test_report_verdict.py tests the cache in a folder of its own)
 os.environ["BLOCKFMA_CACHE"] = "off"
 
 from helpers import bits
+
+# no per-example deadline anywhere: a loaded CI machine makes an example slow, not wrong (hypothesis's default
+# of 200 ms failed tests that were right); a test's own @settings may still set other things
+settings.register_profile("blockfma", deadline=None)
+settings.load_profile("blockfma")
 
 
 @pytest.fixture

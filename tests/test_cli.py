@@ -358,7 +358,11 @@ COMMON = [  # (argv, exit status, what the JSON holds or the one-line error says
     (["dot", "V100"], 2, "give both --a and --b"),
     (["dot", "nonesuch", "--a", "1", "--b", "1"], 2, "unknown device 'nonesuch'"),
     (["dot", "V100", "--a", "1", "--b", "1", "--instruction", "wmma"], 2, "V100 has no instruction 'wmma'; it has mma"),
-    (["dot", "V100", "--a", "1", "--b", "1", "--c", "x"], 2, "cannot read 'x' as an exact number"),
+    (["dot", "V100", "--a", "1", "--b", "1", "--c", "x"], 2, "--c[0]: cannot read 'x' as an exact number"),
+    (["dot", "V100", "--a", "(" * 500 + "1" + ")" * 500, "--b", "1"], 2, "--a[0]: cannot read '" + "(" * 40 +
+     "'... (1001 characters) as an exact number: more than 100 nested parentheses"),
+    (["dot", "V100", "--a", "1", "--b", "2^-1+" * 600 + "1"], 2,
+     "--b[0]: cannot read a number of 3001 characters (at most 2000); write it shorter"),
     (["dot", "V100", "--a", "1", "--b", "1", "--output", "fp64"], 2, "V100 has no model for fp16 inputs with fp64"),
     (["dot", "V100", "--a", "", "--b", "1"], 2, "--a '': empty value; separate values with single commas"),
     (["dot", "V100", "--a", "1e400", "--b", "1"], 2, "--a[0] = 1e400 is not representable in fp16"),
@@ -407,3 +411,46 @@ def test_usage_errors_exit_2_with_argparse_s_message(capsys: pytest.CaptureFixtu
     assert err.splitlines()[-1] == "blockfma report: error: argument --quiet/-q: not allowed with argument --progress"
     code, out, err = run(capsys, "devices", "V100", "extra")
     assert code == 2 and out == "" and err.splitlines()[-1] == "blockfma: error: unrecognized arguments: extra"
+
+
+# --- block-scaled instructions: --scale-a / --scale-b ------------------------------------------------------
+def _mxf4(*scales: str) -> list[str]:
+    a = ",".join(["1"] + ["0"] * 31 + ["0.5"] + ["0"] * 31)  # one nonzero product in each of the two blocks
+    return ["dot", "B200", "--instruction", "tcgen05.mxf4.block32", "--input", "e2m1fn", "--a", a, "--b", a, *scales]
+
+
+def test_dot_takes_the_scales_of_a_block_scaled_instruction(capsys):
+    """1 * 1 * (1 * 2^4) + 0.5 * 0.5 * (2^-3 * 1) = 16 + 2^-5, exact in fp32 (Fractions: the oracle)."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    code, out, err = run(capsys, *_mxf4("--scale-a", "1,2^-3", "--scale-b", "2^4", "--scale-b", "1", "--json", "-"))
+    doc = json.loads(out)
+    want = Fraction(1) * 1 * 1 * 2**4 + Fraction(1, 2) * Fraction(1, 2) * Fraction(1, 8) * 1
+    assert code == 0 and err == "" and doc["scale_a"] == [1.0, 0.125] and doc["scale_b"] == [16.0, 1.0]
+    assert doc["result"]["bits"] == f"0x{int(np.float32(want).view(np.uint32)):08x}"
+    code, out, _ = run(capsys, *_mxf4("--scale-a", "1,2^-3", "--scale-b", "2^4,1"))
+    assert code == 0 and "scale_a (2, one per block)  1, 2^-3" in out and "value    16.03125" in out
+
+
+@pytest.mark.parametrize("scales, message", [
+    ([], "--scale-a None: scaled-fused e2m1fn->fp32 .* is block-scaled: it needs 2 scales of e8m0fnu"),
+    (["--scale-a", "1", "--scale-b", "1,1"], r"--scale-a <1 float64 array>: must hold 2 scales along K"),
+    (["--scale-a", "1,1", "--scale-b", "1,3"], r"--scale-b <2 float64 array>: scale_b\[1\] = 3.0 is not a value of "
+                                                r"e8m0fnu"),
+    (["--scale-a", "1,x", "--scale-b", "1,1"], r"--scale-a\[1\]: cannot read 'x' as an exact number"),
+    (["--scale-a", "1,1/3", "--scale-b", "1,1"], r"--scale-a\[1\] = 1/3 is not representable in fp64.*write a value "
+                                                  r"of the scale format"),
+])
+def test_dot_scale_errors_name_the_option(capsys, scales, message):
+    import re
+
+    code, out, err = run(capsys, *_mxf4(*scales))
+    assert code == 2 and out == "" and err.count("\n") == 1 and re.match(f"^blockfma dot: error: {message}", err), err
+
+
+def test_dot_scales_for_an_instruction_without_scales_are_refused(capsys):
+    code, _, err = run(capsys, "dot", "V100", "--a", "1", "--b", "1", "--scale-a", "1", "--scale-b", "1")
+    assert code == 2 and err.startswith("blockfma dot: error: --scale-a [1.0]: truncated-fused fp16->fp32")
+    assert "is not block-scaled and takes no scales" in err

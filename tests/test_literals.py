@@ -91,6 +91,19 @@ def test_errors_name_text_and_forms(text: str) -> None:
     assert "0x1.8p-3" in msg and "2^-24" in msg  # the accepted forms
 
 
+def test_nesting_and_length_are_bounded() -> None:
+    """Deep nesting is refused in one line, not a RecursionError; a run of signs is a loop (any number of
+    them within the length bound); a text longer than any exact float64 needs is refused before parsing."""
+    assert parse("(" * 100 + "-2^-3" + ")" * 100) == Fraction(-1, 8)
+    with pytest.raises(ValueError, match=r"^cannot read '\(\(\(.*\.\.\. \(203 characters\) as an exact number: "
+                                         r"more than 100 nested parentheses; accepted forms"):
+        parse("(" * 101 + "1" + ")" * 101)
+    assert parse("-" * 1999 + "0") == 0 and negative_zero(parse("-" * 1001 + "0")) and parse("+-" * 998 + "3") == 3
+    with pytest.raises(ValueError, match=r"^cannot read a number of 2001 characters \(at most 2000\)"):
+        parse("1" * 2001)
+    assert parse(exact_decimal(5e-324)) == Fraction(5e-324)  # the longest exact decimal of a float64 fits
+
+
 def test_to_float_exact_and_checked() -> None:
     assert to_float("1-2^-24") == 1 - 2**-24
     assert to_float("2^-24", "fp16") == 2**-24          # smallest binary16 subnormal

@@ -5,7 +5,6 @@ sizes refused before allocation; the hardware backend under its own name; progre
 
 from __future__ import annotations
 
-import time
 import warnings
 from fractions import Fraction
 
@@ -240,13 +239,12 @@ def test_what_is_not_a_real_matrix_is_refused(X, match):
 @pytest.mark.parametrize("method", ["double-fp16", "ozaki2", "fp32", "tf64"])
 def test_a_product_that_cannot_fit_is_refused_at_once(method):
     """2**20 x 2**20 operands (views of one number: nothing allocated) need terabytes: refused in well under
-    a second, before any conversion, with the size they would need."""
+    a second, before any conversion, with the size they would need (no clock: converting them would fail on memory,
+    not with this error)."""
     A = np.broadcast_to(np.float32(1), (2**20, 2**20))
-    t0 = time.perf_counter()
     with pytest.raises(ArgumentError, match=rf"^A=<1048576x1048576 float32 array>: needs about [\d.e+]+ GiB for "
                                             rf"{method} on a 1048576x1048576 @ 1048576x1048576 product, and"):
         mw.matmul(A, A, method=method)
-    assert time.perf_counter() - t0 < 1.0
 
 
 def test_too_many_slices_are_refused():
@@ -257,10 +255,8 @@ def test_too_many_slices_are_refused():
 
 
 def test_cli_refuses_a_huge_n_before_generating(capsys):
-    t0 = time.perf_counter()
-    assert main(["multiword", "double-fp16", "--n", "10000000000", "-q"]) == 2
+    assert main(["multiword", "double-fp16", "--n", "10000000000", "-q"]) == 2  # generating would need TBs
     err = capsys.readouterr().err
-    assert time.perf_counter() - t0 < 2.0
     assert err.startswith("blockfma multiword: error: --n 10000000000: needs about ") and "GiB" in err
     assert err.rstrip().endswith("pass a smaller --n (or --m)") and err.count("\n") == 1
 

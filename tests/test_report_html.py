@@ -116,7 +116,8 @@ def test_smt_inputs_per_neighbouring_generation_in_exact_hex(page: dict) -> None
         old, new = (bf.dot(a, b, c, device=d, input_format=inp, output_format="fp32") for d in r["pair"].split(" -> "))
         assert old.view("uint32") != new.view("uint32")
         assert f"<code>c = {r['c']}</code>" in page["html"]
-    assert any(r["result"] == "differ" for r in rows)
+    # no "at least one differs": each query has --smt-timeout 10, and three time-outs are a right answer on a
+    # loaded machine (test_smt.py holds discriminate's witnesses without a time limit)
 
 
 def test_figures_are_inline_pngs_that_decode(page: dict) -> None:

@@ -151,6 +151,12 @@ def test_cli_bad_usage(capsys, tmp_path):
     assert code == 2 and "--scale huge" in err
     code, _, err = _run(capsys, "reproduce")
     assert code == 2 and "--list" in err
+    code, out, err = _run(capsys, "reproduce", "--list", "--out", str(tmp_path / "res"))  # was ignored silently
+    assert code == 2 and out == "" and not (tmp_path / "res").exists()
+    assert err == ("blockfma reproduce: error: --list runs nothing, so --out and --scale would be ignored; pass "
+                   "them with NAME or --all\n")
+    code, _, err = _run(capsys, "reproduce", "--list", "--scale", "ci")
+    assert code == 2 and "so --out and --scale would be ignored" in err
 
 
 # --- stand-in registries --------------------------------------------------------------------------------------

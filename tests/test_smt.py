@@ -27,6 +27,8 @@ from helpers import bits
 
 needs_bitwuzla = pytest.mark.skipif(not smt.available("bitwuzla"),
                                     reason="bitwuzla not installed (pip install bitwuzla; the test extra has it)")
+# timeout=None on every query a test holds to an answer: these are small and fast, and a solver stopped by a
+# time limit on a loaded machine would fail a right answer (a test that expects "unknown" passes a tiny limit)
 
 
 def _evaluate(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> list[int]:
@@ -138,7 +140,7 @@ def _v100():
 def test_discriminate_returns_a_witness_the_engine_confirms():
     m = _v100()
     other = m.replace(output_rounding=RoundingMode.TiesToEven, name="V100 with RN")
-    w = smt.discriminate(m, other, k=4, solver="bitwuzla", timeout=60)
+    w = smt.discriminate(m, other, k=4, solver="bitwuzla", timeout=None)
     assert isinstance(w, smt.Witness)
     a, b, c = w.a[None], w.b[None], np.array([w.c])
     da, db = bf.dot(a, b, c, model=m), bf.dot(a, b, c, model=other)
@@ -151,7 +153,7 @@ def test_discriminate_returns_a_witness_the_engine_confirms():
 def test_constraints_hold_on_the_witness():
     m = _v100()
     cons = smt.constraints.all_of(smt.constraints.positive(), smt.constraints.exponents(-4, 4, "ab"))
-    w = smt.discriminate(m, m.replace(carry_bits=2), k=4, constraints=cons, solver="bitwuzla", timeout=60)
+    w = smt.discriminate(m, m.replace(carry_bits=2), k=4, constraints=cons, solver="bitwuzla", timeout=None)
     assert isinstance(w, smt.Witness)
     assert (w.a > 0).all() and (w.b > 0).all() and w.c > 0
     assert ((w.a >= 2.0**-4) & (w.a < 2.0**5)).all() and ((w.b >= 2.0**-4) & (w.b < 2.0**5)).all()
@@ -160,12 +162,12 @@ def test_constraints_hold_on_the_witness():
 @needs_bitwuzla
 def test_equivalence_proofs():
     h100, b200 = _preset("H100", "fp16", "fp32"), _preset("B200", "fp16", "fp32")
-    v = smt.equivalent(h100, b200, k=16, solver="bitwuzla", timeout=120)
+    v = smt.equivalent(h100, b200, k=16, solver="bitwuzla", timeout=None)
     assert v.status == "proved" and bool(v)
     # an A100 k=16 instruction is not one 16-block (test_a100_instruction_is_two_chained_blocks: it is two)
     a100 = _preset("A100", "fp16", "fp32")
     v16 = smt.equivalent(a100, a100.replace(block_width=16, name="one 16-block"), k=16, solver="bitwuzla",
-                         timeout=120)
+                         timeout=None)
     assert v16.status == "refuted" and not v16 and v16.witness is not None
 
 
@@ -177,7 +179,7 @@ def test_a100_instruction_is_two_chained_blocks():
     a, b, c = encode.input_vars(a100, 16)
     whole = encode.dot(a100, a, b, c)
     chained = encode.dot(a100, a[8:], b[8:], encode.dot(a100, a[:8], b[:8], c))
-    assert solve.check([whole != chained], [*a, *b, c], solver="bitwuzla", timeout=300).status == "unsat"
+    assert solve.check([whole != chained], [*a, *b, c], solver="bitwuzla", timeout=None).status == "unsat"
 
 
 @pytest.mark.parametrize("solver", ["z3", "bitwuzla", "cvc5"])
@@ -185,10 +187,10 @@ def test_every_solver_answers(solver):
     if not smt.available(solver):
         pytest.skip(f"{solver} not installed (pip install {solver})")
     m = _v100()
-    w = smt.discriminate(m, m.replace(output_rounding=RoundingMode.TiesToEven), k=4, solver=solver, timeout=120,
+    w = smt.discriminate(m, m.replace(output_rounding=RoundingMode.TiesToEven), k=4, solver=solver, timeout=None,
                          constraints=smt.constraints.zeros(a=[1, 2, 3], b=[1, 2, 3]))
     assert isinstance(w, smt.Witness) and bits(np.asarray(w.d_a)) != bits(np.asarray(w.d_b))
-    v = smt.equivalent(m, m.replace(name="same"), k=2, solver=solver, timeout=120)
+    v = smt.equivalent(m, m.replace(name="same"), k=2, solver=solver, timeout=None)
     assert v.status == "proved"
 
 
@@ -268,7 +270,7 @@ SLOW_QUERIES = [q.name for q in queries.queries() if q.slow]
 @needs_bitwuzla
 @pytest.mark.parametrize("name", FAST_QUERIES)
 def test_named_query(name):
-    r = queries.run(name, solver="bitwuzla", timeout=120)
+    r = queries.run(name, solver="bitwuzla", timeout=None)
     assert r.ok, str(r)
 
 
@@ -276,7 +278,7 @@ def test_named_query(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SLOW_QUERIES)
 def test_named_query_slow(name):
-    r = queries.run(name, solver="bitwuzla", timeout=600)
+    r = queries.run(name, solver="bitwuzla", timeout=None)
     assert r.ok, str(r)
 
 
@@ -329,9 +331,9 @@ def test_symmetry_breaking_keeps_the_answers():
     """Sorted products inside each block lose no witness (fused blocks do not depend on the order) and no
     proof: the same answers as without, and the witness comes sorted."""
     m = _v100()
-    w = smt.discriminate(m, m.replace(carry_bits=3), k=8, solver="bitwuzla", timeout=120, symmetry=True)
+    w = smt.discriminate(m, m.replace(carry_bits=3), k=8, solver="bitwuzla", timeout=None, symmetry=True)
     assert isinstance(w, smt.Witness)
     codes = formats.encode("fp16", w.a).astype(np.int64)
     assert all(codes[i] <= codes[i + 1] for i in (0, 1, 2, 4, 5, 6))
-    assert smt.equivalent(m, m.replace(carry_bits=4), k=4, solver="bitwuzla", timeout=120, symmetry=True)
+    assert smt.equivalent(m, m.replace(carry_bits=4), k=4, solver="bitwuzla", timeout=None, symmetry=True)
     assert smt.api.symmetry_breaking([_preset("MI250X", "fp16", "fp32")], smt.api.inputs_for(m, 4)) == []

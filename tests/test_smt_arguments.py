@@ -123,16 +123,13 @@ def test_k_values(k):
 
 
 def test_a_long_k_is_refused_before_any_formula():
-    import time
-
+    """(No clock: a formula of 10**8 products could not be built at all, so the refusal is what ends the call.)"""
     m = _v100()
-    t0 = time.perf_counter()
     with pytest.raises(ArgumentError, match=r"^k=100000000: is too long for a formula: 100000000 products would "
                                             r"need about 600,000 MB of SMT-LIB text"):
         smt.discriminate(m, m, k=10**8)
     with pytest.raises(ArgumentError, match="k=257: is too long"):
         smt.worst_error(m, k=257)
-    assert time.perf_counter() - t0 < 2
     assert api.check_k(None) is None and api.check_k(256) == 256
 
 
@@ -219,7 +216,16 @@ def test_vacuous_constraints_are_not_a_proof():
 def test_worst_error_refuses_vacuous_constraints():
     with pytest.raises(ArgumentError, match=r"constraints=<function _contradiction .*>: no input of length 1 meets "
                                             r"them \(with finite inputs, normal ones, and a finite result\)"):
-        smt.worst_error(_v100(), k=1, constraints=_contradiction, solver="z3", timeout=10)
+        smt.worst_error(_v100(), k=1, constraints=_contradiction, solver="z3", timeout=None)
+
+
+def test_worst_error_out_of_time_before_its_first_query_is_unknown():
+    """A total_timeout spent on building the formula (a loaded machine) leaves no time for a query: "unknown"
+    with the zero placeholder (was an ArgumentError on the negative time left, passed on as timeout=)."""
+    w = smt.worst_error(_v100(), k=1, constraints=[smt.constraints.positive()], solver="z3", total_timeout=1e-9)
+    assert w.status == "unknown" and w.queries == 0 and w.value == 0
+    w = smt.worst_error(_v100(), k=1, solver="z3", total_timeout=1e-9, seed_rows=10)
+    assert w.status == "lower bound" and w.queries == 0 and w.value > 0  # the engine's rows need no solver
 
 
 def test_a_timeout_is_unknown_never_none():
@@ -308,15 +314,15 @@ def test_cli_pair_exit_codes(capsys):
 
 
 def test_cli_query_and_list_exit_codes(capsys, monkeypatch):
-    # z3 answers in about 5 s alone; a long limit keeps a loaded CI machine from turning it into "no answer"
+    # z3 answers in about 5 s alone; no limit, so that a loaded CI machine cannot turn it into "no answer"
     code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3", "--json", "-",
-                        "--timeout", "600")
+                        "--timeout", "inf")
     assert code == 0 and json.loads(out)["ok"] is True
     code, out, _ = _cli(capsys, "smt", "query", "carry-4-ampere", "--timeout", "0.001")
     assert code == 2 and "NO ANSWER" in out
     q = queries.get("exact-multiplication")
     monkeypatch.setitem(queries._QUERIES, q.name, queries.replace(q, expected="unsat"))
-    code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3", "--timeout", "600")
+    code, out, _ = _cli(capsys, "smt", "query", "exact-multiplication", "--solver", "z3", "--timeout", "inf")
     assert code == 1 and "NOT AS EXPECTED" in out
     code, out, _ = _cli(capsys, "smt", "list", "--json", "-")
     assert code == 0 and [r["query"] for r in json.loads(out)] == [q.name for q in queries.queries()]

@@ -188,10 +188,18 @@ def test_recorded_table_is_the_hardware_record():
     (dict(split_k={torch.float32: {(4, 3): 2}}), r"^split_k=\{\(4, 3\): 2\}: each entry must be"),
     (dict(split_k={torch.float32: {(4, 3, 8): 9}}), "1 <= parts <= k"),
     (dict(split_k=[1]), "^split_k=.*must be a dict"),
+    (dict(split_k={torch.float64: {(4, 3, 8): 2}}), r"^split_k=\{torch.float64: \.\.\.\}: keys must be torch.float16"),
+    (dict(split_k={"fp8": {(4, 3, 8): 2}}), r"^split_k=\{'fp8': \.\.\.\}: keys must be"),
 ])
 def test_bad_split_k_plans(kw, match):
     with pytest.raises(ArgumentError, match=match):
         bf.torch.emulate("H100", **kw)
+
+
+def test_a_split_k_dtype_the_device_lacks_is_named_by_split_k():
+    """(Was dtype=torch.bfloat16, an argument the user never passed.)"""
+    with pytest.raises(ArgumentError, match=r"^split_k=\{torch.bfloat16: \.\.\.\}: V100 has no bf16 matrix model"):
+        bf.torch.emulate("V100", split_k={torch.bfloat16: {(4, 3, 64): 2}})
 
 
 # --- the tensors' own device (the Triton kernel, interpreted on the CPU) ---------------------------------------

@@ -382,6 +382,19 @@ def test_model_argument_bias_and_the_block16_e8m0_kind():
     assert emu.log[0].route.model is MXF4
     with bf.torch.emulate(model=NVF4), pytest.raises(ArgumentError, match=r"model=.*needs a block-scaled"):
         torch._scaled_mm(a, b, mx.swizzle(e8m0(sa)), mx.swizzle(e8m0(sb)), out_dtype=torch.float32)
+    # a block-scaled model= has no scales for a plain matmul: refused naming model= (was an error about a
+    # scale_a never passed); one in overrides= is refused by emulate itself; an MXFP8 model is no model for
+    # fp8 _scaled_mm with fp32 scales either
+    x = torch.ones(2, 64, dtype=torch.bfloat16)
+    with bf.torch.emulate(model=MXF4), pytest.raises(ArgumentError, match=r"^model=scaled-fused e2m1fn.*: is "
+                                                     r"block-scaled: .* not bf16 matmuls; for those emulate a device"):
+        x @ x.T
+    with pytest.raises(ArgumentError, match=r"^overrides=scaled-fused .*: is block-scaled"):
+        bf.torch.emulate("B200", overrides={torch.float16: MXF4})
+    mxf8 = B200.model("e4m3fn", "fp32", instruction="tcgen05.mxf8f6f4.block32")
+    e4 = torch.ones(16, 32).to(torch.float8_e4m3fn)
+    with bf.torch.emulate(model=mxf8), pytest.raises(ArgumentError, match=r"^model=.*without block scales"):
+        torch._scaled_mm(e4, e4.T, torch.tensor(1.0), torch.tensor(1.0), out_dtype=torch.float32)
     # e8m0 scales per 16 (PTX's mxf4nvf4.block16 with ue8m0; torch's own checks refuse this pairing)
     s16a, s16b = g.integers(124, 130, size=(3, 4)), g.integers(124, 130, size=(2, 4))
     blk16 = F.ScalingType.BlockWise1x16

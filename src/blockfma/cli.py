@@ -42,7 +42,7 @@ __all__ = ["main", "build_parser", "Answer", "EXIT"]
 EXIT = {"as asked": 0, "not as asked": 1, "unknown or usage": 2, "interrupted": 130}
 """The exit statuses (see the module docstring)."""
 
-_VALUE_OPTIONS = ("--a", "--b", "--c")
+_VALUE_OPTIONS = ("--a", "--b", "--c", "--scale-a", "--scale-b")
 _MODES = "rne, rz, ru, rd, rna, ro or device"
 _LONG_DECIMAL = 80  # exact decimal expansions up to this many characters are printed in text output
 
@@ -83,13 +83,16 @@ def _modes(model: Model, round_inputs: str | None) -> tuple[RoundingMode | None,
     return mode, mode
 
 
-def _values(texts: list[str], fmt: _formats.Format, mode: RoundingMode | None, what: str) -> list[float]:
+def _values(texts: list[str], fmt: _formats.Format, mode: RoundingMode | None, what: str,
+            hint: str = f"pass --round-inputs MODE to round it (MODE: {_MODES})") -> list[float]:
     out = []
     for i, text in enumerate(texts):
         try:
             out.append(literals.to_float(text, fmt, mode))
         except literals.NotRepresentable as exc:
-            raise exc.with_hint(f"{what}[{i}] = ", f"pass --round-inputs MODE to round it (MODE: {_MODES})") from None
+            raise exc.with_hint(f"{what}[{i}] = ", hint) from None
+        except ValueError as exc:  # not a number: the option that gave it first
+            raise _Usage(f"{what}[{i}]: {exc}") from None
     return out
 
 
@@ -118,10 +121,12 @@ def _run(dev: Device, args: argparse.Namespace) -> dict[str, Any]:
     model = dev.model(args.input, args.output, args.instruction)
     ins = dev.instruction(args.instruction) if args.instruction else dev.instruction_for(args.input, args.output)
     a, b, c = _operands(model, _split(args.a, '--a'), _split(args.b, '--b'), args.c, args.round_inputs)
-    d = _dot(a, b, c, model=model)
+    scales = {s: _values(_split(getattr(args, s), o), _formats.fp64, None, o, "write a value of the scale format")
+              for s, o in (("scale_a", "--scale-a"), ("scale_b", "--scale-b")) if getattr(args, s, None)}
+    d = _dot(a, b, c, model=model, **scales)  # bf.dot checks the scales (errors name --scale-a / --scale-b)
     return {"device": dev.name, "instruction": ins.name, "model": model.name, "summary": model.summary(),
             "input": model.input_name, "output": model.output_format.name, "k": len(a),
-            "a": a, "b": b, "c": c, "result": _result(d, model)}
+            "a": a, "b": b, "c": c, **scales, "result": _result(d, model)}
 
 
 # --- commands --------------------------------------------------------------------------------------------
@@ -221,7 +226,8 @@ def _inputs_text(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
     else:
         c, tag = args.c, ""
     return [f"a ({run['input']}{tag})  {', '.join(a)}", f"b ({run['input']}{tag})  {', '.join(b)}",
-            f"c ({run['output']}{tag})  {c}"]
+            f"c ({run['output']}{tag})  {c}"] + [f"{s} ({len(run[s])}, one per block)  "
+                                                  f"{', '.join(_split(vars(args)[s], s))}" for s in run if "scale" in s]
 
 
 def cmd_dot(args: argparse.Namespace) -> Answer:
@@ -408,18 +414,15 @@ def _seconds(text: str) -> float:
 
 
 def _setting(text: str) -> tuple[str, Any]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
+    name, sep, v = (part.strip() for part in text.partition("="))
+    if not sep or not name:
         raise _Usage(f"--set {text}: takes PARAM=VALUE (e.g. --set carry_bits=3)")
-    v = value.strip()
-    if v.lower() == "none":
-        return name.strip(), None
-    if v.lower() in ("true", "false"):
-        return name.strip(), v.lower() == "true"
+    if v.lower() in ("none", "true", "false"):
+        return name, None if v.lower() == "none" else v.lower() == "true"
     try:
-        return name.strip(), int(v)
+        return name, int(v)
     except ValueError:
-        return name.strip(), v
+        return name, v
 
 
 def _smt_models(args: argparse.Namespace) -> list[Model]:
@@ -652,13 +655,15 @@ def cmd_reproduce(args: argparse.Namespace) -> Answer:
     if len(chosen) != 1:
         raise _Usage("name one reproduction (NAME), or pass --list or --all" if not chosen else
                      f"pass one of NAME, --list and --all, not {' and '.join(chosen)}")
+    if args.list and (args.out is not None or args.scale is not None):
+        raise _Usage("--list runs nothing, so --out and --scale would be ignored; pass them with NAME or --all")
     if args.list:
         rows = [{"name": r.name, "seed": r.seed, "table/figure": r.what, "seconds": r.seconds,
                  "ci": "yes" if r.ci else "slow", "function": r.function} for r in rp.reproductions()]
         text = _report.table(rows, ["name", "seed", "table/figure", "seconds", "ci"])
         return Answer(text + "\n\nseconds: at --scale ci on two cores. Run one: blockfma reproduce NAME "
                       "[--out DIR] [--scale ci|paper]", rows)
-    scale = check_scale(args.scale)
+    scale = check_scale(args.scale or "ci")
     entries = rp.reproductions() if args.all else [rp.get(args.name)]
     out = files.folder(args.out, create=True, name="out") if args.out is not None else None
     if out is not None:  # every file of the run checked before the first one runs
@@ -740,6 +745,10 @@ def _add_dot_compare(sub: Any) -> None:
     p = sub.add_parser("dot", help="compute d = a·b + c as a device does, printed exactly", epilog=numbers)
     p.add_argument("device", metavar="DEVICE", help="a preset name or alias (blockfma devices lists them)")
     p.add_argument("--instruction", help="instruction path (default: the device's default for the pair)")
+    for x in "ab":
+        p.add_argument(f"--scale-{x}", action="append", metavar="VALUES", help=f"a block-scaled instruction's "
+                       f"scales of {x}: exact values of its scale format, one per scale block along k, in order, as "
+                       f"bf.dot's scale_{x}= (docs/semantics.md); comma-separated, repeatable")
     _operand_options(p)
     p.set_defaults(func=cmd_dot)
 
@@ -867,7 +876,7 @@ def _add_reproduce(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="run every reproduction, a progress line each")
     p.add_argument("--out", metavar="DIR", help="write NAME.csv, NAME.json (with provenance) and NAME.png into DIR "
                                                 "(made if missing; checked before the work)")
-    p.add_argument("--scale", default="ci", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
+    p.add_argument("--scale", metavar="ci|paper", help="problem sizes: ci (seconds, the default) or "
                                                                    "paper (the paper's sizes where practical)")
     _json_option(p)
     _progress_options(p)

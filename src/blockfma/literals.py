@@ -29,6 +29,7 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ FORMS = ("decimals (0.1, -2.5, 1e-3), integers, powers (2^-24, 2**-24), sums and
          "(1-2^-11, 3*2^-5, 1/3), C99 hex floats (0x1.8p-3), binary (0b1.01p-2), inf, -inf, nan, -0")
 
 _MAX_EXPONENT = 10_000  # |exponent| accepted in powers and literals (float64 needs at most ~1100)
+_MAX_TEXT, _MAX_DEPTH = 2_000, 100  # characters (a float64's exact decimal has at most ~1100); nested parentheses
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -64,7 +66,8 @@ class _ParseError(ValueError):
 
 
 def _bad(text: str, detail: str) -> ValueError:
-    return ValueError(f"cannot read {text!r} as an exact number: {detail}; accepted forms: {FORMS}")
+    shown = repr(text) if len(text) <= 80 else f"{text[:40]!r}... ({len(text)} characters)"
+    return ValueError(f"cannot read {shown} as an exact number: {detail}; accepted forms: {FORMS}")
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -221,11 +224,10 @@ class _Parser:
         return value
 
     def factor(self) -> Value:
-        if self.peek() in ("+", "-"):
-            op = self.take()[1]
-            value = self.factor()
-            return value if op == "+" else _neg(value)
-        return self.power()
+        minus = 0  # a loop, not recursion: a long run of signs cannot exhaust the stack
+        while self.peek() in ("+", "-"):
+            minus += self.take()[1] == "-"
+        return _neg(self.power()) if minus % 2 else self.power()
 
     def power(self) -> Value:
         base = self.atom()
@@ -269,10 +271,14 @@ def parse(text: str) -> Value:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse takes a str, not {type(text).__name__}")
+    if len(text) > _MAX_TEXT:
+        raise ValueError(f"cannot read a number of {len(text)} characters (at most {_MAX_TEXT}); write it shorter")
     try:
         tokens = _tokens(text)
         if not tokens:
             raise _ParseError("empty")
+        if max(accumulate((t == "(") - (t == ")") for _, t in tokens)) > _MAX_DEPTH:  # before any recursion
+            raise _ParseError(f"more than {_MAX_DEPTH} nested parentheses")
         p = _Parser(tokens)
         value = p.expr()
         if p.i != len(tokens):

@@ -764,8 +764,10 @@ class _Search:
             self.say(f"  the engine on {seed_rows} random and adversarial rows: {self.bounds()}")
 
     def any_input(self, constraints: Any, normal_inputs: bool) -> None:
-        """One input that meets the constraints, or the proof that none does (an ArgumentError)."""
-        out = _solve.check(self.f.base, self.f.variables, solver=self.solver, timeout=self.limit())
+        """One input that meets the constraints, the proof that none does (an ArgumentError), or no time left."""
+        if (limit := self.limit()) is not None and limit <= 0:
+            return
+        out = _solve.check(self.f.base, self.f.variables, solver=self.solver, timeout=limit)
         self.queries += 1
         self.log.append(("any input", out.status, round(out.seconds, 3)))
         if self.say is not None:
@@ -780,11 +782,10 @@ class _Search:
     def ask(self, T: Fraction) -> str:
         """Is there an input with error > T? "sat" (found, lo raised), "unsat" (hi lowered), "unknown", or
         "stop" (no time left)."""
-        rest = self.left()
-        if rest is not None and rest <= 0:
+        if (limit := self.limit()) is not None and limit <= 0:  # read once: the limit passed is never below 0
             return "stop"
         out = _solve.check(self.f.base + self.f.above(T, self.relative), self.f.variables, solver=self.solver,
-                           timeout=self.limit())
+                           timeout=limit)
         self.queries += 1
         self.log.append((frac_text(T), out.status, round(out.seconds, 3)))
         if out.status == "sat":

@@ -102,11 +102,14 @@ class Emulation:
         self._modes: list[front.Mode] = []
         self._lock = threading.Lock()
         self._overrides = routes.overrides(self.device, overrides)
-        self._split: dict[torch.dtype, tuple] = {routes.dtype_key(key): orders.check_plan(plan, "split_k")
+        self._split: dict[torch.dtype, tuple] = {routes.dtype_key(key, "split_k"): orders.check_plan(plan, "split_k")
                                                  for key, plan in (split_k or {}).items()}
         for dtype in self._split:
             if dtype != torch.float32:  # its route does not depend on switches: a bad plan fails here
-                self.route(dtype)
+                try:
+                    self.route(dtype)
+                except ArgumentError as exc:  # the dtype came in split_k: the error names split_k
+                    raise ArgumentError("split_k", Shown(f"{{{dtype}: ...}}"), exc.problem, fix=exc.fix) from None
 
     def __repr__(self) -> str:
         return f"emulate({self.name!r})"

@@ -57,13 +57,13 @@ class Route:
         return dict(self.split_k).get((m, n, k), 1)
 
 
-def dtype_key(key: Any) -> torch.dtype:
-    """A key of ``overrides=`` or ``split_k=`` as a torch dtype (fp16, bf16, fp32, or their names)."""
+def dtype_key(key: Any, argument: str = "overrides") -> torch.dtype:
+    """A key of ``overrides=`` or ``split_k=`` (``argument``) as a torch dtype (fp16, bf16, fp32, or their names)."""
     if isinstance(key, torch.dtype) and key in FORMATS:
         return key
     if isinstance(key, str) and key.strip().lower() in DTYPES:
         return DTYPES[key.strip().lower()]
-    raise ArgumentError("overrides", Shown(f"{{{key!r}: ...}}"), "keys must be torch.float16, torch.bfloat16 or "
+    raise ArgumentError(argument, Shown(f"{{{key!r}: ...}}"), "keys must be torch.float16, torch.bfloat16 or "
                         "torch.float32 (or 'fp16', 'bf16', 'fp32')")
 
 
@@ -76,10 +76,13 @@ def split_note(split: tuple) -> str:
 def wrap(model: Model, fmt: str, where: str) -> Route:
     """The route of a dtype whose format is ``fmt`` through ``model`` (a model for another pair is adapted:
     see the ``bf.torch.emulate`` module docstring)."""
-    note = where
+    note, given = where, "model" if where == "model=" else "overrides"
+    if model.block_scaled:  # its scales come only with torch._scaled_mm's block-scaled operands
+        raise ArgumentError(given, Shown(model.summary()), f"is block-scaled: it runs block-scaled torch._scaled_mm "
+                            f"(blockfma.torch.mx), not {fmt} matmuls; for those emulate a device or give a plain model")
     if model.input_format.name == "tf32" and fmt == "fp32":
         if model.output_format.name != "fp32":
-            raise ArgumentError("model", Shown(model.summary()), "a tf32 model for fp32 tensors must output fp32")
+            raise ArgumentError(given, Shown(model.summary()), "a tf32 model for fp32 tensors must output fp32")
         return Route(fmt, model, note, round_inputs="device")
     scaled = not (_formats.holds(model.input_format, fmt) and _formats.holds(model.b_format, fmt))
     if scaled:
@@ -88,7 +91,7 @@ def wrap(model: Model, fmt: str, where: str) -> Route:
     if out == fmt and not scaled:
         return Route(fmt, model, note)
     if not _formats.holds(model.output_format, fmt):
-        raise ArgumentError("model", Shown(model.summary()), f"its output {out} is narrower than the {fmt} tensors "
+        raise ArgumentError(given, Shown(model.summary()), f"its output {out} is narrower than the {fmt} tensors "
                             "it would compute", fix=f"pass a model with {fmt} or fp32 output")
     if not scaled and model.c_entry == "fused" and model.instruction_k is None and model.accumulator_format is None:
         try:
@@ -182,9 +185,9 @@ def fp8(dev: Device | None, model: Model | None, a_dtype: torch.dtype, b_dtype: 
     if model is not None:
         base, where = model, "model="
         if not (_formats.holds(base.input_format, fa) and _formats.holds(base.b_format, fb)) or \
-                base.output_format.name != "fp32":
-            raise ArgumentError("model", Shown(base.summary()), f"torch._scaled_mm of {key} operands needs a "
-                                f"model whose inputs hold {key} and whose output is fp32",
+                base.output_format.name != "fp32" or base.block_scaled:
+            raise ArgumentError("model", Shown(base.summary()), f"torch._scaled_mm of {key} operands with fp32 "
+                                f"scales needs a model whose inputs hold {key}, without block scales, output fp32",
                                 fix="pass an fp8 -> fp32 model, e.g. bf.device('H100').model('e4m3fn', 'fp32')")
     else:
         assert dev is not None
