@@ -221,7 +221,8 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
 
 
 _ACTIVE = threading.local()  # .modes: the blocks entered in this thread, innermost last
-_OPEN: list[Any] = [0, None, threading.Lock()]  # blocks open in the process, Thread.start before the first, a lock
+_NATIVE_START = threading.Thread.start
+_OPEN = {"blocks": 0, "lock": threading.Lock()}  # blocks open in the process: Thread.start is _start while any is
 
 
 def _start(thread: threading.Thread) -> None:
@@ -232,7 +233,7 @@ def _start(thread: threading.Thread) -> None:
         warnings.warn(f"a thread started inside {modes[-1].rule.layer} runs torch's matmuls natively: a block holds "
                       "in the thread that entered it (as torch.no_grad does); enter it in the thread's function too",
                       RuntimeWarning, stacklevel=2)
-    _OPEN[1](thread)
+    _NATIVE_START(thread)
 
 
 class Mode(TorchFunctionMode):
@@ -249,17 +250,16 @@ class Mode(TorchFunctionMode):
     def __enter__(self) -> Mode:
         super().__enter__()
         _ACTIVE.__dict__.setdefault("modes", []).append(self)
-        with _OPEN[2]:
-            _OPEN[0] += 1
-            if _OPEN[0] == 1 and threading.Thread.start is not _start:
-                _OPEN[1], threading.Thread.start = threading.Thread.start, _start  # type: ignore[method-assign]
+        with _OPEN["lock"]:
+            _OPEN["blocks"] += 1
+            threading.Thread.start = _start  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        with _OPEN[2]:
-            _OPEN[0] -= 1
-            if _OPEN[0] == 0 and threading.Thread.start is _start:
-                threading.Thread.start = _OPEN[1]  # type: ignore[method-assign]
+        with _OPEN["lock"]:
+            _OPEN["blocks"] -= 1
+            if _OPEN["blocks"] == 0:
+                threading.Thread.start = _NATIVE_START  # type: ignore[method-assign]
         _ACTIVE.modes.remove(self)
         super().__exit__(*exc)
 
