@@ -213,7 +213,7 @@ class Triton(Engine):
             return "CPU tensors go to Triton's interpreter only when asked for by name" if ops.device == "cpu" else None
         if p.model.block_scaled:
             return "block-scaled calls go to the Triton kernel only when asked for by name"
-        if ops.work < GPU_MIN_WORK:
+        if ops.work // ops.shape[0] < GPU_MIN_WORK:  # per matrix product: each of a batch is a launch of its own
             return f"fewer than GPU_MIN_WORK = {GPU_MIN_WORK} products"
         if not optional.available("triton"):
             return "triton is not installed"

@@ -75,8 +75,9 @@ def _steps(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray |
     order), the store and the addition of C by numpy.  Steps that sum from +0 with C after (``c_entry``
     "after" or "end") are independent until C: one call sums STEP_SUMS of them, as a batch of chains."""
     (nb, m, _), n, W = A.shape, B.shape[2], p.width
-    if p.order is not None:
-        A, B = A[:, :, order := (np.arange(p.steps)[:, None] * W + p.order).ravel()], B[:, order]
+    if p.order is not None:  # each step's products in the plan's order: its blocks are then slices
+        order = (np.arange(p.steps)[:, None] * W + p.order).ravel()
+        A, B = A[:, :, order], B[:, order]
     D = np.asarray(C, dtype=np.float64)
     group = 1 if p.c_fused else max(1, STEP_SUMS // (nb * m * n))  # fused C: each step needs the last
     for s in range(0, p.steps, group):
