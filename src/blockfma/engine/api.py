@@ -269,8 +269,7 @@ def _dot_operands(m: Model, a: Any, b: Any, c: Any, c_format: Any
 
 def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress = None) -> np.ndarray:
     """The call run by the engine :func:`registry.choose` picks (the numpy engine where the compiled kernels
-    meet inputs they do not run after all), recorded for :func:`last_backend`: D (batch, m, n) in the output
-    format."""
+    meet inputs they do not run after all), recorded for :func:`last_backend`; D (batch, m, n), output format."""
     engine = registry.choose(p, ops, backend)
     assert engine is not None  # numpy operands: the reference runs every call
     D = engine.run(p, ops, progress)

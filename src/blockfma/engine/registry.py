@@ -44,8 +44,7 @@ TILE = 1 << 21  # products per numpy tile (rows x n x L), bounding the memory of
 
 class Numpy(Engine):
     """The numpy engine (:mod:`.kernels`, :mod:`.scaled`): every model; block-scaled ones within its exact
-    float64 bounds (every preset).  Tiles of rows (whole batch entries where one fits) bound the memory of one
-    step."""
+    float64 bounds (every preset).  Tiles of rows and of batch entries bound the memory of one step."""
 
     name, fallback = "numpy", "reference"
 
