@@ -66,6 +66,9 @@ def test_auto_passes_over_what_it_does_not_take():
     assert engine("triton").auto(p, ops) == "fewer than GPU_MIN_WORK = 16777216 products"
     assert engine("cuda").auto(p, ops) == "fewer than GPU_MIN_WORK = 16777216 products"
     assert engine("torch").auto(p, ops) == "it runs only when asked for by name"
+    z = np.zeros(())  # 1024 products of 128 x 4 x 128: 4 GPU_MIN_WORK in all, but each a launch of its own
+    batch = Operands(*(np.broadcast_to(z, s) for s in ((1024, 128, 4), (1024, 4, 128), (1024, 128, 128))), gemm=True)
+    assert batch.work == 1 << 26 and engine("triton").auto(p, batch) == "fewer than GPU_MIN_WORK = 16777216 products"
     scaled = gemm_ops(k=64, scaled=True)
     assert engine("triton").auto(plan(SCALED, 64), scaled) == \
         "block-scaled calls go to the Triton kernel only when asked for by name"

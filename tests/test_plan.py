@@ -156,3 +156,31 @@ def test_every_engine_runs_the_same_plan_on_a_stored_after_model():
     for backend in backends:
         got = bf.dot(a, b, c, model=m, backend=backend)
         assert np.array_equal(bits(got), want.astype(np.uint16)), backend
+
+
+@pytest.mark.skipif(FAST is None, reason="numba is not installed (pip install 'blockfma[fast]')")
+def test_steps_summed_from_zero_run_as_one_batch_of_compiled_chains(monkeypatch):
+    """Steps that sum their blocks from +0 and add C after (cuBLAS's C in the epilogue; C after an
+    instruction of two halves) are independent until C: the compiled kernels sum them all in one call (was
+    one call per block of 16: hours at K = 2**17), or one per STEP_SUMS sums held, with the reference's bits."""
+    calls = []
+    chain = FAST._chain
+    monkeypatch.setattr(FAST, "_chain", lambda *args: calls.append(args[1].shape) or chain(*args))
+    cublas = bf.device("H100").model("fp16", "fp16", "cublas")
+    k = 1 << 17  # 2**17 products of 2**-8: each block and the whole sum exact, 512
+    D = bf.gemm(np.full((2, k), 2.0**-8, np.float16), np.ones((k, 3), np.float16), model=cublas, backend="numba")
+    assert calls == [(1, 2, k)] and bits(D).tolist() == bits(np.full((2, 3), 512, np.float16)).tolist()
+    after = Model(Family.TRUNCATED_FUSED, "fp16", "fp16", block_width=4, fraction_bits=25, e_zero=-133,
+                  output_rounding="rz", exact_zero="positive", c_entry="after", instruction_k=8,
+                  product_order="halves", accumulator_format="fp32")
+    monkeypatch.setattr(FAST, "STEP_SUMS", 12)  # 2 steps of 3 x 2 sums per call
+    rng = np.random.default_rng(7)
+    A, B = (rng.integers(-64, 64, s) * 2.0 ** rng.integers(-12, 4, s) for s in ((3, 37), (37, 2)))
+    C = rng.integers(-64, 64, (3, 2)) * 2.0 ** rng.integers(-8, 2, (3, 2))
+    for model, steps in ((cublas, 1), (after, 5)):
+        A_, B_, C_ = (x.astype(np.float16) for x in (A, B, C))
+        want = [[reference.dot_bits(model, A_[i].tolist(), B_[:, j].tolist(), float(C_[i, j])) for j in range(2)]
+                for i in range(3)]
+        calls.clear()
+        assert bits(bf.gemm(A_, B_, C_, model=model, backend="numba")).tolist() == want
+        assert len(calls) == -(-steps // 2), model.summary()

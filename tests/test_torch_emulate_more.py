@@ -220,13 +220,13 @@ def test_tensor_path_equals_the_numpy_path(monkeypatch, dev, dtype, over):
         want_mm = A[1] @ B[0]
     if over == "wgmma":  # the kernel's IEEE -0 is finished to +0 by the model's rule
         assert emu.route(dtype).model.rounded_zero == "positive" and not torch.signbit(want[1, 3, 0])
-    module = importlib.import_module("blockfma.torch.compute")  # where emulate calls bf.gemm and bf.dot
+    module = importlib.import_module("blockfma.torch.compute")  # where emulate calls bf.gemm and gemms
 
     def refuse(*args, **kwargs):
         raise AssertionError("the host path ran")
 
     monkeypatch.setattr(module, "gemm", refuse)
-    monkeypatch.setattr(module, "dot", refuse)
+    monkeypatch.setattr(module, "gemms", refuse)
     with bf.torch.emulate(dev, backend="triton", overrides=overrides):
         got = torch.baddbmm(C, A, B)
         got_mm = A[1] @ B[0]
@@ -257,6 +257,39 @@ def test_awkward_tensors_give_the_right_answer():
     assert torch.equal(zeros.view(torch.int16), torch.zeros(3, 4, dtype=torch.int16))  # +0, as torch gives
     assert torch.equal(ints, torch.arange(6).reshape(2, 3) @ torch.arange(6).reshape(3, 2))
     assert emu.log[-1].route.model is None and emu.log[-1].dtype == "int64"
+
+
+def test_a_batched_matmul_is_one_engine_call_with_each_slice_as_bf_gemm(monkeypatch):
+    """A batched matmul of 2**23 products (past the former DOT_LIMIT, 2**22, where it became a bf.gemm per
+    slice: minutes) is one engine call, each slice with bf.gemm's bits; the numpy engine tiles the batch
+    (NaN and inf in it: the compiled kernels take finite values only); a batch that cannot fit is refused
+    before anything is allocated."""
+    from blockfma.engine import api, registry
+
+    runs = []
+    execute = api._execute
+    monkeypatch.setattr(api, "_execute", lambda *args: runs.append(args[1].shape) or execute(*args))
+    A, B = data(2, 64, 1024), data(2, 1024, 64, seed=1)
+    with bf.torch.emulate("H100") as emu:
+        got = torch.bmm(A, B)
+    assert runs == [(2, 64, 1024, 64)]
+    model = emu.route(torch.float16).model
+    for t in range(2):
+        same_bits(got[t], torch.from_numpy(bf.gemm(A[t].numpy(), B[t].numpy(), model=model)))
+    A, B, C = data(5, 2, 40), data(5, 40, 3, seed=1), data(5, 2, 3, seed=2)
+    A[1, 0, 3], B[4, 7, 2] = float("nan"), float("inf")
+    monkeypatch.setattr(registry, "TILE", 2 * 2 * 3 * 48)  # tiles of 2 batch entries (K padded to 48)
+    runs.clear()
+    with bf.torch.emulate("H100", backend="numpy"):
+        got = torch.baddbmm(C, A, B)
+    assert runs == [(5, 2, 40, 3)]
+    for t in range(5):
+        want = bf.gemm(A[t].numpy(), B[t].numpy(), C[t].numpy(), model=model, backend="numpy")
+        same_bits(got[t], torch.from_numpy(want))
+    monkeypatch.setattr(api, "_available_memory", lambda: 2**20)
+    with pytest.raises(MemoryError, match=r"^2 gemms 64x1024x64 needs about 0\.0 GiB"):
+        with bf.torch.emulate("H100"):
+            torch.bmm(data(2, 64, 1024), data(2, 1024, 64, seed=1))
 
 
 # --- the GPU engine refuses what cannot fit ----------------------------------------------------------------------

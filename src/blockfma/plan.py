@@ -12,8 +12,9 @@ docs/semantics.md, "Blocks and chaining", spells the rules out; the first step's
 
 :class:`Schedule` is what of it does not depend on K (made once per model: :func:`schedule`, cached),
 :class:`Plan` the schedule of one call, and :func:`run` walks it.  Every engine (the exact reference, the
-numpy, numba and GPU engines, the SMT encoding) runs the same plan and supplies only the four operations
-of :class:`Datapath`: sum a block, a zero to start from, store, add C.  Products are named by their index
+numpy and GPU engines, the SMT encoding) runs the same plan and supplies only the four operations of
+:class:`Datapath`: sum a block, a zero to start from, store, add C (the compiled kernels walk it in whole
+chains and batches of steps: :mod:`blockfma.engine.fast`).  Products are named by their index
 in the padded operands; an engine pads its operands to :attr:`Plan.padded` with +0 first.
 """
 
@@ -193,9 +194,9 @@ class Schedule:
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise ValueError(f"k must be a non-negative integer (the number of products), not {k!r}")
         width = self.width(k)
-        ordered = tuple(order(self.model, width))
+        ordered = tuple(order(self.model, width)) if self.ordered else None  # natural: no list of K
         return Plan(model=self.model, block=self.block, k=k, width=width, block_width=self.model.block_width or width,
-                    order=None if ordered == tuple(range(width)) else ordered, c_fused=self.c_fused,
+                    order=None if ordered is None or ordered == tuple(range(width)) else ordered, c_fused=self.c_fused,
                     store=self.store, first=self.first)
 
 

@@ -19,8 +19,8 @@ from . import distributed, registry, tensors
 from .kernels import flush_operands
 from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
-__all__ = ["dot", "gemm", "explain", "resolve_model", "last_backend", "check_backend", "BACKENDS", "GPU_MIN_WORK",
-           "finish"]
+__all__ = ["dot", "gemm", "gemms", "explain", "resolve_model", "last_backend", "check_backend", "BACKENDS",
+           "GPU_MIN_WORK", "finish"]
 
 BACKENDS = ("auto", "numpy", "numba", "torch", "cuda", "triton")
 
@@ -269,7 +269,7 @@ def _dot_operands(m: Model, a: Any, b: Any, c: Any, c_format: Any
 
 def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress = None) -> np.ndarray:
     """The call run by the engine :func:`registry.choose` picks (the numpy engine where the compiled kernels
-    meet inputs they do not run after all), recorded for :func:`last_backend`, in the output format."""
+    meet inputs they do not run after all), recorded for :func:`last_backend`; D (batch, m, n), output format."""
     engine = registry.choose(p, ops, backend)
     assert engine is not None  # numpy operands: the reference runs every call
     D = engine.run(p, ops, progress)
@@ -281,7 +281,7 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
         engine = registry.engine("numpy")
         D = engine.run(p, ops, progress)
     _LAST.name = engine.name
-    return finish(p.model, D[0] if ops.gemm else D[:, 0, 0])
+    return finish(p.model, D)
 
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
@@ -405,7 +405,21 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     p, ops = call
     _, m, k, n = ops.shape
     report = _Progress(progress, ops.work, f"gemm {mdl.summary()} {m}x{k}x{n}")
-    return _execute(p, ops, backend, report if report.on else None)
+    return _execute(p, ops, backend, report if report.on else None)[0]
+
+
+def gemms(A: np.ndarray, B: np.ndarray, C: np.ndarray | None, *, model: Model, round_inputs: Any = None,
+          backend: str = "auto") -> np.ndarray:
+    """D[t] = A[t] @ B[t] + C[t] for a batch of matrix products, A (batch, m, k), B (batch, k, n), C None
+    or (batch, m, n), each as :func:`gemm` computes it, in one engine call (the torch front's batched matmuls)."""
+    (nb, m, k), n = A.shape, B.shape[-1]
+    _check_memory(nb * m * n, A.size + B.size, f"{nb} gemms {m}x{k}x{n}")
+    C_ = np.zeros((nb, m, n)) if C is None else _as_float64(C, "C")
+    if k == 0 or C_.size == 0:  # no products: D is C as given
+        return finish(model, _check_format(model.c_format, C_, "C", _input_rounding(model, round_inputs)[1]),
+                      computed=False)
+    ops = _prepare(model, _as_float64(A, "A"), _as_float64(B, "B"), C_, round_inputs, names="ABC", given=(A, B, C))
+    return _execute(plan(model, k), Operands(*ops, gemm=True), backend)
 
 
 def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: bool, c_format: Any, scale_a: Any,

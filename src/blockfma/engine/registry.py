@@ -20,6 +20,7 @@ calls go to a GPU only when asked for by name.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ TILE = 1 << 21  # products per numpy tile (rows x n x L), bounding the memory of
 
 class Numpy(Engine):
     """The numpy engine (:mod:`.kernels`, :mod:`.scaled`): every model; block-scaled ones within its exact
-    float64 bounds (every preset).  Tiles of rows bound the memory of one step."""
+    float64 bounds (every preset).  Tiles of rows and of batch entries bound the memory of one step."""
 
     name, fallback = "numpy", "reference"
 
@@ -53,7 +54,7 @@ class Numpy(Engine):
         return None
 
     def run(self, p: Plan, ops: Operands, progress: Progress = None) -> np.ndarray:
-        _, m, _, n = ops.shape
+        batch, m, _, n = ops.shape
         D = np.array(ops.c, dtype=np.float64)
         a, bt = rules.pad(ops.a, p.padded), rules.pad(np.swapaxes(ops.b, 1, 2), p.padded)
         if ops.scaled:
@@ -61,17 +62,18 @@ class Numpy(Engine):
             sa = scaled.per_product(ops.sa, block, p.padded)
             sbt = scaled.per_product(np.swapaxes(ops.sb, 1, 2), block, p.padded)
         rows = max(1, TILE // max(1, n * (scaled.width(p) if ops.scaled else p.width)))
-        for r in range(0, m, rows):
-            rs = slice(r, min(m, r + rows))
-            if ops.scaled and scaled.runs_groups(p, ops.a[:, rs], ops.b):  # group sums by matrix products
-                D[:, rs] = scaled.group_chain(p, a[:, rs], bt, D[:, rs], sa[:, rs], sbt)
+        group = max(1, rows // max(1, m))  # batch entries per tile
+        for t, r in itertools.product(range(0, batch, group), range(0, m, rows)):
+            ts, rs = slice(t, t + group), slice(r, min(m, r + rows))
+            if ops.scaled and scaled.runs_groups(p, ops.a[ts, rs], ops.b[ts]):  # group sums by matrix products
+                D[ts, rs] = scaled.group_chain(p, a[ts, rs], bt[ts], D[ts, rs], sa[ts, rs], sbt[ts])
             else:
-                datapath = scaled.ScaledBlocks(p, a[:, rs, None, :], bt[:, None, :, :], sa[:, rs, None, :],
-                                               sbt[:, None, :, :]) if ops.scaled else \
-                    Blocks(p, a[:, rs, None, :], bt[:, None, :, :])
-                D[:, rs] = run_plan(p, datapath, D[:, rs])
+                datapath = scaled.ScaledBlocks(p, a[ts, rs, None, :], bt[ts, None, :, :], sa[ts, rs, None, :],
+                                               sbt[ts, None, :, :]) if ops.scaled else \
+                    Blocks(p, a[ts, rs, None, :], bt[ts, None, :, :])
+                D[ts, rs] = run_plan(p, datapath, D[ts, rs])
             if progress is not None:
-                progress(rs.stop / m)
+                progress((t * m + rs.stop * min(group, batch - t)) / (batch * m))
         return D
 
 
@@ -185,8 +187,8 @@ class Torch(Engine):
                               np.asarray(ops.c, dtype=np.float64), scaled.per_product(ops.sa, block, p.padded),
                               scaled.per_product(np.swapaxes(ops.sb, 1, 2), block, p.padded), self.name)
         if ops.gemm:
-            return gpu.gemm(p, ops.a[0], ops.b[0].T, np.array(ops.c[0], dtype=np.float64), self.name,
-                            progress=progress)[None]
+            return np.stack([gpu.gemm(p, a, b.T, np.array(c, dtype=np.float64), self.name, progress=progress)
+                             for a, b, c in zip(ops.a, ops.b, ops.c)])
         return gpu.dot(p, ops.a[:, 0], ops.b[:, :, 0], ops.c[:, 0, 0], self.name)[:, None, None]
 
 
@@ -210,7 +212,7 @@ class Triton(Engine):
             return "CPU tensors go to Triton's interpreter only when asked for by name" if ops.device == "cpu" else None
         if p.model.block_scaled:
             return "block-scaled calls go to the Triton kernel only when asked for by name"
-        if ops.work < GPU_MIN_WORK:
+        if ops.work // ops.shape[0] < GPU_MIN_WORK:  # per matrix product: each of a batch is a launch of its own
             return f"fewer than GPU_MIN_WORK = {GPU_MIN_WORK} products"
         if not optional.available("triton"):
             return "triton is not installed"
@@ -239,9 +241,8 @@ class Triton(Engine):
         if ops.device is not None:
             return triton.gemm_tensors(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
         if ops.scaled:
-            return np.stack([triton.scaled_gemm(p.model, ops.a[i], ops.b[i], ops.c[i], ops.sa[i], ops.sb[i])
-                             for i in range(ops.shape[0])])
-        return triton.gemm(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
+            return np.stack([triton.scaled_gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, ops.sa, ops.sb)])
+        return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c)])
 
 
 class Reference(Engine):

@@ -12,23 +12,20 @@ import numpy as np
 import torch
 
 from .. import formats as _formats
-from ..engine import dot, gemm
-from ..engine.api import finish as _finish
+from ..engine import gemm
+from ..engine.api import finish as _finish, gemms
 from ..formats import RoundingMode
 from ..model import Model
 from .routes import DTYPES, FP8, Route
 
-__all__ = ["host", "on_device", "split_k", "block_scaled", "to_numpy", "from_numpy", "finish", "pow2_scale",
-           "DOT_LIMIT"]
-
-DOT_LIMIT = 1 << 22  # products of a batched matmul run as one bf.dot call (it copies its broadcast operands)
+__all__ = ["host", "on_device", "split_k", "block_scaled", "to_numpy", "from_numpy", "finish", "pow2_scale"]
 
 
 def host(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route, backend: str) -> torch.Tensor:
-    """D = A @ B + C on the host with ``backend``: a 2-D call is one ``bf.gemm``, a batched one one ``bf.dot``
-    over every (batch, i, j) (the same arithmetic per element) up to ``DOT_LIMIT`` products, else a ``bf.gemm`` per
-    slice.  Scaled routes scale each operand as a whole; stored ones round the model's result into the
-    dtype and add C after."""
+    """D = A @ B + C on the host with ``backend``: a 2-D call is one ``bf.gemm``, a batched one one engine
+    call over the batch (:func:`blockfma.engine.api.gemms`, each slice as ``bf.gemm`` computes it).  Scaled
+    routes scale each operand as a whole; stored ones round the model's result into the dtype and add C
+    after."""
     assert route.model is not None
     out_dtype = a.dtype if route.dtype in DTYPES else DTYPES[route.model.output_format.name]
     A, B = to_numpy(a), to_numpy(b)
@@ -56,15 +53,10 @@ def _product(A: np.ndarray, B: np.ndarray, C: np.ndarray | None, route: Route, b
     model, rnd = route.model, route.round_inputs
     if A.ndim == 2:
         return gemm(A, B, C, model=model, round_inputs=rnd, backend=backend)
-    m, k, n = A.shape[-2], A.shape[-1], B.shape[-1]
-    if int(np.prod(A.shape[:-2])) * m * n * k <= DOT_LIMIT:
-        return dot(A[..., :, None, :], np.swapaxes(B, -1, -2)[..., None, :, :], C, model=model, round_inputs=rnd,
-                   backend=backend)
-    out = np.empty(A.shape[:-2] + (m, n), dtype=model.output_format.dtype)
-    for idx in np.ndindex(*A.shape[:-2]):
-        out[idx] = gemm(A[idx], B[idx], None if C is None else C[idx], model=model, round_inputs=rnd,
-                        backend=backend)
-    return out
+    (m, k), n = A.shape[-2:], B.shape[-1]
+    D = gemms(A.reshape(-1, m, k), B.reshape(-1, k, n), None if C is None else C.reshape(-1, m, n), model=model,
+              round_inputs=rnd, backend=backend)
+    return D.reshape(A.shape[:-2] + (m, n))
 
 
 

@@ -13,7 +13,7 @@ import numba  # without numba this package does not import, and the engine runs 
 import numpy as np
 
 from ...model import Model
-from ...plan import Index, Plan, array_index, run
+from ...plan import Plan
 from .. import rules
 from ..kernels import add_c, store
 
@@ -25,7 +25,7 @@ def supports(model: Model) -> bool:
     family has one (``Family.numba``, :mod:`.runners`), its products are exact in float64, its results have
     at most 51 bits, and the family's runner takes it."""
     block = model.block_model()
-    if block is not model:  # block by block, see _Compiled
+    if block is not model:  # block by block, see _steps
         return supports(block)
     if not model.family.has("numba"):
         return False
@@ -34,39 +34,10 @@ def supports(model: Model) -> bool:
     return model.family.implementation("numba").supports(model)
 
 
-class _NeedsNumpy(Exception):
-    """A block of a plan met inputs the compiled kernels do not run (the numpy engine takes the call)."""
-
-
-class _Compiled:
-    """The compiled kernels' :class:`blockfma.plan.Datapath` for plans that are not a plain chain (an
-    accumulator format, C after the blocks, a product order): each block by the compiled fused kernel of
-    the block model over (batch, m, k) and (batch, k, n) operands, the store and the addition of C by the
-    numpy engine's own code."""
-
-    def __init__(self, p: Plan, A: np.ndarray, B: np.ndarray):
-        self.p, self.A, self.B = p, A, B
-
-    def block(self, products: Index, c: np.ndarray) -> np.ndarray:
-        ix = array_index(products)
-        out = _chain(self.p.unit(products), self.A[:, :, ix], self.B[:, ix, :], c, self.p.block_width)
-        if out is None:
-            raise _NeedsNumpy
-        return out
-
-    def zero(self, c: np.ndarray) -> np.ndarray:
-        return np.zeros(c.shape)
-
-    def store(self, x: np.ndarray) -> np.ndarray:
-        return store(self.p.model, x)
-
-    def add_c(self, s: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return add_c(self.p.model, s, c)
-
-
 #: products below which the kernels run on one thread: waking numba's thread pool costs more than the
 #: work (measured on the 2-core CI machine under load: 24 ms against 0.3 ms for 256 rows of 32 products)
 SMALL_WORK = 1 << 16
+STEP_SUMS = 1 << 22  # step sums (float64) one compiled call of _steps makes at most (32 MB)
 
 
 def batched(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
@@ -89,10 +60,7 @@ def _batched(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray
         A = rules.pad(A, kp)
         B = np.swapaxes(rules.pad(np.swapaxes(B, 1, 2), kp), 1, 2)
     if not p.is_chain:  # blocks by the compiled kernels, the rest of each step by numpy
-        try:
-            return run(p, _Compiled(p, A, B), np.asarray(C, dtype=np.float64))
-        except _NeedsNumpy:
-            return None
+        return _steps(p, A, B, C)
     if p.narrow_c:  # the first step reads the C given in its own format (Plan.first), the rest chain on
         W = p.width
         C = _chain(p.first, A[:, :, :W], B[:, :W, :], C, L)
@@ -100,6 +68,29 @@ def _batched(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray
             return C
         A, B = A[:, :, W:], B[:, W:, :]
     return _chain(p.block, A, B, C, L)
+
+
+def _steps(p: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray | None:
+    """D of a plan that is not a plain chain, its steps' blocks by the compiled kernels (products in the plan's
+    order), the store and the addition of C by numpy.  Steps that sum from +0 with C after (``c_entry``
+    "after" or "end") are independent until C: one call sums STEP_SUMS of them, as a batch of chains."""
+    (nb, m, _), n, W = A.shape, B.shape[2], p.width
+    if p.order is not None:  # each step's products in the plan's order: its blocks are then slices
+        order = (np.arange(p.steps)[:, None] * W + p.order).ravel()
+        A, B = A[:, :, order], B[:, order]
+    D = np.asarray(C, dtype=np.float64)
+    group = 1 if p.c_fused else max(1, STEP_SUMS // (nb * m * n))  # fused C: each step needs the last
+    for s in range(0, p.steps, group):
+        g, ks = min(group, p.steps - s), slice(s * W, (s + group) * W)
+        a = A[:, :, ks].reshape(nb, m, g, W).transpose(0, 2, 1, 3).reshape(nb * g, m, W)
+        c = D if p.c_fused else np.zeros((nb * g, m, n))
+        S = _chain(p.unit(ks), a, B[:, ks].reshape(nb * g, W, n), c, p.block_width)
+        if S is None:
+            return None
+        S = (store(p.model, S) if p.store else S).reshape(nb, g, m, n)
+        for j in range(g):
+            D = S[:, j] if p.c_fused else add_c(p.model, S[:, j], D)
+    return D
 
 
 def _chain(unit: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, L: int) -> np.ndarray | None:
