@@ -599,29 +599,53 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     return d
 
 
+def _operands(a: Any, b: Any, c: Any, *scales: Any) -> tuple[int, int, int]:
+    """(m, k, n) of the kernel's operands, checked where they enter (the kernel reads them by their strides,
+    any strides, broadcast views too, and would read past a short one): 2-D float32 torch tensors on one
+    device (a CUDA GPU, or the CPU under the interpreter), a (m, k), b (k, n), c (m, n); ``scales`` sa, sb."""
+    torch = _torch()
+    for name, x in zip(("a", "b", "c", "sa", "sb"), (a, b, c) + scales):
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+            what = f"{x.dim()}-D {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ArgumentError(name, Shown(f"<{what}>"), "must be a 2-D torch.float32 tensor (.to(torch.float32) "
+                                "is exact for values of formats within binary32)")
+        if x.device != a.device or (x.device.type != "cuda" and not interpreting()):
+            raise ArgumentError(name, Shown(f"<on {x.device}>"), f"the kernel runs on one CUDA device (a is on "
+                                f"{a.device}), or on the CPU under Triton's interpreter (TRITON_INTERPRET=1)",
+                                fix=f"pass {name}.to(a.device)" if x.device != a.device else "")
+    (m, k), n = a.shape, b.shape[1]
+    for name, x, want in (("b", b, (k, n)), ("c", c, (m, n))):
+        if tuple(x.shape) != want:
+            raise ArgumentError(name, Shown(f"<shape {tuple(x.shape)}>"), f"must have shape {want} with a "
+                                f"{tuple(a.shape)}" + (f" (a broadcast view, c.expand({m}, {n}), is read as it is)"
+                                                       if name == "c" else ""))
+    return m, k, n
+
+
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
                  block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                  fast: bool | None = None, grid: bool | None = None) -> Any:
     """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
-    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
-    formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
-    of the result format's values; NaN results are float32 NaNs, whose bit pattern the caller writes per
-    ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
-    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
-    whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
-    the general one, True: refused where it does not hold); ``grid`` likewise for its grid sum
-    (:func:`grid_path`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one
-    program computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
+    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides (broadcast views too), shapes, dtypes
+    and devices checked, values already in the model's formats and flushed where it flushes (not checked).
+    Returns a new float32 tensor (m, n) of the result format's values; NaN results are float32 NaNs, whose bit
+    pattern the caller writes per ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).
+    ``specials``: whether some ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in
+    the kernel).  ``fast``: whether to take the fast path (:func:`fast_constants`; None: where it holds these
+    operands exactly, False: the general one, True: refused where it does not hold); ``grid`` likewise for its
+    grid sum (:func:`grid_path`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one program
+    computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
     _launch_arguments(block_m, block_n, num_warps, fast, grid)
     if model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
+    rows, k, n = _operands(a, b, c)
     if specials is None:
         specials = not _finite(a, b)
     m = model.arithmetic_model()
-    p = plan(m, a.shape[1])
+    p = plan(m, k)
     S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials, p.width))
-    tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
+    tile = _tile(S.BLOCK, a.device, rows, n, block_m, block_n, num_warps)
     ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
     if not S.BLOCK.GRID or S.BLOCK.FLOOR or not (a.numel() and b.shape[1]):
         return _launch(S, p, a, b, c, tile, ea=ea)
@@ -701,11 +725,12 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     _launch_arguments(block_m, block_n, num_warps, fast)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
+    m, k, n = _operands(a, b, c, sa, sb)
     if specials is None:
         specials = not _finite(a, b)
     mo = model.arithmetic_model()
     S = _configured(mo, specials)
-    (m, k), n, SB = a.shape, b.shape[1], S.BLOCK.SB
+    SB = S.BLOCK.SB
     if k % SB or tuple(sa.shape) != (m, k // SB) or tuple(sb.shape) != (k // SB, n):
         raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),
                             f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // SB}) and sb "
