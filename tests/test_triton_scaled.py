@@ -256,8 +256,13 @@ def test_tensor_entry_points_and_sizes(monkeypatch):
 
     model = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
     a, b, c = torch.zeros((3, 64)), torch.zeros((64, 2)), torch.zeros((3, 2))
-    with pytest.raises(ArgumentError, match=r"sa \(3, 2\) and sb \(2, 2\)"):
+    with pytest.raises(ArgumentError, match=r"^sa=<shape \(3, 1\)>: must have shape \(3, 2\) with a \(3, 64\) \(one "
+                       r"scale per 32 products\)$"):
         tr.scaled_gemm_tensors(model, a, b, c, torch.ones((3, 1)), torch.ones((2, 2)))
+    with pytest.raises(ArgumentError, match=r"^sb=<shape \(2, 3\)>: must have shape \(2, 2\)"):
+        tr.scaled_gemm_tensors(model, a, b, c, torch.ones((3, 2)), torch.ones((2, 3)))
+    with pytest.raises(ArgumentError, match=r"^a=<shape \(3, 40\)>: k = 40 must be a multiple of the scale block 32$"):
+        tr.scaled_gemm_tensors(model, a[:, :40], b[:40], c, torch.ones((3, 1)), torch.ones((1, 2)))
     with pytest.raises(ArgumentError, match="is block-scaled"):
         tr.gemm_tensors(model, a, b, c)
     d = tr.scaled_gemm_tensors(model, a, b, c, torch.ones((3, 2)), torch.ones((2, 2)))

@@ -219,13 +219,12 @@ def test_gemm_tensors_checks_its_operands_where_they_enter(monkeypatch):
 
     a, b, c = torch.ones((4, 8)), torch.ones((8, 3)), torch.zeros((4, 3))
     cases = [((a, torch.ones((6, 3)), c), r"^b=<shape \(6, 3\)>: must have shape \(8, 3\) with a \(4, 8\)$"),
-             ((a, b, torch.zeros((2, 3))), r"^c=<shape \(2, 3\)>: must have shape \(4, 3\) with a \(4, 8\) \(a "
-                                           r"broadcast view, c.expand\(4, 3\), is read as it is\)$"),
+             ((a, b, torch.zeros((2, 3))), r"^c=<shape \(2, 3\)>: must have shape \(4, 3\) with a \(4, 8\)$"),
              ((a.half(), b, c), r"^a=<2-D torch.float16>: must be a 2-D torch.float32 tensor"),
              ((a, torch.ones(8), c), r"^b=<1-D torch.float32>: must be a 2-D torch.float32 tensor"),
              ((a, b, np.zeros((4, 3), np.float32)), r"^c=<ndarray>: must be a 2-D torch.float32 tensor"),
-             ((a, b, c.to("meta")), r"^c=<on meta>: the kernel runs on one CUDA device \(a is on cpu\).*; pass "
-                                    r"c.to\(a.device\)$")]
+             ((a, b, c.to("meta")), r"^c=<on meta>: every operand on one device, a CUDA GPU \(or the CPU under "
+                                    r"Triton's interpreter, TRITON_INTERPRET=1\); a is on cpu$")]
     for args, message in cases:
         with pytest.raises(ArgumentError, match=message):
             tr.gemm_tensors(H100, *args)
@@ -241,5 +240,5 @@ def test_gemm_tensors_checks_its_operands_where_they_enter(monkeypatch):
     got = tr.gemm_tensors(H100, at, wide, c1).numpy().view(np.uint32)
     assert np.array_equal(got, want)
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors without the interpreter: refused before any launch
-    with pytest.raises(ArgumentError, match=r"^a=<on cpu>: the kernel runs on one CUDA device .*TRITON_INTERPRET=1"):
+    with pytest.raises(ArgumentError, match=r"^a=<on cpu>: every operand on one device, a CUDA GPU \(or the CPU"):
         tr.gemm_tensors(H100, a, b, c)

@@ -286,9 +286,8 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple[int, ...], ...], gemm: bool = False
             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The scales of a block-scaled model as float64 arrays, their shapes checked by the one rule of dot, gemm
-    and dask (:func:`.scaled.scale_shapes`: gemm's scale_b laid out as B, (k // scale_block, n)) and broadcast,
-    values of the scale format, NaN allowed; None for other models, which take no scales."""
+    """The scales of a block-scaled model as float64 arrays, shapes checked (:func:`.scaled.scale_shapes`) and
+    broadcast, values of the scale format, NaN allowed; None for other models, which take no scales."""
     given = [None if x is None else _as_float64(x, name) for name, x in (("scale_a", scale_a), ("scale_b", scale_b))]
     shapes = scaled.scale_shapes(model, k, tuple(given), leads, gemm)
     if shapes is None:
@@ -356,12 +355,13 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     it ``supports``, block-scaled ones by name only) on a CUDA GPU, or on the CPU under Triton's interpreter
     (``TRITON_INTERPRET=1``: small shapes, tests).  ``progress`` prints a progress line on stderr (default:
     for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for
-    :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n): the scales of a
-    block-scaled model, as for :func:`dot`; a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column
-    of B.  With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical
-    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With
-    torch tensors that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the
-    interpreter) it returns a tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
+    :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n), each laid out as its
+    operand (torch's (n, k // block) is ``scale_b.T``): the scales of a block-scaled model, as for :func:`dot`;
+    a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it
+    returns a lazy dask array computed tile by tile, bit-identical to the in-memory call, the scales following
+    A's row and B's column chunks (:mod:`.distributed`).  With torch tensors that an engine runs where they lie
+    (Triton: on a GPU, or ``backend="triton"`` under the interpreter) it returns a tensor of the output dtype
+    there, nothing copied to the host (:mod:`.tensors`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)

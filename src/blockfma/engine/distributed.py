@@ -31,8 +31,8 @@ def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = N
 
 
 def _scales(da: Any, scale_a: Any, scale_b: Any, m: int, n: int, k: int, model: Model) -> tuple[Any, Any]:
-    """A block-scaled model's scales as dask arrays of shapes (m, k // block) and (k // block, n), their shapes
-    checked by the rule of the in-memory call (:func:`.scaled.scale_shapes`), their values where the tiles run."""
+    """The scales as dask arrays (m, k // block) and (k // block, n), shapes checked by the in-memory call's
+    rule (:func:`.scaled.scale_shapes`), values where the tiles run."""
     given = tuple(None if x is None else da.asarray(x) for x in (scale_a, scale_b))
     shapes = scale_shapes(model, k, given, ((m,), (n,)), True)
     sb = given[1][:, None] if given[1].ndim == 1 else given[1]

@@ -68,11 +68,9 @@ def supports(model: Model) -> bool:
 
 def scale_shapes(model: Model, k: int, given: tuple[Any, Any], leads: tuple[tuple[int, ...], ...], gemm: bool
                  ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The shapes ``scale_a`` and ``scale_b`` (``given``: arrays, numpy or dask, or None) broadcast to, checked
-    against the one layout of :func:`blockfma.dot`, :func:`blockfma.gemm` and gemm on dask arrays: a scale is
-    laid out as its operand with K's axis holding k // scale_block scales (gemm's scale_b, as B (k, n): K's axis
-    first), never broadcast along K; its other axes broadcast to ``leads`` (its operand's rows: (m,), (n,), or
-    a dot's result shape).  None for a model that is not block-scaled (which takes no scales)."""
+    """The shapes the scales ``given`` (numpy or dask arrays, or None) broadcast to, by the one rule of bf.dot,
+    bf.gemm and dask: a scale is laid out as its operand, k // scale_block scales on K's axis (gemm's scale_b,
+    as B: (k // block, n)), never broadcast along K, its other axes broadcast to ``leads``; None: no scales."""
     if not model.block_scaled:
         for name, x in zip(("scale_a", "scale_b"), given):
             if x is not None:
@@ -83,25 +81,21 @@ def scale_shapes(model: Model, k: int, given: tuple[Any, Any], leads: tuple[tupl
     block, nb = model.option("scale_block"), k // model.option("scale_block")
     if k % block:
         raise ArgumentError("A" if gemm else "a", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale "
-                            f"block {block}",
-                            fix=f"pad A and B with zeros to a multiple of {block} along K")
+                            f"block {block}", fix=f"pad A and B with zeros to a multiple of {block} along K")
     out = []
-    for i, (name, x, lead) in enumerate(zip(("scale_a", "scale_b"), given, leads)):
+    for name, x, lead, flip in zip(("scale_a", "scale_b"), given, leads, (False, gemm)):  # flip: K's axis first
         if x is None:
             raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {nb} scales of "
                                 f"{model.scale_format.name} along K (one per {block} products)")
-        flip = gemm and i == 1  # gemm's scale_b as B: (k // block, n)
-        shape = tuple(x.shape[::-1] if flip else x.shape)
-        want = lead + (nb,)
+        shape, want = tuple(x.shape[::-1] if flip else x.shape), lead + (nb,)
         if shape[-1:] != (nb,) or len(shape) > len(want) or any(s not in (1, w) for s, w in zip(shape[::-1],
                                                                                               want[::-1])):
-            torch_layout = flip and x.ndim == 2 and shape == want[::-1]  # (n, k // block), as torch lays it
             raise ArgumentError(name, x if isinstance(x, np.ndarray) else Shown(f"<shape {tuple(x.shape)}>"),
                                 f"must have shape {want[::-1] if flip else want}: {nb} scales along K (one per "
-                                f"{block} products of k = {k}) for each " + ("dot product" if not gemm else
-                                "column of B" if flip else "row of A") + f" (an axis of 1 broadcasts), not "
-                                f"{tuple(x.shape)}" + (": that is torch's layout (n, k // block); bf.gemm's scale_b "
-                                "is laid out as B, pass scale_b.T" if torch_layout else ""))
+                                f"{block} products of k = {k}) for each " + ("column of B" if flip else "row of A"
+                                if gemm else "dot product") + f" (an axis of 1 broadcasts), not {tuple(x.shape)}"
+                                + (": that is torch's layout (n, k // block); bf.gemm's scale_b is laid out as B, "
+                                   "pass scale_b.T" if flip and x.ndim == 2 and shape == want[::-1] else ""))
         out.append(want[::-1] if flip else want)
     return out[0], out[1]
 

@@ -599,26 +599,24 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     return d
 
 
-def _operands(a: Any, b: Any, c: Any, *scales: Any) -> tuple[int, int, int]:
-    """(m, k, n) of the kernel's operands, checked where they enter (the kernel reads them by their strides,
-    any strides, broadcast views too, and would read past a short one): 2-D float32 torch tensors on one
-    device (a CUDA GPU, or the CPU under the interpreter), a (m, k), b (k, n), c (m, n); ``scales`` sa, sb."""
-    torch = _torch()
-    for name, x in zip(("a", "b", "c", "sa", "sb"), (a, b, c) + scales):
+def _operands(a: Any, b: Any, c: Any, sa: Any = None, sb: Any = None, per: int = 1) -> tuple[int, int, int]:
+    """(m, k, n), the operands checked where they enter (the kernel reads any strides, broadcast views too, and
+    would read past a short operand): 2-D float32 tensors of one device, b (k, n), c (m, n), sa, sb as B, C."""
+    torch, named = _torch(), {"a": a, "b": b, "c": c, **({} if sa is None else {"sa": sa, "sb": sb})}
+    for name, x in named.items():
         if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-            what = f"{x.dim()}-D {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ArgumentError(name, Shown(f"<{what}>"), "must be a 2-D torch.float32 tensor (.to(torch.float32) "
-                                "is exact for values of formats within binary32)")
+            raise ArgumentError(name, Shown(f"<{x.dim()}-D {x.dtype}>" if isinstance(x, torch.Tensor) else
+                                            f"<{type(x).__name__}>"), "must be a 2-D torch.float32 tensor")
         if x.device != a.device or (x.device.type != "cuda" and not interpreting()):
-            raise ArgumentError(name, Shown(f"<on {x.device}>"), f"the kernel runs on one CUDA device (a is on "
-                                f"{a.device}), or on the CPU under Triton's interpreter (TRITON_INTERPRET=1)",
-                                fix=f"pass {name}.to(a.device)" if x.device != a.device else "")
+            raise ArgumentError(name, Shown(f"<on {x.device}>"), "every operand on one device, a CUDA GPU (or the CPU "
+                                f"under Triton's interpreter, TRITON_INTERPRET=1); a is on {a.device}")
     (m, k), n = a.shape, b.shape[1]
-    for name, x, want in (("b", b, (k, n)), ("c", c, (m, n))):
+    if k % per:
+        raise ArgumentError("a", Shown(f"<shape {(m, k)}>"), f"k = {k} must be a multiple of the scale block {per}")
+    for (name, x), want in zip(named.items(), ((m, k), (k, n), (m, n), (m, k // per), (k // per, n))):
         if tuple(x.shape) != want:
-            raise ArgumentError(name, Shown(f"<shape {tuple(x.shape)}>"), f"must have shape {want} with a "
-                                f"{tuple(a.shape)}" + (f" (a broadcast view, c.expand({m}, {n}), is read as it is)"
-                                                       if name == "c" else ""))
+            raise ArgumentError(name, Shown(f"<shape {tuple(x.shape)}>"), f"must have shape {want} with a {(m, k)}"
+                                + (f" (one scale per {per} products)" if per > 1 else ""))
     return m, k, n
 
 
@@ -725,17 +723,11 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     _launch_arguments(block_m, block_n, num_warps, fast)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
-    m, k, n = _operands(a, b, c, sa, sb)
+    m, k, n = _operands(a, b, c, sa, sb, model.option("scale_block"))
     if specials is None:
         specials = not _finite(a, b)
     mo = model.arithmetic_model()
-    S = _configured(mo, specials)
-    SB = S.BLOCK.SB
-    if k % SB or tuple(sa.shape) != (m, k // SB) or tuple(sb.shape) != (k // SB, n):
-        raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),
-                            f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // SB}) and sb "
-                            f"({k // SB}, {n}), one per {SB} products (k a multiple of it)")
-    S = S.path(**_path(mo, a, b, fast))
+    S = _configured(mo, specials).path(**_path(mo, a, b, fast))
     tile = _tile(S.BLOCK, a.device, m, n, block_m, block_n, num_warps)
     return _launch(S, plan(mo, k), a, b, c, tile, sa=sa, sb=sb)
 

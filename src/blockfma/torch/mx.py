@@ -37,7 +37,6 @@ FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2"}  # MX e
 SCALE_FORMATS = {  # block-scale dtypes -> formats (e4m3fn tensors hold NVFP4's unsigned ue4m3 scales)
     torch.float8_e4m3fn: "e4m3fn", **({} if E8M0 is None else {E8M0: "e8m0fnu"})}
 _DTYPE_OF = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _up(x: int, to: int) -> int:
@@ -217,9 +216,8 @@ def to_nvfp4(x: torch.Tensor, *, global_scale: float | None = None) -> Quantized
     float32 per-tensor decode scale g; value = element * scale * g (NVIDIA's two-level recipe).
 
     g: ``global_scale`` if given, else float32(amax(x) / (6 * 448)) (1 for an all-zero x), so that every
-    block scale fits ue4m3; that quotient is held within float32's finite range (2**-149 to its largest):
-    g stays finite and nonzero, so float64 values beyond NVFP4's range (6 * 448 * float32's largest, about
-    9.1e41) saturate as block scales and elements do, and values too small for it become +0 (never a NaN).
+    block scale fits ue4m3, held to float32's finite range (2**-149 to its largest): float64 values beyond
+    NVFP4's range (6 * 448 * float32's largest, 9.1e41) saturate as scales and elements do (never a NaN).
     Per block: s = amax_block / 6 / g computed in float64, rounded to nearest even into ue4m3 (saturating at
     448); elements x / (s * g) (s * g exact in float64, the quotient rounded once in float64) rounded to
     nearest even into e2m1fn, saturating at +-6.  A block whose s rounds to 0 has +0
@@ -228,7 +226,7 @@ def to_nvfp4(x: torch.Tensor, *, global_scale: float | None = None) -> Quantized
     amax, bad = _amax(v)
     if global_scale is None:
         top = float(amax[~bad].max()) if (~bad).any() else 0.0
-        g = float(np.float32(min(max(top / (6 * 448), 2.0**-149), _F32_MAX))) if top > 0 else 1.0
+        g = float(np.float32(min(max(top / (6 * 448), 2.0**-149), float(np.finfo(np.float32).max)))) if top > 0 else 1.0
     else:
         g = float(np.float32(global_scale))
         if not (math.isfinite(g) and g > 0):
