@@ -294,10 +294,8 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple
         return None
     fs, out = model.scale_format, []
     for name, x, shape in zip(("scale_a", "scale_b"), given, shapes):
-        finite = ~np.isnan(x)
-        bad = np.signbit(x) & finite
-        if not bad.any():
-            bad = finite & ~_formats.is_representable(fs, np.where(finite, x, 1.0))
+        finite = ~np.isnan(x)  # NaN scales pass (they make results NaN); no sign, values of the scale format
+        bad = finite & (np.signbit(x) | ~_formats.is_representable(fs, np.where(finite, x, 1.0)))
         if bad.any():
             pos = tuple(int(j) for j in np.argwhere(bad)[0])
             value = float(x[pos])

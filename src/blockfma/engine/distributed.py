@@ -30,15 +30,6 @@ def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = N
     return kernel(a, b, c, model=model, scale_a=sa, scale_b=sb, **kwargs)
 
 
-def _scales(da: Any, scale_a: Any, scale_b: Any, m: int, n: int, k: int, model: Model) -> tuple[Any, Any]:
-    """The scales as dask arrays (m, k // block) and (k // block, n), shapes checked by the in-memory call's
-    rule (:func:`.scaled.scale_shapes`), values where the tiles run."""
-    given = tuple(None if x is None else da.asarray(x) for x in (scale_a, scale_b))
-    shapes = scale_shapes(model, k, given, ((m,), (n,)), True)
-    sb = given[1][:, None] if given[1].ndim == 1 else given[1]
-    return da.broadcast_to(given[0], shapes[0]), da.broadcast_to(sb, shapes[1])
-
-
 def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], scale_a: Any = None,
          scale_b: Any = None, **kwargs: Any) -> Any:
     """A lazy dask array D = A @ B + C computed tile by tile by ``kernel`` (:func:`blockfma.gemm`, which
@@ -64,8 +55,9 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
     if scale_a is None and scale_b is None and not model.block_scaled:
         return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
                             kernel=kernel, model=model, kwargs=kwargs)
-    SA, SB = _scales(da, scale_a, scale_b, m, n, A.shape[1], model)
-    SA = SA.rechunk((A.chunks[0], -1))
-    SB = SB.rechunk((-1, B.chunks[1]))
+    sa, sb = (None if x is None else da.asarray(x) for x in (scale_a, scale_b))
+    SA, SB = scale_shapes(model, A.shape[1], (sa, sb), ((m,), (n,)), True)  # the in-memory call's rule; values: tiles
+    SA = da.broadcast_to(sa, SA).rechunk((A.chunks[0], -1))
+    SB = da.broadcast_to(sb[:, None] if sb.ndim == 1 else sb, SB).rechunk((-1, B.chunks[1]))
     return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,
                         concatenate=True, kernel=kernel, model=model, kwargs=kwargs)

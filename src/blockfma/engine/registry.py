@@ -239,7 +239,7 @@ class Triton(Engine):
         if ops.device is not None:
             return triton.gemm_tensors(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
         if ops.scaled:
-            return np.stack([triton.scaled_gemm(p.model, ops.a[i], ops.b[i], ops.c[i], ops.sa[i], ops.sb[i])
+            return np.stack([triton.gemm(p.model, ops.a[i], ops.b[i], ops.c[i], ops.sa[i], ops.sb[i])
                              for i in range(ops.shape[0])])
         return triton.gemm(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
 

@@ -27,7 +27,7 @@ block follows :func:`blockfma.engine.array.late_c` on the same integer products.
 :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`; the host
 (:func:`blockfma.engine.api.finish`) writes NaN bit patterns and ``rounded_zero`` afterwards.  The other
 families' blocks: :mod:`.triton_families`; the block-scaled ones: :mod:`.triton_scaled`
-(:func:`scaled_gemm`).  Models with fp64 operands and ``nan="propagate"`` are refused
+(:func:`gemm` with scales).  Models with fp64 operands and ``nan="propagate"`` are refused
 (:func:`unsupported_reason`).
 
 The model's parameters travel as one compile-time structure (:class:`Kernel`, :class:`Block`,
@@ -54,7 +54,7 @@ from ..plan import Plan, plan, schedule
 from . import array, rules, scaled
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
-           "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
+           "check_fits", "GEMM_BYTES", "scaled_gemm_tensors", "fast_constants",
            "scaled_fast_constants", "grid_path", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
@@ -679,19 +679,23 @@ def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, o
                           "the call into blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
 
 
-def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
-         block_n: int | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ B (k, n) + C under ``model``, by the Triton kernel; values already
-    checked, flushed and in the model's formats (as the engine registry hands them over).
-    A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
+def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray | None = None,
+         SB: np.ndarray | None = None, *, block_m: int | None = None, block_n: int | None = None,
+         fast: bool | None = None) -> np.ndarray:
+    """float64 D (m, n) = A (m, k) @ B (k, n) + C under ``model`` by the Triton kernel, with a block-scaled
+    model's scales SA (m, k / scale_block) and SB (k / scale_block, n), sent one per scale block; values already
+    checked, flushed and in the model's formats (as the engine registry hands them over).  ``fast``: as for
+    :func:`gemm_tensors`.  A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
     _torch()  # torch installed (or its install hint) before anything else
-    _config(model.arithmetic_model(), False)  # an unsupported model is refused before anything moves
-    dev = _device()
-    check_fits(A.shape[0], A.shape[1], B.shape[1], dev, **GEMM_BYTES)
+    per = _config(model.arithmetic_model(), False).BLOCK.SB  # an unsupported model is refused before anything moves
+    dev, (m, k) = _device(), A.shape
+    fits = GEMM_BYTES if SA is None else dict(what="A, B and their scales, C and D in float32")
+    check_fits(m, k + (0 if SA is None else k // per), B.shape[1], dev, **fits)
     specials = not (np.isfinite(A).all() and np.isfinite(B).all())
-    a, b, c = (_on_device(x, dev) for x in (A, B, C))
-    d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
-    return d.cpu().numpy().astype(np.float64)
+    ops = [_on_device(x, dev) for x in (A, B, C) + (() if SA is None else (SA, SB))]
+    run = gemm_tensors if SA is None else scaled_gemm_tensors
+    return run(model, *ops, specials=specials, block_m=block_m, block_n=block_n, fast=fast).cpu().numpy().astype(
+        np.float64)
 
 
 def _on_device(x: np.ndarray, dev: Any) -> Any:
@@ -730,25 +734,6 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     S = _configured(mo, specials).path(**_path(mo, a, b, fast))
     tile = _tile(S.BLOCK, a.device, m, n, block_m, block_n, num_warps)
     return _launch(S, plan(mo, k), a, b, c, tile, sa=sa, sb=sb)
-
-
-def scaled_gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray, *,
-                block_m: int | None = None, block_n: int | None = None, fast: bool | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ B (k, n) + C of a block-scaled ``model``, by its Triton kernel, with the
-    scales of A (m, k / scale_block) and of B (k / scale_block, n); values already checked and in the
-    model's formats (as the engine registry hands them over).  The scales go to the device one per scale
-    block (the kernel reads product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.
-    A GEMM that cannot fit the device is refused first."""
-    _torch()  # torch installed (or its install hint) before anything else
-    # an unsupported model is refused before anything moves
-    per_scale = _config(model.arithmetic_model(), False).BLOCK.SB
-    dev = _device()
-    m, k = A.shape
-    check_fits(m, k + k // per_scale, B.shape[1], dev, what="A, B and their scales, C and D in float32")
-    specials = not (np.isfinite(A).all() and np.isfinite(B).all())
-    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, B, C, SA, SB))
-    d = scaled_gemm_tensors(model, a, b, c, sa, sb, specials=specials, block_m=block_m, block_n=block_n, fast=fast)
-    return d.cpu().numpy().astype(np.float64)
 
 
 def gpu_visible() -> bool:
