@@ -718,8 +718,8 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
                         block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                         fast: bool | None = None) -> Any:
     """D = a @ b + c of a block-scaled ``model`` by its kernel (:mod:`.triton_scaled`), on torch float32
-    tensors of one device: ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the
-    model's formats (nothing is checked here), k a multiple of the scale block SB; their scales, values of
+    tensors of one device: ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides (shapes, dtypes and devices
+    checked), values already in the model's formats, k a multiple of the scale block SB; their scales, values of
     the scale format (NaN allowed), one per scale block: ``sa`` (m, k / SB), ``sb`` (k / SB, n).  Returns a
     new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``fast``: whether to take the fast path
     (:func:`scaled_fast_constants`; None: where it holds, False: the general path, True: refused where it
