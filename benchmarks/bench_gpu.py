@@ -155,8 +155,8 @@ def _scaled_check(triton, case, n0: int, rng) -> dict:
     got = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
     want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
     # and the general path's raw bits against the fast path's (NaN patterns as the kernel writes them)
-    fast = triton.scaled_gemm(model, A, B, C, SA, SB, fast=None).astype(np.float32).view(np.uint32)
-    general = triton.scaled_gemm(model, A, B, C, SA, SB, fast=False).astype(np.float32).view(np.uint32)
+    fast = triton.gemm(model, A, B, C, SA, SB, fast=None).astype(np.float32).view(np.uint32)
+    general = triton.gemm(model, A, B, C, SA, SB, fast=False).astype(np.float32).view(np.uint32)
     return {"device": device, "input": fin, "output": fout, "n": n, "backend": "triton",
             "instruction": SCALED_INSTRUCTION[case],
             "bit_exact": bool(np.array_equal(bf.formats.bits(got), bf.formats.bits(want))

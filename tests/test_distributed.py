@@ -7,6 +7,7 @@ import pytest
 
 import blockfma as bf
 from blockfma import formats as F
+from blockfma.arguments import ArgumentError
 
 from helpers import bits
 
@@ -92,14 +93,32 @@ def test_block_scaled_dask_gemm_errors():
     A, B = da.ones((4, 64), chunks=2), da.ones((64, 3), chunks=2)
     with pytest.raises(ValueError, match="scale_a=None: .* needs 2 scales"):
         bf.gemm(A, B, model=model, scale_b=np.ones(2))
-    with pytest.raises(ValueError, match=r"scale_b=<shape \(3,\)>: must broadcast to \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"scale_b=<shape \(3,\)>: must have shape \(2, 3\)"):
         bf.gemm(A, B, model=model, scale_a=np.ones((4, 2)), scale_b=np.ones(3))
     with pytest.raises(ValueError, match="k = 40 must be a multiple of the scale block 32"):
         bf.gemm(da.ones((4, 40)), da.ones((40, 3)), model=model, scale_a=np.ones((4, 1)), scale_b=np.ones(1))
-    with pytest.raises(ValueError, match=r"scale_a=1.0: must hold 2 scales along K"):  # as in memory
+    with pytest.raises(ValueError, match=r"scale_a=<shape \(\)>: must have shape \(4, 2\): 2 scales along K"):
         bf.gemm(A, B, model=model, scale_a=1.0, scale_b=np.ones(2))
     with pytest.raises(ValueError, match="is not block-scaled and takes no scales"):
         bf.gemm(A, B, device="H100", input_format="fp16", scale_a=np.ones((4, 2)))
     bad = bf.gemm(A, B, model=model, scale_a=np.full((4, 2), 3.0), scale_b=np.ones(2))  # not an e8m0 value
     with pytest.raises(ValueError, match="scale_a"):
         bad.compute(scheduler="synchronous")
+
+
+@pytest.mark.parametrize("scales", [
+    dict(scale_a=np.ones((4, 1)), scale_b=np.ones((2, 3))),  # one scale along K for two blocks: never broadcast
+    dict(scale_a=np.ones((4, 2)), scale_b=np.ones((1, 3))),
+    dict(scale_a=np.ones((4, 2)), scale_b=np.ones((3, 2))),  # torch's layout (n, k // block)
+    dict(scale_a=np.ones((1, 4, 2)), scale_b=np.ones(2)),
+    dict(scale_a=np.ones((4, 2)), scale_b=np.ones(3)),
+    dict(scale_a=np.ones((5, 2)), scale_b=np.ones((2, 3)))])
+def test_dask_and_in_memory_scales_follow_one_rule(scales):
+    """A scale shape the in-memory gemm refuses is refused on dask arrays with the same words (the rule is
+    written once, engine/scaled.py's scale_shapes); a scale with one entry along K is never broadcast over K."""
+    model = bf.device("B200").model("e2m1fn", "fp32", instruction="tcgen05.mxf4.block32")
+    with pytest.raises(ArgumentError, match="must have shape") as memory:
+        bf.gemm(np.ones((4, 64)), np.ones((64, 3)), model=model, **scales)
+    with pytest.raises(ArgumentError, match="must have shape") as lazy:
+        bf.gemm(da.ones((4, 64), chunks=2), da.ones((64, 3), chunks=2), model=model, **scales)
+    assert lazy.value.problem == memory.value.problem

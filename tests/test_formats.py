@@ -84,6 +84,19 @@ def test_every_code_decodes_like_the_storage_dtype(name):
                           codes[finite].astype(F.uint_dtype(f.dtype.itemsize * 8)))
 
 
+def test_decode_refuses_codes_that_are_not_integers():
+    """A code is a bit pattern: a fraction (was truncated: 3.5 decoded as code 3), NaN, infinity or a negative
+    code is refused, naming it; integer dtypes and integral floats decode as the same code (ml_dtypes' bits)."""
+    three = np.uint8(3).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    for code in (3, np.uint8(3), 3.0, np.float32(3.0), np.array([3.0])):
+        assert np.array_equal(np.atleast_1d(F.decode("e4m3fn", code)), [three])
+    for code, shown in ((3.5, "3.5"), (np.nan, "nan"), (np.inf, "inf"), (-1, "-1"), ([1, 2.25], "2.25"),
+                        (256.0, "256.0"), (np.array(["3"]), "'3'")):
+        with pytest.raises(ValueError, match=rf"^decode: code {shown} is not a bit pattern of e4m3fn \(an integer "
+                           r"from 0 to 255\)$"):
+            F.decode("e4m3fn", code)
+
+
 def test_nan_codes_keep_sign_and_payload():
     """An IEEE NaN code decodes to the float64 NaN numpy's own widening gives (payload left-aligned), quieted,
     and encodes back to its code, quieted; float64 NaNs move into narrower formats the same way."""

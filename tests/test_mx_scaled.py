@@ -239,13 +239,20 @@ def test_api_scale_errors():
     cfg = CONFIGS[-1]
     model = scaled_model(*cfg)
     A, B, C, SA, SB = _rows(cfg, 2, 64, 1)
-    cases = [(dict(scale_a=SA[:, :3], scale_b=SB), r"scale_a=<2x3 float64 array>: must hold 4 scales along K "
-              r"\(one per 16 products of k = 64\)"),
+    cases = [(dict(scale_a=SA[:, :3], scale_b=SB), r"scale_a=<2x3 float64 array>: must have shape \(2, 4\): 4 "
+              r"scales along K \(one per 16 products of k = 64\) for each row of A .*, not \(2, 3\)$"),
              (dict(scale_a=-np.abs(SA), scale_b=SB), r"scale_a\[0, 0\] = -\d.* is not a value of ue4m3 "
               r"\(scales are unsigned\)"),
              (dict(scale_a=SA, scale_b=np.full((4, 8), 1.0625)), r"scale_b=<4x8 float64 array>: scale_b\[0, 0\] = "
               r"1.0625 is not a value of ue4m3"),
-             (dict(scale_b=SB), r"scale_a=None: .* is block-scaled: it needs 4 scales of ue4m3")]
+             (dict(scale_b=SB), r"scale_a=None: .* is block-scaled: it needs 4 scales of ue4m3"),
+             # torch's layout (n, k // block) of B's scales is refused with the fix: scale_b is laid out as B
+             (dict(scale_a=SA, scale_b=SB.T), r"scale_b=<8x4 float64 array>: must have shape \(4, 8\): 4 scales "
+              r"along K .* for each column of B .*, not \(8, 4\): that is torch's layout \(n, k // block\); "
+              r"bf.gemm's scale_b is laid out as B, pass scale_b.T$"),
+             (dict(scale_a=SA[None], scale_b=SB), r"scale_a=<1x2x4 float64 array>: must have shape \(2, 4\)"),
+             (dict(scale_a=SA[:, :1], scale_b=SB), r"scale_a=<2x1 float64 array>: must have shape \(2, 4\)"),
+             (dict(scale_a=SA, scale_b=SB[:1]), r"scale_b=<1x8 float64 array>: must have shape \(4, 8\)")]
     for kwargs, message in cases:
         with pytest.raises(ArgumentError, match=message):
             bf.gemm(A, B, C, model=model, **kwargs)
@@ -253,6 +260,10 @@ def test_api_scale_errors():
         bf.dot([1.0], [1.0], device="H100", input_format="fp16", scale_a=[1.0])
     with pytest.raises(ArgumentError, match="k = 40 must be a multiple of the scale block 16"):
         bf.dot(np.zeros(40), np.zeros(40), model=model, scale_a=np.ones(2), scale_b=np.ones(2))
+    # a dot's scales broadcast to its result's shape (2,), never beyond it (was numpy's broadcasting error)
+    with pytest.raises(ArgumentError, match=r"^scale_b=<3x2x4 float64 array>: must have shape \(2, 4\): 4 scales "
+                       r"along K \(one per 16 products of k = 64\) for each dot product .*, not \(3, 2, 4\)$"):
+        bf.dot(A, B.T[:2], model=model, scale_a=SA, scale_b=np.ones((3, 2, 4)))
 
 
 # --- presets ---------------------------------------------------------------------------------------------------

@@ -344,6 +344,25 @@ def test_to_nvfp4_two_level_scales():
     assert vals[0].item() == 2688.0 and vals[1].item() == 0.0 and vals[16].item() == 6.0  # 100 / 448 -> 0
 
 
+def test_to_nvfp4_beyond_float32_keeps_its_global_scale_finite():
+    """float64 values beyond NVFP4's range (6 * 448 * float32's largest) gave an infinite global scale and NaN
+    on dequantisation; the float32 global scale is now held to float32's largest and they saturate, as block
+    scales and elements do; far below its range, g is held to float32's least subnormal (was 0: no NaN but
+    an infinite quotient) and the values become +0."""
+    top = float(np.finfo(np.float32).max)
+    x = torch.zeros(2, 32, dtype=torch.float64)
+    x[0, 0], x[0, 1], x[0, 16], x[1, 0] = 1e300, -3e299, 1e39, 1.0
+    q = mx.to_nvfp4(x)
+    assert q.global_scale.dtype == torch.float32 and q.global_scale.item() == top
+    vals = q.dequantize().numpy()
+    assert np.isfinite(vals).all()
+    assert vals[0, 0] == 6 * 448 * top and vals[0, 1] == -6 * 448 * top  # saturated: element 6, scale 448
+    assert vals[0, 16] == 6 * 0.5 * top  # 1e39 / (6 g) = 0.4898 -> ue4m3 0.5; 1e39 / (0.5 g) = 5.88 -> e2m1 6
+    assert (vals[1] == 0).all() and not np.signbit(vals[1]).any()  # 1.0 is below 2**-9 * g: +0
+    tiny = mx.to_nvfp4(torch.full((1, 16), 1e-300, dtype=torch.float64))
+    assert tiny.global_scale.item() == 2.0**-149 and (tiny.dequantize().numpy() == 0).all()
+
+
 def test_quantised_matmul_error_is_small_and_dequantize_is_what_the_emulation_multiplies():
     g = torch.Generator().manual_seed(7)
     x, w = torch.randn(8, 64, generator=g), torch.randn(4, 64, generator=g)

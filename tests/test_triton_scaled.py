@@ -64,7 +64,7 @@ def triton_bits(model: Model, A, B, C, SA, SB) -> np.ndarray:
 def assert_general_path_agrees(model: Model, got: np.ndarray, A, B, C, SA, SB) -> None:
     """The general path's results (fast=False) are ``got``'s bits, NaN where ``got`` is NaN (whose pattern
     bf.gemm writes afterwards, per the model)."""
-    D = tr.scaled_gemm(model, A, B, C, SA, SB, fast=False).astype(np.float32)
+    D = tr.gemm(model, A, B, C, SA, SB, fast=False).astype(np.float32)
     nan = np.isnan(got.view(np.float32))
     np.testing.assert_array_equal(np.isnan(D), nan)
     np.testing.assert_array_equal(D.view(np.uint32)[~nan], got[~nan])
@@ -256,8 +256,13 @@ def test_tensor_entry_points_and_sizes(monkeypatch):
 
     model = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
     a, b, c = torch.zeros((3, 64)), torch.zeros((64, 2)), torch.zeros((3, 2))
-    with pytest.raises(ArgumentError, match=r"sa \(3, 2\) and sb \(2, 2\)"):
+    with pytest.raises(ArgumentError, match=r"^sa=<shape \(3, 1\)>: must have shape \(3, 2\) with a \(3, 64\) \(one "
+                       r"scale per 32 products\)$"):
         tr.scaled_gemm_tensors(model, a, b, c, torch.ones((3, 1)), torch.ones((2, 2)))
+    with pytest.raises(ArgumentError, match=r"^sb=<shape \(2, 3\)>: must have shape \(2, 2\)"):
+        tr.scaled_gemm_tensors(model, a, b, c, torch.ones((3, 2)), torch.ones((2, 3)))
+    with pytest.raises(ArgumentError, match=r"^a=<shape \(3, 40\)>: k = 40 must be a multiple of the scale block 32$"):
+        tr.scaled_gemm_tensors(model, a[:, :40], b[:40], c, torch.ones((3, 1)), torch.ones((1, 2)))
     with pytest.raises(ArgumentError, match="is block-scaled"):
         tr.gemm_tensors(model, a, b, c)
     d = tr.scaled_gemm_tensors(model, a, b, c, torch.ones((3, 2)), torch.ones((2, 2)))
@@ -379,10 +384,10 @@ def test_fast_path_taken_by_every_preset_and_refused_beyond_its_bounds(monkeypat
     check(ieee, A, B[:, :2], C[:, :2], SA, SB[:, :2])
     assert seen == [True, False]
     with pytest.raises(ArgumentError, match="fast"):
-        tr.scaled_gemm(ieee, A, B, C, SA, SB, fast=True)
+        tr.gemm(ieee, A, B, C, SA, SB, fast=True)
     for bad in ("yes", 0, 1):  # a switch, not a number that happens to compare equal to one
         with pytest.raises(ArgumentError, match=f"fast={bad!r}: must be True, False or None"):
-            tr.scaled_gemm(model, A, B, C, SA, SB, fast=bad)
+            tr.gemm(model, A, B, C, SA, SB, fast=bad)
     base = preset("B200", "mxf8f6f4.block32", "e4m3fn", "e4m3fn")
     bf16 = base.replace(name="", input_format="bf16", b_input_format=None)
     assert "exact bounds" in tr.scaled_fast_constants(bf16)["WHY"]  # the kernel runs it on neither path
@@ -474,8 +479,8 @@ def test_injected_faults_are_caught(monkeypatch):
 
     for fault in (one_scaling, in_int32):
         monkeypatch.setattr(module, "_fast_term", fault)
-        got = tr.scaled_gemm(model, A, B, C, SA, SB, fast=True).astype(np.float32).view(np.uint32)
+        got = tr.gemm(model, A, B, C, SA, SB, fast=True).astype(np.float32).view(np.uint32)
         assert (got != want).any(), fault
     monkeypatch.setattr(module, "_fast_term", kept)  # reverted (not undo(): it would drop TRITON_INTERPRET too)
-    got = tr.scaled_gemm(model, A, B, C, SA, SB, fast=True).astype(np.float32).view(np.uint32)
+    got = tr.gemm(model, A, B, C, SA, SB, fast=True).astype(np.float32).view(np.uint32)
     np.testing.assert_array_equal(got, want)

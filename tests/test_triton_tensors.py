@@ -209,3 +209,36 @@ def test_a_new_shape_of_the_same_layout_compiles_nothing_new(monkeypatch, model)
     assert key(37, 64, 32) == odd
     assert key(48, 40, 32)[0] != first[0]  # a row stride not a multiple of 16: one more compilation (vector loads)
     assert key(16, 32, 16, c=False) == key(48, 64, 80, c=False)  # C read with strides 0: its own, once
+
+
+def test_gemm_tensors_checks_its_operands_where_they_enter(monkeypatch):
+    """gemm_tensors reads its operands by their strides: a short one was read past (garbage, no error); now
+    shapes, dtypes and devices are refused by name at the entry, and views of any strides (a transposed A,
+    a strided B, a broadcast C) give the numpy engine's bits."""
+    from blockfma.arguments import ArgumentError
+
+    a, b, c = torch.ones((4, 8)), torch.ones((8, 3)), torch.zeros((4, 3))
+    cases = [((a, torch.ones((6, 3)), c), r"^b=<shape \(6, 3\)>: must have shape \(8, 3\) with a \(4, 8\)$"),
+             ((a, b, torch.zeros((2, 3))), r"^c=<shape \(2, 3\)>: must have shape \(4, 3\) with a \(4, 8\)$"),
+             ((a.half(), b, c), r"^a=<2-D torch.float16>: must be a 2-D torch.float32 tensor"),
+             ((a, torch.ones(8), c), r"^b=<1-D torch.float32>: must be a 2-D torch.float32 tensor"),
+             ((a, b, np.zeros((4, 3), np.float32)), r"^c=<ndarray>: must be a 2-D torch.float32 tensor"),
+             ((a, b, c.to("meta")), r"^c=<on meta>: every operand on one device, a CUDA GPU \(or the CPU under "
+                                    r"Triton's interpreter, TRITON_INTERPRET=1\); a is on cpu$")]
+    for args, message in cases:
+        with pytest.raises(ArgumentError, match=message):
+            tr.gemm_tensors(H100, *args)
+    rng = np.random.default_rng(5)
+    A = bf.formats.round("fp16", rng.standard_normal((5, 24)))
+    B = bf.formats.round("fp16", rng.standard_normal((24, 6)))
+    C = bf.formats.round("fp32", rng.standard_normal((1, 6)))
+    want = bf.gemm(A, B, np.broadcast_to(C, (5, 6)), model=H100, backend="numpy").view(np.uint32)
+    at = torch.from_numpy(np.ascontiguousarray(A.T, dtype=np.float32)).T  # column-major A
+    wide = torch.from_numpy(np.repeat(B, 2, axis=1).astype(np.float32))[:, ::2]  # B every other column
+    c1 = torch.from_numpy(C.astype(np.float32)).expand(5, 6)  # strides 0 along rows
+    assert not at.is_contiguous() and not wide.is_contiguous()
+    got = tr.gemm_tensors(H100, at, wide, c1).numpy().view(np.uint32)
+    assert np.array_equal(got, want)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors without the interpreter: refused before any launch
+    with pytest.raises(ArgumentError, match=r"^a=<on cpu>: every operand on one device, a CUDA GPU \(or the CPU"):
+        tr.gemm_tensors(H100, a, b, c)

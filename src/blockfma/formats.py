@@ -715,9 +715,17 @@ def encode(fmt: Format | str, x: Any) -> np.ndarray:
 
 def decode(fmt: Format | str, code: Any) -> np.ndarray:
     """Values (float64) of bit patterns of ``fmt``; every code decodes.  An IEEE NaN code decodes to a
-    quiet float64 NaN with its sign and payload (left-aligned, as numpy widens binary16 and binary32)."""
+    quiet float64 NaN with its sign and payload (left-aligned, as numpy widens binary16 and binary32).
+    Codes are integers (integral floats too): a fraction, NaN or a negative code is a ValueError."""
     fmt = get(fmt)
-    code = np.asarray(code).astype(np.uint64)
+    code = np.asarray(code)
+    with np.errstate(invalid="ignore"):  # integers (integral floats too) from 0 to 2**bits - 1: nothing cut or wrapped
+        bad = ~((code >= 0) & (code < 2.0**fmt.bits) & (code == np.trunc(code))) if code.dtype.kind in "fi" else \
+            np.full(code.shape, code.dtype.kind not in "bu")
+    if bad.any():
+        raise ValueError(f"decode: code {np.atleast_1d(code)[np.atleast_1d(bad)][:1].tolist()[0]!r} is not a bit "
+                         f"pattern of {fmt.name} (an integer from 0 to {2**fmt.bits - 1})")
+    code = code.astype(np.uint64)
     if np.any(code >> np.uint64(fmt.bits)):
         raise ValueError(f"decode: code wider than the {fmt.bits} bits of {fmt.name}")
     t = fmt.fraction_bits

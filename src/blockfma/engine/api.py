@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 
 from .. import formats as _formats
-from ..arguments import ArgumentError, Shown, available_memory, flag
+from ..arguments import ArgumentError, available_memory, flag
 from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import Plan, plan
 from ..progress import on_terminal
-from . import distributed, registry, tensors
+from . import distributed, registry, scaled, tensors
 from .kernels import flush_operands
 from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
@@ -242,7 +242,7 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
     rows, k = int(np.prod(lead, dtype=np.int64)), A.shape[-1]
     _check_memory(rows, 2 * rows * k, f"dot of {rows} rows of length {k}")  # broadcasts copy
     A, B, C = _prepare(m, A, B, C, round_inputs, check, given=(a, b, c))
-    scales = _scales(m, scale_a, scale_b, k, ("scale_a", "scale_b"), (A.shape[:-1], B.shape[:-1])) or (None, None)
+    scales = _scales(m, scale_a, scale_b, k, (lead, lead)) or (None, None)
     flat = [None if x is None else np.broadcast_to(x, lead + x.shape[-1:]).reshape(rows, -1) for x in (A, B) + scales]
     ops = Operands.rows(flat[0], flat[1], np.broadcast_to(C, lead).reshape(rows), flat[2], flat[3])
     return _execute(plan(m, k), ops, backend).reshape(lead)
@@ -284,52 +284,26 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
     return finish(p.model, D)
 
 
-def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, names: tuple[str, str],
-            vectors: tuple[tuple[int, ...], tuple[int, ...]], b_transposed: bool = False
+def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple[int, ...], ...], gemm: bool = False
             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The scales of a block-scaled model as float64 arrays, checked: one per scale block along K on the last
-    axis (the first for gemm's B, ``b_transposed``: (k // scale_block, n) as the caller lays them), values
-    of the scale format, NaN allowed; None for other models, which take no scales."""
-    if not model.block_scaled:
-        for name, given in zip(names, (scale_a, scale_b)):
-            if given is not None:
-                raise ArgumentError(name, given, f"{model.summary()} is not block-scaled and takes no scales",
-                                    fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, mxf4 or "
-                                        "mxf4nvf4 kind) or leave the scales out")
+    """The scales of a block-scaled model as float64 arrays, shapes checked (:func:`.scaled.scale_shapes`) and
+    broadcast, values of the scale format, NaN allowed; None for other models, which take no scales."""
+    given = [None if x is None else _as_float64(x, name) for name, x in (("scale_a", scale_a), ("scale_b", scale_b))]
+    shapes = scaled.scale_shapes(model, k, tuple(given), leads, gemm)
+    if shapes is None:
         return None
-    block, fs = model.option("scale_block"), model.scale_format
-    if k % block:
-        raise ArgumentError("a", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale block {block}",
-                            fix=f"pad A and B with zeros to a multiple of {block} along K")
-    out = []
-    for i, (name, given) in enumerate(zip(names, (scale_a, scale_b))):
-        if given is None:
-            raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {k // block} scales "
-                                f"of {fs.name} per row along K (one per {block} products)")
-        x = as_given = _as_float64(given, name)
-        if i == 1 and b_transposed and x.ndim == 2:
-            x = x.T
-        if x.ndim == 0 or x.shape[-1] != k // block:
-            raise ArgumentError(name, as_given, f"must hold {k // block} scales along K (one per {block} products of "
-                                f"k = {k}), not shape {x.shape}")
-        try:
-            shape = np.broadcast_shapes(x.shape[:-1], vectors[i]) + (k // block,)
-        except ValueError:
-            raise ArgumentError(name, as_given, f"its shape {x.shape} does not match its operand's "
-                                f"{vectors[i] + (k // block,)}") from None
-        finite = ~np.isnan(x)
-        bad = np.signbit(x) & finite
-        if not bad.any():
-            bad = finite & ~_formats.is_representable(fs, np.where(finite, x, 1.0))
+    fs, out = model.scale_format, []
+    for name, x, shape in zip(("scale_a", "scale_b"), given, shapes):
+        finite = ~np.isnan(x)  # NaN scales pass (they make results NaN); no sign, values of the scale format
+        bad = finite & (np.signbit(x) | ~_formats.is_representable(fs, np.where(finite, x, 1.0)))
         if bad.any():
             pos = tuple(int(j) for j in np.argwhere(bad)[0])
             value = float(x[pos])
-            shown = pos[::-1] if i == 1 and b_transposed else pos  # gemm's B scales as the caller laid them
-            raise ArgumentError(name, as_given, f"{name}[{', '.join(map(str, shown))}] = {value!r} is not a value of "
+            raise ArgumentError(name, x, f"{name}[{', '.join(map(str, pos))}] = {value!r} is not a value of "
                                 f"{fs.name}" + (" (scales are unsigned)" if np.signbit(value) else ""),
                                 fix="round the scales to the scale format first (bf.formats.round)")
-        out.append(np.broadcast_to(x, shape))  # one scale vector may serve every row (gemm: 1-D scales)
-    return out[0], (out[1].T if b_transposed else out[1])
+        out.append(np.broadcast_to(x[:, None] if gemm and name == "scale_b" and x.ndim == 1 else x, shape))
+    return out[0], out[1]
 
 
 _available_memory = available_memory  # a module name, so tests can stand in a smaller machine
@@ -379,12 +353,13 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     it ``supports``, block-scaled ones by name only) on a CUDA GPU, or on the CPU under Triton's interpreter
     (``TRITON_INTERPRET=1``: small shapes, tests).  ``progress`` prints a progress line on stderr (default:
     for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for
-    :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n): the scales of a
-    block-scaled model, as for :func:`dot`; a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column
-    of B.  With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical
-    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With
-    torch tensors that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the
-    interpreter) it returns a tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
+    :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n), each laid out as its
+    operand (torch's (n, k // block) is ``scale_b.T``): the scales of a block-scaled model, as for :func:`dot`;
+    a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it
+    returns a lazy dask array computed tile by tile, bit-identical to the in-memory call, the scales following
+    A's row and B's column chunks (:mod:`.distributed`).  With torch tensors that an engine runs where they lie
+    (Triton: on a GPU, or ``backend="triton"`` under the interpreter) it returns a tensor of the output dtype
+    there, nothing copied to the host (:mod:`.tensors`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
@@ -432,7 +407,7 @@ def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: boo
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
-    scales = _scales(mdl, scale_a, scale_b, k, ("scale_a", "scale_b"), ((m,), (n,)), True) or (None, None)
+    scales = _scales(mdl, scale_a, scale_b, k, ((m,), (n,)), True) or (None, None)
     if m == 0 or n == 0:
         return finish(mdl, np.array(C_, dtype=np.float64))
     return plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales)

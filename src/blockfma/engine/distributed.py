@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import ArgumentError, Shown
 from ..model import Model
 from ..optional import require
+from .scaled import scale_shapes
 
 __all__ = ["is_dask", "gemm"]
 
@@ -28,34 +28,6 @@ def is_dask(x: Any) -> bool:
 def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None, sb: np.ndarray | None = None,
           *, kernel: Callable[..., np.ndarray], model: Model, kwargs: dict) -> np.ndarray:
     return kernel(a, b, c, model=model, scale_a=sa, scale_b=sb, **kwargs)
-
-
-def _scales(da: Any, scale_a: Any, scale_b: Any, m: int, n: int, k: int, model: Model) -> tuple[Any, Any]:
-    """A block-scaled model's scales as dask arrays of shapes (m, k // block) and (k // block, n) (a 1-D
-    scale vector serves every row of A or column of B, as in memory); the shapes checked here, the values
-    where the tiles run."""
-    block = model.option("scale_block")
-    if k % block:
-        raise ArgumentError("A", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale block {block}",
-                            fix=f"pad A and B with zeros to a multiple of {block} along K")
-    nb = k // block
-    out = []
-    for name, given, shape in (("scale_a", scale_a, (m, nb)), ("scale_b", scale_b, (nb, n))):
-        if given is None:
-            raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {nb} scales of "
-                                f"{model.scale_format.name} along K (one per {block} products)")
-        x = given_x = da.asarray(given)
-        if x.ndim == 0:  # as in memory: one scale per block along K, not one for everything
-            raise ArgumentError(name, given, f"must hold {nb} scales along K (one per {block} products of k = {k})")
-        if name == "scale_b" and x.ndim == 1:
-            x = x[:, None]
-        try:
-            out.append(da.broadcast_to(x, shape))
-        except ValueError:
-            raise ArgumentError(name, Shown(f"<shape {given_x.shape}>"), f"must broadcast to {shape}: one scale per "
-                                f"{block} products along K of every "
-                                f"{'row of A' if name == 'scale_a' else 'column of B'}") from None
-    return out[0], out[1]
 
 
 def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], scale_a: Any = None,
@@ -83,13 +55,9 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
     if scale_a is None and scale_b is None and not model.block_scaled:
         return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
                             kernel=kernel, model=model, kwargs=kwargs)
-    if not model.block_scaled:
-        raise ArgumentError("scale_a" if scale_a is not None else "scale_b", Shown("<given>"),
-                            f"{model.summary()} is not block-scaled and takes no scales",
-                            fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, mxf4 or mxf4nvf4 kind) "
-                                "or leave the scales out")
-    SA, SB = _scales(da, scale_a, scale_b, m, n, A.shape[1], model)
-    SA = SA.rechunk((A.chunks[0], -1))
-    SB = SB.rechunk((-1, B.chunks[1]))
+    sa, sb = (None if x is None else da.asarray(x) for x in (scale_a, scale_b))
+    SA, SB = scale_shapes(model, A.shape[1], (sa, sb), ((m,), (n,)), True)  # the in-memory call's rule; values: tiles
+    SA = da.broadcast_to(sa, SA).rechunk((A.chunks[0], -1))
+    SB = da.broadcast_to(sb[:, None] if sb.ndim == 1 else sb, SB).rechunk((-1, B.chunks[1]))
     return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,
                         concatenate=True, kernel=kernel, model=model, kwargs=kwargs)

@@ -241,7 +241,7 @@ class Triton(Engine):
         if ops.device is not None:
             return triton.gemm_tensors(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
         if ops.scaled:
-            return np.stack([triton.scaled_gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, ops.sa, ops.sb)])
+            return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, ops.sa, ops.sb)])
         return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c)])
 
 

@@ -27,7 +27,7 @@ block follows :func:`blockfma.engine.array.late_c` on the same integer products.
 :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`; the host
 (:func:`blockfma.engine.api.finish`) writes NaN bit patterns and ``rounded_zero`` afterwards.  The other
 families' blocks: :mod:`.triton_families`; the block-scaled ones: :mod:`.triton_scaled`
-(:func:`scaled_gemm`).  Models with fp64 operands and ``nan="propagate"`` are refused
+(:func:`gemm` with scales).  Models with fp64 operands and ``nan="propagate"`` are refused
 (:func:`unsupported_reason`).
 
 The model's parameters travel as one compile-time structure (:class:`Kernel`, :class:`Block`,
@@ -54,7 +54,7 @@ from ..plan import Plan, plan, schedule
 from . import array, rules, scaled
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
-           "check_fits", "GEMM_BYTES", "scaled_gemm", "scaled_gemm_tensors", "fast_constants",
+           "check_fits", "GEMM_BYTES", "scaled_gemm_tensors", "fast_constants",
            "scaled_fast_constants", "grid_path", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
@@ -599,29 +599,51 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     return d
 
 
+def _operands(a: Any, b: Any, c: Any, sa: Any = None, sb: Any = None, per: int = 1) -> tuple[int, int, int]:
+    """(m, k, n), the operands checked where they enter (the kernel reads any strides, broadcast views too, and
+    would read past a short operand): 2-D float32 tensors of one device, b (k, n), c (m, n), sa, sb as B, C."""
+    torch, named = _torch(), {"a": a, "b": b, "c": c, **({} if sa is None else {"sa": sa, "sb": sb})}
+    for name, x in named.items():
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+            raise ArgumentError(name, Shown(f"<{x.dim()}-D {x.dtype}>" if isinstance(x, torch.Tensor) else
+                                            f"<{type(x).__name__}>"), "must be a 2-D torch.float32 tensor")
+        if x.device != a.device or (x.device.type != "cuda" and not interpreting()):
+            raise ArgumentError(name, Shown(f"<on {x.device}>"), "every operand on one device, a CUDA GPU (or the CPU "
+                                f"under Triton's interpreter, TRITON_INTERPRET=1); a is on {a.device}")
+    (m, k), n = a.shape, b.shape[1]
+    if k % per:
+        raise ArgumentError("a", Shown(f"<shape {(m, k)}>"), f"k = {k} must be a multiple of the scale block {per}")
+    for (name, x), want in zip(named.items(), ((m, k), (k, n), (m, n), (m, k // per), (k // per, n))):
+        if tuple(x.shape) != want:
+            raise ArgumentError(name, Shown(f"<shape {tuple(x.shape)}>"), f"must have shape {want} with a {(m, k)}"
+                                + (f" (one scale per {per} products)" if per > 1 else ""))
+    return m, k, n
+
+
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
                  block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                  fast: bool | None = None, grid: bool | None = None) -> Any:
     """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
-    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the model's
-    formats and flushed where it flushes (nothing is checked here).  Returns a new float32 tensor (m, n)
-    of the result format's values; NaN results are float32 NaNs, whose bit pattern the caller writes per
-    ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).  ``specials``: whether some
-    ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in the kernel).  ``fast``:
-    whether to take the fast path (:func:`fast_constants`; None: where it holds these operands exactly, False:
-    the general one, True: refused where it does not hold); ``grid`` likewise for its grid sum
-    (:func:`grid_path`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one
-    program computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
+    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides (broadcast views too), shapes, dtypes
+    and devices checked, values already in the model's formats and flushed where it flushes (not checked).
+    Returns a new float32 tensor (m, n) of the result format's values; NaN results are float32 NaNs, whose bit
+    pattern the caller writes per ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).
+    ``specials``: whether some ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in
+    the kernel).  ``fast``: whether to take the fast path (:func:`fast_constants`; None: where it holds these
+    operands exactly, False: the general one, True: refused where it does not hold); ``grid`` likewise for its
+    grid sum (:func:`grid_path`; False: the int32 terms).  ``block_m``/``block_n`` (the tile of D one program
+    computes, powers of two) and ``num_warps``: launch parameters (defaults: :func:`_tile`)."""
     _launch_arguments(block_m, block_n, num_warps, fast, grid)
     if model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
+    rows, k, n = _operands(a, b, c)
     if specials is None:
         specials = not _finite(a, b)
     m = model.arithmetic_model()
-    p = plan(m, a.shape[1])
+    p = plan(m, k)
     S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials, p.width))
-    tile = _tile(S.BLOCK, a.device, a.shape[0], b.shape[1], block_m, block_n, num_warps)
+    tile = _tile(S.BLOCK, a.device, rows, n, block_m, block_n, num_warps)
     ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
     if not S.BLOCK.GRID or S.BLOCK.FLOOR or not (a.numel() and b.shape[1]):
         return _launch(S, p, a, b, c, tile, ea=ea)
@@ -657,19 +679,23 @@ def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, o
                           "the call into blocks of rows of A (or pass dask arrays: bf.gemm runs them tile by tile)")
 
 
-def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, block_m: int | None = None,
-         block_n: int | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ B (k, n) + C under ``model``, by the Triton kernel; values already
-    checked, flushed and in the model's formats (as the engine registry hands them over).
-    A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
+def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray | None = None,
+         SB: np.ndarray | None = None, *, block_m: int | None = None, block_n: int | None = None,
+         fast: bool | None = None) -> np.ndarray:
+    """float64 D (m, n) = A (m, k) @ B (k, n) + C under ``model`` by the Triton kernel, with a block-scaled
+    model's scales SA (m, k / scale_block) and SB (k / scale_block, n), sent one per scale block; values already
+    checked, flushed and in the model's formats (as the engine registry hands them over).  ``fast``: as for
+    :func:`gemm_tensors`.  A GEMM that cannot fit the device is refused first (:func:`check_fits`)."""
     _torch()  # torch installed (or its install hint) before anything else
-    _config(model.arithmetic_model(), False)  # an unsupported model is refused before anything moves
-    dev = _device()
-    check_fits(A.shape[0], A.shape[1], B.shape[1], dev, **GEMM_BYTES)
+    per = _config(model.arithmetic_model(), False).BLOCK.SB  # an unsupported model is refused before anything moves
+    dev, (m, k) = _device(), A.shape
+    fits = GEMM_BYTES if SA is None else dict(what="A, B and their scales, C and D in float32")
+    check_fits(m, k + (0 if SA is None else k // per), B.shape[1], dev, **fits)
     specials = not (np.isfinite(A).all() and np.isfinite(B).all())
-    a, b, c = (_on_device(x, dev) for x in (A, B, C))
-    d = gemm_tensors(model, a, b, c, specials=specials, block_m=block_m, block_n=block_n)
-    return d.cpu().numpy().astype(np.float64)
+    ops = [_on_device(x, dev) for x in (A, B, C) + (() if SA is None else (SA, SB))]
+    run = gemm_tensors if SA is None else scaled_gemm_tensors
+    return run(model, *ops, specials=specials, block_m=block_m, block_n=block_n, fast=fast).cpu().numpy().astype(
+        np.float64)
 
 
 def _on_device(x: np.ndarray, dev: Any) -> Any:
@@ -692,8 +718,8 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
                         block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                         fast: bool | None = None) -> Any:
     """D = a @ b + c of a block-scaled ``model`` by its kernel (:mod:`.triton_scaled`), on torch float32
-    tensors of one device: ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides, values already in the
-    model's formats (nothing is checked here), k a multiple of the scale block SB; their scales, values of
+    tensors of one device: ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides (shapes, dtypes and devices
+    checked), values already in the model's formats, k a multiple of the scale block SB; their scales, values of
     the scale format (NaN allowed), one per scale block: ``sa`` (m, k / SB), ``sb`` (k / SB, n).  Returns a
     new float32 tensor (m, n) as :func:`gemm_tensors` does.  ``fast``: whether to take the fast path
     (:func:`scaled_fast_constants`; None: where it holds, False: the general path, True: refused where it
@@ -701,37 +727,13 @@ def scaled_gemm_tensors(model: Model, a: Any, b: Any, c: Any, sa: Any, sb: Any, 
     _launch_arguments(block_m, block_n, num_warps, fast)
     if not model.block_scaled:
         raise ArgumentError("model", Shown(model.summary()), "is not block-scaled", fix="call gemm_tensors")
+    m, k, n = _operands(a, b, c, sa, sb, model.option("scale_block"))
     if specials is None:
         specials = not _finite(a, b)
     mo = model.arithmetic_model()
-    S = _configured(mo, specials)
-    (m, k), n, SB = a.shape, b.shape[1], S.BLOCK.SB
-    if k % SB or tuple(sa.shape) != (m, k // SB) or tuple(sb.shape) != (k // SB, n):
-        raise ArgumentError("sa", Shown(f"<shape {tuple(sa.shape)}, sb {tuple(sb.shape)}>"),
-                            f"a ({m}, {k}) and b ({k}, {n}) take scales sa ({m}, {k // SB}) and sb "
-                            f"({k // SB}, {n}), one per {SB} products (k a multiple of it)")
-    S = S.path(**_path(mo, a, b, fast))
+    S = _configured(mo, specials).path(**_path(mo, a, b, fast))
     tile = _tile(S.BLOCK, a.device, m, n, block_m, block_n, num_warps)
     return _launch(S, plan(mo, k), a, b, c, tile, sa=sa, sb=sb)
-
-
-def scaled_gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarray, SB: np.ndarray, *,
-                block_m: int | None = None, block_n: int | None = None, fast: bool | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ B (k, n) + C of a block-scaled ``model``, by its Triton kernel, with the
-    scales of A (m, k / scale_block) and of B (k / scale_block, n); values already checked and in the
-    model's formats (as the engine registry hands them over).  The scales go to the device one per scale
-    block (the kernel reads product k's as ``k // scale_block``).  ``fast``: as :func:`scaled_gemm_tensors`.
-    A GEMM that cannot fit the device is refused first."""
-    _torch()  # torch installed (or its install hint) before anything else
-    # an unsupported model is refused before anything moves
-    per_scale = _config(model.arithmetic_model(), False).BLOCK.SB
-    dev = _device()
-    m, k = A.shape
-    check_fits(m, k + k // per_scale, B.shape[1], dev, what="A, B and their scales, C and D in float32")
-    specials = not (np.isfinite(A).all() and np.isfinite(B).all())
-    a, b, c, sa, sb = (_on_device(x, dev) for x in (A, B, C, SA, SB))
-    d = scaled_gemm_tensors(model, a, b, c, sa, sb, specials=specials, block_m=block_m, block_n=block_n, fast=fast)
-    return d.cpu().numpy().astype(np.float64)
 
 
 def gpu_visible() -> bool:

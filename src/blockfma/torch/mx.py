@@ -216,15 +216,17 @@ def to_nvfp4(x: torch.Tensor, *, global_scale: float | None = None) -> Quantized
     float32 per-tensor decode scale g; value = element * scale * g (NVIDIA's two-level recipe).
 
     g: ``global_scale`` if given, else float32(amax(x) / (6 * 448)) (1 for an all-zero x), so that every
-    block scale fits ue4m3.  Per block: s = amax_block / 6 / g computed in float64, rounded to nearest even
-    into ue4m3 (saturating at 448); elements x / (s * g) (s * g exact in float64, the quotient rounded once
-    in float64) rounded to nearest even into e2m1fn, saturating at +-6.  A block whose s rounds to 0 has +0
+    block scale fits ue4m3, held to float32's finite range (2**-149 to its largest): float64 values beyond
+    NVFP4's range (6 * 448 * float32's largest, 9.1e41) saturate as scales and elements do (never a NaN).
+    Per block: s = amax_block / 6 / g computed in float64, rounded to nearest even into ue4m3 (saturating at
+    448); elements x / (s * g) (s * g exact in float64, the quotient rounded once in float64) rounded to
+    nearest even into e2m1fn, saturating at +-6.  A block whose s rounds to 0 has +0
     elements; a block with a NaN or infinity gets the NaN scale (0x7F) and +0 elements."""
     v = _blocks(x, 16, "x")
     amax, bad = _amax(v)
     if global_scale is None:
         top = float(amax[~bad].max()) if (~bad).any() else 0.0
-        g = float(np.float32(top / (6 * 448))) if top > 0 else 1.0
+        g = float(np.float32(min(max(top / (6 * 448), 2.0**-149), float(np.finfo(np.float32).max)))) if top > 0 else 1.0
     else:
         g = float(np.float32(global_scale))
         if not (math.isfinite(g) and g > 0):
