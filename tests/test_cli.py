@@ -436,7 +436,7 @@ def test_dot_takes_the_scales_of_a_block_scaled_instruction(capsys):
 
 @pytest.mark.parametrize("scales, message", [
     ([], "--scale-a None: scaled-fused e2m1fn->fp32 .* is block-scaled: it needs 2 scales of e8m0fnu"),
-    (["--scale-a", "1", "--scale-b", "1,1"], r"--scale-a <1 float64 array>: must hold 2 scales along K"),
+    (["--scale-a", "1", "--scale-b", "1,1"], r"--scale-a <1 float64 array>: must have shape \(2,\): 2 scales along K"),
     (["--scale-a", "1,1", "--scale-b", "1,3"], r"--scale-b <2 float64 array>: scale_b\[1\] = 3.0 is not a value of "
                                                 r"e8m0fnu"),
     (["--scale-a", "1,x", "--scale-b", "1,1"], r"--scale-a\[1\]: cannot read 'x' as an exact number"),
@@ -452,5 +452,5 @@ def test_dot_scale_errors_name_the_option(capsys, scales, message):
 
 def test_dot_scales_for_an_instruction_without_scales_are_refused(capsys):
     code, _, err = run(capsys, "dot", "V100", "--a", "1", "--b", "1", "--scale-a", "1", "--scale-b", "1")
-    assert code == 2 and err.startswith("blockfma dot: error: --scale-a [1.0]: truncated-fused fp16->fp32")
+    assert code == 2 and err.startswith("blockfma dot: error: --scale-a <given>: truncated-fused fp16->fp32")
     assert "is not block-scaled and takes no scales" in err
