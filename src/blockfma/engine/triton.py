@@ -503,11 +503,10 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
 
 
 def _exponent_codes(a: Any, b: Any, block: Block, p: Plan, specials: bool) -> Any:
-    """The fast path's first-pass codes of A (m, k) and B (k, n) (:func:`.triton_kernel._pair_max`), each value
-    decoded once: ``E_fmt + CODE_BIAS`` (its exponent field raised to emin), 0 for zeros, non-finite values and
-    products past K, in each step's product order, two lanes of a block to an int32 word (lane 2i low, an odd
-    L's last high half 1); A's (m, words), then from the next multiple of 4 on B's (words, N padded to a
-    multiple of 4), in one buffer, returned as A's view (the kernel finds B's after it)."""
+    """The fast path's first-pass codes of A and B (:func:`.triton_kernel._pair_max`), each value decoded once:
+    ``E_fmt + CODE_BIAS`` (the exponent field raised to emin), 0 for zeros, non-finite values and products past
+    K, in the steps' product order, two lanes of a block a word (lane 2i low; 1 high past an odd L); A's (m,
+    words), then from a multiple of 4 on B's (words, N padded to 4), one buffer, returned as A's view."""
     _kernel()  # the kernel modules, imported in this process's mode
     from . import triton_kernel
 
@@ -525,8 +524,8 @@ def _exponent_codes(a: Any, b: Any, block: Block, p: Plan, specials: bool) -> An
         c = torch.nn.functional.pad(c.view(-1, L, c.shape[1]), (0, 0, 0, 2 * lw - L), value=1)
         return (c[:, 0::2] | (c[:, 1::2] << 16)).reshape(-1, c.shape[2])
 
-    wa, wb = words(a.t(), block.A_EMIN), words(b, block.B_EMIN)
-    start, nw = -(-m * wa.shape[0] // 4) * 4, wa.shape[0]
+    (wa, wb), nw = (words(a.t(), block.A_EMIN), words(b, block.B_EMIN)), p.padded // L * lw
+    start = -(-m * nw // 4) * 4
     e = torch.empty(start + nw * -(-n // 4) * 4, dtype=torch.int32, device=a.device)
     e[:m * nw].view(m, nw).copy_(wa.t())
     e[start:].view(nw, -1)[:, :n].copy_(wb)

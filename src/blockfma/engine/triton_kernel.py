@@ -474,8 +474,7 @@ def load_lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.cons
     else:
         base = k0 + j
         kl = l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where l is a Python int
-    live = None if K is None else base + kl < K
-    other = None if K is None else OTHER
+    live, other = (None, None) if K is None else (base + kl < K, OTHER)
     a = tl.load((a_rows + base * sak) + kl * sak, mask=live, other=other, cache_modifier=CACHE)  # (a static l: an
     b = tl.load((b_cols + base * sbk) + kl * sbk, mask=live, other=other, cache_modifier=CACHE)  # offset; pass 0)
     return a, b
@@ -536,8 +535,7 @@ def _zero_flags(bits_or, bits_and, czero, sc):
 def _max_sum16(acc, a, b, STANDIN: tl.constexpr):
     """max(acc, a + b) in each 16-bit half of int32 words whose halves and sums lie below 2**15: PTX's add.u16x2
     and max.u16x2 (one VIADDMNMX.U16x2 on sm_90), their exact stand-in under the interpreter (STANDIN)."""
-    a = tl.broadcast_to(a, acc.shape)
-    b = tl.broadcast_to(b, acc.shape)
+    a, b = tl.broadcast_to(a, acc.shape), tl.broadcast_to(b, acc.shape)
     if STANDIN:
         s = a + b  # (no carry out of the low half)
         return tl.maximum(acc & 0xFFFF, s & 0xFFFF) | (tl.maximum(acc >> 16, s >> 16) << 16)
@@ -559,8 +557,7 @@ def _pair_max(t, k0, j, d, B: tl.constexpr):
     and (EZ_LIVE) which rows of A and columns of B hold a zero factor in the block (a zero product there)."""
     LW: tl.constexpr = (B.L + 1) // 2
     acc = tl.maximum(tl.minimum(d.to(tl.int32, bitcast=True) | 0x7FFFFFFF, 0), 0)  # 0 (of C's layout)
-    zrow = t.rm < 0
-    zcol = t.rn < 0
+    zrow, zcol = t.rm < 0, t.rn < 0
     w0 = (k0 + j) // B.L * LW  # the block's first word
     for i in range(LW):
         wa = tl.load(t.ea_rows + w0 + i)
@@ -597,9 +594,8 @@ def _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B: tl.constexp
 
 @triton.jit
 def _block_emax(t, k0, j, d, B: tl.constexpr):
-    """The first pass of a fast block over its L lanes (:func:`_pair_max`): its largest exponent (int32, of
-    C's shape), of its products (E_a + E_b), C's (e_zero for a zero C) and e_zero where a zero product may
-    bring it in (EZ_LIVE)."""
+    """The first pass of a fast block (:func:`_pair_max`): its largest exponent (int32, of C's shape), of its
+    products (E_a + E_b), C's (e_zero for a zero C) and e_zero where a zero product may enter (EZ_LIVE)."""
     acc, zrow, zcol = _pair_max(t, k0, j, d, B)
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, B.C_EMIN)
     emax = tl.maximum(_half_top(tl.maximum(acc & 0xFFFF, acc >> 16)), tl.where(zc, B.EZ, ec))
@@ -750,8 +746,7 @@ def _fast_late_block(t, k0, j, d, B: tl.constexpr):
     GROUPS divides L); C and the rest as there."""
     GROUPS: tl.constexpr = B.GROUPS
     acc, zrow, zcol = _pair_max(t, k0, j, d, B)  # lane 2i + g in group g, in half g (L is even where GROUPS is 2)
-    top0 = _half_top(acc & 0xFFFF)
-    top1 = _half_top(acc >> 16)
+    top0, top1 = _half_top(acc & 0xFFFF), _half_top(acc >> 16)
     if GROUPS == 1:
         top0 = tl.maximum(top0, top1)
     scale0 = scale32(B.F - top0)
