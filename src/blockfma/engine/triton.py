@@ -519,10 +519,10 @@ def _exponent_codes(a: Any, b: Any, block: Block, p: Plan, specials: bool) -> An
     def words(x: Any, emin: int) -> Any:  # (k, r) values -> (KP / L * lw, r) words
         ef = (x.view(torch.int32) >> 23) & 0xFF
         none = (ef == 0) | ((ef == 255) & specials)
-        c = torch.where(none, 0, ef.clamp(min=emin + 127) + (triton_kernel.CODE_BIAS.value - 127))
+        c = torch.where(none, 0, ef.clamp(min=emin + 127) + (triton_kernel.CODE_BIAS.value - 127)).short()
         c = torch.cat([c, c.new_zeros(1, c.shape[1])])[idx.clamp(max=k)]  # past K: the zero row
         c = torch.nn.functional.pad(c.view(-1, L, c.shape[1]), (0, 0, 0, 2 * lw - L), value=1)
-        return (c[:, 0::2] | (c[:, 1::2] << 16)).reshape(-1, c.shape[2])
+        return (c[:, 0::2].int() | (c[:, 1::2].int() << 16)).reshape(-1, c.shape[2])
 
     (wa, wb), nw = (words(a.t(), block.A_EMIN), words(b, block.B_EMIN)), p.padded // L * lw
     start = -(-m * nw // 4) * 4
