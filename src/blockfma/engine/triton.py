@@ -506,7 +506,7 @@ def _exponent_codes(a: Any, b: Any, block: Block, p: Plan, specials: bool) -> An
     """The fast path's first-pass codes of A and B (:func:`.triton_kernel._pair_max`), each value decoded once:
     ``E_fmt + CODE_BIAS`` (the exponent field raised to emin), 0 for zeros, non-finite values and products past
     K, in the steps' product order, two lanes of a block a word (lane 2i low; 1 high past an odd L); A's (m,
-    words), then from a multiple of 4 on B's (words, N padded to 4), one buffer, returned as A's view."""
+    words padded to 16), then B's (words, N padded to 4), in one buffer, returned as A's view."""
     _kernel()  # the kernel modules, imported in this process's mode
     from . import triton_kernel
 
@@ -525,11 +525,11 @@ def _exponent_codes(a: Any, b: Any, block: Block, p: Plan, specials: bool) -> An
         return (c[:, 0::2].int() | (c[:, 1::2].int() << 16)).reshape(-1, c.shape[2])
 
     (wa, wb), nw = (words(a.t(), block.A_EMIN), words(b, block.B_EMIN)), p.padded // L * lw
-    start = -(-m * nw // 4) * 4
+    start = m * -(-nw // 16) * 16  # rows of A's words padded to 16: their stride specializes as A's does
     e = torch.empty(start + nw * -(-n // 4) * 4, dtype=torch.int32, device=a.device)
-    e[:m * nw].view(m, nw).copy_(wa.t())
+    e[:start].view(m, -1)[:, :nw].copy_(wa.t())
     e[start:].view(nw, -1)[:, :n].copy_(wb)
-    return e[:m * nw].view(m, nw)
+    return e[:start].view(m, -1)
 
 
 def _path(m: Model, a: Any, b: Any, fast: bool | None, grid: bool | None = None,

@@ -70,7 +70,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M
         d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
         rmc = tl.minimum(rm, M - 1)
         rnc = tl.minimum(rn, N - 1)
-    eb_cols = ea_ptr + (M * seam + 3) // 4 * 4 + rnc  # B's exponent codes follow A's (triton._exponent_codes)
+    eb_cols = ea_ptr + M * seam + rnc  # B's exponent codes follow A's (triton._exponent_codes)
     t = Tile(a_ptr, b_ptr, order_ptr, sa_ptr, sb_ptr, a_ptr + rmc * sam, ea_ptr + rmc * seam, b_ptr + rnc * sbn,
              eb_cols, sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn, rm, rn, tl.arange(0, S.BLOCK.LP), M, N, K,
              None if EVEN else K, BL, sam, sak, sbk, sbn, (N + 3) // 4 * 4, ssam, ssak, ssbk, ssbn)
