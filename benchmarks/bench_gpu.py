@@ -298,8 +298,9 @@ def _ptxas_models(cases, scaled_cases):
         model = bf.device(device).model(fin, fout)
         grid = tr.grid_path(model, model.block_width or 1)  # the path the kernel takes without NaN or infinity
         path = dict(tr.fast_constants(model), FAST=True, **(grid or {}))
-        late = model.arithmetic_model().family.name == "LATE_C"
-        lanes = path.get("GROUPS", 1) if late else (1, 4) if grid and grid["CBIAS"] else 1
+        late = model.arithmetic_model().family.name == "late-c"  # the first pass: two lanes an iteration
+        pair = path["CHUNK"] % 2 == 0 and model.block_width % 2 == 0  # the int32 terms: two lanes an iteration
+        lanes = (2, model.arithmetic_model().groups if late else 4 if grid and grid["CBIAS"] else 1 + pair)
         out.append(((device, fin, fout), "", model, path, lanes, model.block_width if grid else path["CHUNK"]))
     for case in scaled_cases:  # the block-scaled fast path
         model = bf.device(case[0]).model(case[1], case[2], SCALED_INSTRUCTION[case])

@@ -704,6 +704,42 @@ def test_fma_rz_standin_against_fractions():
     assert int(np.sum(got.view(np.uint32) != want.view(np.uint32))) == 0
 
 
+def _max_sum16_run(acc, a, b, standin: bool, device: str) -> np.ndarray:
+    """The fast path's first-pass step (max(acc, a + b) in each 16-bit half) on int32 words, by a kernel."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    _fma_rz_kernel()  # tk: the kernel module, in this process's mode
+
+    @triton.jit
+    def max_sum16_kernel(acc_ptr, a_ptr, b_ptr, d_ptr, STANDIN: tl.constexpr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.store(d_ptr + i, tk._max_sum16(tl.load(acc_ptr + i), tl.load(a_ptr + i), tl.load(b_ptr + i), STANDIN))
+
+    x = [torch.from_numpy(v).to(device) for v in (acc, a, b)]
+    d = torch.empty_like(x[0])
+    max_sum16_kernel[(1,)](*x, d, STANDIN=standin, N=len(a))
+    return d.cpu().numpy()
+
+
+def _max_sum16_cases(rng) -> tuple[np.ndarray, ...]:
+    """Words of the first pass's codes (0, 1, E_fmt + CODE_BIAS in [257, 510]) and of their running maxima,
+    with the per-half maximum of the sums (numpy, the oracle)."""
+    codes = np.concatenate([[0, 1], np.arange(257, 511)])
+    a, b = ((rng.choice(codes, 1024) | (rng.choice(codes, 1024) << 16)).astype(np.int32) for _ in range(2))
+    acc = (rng.integers(0, 1021, 1024) | (rng.integers(0, 1021, 1024) << 16)).astype(np.int32)
+    want = [np.maximum((acc >> s) & 0xFFFF, ((a >> s) & 0xFFFF) + ((b >> s) & 0xFFFF)) << s for s in (0, 16)]
+    return acc, a, b, (want[0] | want[1]).astype(np.int32)
+
+
+def test_max_sum16_standin():
+    """The interpreter's stand-in of the first pass's add.u16x2 and max.u16x2 (no inline assembly there): the
+    maximum of the sums in each half, bit for bit."""
+    acc, a, b, want = _max_sum16_cases(np.random.default_rng(16))
+    assert np.array_equal(_max_sum16_run(acc, a, b, True, "cpu"), want)
+
+
 E4M3_FLOOR = _variant(input_format=formats.get("e4m3fn"), alignment=Alignment.FLOOR, fraction_bits=13,
                       block_width=32, e_zero=-40, exact_zero="ieee", output_rounding=formats.RoundingMode.TiesToEven)
 
@@ -803,6 +839,16 @@ def test_gpu_fma_rz_instruction_equals_standin():
     want = np.array([_fma_rz_oracle(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)], dtype=np.float32)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     assert np.array_equal(standin.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+def test_gpu_max_sum16_instruction_equals_standin():
+    """On a CUDA GPU: the first pass's instructions (add.u16x2, max.u16x2) and their stand-in give numpy's bits."""
+    acc, a, b, want = _max_sum16_cases(np.random.default_rng(16))
+    assert np.array_equal(_max_sum16_run(acc, a, b, False, "cuda"), want)
+    assert np.array_equal(_max_sum16_run(acc, a, b, True, "cuda"), want)
 
 
 @pytest.mark.gpu

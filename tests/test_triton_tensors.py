@@ -35,11 +35,8 @@ class _Guard:
         asarray = np.asarray
         monkeypatch.setattr(np, "asarray", lambda x, *a, **k: self._refused(asarray, "np.asarray")(x, *a, **k)
                             if isinstance(x, torch.Tensor) else asarray(x, *a, **k))
-        from blockfma.engine import triton_kernel  # imported in this process's mode (the fixture's)
-
-        kernel = tr._kernel()
+        kernel = tr._kernel()  # imported in this process's mode (the fixture's)
         monkeypatch.setattr(tr, "_kernel", lambda: self._launcher(kernel))
-        monkeypatch.setattr(triton_kernel, "exponent_kernel", self._launcher(triton_kernel.exponent_kernel))
 
     def _refused(self, real, what):
         def call(x, *args, **kwargs):
@@ -189,25 +186,20 @@ class _Recorder:
 
 @pytest.mark.parametrize("model", [H100, bf.device("MI300X").model("fp32", "fp32")])
 def test_a_new_shape_of_the_same_layout_compiles_nothing_new(monkeypatch, model):
-    from blockfma.engine import triton_kernel
-
-    gemm_key, exp_key = _binder(tr._kernel()), _binder(triton_kernel.exponent_kernel)
-    gemm, exps = _Recorder(), _Recorder()
+    gemm_key = _binder(tr._kernel())
+    gemm = _Recorder()
     monkeypatch.setattr(tr, "_kernel", lambda: gemm)
-    monkeypatch.setattr(triton_kernel, "exponent_kernel", exps)
 
     def key(m, k, n, c=True):
         a, b = torch.ones((m, k)), torch.ones((k, n))
         tr.gemm_tensors(model, a, b, torch.zeros((m, n)) if c else torch.zeros((1, 1)).expand(m, n), specials=False)
-        return gemm_key(*gemm.launches[-1]), exp_key(*exps.launches[-1]) if exps.launches else None
+        return gemm_key(*gemm.launches[-1])
 
     first = key(16, 32, 16)
-    assert (first[1] is not None) == (model is H100)  # the fast path reads A's exponents first
     assert key(48, 96, 32) == first and key(64, 256, 160) == first  # rows, K, N: no new compilation
     odd = key(21, 48, 16)  # tiles that do not divide M: one more compilation (EVEN: masks), shared by all such
-    assert odd[0] != first[0] and odd[1] == first[1]  # (the odd count of A's values: none in the exponent pass)
-    assert key(37, 64, 32) == odd
-    assert key(48, 40, 32)[0] != first[0]  # a row stride not a multiple of 16: one more compilation (vector loads)
+    assert odd != first and key(37, 64, 32) == odd
+    assert key(48, 40, 32) != first  # a row stride not a multiple of 16: one more compilation (vector loads)
     assert key(16, 32, 16, c=False) == key(48, 64, 80, c=False)  # C read with strides 0: its own, once
 
 

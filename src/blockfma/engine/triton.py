@@ -502,20 +502,34 @@ def scaled_fast_constants(model: Model) -> dict[str, Any]:
     return dict(FAST=why is None, U=(G or min(SB, L)) if why is None else 1, WHY=why)
 
 
-def _exponent_codes(a: Any, emin: int, specials: bool) -> Any:
-    """The fast path's exponent codes of A (``E_fmt + 127``, or the kernel's NONE for zeros and non-finite
-    values; int32, contiguous), by the kernel module's own rule (its exponent_kernel): read once per value,
-    where the GEMM would decode each value once per column tile."""
+def _exponent_codes(a: Any, b: Any, block: Block, p: Plan, specials: bool) -> Any:
+    """The fast path's first-pass codes of A and B (:func:`.triton_kernel._pair_max`), each value decoded once:
+    ``E_fmt + CODE_BIAS`` (the exponent field raised to emin), 0 for zeros, non-finite values and products past
+    K, in the steps' product order, two lanes of a block a word (lane 2i low; 1 high past an odd L); A's (m,
+    words padded to 16), then B's (words, N padded to 4), in one buffer, returned as A's view."""
     _kernel()  # the kernel modules, imported in this process's mode
     from . import triton_kernel
 
-    torch = _torch()
-    x = a.contiguous()
-    e = torch.empty(x.shape, dtype=torch.int32, device=x.device)
-    block = 1024
-    triton_kernel.exponent_kernel[(-(-x.numel() // block),)](x, e, x.numel(), EMIN=emin, SPECIALS=specials,
-                                                             BLOCK=block)
-    return e
+    torch, L = _torch(), block.L
+    (m, k), n, lw = a.shape, b.shape[1], (L + 1) // 2
+    idx = torch.arange(p.padded, device=a.device)
+    if p.order is not None:  # lane i of a step reads its product order[i]
+        idx = (idx.view(-1, p.width)[:, :1] + _order(tuple(p.order), a.device)[None, :]).reshape(-1)
+
+    def words(x: Any, emin: int) -> Any:  # (k, r) values -> (KP / L * lw, r) words
+        ef = (x.view(torch.int32) >> 23) & 0xFF
+        none = (ef == 0) | ((ef == 255) & specials)
+        c = torch.where(none, 0, ef.clamp(min=emin + 127) + (triton_kernel.CODE_BIAS.value - 127)).short()
+        c = torch.cat([c, c.new_zeros(1, c.shape[1])])[idx.clamp(max=k)]  # past K: the zero row
+        c = torch.nn.functional.pad(c.view(-1, L, c.shape[1]), (0, 0, 0, 2 * lw - L), value=1)
+        return (c[:, 0::2].int() | (c[:, 1::2].int() << 16)).reshape(-1, c.shape[2])
+
+    (wa, wb), nw = (words(a.t(), block.A_EMIN), words(b, block.B_EMIN)), p.padded // L * lw
+    start = m * -(-nw // 16) * 16  # rows of A's words padded to 16: their stride specializes as A's does
+    e = torch.empty(start + nw * -(-n // 4) * 4, dtype=torch.int32, device=a.device)
+    e[:start].view(m, -1)[:, :nw].copy_(wa.t())
+    e[start:].view(nw, -1)[:, :n].copy_(wb)
+    return e[:start].view(m, -1)
 
 
 def _path(m: Model, a: Any, b: Any, fast: bool | None, grid: bool | None = None,
@@ -593,9 +607,9 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
     ea, sa, sb = (a if x is None else x for x in (ea, sa, sb))  # (unread where absent)
     strides = tuple(s for x in (a, b, c, d, ea, sa, sb) for s in x.stride())
     bm, bn, warps = tile
+    even = m % bm == 0 and n % bn == 0 and k == p.padded  # no masks: tiles divide M and N, no product past K
     _kernel()[(-(-m // bm), -(-n // bn))](a, b, c, d, order, ea, sa, sb, m, n, k, p.padded, p.width, p.block_width,
-                                         strides, S=S, BLOCK_M=bm, BLOCK_N=bn, EVEN=m % bm == 0 and n % bn == 0,
-                                         num_warps=warps)
+                                         strides, S=S, BLOCK_M=bm, BLOCK_N=bn, EVEN=even, num_warps=warps)
     return d
 
 
@@ -644,7 +658,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
     p = plan(m, k)
     S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials, p.width))
     tile = _tile(S.BLOCK, a.device, rows, n, block_m, block_n, num_warps)
-    ea = _exponent_codes(a, S.BLOCK.A_EMIN, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
+    ea = _exponent_codes(a, b, S.BLOCK, p, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
     if not S.BLOCK.GRID or S.BLOCK.FLOOR or not (a.numel() and b.shape[1]):
         return _launch(S, p, a, b, c, tile, ea=ea)
     block = schedule(m).block  # the count's codes of A and B
@@ -660,8 +674,8 @@ def free_bytes(device: Any) -> int | None:
     return int(_torch().cuda.mem_get_info(device)[0])
 
 
-# what gemm holds on the device: A (float32, and its int32 exponent codes on the fast path), B, C and D in float32
-GEMM_BYTES = dict(operand_bytes=8, output_bytes=8, what="A with its exponent codes, B, C and D in float32")
+# what gemm holds on the device: A and B (float32, and their int32 exponent codes on the fast path), C and D in float32
+GEMM_BYTES = dict(operand_bytes=8, output_bytes=8, what="A and B with their exponent codes, C and D in float32")
 
 
 def check_fits(m: int, k: int, n: int, device: Any, *, operand_bytes: int = 4, output_bytes: int = 8,

@@ -25,10 +25,11 @@ __all__ = ["gemm_kernel", "Tile"]
 
 #: What a block reads, made once per program: the operands' pointers (A, B, the step's product order, the
 #: scales of A and B), the fast paths' row pointers of A (and of its exponent codes, and scales) and column
-#: pointers of B (and scales) (rows and columns past M and N repeat the last one: their results are not
-#: stored), this tile's rows, columns and lanes, the sizes, the block width at run time and the strides.
-Tile = namedtuple("Tile", "a_ptr b_ptr order_ptr sa_ptr sb_ptr a_rows ea_rows b_cols sa_rows sb_cols rm rn lane "
-                          "M N K BL sam sak sbk sbn seak ssam ssak ssbk ssbn")
+#: pointers of B (and of its exponent codes, and scales) (rows and columns past M and N repeat the last one: their
+#: results are not stored), this tile's rows, columns and lanes, the sizes (KM: K, or None under EVEN, where no
+#: product lies past K and the fast paths' loads take no mask), the block width at run time and the strides.
+Tile = namedtuple("Tile", "a_ptr b_ptr order_ptr sa_ptr sb_ptr a_rows ea_rows b_cols eb_cols sa_rows sb_cols rm rn "
+                          "lane M N K KM BL sam sak sbk sbn sebk ssam ssak ssbk ssbn")
 
 
 @triton.jit
@@ -54,12 +55,12 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M
     """D = A @ B + C by the model's plan: steps of W products (KP = K padded to whole steps), each in blocks
     of BL; C fused into every block (``S.C_FUSED``), or the step's blocks chained from +0, stored into the
     output format (``S.STORE``) and C added by one IEEE addition.  ``strides``: A's, B's, C's, D's, A's
-    exponent codes' (the truncated-fused fast path's, :func:`exponent_kernel`) and the scales' (two each).
+    exponent codes' (the fast paths', ``triton._exponent_codes``) and the scales' (two each).
     C's exponent is read at the block's C emin, in the first step at ``S.FIRST``'s (``S.NARROW_C``)."""
-    sam, sak, sbk, sbn, scm, scn, sdm, sdn, seam, seak, ssam, ssak, ssbk, ssbn = strides
+    sam, sak, sbk, sbn, scm, scn, sdm, sdn, seam, _, ssam, ssak, ssbk, ssbn = strides
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    if EVEN:  # tiles that divide M and N: no masks, no clamps (the compiler can then vectorize loads and stores)
+    if EVEN:  # tiles that divide M and N, steps K: no masks, no clamps (the compiler can then vectorize loads, stores)
         out_mask = None
         d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn)
         rmc = rm
@@ -69,9 +70,10 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, order_ptr, ea_ptr, sa_ptr, sb_ptr, M
         d = tl.load(c_ptr + rm[:, None] * scm + rn[None, :] * scn, mask=out_mask, other=0.0)
         rmc = tl.minimum(rm, M - 1)
         rnc = tl.minimum(rn, N - 1)
+    eb_cols = ea_ptr + M * seam + rnc  # B's exponent codes follow A's (triton._exponent_codes)
     t = Tile(a_ptr, b_ptr, order_ptr, sa_ptr, sb_ptr, a_ptr + rmc * sam, ea_ptr + rmc * seam, b_ptr + rnc * sbn,
-             sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn, rm, rn, tl.arange(0, S.BLOCK.LP), M, N, K, BL, sam, sak, sbk,
-             sbn, seak, ssam, ssak, ssbk, ssbn)
+             eb_cols, sa_ptr + rmc * ssam, sb_ptr + rnc * ssbn, rm, rn, tl.arange(0, S.BLOCK.LP), M, N, K,
+             None if EVEN else K, BL, sam, sak, sbk, sbn, (N + 3) // 4 * 4, ssam, ssak, ssbk, ssbn)
     BLOCK: tl.constexpr = S.BLOCK  # structures passed on: constexprs by name (Triton 3.6 passes no plain objects)
     FIRST: tl.constexpr = S.FIRST
     OUT: tl.constexpr = S.OUT

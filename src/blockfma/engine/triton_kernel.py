@@ -13,10 +13,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["fused_block", "load_block", "exponent_kernel", "decode", "cut", "lead", "round_value",
+__all__ = ["fused_block", "load_block", "decode", "cut", "lead", "round_value",
            "product_nan", "with_specials", "store_output", "add_c", "zero_pick", "products", "reduce_max",
            "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags", "special_flags", "load_lane",
-           "lane_exp", "scale32", "lane_specials"]
+           "lane_exp", "scale32", "lane_specials", "CODE_BIAS"]
 
 
 # Reductions through tl.reduce with combine functions of this module: tl.sum/tl.max are jitted in Triton's
@@ -456,24 +456,27 @@ def _general_late_block(a, b, d, lane, B: tl.constexpr):
 # loops over lanes (an unrolled block held too many registers: see benchmarks/bench_gpu.py --ptxas).
 
 NONE = tl.constexpr(-(1 << 20))  # the exponent of no product (zeros and non-finite factors): below any real one
+CODE_BIAS = tl.constexpr(383)  # the first pass's codes E_fmt + 383 (triton._exponent_codes) lie in [257, 510]
 
 
 @triton.jit
 def load_lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
-          OTHER: tl.constexpr):
+              OTHER: tl.constexpr):
     """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
     step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
-    columns past M and N repeat the last one: their results are not stored); products past K are the plan's
-    +0 padding (A's value there: OTHER; the first pass reads A's exponents, :func:`exponent_kernel`, with
-    NONE).  The two passes load with different CACHE modifiers, so that the compiler reloads (from L1)
-    rather than holding a whole block's columns and rows in registers from one pass to the next."""
+    columns past M and N repeat the last one: their results are not stored); products past K (None: there
+    are none, no masks) are the plan's +0 padding (their values: OTHER).  The two passes load with different
+    CACHE modifiers, so that the compiler reloads (from L1) rather than holding a whole block's columns and
+    rows in registers from one pass to the next."""
     if ORDERED:
-        kk = k0 + tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
+        base = k0
+        kl = tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
     else:
-        kk = k0 + j + l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where k0 + j + l is a Python int
-    live = kk < K
-    a = tl.load(a_rows + kk * sak, mask=live, other=OTHER, cache_modifier=CACHE)
-    b = tl.load(b_cols + kk * sbk, mask=live, other=0.0, cache_modifier=CACHE)
+        base = k0 + j
+        kl = l + tl.full([1], 0, tl.int32)  # a tensor (1,) also where l is a Python int
+    live, other = (None, None) if K is None else (base + kl < K, OTHER)
+    a = tl.load((a_rows + base * sak) + kl * sak, mask=live, other=other, cache_modifier=CACHE)  # (a static l: an
+    b = tl.load((b_cols + base * sbk) + kl * sbk, mask=live, other=other, cache_modifier=CACHE)  # offset; pass 0)
     return a, b
 
 
@@ -487,16 +490,6 @@ def lane_exp(x, EMIN: tl.constexpr, SPECIALS: tl.constexpr):
     if SPECIALS:
         none = none | (ef == 255)
     return tl.where(none, NONE, tl.maximum(ef, EMIN + 127)), none
-
-
-@triton.jit(do_not_specialize=["n"])  # one compilation, not one per n % 16 (a new shape)
-def exponent_kernel(x_ptr, e_ptr, n, EMIN: tl.constexpr, SPECIALS: tl.constexpr, BLOCK: tl.constexpr):
-    """e = :func:`lane_exp` of n contiguous binary32 values x (int32): the fast path's first pass reads A's
-    exponents from here, once per value, rather than decoding them once per value and column of a tile."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + i, mask=i < n, other=0.0)
-    e, none = lane_exp(x, EMIN, SPECIALS)
-    tl.store(e_ptr + i, e, mask=i < n)
 
 
 @triton.jit
@@ -539,11 +532,41 @@ def _zero_flags(bits_or, bits_and, czero, sc):
 
 
 @triton.jit
-def _lane_codes(t, k0, j, l, B: tl.constexpr):
-    """The first pass's lane l: A's exponent codes (BLOCK_M,) and B's (BLOCK_N,), and which of B's are zero."""
-    ea, b = load_lane(t.ea_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.seak, t.sbk, B.ORDERED, "", NONE)
-    eb, zb = lane_exp(b, B.B_EMIN, B.SPECIALS)
-    return ea, eb, zb
+def _max_sum16(acc, a, b, STANDIN: tl.constexpr):
+    """max(acc, a + b) in each 16-bit half of int32 words whose halves and sums lie below 2**15: PTX's add.u16x2
+    and max.u16x2 (one VIADDMNMX.U16x2 on sm_90), their exact stand-in under the interpreter (STANDIN)."""
+    a, b = tl.broadcast_to(a, acc.shape), tl.broadcast_to(b, acc.shape)
+    if STANDIN:
+        s = a + b  # (no carry out of the low half)
+        return tl.maximum(acc & 0xFFFF, s & 0xFFFF) | (tl.maximum(acc >> 16, s >> 16) << 16)
+    return tl.inline_asm_elementwise("{.reg .b32 t; add.u16x2 t, $1, $2; max.u16x2 $0, t, $3;}", "=r,r,r,r",
+                                     [a, b, acc], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _half_top(h):
+    """E_a + E_b of a 16-bit half of the first pass's maxima (:func:`_pair_max`), NONE where no product."""
+    return tl.where(h >= 2 * (CODE_BIAS - 126), h - 2 * CODE_BIAS, NONE)
+
+
+@triton.jit
+def _pair_max(t, k0, j, d, B: tl.constexpr):
+    """The first pass of a fast block, two lanes at a time: per 16-bit half (lanes 2i and 2i + 1) the largest
+    sum of the factors' codes (triton._exponent_codes; one with a code below CODE_BIAS - 126 is no product) in
+    C's register layout (coalesced, a few rows and columns per thread, not Triton's default for a new tensor);
+    and (EZ_LIVE) which rows of A and columns of B hold a zero factor in the block (a zero product there)."""
+    LW: tl.constexpr = (B.L + 1) // 2
+    acc = tl.maximum(tl.minimum(d.to(tl.int32, bitcast=True) | 0x7FFFFFFF, 0), 0)  # 0 (of C's layout)
+    zrow, zcol = t.rm < 0, t.rn < 0
+    w0 = (k0 + j) // B.L * LW  # the block's first word
+    for i in range(LW):
+        wa = tl.load(t.ea_rows + w0 + i)
+        wb = tl.load(t.eb_cols + (w0 + i) * t.sebk)
+        acc = _max_sum16(acc, wa[:, None], wb[None, :], B.STANDIN)
+        if B.EZ_LIVE:
+            zrow = zrow | ((wa & 0xFFFF) == 0) | ((wa >> 16) == 0)
+            zcol = zcol | ((wb & 0xFFFF) == 0) | ((wb >> 16) == 0)
+    return acc, zrow, zcol
 
 
 @triton.jit
@@ -559,7 +582,7 @@ def _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B: tl.constexp
     """The second pass's lane l: its exact float32 products (BLOCK_M, BLOCK_N) of finite-replaced operands,
     its special flags folded into nan, pos, ninf, and (where exact zeros take the IEEE sign) its products' bit
     patterns into the block's OR and AND."""
-    a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+    a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.KM, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
     if B.SPECIALS:
         a, b, nan, pos, ninf = lane_specials(a, b, B.A_EMIN, B.B_EMIN, nan, pos, ninf)
     p = a[:, None] * b[None, :]
@@ -571,22 +594,11 @@ def _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B: tl.constexp
 
 @triton.jit
 def _block_emax(t, k0, j, d, B: tl.constexpr):
-    """The first pass of a fast block over its L lanes: its largest exponent (int32, of C's shape), of its
-    products (E_a + E_b), C's (e_zero for a zero C) and e_zero where a zero product may bring it in
-    (EZ_LIVE)."""
-    # derived from C, the pass runs in C's register layout (coalesced, a few rows and columns per thread), not
-    # Triton's default for a new tensor (one column per thread: a load of A's code per element)
-    top = tl.minimum(d.to(tl.int32, bitcast=True) | 0x7FFFFFFF, NONE)  # NONE (-1 or 2**31 - 1 before the min)
-    zrow = t.rm < 0  # which rows of A / columns of B hold a zero factor in the block:
-    zcol = t.rn < 0  # a zero product there
-    for l in range(B.L):
-        ea, eb, zb = _lane_codes(t, k0, j, l, B)
-        top = tl.maximum(top, ea[:, None] + eb[None, :])
-        if B.EZ_LIVE:
-            zrow = zrow | (ea == NONE)
-            zcol = zcol | zb
+    """The first pass of a fast block (:func:`_pair_max`): its largest exponent (int32, of C's shape), of its
+    products (E_a + E_b), C's (e_zero for a zero C) and e_zero where a zero product may enter (EZ_LIVE)."""
+    acc, zrow, zcol = _pair_max(t, k0, j, d, B)
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, B.C_EMIN)
-    emax = tl.maximum(top - 254, tl.where(zc, B.EZ, ec))
+    emax = tl.maximum(_half_top(tl.maximum(acc & 0xFFFF, acc >> 16)), tl.where(zc, B.EZ, ec))
     if B.EZ_LIVE:  # a zero product's e_zero may be the largest exponent where some term is not zero
         emax = tl.maximum(emax, tl.where(zrow[:, None] | zcol[None, :], B.EZ, NONE))
     return emax
@@ -605,6 +617,7 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
         s = _grid_sum(t, k0, j, emax - B.F, B)
     else:
         CHUNK: tl.constexpr = B.CHUNK
+        U: tl.constexpr = 2 if CHUNK % 2 == 0 and B.L % 2 == 0 else 1
         scale = scale32(B.F - emax)
         s32 = tl.full(d.shape, 0, tl.int32)
         s64 = tl.full(d.shape, 0, tl.int64)
@@ -612,10 +625,11 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
             if CHUNK < B.L:
                 s64 = s64 + s32.to(tl.int64)  # (nothing at c = 0)
                 s32 = s32 * 0
-            for l in range(c, min(c + CHUNK, B.L)):
-                p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and,
-                                                                     B)
-                s32 = s32 + _term(p, scale, B.FLOOR)
+            for l in range(c, min(c + CHUNK, B.L), U):  # U lanes an iteration: static offsets, sums of three
+                for i in tl.static_range(U):
+                    p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, i, nan, pos, ninf, bits_or,
+                                                                         bits_and, B)
+                    s32 = s32 + _term(p, scale, B.FLOOR)
         s = s64 + s32.to(tl.int64) if B.SUM64 else s32
     unit = emax - B.F
     nc, mc, lc, ec, zc, nan_c, inf_c = _decode32(d, B.C_EMIN)
@@ -628,7 +642,7 @@ def _fast_block(t, k0, j, d, B: tl.constexpr):
         # the grid sum keeps no product signs: a tile with an exactly zero sum reads them in one more pass
         if reduce_max(reduce_max((s == 0).to(tl.int32), 1), 0) == 1:
             for l in range(B.L):
-                p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and,
+                p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, 0, nan, pos, ninf, bits_or, bits_and,
                                                                      B)
     only_zeros, all_neg, any_neg = _zero_flags(bits_or, bits_and, zc, nc & ~(nan_c | inf_c))
     v = zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B)
@@ -700,13 +714,12 @@ def _grid_sum(t, k0, j, u, B: tl.constexpr):
     """The second pass of a block on the grid path (see above): the sum of its L products cut at 2**u, in
     units (int32): the floors by one FMA per product, plus (cutting toward zero) the count of the negative
     inexact ones, read four lanes at a time from the codes of A (t.sa_rows) and B (t.sb_cols)."""
-    bits = ((tl.minimum(tl.maximum(u, -149), 103) + 23 + 127) << 23) | (1 << 22)
-    acc = bits.to(tl.float32, bitcast=True)
+    acc = (((tl.minimum(tl.maximum(u, -149), 103) + 23 + 127) << 23) | (1 << 22)).to(tl.float32, bitcast=True)
     if B.FLOOR:
         for l in range(B.L):
-            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.K, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j + l, 0, t.KM, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
             acc = fma_rz(a[:, None], b[None, :], acc, B.STANDIN)
-        return acc.to(tl.int32, bitcast=True) - bits
+        return (acc.to(tl.int32, bitcast=True) & 0x7FFFFF) - (1 << 22)
     U4 = (128 - tl.minimum(tl.maximum(u + B.CBIAS, 0), 63)) * 0x01010101  # per byte: 128 - v
     cnt = (u * 0).to(tl.uint32)
     kq = (k0 + j) // 4
@@ -719,10 +732,10 @@ def _grid_sum(t, k0, j, u, B: tl.constexpr):
         flags = ((sa4[:, None] ^ sb4[None, :]) & ~w).to(tl.uint32, bitcast=True)  # bit 7: negative and inexact
         cnt = cnt + (flags >> 7)
         for i in tl.static_range(4):
-            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, 4 * q + i, t.K, t.sak, t.sbk, False, ".ca", 0.0)
+            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j + 4 * q, i, t.KM, t.sak, t.sbk, False, ".ca", 0.0)
             acc = fma_rz(a[:, None], b[None, :], acc, B.STANDIN)
     n = ((cnt * 0x01010101) >> 24).to(tl.int32)  # the four bytes' counts (each at most L / 4) summed
-    return acc.to(tl.int32, bitcast=True) - bits + n
+    return (acc.to(tl.int32, bitcast=True) & 0x7FFFFF) - (1 << 22) + n  # (its exponent field stays O's)
 
 
 @triton.jit
@@ -732,17 +745,10 @@ def _fast_late_block(t, k0, j, d, B: tl.constexpr):
     then its terms cut at F bits below it, summed in int32 (the host checks a group's lanes fit, and that
     GROUPS divides L); C and the rest as there."""
     GROUPS: tl.constexpr = B.GROUPS
-    top0 = tl.full(d.shape, NONE, tl.int32)
-    top1 = tl.full(d.shape, NONE, tl.int32)
-    for l in range(0, B.L, GROUPS):  # lane l + g in group g
-        for g in tl.static_range(GROUPS):
-            ea, eb, zb = _lane_codes(t, k0, j, l + g, B)
-            if g == 1:
-                top1 = tl.maximum(top1, ea[:, None] + eb[None, :])
-            else:
-                top0 = tl.maximum(top0, ea[:, None] + eb[None, :])
-    top0 = top0 - 254
-    top1 = top1 - 254
+    acc, zrow, zcol = _pair_max(t, k0, j, d, B)  # lane 2i + g in group g, in half g (L is even where GROUPS is 2)
+    top0, top1 = _half_top(acc & 0xFFFF), _half_top(acc >> 16)
+    if GROUPS == 1:
+        top0 = tl.maximum(top0, top1)
     scale0 = scale32(B.F - top0)
     scale1 = scale32(B.F - top1)
     nan, pos, ninf, bits_or, bits_and = _no_flags(d)
@@ -750,7 +756,7 @@ def _fast_late_block(t, k0, j, d, B: tl.constexpr):
     s1 = tl.full(d.shape, 0, tl.int32)
     for l in range(0, B.L, GROUPS):
         for g in tl.static_range(GROUPS):
-            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j, l + g, nan, pos, ninf, bits_or, bits_and,
+            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, g, nan, pos, ninf, bits_or, bits_and,
                                                                  B)
             if g == 1:
                 s1 = s1 + _term(p, scale1, False)
