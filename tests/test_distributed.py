@@ -115,7 +115,7 @@ def test_block_scaled_dask_gemm_errors():
     dict(scale_a=np.ones((5, 2)), scale_b=np.ones((2, 3)))])
 def test_dask_and_in_memory_scales_follow_one_rule(scales):
     """A scale shape the in-memory gemm refuses is refused on dask arrays with the same words (the rule is
-    written once, engine/scaled.py's scale_shapes); a scale with one entry along K is never broadcast over K."""
+    written once, Model.scale_shapes); a scale with one entry along K is never broadcast over K."""
     model = bf.device("B200").model("e2m1fn", "fp32", instruction="tcgen05.mxf4.block32")
     with pytest.raises(ArgumentError, match="must have shape") as memory:
         bf.gemm(np.ones((4, 64)), np.ones((64, 3)), model=model, **scales)

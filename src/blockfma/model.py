@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from . import formats as _formats, plan as _plan
+from .arguments import ArgumentError, Shown
 from .family import Family, family_parameters
 from .formats import Format, RoundingMode
 
@@ -433,6 +434,39 @@ class Model:
         """The format of a block-scaled model's scales (its ``scale_format`` option: e8m0fnu or ue4m3); None
         for a model that takes no scales."""
         return _formats.get(self.option("scale_format")) if self.block_scaled else None
+
+    def scale_shapes(self, k: int, given: tuple[Any, Any], leads: tuple[tuple[int, ...], ...], gemm: bool
+                         ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """The shapes the scales ``given`` (numpy or dask arrays, or None) broadcast to, by the one rule of bf.dot,
+        bf.gemm and dask: a scale is laid out as its operand, k // scale_block scales on K's axis (gemm's scale_b,
+        as B: (k // block, n)), never broadcast along K, its other axes broadcast to ``leads``; None: no scales."""
+        if not self.block_scaled:
+            for name, x in zip(("scale_a", "scale_b"), given):
+                if x is not None:
+                    raise ArgumentError(name, Shown("<given>"), f"{self.summary()} is not block-scaled and takes no "
+                                        "scales", fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, "
+                                        "mxf4 or mxf4nvf4 kind) or leave the scales out")
+            return None
+        block, nb = self.option("scale_block"), k // self.option("scale_block")
+        if k % block:
+            raise ArgumentError("A" if gemm else "a", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale "
+                                f"block {block}", fix=f"pad A and B with zeros to a multiple of {block} along K")
+        out = []
+        for name, x, lead, flip in zip(("scale_a", "scale_b"), given, leads, (False, gemm)):  # flip: K's axis first
+            if x is None:
+                raise ArgumentError(name, None, f"{self.summary()} is block-scaled: it needs {nb} scales of "
+                                    f"{self.scale_format.name} along K (one per {block} products)")
+            shape, want = tuple(x.shape[::-1] if flip else x.shape), lead + (nb,)
+            if shape[-1:] != (nb,) or len(shape) > len(want) or any(s not in (1, w) for s, w in zip(shape[::-1],
+                                                                                                  want[::-1])):
+                raise ArgumentError(name, x if isinstance(x, np.ndarray) else Shown(f"<shape {tuple(x.shape)}>"),
+                                    f"must have shape {want[::-1] if flip else want}: {nb} scales along K (one per "
+                                    f"{block} products of k = {k}) for each " + ("column of B" if flip else "row of A"
+                                    if gemm else "dot product") + f" (an axis of 1 broadcasts), not {tuple(x.shape)}"
+                                    + (": that is torch's layout (n, k // block); bf.gemm's scale_b is laid out as B, "
+                                       "pass scale_b.T" if flip and x.ndim == 2 and shape == want[::-1] else ""))
+            out.append(want[::-1] if flip else want)
+        return out[0], out[1]
 
     @property
     def b_format(self) -> Format:

@@ -44,7 +44,8 @@ QUESTION_COLUMNS = ["question", "devices", "variant"]  # the rows also carry pre
 
 
 # --- tables ----------------------------------------------------------------------------------------------
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table cell's text: - for None, yes/no, repr of floats, lists joined with commas."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -65,7 +66,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, group: Sequ
     values as '-', booleans as yes/no, lists joined with commas.  Cells of the ``group`` columns are left
     blank where a row repeats the previous row's values in all of them (one device's rows read as a block).
     """
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    cells = [[cell(row.get(c)) for c in columns] for row in rows]
     for i in range(len(rows) - 1, 0, -1):
         if group and all(rows[i].get(g) == rows[i - 1].get(g) for g in group):
             cells[i] = ["" if c in group else v for c, v in zip(columns, cells[i])]

@@ -57,7 +57,7 @@ def _e(x: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    return format(value, ",") if isinstance(value, int) and not isinstance(value, bool) else report._cell(value)
+    return format(value, ",") if isinstance(value, int) and not isinstance(value, bool) else report.cell(value)
 
 
 def _cell(value: Any) -> str:

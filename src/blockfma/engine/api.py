@@ -15,7 +15,7 @@ from ..formats import Format, RoundingMode
 from ..model import Model
 from ..plan import Plan, plan
 from ..progress import on_terminal
-from . import distributed, registry, scaled, tensors
+from . import distributed, registry, tensors
 from .kernels import flush_operands
 from .registry import GPU_MIN_WORK, Explanation, Operands, finish
 
@@ -286,10 +286,10 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
 
 def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple[int, ...], ...], gemm: bool = False
             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The scales of a block-scaled model as float64 arrays, shapes checked (:func:`.scaled.scale_shapes`) and
+    """The scales of a block-scaled model as float64 arrays, shapes checked (:meth:`Model.scale_shapes`) and
     broadcast, values of the scale format, NaN allowed; None for other models, which take no scales."""
     given = [None if x is None else _as_float64(x, name) for name, x in (("scale_a", scale_a), ("scale_b", scale_b))]
-    shapes = scaled.scale_shapes(model, k, tuple(given), leads, gemm)
+    shapes = model.scale_shapes(k, tuple(given), leads, gemm)
     if shapes is None:
         return None
     fs, out = model.scale_format, []

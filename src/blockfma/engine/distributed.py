@@ -15,7 +15,6 @@ import numpy as np
 
 from ..model import Model
 from ..optional import require
-from .scaled import scale_shapes
 
 __all__ = ["is_dask", "gemm"]
 
@@ -56,7 +55,7 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
         return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
                             kernel=kernel, model=model, kwargs=kwargs)
     sa, sb = (None if x is None else da.asarray(x) for x in (scale_a, scale_b))
-    SA, SB = scale_shapes(model, A.shape[1], (sa, sb), ((m,), (n,)), True)  # the in-memory call's rule; values: tiles
+    SA, SB = model.scale_shapes(A.shape[1], (sa, sb), ((m,), (n,)), True)  # the in-memory call's rule; values: tiles
     SA = da.broadcast_to(sa, SA).rechunk((A.chunks[0], -1))
     SB = da.broadcast_to(sb[:, None] if sb.ndim == 1 else sb, SB).rechunk((-1, B.chunks[1]))
     return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import ArgumentError, Shown
 from ..formats import Format
 from ..model import Model
 from ..plan import Index, Plan, array_index
@@ -29,7 +28,7 @@ from . import array, rules
 from .kernels import Blocks
 
 __all__ = ["supports", "lowest_bit", "fold", "group_sums", "group_sums_matmul", "group_terms",
-           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product", "scale_shapes"]
+           "block", "group_chain", "width", "runs_groups", "ScaledBlocks", "per_product"]
 
 def lowest_bit(fmt: Format) -> int:
     """The exponent of the last place of the smallest nonzero value of ``fmt``."""
@@ -64,40 +63,6 @@ def supports(model: Model) -> bool:
     low = lowest_bit(fa) + lowest_bit(fb) + 2 * lowest_bit(fs)
     return (bits <= 53 and F + above + terms.bit_length() <= 53
             and max(top, fc.emax + 1, -ez) + F <= 900 and low - max(top, fc.emax + 1) >= -900)
-
-
-def scale_shapes(model: Model, k: int, given: tuple[Any, Any], leads: tuple[tuple[int, ...], ...], gemm: bool
-                 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The shapes the scales ``given`` (numpy or dask arrays, or None) broadcast to, by the one rule of bf.dot,
-    bf.gemm and dask: a scale is laid out as its operand, k // scale_block scales on K's axis (gemm's scale_b,
-    as B: (k // block, n)), never broadcast along K, its other axes broadcast to ``leads``; None: no scales."""
-    if not model.block_scaled:
-        for name, x in zip(("scale_a", "scale_b"), given):
-            if x is not None:
-                raise ArgumentError(name, Shown("<given>"), f"{model.summary()} is not block-scaled and takes no "
-                                    "scales", fix="pass a block-scaled instruction (a B200 or RTX 5090 mxf8f6f4, "
-                                    "mxf4 or mxf4nvf4 kind) or leave the scales out")
-        return None
-    block, nb = model.option("scale_block"), k // model.option("scale_block")
-    if k % block:
-        raise ArgumentError("A" if gemm else "a", Shown(f"<k = {k}>"), f"k = {k} must be a multiple of the scale "
-                            f"block {block}", fix=f"pad A and B with zeros to a multiple of {block} along K")
-    out = []
-    for name, x, lead, flip in zip(("scale_a", "scale_b"), given, leads, (False, gemm)):  # flip: K's axis first
-        if x is None:
-            raise ArgumentError(name, None, f"{model.summary()} is block-scaled: it needs {nb} scales of "
-                                f"{model.scale_format.name} along K (one per {block} products)")
-        shape, want = tuple(x.shape[::-1] if flip else x.shape), lead + (nb,)
-        if shape[-1:] != (nb,) or len(shape) > len(want) or any(s not in (1, w) for s, w in zip(shape[::-1],
-                                                                                              want[::-1])):
-            raise ArgumentError(name, x if isinstance(x, np.ndarray) else Shown(f"<shape {tuple(x.shape)}>"),
-                                f"must have shape {want[::-1] if flip else want}: {nb} scales along K (one per "
-                                f"{block} products of k = {k}) for each " + ("column of B" if flip else "row of A"
-                                if gemm else "dot product") + f" (an axis of 1 broadcasts), not {tuple(x.shape)}"
-                                + (": that is torch's layout (n, k // block); bf.gemm's scale_b is laid out as B, "
-                                   "pass scale_b.T" if flip and x.ndim == 2 and shape == want[::-1] else ""))
-        out.append(want[::-1] if flip else want)
-    return out[0], out[1]
 
 
 # --- the rule: how a scale enters a term ---------------------------------------------------------------
