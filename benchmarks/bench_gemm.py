@@ -93,8 +93,8 @@ def run_scaled(n: int, args, rng: np.random.Generator, show, rows: list, estimat
         # the compiled kernels run the per-product kinds; group-scaled ones run in numpy (matrix products)
         backend = "numpy" if args.backend == "numba" and model.option("scale_group") else args.backend
         A, B, C, SA, SB = scaled_problem(model, n, rng)
-        bf.gemm(A[:2], B, C[:2], model=model, scale_a=SA[:2], scale_b=SB, backend=backend)  # warm up
-        t = best_time(lambda: bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend),
+        bf.gemm(A[:2], B, C[:2], model=model, scale_a=SA[:2], scale_b=SB, scale_layout="kn", backend=backend)  # warm up
+        t = best_time(lambda: bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn", backend=backend),
                       args.repeat if n <= 512 else 1)
         ran = bf.engine.last_backend()
         r = max(1, min(n, args.reference_rows))

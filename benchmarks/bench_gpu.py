@@ -121,7 +121,7 @@ def _scaled_rows(triton, torch, dev, case, n, t_mm, repeat, sync, show, rng, gen
     A, B, C, SA, SB = _scaled_operands(rng, model, n)
 
     def call():
-        return bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
+        return bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn", backend="triton")
 
     call()
     t = best_time(call, repeat, sync)
@@ -152,8 +152,8 @@ def _scaled_check(triton, case, n0: int, rng) -> dict:
     block = model.option("scale_block")
     n = -(-n0 // block) * block
     A, B, C, SA, SB = _scaled_operands(rng, model, n)
-    got = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
-    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
+    got = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn", backend="triton")
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn", backend="numpy")
     # and the general path's raw bits against the fast path's (NaN patterns as the kernel writes them)
     fast = triton.gemm(model, A, B, C, SA, SB, fast=None).astype(np.float32).view(np.uint32)
     general = triton.gemm(model, A, B, C, SA, SB, fast=False).astype(np.float32).view(np.uint32)

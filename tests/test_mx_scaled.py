@@ -220,16 +220,42 @@ def test_gemm_and_dot_take_scales():
     for cfg in (CONFIGS[0], CONFIGS[-1]):
         model = scaled_model(*cfg)
         A, B, C, SA, SB = _rows(cfg, 3, 2 * model.block_width, 3)
-        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB)
         assert D.dtype == np.float32 and last_backend() in ("numba", "numpy")
         assert (D.view(np.uint32) == mmasim_d("B200", cfg, A, B, C, SA, SB)).all()
         d = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None])
         assert (d.view(np.uint32) == D.view(np.uint32)).all()
         # one scale vector for every row of A and every column of B (1-D scales) is the same as it repeated
-        one = bf.gemm(A, B, C, model=model, scale_a=SA[0], scale_b=SB[:, 0])
+        one = bf.gemm(A, B, C, model=model, scale_a=SA[0], scale_layout="kn", scale_b=SB[:, 0])
         full = bf.gemm(A, B, C, model=model, scale_a=np.tile(SA[0], (len(A), 1)),
-                       scale_b=np.tile(SB[:, :1], (1, B.shape[1])))
+                       scale_layout="kn", scale_b=np.tile(SB[:, :1], (1, B.shape[1])))
         assert (one.view(np.uint32) == full.view(np.uint32)).all()
+
+
+def test_a_square_scale_b_needs_its_layout():
+    """n = k // block: B's layout and torch's cannot be told apart by shape, so scale_layout is required there;
+    "nk" (torch's) is the transpose of "kn" (B's), bit for bit; dask refuses alike."""
+    import blockfma as bf
+    from blockfma.arguments import ArgumentError
+
+    cfg = CONFIGS[-1]
+    model = scaled_model(*cfg)
+    k = 2 * model.block_width
+    nb = k // model.option("scale_block")
+    A, B, C, SA, SB = _rows(cfg, 2, k, nb)
+    assert SB.shape == (nb, nb) and nb > 1
+    with pytest.raises(ArgumentError, match=rf"^scale_b=<{nb}x{nb} float64 array>: is square .* pass scale_layout="):
+        bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+    kn = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn")
+    nk = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=np.ascontiguousarray(SB.T), scale_layout="nk")
+    assert (kn.view(np.uint32) == nk.view(np.uint32)).all()
+    with pytest.raises(ArgumentError, match=r"^scale_layout='kj': must be \"kn\""):
+        bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kj")
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ArgumentError, match=r"is square .* pass scale_layout="):
+        bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_b=SB)
+    lazy = bf.gemm(da.from_array(A, chunks=(1, k)), B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn")
+    assert (lazy.compute(scheduler="synchronous").view(np.uint32) == kn.view(np.uint32)).all()
 
 
 def test_api_scale_errors():

@@ -114,11 +114,11 @@ def test_gemm_and_dot_match_reference(case):
     A, B, C, SA, SB = problem(model, 3, 4, 1 + seed % 3, seed, seed % 4, specials=seed % 2 == 0)
     want = reference_bits(model, A, B, C, SA, SB)
     finite = all(np.isfinite(x).all() for x in (A, B, C))
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB)
     assert last_backend() == ("numba" if "numba" in engines(model, finite) else "numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want)
     for backend in engines(model, finite):
-        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend=backend)
         assert last_backend() == backend
         np.testing.assert_array_equal(D.view(np.uint32), want)
         d = bf.dot(A[:, None, :], B.T[None], C, model=model, scale_a=SA[:, None, :], scale_b=SB.T[None],
@@ -137,7 +137,7 @@ def test_scale_modes_every_kind(kind, mode):
     A, B, C, SA, SB = problem(model, 4, 3, 2, 100 + mode, mode, specials=False)
     want = reference_bits(model, A, B, C, SA, SB)
     for backend in engines(model):
-        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend=backend)
         np.testing.assert_array_equal(D.view(np.uint32), want)
 
 
@@ -152,12 +152,12 @@ def test_zero_scales_and_nan_scales():
     SA[0, 0] = 0.0  # row 0: the 36 of the first group scaled away
     SA[1, 3] = np.nan  # row 1: a NaN scale over zero products
     for backend in engines(model):
-        D = bf.gemm(A, B, np.zeros((2, 2)), model=model, scale_a=SA, scale_b=np.ones((4, 2)), backend=backend)
+        D = bf.gemm(A, B, np.zeros((2, 2)), model=model, scale_a=SA, scale_layout="kn", scale_b=np.ones((4, 2)), backend=backend)
         assert last_backend() == backend
         assert D[0, 0] == 1.0 and D.view(np.uint32)[1, 0] == 0x7FFFFFFF and D.view(np.uint32)[1, 1] == 0x7FFFFFFF
     with pytest.raises(ArgumentError, match=r"scale_b\[0, 0\] = 0.0 is not a value of e8m0fnu"):
         mx = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
-        bf.gemm(A, B, None, model=mx, scale_a=np.ones((2, 2)), scale_b=np.zeros((2, 2)))
+        bf.gemm(A, B, None, model=mx, scale_a=np.ones((2, 2)), scale_layout="kn", scale_b=np.zeros((2, 2)))
 
 
 def test_cancelling_group_keeps_its_scales_exponent():
@@ -170,9 +170,9 @@ def test_cancelling_group_keeps_its_scales_exponent():
     B[:2, 0], B[32, 0] = (6.0, -6.0), 1.0
     SA, SB = np.array([[2.0**20, 2.0**-20]]), np.ones((2, 1))
     for backend in engines(model):
-        D = bf.gemm(A, B, None, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        D = bf.gemm(A, B, None, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend=backend)
         assert D[0, 0] == 0.0
-    assert bf.gemm(A, B, None, model=model, scale_a=np.array([[1.0, 2.0**-20]]), scale_b=SB)[0, 0] == 2.0**-20
+    assert bf.gemm(A, B, None, model=model, scale_a=np.array([[1.0, 2.0**-20]]), scale_layout="kn", scale_b=SB)[0, 0] == 2.0**-20
     np.testing.assert_array_equal(D.view(np.uint32), reference_bits(model, A, B, np.zeros((1, 1)), SA, SB))
 
 
@@ -183,7 +183,7 @@ def test_extreme_scales_exact():
     A = np.full((1, 64), 6.0)
     for s, want in ((2.0**127, np.inf), (2.0**-127, 0.0)):
         for backend in engines(model):
-            D = bf.gemm(A, A.T, None, model=model, scale_a=np.full((1, 2), s), scale_b=np.full((2, 1), s),
+            D = bf.gemm(A, A.T, None, model=model, scale_a=np.full((1, 2), s), scale_layout="kn", scale_b=np.full((2, 1), s),
                         backend=backend)
             assert D[0, 0] == np.float32(want)
         assert D.view(np.uint32)[0, 0] == reference_bits(model, A, A.T, np.zeros((1, 1)),
@@ -206,16 +206,16 @@ def test_ieee_zero_signs_and_other_roundings():
             A[1, ::2] = -A[1, 1::2]  # products that cancel in pairs
             B[:, 1] = 1.0
             C[:, 0] = -0.0
-            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
+            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB)
             assert last_backend() == "numpy"  # the compiled kernels write +0 for exact zeros only
             want = reference_bits(model, A, B, C, SA, SB)
             np.testing.assert_array_equal(D.view(np.uint32), want)
             if TORCH:
-                D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="torch")
+                D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="torch")
                 np.testing.assert_array_equal(D.view(np.uint32), want)
             if NUMBA:
                 with pytest.raises(ValueError, match="the compiled kernels do not run"):
-                    bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numba")
+                    bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="numba")
 
 
 @pytest.mark.parametrize("kind,fa", [("mxf4nvf4.block16.ue4m3", "e2m1fn"), ("mxf8f6f4.block32", "e5m2")])
@@ -230,7 +230,7 @@ def test_floor_alignment_and_carry_bits_every_engine(kind, fa):
         C[:, 0] = -(1 + 2.0**-20) * 2.0**-30  # ... over a negative C whose last bits the cut drops
         want = reference_bits(model, A, B, C, SA, SB)
         for backend in engines(model):
-            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend=backend)
             assert last_backend() == backend
             np.testing.assert_array_equal(D.view(np.uint32), want)
 
@@ -242,14 +242,14 @@ def test_reference_fallback_and_backends():
     wide = base.replace(name="", input_format="e5m2")
     assert not scaled.supports(wide)
     A, B, C, SA, SB = problem(wide, 2, 2, 1, 3, 0, specials=False)
-    D = bf.gemm(A, B, C, model=wide, scale_a=SA, scale_b=SB)
+    D = bf.gemm(A, B, C, model=wide, scale_a=SA, scale_layout="kn", scale_b=SB)
     assert last_backend() == "reference"
     np.testing.assert_array_equal(D.view(np.uint32), reference_bits(wide, A, B, C, SA, SB))
     if TORCH:
         with pytest.raises(ValueError, match="the GPU engine does not run .* beyond the block-scaled engines'"):
-            bf.gemm(A, B, C, model=wide, scale_a=SA, scale_b=SB, backend="torch")
+            bf.gemm(A, B, C, model=wide, scale_a=SA, scale_layout="kn", scale_b=SB, backend="torch")
     with pytest.raises(ValueError, match="backend='triton' does not run .* exact bounds"):
-        bf.gemm(A, B, C, model=wide, scale_a=SA, scale_b=SB, backend="triton")
+        bf.gemm(A, B, C, model=wide, scale_a=SA, scale_layout="kn", scale_b=SB, backend="triton")
 
 
 def test_short_k_pads_with_unit_scales():
@@ -262,7 +262,7 @@ def test_short_k_pads_with_unit_scales():
     C = c_values(rng, (3, 2), False)
     want = reference_bits(model, A, B, C, SA, SB)
     for backend in engines(model):
-        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+        D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend=backend)
         np.testing.assert_array_equal(D.view(np.uint32), want)
 
 
@@ -309,7 +309,7 @@ def test_elementwise_group_block_matches_reference():
         np.testing.assert_array_equal(finish(model, d).view(np.uint32), reference_bits(model, A, B, C, SA, SB))
         if NUMBA:
             with pytest.raises(ValueError, match="group-scaled ones run in the numpy engine"):
-                bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numba")
+                bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="numba")
 
 
 @pytest.mark.parametrize("kind", ["mxf8f6f4.block32", "mxf4nvf4.block16.ue4m3"])
@@ -319,10 +319,10 @@ def test_empty_gemms(kind):
     L, nb = model.block_width, model.block_width // model.option("scale_block")
     for backend in engines(model):
         D = bf.gemm(np.zeros((0, L)), np.zeros((L, 3)), None, model=model, scale_a=np.ones((0, nb)),
-                    scale_b=np.ones((nb, 3)), backend=backend)
+                    scale_layout="kn", scale_b=np.ones((nb, 3)), backend=backend)
         assert D.shape == (0, 3) and D.dtype == np.float32
         D = bf.gemm(np.zeros((2, L)), np.zeros((L, 0)), None, model=model, scale_a=np.ones((2, nb)),
-                    scale_b=np.ones((nb, 0)), backend=backend)
+                    scale_layout="kn", scale_b=np.ones((nb, 0)), backend=backend)
         assert D.shape == (2, 0)
 
 
@@ -337,7 +337,7 @@ def test_more_rows_every_engine(case):
         want = reference_bits(model, A, B, C, SA, SB)
         finite = all(np.isfinite(x).all() for x in (A, B, C))
         for backend in engines(model, finite):
-            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend=backend)
+            D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend=backend)
             np.testing.assert_array_equal(D.view(np.uint32), want, err_msg=f"{case} seed {seed} {backend}")
 
 
@@ -351,7 +351,7 @@ def test_torch_engine_refuses_what_does_not_fit(monkeypatch):
     A, B, C, SA, SB = problem(model, 3, 4, 1, 5, 0, specials=False)
     monkeypatch.setattr(triton, "free_bytes", lambda device: 1024)
     with pytest.raises(MemoryError, match=r"gemm 3x64x4 on cpu needs about .* scale per product.* split the call"):
-        bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="torch")
+        bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="torch")
 
 
 def test_dask_arrays_with_scales_run_tile_by_tile():
@@ -360,8 +360,9 @@ def test_dask_arrays_with_scales_run_tile_by_tile():
     da = pytest.importorskip("dask.array", reason="dask is not installed")
     model = preset("B200", "mxf4.block32", "e2m1fn", "e2m1fn")
     A, B, C, SA, SB = problem(model, 2, 2, 1, 3, 0, specials=False)
-    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB)
-    got = bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_b=SB).compute(scheduler="synchronous")
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB)
+    got = bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB)
+    got = got.compute(scheduler="synchronous")
     assert (got.view(np.uint32) == want.view(np.uint32)).all()
     with pytest.raises(ArgumentError, match=r"scale_b=None: .* is block-scaled"):
         bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA)

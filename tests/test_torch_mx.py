@@ -83,7 +83,7 @@ def bits(t):
 
 def want(model, A, B, SA, SB):
     """bf.gemm on the decoded values: A (m, K), B (K, n), SA (m, kb), SB (n, kb) in torch's layout."""
-    return torch.from_numpy(np.asarray(bf.gemm(A, B, model=model, scale_a=SA, scale_b=SB.T), dtype=np.float32))
+    return torch.from_numpy(np.asarray(bf.gemm(A, B, model=model, scale_a=SA, scale_layout="kn", scale_b=SB.T), dtype=np.float32))
 
 
 def swizzled_by_formula(plain):

@@ -55,7 +55,7 @@ def reference_bits(model: Model, A, B, C, SA, SB) -> np.ndarray:
 
 
 def triton_bits(model: Model, A, B, C, SA, SB) -> np.ndarray:
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
+    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="triton")
     assert last_backend() == "triton"
     assert D.dtype == np.float32
     return D.view(np.uint32)
@@ -78,7 +78,7 @@ def check(model: Model, A, B, C, SA, SB, general: bool = False) -> np.ndarray:
         assert tr.scaled_fast_constants(model)["FAST"]
         assert_general_path_agrees(model, got, A, B, C, SA, SB)
     np.testing.assert_array_equal(got, reference_bits(model, A, B, C, SA, SB))
-    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy").view(np.uint32)
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="numpy").view(np.uint32)
     np.testing.assert_array_equal(got, want)
     return got
 
@@ -240,9 +240,9 @@ def test_census_every_block_scaled_preset_runs_or_is_refused_by_name():
     assert "exact bounds" in tr.unsupported_reason(wide)
     A, B, C = np.zeros((2, 64)), np.zeros((64, 2)), np.zeros((2, 2))
     with pytest.raises(ValueError, match=r"backend='triton' does not run .*exact bounds"):
-        bf.gemm(A, B, C, model=wide, scale_a=np.ones((2, 2)), scale_b=np.ones((2, 2)), backend="triton")
+        bf.gemm(A, B, C, model=wide, scale_a=np.ones((2, 2)), scale_layout="kn", scale_b=np.ones((2, 2)), backend="triton")
     model = preset("B200", "mxf4nvf4.block16.ue4m3", "e2m1fn", "e2m1fn")
-    bf.gemm(A, B, C, model=model, scale_a=np.ones((2, 4)), scale_b=np.ones((4, 2)))
+    bf.gemm(A, B, C, model=model, scale_a=np.ones((2, 4)), scale_layout="kn", scale_b=np.ones((4, 2)))
     assert last_backend() in ("numpy", "numba")
     with pytest.raises(ValueError, match="backend='triton' runs bf.gemm only"):
         bf.dot(A, B.T, model=model, scale_a=np.ones((2, 4)), scale_b=np.ones((2, 4)), backend="triton")
@@ -270,7 +270,7 @@ def test_tensor_entry_points_and_sizes(monkeypatch):
     monkeypatch.setattr(tr, "free_bytes", lambda device: 1024)
     with pytest.raises(MemoryError, match="A, B and their scales"):
         bf.gemm(np.zeros((30, 64)), np.zeros((64, 30)), model=model, scale_a=np.ones((30, 2)),
-                scale_b=np.ones((2, 30)), backend="triton")
+                scale_layout="kn", scale_b=np.ones((2, 30)), backend="triton")
 
 
 @pytest.mark.slow
@@ -280,8 +280,8 @@ def test_larger_shapes(case):
     device, kind, fa, fb, block, fs = case
     model = preset(device, kind, fa, fb)
     A, B, C, SA, SB = block_scaled_rows((kind, fa, fb, block, fs), 19, 4 * model.block_width, 11)
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
-    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
+    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="triton")
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want.view(np.uint32))
 
 
@@ -300,9 +300,9 @@ def test_gpu_kernel_equals_cpu_engine(case):
     device, kind, fa, fb, block, fs = case
     model = preset(device, kind, fa, fb)
     A, B, C, SA, SB = block_scaled_rows((kind, fa, fb, block, fs), 70, 8 * model.block_width, 23)
-    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="triton")
+    D = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="triton")
     assert last_backend() == "triton"
-    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, backend="numpy")
+    want = bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn", scale_b=SB, backend="numpy")
     np.testing.assert_array_equal(D.view(np.uint32), want.view(np.uint32))
     assert scaled.supports(model)
 

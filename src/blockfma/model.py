@@ -435,11 +435,12 @@ class Model:
         for a model that takes no scales."""
         return _formats.get(self.option("scale_format")) if self.block_scaled else None
 
-    def scale_shapes(self, k: int, given: tuple[Any, Any], leads: tuple[tuple[int, ...], ...], gemm: bool
-                         ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    def scale_shapes(self, k: int, given: tuple[Any, Any], leads: tuple[tuple[int, ...], ...], gemm: bool,
+                     stated: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """The shapes the scales ``given`` (numpy or dask arrays, or None) broadcast to, by the one rule of bf.dot,
         bf.gemm and dask: a scale is laid out as its operand, k // scale_block scales on K's axis (gemm's scale_b,
-        as B: (k // block, n)), never broadcast along K, its other axes broadcast to ``leads``; None: no scales."""
+        as B: (k // block, n)), never broadcast along K, its other axes broadcast to ``leads``; None: no scales.
+        A square 2-D scale_b (n = k // block > 1) only with its layout ``stated`` (gemm's ``scale_layout``)."""
         if not self.block_scaled:
             for name, x in zip(("scale_a", "scale_b"), given):
                 if x is not None:
@@ -465,6 +466,10 @@ class Model:
                                     if gemm else "dot product") + f" (an axis of 1 broadcasts), not {tuple(x.shape)}"
                                     + (": that is torch's layout (n, k // block); bf.gemm's scale_b is laid out as B, "
                                        "pass scale_b.T" if flip and x.ndim == 2 and shape == want[::-1] else ""))
+            if flip and x.ndim == 2 and x.shape[0] == x.shape[1] > 1 and not stated:
+                raise ArgumentError(name, x if isinstance(x, np.ndarray) else Shown(f"<shape {tuple(x.shape)}>"),
+                                    f"is square ({nb} x {nb}): its shape cannot tell B's layout (k // block, n) from "
+                                    "torch's (n, k // block)", fix='pass scale_layout="kn" (as B) or "nk" (torch\'s)')
             out.append(want[::-1] if flip else want)
         return out[0], out[1]
 

@@ -284,12 +284,12 @@ def _execute(p: Plan, ops: Operands, backend: str, progress: registry.Progress =
     return finish(p.model, D)
 
 
-def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple[int, ...], ...], gemm: bool = False
-            ) -> tuple[np.ndarray, np.ndarray] | None:
+def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple[int, ...], ...], gemm: bool = False,
+            stated: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
     """The scales of a block-scaled model as float64 arrays, shapes checked (:meth:`Model.scale_shapes`) and
     broadcast, values of the scale format, NaN allowed; None for other models, which take no scales."""
     given = [None if x is None else _as_float64(x, name) for name, x in (("scale_a", scale_a), ("scale_b", scale_b))]
-    shapes = model.scale_shapes(k, tuple(given), leads, gemm)
+    shapes = model.scale_shapes(k, tuple(given), leads, gemm, stated)
     if shapes is None:
         return None
     fs, out = model.scale_format, []
@@ -344,7 +344,8 @@ class _Progress:
 def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any = None,
          output_format: str | Format | None = None, instruction: str | None = None, model: Model | None = None,
          round_inputs: Any = None, backend: str = "auto", progress: bool | None = None, check: bool = True,
-         c_format: Any = None, scale_a: Any = None, scale_b: Any = None) -> np.ndarray:
+         c_format: Any = None, scale_a: Any = None, scale_b: Any = None, scale_layout: str | None = None
+         ) -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
     ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
@@ -355,17 +356,20 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
     for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for
     :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n), each laid out as its
     operand (torch's (n, k // block) is ``scale_b.T``): the scales of a block-scaled model, as for :func:`dot`;
-    a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column of B.  With dask arrays for A, B or C it
-    returns a lazy dask array computed tile by tile, bit-identical to the in-memory call, the scales following
-    A's row and B's column chunks (:mod:`.distributed`).  With torch tensors that an engine runs where they lie
-    (Triton: on a GPU, or ``backend="triton"`` under the interpreter) it returns a tensor of the output dtype
-    there, nothing copied to the host (:mod:`.tensors`).
+    a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column of B.  ``scale_layout``: "kn" (as B) or
+    "nk" (torch's), required where a 2-D ``scale_b`` is square (n = k // block > 1: its shape cannot say).
+    With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the
+    in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With torch
+    tensors that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the
+    interpreter) it returns a tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
+    scale_b = _scale_b_as_b(scale_b, scale_layout)
     if any(distributed.is_dask(x) for x in (A, B, C)):
         return distributed.gemm(A, B, C, mdl, kernel=gemm, scale_a=scale_a, scale_b=scale_b,
-                                round_inputs=round_inputs, backend=backend, check=check, c_format=c_format)
+                                stated=bool(scale_layout), round_inputs=round_inputs, backend=backend, check=check,
+                                c_format=c_format)
     if tensors.given(A, B, C):  # where they lie (a tensor of the output dtype there), else on the host
         ran = None if round_inputs or c_format or scale_a is not None or scale_b is not None else \
             tensors.gemm(mdl, A, B, C, backend, check)
@@ -373,7 +377,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
             _LAST.name = ran[1]
             return ran[0]
         A, B, C = (tensors.to_host(x) for x in (A, B, C))
-    call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b)
+    call = _gemm_call(mdl, A, B, C, round_inputs, check, c_format, scale_a, scale_b, bool(scale_layout))
     if isinstance(call, np.ndarray):  # no products to sum
         _LAST.name = "numpy"
         return call
@@ -397,8 +401,17 @@ def gemms(A: np.ndarray, B: np.ndarray, C: np.ndarray | None, *, model: Model, r
     return _execute(plan(model, k), Operands(*ops, gemm=True), backend)
 
 
+def _scale_b_as_b(scale_b: Any, layout: str | None) -> Any:
+    """``scale_b`` laid out as B, (k // block, n), from the ``scale_layout`` gemm was given."""
+    if layout not in (None, "kn", "nk"):
+        raise ArgumentError("scale_layout", layout, 'must be "kn" (scale_b laid out as B) or "nk" (torch\'s layout)')
+    if layout == "nk" and scale_b is not None and getattr(scale_b, "ndim", 2) == 2:
+        return scale_b.T
+    return scale_b
+
+
 def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: bool, c_format: Any, scale_a: Any,
-               scale_b: Any) -> tuple[Plan, Operands] | np.ndarray:
+               scale_b: Any, stated: bool = False) -> tuple[Plan, Operands] | np.ndarray:
     """The plan and the checked operands of a gemm, B and its scales as the caller lays them, (k, n); or,
     for a call without products to sum (k, m or n zero), D itself."""
     A_, B_, C_ = _gemm_operands(mdl, A, B, C, c_format)
@@ -407,7 +420,7 @@ def _gemm_call(mdl: Model, A: Any, B: Any, C: Any, round_inputs: Any, check: boo
         return finish(mdl, np.array(_check_format(mdl.c_format, C_, "C", _input_rounding(mdl, round_inputs)[1])),
                       computed=False)
     A_, Bt, C_ = _prepare(mdl, A_, B_.T, C_, round_inputs, check, names="ABC", b_transposed=True, given=(A, B, C))
-    scales = _scales(mdl, scale_a, scale_b, k, ((m,), (n,)), True) or (None, None)
+    scales = _scales(mdl, scale_a, scale_b, k, ((m,), (n,)), True, stated) or (None, None)
     if m == 0 or n == 0:
         return finish(mdl, np.array(C_, dtype=np.float64))
     return plan(mdl, k), Operands.matrix(A_, Bt.T, C_, *scales)

@@ -30,7 +30,7 @@ def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = N
 
 
 def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], scale_a: Any = None,
-         scale_b: Any = None, **kwargs: Any) -> Any:
+         scale_b: Any = None, stated: bool = False, **kwargs: Any) -> Any:
     """A lazy dask array D = A @ B + C computed tile by tile by ``kernel`` (:func:`blockfma.gemm`, which
     passes itself; ``kwargs``: its ``round_inputs``, ``backend``, ``check``, ``c_format``).  Output tiles
     follow A's row chunks and B's column chunks; a block-scaled model's ``scale_a`` (m, k // block) follows
@@ -55,7 +55,8 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
         return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", dtype=dtype, concatenate=True,
                             kernel=kernel, model=model, kwargs=kwargs)
     sa, sb = (None if x is None else da.asarray(x) for x in (scale_a, scale_b))
-    SA, SB = model.scale_shapes(A.shape[1], (sa, sb), ((m,), (n,)), True)  # the in-memory call's rule; values: tiles
+    SA, SB = model.scale_shapes(A.shape[1], (sa, sb), ((m,), (n,)), True, stated)  # the in-memory call's rule
+    kwargs = {**kwargs, "scale_layout": "kn"}  # the tiles' scale_b is laid out as B (checked here, whatever its shape)
     SA = da.broadcast_to(sa, SA).rechunk((A.chunks[0], -1))
     SB = da.broadcast_to(sb[:, None] if sb.ndim == 1 else sb, SB).rechunk((-1, B.chunks[1]))
     return da.blockwise(_tile, "ij", A, "ik", B, "kj", C, "ij", SA, "is", SB, "sj", dtype=dtype,

@@ -122,7 +122,7 @@ def block_scaled(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.
                  backend: str, device: torch.device) -> torch.Tensor:
     """The fp32 product of block-scaled operands (host values, ``scale_a`` (m, K // block), ``scale_b``
     (K // block, n)) by the route's model through ``bf.gemm``, as a tensor on ``device``."""
-    product = gemm(a, b, model=route.model, scale_a=scale_a, scale_b=scale_b, backend=backend)
+    product = gemm(a, b, model=route.model, scale_a=scale_a, scale_b=scale_b, scale_layout="kn", backend=backend)
     return torch.from_numpy(np.asarray(product, dtype=np.float32)).to(device)
 
 
