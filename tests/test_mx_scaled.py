@@ -249,8 +249,11 @@ def test_a_square_scale_b_needs_its_layout():
     kn = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kn")
     nk = bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=np.ascontiguousarray(SB.T), scale_layout="nk")
     assert (kn.view(np.uint32) == nk.view(np.uint32)).all()
-    with pytest.raises(ArgumentError, match=r"^scale_layout='kj': must be \"kn\""):
-        bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout="kj")
+    for wrong in ("kj", 1, "", ["kn"]):
+        with pytest.raises(ArgumentError, match=r"^scale_layout=.*: must be \"kn\""):
+            bf.gemm(A, B, C, model=model, scale_a=SA, scale_b=SB, scale_layout=wrong)
+    with pytest.raises(ArgumentError, match=r"^scale_layout='kn': says how scale_b is laid out, and no scale_b"):
+        bf.gemm(A, B, C, model=model, scale_a=SA, scale_layout="kn")
     da = pytest.importorskip("dask.array")
     with pytest.raises(ArgumentError, match=r"is square .* pass scale_layout="):
         bf.gemm(da.from_array(A), B, C, model=model, scale_a=SA, scale_b=SB)

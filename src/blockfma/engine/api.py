@@ -405,6 +405,9 @@ def _scale_b_as_b(scale_b: Any, layout: str | None) -> Any:
     """``scale_b`` laid out as B, (k // block, n), from the ``scale_layout`` gemm was given."""
     if layout not in (None, "kn", "nk"):
         raise ArgumentError("scale_layout", layout, 'must be "kn" (scale_b laid out as B) or "nk" (torch\'s layout)')
+    if layout is not None and scale_b is None:
+        raise ArgumentError("scale_layout", layout, "says how scale_b is laid out, and no scale_b was given",
+                            fix="pass scale_b too, or leave scale_layout out")
     if layout == "nk" and scale_b is not None and getattr(scale_b, "ndim", 2) == 2:
         return scale_b.T
     return scale_b
