@@ -27,6 +27,7 @@ from .. import torch_front as front
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
 from ..engine.api import check_backend
+from ..evidence import Evidence, require_backed, weakest
 from ..model import Model
 from ..report import table
 from ..torch_switches import tf32_enabled
@@ -39,13 +40,14 @@ __all__ = ["emulate", "Emulation", "Route", "Op", "BLOCK_KINDS", "PROMOTE_K"]
 @dataclass(frozen=True)
 class Op:
     """One call seen under emulation: the op's name, the operands' shapes, the dtype, the route, the
-    number of ``bf.gemm`` calls it took."""
+    number of ``bf.gemm`` calls it took, the evidence its answer rests on (the route's and the plan's)."""
 
     op: str
     shapes: str
     dtype: str
     route: Route
     gemms: int = 0
+    evidence: tuple[Evidence, ...] = ()
 
 
 def _check_arguments(device: Any, model: Any, overrides: Any, backend: Any, name: Any, split_k: Any) -> str:
@@ -81,7 +83,8 @@ class Emulation:
     (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
     dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
     GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
-    replace the recorded ones (fp32-output routes).  docs/torch.md says what runs per dtype, with an example.
+    replace the recorded ones (fp32-output routes); ``strict``: refuse (:class:`blockfma.evidence.Unbacked`)
+    an op whose answer rests on anything but hardware records.  docs/torch.md says what runs per dtype.
 
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype.
     It is a rule of the torch front (:class:`blockfma.torch_front.Rule`) for the ops of its table, and
@@ -92,8 +95,11 @@ class Emulation:
 
     def __init__(self, device: Any = None, *, model: Model | None = None,
                  overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None,
-                 split_k: Mapping[Any, Any] | None = None) -> None:
+                 split_k: Mapping[Any, Any] | None = None, strict: bool = False) -> None:
         self.backend = _check_arguments(device, model, overrides, backend, name, split_k)
+        if not isinstance(strict, bool):
+            raise ArgumentError("strict", strict, "must be True (refuse ops not backed by hardware records) or False")
+        self.strict = strict
         self.device: Device | None = None if device is None else _device(device)
         self.model = model
         self.name = name or (self.device.name if self.device is not None else (model.name or model.summary()))
@@ -207,6 +213,7 @@ class Emulation:
         sb = scaled.block_scales("scale_b", scale_b, n, k // block, sw_b, fs)
         g = scaled.global_scale(global_a, global_b, a.device)
         scaled.check_bias(bias, n)
+        self.evidence(route, (m, n, k))
         B = mx.values(b.t()).T  # mat2.t() is (n, K) packed along K as A is
         product = compute.block_scaled(mx.values(a), B, sa, sb.T, route, self.backend, a.device)
         out = scaled.epilogue(route, product, g.to(a.device), bias, out_dtype)
@@ -214,10 +221,20 @@ class Emulation:
         return out
 
     # --- the log ---------------------------------------------------------------------------------------------------
+    def evidence(self, route: Route, shape: tuple[int, int, int] | None = None) -> tuple[Evidence, ...]:
+        """What a GEMM of ``shape`` (m, n, k) by ``route`` rests on; under ``strict`` an unbacked claim raises
+        :class:`blockfma.evidence.Unbacked` before any work."""
+        found = route.evidence
+        if self.strict:
+            what = f"a {route.dtype} GEMM" + ("" if shape is None else f" of (m, n, k) = {shape}")
+            require_backed(found, f"{what} under emulate({self.name!r})")
+        return found
+
     def record(self, op: str, tensors: Sequence[Any], route: Route, gemms: int = 0, ran: Sequence[Any] = ()) -> None:
-        """Log a call: its operands' shapes, the route, the number of ``bf.gemm`` calls."""
+        """Log a call: its operands' shapes, the route, the number of ``bf.gemm`` calls, the evidence."""
         with self._lock:
-            self.log.append(Op(op, front.shapes(tensors), route.dtype, route, gemms))
+            self.log.append(Op(op, front.shapes(tensors), route.dtype, route, gemms,
+                               route.evidence if route.model is not None else ()))
 
     def report(self) -> str:
         """The ops seen so far, one row per (op, dtype, shapes, route) with its count and note."""
@@ -225,10 +242,13 @@ class Emulation:
         gemms = Counter()
         for o in self.log:
             gemms[(o.op, o.dtype, o.shapes, o.route)] += o.gemms
+        basis = {(o.op, o.dtype, o.shapes, o.route): "-" if o.route.model is None else weakest(o.evidence).value
+                 for o in self.log}
         rows = [{"op": op, "dtype": dt, "shapes": sh, "calls": n, "gemms": gemms[(op, dt, sh, r)],
-                 "model": r.summary, "note": r.note} for (op, dt, sh, r), n in counts.items()]
+                 "model": r.summary, "evidence": basis[(op, dt, sh, r)], "note": r.note}
+                for (op, dt, sh, r), n in counts.items()]
         head = f"emulate({self.name!r}): {len(self.log)} ops"
-        return head + "\n" + table(rows, ["op", "dtype", "shapes", "calls", "gemms", "model", "note"])
+        return head + "\n" + table(rows, ["op", "dtype", "shapes", "calls", "gemms", "model", "evidence", "note"])
 
     # --- the rule of the torch front ---------------------------------------------------------------------------
     def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
@@ -265,6 +285,7 @@ class Emulation:
         split over K (:func:`.compute.split_k`) where the route's plan says, else where the tensors lie
         (:meth:`_on_tensors`) or on the host (:func:`.compute.host`)."""
         assert route.model is not None
+        self.evidence(route, (a.shape[-2], b.shape[-1], a.shape[-1]))
         parts = route.parts(a.shape[-2], b.shape[-1], a.shape[-1])
         if parts > 1:
             return compute.split_k(self.gemm, a, b, c, route, parts)

@@ -14,6 +14,7 @@ import torch
 from .. import formats as _formats
 from ..arguments import ArgumentError, Shown
 from ..devices import Device, device as _device
+from ..evidence import Evidence
 from ..model import Model
 from . import orders
 
@@ -38,7 +39,8 @@ class Route:
     as passed to it (``"device"`` for TF32 register reads), ``scaled``: inputs scaled per tensor and rounded
     into the model's input format, ``stored``: the model's result rounded once to nearest even into the
     dtype and C added after (else the model's output is the dtype's format and C enters the model);
-    ``split_k``: the split-K plan, ((m, n, k), parts) pairs (:meth:`parts`; :mod:`.orders`)."""
+    ``split_k``: the split-K plan, ((m, n, k), parts) pairs (:meth:`parts`; :mod:`.orders`); ``evidence``: what
+    backs the model and the route's rules (:mod:`blockfma.evidence`)."""
 
     dtype: str
     model: Model | None
@@ -47,6 +49,7 @@ class Route:
     scaled: bool = False
     stored: bool = False
     split_k: tuple[tuple[tuple[int, int, int], int], ...] = ()
+    evidence: tuple[Evidence, ...] = ()
 
     @property
     def summary(self) -> str:
