@@ -4,7 +4,10 @@ Every leaf module's output is caught by a forward hook: once in a float64 copy o
 (the reference), once per device under :func:`blockfma.torch.emulate`, each on a copy in eval mode (the
 caller's module untouched).  Per layer and device the table gives the largest difference from the reference
 (:func:`ulps`), the relative difference ||x - ref||_2 / ||ref||_2, and the largest difference between any two
-devices, in ulps of the dtype at the first device's largest value.
+devices, in ulps of the dtype at the first device's largest value.  Where the model returns logits (a tensor
+(..., vocab) or an object with ``.logits``, as Hugging Face models do) ``summary`` compares next-token
+distributions too: KL divergence and top-1 agreement (float64, from the logits), perplexity on the input ids,
+the first layer apart and, with ``generate=N``, the first greedy-decoding step apart.
 """
 
 from __future__ import annotations
@@ -18,12 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..arguments import ArgumentError, Shown, integer
 from ..model import Model
 from ..optional import require
 from ..report import table
 from .emulate import Emulation, emulate
 
 __all__ = ["divergence", "Divergence", "ulps"]
+
+SUMMARY = ["device", "against", "KL", "top-1", "perplexity", "first layer apart", "first step apart"]
+"""The summary's columns.  A row compares ``device`` with ``against`` (fp64, or a device listed before it):
+KL(P_against || P_device) of the next-token distributions, the fraction of positions whose argmax agree,
+the device's perplexity on the input ids (rows against fp64), :func:`_first_layer`, :func:`_first_step`."""
+MAX_GENERATE = 4096
 
 
 def ulps(x: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> float:
@@ -84,21 +94,84 @@ def _capture(module: torch.nn.Module, inputs: Sequence[Any]) -> tuple[dict[str, 
     finally:
         for h in hooks:
             h.remove()
-    final = _first_tensor(result)
+    final = _first_tensor(result) if _logits(result) is None else _logits(result)
     if final is not None:
         outs["(output)"] = final.detach().clone()
     return outs, result
+
+
+def _logits(out: Any) -> torch.Tensor | None:
+    """A model's logits: a floating tensor it returns, or the ``.logits`` of what it returns (a ModelOutput)."""
+    t = getattr(out, "logits", out)
+    return t if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() else None
+
+
+def _kl(p: torch.Tensor, q: torch.Tensor) -> float:
+    """KL(P || Q) = sum P (log P - log Q), P and Q the softmax of the last dimension in float64, averaged over
+    the positions (0 where log P == log Q, infinities included)."""
+    lp, lq = torch.log_softmax(p.double(), -1), torch.log_softmax(q.double(), -1)
+    return float(torch.where(lp == lq, 0.0, lp.exp() * (lp - lq)).sum(-1).mean())
+
+
+def _perplexity(logits: torch.Tensor, ids: torch.Tensor | None) -> tuple[float | None, str]:
+    """exp of the mean next-token cross-entropy of ``ids`` (position t's logits scoring id t+1), or why not."""
+    if ids is None:
+        return None, "perplexity: not computed, the first input is not a tensor of integer token ids"
+    if logits.shape[:-1] != ids.shape or ids.shape[-1] < 2:
+        return None, (f"perplexity: not computed, the logits' shape {tuple(logits.shape)} is not the ids' "
+                      f"{tuple(ids.shape)} + (vocab,) with 2 or more tokens")
+    lp = torch.log_softmax(logits[..., :-1, :].double(), -1)
+    return math.exp(-float(lp.gather(-1, ids[..., 1:, None].long()).mean())), ""
+
+
+def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return x.dtype == y.dtype and x.shape == y.shape and torch.equal(
+        x.contiguous().reshape(-1).view(torch.uint8), y.contiguous().reshape(-1).view(torch.uint8))
+
+
+def _first_layer(outputs: dict[str, dict[str, torch.Tensor]], a: str, b: str) -> str | None:
+    """The first layer (in execution order) where ``a``'s outputs differ from ``b``'s: in their bits between
+    two devices, by more than half an ulp (the rounding of the exact output) against the fp64 reference."""
+    for layer, x in outputs[a].items():
+        y = outputs[b].get(layer)
+        if y is None or (b == "fp64" and not x.is_floating_point()):
+            continue
+        if (ulps(x, y, x.dtype) > 0.5) if b == "fp64" else not _same_bits(x, y):
+            return layer
+    return None
+
+
+def _first_step(a: torch.Tensor, b: torch.Tensor) -> int | None:
+    """The first greedy step (from 1) whose token differs in any sequence of the batch."""
+    steps = (a != b).reshape(-1, a.shape[-1]).any(0).nonzero()
+    return int(steps[0]) + 1 if steps.numel() else None
+
+
+def _greedy(module: torch.nn.Module, ids: torch.Tensor, steps: int) -> torch.Tensor:
+    """``steps`` greedy tokens after ``ids``: the forward on the whole sequence each step (no cache, so any
+    module mapping ids to logits works), argmax of the last position's logits."""
+    seq = ids
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = _logits(module(seq))
+            seq = torch.cat([seq, logits[..., -1, :].argmax(-1, keepdim=True).to(seq.dtype)], -1)
+    return seq[..., ids.shape[-1]:]
 
 
 @dataclass
 class Divergence:
     """The per-layer table: ``rows`` (layer, dtype, shape, then ``<device> ulps`` and ``<device> rel`` per
     device and ``devices apart (ulps)``), ``devices`` (the labels), ``outputs`` (captured tensors per label,
-    ``"fp64"`` the reference)."""
+    ``"fp64"`` the reference); the model-level table: ``summary`` (one row per device against fp64 and per
+    pair of devices, :data:`SUMMARY`), ``tokens`` (the greedy tokens per label) and ``notes`` (metrics
+    not computed, and why)."""
 
     rows: list[dict[str, Any]]
     devices: list[str]
     outputs: dict[str, dict[str, torch.Tensor]] = field(repr=False)
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    tokens: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def columns(self) -> list[str]:
@@ -106,9 +179,13 @@ class Divergence:
             ["devices apart (ulps)"]
 
     def text(self) -> str:
-        """The table as plain text (ulps vs the fp64 reference, relative normwise differences)."""
-        rows = [{k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in r.items()} for r in self.rows]
-        return table(rows, self.columns)
+        """The model-level table and its notes, then the per-layer table (ulps vs the fp64 reference, relative
+        normwise differences), as plain text."""
+        def short(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+        cols = [c for c in SUMMARY if self.tokens or c != "first step apart"]
+        parts = [table(short(self.summary), cols)] if self.summary else []
+        return "\n\n".join(parts + ["\n".join(self.notes)] * bool(self.notes) + [table(short(self.rows), self.columns)])
 
     __str__ = text
 
@@ -134,13 +211,78 @@ class Divergence:
         return fig
 
 
-def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H100", "MI300X")) -> Divergence:
+def _token_ids(model: torch.nn.Module, args: tuple[Any, ...], generate: int) -> torch.Tensor | None:
+    """The first input if it is a tensor of integer token ids, checked against the vocabulary of the model's
+    input embedding (its ``get_input_embeddings()``, else its first ``nn.Embedding``) and for ``generate``."""
+    first = args[0] if args else None
+    ids = first if isinstance(first, torch.Tensor) and first.dim() and not (
+        first.is_floating_point() or first.is_complex() or first.dtype == torch.bool) else None
+    try:
+        emb = model.get_input_embeddings()  # type: ignore[operator]
+    except (AttributeError, NotImplementedError, TypeError):
+        emb = next((m for m in model.modules() if isinstance(m, torch.nn.Embedding)), None)
+    if ids is not None:
+        vocab = getattr(emb, "num_embeddings", None)
+        _check_vocab(ids, vocab, f"{type(model).__name__}'s embedding has {vocab} rows")
+    if not generate:
+        return ids
+    what = "a tensor of integer token ids" if ids is not None else Shown(
+        f"{type(first).__name__}" + (f" of {first.dtype}" if isinstance(first, torch.Tensor) else ""))
+    if ids is None or len(args) > 1:
+        raise ArgumentError("generate", generate, f"decodes from token ids alone, and the inputs are {what}" +
+                            (f" and {len(args) - 1} more" if len(args) > 1 else ""), fix="pass inputs=ids")
+    head = getattr(model, "get_output_embeddings", None)
+    if callable(head) and head() is None:
+        raise ArgumentError("generate", generate, f"needs a generation head, and {type(model).__name__} has "
+                            "none", fix="load a model with one (AutoModelForCausalLM, GPT2LMHeadModel, ...)")
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and ids.shape[-1] + generate > limit:
+        raise ArgumentError("generate", generate, f"with {ids.shape[-1]} input tokens exceeds the model's "
+                            f"{limit} positions", use={"generate": max(limit - ids.shape[-1], 0)})
+    return ids
+
+
+def _check_vocab(ids: torch.Tensor, vocab: int | None, what: str) -> None:
+    bad = ids[(ids < 0) | (ids >= vocab)] if vocab is not None else ids[ids < 0]
+    if bad.numel():
+        raise ArgumentError("inputs", Shown(f"<token id {int(bad[0])}>"), "is outside the vocabulary" +
+                            (f" ({what})" if vocab is not None else ""),
+                            fix=f"pass ids from 0 to {vocab - 1}" if vocab is not None else "pass ids of 0 or more")
+
+
+def _summary(div: Divergence, ids: torch.Tensor | None, finals: dict[str, Any]) -> None:
+    """Fill ``div.summary`` and ``div.notes`` from the final outputs (logits) and the greedy tokens."""
+    logits = {k: _logits(v) for k, v in finals.items()}
+    if any(t is None for t in logits.values()):
+        div.notes.append("KL, top-1, perplexity: not computed, the model's output is not logits (a floating "
+                         "tensor (..., vocab) or .logits)")
+    ppl, why = _perplexity(logits["fp64"], ids) if logits["fp64"] is not None else (None, "")
+    div.notes += [why] * bool(why)
+    div.summary.append({"device": "fp64", "against": "-", "perplexity": ppl})
+    labels = div.devices
+    for a, b in [(d, "fp64") for d in labels] + [(b, a) for i, a in enumerate(labels) for b in labels[i + 1:]]:
+        p, q = logits[b], logits[a]
+        ok = p is not None and q is not None and p.shape == q.shape
+        row = {"device": a, "against": b, "KL": _kl(p, q) if ok else None,
+               "top-1": float((p.argmax(-1) == q.argmax(-1)).double().mean()) if ok else None,
+               "perplexity": _perplexity(q, ids)[0] if b == "fp64" and q is not None else None,
+               "first layer apart": _first_layer(div.outputs, a, b)}
+        if div.tokens:
+            row["first step apart"] = _first_step(div.tokens[a], div.tokens[b])
+        div.summary.append(row)
+
+
+def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H100", "MI300X"), *,
+               generate: int = 0) -> Divergence:
     """Run ``model`` on ``inputs`` (a tensor or a tuple of arguments) under each of ``devices`` (preset
     names, Models, or ``emulate(...)`` objects; one of them alone stands for a list of one) and in float64
-    natively, each on a copy of ``model`` in eval mode (``model``'s mode and buffers unchanged); the table."""
+    natively, each on a copy of ``model`` in eval mode (``model``'s mode and buffers unchanged); the tables.
+    ``generate=N`` (from token ids alone, the model returning logits): N greedy decoding steps per run."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"divergence: model must be a torch.nn.Module, not {type(model).__name__}")
+    generate = integer("generate", generate, least=0, most=MAX_GENERATE)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    ids = _token_ids(model, args, generate)
     if isinstance(devices, (str, Model, Emulation)):  # one device, not a sequence of its characters
         devices = [devices]
     emus = [d if isinstance(d, Emulation) else emulate(model=d) if isinstance(d, Model) else emulate(d)
@@ -154,10 +296,29 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
     ref_model = copy.deepcopy(model).eval().to(torch.float64)
     ref_args = tuple(a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                      for a in args)
-    outputs = {"fp64": _capture(ref_model, ref_args)[0]}
+    outputs, finals, tokens = {}, {}, {}
+    outputs["fp64"], finals["fp64"] = _capture(ref_model, ref_args)
+    ref_logits = _logits(finals["fp64"])
+    if ids is not None and ref_logits is not None and ref_logits.shape[:-1] == ids.shape:
+        _check_vocab(ids, ref_logits.shape[-1], f"the model's logits have {ref_logits.shape[-1]} entries")
+    elif generate:
+        raise ArgumentError("generate", generate, f"needs logits of shape {tuple(ids.shape)} + (vocab,) (a tensor "
+                            f"or .logits), and the model returns {type(finals['fp64']).__name__}" +
+                            (f" of shape {tuple(ref_logits.shape)}" if ref_logits is not None else ""))
+    if generate:
+        tokens["fp64"] = _greedy(ref_model, ids, generate)
     for label, emu in zip(labels, emus):
         with emu:
-            outputs[label] = _capture(copy.deepcopy(model).eval(), args)[0]
+            module = copy.deepcopy(model).eval()
+            outputs[label], finals[label] = _capture(module, args)
+            if generate:
+                tokens[label] = _greedy(module, ids, generate)
+    div = Divergence(_rows(outputs, labels), labels, outputs, tokens=tokens)
+    _summary(div, ids, finals)
+    return div
+
+
+def _rows(outputs: dict[str, dict[str, torch.Tensor]], labels: list[str]) -> list[dict[str, Any]]:
     rows = []
     for layer, ref in outputs["fp64"].items():
         first = outputs[labels[0]].get(layer)
@@ -172,4 +333,4 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
         row["devices apart (ulps)"] = max((ulps(outputs[a][layer], outputs[b][layer], first.dtype)
                                            for i, a in enumerate(labels) for b in labels[i + 1:]), default=0.0)
         rows.append(row)
-    return Divergence(rows, labels, outputs)
+    return rows
