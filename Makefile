@@ -24,14 +24,17 @@ $(STAMP): $(BIN)/python pyproject.toml
 # With torch, MMA-Sim (an independent, hardware-tested simulator; no deps: it would pull a CUDA torch) for
 # the differential test tests/test_mmasim.py, which skips where it is missing. With torch, Triton too: its
 # interpreter (TRITON_INTERPRET=1) runs our own GPU kernel on the CPU in tests/test_triton_engine.py.
+# Hugging Face transformers (its dependencies do not include torch) for bf.torch.divergence on real models.
 $(TORCH): $(STAMP)
-	@echo "make: installing torch (CPU build), mmasim and triton (a few minutes) ..."
+	@echo "make: installing torch (CPU build), mmasim, triton and transformers (a few minutes) ..."
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0+cpu' || \
 	  echo "note: no CPU build of torch 2.13.0 here; the GPU-engine tests will be skipped"
 	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet --no-deps 'mmasim==2.1.1' || \
 	  echo "note: mmasim not installable here; the MMA-Sim differential test will be skipped"; } || true
 	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet 'triton==3.9.0' || \
 	  echo "note: triton 3.9.0 not installable here; tests/test_triton_engine.py will be skipped"; } || true
+	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet 'transformers==5.24.0' || \
+	  echo "note: transformers not installable here; its divergence tests will be skipped"; } || true
 	touch $(TORCH)
 
 # torch for README's PyTorch example and blockfma.torch (make test installs it too)

@@ -35,7 +35,7 @@ FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 MARKER = re.compile(r"#\s*doctest:\s*\+(SKIP|SLOW)\b\s*(.*)")
 ARROW = re.compile(r"#\s*->\s*(.*?)\s*$")
 OPTIONAL = {"torch", "dask", "distributed", "matplotlib", "numba", "triton", "cupy", "bitwuzla", "cvc5",
-            "PIL"}
+            "PIL", "transformers"}
 
 
 def missing_optional(error: ImportError) -> str | None:

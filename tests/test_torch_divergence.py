@@ -8,6 +8,8 @@ cross-entropy on the captured logits, and Hugging Face's ``generate`` for the fl
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import blockfma as bf  # noqa: E402
+from helpers import REPO  # noqa: E402
 
 FP8 = dict(model=bf.device("H100").model("e4m3fn", "fp32"), name="fp8 (H100 e4m3)")
 
@@ -169,3 +172,13 @@ def test_transformers_refusals():
         bf.torch.divergence(model, torch.tensor([[1, 96]]), "H100")
     with pytest.raises(ValueError, match=r"generate=3: needs a generation head, and GPT2Model has none"):
         bf.torch.divergence(model.transformer, torch.tensor([[1, 2]]), "H100", generate=3)
+
+
+@pytest.mark.slow
+def test_example_prints_the_summary():  # about 15 s: importing transformers, four devices, 3 steps
+    pytest.importorskip("transformers", reason="needs Hugging Face transformers (make torch installs it)")
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "divergence_transformers.py"), "--generate", "3"],
+                         capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(REPO / "src"), "PATH": ""})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("device ") and "fp8 (H100 e4m3)  fp64" in out.stdout
+    assert "first step apart" in out.stdout and "\n            fp64: [[" in out.stdout
