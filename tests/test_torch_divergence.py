@@ -116,14 +116,14 @@ def test_generate_must_be_a_bounded_count(generate, match):
 
 
 def test_generate_needs_ids_alone_and_logits():
-    with pytest.raises(ValueError, match=r"generate=2: decodes from token ids alone, and the inputs are Tensor "
-                                         r"of torch.float16; pass inputs=ids"):
+    with pytest.raises(ValueError, match=r"generate=2: decodes from token ids alone, and inputs is not one tensor "
+                                         r"of integer ids; pass inputs=ids"):
         bf.torch.divergence(torch.nn.Linear(2, 2).half(), torch.ones(1, 2, dtype=torch.float16), "H100", generate=2)
-    with pytest.raises(ValueError, match=r"inputs are a tensor of integer token ids and 1 more; pass inputs=ids"):
+    with pytest.raises(ValueError, match=r"generate=2: decodes from token ids alone"):
         bf.torch.divergence(flipper(), (torch.tensor([[0, 1]]), None), "H100", generate=2)
     pooled = torch.nn.Sequential(torch.nn.Embedding(4, 2), torch.nn.Flatten()).half()
-    with pytest.raises(ValueError, match=r"generate=2: needs logits of shape \(1, 3\) \+ \(vocab,\) .*returns "
-                                         r"Tensor of shape \(1, 6\)"):
+    with pytest.raises(ValueError, match=r"generate=2: needs logits of shape \(1, 3\) \+ \(vocab,\), and the model "
+                                         r"returns Tensor \(1, 6\); pass a model that maps ids to logits"):
         bf.torch.divergence(pooled, torch.tensor([[0, 1, 2]]), "H100", generate=2)
 
 
@@ -182,3 +182,16 @@ def test_example_prints_the_summary():  # about 15 s: importing transformers, fo
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("device ") and "fp8 (H100 e4m3)  fp64" in out.stdout
     assert "first step apart" in out.stdout and "\n            fp64: [[" in out.stdout
+
+
+def test_nan_and_infinite_logits():
+    """A NaN the reference lacks marks the layer apart (ulps gives NaN, never "within half an ulp"); masked
+    logits (-inf) in both give KL exactly 0, a device masking what the reference keeps gives KL = inf."""
+    from blockfma.torch.divergence import _first_layer, _kl
+
+    ref = {"a": torch.tensor([1.0, 2.0], dtype=torch.float64), "b": torch.tensor([3.0], dtype=torch.float64)}
+    dev = {"a": torch.tensor([1.0, float("nan")], dtype=torch.float16), "b": torch.tensor([3.0], dtype=torch.float16)}
+    assert _first_layer({"fp64": ref, "X": dev}, "X", "fp64") == "a"
+    masked = torch.tensor([[0.5, float("-inf"), 1.0]])
+    assert _kl(masked, masked.half()) == 0.0
+    assert _kl(torch.tensor([[0.5, 0.25, 1.0]]), masked) == float("inf")

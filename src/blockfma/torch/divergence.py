@@ -29,11 +29,8 @@ from .emulate import Emulation, emulate
 
 __all__ = ["divergence", "Divergence", "ulps"]
 
+# a row compares `device` with `against` (fp64, or a device listed before it); docs/torch.md says how
 SUMMARY = ["device", "against", "KL", "top-1", "perplexity", "first layer apart", "first step apart"]
-"""The summary's columns.  A row compares ``device`` with ``against`` (fp64, or a device listed before it):
-KL(P_against || P_device) of the next-token distributions, the fraction of positions whose argmax agree,
-the device's perplexity on the input ids (rows against fp64), :func:`_first_layer`, :func:`_first_step`."""
-MAX_GENERATE = 4096
 
 
 def ulps(x: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> float:
@@ -136,7 +133,7 @@ def _first_layer(outputs: dict[str, dict[str, torch.Tensor]], a: str, b: str) ->
         y = outputs[b].get(layer)
         if y is None or (b == "fp64" and not x.is_floating_point()):
             continue
-        if (ulps(x, y, x.dtype) > 0.5) if b == "fp64" else not _same_bits(x, y):
+        if not (ulps(x, y, x.dtype) <= 0.5 if b == "fp64" else _same_bits(x, y)):  # a NaN that fp64 lacks too
             return layer
     return None
 
@@ -226,11 +223,9 @@ def _token_ids(model: torch.nn.Module, args: tuple[Any, ...], generate: int) -> 
         _check_vocab(ids, vocab, f"{type(model).__name__}'s embedding has {vocab} rows")
     if not generate:
         return ids
-    what = "a tensor of integer token ids" if ids is not None else Shown(
-        f"{type(first).__name__}" + (f" of {first.dtype}" if isinstance(first, torch.Tensor) else ""))
     if ids is None or len(args) > 1:
-        raise ArgumentError("generate", generate, f"decodes from token ids alone, and the inputs are {what}" +
-                            (f" and {len(args) - 1} more" if len(args) > 1 else ""), fix="pass inputs=ids")
+        raise ArgumentError("generate", generate, "decodes from token ids alone, and inputs is not one tensor of "
+                            "integer ids", fix="pass inputs=ids (the other arguments would not grow with it)")
     head = getattr(model, "get_output_embeddings", None)
     if callable(head) and head() is None:
         raise ArgumentError("generate", generate, f"needs a generation head, and {type(model).__name__} has "
@@ -280,7 +275,7 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
     ``generate=N`` (from token ids alone, the model returning logits): N greedy decoding steps per run."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"divergence: model must be a torch.nn.Module, not {type(model).__name__}")
-    generate = integer("generate", generate, least=0, most=MAX_GENERATE)
+    generate = integer("generate", generate, least=0, most=4096)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     ids = _token_ids(model, args, generate)
     if isinstance(devices, (str, Model, Emulation)):  # one device, not a sequence of its characters
@@ -302,9 +297,9 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
     if ids is not None and ref_logits is not None and ref_logits.shape[:-1] == ids.shape:
         _check_vocab(ids, ref_logits.shape[-1], f"the model's logits have {ref_logits.shape[-1]} entries")
     elif generate:
-        raise ArgumentError("generate", generate, f"needs logits of shape {tuple(ids.shape)} + (vocab,) (a tensor "
-                            f"or .logits), and the model returns {type(finals['fp64']).__name__}" +
-                            (f" of shape {tuple(ref_logits.shape)}" if ref_logits is not None else ""))
+        got = type(finals["fp64"]).__name__ + (f" {tuple(ref_logits.shape)}" if ref_logits is not None else "")
+        raise ArgumentError("generate", generate, f"needs logits of shape {tuple(ids.shape)} + (vocab,), and the "
+                            f"model returns {got}", fix="pass a model that maps ids to logits (a tensor or .logits)")
     if generate:
         tokens["fp64"] = _greedy(ref_model, ids, generate)
     for label, emu in zip(labels, emus):
