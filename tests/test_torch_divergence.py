@@ -8,6 +8,7 @@ cross-entropy on the captured logits, and Hugging Face's ``generate`` for the fl
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -175,13 +176,34 @@ def test_transformers_refusals():
 
 
 @pytest.mark.slow
-def test_example_prints_the_summary():  # about 15 s: importing transformers, four devices, 3 steps
-    pytest.importorskip("transformers", reason="needs Hugging Face transformers (make torch installs it)")
-    out = subprocess.run([sys.executable, str(REPO / "examples" / "divergence_transformers.py"), "--generate", "3"],
-                         capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(REPO / "src"), "PATH": ""})
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_example_prints_the_summary(checkpoint, tmp_path):  # 10-15 s each: importing transformers, 4 devices
+    """The example's own tiny GPT-2, and the same model saved as a checkpoint folder with a word-level
+    tokenizer: the path a downloaded checkpoint takes (from_pretrained, the prompt's tokens)."""
+    tf = pytest.importorskip("transformers", reason="needs Hugging Face transformers (make torch installs it)")
+    sys.path.insert(0, str(REPO / "examples"))
+    try:
+        from divergence_transformers import tiny_gpt2
+    finally:
+        sys.path.remove(str(REPO / "examples"))
+    extra = []
+    if checkpoint:
+        import tokenizers
+
+        tiny_gpt2().save_pretrained(tmp_path)
+        words = {w: i for i, w in enumerate("[UNK] the accumulator of a tensor core keeps".split())}
+        tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(words, unk_token="[UNK]"))
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+        tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(tmp_path)
+        extra = [str(tmp_path)]
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "divergence_transformers.py"), *extra,
+                          "--generate", "3"], capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(REPO / "src"), "PATH": "", "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("device ") and "fp8 (H100 e4m3)  fp64" in out.stdout
-    assert "first step apart" in out.stdout and "\n            fp64: [[" in out.stdout
+    seq = r"\[\d+, \d+, \d+\]"  # 3 greedy tokens: one prompt, or the two random sequences
+    assert re.search(rf"^ +fp64: \[{seq}\]$" if checkpoint else rf"^ +fp64: \[{seq}, {seq}\]$", out.stdout, re.M)
+    assert "first step apart" in out.stdout and "\nlayer " not in out.stdout  # the layers with --layers only
 
 
 def test_nan_and_infinite_logits():
