@@ -6,8 +6,9 @@ For each kind and shape the library's output on two sets of operands built to ma
 bit for bit with ``bf.torch.emulate(preset, split_k={kind: {shape: S}})`` for each candidate S; the one S that
 matches is the decision (``kind`` "split-k", or "unsplit" for S = 1), none or several decide nothing ("other",
 the matches listed: with fast accumulation off, an fp8 split into one 128-wide k-tile per part sums as the
-unsplit GEMM does, and no output can tell them apart).  The JSON is what ``blockfma.torch.orders.from_survey``
-reads; commit it under data/hardware/ and derive ``orders.RECORDED`` from it (tests/test_torch_orders.py).
+unsplit GEMM does, and no output can tell them apart).  The JSON is what :func:`from_survey` reads (the
+order probes' surveys too); commit it under data/hardware/ and derive ``orders.RECORDED`` from it (with a test
+beside tests/test_torch_orders.py's, which holds the H100 entries to their record).
 
     python scripts/record_plans.py --out data/hardware/h200-plans.json          # on the GPU (about minutes)
 
@@ -19,11 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 
 import blockfma as bf
+from blockfma.provenance import provenance
 from blockfma.torch import orders
 from blockfma.torch.routes import FP8
 from blockfma.torch_switches import matmul_switches
@@ -94,6 +97,22 @@ def record_plans(target: Callable[..., torch.Tensor], preset: str, *, shapes: It
     return {"runs": runs}
 
 
+def from_survey(survey: Mapping[str, Any], device: str) -> dict[tuple[str, str], dict[tuple[int, int, int], int]]:
+    """``blockfma.torch.orders.RECORDED``'s entries for ``device`` from a survey of the order probes
+    (``blockfma.experiments.torch_orders``) or a record of this script: a verified contiguous split with
+    sequential partial sums gives its parts, one chain (blocks, sequential, unsplit) 1; anything else (an
+    interleaved order, an error, a failed check, a replay that several plans match) decides nothing."""
+    out: dict[tuple[str, str], dict[tuple[int, int, int], int]] = {}
+    for r in survey["runs"]:
+        check = r.get("verify_preset") or r.get("verify_fp32") or r.get("verify_replay") or {}
+        kind = "tf32" if r.get("allow_tf32") else r["dtype"]
+        if r.get("kind") == "split-k" and r.get("combine") == "sequential" and check.get("ok"):
+            out.setdefault((device, kind), {})[(r["m"], r["n_cols"], r["n"])] = r["ways"]
+        elif r.get("kind") in ("blocks", "sequential", "unsplit") and check.get("ok"):
+            out.setdefault((device, kind), {})[(r["m"], r["n_cols"], r["n"])] = 1
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="the JSON record to write")
@@ -105,9 +124,8 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=None, help="seconds after which no run starts")
     args = p.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
-    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": args.device, "preset": args.preset}
-    if args.device.startswith("cuda"):
-        env["gpu"] = torch.cuda.get_device_name(args.device)
+    env = {**provenance(args.device), "preset": args.preset, "cublaslt": getattr(torch._C, "_cublasLt_version",
+                                                                                    lambda: None)()}
     survey = record_plans(lambda kind, a, b, fast: library_call(kind, a, b, fast), args.preset, shapes=shapes,
                           kinds=args.kinds.split(","), parts=range(1, args.max_parts + 1), device=args.device,
                           budget=args.budget)

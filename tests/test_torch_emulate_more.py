@@ -6,9 +6,7 @@ documented epilogue steps in numpy binary32, exact powers of two; results compar
 
 from __future__ import annotations
 
-import gzip
 import importlib
-import json
 
 import ml_dtypes
 import numpy as np
@@ -18,9 +16,7 @@ torch = pytest.importorskip("torch")
 
 import blockfma as bf  # noqa: E402
 from blockfma.arguments import ArgumentError  # noqa: E402
-from blockfma.torch import orders  # noqa: E402
 from blockfma.torch_switches import matmul_switches  # noqa: E402
-from helpers import REPO  # noqa: E402
 
 INT = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}
 NP8 = {torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn, torch.float8_e5m2: ml_dtypes.float8_e5m2}
@@ -175,24 +171,6 @@ def test_recorded_h100_split_k_is_used_at_its_shapes():
     whole = f32(bf.gemm(A.numpy(), B.numpy(), model=tf32, round_inputs="device", backend="numpy"))
     assert not torch.equal(got, whole)
     assert bf.torch.emulate("MI300X").route(torch.float16).parts(16, 16, 64) == 1
-
-
-def test_recorded_table_is_the_hardware_record():
-    """Each recorded decision read from the record here (split: a verified contiguous split with sequential
-    partial sums; unsplit: one chain), and the loader's reading of the same file."""
-    with gzip.open(REPO / "data" / "hardware" / "h100-torch-order.json.gz") as f:
-        survey = json.load(f)["orders"]
-    found: dict = {}
-    for r in survey["runs"]:
-        ok = (r.get("verify_preset") or r.get("verify_fp32") or {}).get("ok")
-        parts = {"split-k": r.get("ways"), "blocks": 1, "sequential": 1}.get(r.get("kind"))
-        if ok and parts and r.get("combine") in (None, "sequential"):
-            key = ("H100", "tf32" if r.get("allow_tf32") else r["dtype"])
-            found.setdefault(key, {})[(r["m"], r["n_cols"], r["n"])] = parts
-    assert found == orders.RECORDED == orders.from_survey(survey, "H100")
-    assert survey["environment"] == {"torch": "2.11.0+cu130", "cuda": "13.0", "device": "cuda", "capability": "9.0",
-                                     "gpu": "NVIDIA H100 80GB HBM3", "preset": "H100"}
-    assert all(w in orders.RECORD for w in ("H100 80GB HBM3", "torch 2.11.0+cu130", "CUDA 13.0"))
 
 
 @pytest.mark.parametrize("kw,match", [

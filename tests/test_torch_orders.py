@@ -7,7 +7,9 @@ for cuBLASLt's fp8 split.  Results compared as bit patterns."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import json
 import sys
 import warnings
 
@@ -92,6 +94,24 @@ def test_unrecorded_shapes_run_unsplit_and_the_report_and_log_say_so():
     assert [d.shape for d in op.plans] == [(4, 3, 64)] and op.evidence[-1].basis.value == "assumed"
     row = emu.report().splitlines()[-1]
     assert " assumed " in row and row.endswith("; unsplit: one chain over K (assumed)")
+
+
+def test_recorded_table_is_the_hardware_record():
+    """Each recorded decision read from the record here (split: a verified contiguous split with sequential
+    partial sums; unsplit: one chain), and the loader's reading of the same file."""
+    with gzip.open(REPO / "data" / "hardware" / "h100-torch-order.json.gz") as f:
+        survey = json.load(f)["orders"]
+    found: dict = {}
+    for r in survey["runs"]:
+        ok = (r.get("verify_preset") or r.get("verify_fp32") or {}).get("ok")
+        parts = {"split-k": r.get("ways"), "blocks": 1, "sequential": 1}.get(r.get("kind"))
+        if ok and parts and r.get("combine") in (None, "sequential"):
+            key = ("H100", "tf32" if r.get("allow_tf32") else r["dtype"])
+            found.setdefault(key, {})[(r["m"], r["n_cols"], r["n"])] = parts
+    assert found == orders.RECORDED == _script().from_survey(survey, "H100")
+    assert survey["environment"] == {"torch": "2.11.0+cu130", "cuda": "13.0", "device": "cuda", "capability": "9.0",
+                                     "gpu": "NVIDIA H100 80GB HBM3", "preset": "H100"}
+    assert all(w in orders.RECORD for w in ("H100 80GB HBM3", "torch 2.11.0+cu130", "CUDA 13.0"))
 
 
 # --- split_k= for every routed dtype ------------------------------------------------------------------------------
@@ -216,7 +236,7 @@ def test_record_plans_finds_a_known_libraries_split_and_the_loader_reads_it():
     assert runs[("fp32", 8, 16, 512, None)] == 1 and runs[("e4m3fn", 8, 4, 256, True)] == 1
     assert runs[("e4m3fn", 8, 16, 512, False)] == 2
     assert runs[("e4m3fn", 8, 4, 256, False)] is None  # two tiles, slow: one tile per part sums as unsplit does
-    plans = orders.from_survey(survey, "H100")
+    plans = rp.from_survey(survey, "H100")
     assert plans[("H100", "fp32")] == {(8, 4, 256): 4, (8, 16, 512): 1}
     assert plans[("H100", "e4m3fn")][(8, 16, 512)] == 2
 

@@ -16,7 +16,6 @@ from ..engine import gemm
 from ..engine.api import finish as _finish, gemms
 from ..formats import RoundingMode
 from ..model import Model
-from .orders import Plans
 from .routes import DTYPES, FP8, Route
 
 __all__ = ["host", "on_device", "split_k", "block_scaled", "to_numpy", "from_numpy", "finish", "pow2_scale"]
@@ -113,7 +112,7 @@ def split_k(whole_k: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.Tens
     assert model is not None
     if model.accumulator_format is not None:  # c_entry "end" (routes.with_split): the sum before it is stored
         model = model.replace(output_format=model.accumulator_format.name, accumulator_format=None, name=None)
-    whole = dataclasses.replace(route, dtype="fp32 partial sums", model=model, stored=False, split_k=Plans())
+    whole = dataclasses.replace(route, dtype="fp32 partial sums", model=model, stored=False)
     tiles = -(-a.shape[-1] // tile)
     size = -(-tiles // parts) * tile
     total = whole_k(a[..., :size], b[..., :size, :], None, whole)

@@ -5,8 +5,8 @@ k-tiles (ceil(T / parts) tiles each, T = ceil(k / tile); the last runs may be sh
 fp32 by the route's model, the partial sums added one after the other in binary32 (the only combination the
 records show).  :data:`RECORDED` holds, per (device preset, route kind), the (m, n, k) shapes whose order the
 order probes recovered (:mod:`blockfma.experiments.torch_orders`, FPRev's method) and how many parts (1: the
-record shows one chain over K); :func:`from_survey` derives it from such a survey, and
-``tests/test_torch_orders.py`` holds it to ``data/hardware/h100-torch-order.json.gz`` (:data:`RECORD`).  Route
+record shows one chain over K); ``scripts/record_plans.py`` (``from_survey``) derives it from such a survey or
+from its own replay records, and ``tests/test_torch_emulate_more.py`` holds it to :data:`RECORD`.  Route
 kinds: "fp16", "bf16", "tf32" (fp32 with TF32 allowed), "fp32" (TF32 off), fp8 ``_scaled_mm`` as "e4m3fn",
 "e5m2" or "e4m3fn*e5m2" (A's format, B's).  cuBLAS picks its split by heuristics of the shape, GPU and version:
 a shape, device or kind no record decides runs unsplit, said as an assumption (:meth:`Plans.decide`).
@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..evidence import Basis, Evidence
 
-__all__ = ["RECORD", "RECORDED", "TILE", "Decision", "Plans", "from_survey", "check_plan"]
+__all__ = ["RECORD", "RECORDED", "TILE", "Decision", "Plans", "check_plan"]
 
 Shape = tuple[int, int, int]
 RECORD = ("h100-torch-order.json.gz (H100 80GB HBM3, torch 2.11.0+cu130, CUDA 13.0): FPRev order probe of "
@@ -87,22 +86,6 @@ class Plans:
         return Decision(shape, 1, self.tile, Evidence(
             f"the split-K plan of {shape}", Basis.ASSUMED, f"no record for this shape ({where}; the records: "
             "H100 80GB HBM3, torch 2.11.0+cu130, CUDA 13.0): run unsplit"))
-
-
-def from_survey(survey: Mapping[str, Any], device: str) -> dict[tuple[str, str], dict[Shape, int]]:
-    """:data:`RECORDED`'s entries for ``device`` from a :func:`~blockfma.experiments.torch_orders.torch_orders`
-    survey (its ``runs``) or a ``scripts/record_plans.py`` record: a verified contiguous split with sequential
-    partial sums gives its parts, one chain (blocks, sequential, unsplit) 1; anything else (an interleaved order,
-    an error, a failed check, a replay that several plans match) decides nothing."""
-    out: dict[tuple[str, str], dict[Shape, int]] = {}
-    for r in survey["runs"]:
-        check = r.get("verify_preset") or r.get("verify_fp32") or r.get("verify_replay") or {}
-        kind = "tf32" if r.get("allow_tf32") else r["dtype"]
-        if r.get("kind") == "split-k" and r.get("combine") == "sequential" and check.get("ok"):
-            out.setdefault((device, kind), {})[(r["m"], r["n_cols"], r["n"])] = r["ways"]
-        elif r.get("kind") in ("blocks", "sequential", "unsplit") and check.get("ok"):
-            out.setdefault((device, kind), {})[(r["m"], r["n_cols"], r["n"])] = 1
-    return out
 
 
 def check_plan(plan: Mapping[Shape, int], name: str = "split_k") -> tuple[tuple[Shape, int], ...]:
