@@ -72,6 +72,9 @@ def test_decisions_say_their_source_and_a_device_other_than_the_records_has_none
         assert (d.parts, d.evidence.basis.value) == (1, "assumed")
         assert f"no record for this shape ({who}" in d.evidence.source and "run unsplit" in d.evidence.source
     assert h100.route(torch.bfloat16).split_k.decide(16, 16, 1024).evidence.basis.value == "assumed"  # not probed
+    over = bf.torch.emulate("H100", overrides={torch.float32: bf.device("H100").model("bf16", "fp32")})
+    with matmul_switches(torch, tf32=True):  # operands scaled into bf16: the record's split of fp32 sums is not its
+        assert over.route(torch.float32).parts(16, 16, 64) == 1
 
 
 def test_strict_refuses_an_unrecorded_shape_naming_it_the_device_and_the_record():
@@ -209,6 +212,11 @@ def test_explain_a_shape_and_a_logged_op():
 def test_explain_bad_input(args, match):
     with pytest.raises(ArgumentError, match=match):
         bf.torch.emulate("H100").explain(*args)
+
+
+def test_explain_of_a_dtype_the_device_lacks_names_dtype():
+    with pytest.raises(ArgumentError, match=r"^dtype=torch.float8_e5m2: V100 has no e5m2 -> fp32 matrix model"):
+        bf.torch.emulate("V100").explain((4, 3, 8), torch.float8_e5m2)
 
 
 # --- recording plans: the script's probe path on the CPU, a library of known plans as the target ---------------

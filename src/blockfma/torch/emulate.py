@@ -118,10 +118,8 @@ class Emulation:
         self._split: dict[str, tuple] = {}
         for key, plan in (split_k or {}).items():
             self._split[routes.split_key(key)] = orders.check_plan(plan, "split_k")
-            try:  # a route that does not depend on switches: a bad plan fails here, named by split_k
-                _ = routes.split_key(key) == "fp32" or self._route_of_key(routes.split_key(key))
-            except ArgumentError as exc:
-                raise ArgumentError("split_k", Shown(f"{{{key}: ...}}"), exc.problem, fix=exc.fix) from None
+            if routes.split_key(key) != "fp32":  # its route does not depend on switches: a bad plan fails here
+                self._route_of_key(routes.split_key(key), False, "split_k", Shown(f"{{{key}: ...}}"))
 
     def __repr__(self) -> str:
         return f"emulate({self.name!r})"
@@ -169,13 +167,16 @@ class Emulation:
         return self._cached(("block", *key),
                             lambda: routes.with_split(routes.block(self.device, self.model, *key), self.library))
 
-    def _route_of_key(self, key: str, fast_accum: bool = False) -> Route:
-        """The route of a :func:`.routes.split_key` key: fp16/bf16/fp32 matmuls, or fp8 ``_scaled_mm``."""
-        if key in routes.DTYPES:
-            return self.route(routes.DTYPES[key])
+    def _route_of_key(self, key: str, fast_accum: bool, argument: str, shown: Any) -> Route:
+        """The route of a :func:`.routes.split_key` key (fp16/bf16/fp32 matmuls, or fp8 ``_scaled_mm``); one the
+        device lacks is refused naming ``argument`` (shown as ``shown``), the argument that asked for it."""
         dtypes = {name: dtype for dtype, name in routes.FP8.items()}
         fa, _, fb = key.partition("*")
-        return self.fp8_route(dtypes[fa], dtypes[fb or fa], fast_accum)
+        try:
+            return self.route(routes.DTYPES[key]) if key in routes.DTYPES else \
+                self.fp8_route(dtypes[fa], dtypes[fb or fa], fast_accum)
+        except ArgumentError as exc:
+            raise ArgumentError(argument, shown, exc.problem, fix=exc.fix) from None
 
     # --- the scaled GEMMs ----------------------------------------------------------------------------------------
     def scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -292,7 +293,7 @@ class Emulation:
             if dtype is None:
                 raise ArgumentError("dtype", None, "an (m, n, k) shape needs the dtype of its GEMM",
                                     fix="e.g. explain((64, 4096, 64), torch.float16)")
-            route = self._route_of_key(routes.split_key(dtype, "dtype"), bool(fast_accum))
+            route = self._route_of_key(routes.split_key(dtype, "dtype"), bool(fast_accum), "dtype", Shown(repr(dtype)))
             plans, head = (route.split_k.decide(*shape),) if route.model is not None else (), f"a GEMM of {shape}"
         lines = [f"emulate({self.name!r}): {head}, {route.dtype}: {route.summary}", f"  route: {route.note}"]
         lines += [f"  model: {e.claim} [{e.label}]" for e in route.evidence] or (

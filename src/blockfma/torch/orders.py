@@ -14,6 +14,7 @@ a shape, device or kind no record decides runs unsplit, said as an assumption (:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -70,6 +71,7 @@ class Plans:
     given: tuple[tuple[Shape, int], ...] = ()
     tile: int = 1
 
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 (Plans are few, frozen values; every GEMM asks)
     def decide(self, m: int, n: int, k: int) -> Decision:
         """The decision for (m, n, k) with its evidence: the user's, the record's, or "no record: run unsplit"."""
         shape, table = (m, n, k), RECORDED.get((self.library, self.kind), {})
@@ -82,7 +84,7 @@ class Plans:
             return Decision(shape, table[shape], self.tile, Evidence(
                 f"{self.library} {self.kind} GEMMs of {shape} run {how}", Basis.RECORDED, RECORD, 300))
         where = (f"{self.library} {self.kind}" if (self.library, self.kind) in RECORDED else
-                 f"{self.library}'s {self.kind} GEMMs" if self.library else "model= (no library)")
+                 f"{self.library}'s {self.kind} GEMMs" if self.library else "model=, or a route without fp32 sums")
         return Decision(shape, 1, self.tile, Evidence(
             f"the split-K plan of {shape}", Basis.ASSUMED, f"no record for this shape ({where}; the records: "
             "H100 80GB HBM3, torch 2.11.0+cu130, CUDA 13.0): run unsplit"))

@@ -175,20 +175,21 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
 
 def with_split(route: Route, library: str | None, given: tuple = ()) -> Route:
     """``route`` with ``library``'s split-K decisions (:class:`.orders.Plans`; None: no library) and the user's
-    plan ``given``, for which the model must sum into fp32 (its output, or its accumulator with C at the end)
-    without scaling the operands."""
+    plan ``given``: the model must sum into fp32 (its output, or its accumulator with C at the end) without scaling
+    the operands (else no plan applies: the library's recorded splits are of its own fp32 sums)."""
     if route.model is None:
         return route
     kind = "tf32" if route.dtype == "fp32" and route.round_inputs == "device" else route.dtype
     model = route.model
     sums = model.accumulator_format if model.accumulator_format is not None else model.output_format
-    if given and (route.scaled or sums.name != "fp32" or (model.accumulator_format is not None
-                                                          and model.c_entry != "end")):
+    bad = route.scaled or sums.name != "fp32" or (model.accumulator_format is not None and model.c_entry != "end")
+    if given and bad:
         raise ArgumentError("split_k", Shown(f"{{{route.dtype}: ...}}"),
                             f"a split-K plan needs a route whose model sums into fp32 (its output, or an fp32 "
                             f"accumulator with C at the end) on the operands as given; {route.summary} sums into "
                             f"{sums.name}{' on scaled operands' if route.scaled else ''}",
                             fix="pass a model of fp32 output in overrides")
+    library = None if bad else library  # a scaled route or one without fp32 sums runs unsplit, said so
     return dataclasses.replace(route, split_k=orders.Plans(library, kind, given, orders.TILE.get((library, kind), 1)))
 
 
