@@ -31,6 +31,7 @@ $(TORCH): $(STAMP)
 	  echo "note: no CPU build of torch 2.13.0 here; the GPU-engine tests will be skipped"
 	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet --no-deps 'mmasim==2.1.1' || \
 	  echo "note: mmasim not installable here; the MMA-Sim differential test will be skipped"; } || true
+	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet --no-deps 'mmaemu==0.1.0' || echo "note: mmaemu not installable here; its fp8 split-K oracle tests (tests/test_torch_orders.py) will be skipped"; } || true
 	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet 'triton==3.9.0' || \
 	  echo "note: triton 3.9.0 not installable here; tests/test_triton_engine.py will be skipped"; } || true
 	$(BIN)/python -c "import torch" 2>/dev/null && { $(BIN)/python -m pip install --quiet 'transformers==5.24.0' || \

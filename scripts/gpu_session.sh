@@ -11,7 +11,7 @@
 # Parts (seconds at most): the kernel tests (pytest -m gpu) and the hardware probe of the wgmma fp8 paths
 # still without 10^6 verified rows, side by side (both check bits, neither is timed); then, alone on the
 # GPU, the Triton GEMM speed with its tile sweep and the peer mmaemu beside our fp8 kernel (--mmaemu), the
-# multiword/Ozaki speed and the emulation's slowdown.
+# multiword/Ozaki speed and the emulation's slowdown; last, the library's split-K plans (scripts/record_plans.py).
 #
 # The GPU machine has no network: wheels it lacks (mmaemu, pure Python) come in .whl/ (git-ignored; carry it),
 # installed first into /tmp/site; without .whl/ the run goes on and bench_gpu says mmaemu is absent.
@@ -22,6 +22,7 @@ set -u
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 T_TESTS=${T_TESTS:-210} T_PROBE=${T_PROBE:-120} T_GEMM=${T_GEMM:-200} T_MW=${T_MW:-100} T_EMU=${T_EMU:-60}
+T_PLANS=${T_PLANS:-90}
 log="$OUT/session.log"
 say() { echo "[$(date +%T)] $*" | tee -a "$log"; }
 
@@ -73,4 +74,9 @@ say "part 4: bf.torch.emulate against native torch"
 timeout -k 10 "$T_EMU" "$PY" benchmarks/bench_emulate.py --shapes 256x512x256,4096x4096x4096 \
     --dtypes fp16,bf16 --devices H100,MI300X --scaled-mm --repeat 2 --out "$OUT/emulate-speed.json" >>"$log" 2>&1
 say "bench_emulate exit $?"
+
+say "part 5: cuBLAS's split-K plans (fp16, bf16, fp32, TF32, fp8 both ways) by replay; record -> data/hardware/"
+timeout -k 10 "$T_PLANS" "$PY" scripts/record_plans.py --out "$OUT/plans.json" --budget $((T_PLANS - 20)) \
+    >>"$log" 2>&1
+say "record_plans exit $?"
 say "done"

@@ -6,9 +6,7 @@ documented epilogue steps in numpy binary32, exact powers of two; results compar
 
 from __future__ import annotations
 
-import gzip
 import importlib
-import json
 
 import ml_dtypes
 import numpy as np
@@ -18,9 +16,7 @@ torch = pytest.importorskip("torch")
 
 import blockfma as bf  # noqa: E402
 from blockfma.arguments import ArgumentError  # noqa: E402
-from blockfma.torch import orders  # noqa: E402
 from blockfma.torch_switches import matmul_switches  # noqa: E402
-from helpers import REPO  # noqa: E402
 
 INT = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}
 NP8 = {torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn, torch.float8_e5m2: ml_dtypes.float8_e5m2}
@@ -132,6 +128,9 @@ def test_scaled_mm_bad_arguments(kw, match):
 
 
 # --- split-K --------------------------------------------------------------------------------------------------
+H100_FP16_ACC = bf.device("H100").instruction("mma").models[("fp16", "fp16")]  # sums in fp16: no fp32 partials
+
+
 def split_oracle(A, B, parts, model, round_inputs=None):
     """Each contiguous part by bf.gemm from +0, partials added one after the other in numpy binary32."""
     k = A.shape[1]
@@ -165,31 +164,25 @@ def test_recorded_h100_split_k_is_used_at_its_shapes():
     tf32 = bf.device("H100").model("tf32", "fp32")
     with matmul_switches(torch, tf32=True), bf.torch.emulate("H100") as emu:
         got = A @ B
-        assert emu.route(torch.float32).parts(16, 16, 64) == 2 and "recorded order" in emu.route(torch.float32).note
+        assert emu.route(torch.float32).parts(16, 16, 64) == 2
+    assert emu.log[0].plans[0].evidence.basis.value == "recorded" and "2 contiguous parts" in emu.report()
+    assert "recorded: h100-torch-order.json.gz (H100 80GB HBM3, torch 2.11.0+cu130" in emu.explain(emu.log[0])
     same_bits(got, split_oracle(A.numpy(), B.numpy(), 2, tf32, "device"))
     whole = f32(bf.gemm(A.numpy(), B.numpy(), model=tf32, round_inputs="device", backend="numpy"))
     assert not torch.equal(got, whole)
-    assert bf.torch.emulate("MI300X").route(torch.float16).split_k == ()
-
-
-def test_recorded_table_is_the_hardware_record():
-    with gzip.open(REPO / "data" / "hardware" / "h100-torch-order.json.gz") as f:
-        runs = json.load(f)["orders"]["runs"]
-    found: dict = {}
-    for r in runs:
-        if r.get("dtype") == "fp32" and r.get("kind") == "split-k" and r.get("combine") == "sequential":
-            key = ("H100", "tf32" if r["allow_tf32"] else "fp32")
-            found.setdefault(key, {})[(r["m"], r["n_cols"], r["n"])] = r["ways"]
-    assert found == orders.RECORDED
+    assert bf.torch.emulate("MI300X").route(torch.float16).parts(16, 16, 64) == 1
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(split_k={torch.float16: {(4, 3, 64): 2}}), "^split_k=.*needs a route whose model outputs fp32"),
+    (dict(split_k={torch.float16: {(4, 3, 64): 2}}, overrides={torch.float16: H100_FP16_ACC}),
+     r"^split_k=.*needs a route whose model sums into fp32 .* sums into fp16"),
     (dict(split_k={torch.float32: {(4, 3): 2}}), r"^split_k=\{\(4, 3\): 2\}: each entry must be"),
     (dict(split_k={torch.float32: {(4, 3, 8): 9}}), "1 <= parts <= k"),
     (dict(split_k=[1]), "^split_k=.*must be a dict"),
     (dict(split_k={torch.float64: {(4, 3, 8): 2}}), r"^split_k=\{torch.float64: \.\.\.\}: keys must be torch.float16"),
-    (dict(split_k={"fp8": {(4, 3, 8): 2}}), r"^split_k=\{'fp8': \.\.\.\}: keys must be"),
+    (dict(split_k={"fp8": {(4, 3, 8): 2}}), r"^split_k=\{'fp8': \.\.\.\}: keys must be .*torch.float8_e4m3fn"),
+    (dict(split_k={(torch.float8_e4m3fn, torch.float16): {(4, 3, 8): 2}}), r"^split_k=.*keys must be .*a pair"),
+    (dict(split_k={torch.float8_e4m3fn: {(4, 3, 8): 9}}), "1 <= parts <= k"),
 ])
 def test_bad_split_k_plans(kw, match):
     with pytest.raises(ArgumentError, match=match):

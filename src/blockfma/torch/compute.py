@@ -101,21 +101,28 @@ def on_device(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: R
 
 
 def split_k(whole_k: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
-            route: Route, parts: int) -> torch.Tensor:
-    """K cut into ``parts`` contiguous ranges of ceil(k / parts) products, each range's GEMM by the route's
-    model from +0 (fp32 partial sums, by ``whole_k(a, b, None, route)``), the partials added one after the
-    other in binary32 (nearest even), then C added in binary32; NaN codes by the model (:func:`finish`)."""
-    whole = dataclasses.replace(route, split_k=())
-    k = a.shape[-1]
-    size = -(-k // parts)
-    total: torch.Tensor | None = None
-    for s in range(0, k, size):
-        part = whole_k(a[..., s:s + size], b[..., s:s + size, :], None, whole)
-        total = part if total is None else total + part
-    assert total is not None and total.dtype == torch.float32
+            route: Route, parts: int, tile: int = 1) -> torch.Tensor:
+    """K cut into ``parts`` contiguous runs of ``tile``-wide k-tiles (ceil(T / parts) tiles each, T = ceil(k /
+    tile); a run past K is empty, +0), each run summed from +0 into fp32 by the model's fp32 form (its output, or
+    its fp32 accumulator's sum before it is stored: ``whole_k(a, b, None, ...)``), the partial sums added one
+    after the other in binary32 (nearest even); then the route's epilogue: an fp32 result adds C in binary32, an
+    fp16/bf16 one stores the sum in its dtype (nearest even) and adds C there (one IEEE addition, as cuBLAS's
+    beta * C); NaN codes by the model (:func:`finish`)."""
+    model = route.model
+    assert model is not None
+    if model.accumulator_format is not None:  # c_entry "end" (routes.with_split): the sum before it is stored
+        model = model.replace(output_format=model.accumulator_format.name, accumulator_format=None, name=None)
+    whole = dataclasses.replace(route, dtype="fp32 partial sums", model=model, stored=False)
+    tiles = -(-a.shape[-1] // tile)
+    size = -(-tiles // parts) * tile
+    total = whole_k(a[..., :size], b[..., :size, :], None, whole)
+    for s in range(size, size * parts, size):
+        total = total + whole_k(a[..., s:s + size], b[..., s:s + size, :], None, whole)
+    out = a.dtype if route.dtype in DTYPES else torch.float32
+    total = total.to(out)  # fp16/bf16: the fp32 sum stored (nearest even)
     if c is not None:
-        total = total + c.to(torch.float32)
-    return finish(route.model, total, torch.float32, computed=False)
+        total = total + c.to(out)
+    return finish(route.model, total.to(torch.float32), out, computed=False)
 
 
 def block_scaled(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray, route: Route,

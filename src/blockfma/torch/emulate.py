@@ -40,7 +40,8 @@ __all__ = ["emulate", "Emulation", "Route", "Op", "BLOCK_KINDS", "PROMOTE_K"]
 @dataclass(frozen=True)
 class Op:
     """One call seen under emulation: the op's name, the operands' shapes, the dtype, the route, the
-    number of ``bf.gemm`` calls it took, the evidence its answer rests on (the route's and the plan's)."""
+    number of ``bf.gemm`` calls it took, the evidence its answer rests on (the route's and the plans'), the
+    library plan of each GEMM it ran (:class:`.orders.Decision`)."""
 
     op: str
     shapes: str
@@ -48,6 +49,7 @@ class Op:
     route: Route
     gemms: int = 0
     evidence: tuple[Evidence, ...] = ()
+    plans: tuple[orders.Decision, ...] = ()
 
 
 def _check_arguments(device: Any, model: Any, overrides: Any, backend: Any, name: Any, split_k: Any) -> str:
@@ -71,7 +73,7 @@ def _check_arguments(device: Any, model: Any, overrides: Any, backend: Any, name
                                 "where they are on one)")
     if split_k is not None and not isinstance(split_k, Mapping):
         raise ArgumentError("split_k", Shown(repr(split_k)), "must be a dict {dtype: {(m, n, k): parts}}",
-                            fix="e.g. split_k={torch.float32: {(16, 16, 256): 8}}")
+                            fix="e.g. split_k={torch.float8_e4m3fn: {(16, 256, 16384): 6}}")
     return backend
 
 
@@ -83,8 +85,10 @@ class Emulation:
     (and fp8 ``torch._scaled_mm``) instead; ``overrides``: ``{dtype: Model or instruction name}`` for some
     dtypes; ``backend``: the engine ``bf.gemm`` uses (``"auto"``: also the Triton kernel for tensors on a
     GPU); ``name``: the label in reports; ``split_k``: ``{dtype: {(m, n, k): parts}}``, split-K plans that
-    replace the recorded ones (fp32-output routes); ``strict``: refuse (:class:`blockfma.evidence.Unbacked`)
-    an op whose answer rests on anything but hardware records.  docs/torch.md says what runs per dtype.
+    win over the library's recorded ones (:mod:`.orders`; keys: fp16, bf16, fp32, an fp8 dtype or a pair (A's,
+    B's) of them: :func:`.routes.split_key`); ``strict``: refuse (:class:`blockfma.evidence.Unbacked`)
+    an op whose answer rests on anything but hardware records (an unrecorded shape's plan included).
+    docs/torch.md says what runs per dtype.
 
     ``log``: every op seen, in order; :meth:`report` the table of them; :meth:`route` the route of a dtype.
     It is a rule of the torch front (:class:`blockfma.torch_front.Rule`) for the ops of its table, and
@@ -103,19 +107,19 @@ class Emulation:
         self.device: Device | None = None if device is None else _device(device)
         self.model = model
         self.name = name or (self.device.name if self.device is not None else (model.name or model.summary()))
+        given = device.strip() if isinstance(device, str) else getattr(self.device, "name", None)
+        # the library whose plans apply: the device as named ("H200" is not the recorded H100), None under model=
+        self.library = given if self.device is None or given.lower() != self.device.name.lower() else self.device.name
         self.log: list[Op] = []
         self._routes: dict[tuple, Route] = {}  # (kind, ...) -> the route, chosen once
         self._modes: list[front.Mode] = []
         self._lock = threading.Lock()
         self._overrides = routes.overrides(self.device, overrides)
-        self._split: dict[torch.dtype, tuple] = {routes.dtype_key(key, "split_k"): orders.check_plan(plan, "split_k")
-                                                 for key, plan in (split_k or {}).items()}
-        for dtype in self._split:
-            if dtype != torch.float32:  # its route does not depend on switches: a bad plan fails here
-                try:
-                    self.route(dtype)
-                except ArgumentError as exc:  # the dtype came in split_k: the error names split_k
-                    raise ArgumentError("split_k", Shown(f"{{{dtype}: ...}}"), exc.problem, fix=exc.fix) from None
+        self._split: dict[str, tuple] = {}
+        for key, plan in (split_k or {}).items():
+            self._split[routes.split_key(key)] = orders.check_plan(plan, "split_k")
+            if routes.split_key(key) != "fp32":  # its route does not depend on switches: a bad plan fails here
+                self._route_of_key(routes.split_key(key), False, "split_k", Shown(f"{{{key}: ...}}"))
 
     def __repr__(self) -> str:
         return f"emulate({self.name!r})"
@@ -136,7 +140,7 @@ class Emulation:
 
         def choose() -> Route:
             route = self._overrides.get(dtype) or routes.library(self.device, self.model, dtype, tf32)
-            return routes.with_split(route, self._split[dtype]) if dtype in self._split else route
+            return routes.with_split(route, self.library, self._split.get(FORMATS[dtype], ()))
 
         return self._cached(("dtype", dtype, tf32), choose)
 
@@ -149,15 +153,30 @@ class Emulation:
         """The route of ``torch._scaled_mm``'s product for fp8 operands of these dtypes: the device's (fp8 ->
         fp32) model (the H100's ``wgmma``) or ``model=``; without ``fast_accum`` a model chaining its blocks in
         its own accumulator is promoted: a fresh chain every ``PROMOTE_K`` products, added to an fp32 sum."""
-        return self._cached(("fp8", a_dtype, b_dtype, fast_accum),
-                            lambda: routes.fp8(self.device, self.model, a_dtype, b_dtype, fast_accum))
+        def choose() -> Route:
+            route = routes.fp8(self.device, self.model, a_dtype, b_dtype, fast_accum)
+            return routes.with_split(route, self.library, self._split.get(route.dtype, ()))
+
+        return self._cached(("fp8", a_dtype, b_dtype, fast_accum), choose)
 
     def block_route(self, a_format: str, b_format: str, scale_format: str, block: int) -> Route:
         """The route of a block-scaled ``torch._scaled_mm``: the device's block-scaled instruction
         (:data:`BLOCK_KINDS`) for operands of these formats (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``) and
         scales of ``scale_format`` (``"e8m0fnu"``, ``"ue4m3"``) per ``block`` elements along K, or ``model=``."""
         key = (a_format, b_format, scale_format, block)
-        return self._cached(("block", *key), lambda: routes.block(self.device, self.model, *key))
+        return self._cached(("block", *key),
+                            lambda: routes.with_split(routes.block(self.device, self.model, *key), self.library))
+
+    def _route_of_key(self, key: str, fast_accum: bool, argument: str, shown: Any) -> Route:
+        """The route of a :func:`.routes.split_key` key (fp16/bf16/fp32 matmuls, or fp8 ``_scaled_mm``); one the
+        device lacks is refused naming ``argument`` (shown as ``shown``), the argument that asked for it."""
+        dtypes = {name: dtype for dtype, name in routes.FP8.items()}
+        fa, _, fb = key.partition("*")
+        try:
+            return self.route(routes.DTYPES[key]) if key in routes.DTYPES else \
+                self.fp8_route(dtypes[fa], dtypes[fb or fa], fast_accum)
+        except ArgumentError as exc:
+            raise ArgumentError(argument, shown, exc.problem, fix=exc.fix) from None
 
     # --- the scaled GEMMs ----------------------------------------------------------------------------------------
     def scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -176,10 +195,11 @@ class Emulation:
         sb = scaled.scale("scale_b", scale_b, (1, n), a.device)
         scaled.check_bias(bias, n)
         route = self.fp8_route(a.dtype, b.dtype, bool(use_fast_accum))
-        product = self.gemm(a, b, None, route)  # fp32, on a's device
+        ran: list = []
+        product = self.gemm(a, b, None, route, ran)  # fp32, on a's device
         assert product.dtype == torch.float32
         out = scaled.epilogue(route, product, sa * sb, bias, out_dtype)
-        self.record("_scaled_mm", (a, b), route, 1)
+        self.record("_scaled_mm", (a, b), route, 1, ran)
         return out
 
     def block_scaled_mm(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -213,28 +233,33 @@ class Emulation:
         sb = scaled.block_scales("scale_b", scale_b, n, k // block, sw_b, fs)
         g = scaled.global_scale(global_a, global_b, a.device)
         scaled.check_bias(bias, n)
-        self.evidence(route, (m, n, k))
+        self.evidence(route, (m, n, k))  # unsplit: no record of a block-scaled split
         B = mx.values(b.t()).T  # mat2.t() is (n, K) packed along K as A is
         product = compute.block_scaled(mx.values(a), B, sa, sb.T, route, self.backend, a.device)
         out = scaled.epilogue(route, product, g.to(a.device), bias, out_dtype)
-        self.record(op, (a, b), route, 1)
+        self.record(op, (a, b), route, 1, [route.split_k.decide(m, n, k)])
         return out
 
     # --- the log ---------------------------------------------------------------------------------------------------
     def evidence(self, route: Route, shape: tuple[int, int, int] | None = None) -> tuple[Evidence, ...]:
-        """What a GEMM of ``shape`` (m, n, k) by ``route`` rests on; under ``strict`` an unbacked claim raises
+        """What a GEMM of ``shape`` (m, n, k) by ``route`` rests on: the route's evidence and its library plan's
+        for the shape; under ``strict`` an unbacked claim (the plan's first) raises
         :class:`blockfma.evidence.Unbacked` before any work."""
-        found = route.evidence
+        plan = () if shape is None else (route.split_k.decide(*shape).evidence,)
         if self.strict:
             what = f"a {route.dtype} GEMM" + ("" if shape is None else f" of (m, n, k) = {shape}")
-            require_backed(found, f"{what} under emulate({self.name!r})")
-        return found
+            for claims in (plan, route.evidence) if plan else (route.evidence,):
+                require_backed(claims, f"{what} under emulate({self.name!r})")
+        return route.evidence + plan
 
     def record(self, op: str, tensors: Sequence[Any], route: Route, gemms: int = 0, ran: Sequence[Any] = ()) -> None:
-        """Log a call: its operands' shapes, the route, the number of ``bf.gemm`` calls, the evidence."""
+        """Log a call: its operands' shapes, the route, the number of ``bf.gemm`` calls, the evidence (the route's
+        and the plans' of the GEMMs that ran: ``ran``, as :meth:`gemm` fills it)."""
+        plans = tuple(dict.fromkeys(d for d in ran if isinstance(d, orders.Decision)))
+        found = tuple(dict.fromkeys(route.evidence + tuple(d.evidence for d in plans)))
         with self._lock:
             self.log.append(Op(op, front.shapes(tensors), route.dtype, route, gemms,
-                               route.evidence if route.model is not None else ()))
+                               found if route.model is not None else (), plans))
 
     def report(self) -> str:
         """The ops seen so far, one row per (op, dtype, shapes, route) with its count and note."""
@@ -242,13 +267,39 @@ class Emulation:
         gemms = Counter()
         for o in self.log:
             gemms[(o.op, o.dtype, o.shapes, o.route)] += o.gemms
-        basis = {(o.op, o.dtype, o.shapes, o.route): "-" if o.route.model is None else weakest(o.evidence).value
-                 for o in self.log}
+        first = {(o.op, o.dtype, o.shapes, o.route): o for o in reversed(self.log)}
+        basis = {key: "-" if o.route.model is None else weakest(o.evidence).value for key, o in first.items()}
         rows = [{"op": op, "dtype": dt, "shapes": sh, "calls": n, "gemms": gemms[(op, dt, sh, r)],
-                 "model": r.summary, "evidence": basis[(op, dt, sh, r)], "note": r.note}
+                 "model": r.summary, "evidence": basis[(op, dt, sh, r)],
+                 "note": r.note + "".join(f"; {d.text} ({d.evidence.basis.value})"
+                                          for d in dict.fromkeys(first[(op, dt, sh, r)].plans))}
                 for (op, dt, sh, r), n in counts.items()]
         head = f"emulate({self.name!r}): {len(self.log)} ops"
         return head + "\n" + table(rows, ["op", "dtype", "shapes", "calls", "gemms", "model", "evidence", "note"])
+
+    def explain(self, op_or_shape: Any, dtype: Any = None, *, fast_accum: bool = False) -> str:
+        """What runs, as text: for an Op of :attr:`log`, or an (m, n, k) shape with the ``dtype`` of its GEMM (a
+        ``split_k=`` key: fp16, bf16, fp32, an fp8 dtype or pair of ``_scaled_mm``, with ``fast_accum``), the
+        route, its model, the library plan (parts, how they are combined) and the evidence of each decision."""
+        if isinstance(op_or_shape, Op):
+            route, plans, head = op_or_shape.route, op_or_shape.plans, f"{op_or_shape.op} of {op_or_shape.shapes}"
+        else:
+            shape = op_or_shape
+            if not (isinstance(shape, tuple) and len(shape) == 3 and all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
+                raise ArgumentError("op_or_shape", Shown(repr(shape)), "must be an (m, n, k) tuple of ints >= 0 "
+                                    "with its dtype, or an Op of emulate(...).log",
+                                    fix="e.g. explain((16, 256, 16384), torch.float8_e4m3fn)")
+            if dtype is None:
+                raise ArgumentError("dtype", None, "an (m, n, k) shape needs the dtype of its GEMM",
+                                    fix="e.g. explain((64, 4096, 64), torch.float16)")
+            route = self._route_of_key(routes.split_key(dtype, "dtype"), bool(fast_accum), "dtype", Shown(repr(dtype)))
+            plans, head = (route.split_k.decide(*shape),) if route.model is not None else (), f"a GEMM of {shape}"
+        lines = [f"emulate({self.name!r}): {head}, {route.dtype}: {route.summary}", f"  route: {route.note}"]
+        lines += [f"  model: {e.claim} [{e.label}]" for e in route.evidence] or (
+            ["  model: no evidence recorded [assumed]"] if route.model is not None else [])
+        lines += [f"  plan of {d.shape}: {d.text} [{d.evidence.label}]" for d in plans]
+        return "\n".join(lines)
 
     # --- the rule of the torch front ---------------------------------------------------------------------------
     def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
@@ -285,10 +336,16 @@ class Emulation:
         split over K (:func:`.compute.split_k`) where the route's plan says, else where the tensors lie
         (:meth:`_on_tensors`) or on the host (:func:`.compute.host`)."""
         assert route.model is not None
-        self.evidence(route, (a.shape[-2], b.shape[-1], a.shape[-1]))
-        parts = route.parts(a.shape[-2], b.shape[-1], a.shape[-1])
-        if parts > 1:
-            return compute.split_k(self.gemm, a, b, c, route, parts)
+        shape = (a.shape[-2], b.shape[-1], a.shape[-1])
+        self.evidence(route, shape)
+        plan = route.split_k.decide(*shape)
+        if ran is not None:
+            ran.append(plan)
+        if plan.parts > 1:
+            return compute.split_k(self._whole, a, b, c, route, plan.parts, plan.tile)
+        return self._whole(a, b, c, route)
+
+    def _whole(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route) -> torch.Tensor:
         if self._on_tensors(a, b, route):
             return compute.on_device(a, b, c, route)
         return compute.host(a, b, c, route, self.backend)

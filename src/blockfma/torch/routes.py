@@ -19,7 +19,7 @@ from ..model import Model
 from . import orders
 
 __all__ = ["Route", "BLOCK_KINDS", "PROMOTE_K", "FORMATS", "FP8", "DTYPES", "dtype_key", "wrap", "override",
-           "library", "with_split", "fp8", "block", "overrides", "split_note"]
+           "library", "with_split", "split_key", "fp8", "block", "overrides"]
 
 FORMATS = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}  #: the emulated dtypes
 FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2", torch.float8_e4m3fnuz: "e4m3fnuz",
@@ -39,7 +39,7 @@ class Route:
     as passed to it (``"device"`` for TF32 register reads), ``scaled``: inputs scaled per tensor and rounded
     into the model's input format, ``stored``: the model's result rounded once to nearest even into the
     dtype and C added after (else the model's output is the dtype's format and C enters the model);
-    ``split_k``: the split-K plan, ((m, n, k), parts) pairs (:meth:`parts`; :mod:`.orders`); ``evidence``: what
+    ``split_k``: the library's split-K decisions (:class:`.orders.Plans`; :meth:`parts`); ``evidence``: what
     backs the model and the route's rules (:mod:`blockfma.evidence`)."""
 
     dtype: str
@@ -48,7 +48,7 @@ class Route:
     round_inputs: str | None = None
     scaled: bool = False
     stored: bool = False
-    split_k: tuple[tuple[tuple[int, int, int], int], ...] = ()
+    split_k: orders.Plans = orders.Plans()
     evidence: tuple[Evidence, ...] = ()
 
     @property
@@ -57,11 +57,11 @@ class Route:
 
     def parts(self, m: int, n: int, k: int) -> int:
         """How many contiguous ranges of K a GEMM of this shape is split into (1: not split)."""
-        return dict(self.split_k).get((m, n, k), 1)
+        return self.split_k.decide(m, n, k).parts
 
 
 def dtype_key(key: Any, argument: str = "overrides") -> torch.dtype:
-    """A key of ``overrides=`` or ``split_k=`` (``argument``) as a torch dtype (fp16, bf16, fp32, or their names)."""
+    """A key of ``overrides=`` (``argument``) as a torch dtype (fp16, bf16, fp32, or their names)."""
     if isinstance(key, torch.dtype) and key in FORMATS:
         return key
     if isinstance(key, str) and key.strip().lower() in DTYPES:
@@ -70,10 +70,19 @@ def dtype_key(key: Any, argument: str = "overrides") -> torch.dtype:
                         "torch.float32 (or 'fp16', 'bf16', 'fp32')")
 
 
-def split_note(split: tuple) -> str:
-    if not split:
-        return " (no split-K order known)"
-    return f" (split-K as cuBLAS's recorded order at {len(split)} shapes, else unsplit)"
+def split_key(key: Any, argument: str = "split_k") -> str:
+    """A key of ``split_k=`` as the route's dtype: fp16, bf16, fp32 (or their torch dtypes and names), an fp8
+    dtype of ``_scaled_mm`` (both operands) or a pair (A's, B's) of them, or that pair's name "e4m3fn*e5m2"."""
+    names = key.strip().split("*") if isinstance(key, str) else [FP8.get(k, k) for k in
+                                                                   (key if isinstance(key, tuple) else (key,))]
+    if 0 < len(names) <= 2 and all(isinstance(f, str) and f in FP8.values() for f in names):
+        return "*".join(dict.fromkeys(names))
+    if (isinstance(key, torch.dtype) and key in FORMATS) or (isinstance(key, str) and key.strip().lower() in DTYPES):
+        return FORMATS[dtype_key(key)]
+    raise ArgumentError(argument, Shown(f"{{{key!r}: ...}}" if argument == "split_k" else repr(key)),
+                        f"{'keys ' if argument == 'split_k' else ''}must be torch.float16, torch.bfloat16, "
+                        "torch.float32, an fp8 dtype of torch._scaled_mm (torch.float8_e4m3fn, torch.float8_e5m2) "
+                        "or a pair (A's, B's) of them (or 'fp16', 'bf16', 'fp32', 'e4m3fn', 'e5m2', 'e4m3fn*e5m2')")
 
 
 def wrap(model: Model, fmt: str, where: str) -> Route:
@@ -143,8 +152,7 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
     if fmt in ("fp16", "bf16"):
         for ins in dev.instructions:
             if ins.name == "cublas" and (fmt, fmt) in ins.models:
-                return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)"
-                             f"{split_note(())}")
+                return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)")
         if (fmt, "fp32") not in pairs:
             takes = sorted({i for i, _ in pairs if "*" not in i})
             raise ArgumentError("dtype", Shown(f"torch.{dtype}".replace("torch.torch.", "torch.")),
@@ -152,31 +160,37 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
                                 fix="cast the tensors, or pass overrides={dtype: Model} to emulate")
         ins = dev.instruction_for(fmt, "fp32")
         note = (f"no library model known for {dev.name}: the {ins.name} instruction model chained over K, "
-                f"the fp32 sum rounded once to {fmt}, then C{split_note(())}")
+                f"the fp32 sum rounded once to {fmt}, then C")
         return wrap(ins.models[(fmt, "fp32")], fmt, note)
     if tf32 and ("tf32", "fp32") in pairs:
-        split = orders.recorded(dev.name, "tf32")
         return Route(fmt, dev.model("tf32", "fp32"), f"TF32 (torch allows it): {dev.name}'s tf32 model, "
-                     f"operands read from their fp32 registers{split_note(split)}", round_inputs="device",
-                     split_k=split)
+                     "operands read from their fp32 registers", round_inputs="device")
     if ("fp32", "fp32") in pairs:
         return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model")
     seq = _device("ieee-sequential").model("fp32", "fp32")
     why = "TF32 is off" if ("tf32", "fp32") in pairs else f"{dev.name} has no TF32"
-    split = orders.recorded(dev.name, "fp32")
     return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
-                 f"chain in k order{split_note(split)}", split_k=split)
+                 "chain in k order")
 
 
-def with_split(route: Route, plan: tuple) -> Route:
-    """``route`` with the user's split-K plan: its model must sum into fp32 and store nothing."""
-    assert route.model is not None
-    if route.scaled or route.stored or route.model.output_format.name != "fp32":
+def with_split(route: Route, library: str | None, given: tuple = ()) -> Route:
+    """``route`` with ``library``'s split-K decisions (:class:`.orders.Plans`; None: no library) and the user's
+    plan ``given``: the model must sum into fp32 (its output, or its accumulator with C at the end) without scaling
+    the operands (else no plan applies: the library's recorded splits are of its own fp32 sums)."""
+    if route.model is None:
+        return route
+    kind = "tf32" if route.dtype == "fp32" and route.round_inputs == "device" else route.dtype
+    model = route.model
+    sums = model.accumulator_format if model.accumulator_format is not None else model.output_format
+    bad = route.scaled or sums.name != "fp32" or (model.accumulator_format is not None and model.c_entry != "end")
+    if given and bad:
         raise ArgumentError("split_k", Shown(f"{{{route.dtype}: ...}}"),
-                            f"a split-K plan needs a route whose model outputs fp32 partial sums; "
-                            f"{route.summary} outputs {route.model.output_format.name}",
-                            fix="give split_k for torch.float32, or an fp32-output model in overrides")
-    return dataclasses.replace(route, split_k=plan, note=route.note + "; split-K plan given")
+                            f"a split-K plan needs a route whose model sums into fp32 (its output, or an fp32 "
+                            f"accumulator with C at the end) on the operands as given; {route.summary} sums into "
+                            f"{sums.name}{' on scaled operands' if route.scaled else ''}",
+                            fix="pass a model of fp32 output in overrides")
+    library = None if bad else library  # a scaled route or one without fp32 sums runs unsplit, said so
+    return dataclasses.replace(route, split_k=orders.Plans(library, kind, given, orders.TILE.get((library, kind), 1)))
 
 
 def fp8(dev: Device | None, model: Model | None, a_dtype: torch.dtype, b_dtype: torch.dtype,
