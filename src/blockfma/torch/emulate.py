@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -236,19 +235,25 @@ class Emulation:
             self.log.append(Op(op, front.shapes(tensors), route.dtype, route, gemms,
                                route.evidence if route.model is not None else ()))
 
-    def report(self) -> str:
-        """The ops seen so far, one row per (op, dtype, shapes, route) with its count and note."""
-        counts = Counter((o.op, o.dtype, o.shapes, o.route) for o in self.log)
-        gemms = Counter()
+    def report(self, evidence: bool = False) -> str:
+        """The ops seen so far, one row per (op, dtype, shapes, route) with its count, the weakest basis of its
+        evidence and its note; ``evidence=True``: one row per source of each claim the op rests on instead."""
+        groups: dict[tuple, list[Op]] = {}
         for o in self.log:
-            gemms[(o.op, o.dtype, o.shapes, o.route)] += o.gemms
-        basis = {(o.op, o.dtype, o.shapes, o.route): "-" if o.route.model is None else weakest(o.evidence).value
-                 for o in self.log}
-        rows = [{"op": op, "dtype": dt, "shapes": sh, "calls": n, "gemms": gemms[(op, dt, sh, r)],
-                 "model": r.summary, "evidence": basis[(op, dt, sh, r)], "note": r.note}
-                for (op, dt, sh, r), n in counts.items()]
+            groups.setdefault((o.op, o.dtype, o.shapes, o.route), []).append(o)
+        rows = []
+        for (op, dt, sh, r), ops in groups.items():
+            if evidence:
+                rows += [{"op": op, "dtype": dt, "shapes": sh, "claim": e.claim, "evidence": e.label}
+                         for e in ops[-1].evidence]
+            else:
+                basis = "-" if r.model is None else weakest(ops[-1].evidence).value
+                rows.append({"op": op, "dtype": dt, "shapes": sh, "calls": len(ops), "gemms": sum(o.gemms for o in ops),
+                             "model": r.summary, "evidence": basis, "note": r.note})
+        key = ["op", "dtype", "shapes"]
+        columns = key + (["claim", "evidence"] if evidence else ["calls", "gemms", "model", "evidence", "note"])
         head = f"emulate({self.name!r}): {len(self.log)} ops"
-        return head + "\n" + table(rows, ["op", "dtype", "shapes", "calls", "gemms", "model", "evidence", "note"])
+        return head + "\n" + table(rows, columns, group=key if evidence else ())
 
     # --- the rule of the torch front ---------------------------------------------------------------------------
     def native(self, op: str, tensors: Sequence[Any], keywords: Collection[str], dims: int | None) -> bool:
