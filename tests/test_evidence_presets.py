@@ -126,11 +126,11 @@ def test_torch_matmul_tf32_and_mmaemu_counts_are_the_records():
     assert counted("h100-torch-matmul.json") == {("H100", "cublas", p): n for p, n in whole.items()}
     raw = sum(e["families"].get("fp32-raw", 0) for rec in ("h100-mma-wgmma.json", "h100-mma-wgmma-run2.json")
               for e in json.loads((replay.HARDWARE / rec).read_text())["paths"].values() if "superseded_by" not in e)
-    assert [e.count for e in rule_evidence("tf32-read", "H100")] == [raw]
+    assert [e.count for e in rule_evidence("H100", "tf32-read")] == [raw]
     mmaemu = json.loads((replay.HARDWARE / "h200-mmaemu-2026-11-28.json").read_text())["rows"]
     peer = [r for r in mmaemu if r.get("backend") == "mmaemu"]
     assert all(r["differing"] == 0 and r["call"].startswith("accumulate(use_fast_accum=True") for r in peer)
-    assert [e.count for e in rule_evidence("fp8-fast-accum", "H100")] == [sum(r["compared"] for r in peer)]
+    assert [e.count for e in rule_evidence("H100", "fp8-fast-accum")] == [sum(r["compared"] for r in peer)]
 
 
 def test_published_rows_are_khattak_and_mikaitis_data():

@@ -31,9 +31,6 @@ class Basis(enum.Enum):
         return self in (Basis.RECORDED, Basis.PUBLISHED)
 
 
-_ORDER = list(Basis)
-
-
 @dataclass(frozen=True)
 class Evidence:
     """One claim and what backs it: ``basis``, ``source`` (a record file, a dataset, a paper or the
@@ -58,7 +55,7 @@ def strongest(evidence: Iterable[Evidence]) -> dict[str, Evidence]:
     answer as its worst-backed claim (:func:`weakest`, :func:`require_backed`)."""
     best: dict[str, Evidence] = {}
     for e in evidence:
-        if e.claim not in best or _ORDER.index(e.basis) < _ORDER.index(best[e.claim].basis):
+        if e.claim not in best or list(Basis).index(e.basis) < list(Basis).index(best[e.claim].basis):
             best[e.claim] = e
     return {c: e for c, e in best.items() if e.part_of not in best}
 
@@ -66,7 +63,7 @@ def strongest(evidence: Iterable[Evidence]) -> dict[str, Evidence]:
 def weakest(evidence: Iterable[Evidence]) -> Basis:
     """The weakest basis among the claims of ``evidence``, each claim at its strongest (ASSUMED where there is
     none: a claim without evidence is assumed)."""
-    return max((e.basis for e in strongest(evidence).values()), key=_ORDER.index, default=Basis.ASSUMED)
+    return max((e.basis for e in strongest(evidence).values()), key=list(Basis).index, default=Basis.ASSUMED)
 
 
 class Unbacked(ValueError):

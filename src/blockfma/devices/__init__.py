@@ -95,24 +95,22 @@ EVIDENCE: dict[str, Any] = json.loads((_HERE / "evidence.json").read_text())  # 
 
 
 def _evidence(entries: Iterable[dict], claim: str, pair: str = "") -> tuple[Evidence, ...]:
-    """Evidence of the table's ``entries`` that take ``pair`` (all pairs where no ``pairs`` or ``rows`` name it)."""
-    out = []
-    for e in entries:
-        rows, pairs = e.get("rows", {}), e.get("pairs", "*")
-        if rows and pair not in rows or not rows and pairs != "*" and not any(fnmatch.fnmatchcase(pair, p)
-                                                                              for p in pairs):
-            continue
-        out.append(Evidence(e.get("claim", claim).format(model=claim), Basis(e["basis"]), e["source"],
-                            rows.get(pair, e.get("count")), claim if "claim" in e else ""))
+    """Evidence of the table's ``entries`` that take ``pair`` (the keys of ``rows``, or ``pairs``: every pair)."""
+    out = [Evidence(e.get("claim", claim).format(model=claim), Basis(e["basis"]), e["source"],
+                    e.get("rows", {}).get(pair, e.get("count")), claim if "claim" in e else "")
+           for e in entries if any(fnmatch.fnmatchcase(pair, p) for p in e.get("rows") or e.get("pairs", ["*"]))]
     return tuple(sorted(out, key=lambda e: list(Basis).index(e.basis)))
 
 
-def rule_evidence(rule: str, device_name: str | None = None) -> tuple[Evidence, ...]:
-    """What backs one rule of ``bf.torch.emulate``'s routes (evidence.json's ``rules``) on a device: the entries of
-    that device, else those of every device (``"*"``: also for ``model=``)."""
-    entry = EVIDENCE["rules"][rule]
-    own = [e for e in entry["evidence"] if e["device"] == device_name]
-    return _evidence(own or [e for e in entry["evidence"] if e["device"] == "*"], entry["claim"])
+def rule_evidence(dev: Device | str | None, *rules: str) -> tuple[Evidence, ...]:
+    """What backs rules of ``bf.torch.emulate``'s routes (evidence.json's ``rules``) on a device (or its name): the
+    entries of that device, else those of every device (``"*"``: also where there is none, for ``model=``)."""
+    name, out = getattr(dev, "name", dev), ()
+    for rule in rules:
+        entries = EVIDENCE["rules"][rule]["evidence"]
+        own = [e for e in entries if e["device"] == name] or [e for e in entries if e["device"] == "*"]
+        out += _evidence(own, EVIDENCE["rules"][rule]["claim"])
+    return out
 
 
 def open_questions(device_name: str | None = None, *, settled: bool = True) -> list[OpenQuestion]:

@@ -82,14 +82,13 @@ def wrap(model: Model, fmt: str, where: str, dev: Device | None = None, evidence
     to which the adaptation's rules are added (``dev``'s evidence of them)."""
     note, given = where, "model" if where == "model=" else "overrides"
     evidence = evidence or (Evidence("the model", Basis.ASSUMED, f"given by {given}="),)
-    name = None if dev is None else dev.name
     if model.block_scaled:  # its scales come only with torch._scaled_mm's block-scaled operands
         raise ArgumentError(given, Shown(model.summary()), f"is block-scaled: it runs block-scaled torch._scaled_mm "
                             f"(blockfma.torch.mx), not {fmt} matmuls; for those emulate a device or give a plain model")
     if model.input_format.name == "tf32" and fmt == "fp32":
         if model.output_format.name != "fp32":
             raise ArgumentError(given, Shown(model.summary()), "a tf32 model for fp32 tensors must output fp32")
-        return Route(fmt, model, note, round_inputs="device", evidence=evidence + rule_evidence("tf32-read", name))
+        return Route(fmt, model, note, round_inputs="device", evidence=evidence + rule_evidence(dev, "tf32-read"))
     scaled = not (_formats.holds(model.input_format, fmt) and _formats.holds(model.b_format, fmt))
     if scaled:
         note += f"; inputs scaled per tensor (power of 2) and rounded to {model.input_name}"
@@ -103,11 +102,11 @@ def wrap(model: Model, fmt: str, where: str, dev: Device | None = None, evidence
         try:
             lib = model.replace(output_format=fmt, accumulator_format=out, c_entry="end",
                                 name=f"{model.name or model.summary()}, chained, {out} sum stored as {fmt}")
-            return Route(fmt, lib, note, evidence=evidence + rule_evidence("library-chain", name))
+            return Route(fmt, lib, note, evidence=evidence + rule_evidence(dev, "library-chain"))
         except ValueError:
             pass
     return Route(fmt, model, note + f"; result rounded once to {fmt} (nearest even), then C added",
-                 scaled=scaled, stored=True, evidence=evidence + rule_evidence("adapted", name))
+                 scaled=scaled, stored=True, evidence=evidence + rule_evidence(dev, "adapted"))
 
 
 def override(dev: Device | None, dtype: torch.dtype, value: Any) -> Route:
@@ -162,7 +161,7 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
         split = orders.recorded(dev.name, "tf32")
         return Route(fmt, dev.model("tf32", "fp32"), f"TF32 (torch allows it): {dev.name}'s tf32 model, "
                      f"operands read from their fp32 registers{split_note(split)}", round_inputs="device",
-                     split_k=split, evidence=dev.evidence("tf32", "fp32") + rule_evidence("tf32-read", dev.name))
+                     split_k=split, evidence=dev.evidence("tf32", "fp32") + rule_evidence(dev, "tf32-read"))
     if ("fp32", "fp32") in pairs:
         return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model",
                      evidence=dev.evidence("fp32", "fp32"))
@@ -171,7 +170,7 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
     split = orders.recorded(dev.name, "fp32")
     return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
                  f"chain in k order{split_note(split)}", split_k=split,
-                 evidence=rule_evidence("fp32-fma-chain", dev.name))
+                 evidence=rule_evidence(dev, "fp32-fma-chain"))
 
 
 def with_split(route: Route, plan: tuple) -> Route:
@@ -211,19 +210,18 @@ def fp8(dev: Device | None, model: Model | None, a_dtype: torch.dtype, b_dtype: 
         ins = dev.instruction_for(key, "fp32")
         base, where = ins.models[(key, "fp32")], f"{dev.name}'s {ins.name} {key}->fp32 model"
         evidence = dev.evidence(key, "fp32", ins.name)
-    name = None if dev is None else dev.name
     if fast_accum:
         chosen, note = base, where + "; use_fast_accum: one chain over all of K"
-        evidence += rule_evidence("fp8-fast-accum", name)
+        evidence += rule_evidence(dev, "fp8-fast-accum")
     elif base.c_entry != "fused" or base.instruction_k is not None:
         chosen, note = base, where + "; each instruction's result is added in fp32 already (no promotion)"
     else:
         chosen = base.replace(c_entry="after", instruction_k=PROMOTE_K,
                               name=f"{base.name or base.summary()}, promoted every {PROMOTE_K}")
         note = where + f"; promoted to an fp32 sum every {PROMOTE_K} products (no use_fast_accum; interval assumed)"
-        evidence += rule_evidence("fp8-promotion", name)
+        evidence += rule_evidence(dev, "fp8-promotion")
     return Route(key, chosen, note + "; scales, bias and out_dtype in a binary32 epilogue",
-                 evidence=evidence + rule_evidence("scaled-epilogue", name))
+                 evidence=evidence + rule_evidence(dev, "scaled-epilogue"))
 
 
 def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, size: int) -> Route:
@@ -248,7 +246,7 @@ def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, si
                                 fix=f"e.g. bf.device('B200').instruction('tcgen05.{kind}').models")
         return Route(pair, model, f"model=, chained over K in its fp32 accumulator; {epilogue}",
                      evidence=(Evidence("the model", Basis.ASSUMED, "given by model="),
-                               *rule_evidence("block-accumulator"), *rule_evidence("scaled-epilogue")))
+                               *rule_evidence(None, "block-accumulator", "scaled-epilogue")))
     assert dev is not None
     found = [i for i in dev.instructions if i.name.split(".", 1)[-1] == kind and (pair, "fp32") in i.models]
     if not found:
@@ -260,8 +258,8 @@ def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, si
     return Route(pair, ins.models[(pair, "fp32")],
                  f"{dev.name}'s {ins.name} {pair}->fp32 model chained over K, each instruction's fp32 result "
                  f"the next one's C (the accumulator, assumed); {epilogue}",
-                 evidence=dev.evidence(pair, "fp32", ins.name) + rule_evidence("block-accumulator", dev.name)
-                 + rule_evidence("scaled-epilogue", dev.name))
+                 evidence=dev.evidence(pair, "fp32", ins.name) + rule_evidence(dev, "block-accumulator",
+                                                                               "scaled-epilogue"))
 
 
 def overrides(dev: Device | None, given: Mapping[Any, Any] | None) -> dict[torch.dtype, Route]:
