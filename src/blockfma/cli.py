@@ -34,6 +34,7 @@ from . import files, literals, progress as _progress, report as _report
 from .arguments import ArgumentError
 from .devices import SOURCES, Device, device as _device, devices as _devices, open_questions as _questions
 from .engine import dot as _dot
+from .evidence import weakest
 from .formats import RoundingMode
 from .model import Model
 
@@ -170,6 +171,9 @@ def _device_lines(dev: Device, detail: bool) -> list[str]:
             entries = _grouped_summaries(ins.models)
         for i, entry in enumerate(entries):
             lines.append(f"  {label if i == 0 else ' ' * len(label)}{entry}")
+            if detail:  # what backs the model: the weakest of its claims, then every source
+                ev = dev.evidence(*list(ins.models)[i], ins.name)
+                lines += _wrap(f"evidence ({weakest(ev).value}): ", "; ".join(e.label for e in ev), len(label) + 4)
     if dev.variants:
         lines.append(f"  variants: {', '.join(dev.variants)}")
     if detail:
@@ -202,6 +206,8 @@ def _device_json(dev: Device) -> dict[str, Any]:
     d["default_instruction"] = dev.default_instruction.name
     for ins, entry in zip(dev.instructions, d["instructions"]):
         entry["summaries"] = {f"{i}->{o}": m.summary() for (i, o), m in ins.models.items()}
+        entry["evidence"] = {f"{i}->{o}": [{**vars(e), "basis": e.basis.value} for e in dev.evidence(i, o, ins.name)]
+                             for i, o in ins.models}
     return d
 
 

@@ -16,6 +16,7 @@ A measured device uses the same schema, ``blockfma-devices/1``; ``bf.device("my-
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import itertools
 import json
 import os
@@ -25,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import formats as _formats
+from ..evidence import Basis, Evidence
 from ..files import write_text
 from ..model import Model, params
 
 __all__ = ["Source", "Instruction", "Device", "OpenQuestion", "SOURCES", "SCHEMA", "device", "devices", "names",
-           "load", "save", "open_questions", "input_key"]
+           "load", "save", "open_questions", "input_key", "rule_evidence"]
 
 SCHEMA = "blockfma-devices/1"
 _HERE = Path(__file__).resolve().parent
@@ -89,6 +91,26 @@ def _load_questions(path: Path) -> tuple[OpenQuestion, ...]:
 
 
 OPEN_QUESTIONS: tuple[OpenQuestion, ...] = _load_questions(_HERE / "open_questions.json")
+EVIDENCE: dict[str, Any] = json.loads((_HERE / "evidence.json").read_text())  # what backs each model and rule
+
+
+def _evidence(entries: Iterable[dict], claim: str, pair: str = "") -> tuple[Evidence, ...]:
+    """Evidence of the table's ``entries`` that take ``pair`` (the keys of ``rows``, or ``pairs``: every pair)."""
+    out = [Evidence(e.get("claim", claim).format(model=claim), Basis(e["basis"]), e["source"],
+                    e.get("rows", {}).get(pair, e.get("count")), claim if "claim" in e else "")
+           for e in entries if any(fnmatch.fnmatchcase(pair, p) for p in e.get("rows") or e.get("pairs", ["*"]))]
+    return tuple(sorted(out, key=lambda e: list(Basis).index(e.basis)))
+
+
+def rule_evidence(dev: Device | str | None, *rules: str) -> tuple[Evidence, ...]:
+    """What backs rules of ``bf.torch.emulate``'s routes (evidence.json's ``rules``) on a device (or its name): the
+    entries of that device, else those of every device (``"*"``: also where there is none, for ``model=``)."""
+    name, out = getattr(dev, "name", dev), ()
+    for rule in rules:
+        entries = EVIDENCE["rules"][rule]["evidence"]
+        own = [e for e in entries if e["device"] == name] or [e for e in entries if e["device"] == "*"]
+        out += _evidence(own, EVIDENCE["rules"][rule]["claim"])
+    return out
 
 
 def open_questions(device_name: str | None = None, *, settled: bool = True) -> list[OpenQuestion]:
@@ -194,6 +216,24 @@ class Device:
         return Device(q.variant(self.name) or self.name, self.vendor, f"{self.arch} ({q.other})", tuple(instructions),
                       self.sources, "low", f"The other reading of '{q.id}': {q.other}. {q.evidence}",
                       variant_of=self.name)
+
+    def evidence(self, input_format: Any = "fp16", output_format: str = "fp32",
+                 instruction: str | None = None) -> tuple[Evidence, ...]:
+        """What backs :meth:`model`'s model for the pair (evidence.json, docs/evidence.md): our hardware records
+        with the rows each holds, published data, MMA-Sim's reading, assumptions; a variant adds its reading."""
+        self.model(input_format, output_format, instruction)  # no such model: its ValueError
+        ins = self.instruction(instruction) if instruction else self.instruction_for(input_format, output_format)
+        pair = f"{input_key(input_format)}->{_formats.get(output_format).name}"
+        if self.variant_of is not None:
+            return device(self.variant_of).evidence(input_format, output_format, instruction) + (
+                Evidence(f"{self.name}'s reading of an open question", Basis.ASSUMED, self.arch),)
+        claim, gpu = f"{self.name} {ins.name} {pair} model", (self.measured or {}).get("gpu")
+        if gpu:  # a device file blockfma.probe wrote from a GPU
+            return (Evidence(claim, Basis.RECORDED, f"blockfma.probe on {gpu}",
+                             self.measured.get("verification", {}).get("rows")),)
+        entries = [e for e in EVIDENCE["models"] if fnmatch.fnmatchcase(self.name, e["device"])
+                   and fnmatch.fnmatchcase(ins.name, e["instruction"])]
+        return _evidence(entries, claim, pair)
 
     def instruction_for(self, input_format: Any, output_format: str) -> Instruction:
         """The instruction :meth:`model` would use for the pair."""

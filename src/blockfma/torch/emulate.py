@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -243,12 +242,12 @@ class Emulation:
     # --- the log ---------------------------------------------------------------------------------------------------
     def evidence(self, route: Route, shape: tuple[int, int, int] | None = None) -> tuple[Evidence, ...]:
         """What a GEMM of ``shape`` (m, n, k) by ``route`` rests on: the route's evidence and its library plan's
-        for the shape; under ``strict`` an unbacked claim (the plan's first) raises
+        for the shape; under ``strict`` an unbacked claim (the route's first, then the plan's) raises
         :class:`blockfma.evidence.Unbacked` before any work."""
         plan = () if shape is None else (route.split_k.decide(*shape).evidence,)
         if self.strict:
             what = f"a {route.dtype} GEMM" + ("" if shape is None else f" of (m, n, k) = {shape}")
-            for claims in (plan, route.evidence) if plan else (route.evidence,):
+            for claims in (route.evidence, plan) if plan else (route.evidence,):
                 require_backed(claims, f"{what} under emulate({self.name!r})")
         return route.evidence + plan
 
@@ -261,21 +260,26 @@ class Emulation:
             self.log.append(Op(op, front.shapes(tensors), route.dtype, route, gemms,
                                found if route.model is not None else (), plans))
 
-    def report(self) -> str:
-        """The ops seen so far, one row per (op, dtype, shapes, route) with its count and note."""
-        counts = Counter((o.op, o.dtype, o.shapes, o.route) for o in self.log)
-        gemms = Counter()
+    def report(self, evidence: bool = False) -> str:
+        """The ops seen so far, one row per (op, dtype, shapes, route) with its count, the weakest basis of its
+        evidence and its note; ``evidence=True``: one row per source of each claim the op rests on instead."""
+        groups: dict[tuple, list[Op]] = {}
         for o in self.log:
-            gemms[(o.op, o.dtype, o.shapes, o.route)] += o.gemms
-        first = {(o.op, o.dtype, o.shapes, o.route): o for o in reversed(self.log)}
-        basis = {key: "-" if o.route.model is None else weakest(o.evidence).value for key, o in first.items()}
-        rows = [{"op": op, "dtype": dt, "shapes": sh, "calls": n, "gemms": gemms[(op, dt, sh, r)],
-                 "model": r.summary, "evidence": basis[(op, dt, sh, r)],
-                 "note": r.note + "".join(f"; {d.text} ({d.evidence.basis.value})"
-                                          for d in dict.fromkeys(first[(op, dt, sh, r)].plans))}
-                for (op, dt, sh, r), n in counts.items()]
+            groups.setdefault((o.op, o.dtype, o.shapes, o.route), []).append(o)
+        rows = []
+        for (op, dt, sh, r), ops in groups.items():
+            if evidence:
+                rows += [{"op": op, "dtype": dt, "shapes": sh, "claim": e.claim, "evidence": e.label}
+                         for e in ops[-1].evidence]
+            else:
+                basis = "-" if r.model is None else weakest(ops[-1].evidence).value
+                plans = "".join(f"; {d.text} ({d.evidence.basis.value})" for d in dict.fromkeys(ops[-1].plans))
+                rows.append({"op": op, "dtype": dt, "shapes": sh, "calls": len(ops), "gemms": sum(o.gemms for o in ops),
+                             "model": r.summary, "evidence": basis, "note": r.note + plans})
+        key = ["op", "dtype", "shapes"]
+        columns = key + (["claim", "evidence"] if evidence else ["calls", "gemms", "model", "evidence", "note"])
         head = f"emulate({self.name!r}): {len(self.log)} ops"
-        return head + "\n" + table(rows, ["op", "dtype", "shapes", "calls", "gemms", "model", "evidence", "note"])
+        return head + "\n" + table(rows, columns, group=key if evidence else ())
 
     def explain(self, op_or_shape: Any, dtype: Any = None, *, fast_accum: bool = False) -> str:
         """What runs, as text: for an Op of :attr:`log`, or an (m, n, k) shape with the ``dtype`` of its GEMM (a

@@ -13,8 +13,8 @@ import torch
 
 from .. import formats as _formats
 from ..arguments import ArgumentError, Shown
-from ..devices import Device, device as _device
-from ..evidence import Evidence
+from ..devices import Device, device as _device, rule_evidence
+from ..evidence import Basis, Evidence
 from ..model import Model
 from . import orders
 
@@ -85,23 +85,25 @@ def split_key(key: Any, argument: str = "split_k") -> str:
                         "or a pair (A's, B's) of them (or 'fp16', 'bf16', 'fp32', 'e4m3fn', 'e5m2', 'e4m3fn*e5m2')")
 
 
-def wrap(model: Model, fmt: str, where: str) -> Route:
+def wrap(model: Model, fmt: str, where: str, dev: Device | None = None, evidence: tuple[Evidence, ...] = ()) -> Route:
     """The route of a dtype whose format is ``fmt`` through ``model`` (a model for another pair is adapted:
-    see the ``bf.torch.emulate`` module docstring)."""
+    see the ``bf.torch.emulate`` module docstring); ``evidence``: the model's (none: the user's model, assumed),
+    to which the adaptation's rules are added (``dev``'s evidence of them)."""
     note, given = where, "model" if where == "model=" else "overrides"
+    evidence = evidence or (Evidence("the model", Basis.ASSUMED, f"given by {given}="),)
     if model.block_scaled:  # its scales come only with torch._scaled_mm's block-scaled operands
         raise ArgumentError(given, Shown(model.summary()), f"is block-scaled: it runs block-scaled torch._scaled_mm "
                             f"(blockfma.torch.mx), not {fmt} matmuls; for those emulate a device or give a plain model")
     if model.input_format.name == "tf32" and fmt == "fp32":
         if model.output_format.name != "fp32":
             raise ArgumentError(given, Shown(model.summary()), "a tf32 model for fp32 tensors must output fp32")
-        return Route(fmt, model, note, round_inputs="device")
+        return Route(fmt, model, note, round_inputs="device", evidence=evidence + rule_evidence(dev, "tf32-read"))
     scaled = not (_formats.holds(model.input_format, fmt) and _formats.holds(model.b_format, fmt))
     if scaled:
         note += f"; inputs scaled per tensor (power of 2) and rounded to {model.input_name}"
     out = model.output_format.name
     if out == fmt and not scaled:
-        return Route(fmt, model, note)
+        return Route(fmt, model, note, evidence=evidence)
     if not _formats.holds(model.output_format, fmt):
         raise ArgumentError(given, Shown(model.summary()), f"its output {out} is narrower than the {fmt} tensors "
                             "it would compute", fix=f"pass a model with {fmt} or fp32 output")
@@ -109,11 +111,11 @@ def wrap(model: Model, fmt: str, where: str) -> Route:
         try:
             lib = model.replace(output_format=fmt, accumulator_format=out, c_entry="end",
                                 name=f"{model.name or model.summary()}, chained, {out} sum stored as {fmt}")
-            return Route(fmt, lib, note)
+            return Route(fmt, lib, note, evidence=evidence + rule_evidence(dev, "library-chain"))
         except ValueError:
             pass
     return Route(fmt, model, note + f"; result rounded once to {fmt} (nearest even), then C added",
-                 scaled=scaled, stored=True)
+                 scaled=scaled, stored=True, evidence=evidence + rule_evidence(dev, "adapted"))
 
 
 def override(dev: Device | None, dtype: torch.dtype, value: Any) -> Route:
@@ -135,7 +137,8 @@ def override(dev: Device | None, dtype: torch.dtype, value: Any) -> Route:
                             f"{ins!r}", fix=f"it has {', '.join(names)}")
     for out in ("fp32", fmt):  # a library accumulates in fp32 where the instruction can
         if (fmt, out) in dev.instruction(ins).models:
-            return wrap(dev.instruction(ins).models[(fmt, out)], fmt, f"{dev.name} {ins}")
+            return wrap(dev.instruction(ins).models[(fmt, out)], fmt, f"{dev.name} {ins}", dev,
+                        dev.evidence(fmt, out, ins))
     have = ", ".join(f"{i}->{o}" for i, o in dev.instruction(ins).pairs())
     raise ArgumentError("overrides", Shown(f"{{{dtype}: {ins!r}}}"), f"{dev.name}'s {ins} takes no {fmt} "
                         f"inputs (it takes {have})")
@@ -152,7 +155,8 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
     if fmt in ("fp16", "bf16"):
         for ins in dev.instructions:
             if ins.name == "cublas" and (fmt, fmt) in ins.models:
-                return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)")
+                return Route(fmt, ins.models[(fmt, fmt)], f"{dev.name}'s probed library model (cublas)",
+                             evidence=dev.evidence(fmt, fmt, "cublas"))
         if (fmt, "fp32") not in pairs:
             takes = sorted({i for i, _ in pairs if "*" not in i})
             raise ArgumentError("dtype", Shown(f"torch.{dtype}".replace("torch.torch.", "torch.")),
@@ -161,16 +165,18 @@ def library(dev: Device | None, model: Model | None, dtype: torch.dtype, tf32: b
         ins = dev.instruction_for(fmt, "fp32")
         note = (f"no library model known for {dev.name}: the {ins.name} instruction model chained over K, "
                 f"the fp32 sum rounded once to {fmt}, then C")
-        return wrap(ins.models[(fmt, "fp32")], fmt, note)
+        return wrap(ins.models[(fmt, "fp32")], fmt, note, dev, dev.evidence(fmt, "fp32", ins.name))
     if tf32 and ("tf32", "fp32") in pairs:
         return Route(fmt, dev.model("tf32", "fp32"), f"TF32 (torch allows it): {dev.name}'s tf32 model, "
-                     "operands read from their fp32 registers", round_inputs="device")
+                     "operands read from their fp32 registers", round_inputs="device",
+                     evidence=dev.evidence("tf32", "fp32") + rule_evidence(dev, "tf32-read"))
     if ("fp32", "fp32") in pairs:
-        return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model")
+        return Route(fmt, dev.model("fp32", "fp32"), f"{dev.name}'s fp32 matrix model",
+                     evidence=dev.evidence("fp32", "fp32"))
     seq = _device("ieee-sequential").model("fp32", "fp32")
     why = "TF32 is off" if ("tf32", "fp32") in pairs else f"{dev.name} has no TF32"
     return Route(fmt, seq, f"{why}; {dev.name}'s fp32 GEMM (CUDA cores) is not modelled: an IEEE fp32 FMA "
-                 "chain in k order")
+                 "chain in k order", evidence=rule_evidence(dev, "fp32-fma-chain"))
 
 
 def with_split(route: Route, library: str | None, given: tuple = ()) -> Route:
@@ -200,7 +206,7 @@ def fp8(dev: Device | None, model: Model | None, a_dtype: torch.dtype, b_dtype: 
     fa, fb = FP8[a_dtype], FP8[b_dtype]
     key = fa if fa == fb else f"{fa}*{fb}"
     if model is not None:
-        base, where = model, "model="
+        base, where, evidence = model, "model=", (Evidence("the model", Basis.ASSUMED, "given by model="),)
         if not (_formats.holds(base.input_format, fa) and _formats.holds(base.b_format, fb)) or \
                 base.output_format.name != "fp32" or base.block_scaled:
             raise ArgumentError("model", Shown(base.summary()), f"torch._scaled_mm of {key} operands with fp32 "
@@ -218,15 +224,19 @@ def fp8(dev: Device | None, model: Model | None, a_dtype: torch.dtype, b_dtype: 
                                     "or pass emulate(model=an fp8 Model)")
         ins = dev.instruction_for(key, "fp32")
         base, where = ins.models[(key, "fp32")], f"{dev.name}'s {ins.name} {key}->fp32 model"
+        evidence = dev.evidence(key, "fp32", ins.name)
     if fast_accum:
         chosen, note = base, where + "; use_fast_accum: one chain over all of K"
+        evidence += rule_evidence(dev, "fp8-fast-accum")
     elif base.c_entry != "fused" or base.instruction_k is not None:
         chosen, note = base, where + "; each instruction's result is added in fp32 already (no promotion)"
     else:
         chosen = base.replace(c_entry="after", instruction_k=PROMOTE_K,
                               name=f"{base.name or base.summary()}, promoted every {PROMOTE_K}")
         note = where + f"; promoted to an fp32 sum every {PROMOTE_K} products (no use_fast_accum; interval assumed)"
-    return Route(key, chosen, note + "; scales, bias and out_dtype in a binary32 epilogue")
+        evidence += rule_evidence(dev, "fp8-promotion")
+    return Route(key, chosen, note + "; scales, bias and out_dtype in a binary32 epilogue",
+                 evidence=evidence + rule_evidence(dev, "scaled-epilogue"))
 
 
 def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, size: int) -> Route:
@@ -249,7 +259,9 @@ def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, si
             raise ArgumentError("model", Shown(model.summary()), f"torch._scaled_mm of {what} needs a "
                                 f"block-scaled (scaled-fused) model of that recipe with fp32 output",
                                 fix=f"e.g. bf.device('B200').instruction('tcgen05.{kind}').models")
-        return Route(pair, model, f"model=, chained over K in its fp32 accumulator; {epilogue}")
+        return Route(pair, model, f"model=, chained over K in its fp32 accumulator; {epilogue}",
+                     evidence=(Evidence("the model", Basis.ASSUMED, "given by model="),
+                               *rule_evidence(None, "block-accumulator", "scaled-epilogue")))
     assert dev is not None
     found = [i for i in dev.instructions if i.name.split(".", 1)[-1] == kind and (pair, "fp32") in i.models]
     if not found:
@@ -260,7 +272,9 @@ def block(dev: Device | None, model: Model | None, fa: str, fb: str, fs: str, si
     ins = found[0]
     return Route(pair, ins.models[(pair, "fp32")],
                  f"{dev.name}'s {ins.name} {pair}->fp32 model chained over K, each instruction's fp32 result "
-                 f"the next one's C (the accumulator, assumed); {epilogue}")
+                 f"the next one's C (the accumulator, assumed); {epilogue}",
+                 evidence=dev.evidence(pair, "fp32", ins.name) + rule_evidence(dev, "block-accumulator",
+                                                                               "scaled-epilogue"))
 
 
 def overrides(dev: Device | None, given: Mapping[Any, Any] | None) -> dict[torch.dtype, Route]:
