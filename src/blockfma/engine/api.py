@@ -128,9 +128,6 @@ def _exact_objects(arr: np.ndarray, what: str) -> np.ndarray:
     return out
 
 
-_native_format = functools.lru_cache(maxsize=64)(_formats.of_dtype)  # per dtype: the registry is fixed
-
-
 def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMode | None,
                   transposed: bool = False, source: Any = None) -> np.ndarray:
     """x, or ValueError naming the first value ``fmt`` does not hold (index as the caller passed it: reversed
@@ -312,6 +309,7 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple
 
 
 _available_memory = available_memory  # a module name, so tests can stand in a smaller machine
+_native_format = functools.lru_cache(maxsize=64)(_formats.of_dtype)  # per dtype: the registry is fixed
 MEMORY_UNCHECKED = 1 << 26  # bytes of working set below which no call is refused (64 MiB)
 MEMORY_FACTOR = 7  # peak bytes per float64 of an m x n result (measured: 4 numpy, 6.3 numba, 3000^2 x 16)
 

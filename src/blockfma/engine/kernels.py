@@ -21,8 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..formats import Format, RoundingMode, holds
-from ..formats import get as get_format
+from ..formats import Format, RoundingMode, get as get_format, holds
 from ..formats import round as round_values
 from ..model import Model, NaNStyle
 from ..plan import Index, Plan, array_index
@@ -209,12 +208,10 @@ def store(model: Model, values: np.ndarray) -> np.ndarray:
 
 
 def _casts(model: Model) -> bool:
-    """Whether numpy's casts float64 -> float32 -> the output format's dtype round as :func:`store` and
-    :func:`add_c` do (a small call's time went to their exact code): an fp16, bf16 or fp32 output with
-    subnormals, NaN payloads not carried (``finish`` writes NaNs).  For binary32 values (a store) the first
-    cast is exact; a sum of two values of the output format (p <= 24 bits) rounded to binary64, binary32,
-    then p bits is rounded once, double rounding being innocuous where the wider precision is at least
-    2p + 2 (Figueroa 1995).  tests/test_engine_vs_reference.py holds the casts to the exact code."""
+    """Whether numpy's casts float64 -> float32 -> the output dtype round as :func:`store` and :func:`add_c` must:
+    fp16, bf16 or fp32 with subnormals, NaN payloads not carried.  A binary32 value casts to float32 exactly; a
+    sum of two values of p <= 24 bits rounded to 53, 24, then p bits is rounded once (Figueroa 1995: double
+    rounding is innocuous from 2p + 2 bits).  tests/test_engine_vs_reference.py holds them to the exact code."""
     out = model.output_format
     return (out.name in ("fp16", "bf16", "fp32") and out == get_format(out.name) and model.subnormals
             and model.nan is not NaNStyle.PROPAGATE)
