@@ -39,8 +39,8 @@ def supports(model: Model) -> bool:
 
 #: products below which the kernels run on one thread: on a loaded machine a parallel region waits for a
 #: descheduled thread (2 cores under load, one thread against two: 0.3 against 24 ms for 256 rows of 32 products,
-#: 0.4 against 12 ms at 64x128x128, 4 against 14-20 ms at 256^3, where two save at most half: bench_small.py)
-SMALL_WORK = 1 << 24
+#: 0.4 against 12 ms at 64x128x128, 4 against 20 ms at 256^3, where two save at most half: bench_small.py)
+SMALL_WORK = 1 << 25
 STEP_SUMS = 1 << 22  # step sums (float64) one compiled call of _steps makes at most (32 MB)
 
 
