@@ -7,11 +7,12 @@ times, as the best of ``--repeat`` calls after a warm-up call (numba compiled, p
 * ``bf.gemm`` with each device's fp16 -> fp32 model (2-D shapes only: ``bf.gemm`` takes matrices);
 * ``torch.matmul`` and ``F.linear`` under ``bf.torch.emulate(device)`` in fp16, bf16 and fp32 (CPU tensors);
 
-and beside them, in the same run, numpy's and torch's float32 matmul of the shape (timed again before each
-case, the best kept), and the **floor**: the shape's multiply-adds at the rate the engine reaches on a 1024^3
-GEMM of the same model (timed once per model in this run; ``--floor-n`` changes the size).  It prints seconds
-per call and the ratios to the floor, to numpy and to torch.  Nothing is asserted (CI does not run it);
-ratios, not absolute times, are comparable between machines.  The default run takes well under a minute:
+and beside them, in the same run, numpy's and torch's float32 matmul of the shape on one thread (timed
+again before each case, the best kept), and the **floor**: the shape's multiply-adds at the rate the engine
+reaches on a 1024^3 GEMM of the same model (timed once per model in this run; ``--floor-n`` changes the
+size).  It prints seconds per call and the ratios to the floor, to numpy and to torch.  Nothing is asserted
+(CI does not run it); ratios, not absolute times, are comparable between machines.  The default run takes
+well under a minute:
 
     python benchmarks/bench_small.py
     python benchmarks/bench_small.py --shapes 64x128x128,8x64x64x64 --devices H100 --repeat 50
@@ -23,7 +24,12 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import os
 import sys
+
+# the baselines on one thread, as the engine runs small calls: on a shared machine a BLAS call's threads wait
+# for a core (numpy took 16 ms for a 128^3 matmul under load); set before numpy loads OpenBLAS
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
@@ -82,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_small: {exc}", file=sys.stderr)
         return 2
     import blockfma.torch  # noqa: F401 - bf.torch
+
+    torch.set_num_threads(1)  # the torch baseline on one thread too (the routed ops' own torch work is copies)
 
     meta = provenance(torch.device("cpu"))
     show(", ".join(f"{k} {v}" for k, v in meta.items()))
