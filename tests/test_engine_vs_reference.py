@@ -415,3 +415,29 @@ def test_narrow_c_engines_match_reference_bulk(model):
     assert FAST is None or FAST.supports(model)
     for be in ["numpy"] + (["numba"] if FAST else []):
         assert bits(bf.gemm(A, B, C, model=model, backend=be)).astype(np.int64).tolist() == want, be
+
+
+@pytest.mark.parametrize("out", ["fp16", "bf16", "fp32"])
+def test_store_and_add_c_casts_round_as_the_exact_code(out):
+    """kernels.store and kernels.add_c round by numpy's casts where the output is fp16, bf16 or fp32
+    (kernels._casts): bit for bit what formats.round and wide.ieee_op give, on random binary32 codes (ties,
+    subnormals, overflow, zeros and infinities among them) and on sums of values close in exponent."""
+    from blockfma.engine import kernels, wide
+
+    model = bf.device("H100").model("fp16", "fp32").replace(output_format=out, accumulator_format="fp32")
+    assert kernels._casts(model)
+    rng = np.random.default_rng(34)
+    u = rng.integers(0, 2**32, 100_000, dtype=np.uint64).astype(np.uint32)
+    x = u[(u & 0x7F800000) != 0x7F800000].view(np.float32).astype(np.float64)  # finite codes
+    x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, 65520.0, 65519.99, 2.0**-25, 2.0**-25 * 3]])
+    want = F.round(out, x)
+    same = bits(kernels.store(model, x)) == bits(want)
+    assert same.all(), x[~same][:3]
+    a = F.decode(out, rng.integers(0, 2**F.get(out).bits, 100_000))
+    b = F.round(out, np.ldexp(a, -rng.integers(0, 30, a.size)) * rng.choice([-1.0, 1.0], a.size))
+    for c in (b, F.decode(out, rng.integers(0, 2**F.get(out).bits, a.size))):
+        with np.errstate(invalid="ignore"):
+            want = wide.ieee_op(F.get(out), F.RoundingMode.TiesToEven, True, "ieee", [a, c])
+        got = kernels.add_c(model, a, c)
+        same = (bits(got) == bits(want)) | (np.isnan(got) & np.isnan(want))  # NaN codes: finish writes them
+        assert same.all(), (a[~same][:3], c[~same][:3])

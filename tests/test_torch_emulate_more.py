@@ -279,10 +279,10 @@ def test_a_batched_matmul_is_one_engine_call_with_each_slice_as_bf_gemm(monkeypa
     for t in range(5):
         want = bf.gemm(A[t].numpy(), B[t].numpy(), C[t].numpy(), model=model, backend="numpy")
         same_bits(got[t], torch.from_numpy(want))
-    monkeypatch.setattr(api, "_available_memory", lambda: 2**20)
-    with pytest.raises(MemoryError, match=r"^2 gemms 64x1024x64 needs about 0\.0 GiB"):
+    monkeypatch.setattr(api, "_available_memory", lambda: 2**20)  # (calls below api.MEMORY_UNCHECKED all run)
+    with pytest.raises(MemoryError, match=r"^2 gemms 1024x1x1024 needs about 0\.1 GiB"):
         with bf.torch.emulate("H100"):
-            torch.bmm(data(2, 64, 1024), data(2, 1024, 64, seed=1))
+            torch.bmm(data(2, 1024, 1), data(2, 1, 1024, seed=1))
 
 
 # --- the GPU engine refuses what cannot fit ----------------------------------------------------------------------

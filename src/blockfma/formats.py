@@ -769,7 +769,9 @@ def to_numpy(fmt: Format | str, x: Any, *, check: bool = True) -> np.ndarray:
                              f"round it first with blockfma.formats.round({fmt.name!r}, x)")
     if fmt.dtype_name in ("float64", "float32", "float16"):
         return x.astype(fmt.dtype)
-    # ml_dtypes types: go through the bit patterns so no cast can round
+    if fmt.name == "bf16" and not np.isnan(x).any():  # bf16 values widen exactly to binary32: no cast rounds
+        return x.astype(np.float32).astype(fmt.dtype)
+    # other ml_dtypes types: go through the bit patterns so no cast can round
     codes = encode(fmt, x)
     return codes.astype(uint_dtype(fmt.dtype.itemsize * 8)).view(fmt.dtype)
 

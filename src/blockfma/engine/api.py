@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -134,7 +136,7 @@ def _check_format(fmt: Format, x: np.ndarray, what: str, round_with: RoundingMod
     an fp16 or fp32 input) needs no look at its values."""
     if round_with is not None:
         return _formats.round(fmt, x, round_with)
-    native = _formats.of_dtype(source.dtype) if isinstance(source, np.ndarray) else None
+    native = _native_format(source.dtype) if isinstance(source, np.ndarray) else None
     if native is not None and _formats.holds_codes(fmt, native):
         return x
     ok = _formats.is_representable(fmt, x)
@@ -197,7 +199,7 @@ def _prepare(model: Model, a: np.ndarray, b: np.ndarray, c: np.ndarray, round_in
     elif check or mode_ab is not None:
         a = _check_format(model.input_format, a, names[0], mode_ab, source=given[0])
         b = _check_format(model.b_format, b, names[1], mode_ab, transposed=b_transposed, source=given[1])
-    if check or mode_c is not None:
+    if (check or mode_c is not None) and (len(given) < 3 or given[2] is not None):  # no C given: +0 made here
         c = _check_format(model.c_format, c, names[2], mode_c, source=given[2] if len(given) > 2 else None)
     return flush_operands(model, a, b, c)
 
@@ -307,6 +309,8 @@ def _scales(model: Model, scale_a: Any, scale_b: Any, k: int, leads: tuple[tuple
 
 
 _available_memory = available_memory  # a module name, so tests can stand in a smaller machine
+_native_format = functools.lru_cache(maxsize=64)(_formats.of_dtype)  # per dtype: the registry is fixed
+MEMORY_UNCHECKED = 1 << 26  # bytes of working set below which no call is refused (64 MiB)
 MEMORY_FACTOR = 7  # peak bytes per float64 of an m x n result (measured: 4 numpy, 6.3 numba, 3000^2 x 16)
 
 
@@ -314,6 +318,8 @@ def _check_memory(outputs: int, inputs: int, label: str) -> None:
     """Refuse up front a call whose working set (about MEMORY_FACTOR float64 per output, 3 per input value)
     exceeds the memory available, instead of dying in numpy's MemoryError halfway (or being killed)."""
     need = 8 * (MEMORY_FACTOR * outputs + 3 * inputs)
+    if need < MEMORY_UNCHECKED:  # reading the machine's memory costs more than a small call's products
+        return
     have = _available_memory()
     if have is not None and need > have:
         gib = 2.0**30
@@ -325,7 +331,7 @@ def _check_memory(outputs: int, inputs: int, label: str) -> None:
 class _Progress:
     """A one-line progress report on stderr for long GEMMs (off unless asked for or long and on a TTY)."""
 
-    def __init__(self, enabled: bool | None, work: int, label: str):
+    def __init__(self, enabled: bool | None, work: int, label: Callable[[], str]):
         if enabled is not None:
             enabled = flag("progress", enabled)
         self.on = (work >= 4e9 and on_terminal()) if enabled is None else enabled
@@ -337,7 +343,7 @@ class _Progress:
             elapsed = time.monotonic() - self.start
             eta = elapsed * (1 - done) / done if done > 0 else float("nan")
             end = "\n" if done >= 1 else ""
-            print(f"\r{self.label}: {100 * done:5.1f}%  {elapsed:6.1f} s, about {eta:5.0f} s left", end=end,
+            print(f"\r{self.label()}: {100 * done:5.1f}%  {elapsed:6.1f} s, about {eta:5.0f} s left", end=end,
                   file=sys.stderr, flush=True)
 
 
@@ -383,7 +389,7 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
         return call
     p, ops = call
     _, m, k, n = ops.shape
-    report = _Progress(progress, ops.work, f"gemm {mdl.summary()} {m}x{k}x{n}")
+    report = _Progress(progress, ops.work, lambda: f"gemm {mdl.summary()} {m}x{k}x{n}")
     return _execute(p, ops, backend, report if report.on else None)[0]
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..formats import Format, RoundingMode
+from ..formats import Format, RoundingMode, get as get_format, holds
 from ..formats import round as round_values
 from ..model import Model, NaNStyle
 from ..plan import Index, Plan, array_index
@@ -192,10 +192,26 @@ class Blocks:
 
 def add_c(model: Model, s: np.ndarray, c: np.ndarray) -> np.ndarray:
     """C added after a step's blocks: one IEEE addition, TiesToEven into the output format."""
+    if _casts(model) and holds(model.output_format, model.c_format):  # s: a value of the output format
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (s + c).astype(np.float32).astype(model.output_format.dtype).astype(np.float64)
     return wide.ieee_op(model.output_format, RoundingMode.TiesToEven, model.subnormals, "ieee", [s, c])
 
 
 def store(model: Model, values: np.ndarray) -> np.ndarray:
     """An accumulator's results rounded to nearest even into the model's output format (NaN, infinities and
     the sign of zero kept)."""
+    if _casts(model) and rules.values_in_binary32(model.accumulator):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return values.astype(np.float32).astype(model.output_format.dtype).astype(np.float64)
     return round_values(model.output_format, values, RoundingMode.TiesToEven, subnormals=model.subnormals)
+
+
+def _casts(model: Model) -> bool:
+    """Whether numpy's casts float64 -> float32 -> the output dtype round as :func:`store` and :func:`add_c` must:
+    fp16, bf16 or fp32 with subnormals, NaN payloads not carried.  A binary32 value casts to float32 exactly; a
+    sum of two values of p <= 24 bits rounded to 53, 24, then p bits is rounded once (Figueroa 1995: double
+    rounding is innocuous from 2p + 2 bits).  tests/test_engine_vs_reference.py holds them to the exact code."""
+    out = model.output_format
+    return (out.name in ("fp16", "bf16", "fp32") and out == get_format(out.name) and model.subnormals
+            and model.nan is not NaNStyle.PROPAGATE)

@@ -201,10 +201,10 @@ class Triton(Engine):
     def supports(self, p: Plan, ops: Operands | None) -> str | None:
         if ops is None or not ops.gemm:
             return "it runs bf.gemm only (its kernel tiles a matrix product)"
+        if ops.device == "cpu" and not triton.interpreting():  # before the look for triton: every CPU call asks
+            return "it runs CPU tensors under Triton's interpreter only (TRITON_INTERPRET=1)"
         if ops.device is not None and not optional.available("triton"):
             return "triton is not installed"
-        if ops.device == "cpu" and not triton.interpreting():
-            return "it runs CPU tensors under Triton's interpreter only (TRITON_INTERPRET=1)"
         return triton.unsupported_reason(p.model)
 
     def auto(self, p: Plan, ops: Operands) -> str | None:

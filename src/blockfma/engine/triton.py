@@ -86,8 +86,9 @@ def available() -> bool:
     return interpreting() or bool(torch.cuda.is_available())
 
 
+@lru_cache(maxsize=512)
 def unsupported_reason(model: Model) -> str | None:
-    """Why the Triton kernels do not run ``model`` (one clause), or None where they do."""
+    """Why the Triton kernels do not run ``model`` (one clause), or None where they do (cached per model)."""
     m = model.arithmetic_model()
     if m.family in STEP_FAMILIES:
         return _step_reason(m)

@@ -59,7 +59,6 @@ def _product(A: np.ndarray, B: np.ndarray, C: np.ndarray | None, route: Route, b
     return D.reshape(A.shape[:-2] + (m, n))
 
 
-
 def pow2_scale(x: np.ndarray, fmt: _formats.Format) -> int:
     """e such that the largest finite magnitude of x times 2**e is at most fmt's largest value (0 when x has
     no nonzero finite value)."""

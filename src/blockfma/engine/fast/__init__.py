@@ -9,6 +9,8 @@ this module runs the step plan around them.  See ``families.py`` for why each ke
 
 from __future__ import annotations
 
+import functools
+
 import numba  # without numba this package does not import, and the engine runs numpy
 import numpy as np
 
@@ -20,10 +22,11 @@ from ..kernels import add_c, store
 __all__ = ["supports", "batched"]
 
 
+@functools.lru_cache(maxsize=512)
 def supports(model: Model) -> bool:
     """Whether a compiled kernel runs this model (the numpy engine runs every model): the block model's
     family has one (``Family.numba``, :mod:`.runners`), its products are exact in float64, its results have
-    at most 51 bits, and the family's runner takes it."""
+    at most 51 bits, and the family's runner takes it (cached: models are frozen and hashable)."""
     block = model.block_model()
     if block is not model:  # block by block, see _steps
         return supports(block)
@@ -34,9 +37,11 @@ def supports(model: Model) -> bool:
     return model.family.implementation("numba").supports(model)
 
 
-#: products below which the kernels run on one thread: waking numba's thread pool costs more than the
-#: work (measured on the 2-core CI machine under load: 24 ms against 0.3 ms for 256 rows of 32 products)
-SMALL_WORK = 1 << 16
+#: products below which the kernels run on one thread: on a loaded machine a parallel region waits for a
+#: descheduled thread (2 cores under load, one thread against two: 0.3 against 24 ms for 256 rows of 32 products,
+#: 0.4 against 12 ms at 64x128x128, 4 against 20 ms at 256^3, where two save at most half: bench_small.py); at
+#: 2^22 products (about 1 ms on one thread) a quiet machine of many cores loses at most that much
+SMALL_WORK = 1 << 22
 STEP_SUMS = 1 << 22  # step sums (float64) one compiled call of _steps makes at most (32 MB)
 
 
