@@ -217,3 +217,20 @@ def test_nan_and_infinite_logits():
     masked = torch.tensor([[0.5, float("-inf"), 1.0]])
     assert _kl(masked, masked.half()) == 0.0
     assert _kl(torch.tensor([[0.5, 0.25, 1.0]]), masked) == float("inf")
+
+
+def test_ops_emulation_does_not_cover_are_listed():
+    """A conv1d runs natively under every device: the notes name it, so a reader knows it is not compared."""
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv1d(2, 2, 3)
+            self.lin = torch.nn.Linear(6, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(self.conv(x))
+
+    torch.manual_seed(0)
+    div = bf.torch.divergence(Net().half(), torch.randn(1, 2, 8).half(), ["H100", "MI300X"])
+    assert any(n.startswith("not emulated") and "conv1d x2" in n for n in div.notes), div.notes
+    assert "linear" not in " ".join(div.notes)

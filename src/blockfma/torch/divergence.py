@@ -302,14 +302,20 @@ def divergence(model: torch.nn.Module, inputs: Any, devices: Sequence[Any] = ("H
                             f"model returns {got}", fix="pass a model that maps ids to logits (a tensor or .logits)")
     if generate:
         tokens["fp64"] = _greedy(ref_model, ids, generate)
+    native: dict[str, int] = {}
     for label, emu in zip(labels, emus):
+        start = len(emu.log)
         with emu:
             module = copy.deepcopy(model).eval()
             outputs[label], finals[label] = _capture(module, args)
             if generate:
                 tokens[label] = _greedy(module, ids, generate)
+        for o in emu.log[start:]:  # ops the emulation does not cover ran natively: the same in every run
+            native[o.op] = native.get(o.op, 0) + (o.route.model is None)
     div = Divergence(_rows(outputs, labels), labels, outputs, tokens=tokens)
     _summary(div, ids, finals)
+    ran = ", ".join(f"{op} x{n}" for op, n in native.items() if n)
+    div.notes += [f"not emulated (native torch in every run, so not part of the differences): {ran}"] * bool(ran)
     return div
 
 
