@@ -64,8 +64,9 @@ MODULI: tuple[int, ...] = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
                            223, 217, 211, 199, 197, 193, 191, 181, 179, 173)
 """Default moduli of Ozaki II, pairwise coprime, in the order they are used (GEMMul8's int8 table)."""
 
+FUSED_MODULI = 22  # at most this many moduli for the fused kernels (.ozaki_fused): sum r_l c_l < 2**190
 DEFAULT_N_MODULI = 16  # fp64-level accuracy on random normal matrices up to k of several thousand (see ozaki2)
-_RESIDUE_K = INT32_MAX // (128 * 128)  # 131071: products of centred residues (|r| <= 128) summed in int32
+RESIDUE_K = INT32_MAX // (128 * 128)  # 131071: products of centred residues (|r| <= 128) summed in int32
 _BOUND_BITS = 6  # Ozaki II accurate scaling: |A''| <= 2**6 = 64
 _BOUND_K = INT32_MAX // (64 * 64)  # 524287
 
@@ -194,13 +195,13 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
     return max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
 
 
-def int_mm(torch: Any, a: Any, b: Any) -> Any:
-    """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact) for tensors already padded to
-    :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
+def int_mm(torch: Any, a: Any, b: Any, out: Any = None) -> Any:
+    """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact; into ``out`` if given) for tensors already padded
+    to :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
     and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md)."""
     if b.stride(0) != 1:
         b = b.t().contiguous().t()
-    return torch._int_mm(a.contiguous(), b)
+    return torch._int_mm(a.contiguous(), b) if out is None else torch._int_mm(a.contiguous(), b, out=out)
 
 
 def torch_unit(device: str | None = None) -> Unit:
@@ -609,7 +610,7 @@ def ozaki2_steps(xp: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str,
     Ai, Bi = integers(xp, Ai), integers(xp, Bi)  # int64 up to 16 moduli: fewer passes per residue
     crt = CRT(xp, mods)
     for mo in mods:
-        crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), _RESIDUE_K) % mo)
+        crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), RESIDUE_K) % mo)
     Xf = crt.value(block)  # one rounding, to nearest even
     with np.errstate(under="ignore", over="ignore"):
         return arrays.ldexp(xp, Xf, -(sa[:, None] + sb[None, :]))

@@ -1,0 +1,197 @@
+"""Ozaki II fused into Triton kernels (:mod:`blockfma.multiword.ozaki_fused`), the device path of
+``matmul(method="ozaki2")`` on tensors: under Triton's interpreter on the CPU, held bit for bit (float64
+patterns, -0 included) to the unfused path (:func:`.ozaki.ozaki2_steps` on the same tensors) and to an
+oracle in Python integers and Fractions (the scaled integers' exact product, rounded by ``float`` and
+scaled by ``math.ldexp``); the compiled kernels on a GPU (marked gpu) to the same."""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="tensors need torch: pip install 'blockfma[torch]'")
+pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
+
+from hypothesis import given, settings, strategies as st
+
+from blockfma import multiword as mw
+from blockfma.arguments import ArgumentError
+from blockfma.multiword import hardware, ozaki as oz, tensors
+from helpers import triton_mode
+
+MODULI = oz.MODULI + (167, 163)  # 22 pairwise coprime moduli: as many as the fused kernels take
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
+
+
+@pytest.fixture(autouse=True)
+def interpreter(request, monkeypatch):
+    """Triton's interpreter on (off for the tests marked gpu); one mode per process for the engine's kernel
+    and for these."""
+    gpu = bool(request.node.get_closest_marker("gpu"))
+    triton_mode(monkeypatch, gpu)
+    fused = sys.modules.get("blockfma.multiword.ozaki_fused")
+    if fused is not None and fused.interpreted() == gpu:
+        pytest.skip("the fused kernels were defined in the other mode in this process (one mode per process)")
+
+
+def _bits(x):
+    return np.asarray(x.cpu().numpy() if hasattr(x, "cpu") else x, dtype=np.float64).view(np.uint64)
+
+
+def _oracle(A, B, mods, scaling):
+    """The scheme's result from its shifts by Python integers: A' = trunc(2**sa A), B' likewise (Fractions),
+    X = A' @ B' exactly (|X| < P/2 checked), rounded once by ``float`` and scaled by ``math.ldexp`` (one
+    rounding; beyond binary64: +-inf)."""
+    sa, sb = oz.ozaki2_shifts(A, B, math.prod(mods), scaling)
+    Ai = [[int(Fraction(float(x)) * Fraction(2) ** int(s)) for x in row] for row, s in zip(A, sa)]
+    Bi = [[int(Fraction(float(B[l, j])) * Fraction(2) ** int(sb[j])) for j in range(B.shape[1])]
+          for l in range(B.shape[0])]
+    out = np.zeros((A.shape[0], B.shape[1]))
+    for i in range(A.shape[0]):
+        for j in range(B.shape[1]):
+            X = sum(Ai[i][l] * Bi[l][j] for l in range(A.shape[1]))
+            assert 2 * abs(X) < math.prod(mods)
+            try:
+                out[i, j] = math.ldexp(float(X), -int(sa[i] + sb[j]))
+            except OverflowError:
+                out[i, j] = math.copysign(math.inf, X)
+    return out
+
+
+def _run(A, B, mods, scaling="fast"):
+    """(fused, unfused, the fused kernels' own result): matmul on CPU tensors under the interpreter (the fused
+    path, checked to have run) and without it (the unfused path), both with the overflow settled, and
+    :func:`.ozaki_fused.ozaki2` itself (before settling)."""
+    from blockfma.multiword import ozaki_fused
+
+    T, U = torch.from_numpy(A), torch.from_numpy(B)
+    out = []
+    for interpret in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+            mp.setenv("TRITON_INTERPRET", interpret)
+            warnings.simplefilter("ignore", mw.OverflowWarning)
+            C, info = mw.matmul(T, U, method="ozaki2", moduli=mods, scaling=scaling, return_info=True)
+        assert info["unit"].endswith("fused (Triton)") == (interpret == "1")
+        assert info["calls"] == len(mods) + (scaling == "accurate")
+        out.append(C)
+    return out[0], out[1], ozaki_fused.ozaki2(torch, T, U, mods, scaling, hardware.Int8Unit("hardware:cpu"))
+
+
+def _data(rng, kind, shape):
+    if kind == "normal":
+        return rng.standard_normal(shape)
+    if kind == "uniform":
+        return rng.random(shape)
+    if kind == "wide":  # exponents over 2**-60 .. 2**60 within each row and column
+        return rng.standard_normal(shape) * 2.0 ** rng.integers(-60, 61, shape)
+    if kind == "huge":  # products beyond binary64: +-inf (the overflow settled as unfused)
+        return rng.standard_normal(shape) * 2.0**520
+    if kind == "tiny":  # subnormal operands and results that underflow to subnormals and to +-0
+        return rng.standard_normal(shape) * 2.0 ** rng.integers(-1074, -500, shape)
+    X = rng.integers(-3, 4, shape).astype(np.float64)  # "zeros": small integers, zero rows, -0
+    X[: shape[0] // 3] = -0.0
+    return X
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=st.integers(1, 24), k=st.integers(1, 40), n=st.integers(1, 24),
+       kind=st.sampled_from(["normal", "uniform", "wide", "huge", "tiny", "zeros"]),
+       count=st.integers(1, len(MODULI)), scaling=st.sampled_from(["fast", "accurate"]), seed=st.integers(0, 2**16))
+def test_fused_is_the_unfused_path_and_the_exact_scheme_bit_for_bit(m, k, n, kind, count, scaling, seed):
+    rng = np.random.default_rng(seed)
+    A, B = _data(rng, kind, (m, k)), _data(rng, kind, (k, n))
+    got, want, raw = _run(A, B, MODULI[:count], scaling)
+    assert np.array_equal(_bits(got), _bits(want)), f"{np.count_nonzero(_bits(got) != _bits(want))} differ"
+    assert np.array_equal(_bits(raw), _bits(_oracle(A, B, MODULI[:count], scaling)))
+
+
+@pytest.mark.parametrize("kind,count,scaling", [("tiny", 16, "fast"), ("huge", 22, "accurate"),
+                                                ("wide", 20, "fast"), ("zeros", 1, "fast")])
+def test_fused_at_the_ends_of_binary64(kind, count, scaling):
+    """Pinned cases: -0 and subnormal results, +-inf, 22 moduli (the limbs' widest sums), one modulus."""
+    rng = np.random.default_rng([count, len(kind)])
+    A, B = _data(rng, kind, (19, 33)), _data(rng, kind, (33, 9))
+    got, want, raw = _run(A, B, MODULI[:count], scaling)
+    assert np.array_equal(_bits(got), _bits(want)) and np.array_equal(_bits(raw), _bits(_oracle(A, B, MODULI[:count],
+                                                                                                 scaling)))
+    if kind == "tiny":
+        assert (_bits(got) == 2**63).any() and ((got != 0) & (got.abs() < 2.0**-1022)).any()
+    if kind == "huge":
+        assert torch.isinf(got).any()
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_non_contiguous_tensors_give_the_contiguous_bits(layout):
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((12, 20)), rng.standard_normal((20, 7))
+    want = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2")
+    if layout == "transposed":
+        T, U = torch.from_numpy(A.T.copy()).T, torch.from_numpy(B.T.copy()).T
+    else:
+        T, U = torch.from_numpy(np.repeat(A, 2, axis=1))[:, ::2], torch.from_numpy(np.repeat(B, 3, axis=0))[::3]
+    assert not T.is_contiguous() and np.array_equal(_bits(mw.matmul(T, U, method="ozaki2")), _bits(want))
+
+
+def test_rows_in_blocks_and_k_in_chunks_keep_the_bits(monkeypatch):
+    """A's rows in blocks (the products held under PRODUCT_BYTES) and k in chunks (int64 sums of int32
+    products, as for k > 131071): the same bits, one int8 product per modulus, block and chunk."""
+    from blockfma.multiword import ozaki_fused
+
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((45, 100)), rng.standard_normal((100, 21))
+    mods = MODULI[:5]
+    _, want, _ = _run(A, B, mods)
+    monkeypatch.setattr(ozaki_fused, "PRODUCT_BYTES", 5 * 4 * 24 * 20)  # 20 rows of 24 (padded) columns a block
+    got, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2", moduli=mods, return_info=True)
+    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 3 * 5
+    monkeypatch.setattr(oz, "RESIDUE_K", 40)  # 104 (padded) in chunks of 40, 40 and 24; int64: 10 rows a block
+    got, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2", moduli=mods, return_info=True)
+    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 5 * 5 * 3
+
+
+def test_where_the_fused_path_runs():
+    """Compiled Triton on a GPU or the interpreter on the CPU, never the other pairings; more moduli than the
+    kernels' limbs hold (23) run unfused, with the same bits."""
+    assert tensors.fused_here(torch.device("cpu")) and not tensors.fused_here(torch.device("cuda"))
+    mods = MODULI + (157,)
+    rng = np.random.default_rng(6)
+    A, B = rng.standard_normal((6, 9)), rng.standard_normal((9, 4))
+    got, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2", moduli=mods, return_info=True)
+    assert info["unit"].endswith(f"{len(mods)} moduli")
+    assert np.array_equal(_bits(got), _bits(mw.matmul(A, B, method="ozaki2", moduli=mods)))
+
+
+def test_without_the_interpreter_the_cpu_runs_unfused(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert not tensors.fused_here(torch.device("cpu"))
+    got, info = mw.matmul(torch.ones(3, 4, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64),
+                          method="ozaki2", return_info=True)
+    assert info["unit"].endswith("16 moduli") and torch.equal(got, torch.full((3, 2), 4.0, dtype=torch.float64))
+
+
+def test_a_product_beyond_memory_is_refused_before_the_kernels():
+    huge = torch.ones(1, 1, dtype=torch.float64).expand(2**21, 2**21)  # a view: nothing allocated
+    with pytest.raises(ArgumentError, match=r"^A=.*needs about .* GiB on cpu, and .* GiB are free; split the product"):
+        mw.matmul(huge, huge, method="ozaki2")
+
+
+# --- the compiled kernels ----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("shape", [(7, 40, 5), (256, 1000, 200), (513, 2048, 300)])
+@pytest.mark.parametrize("count,scaling", [(14, "fast"), (16, "accurate"), (22, "fast")])
+def test_cuda_fused_is_the_unfused_path(shape, count, scaling):
+    (m, k, n), mods = shape, MODULI[:count]
+    rng = np.random.default_rng([m, count])
+    for kind in ("uniform", "normal", "wide", "tiny"):
+        A, B = _data(rng, kind, (m, k)), _data(rng, kind, (k, n))
+        T, U = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+        got, info = mw.matmul(T, U, method="ozaki2", moduli=mods, scaling=scaling, return_info=True)
+        assert got.is_cuda and info["unit"].endswith("fused (Triton)")
+        want = oz.ozaki2_steps(torch, T, U, mods, scaling, hardware.Int8Unit("hardware:cuda").product)
+        assert np.array_equal(_bits(got), _bits(want)), f"{kind}: {np.count_nonzero(_bits(got) != _bits(want))}"
