@@ -26,11 +26,12 @@ SRC = REPO / "src" / "blockfma"
 # 30 was done.  Lower a limit when the code goes below it, so that it holds what was won.
 LONG_FUNCTION = 60
 MAX_LONG_FUNCTIONS = 0
-MAX_SRC_LINES = 31_700  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path;
+MAX_SRC_LINES = 31_890  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path;
 # issue 33 added 80 (torch semantics: create_graph, out=, meta/fake tensors, threads, mw.matmul autograd), +22
 # (the report's probe cache and glance table), +22 (CLI scales, parser bounds), -11 (one scale-shape check, one
 # batched engine call); issue 32 part 2 (+67): the chooser's Ozaki bound on the data (multiword.bounds.ozaki_ratios);
-# issue 31 (+22): the exponent pass two lanes per word; issue 33 (+21): gemm's scale_layout for a square scale_b
+# issue 31 (+22): the exponent pass two lanes per word; issue 33 (+21): gemm's scale_layout for a square scale_b;
+# issue 32 part 1 (+190): Ozaki II's fused Triton kernels (multiword/ozaki_fused.py, 180; a test-only CRT helper moved out)
 
 
 def _modules() -> dict[str, Path]:

@@ -14,9 +14,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="tensors need torch: pip install 'blockfma[torch]'")
+pytest.importorskip("torch", reason="tensors need torch: pip install 'blockfma[torch]'")
 pytest.importorskip("triton", reason="triton is not installed (pip install 'blockfma[triton]')")
 
+import torch
 from hypothesis import given, settings, strategies as st
 
 from blockfma import multiword as mw
@@ -49,12 +50,11 @@ def _oracle(A, B, mods, scaling):
     rounding; beyond binary64: +-inf)."""
     sa, sb = oz.ozaki2_shifts(A, B, math.prod(mods), scaling)
     Ai = [[int(Fraction(float(x)) * Fraction(2) ** int(s)) for x in row] for row, s in zip(A, sa)]
-    Bi = [[int(Fraction(float(B[l, j])) * Fraction(2) ** int(sb[j])) for j in range(B.shape[1])]
-          for l in range(B.shape[0])]
+    Bi = [[int(Fraction(float(x)) * Fraction(2) ** int(s)) for x, s in zip(row, sb)] for row in B]
     out = np.zeros((A.shape[0], B.shape[1]))
     for i in range(A.shape[0]):
         for j in range(B.shape[1]):
-            X = sum(Ai[i][l] * Bi[l][j] for l in range(A.shape[1]))
+            X = sum(Ai[i][t] * Bi[t][j] for t in range(A.shape[1]))
             assert 2 * abs(X) < math.prod(mods)
             try:
                 out[i, j] = math.ldexp(float(X), -int(sa[i] + sb[j]))
@@ -195,3 +195,37 @@ def test_cuda_fused_is_the_unfused_path(shape, count, scaling):
         assert got.is_cuda and info["unit"].endswith("fused (Triton)")
         want = oz.ozaki2_steps(torch, T, U, mods, scaling, hardware.Int8Unit("hardware:cuda").product)
         assert np.array_equal(_bits(got), _bits(want)), f"{kind}: {np.count_nonzero(_bits(got) != _bits(want))}"
+
+
+@pytest.mark.parametrize("count", [1, 8, 16, 22])
+def test_crt_kernel_rounds_once_to_nearest_even_then_scales_once(count):
+    """Integers with every rounding case (exact, below, above and at ties, near the range's ends), given as
+    products congruent to them (negative ones too), unscaled by 0, into subnormals and beyond binary64:
+    Python's float(X) (correctly rounded) and math.ldexp (one more rounding)."""
+    from blockfma.multiword import ozaki_fused
+
+    mods = MODULI[:count]
+    P = math.prod(mods)
+    H = P // 2
+    rng = np.random.default_rng(count)
+    xs = [-H, P - 1 - H, 0, 1, -1]
+    for _ in range(30):
+        x = int(rng.integers(0, 2**62)) * int(rng.integers(1, 2**62)) * int(rng.integers(1, 2**40)) % P - H
+        b = max(x.bit_length() - 54, 0)
+        for t in (x, (x >> b) << b, ((x >> b) | 1) << b, (((x >> b) | 1) << b) + 1, (((x >> b) | 1) << b) - 1):
+            xs += [t for t in (t, -t) if -H <= t <= P - 1 - H]
+    p = torch.tensor([[[x % m - m * (j % 2) for j, x in enumerate(xs)]] for m in mods], dtype=torch.int32)
+    for shift in (0, 1100, -900):
+        sb = torch.tensor([shift + j % 7 for j in range(len(xs))], dtype=torch.int64)
+        out = torch.empty((1, len(xs)), dtype=torch.float64)
+        with np.errstate(over="ignore"):
+            ozaki_fused.crt_kernel[(1, -(-len(xs) // 64))](p, torch.zeros(1, dtype=torch.int64), sb, out, 1, len(xs),
+                                                          *p.stride(), *out.stride(), S=ozaki_fused.constants(mods),
+                                                          BM=64, BN=64)
+        want = []
+        for x, s in zip(xs, sb.tolist()):
+            try:
+                want.append(math.ldexp(float(x), -s))
+            except OverflowError:
+                want.append(math.copysign(math.inf, x))
+        assert np.array_equal(_bits(out[0]), _bits(np.array(want))), shift

@@ -1,16 +1,10 @@
-"""Ozaki II on torch tensors with its elementwise work fused into two Triton kernels (issue 32): the device
-path of ``matmul(method="ozaki2")`` where Triton runs the tensors' device (:func:`.tensors.fused_here`).
-
-:func:`ozaki2` is :func:`.ozaki.ozaki2_steps` in three passes over the data after the shifts (which are
-:func:`.ozaki.shifts`' own): per operand one :func:`residues_kernel` (each element scaled by its row's or
-column's power of two, truncated, and its centred residues modulo every modulus written at once as int8
-slices, zero-padded to :func:`.ozaki.int_mm_shape`, B's transposed so that ``torch._int_mm`` gets the "TN"
-layout it wants); one ``torch._int_mm`` per modulus into one int32 array; one :func:`crt_kernel` that reads
-every modulus' product, forms the CRT in 48-bit int64 limbs, rounds once to float64 (nearest even) and
-unscales by 2**-(sa_i + sb_j) in one rounding.  Every step is exact or the unfused path's one rounding, so
-the bits are the unfused path's (tests/test_multiword_fused.py, under the interpreter).  Rows of A go in
-blocks that hold the products under :data:`PRODUCT_BYTES`.  Imported at first use: Triton fixes then
-whether its interpreter runs the kernels (``TRITON_INTERPRET=1``, the CPU).
+"""Ozaki II on torch tensors with its elementwise work fused into Triton kernels, bit for bit the unfused
+path (:func:`.ozaki.ozaki2_steps`): after the shifts, one :func:`residues_kernel` per operand (2**s x
+truncated, its centred residues modulo every modulus written as int8 slices, zero-padded to
+:func:`.ozaki.int_mm_shape`, B's transposed: the layout ``torch._int_mm`` wants), one int8 product per modulus
+into one int32 array, one :func:`crt_kernel` (the CRT in 48-bit int64 limbs, rounded once to float64, unscaled
+in one rounding).  Used where :func:`.tensors.fused_here`; imported then, when Triton fixes whether its
+interpreter runs the kernels (``TRITON_INTERPRET=1``, on the CPU).
 """
 # mypy: ignore-errors
 from __future__ import annotations
@@ -23,18 +17,19 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from ..engine import triton_kernel as tk
 from . import ozaki
 
 __all__ = ["ozaki2", "residues_kernel", "crt_kernel", "PRODUCT_BYTES", "interpreted"]
 
-LIMB = 48  # limbs of X: sums of 20 products residue (< 2**8) x limb (< 2**48) stay below 2**61
+LIMB = 48  # the CRT's limbs: sums of 22 products residue (< 2**8) x limb (< 2**48) stay below 2**61
 PRODUCT_BYTES = 2**32  # the int32 products of one block of rows of A, all moduli (a few GEMMs of n = 16384)
 
 
 @dataclass(frozen=True)
 class Constants:
-    """The moduli and the CRT's constants as compile-time values: ``C[4 l + i]`` the i-th limb of c_l =
-    (P/m_l) ((P/m_l)^-1 mod m_l), ``P``, ``PH`` (P - P // 2) and ``H`` (P // 2) in four limbs, ``INV_P`` 1/P."""
+    """The moduli and, in limbs, the CRT's c_l = (P/m_l) ((P/m_l)^-1 mod m_l) (``C[4 l + i]``), P, P - P // 2,
+    P // 2; 1/P.  Compile-time values of the kernels."""
 
     MODS: tuple[int, ...]
     C: tuple[int, ...]
@@ -45,13 +40,8 @@ class Constants:
 
 
 def constants(mods: tuple[int, ...]) -> Constants:
-    """The constants of ``mods`` (at most :data:`.ozaki.FUSED_MODULI` of them)."""
-    P = math.prod(mods)
+    P, limbs = math.prod(mods), lambda v: ozaki.limbs(v, 4, LIMB)
     assert P.bit_length() + (255 * len(mods)).bit_length() < 4 * LIMB - 1, "sum r_l c_l fits four limbs"
-
-    def limbs(v: int) -> tuple[int, ...]:
-        return tuple((v >> (LIMB * i)) & ((1 << LIMB) - 1) for i in range(4))
-
     c = [limbs(P // m * pow(P // m % m, -1, m) % P) for m in mods]
     return Constants(mods, sum(c, ()), limbs(P), limbs(P - P // 2), limbs(P // 2), 1.0 / P)
 
@@ -62,24 +52,18 @@ def interpreted() -> bool:
 
 
 @triton.jit
-def _pow2(e):
-    return ((e + 1023) << 52).to(tl.float64, bitcast=True)
-
-
-@triton.jit
 def _ldexp(x, e):
     """x * 2**e (e int64) in one rounding where |x| >= 1 or x = 0 (the first factor is exact then), and
     exactly wherever |x * 2**e| >= 1."""
     e1 = tl.minimum(tl.maximum(e, -1022), 1023)
-    return x * _pow2(e1) * _pow2(tl.minimum(tl.maximum(e - e1, -1022), 1023))
+    return x * tk._pow2(e1) * tk._pow2(tl.minimum(tl.maximum(e - e1, -1022), 1023))
 
 
 @triton.jit
 def residues_kernel(x_ptr, s_ptr, out_ptr, R, C, RP, CP, sxr, sxc, S: tl.constexpr, BR: tl.constexpr,
                     BC: tl.constexpr):
-    """out[l, i, j] = trunc(2**s_i x_ij) centred modulo S.MODS[l] (int8), zero for i >= R or j >= C up to
-    (RP, CP).  The integer part of u = |2**s x| (< 2**84) as hi 2**32 + lo, both int64, so that its residue is
-    ((hi mod m)(2**32 mod m) + lo mod m) mod m on non-negative integers."""
+    """out[l, i, j] = trunc(2**s_i x_ij) centred modulo S.MODS[l] (int8), zero up to (RP, CP) beyond (R, C):
+    u = |2**s x| < 2**84 as hi 2**32 + lo (int64), its residue ((hi mod m)(2**32 mod m) + lo mod m) mod m."""
     r = tl.program_id(0) * BR + tl.arange(0, BR)
     c = tl.program_id(1) * BC + tl.arange(0, BC)
     x = tl.load(x_ptr + r[:, None] * sxr + c[None, :] * sxc, mask=(r[:, None] < R) & (c[None, :] < C), other=0.0)
@@ -88,12 +72,12 @@ def residues_kernel(x_ptr, s_ptr, out_ptr, R, C, RP, CP, sxr, sxc, S: tl.constex
     lo = (u - hi.to(tl.float64) * 2.0**32).to(tl.int64)  # exact difference below 2**32
     where = out_ptr + r[:, None] * CP + c[None, :]
     inside = (r[:, None] < RP) & (c[None, :] < CP)
-    for l in tl.static_range(len(S.MODS)):
-        m: tl.constexpr = S.MODS[l]
+    for q in tl.static_range(len(S.MODS)):
+        m: tl.constexpr = S.MODS[q]
         v = ((hi % m) * (2**32 % m) + lo % m) % m
         v = tl.where((x < 0) & (v != 0), m - v, v)  # x's residue in [0, m)
         v = tl.where(v > m - 1 - m // 2, v - m, v)
-        tl.store(where + l * RP * CP, v.to(tl.int8), mask=inside)
+        tl.store(where + q * RP * CP, v.to(tl.int8), mask=inside)
 
 
 @triton.jit
@@ -113,11 +97,6 @@ def _add(x0, x1, x2, x3, sign, L: tl.constexpr, where):
 
 
 @triton.jit
-def _top(t, top, x, i: tl.constexpr):
-    return tl.where(x != 0, i, t), tl.where(x != 0, x, top)
-
-
-@triton.jit
 def _take(T, sticky, x, i: tl.constexpr, shift):
     """Limb i's bits at or above 2**shift into T, the rest into the sticky bit."""
     d = LIMB * i - shift
@@ -129,23 +108,22 @@ def _take(T, sticky, x, i: tl.constexpr, shift):
 @triton.jit
 def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S: tl.constexpr, BM: tl.constexpr,
                BN: tl.constexpr):
-    """out_ij = X_ij 2**-(sa_i + sb_j), X_ij the integer of [-(P // 2), P - 1 - P // 2] with X = p[l, i, j]
-    modulo every S.MODS[l], rounded once to float64 (nearest even) and then scaled in one rounding:
-    :class:`.ozaki.CRT`'s steps (S = sum_l r_l c_l, the multiple of P from a float64 quotient, corrected by
-    one P each way by exact comparisons, the top 55 bits with a sticky bit) in four limbs of 48 bits."""
+    """out_ij = RN(X_ij) 2**-(sa_i + sb_j) in one rounding, X_ij in [-(P // 2), P - 1 - P // 2] with X = p[l, i, j]
+    mod S.MODS[l]: :class:`.ozaki.CRT`'s steps in four limbs (the multiple of P to subtract from a float64
+    quotient, corrected by one P each way, the top 55 bits with a sticky bit)."""
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    x0 = tl.full((BM, BN), 0, tl.int64)  # (tl.zeros: a jit function of triton's, which the interpreter may not run)
+    x0 = tl.full((BM, BN), 0, tl.int64)  # (not tl.zeros: a jit function, which the interpreter may not run)
     x1, x2, x3 = x0, x0, x0
-    for l in tl.static_range(len(S.MODS)):
-        m: tl.constexpr = S.MODS[l]
-        r = tl.load(p_ptr + l * spl + rm[:, None] * spm + rn[None, :] * spn, mask=mask, other=0).to(tl.int64) % m
+    for q in tl.static_range(len(S.MODS)):
+        m: tl.constexpr = S.MODS[q]
+        r = tl.load(p_ptr + q * spl + rm[:, None] * spm + rn[None, :] * spn, mask=mask, other=0).to(tl.int64) % m
         r = tl.where(r < 0, r + m, r)  # in [0, m) whichever sign convention % has
-        x0, x1, x2, x3 = x0 + r * S.C[4 * l], x1 + r * S.C[4 * l + 1], x2 + r * S.C[4 * l + 2], x3 + r * S.C[4 * l + 3]
+        x0, x1, x2, x3 = x0 + r * S.C[4 * q], x1 + r * S.C[4 * q + 1], x2 + r * S.C[4 * q + 2], x3 + r * S.C[4 * q + 3]
     f = x0.to(tl.float64) + x1.to(tl.float64) * 2.0**48 + x2.to(tl.float64) * 2.0**96 + x3.to(tl.float64) * 2.0**144
-    q = (f * S.INV_P + 0.5).to(tl.int64)  # within one of the nearest quotient
-    x0, x1, x2, x3 = _norm(x0 - q * S.P[0], x1 - q * S.P[1], x2 - q * S.P[2], x3 - q * S.P[3])
+    d = (f * S.INV_P + 0.5).to(tl.int64)  # within one of the nearest quotient
+    x0, x1, x2, x3 = _norm(x0 - d * S.P[0], x1 - d * S.P[1], x2 - d * S.P[2], x3 - d * S.P[3])
     over = _add(x0, x1, x2, x3, -1, S.PH, True)[3] >= 0  # X > P - 1 - P // 2
     x0, x1, x2, x3 = _add(x0, x1, x2, x3, -1, S.P, over)
     under = _add(x0, x1, x2, x3, 1, S.H, True)[3] < 0  # X < -(P // 2)
@@ -153,22 +131,20 @@ def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S:
     neg = x3 < 0
     x0, x1, x2, x3 = _norm(tl.where(neg, -x0, x0), tl.where(neg, -x1, x1), tl.where(neg, -x2, x2),
                            tl.where(neg, -x3, x3))
-    t, top = _top(x0 * 0, x0, x1, 1)  # the top limb that is not zero, and its index
-    t, top = _top(t, top, x2, 2)
-    t, top = _top(t, top, x3, 3)
-    bits = LIMB * t + ((top.to(tl.float64).to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1022  # |X| < 2**bits
+    top = tl.where(x3 != 0, x3, tl.where(x2 != 0, x2, tl.where(x1 != 0, x1, x0)))  # the top limb not zero
+    t = tl.where(x3 != 0, 3, tl.where(x2 != 0, 2, tl.where(x1 != 0, 1, 0)))
+    bits = LIMB * t + tk.lead(top) + 1  # |X| < 2**bits
     shift = tl.maximum(bits - 55, 0)
     T, sticky = _take(x0 * 0, x0 != x0, x0, 0, shift)
     T, sticky = _take(T, sticky, x1, 1, shift)
     T, sticky = _take(T, sticky, x2, 2, shift)
     T, sticky = _take(T, sticky, x3, 3, shift)
-    e = shift - tl.load(sa_ptr + rm, mask=rm < M, other=0)[:, None] - tl.load(sb_ptr + rn, mask=rn < N, other=0)[None, :]
+    e = shift - tl.load(sa_ptr + rm, mask=rm < M, other=0)[:, None] - tl.load(sb_ptr + rn, mask=rn < N, other=0)
     v = _ldexp((T | sticky.to(tl.int64)).to(tl.float64), e)
     tl.store(out_ptr + rm[:, None] * som + rn[None, :] * son, tl.where(neg, -v, v), mask=mask)
 
 
 def _residues(torch: Any, X: Any, s: Any, K: Constants, rows: int, cols: int) -> Any:
-    """The int8 residues of trunc(2**s_i X_ij) modulo every modulus, (moduli, rows, cols), zero-padded."""
     out = torch.empty((len(K.MODS), rows, cols), dtype=torch.int8, device=X.device)
     b = 64 if interpreted() else 32  # the interpreter: few large tiles; a GPU: few registers per thread
     residues_kernel[(-(-rows // b), -(-cols // b))](X, s, out, X.shape[0], X.shape[1], rows, cols, *X.stride(),
@@ -177,8 +153,8 @@ def _residues(torch: Any, X: Any, s: Any, K: Constants, rows: int, cols: int) ->
 
 
 def ozaki2(torch: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str, unit: Any) -> Any:
-    """:func:`.ozaki.ozaki2_steps` on checked, non-empty float64 tensors of one device, fused (see the
-    module); ``unit`` the :class:`.hardware.Int8Unit` of their device (its ``int_mm`` counts the calls)."""
+    """:func:`.ozaki.ozaki2_steps` on checked, non-empty float64 tensors of one device, fused; ``unit`` their
+    device's :class:`.hardware.Int8Unit`.  Rows of A in blocks whose products stay under PRODUCT_BYTES."""
     (m, k), n = A.shape, B.shape[1]
     K = constants(mods)
     sa, sb = ozaki.shifts(torch, A, B, math.prod(mods), scaling, unit.product)
@@ -193,11 +169,11 @@ def ozaki2(torch: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str, unit
             mp = ozaki.int_mm_shape(min(rows, m - i), k, n)[0]
             ra = _residues(torch, A[i:i + rows], sa[i:i + rows], K, mp, kp)
             p = torch.empty((len(mods), mp, np_), dtype=torch.int64 if wide else torch.int32, device=A.device)
-            for l in range(len(mods)):
+            for q in range(len(mods)):
                 if wide:
-                    p[l] = ozaki.chunked(torch, unit.product, ra[l], rb[l].T, ozaki.RESIDUE_K)
+                    p[q] = ozaki.chunked(torch, unit.product, ra[q], rb[q].T, ozaki.RESIDUE_K)
                 else:
-                    unit.int_mm(ra[l], rb[l].T, out=p[l])
+                    unit.int_mm(ra[q], rb[q].T, out=p[q])
             out = C[i:i + rows]
             crt_kernel[(-(-out.shape[0] // bm), -(-n // bn))](p, sa[i:i + rows], sb, out, out.shape[0], n,
                                                              *p.stride(), *out.stride(), S=K, BM=bm, BN=bn)

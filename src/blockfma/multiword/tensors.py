@@ -259,10 +259,9 @@ def fused_here(device: Any) -> bool:
     kernels were defined in (one per process)."""
     from ..engine import triton as tr
 
-    if device.type != ("cpu" if tr.interpreting() else "cuda") or not tr.available():
-        return False
     module = sys.modules.get(f"{__package__}.ozaki_fused")
-    return module is None or module.interpreted() == tr.interpreting()
+    return (device.type == ("cpu" if tr.interpreting() else "cuda") and tr.available()
+            and (module is None or module.interpreted() == tr.interpreting()))
 
 
 def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
