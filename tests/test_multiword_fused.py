@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+import types
 import warnings
 from fractions import Fraction
 
@@ -26,6 +27,7 @@ from blockfma.multiword import hardware, ozaki as oz, tensors
 from helpers import triton_mode
 
 MODULI = oz.MODULI + (167, 163)  # 22 pairwise coprime moduli: as many as the fused kernels take
+KERNELS = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"))
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
 
 
@@ -35,9 +37,9 @@ def interpreter(request, monkeypatch):
     and for these."""
     gpu = bool(request.node.get_closest_marker("gpu"))
     triton_mode(monkeypatch, gpu)
-    fused = sys.modules.get("blockfma.multiword.ozaki_fused")
-    if fused is not None and fused.interpreted() == gpu:
-        pytest.skip("the fused kernels were defined in the other mode in this process (one mode per process)")
+    for name, fn in KERNELS:
+        if name in sys.modules and (type(getattr(sys.modules[name], fn)).__name__ == "InterpretedFunction") == gpu:
+            pytest.skip("the fused kernels were defined in the other mode in this process (one mode per process)")
 
 
 def _bits(x):
@@ -98,11 +100,25 @@ def _data(rng, kind, shape):
     return X
 
 
+CASES = {"kind": st.sampled_from(["normal", "uniform", "wide", "huge", "tiny", "zeros"]),
+         "count": st.integers(1, len(MODULI)), "scaling": st.sampled_from(["fast", "accurate"]),
+         "seed": st.integers(0, 2**16)}
+
+
 @settings(max_examples=6, deadline=None)
-@given(m=st.integers(1, 24), k=st.integers(1, 40), n=st.integers(1, 24),
-       kind=st.sampled_from(["normal", "uniform", "wide", "huge", "tiny", "zeros"]),
-       count=st.integers(1, len(MODULI)), scaling=st.sampled_from(["fast", "accurate"]), seed=st.integers(0, 2**16))
+@given(m=st.integers(1, 24), k=st.integers(1, 40), n=st.integers(1, 24), **CASES)
 def test_fused_is_the_unfused_path_and_the_exact_scheme_bit_for_bit(m, k, n, kind, count, scaling, seed):
+    _same(m, k, n, kind, count, scaling, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 80), k=st.integers(1, 150), n=st.integers(1, 80), **CASES)
+def test_fused_is_the_unfused_path_on_more_shapes(m, k, n, kind, count, scaling, seed):
+    _same(m, k, n, kind, count, scaling, seed)
+
+
+def _same(m, k, n, kind, count, scaling, seed):
     rng = np.random.default_rng(seed)
     A, B = _data(rng, kind, (m, k)), _data(rng, kind, (k, n))
     got, want, raw = _run(A, B, MODULI[:count], scaling)
@@ -143,21 +159,24 @@ def test_rows_in_blocks_and_k_in_chunks_keep_the_bits(monkeypatch):
     from blockfma.multiword import ozaki_fused
 
     rng = np.random.default_rng(5)
-    A, B = rng.standard_normal((45, 100)), rng.standard_normal((100, 21))
-    mods = MODULI[:5]
+    A, B = rng.standard_normal((45, 70)), rng.standard_normal((70, 13))
+    mods = MODULI[:3]
     _, want, _ = _run(A, B, mods)
-    monkeypatch.setattr(ozaki_fused, "PRODUCT_BYTES", 5 * 4 * 24 * 20)  # 20 rows of 24 (padded) columns a block
+    monkeypatch.setattr(ozaki_fused, "PRODUCT_BYTES", 3 * 4 * 16 * 20)  # 20 rows of 16 (padded) columns a block
     got, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2", moduli=mods, return_info=True)
-    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 3 * 5
-    monkeypatch.setattr(oz, "RESIDUE_K", 40)  # 104 (padded) in chunks of 40, 40 and 24; int64: 10 rows a block
+    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 3 * 3
+    monkeypatch.setattr(oz, "RESIDUE_K", 40)  # 72 (padded) in chunks of 40 and 32; int64: 10 rows a block
     got, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2", moduli=mods, return_info=True)
-    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 5 * 5 * 3
+    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 5 * 3 * 2
 
 
 def test_where_the_fused_path_runs():
     """Compiled Triton on a GPU or the interpreter on the CPU, never the other pairings; more moduli than the
     kernels' limbs hold (23) run unfused, with the same bits."""
     assert tensors.fused_here(torch.device("cpu")) and not tensors.fused_here(torch.device("cuda"))
+    with pytest.MonkeyPatch.context() as mp:  # the engine's helpers defined for the GPU in this process: unfused
+        mp.setitem(sys.modules, KERNELS[1][0], types.SimpleNamespace(lead=lambda mag: mag))
+        assert not tensors.fused_here(torch.device("cpu"))
     mods = MODULI + (157,)
     rng = np.random.default_rng(6)
     A, B = rng.standard_normal((6, 9)), rng.standard_normal((9, 4))

@@ -255,13 +255,13 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
 
 def fused_here(device: Any) -> bool:
     """Whether Ozaki II runs fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
-    for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that the
-    kernels were defined in (one per process)."""
+    for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
+    kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
     from ..engine import triton as tr
 
-    module = sys.modules.get(f"{__package__}.ozaki_fused")
-    return (device.type == ("cpu" if tr.interpreting() else "cuda") and tr.available()
-            and (module is None or module.interpreted() == tr.interpreting()))
+    kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"))
+    modes = {type(getattr(sys.modules[m], f)).__name__ == "InterpretedFunction" for m, f in kernels if m in sys.modules}
+    return device.type == ("cpu" if tr.interpreting() else "cuda") and tr.available() and modes <= {tr.interpreting()}
 
 
 def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
