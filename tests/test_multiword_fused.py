@@ -7,6 +7,7 @@ scaled by ``math.ldexp``); the compiled kernels on a GPU (marked gpu) to the sam
 from __future__ import annotations
 
 import math
+import os
 import sys
 import types
 import warnings
@@ -248,3 +249,39 @@ def test_crt_kernel_rounds_once_to_nearest_even_then_scales_once(count):
             except OverflowError:
                 want.append(math.copysign(math.inf, x))
         assert np.array_equal(_bits(out[0]), _bits(np.array(want))), shift
+
+
+COMPILE = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from blockfma.multiword import ozaki, ozaki_fused as f
+K = f.constants(ozaki.MODULI[:3])
+for kernel, const, ptrs in ((f.residues_kernel, {"S": K, "BR": 16, "BC": 16}, {"x_ptr": "*fp64", "s_ptr": "*i64",
+                             "out_ptr": "*i8"}), (f.crt_kernel, {"S": K, "BM": 16, "BN": 32}, {"p_ptr": "*i32",
+                             "sa_ptr": "*i64", "sb_ptr": "*i64", "out_ptr": "*fp64"})):
+    names = list(kernel.arg_names)
+    sig = {n: "constexpr" if n in const else ptrs.get(n, "i32") for n in names}
+    src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()})
+    print(kernel.fn.__name__, len(triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["cubin"]))
+"""
+
+
+def test_the_kernels_compile_for_sm90(tmp_path):
+    """(A few seconds.)  The kernels through Triton's compiler for an H100 (no device needed: Triton's own
+    ptxas), in a fresh process without the interpreter, which accepts code the compiler refuses (globals,
+    constexprs reassigned, int32 literals)."""
+    import subprocess
+    from pathlib import Path
+
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("Triton's nvidia tools are absent")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1] / "src"), env.get("PYTHONPATH", "")])
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, said aloud (it warns otherwise)
+    env["TRITON_CACHE_DIR"] = str(tmp_path)  # compiled here, not read from an earlier run's cache
+    out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [line.split()[0] for line in out.stdout.splitlines()] == ["residues_kernel", "crt_kernel"]

@@ -22,7 +22,7 @@ from . import ozaki
 
 __all__ = ["ozaki2", "residues_kernel", "crt_kernel", "PRODUCT_BYTES", "interpreted"]
 
-LIMB = 48  # the CRT's limbs: sums of 22 products residue (< 2**8) x limb (< 2**48) stay below 2**61
+LIMB = 48  # the CRT's limbs (written out in the kernels): 22 sums residue (< 2**8) x limb stay below 2**61
 PRODUCT_BYTES = 2**32  # the int32 products of one block of rows of A, all moduli (a few GEMMs of n = 16384)
 
 
@@ -32,6 +32,7 @@ class Constants:
     P // 2; 1/P.  Compile-time values of the kernels."""
 
     MODS: tuple[int, ...]
+    W: tuple[int, ...]  # 2**32 mod m
     C: tuple[int, ...]
     P: tuple[int, ...]
     PH: tuple[int, ...]
@@ -43,7 +44,8 @@ def constants(mods: tuple[int, ...]) -> Constants:
     P, limbs = math.prod(mods), lambda v: ozaki.limbs(v, 4, LIMB)
     assert P.bit_length() + (255 * len(mods)).bit_length() < 4 * LIMB - 1, "sum r_l c_l fits four limbs"
     c = [limbs(P // m * pow(P // m % m, -1, m) % P) for m in mods]
-    return Constants(mods, sum(c, ()), limbs(P), limbs(P - P // 2), limbs(P // 2), 1.0 / P)
+    return Constants(mods, tuple(2**32 % m for m in mods), sum(c, ()), limbs(P), limbs(P - P // 2), limbs(P // 2),
+                     1.0 / P)
 
 
 def interpreted() -> bool:
@@ -73,8 +75,8 @@ def residues_kernel(x_ptr, s_ptr, out_ptr, R, C, RP, CP, sxr, sxc, S: tl.constex
     where = out_ptr + r[:, None] * CP + c[None, :]
     inside = (r[:, None] < RP) & (c[None, :] < CP)
     for q in tl.static_range(len(S.MODS)):
-        m: tl.constexpr = S.MODS[q]
-        v = ((hi % m) * (2**32 % m) + lo % m) % m
+        m = S.MODS[q]
+        v = ((hi % m) * S.W[q] + lo % m) % m
         v = tl.where((x < 0) & (v != 0), m - v, v)  # x's residue in [0, m)
         v = tl.where(v > m - 1 - m // 2, v - m, v)
         tl.store(where + q * RP * CP, v.to(tl.int8), mask=inside)
@@ -99,7 +101,7 @@ def _add(x0, x1, x2, x3, sign, L: tl.constexpr, where):
 @triton.jit
 def _take(T, sticky, x, i: tl.constexpr, shift):
     """Limb i's bits at or above 2**shift into T, the rest into the sticky bit."""
-    d = LIMB * i - shift
+    d = 48 * i - shift
     r = tl.minimum(tl.maximum(-d, 0), 62)
     right = x >> r
     return T + tl.where(d >= 0, x << tl.minimum(tl.maximum(d, 0), 62), right), sticky | ((d < 0) & (x != right << r))
@@ -117,7 +119,7 @@ def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S:
     x0 = tl.full((BM, BN), 0, tl.int64)  # (not tl.zeros: a jit function, which the interpreter may not run)
     x1, x2, x3 = x0, x0, x0
     for q in tl.static_range(len(S.MODS)):
-        m: tl.constexpr = S.MODS[q]
+        m = S.MODS[q]
         r = tl.load(p_ptr + q * spl + rm[:, None] * spm + rn[None, :] * spn, mask=mask, other=0).to(tl.int64) % m
         r = tl.where(r < 0, r + m, r)  # in [0, m) whichever sign convention % has
         x0, x1, x2, x3 = x0 + r * S.C[4 * q], x1 + r * S.C[4 * q + 1], x2 + r * S.C[4 * q + 2], x3 + r * S.C[4 * q + 3]
@@ -133,7 +135,7 @@ def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S:
                            tl.where(neg, -x3, x3))
     top = tl.where(x3 != 0, x3, tl.where(x2 != 0, x2, tl.where(x1 != 0, x1, x0)))  # the top limb not zero
     t = tl.where(x3 != 0, 3, tl.where(x2 != 0, 2, tl.where(x1 != 0, 1, 0)))
-    bits = LIMB * t + tk.lead(top) + 1  # |X| < 2**bits
+    bits = 48 * t + tk.lead(top) + 1  # |X| < 2**bits
     shift = tl.maximum(bits - 55, 0)
     T, sticky = _take(x0 * 0, x0 != x0, x0, 0, shift)
     T, sticky = _take(T, sticky, x1, 1, shift)
@@ -146,7 +148,7 @@ def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S:
 
 def _residues(torch: Any, X: Any, s: Any, K: Constants, rows: int, cols: int) -> Any:
     out = torch.empty((len(K.MODS), rows, cols), dtype=torch.int8, device=X.device)
-    b = 64 if interpreted() else 32  # the interpreter: few large tiles; a GPU: few registers per thread
+    b = 64 if interpreted() else 16  # the interpreter: few large tiles; sm_90: no spills at 16 x 16, 4 warps
     residues_kernel[(-(-rows // b), -(-cols // b))](X, s, out, X.shape[0], X.shape[1], rows, cols, *X.stride(),
                                                    S=K, BR=b, BC=b)
     return out
@@ -161,7 +163,7 @@ def ozaki2(torch: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str, unit
     _, kp, np_ = ozaki.int_mm_shape(m, k, n)
     wide = k > ozaki.RESIDUE_K  # k in chunks, their int32 products summed in int64
     rows = max(1, PRODUCT_BYTES // (len(mods) * (8 if wide else 4) * np_))
-    bm, bn = (64, 64) if interpreted() else (16, 32)
+    bm, bn = (64, 64) if interpreted() else (16, 32)  # sm_90: 250 registers, no spills
     C = torch.empty((m, n), dtype=torch.float64, device=A.device)
     with np.errstate(over="ignore"):  # the interpreter's numpy: products beyond binary64 are +-inf, as unfused
         rb = _residues(torch, B.T, sb, K, np_, kp)  # B^T row-major: B column-major, as _int_mm wants it
