@@ -6,8 +6,9 @@ or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy 
 nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
 (:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
 which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
-an ulp of a power of two).  The operands and the result: :func:`check_tensors`, :func:`_differentiable`,
-docs/multiword.md.
+an ulp of a power of two); where Triton runs the device (:func:`fused_here`), Ozaki II's elementwise steps
+are fused into its kernels (:mod:`.ozaki_fused`), with the same bits.  The operands and the result:
+:func:`check_tensors`, :func:`_differentiable`, docs/multiword.md.
 """
 
 from __future__ import annotations
