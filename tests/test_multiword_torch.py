@@ -293,6 +293,7 @@ def test_benchmark_script_writes_its_record(tmp_path, capsys):
         assert r["t_sgemm"] == pytest.approx(r["seconds"] / r["sgemm_seconds"])
         assert 0 <= r["componentwise"] < (1e-14 if r["data"] == "fp64" else 1e-2)
         assert r["replay_equals_result"] in ((True,) if r["method"] in mw.METHODS else (None,))
+        assert r["equals_ozaki2"] is (True if r["method"] == "ozaki2-unfused" else None)  # checked, and equal
     assert [(a["method"], a["distribution"]) for a in record["aims"]] == [("3xtf32", "uniform01"),
                                                                          ("3xtf32", "uniform-half")]
     # --merge: a second run measures one method again; the other rows stay, the runs are listed
