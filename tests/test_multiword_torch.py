@@ -347,9 +347,12 @@ def test_cuda_ozaki_equals_the_exact_unit(method):
 def test_cuda_benchmark_runs(tmp_path, capsys):
     bench = _bench()
     out = tmp_path / "speed.json"
-    assert bench.main(["--n", "256", "--repeat", "1", "--methods", "fp16,3xtf32,ozaki2", "--out", str(out)]) == 0
+    assert bench.main(["--n", "256", "--repeat", "1", "--methods", "fp16,3xtf32,ozaki2,ozaki2-unfused", "--out",
+                       str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["metadata"]["name"] == torch.cuda.get_device_name() and record["metadata"]["cuda"]
     rows = {(r["method"], r["distribution"]): r for r in record["rows"]}
     assert rows[("fp16", "uniform01")]["unit"].endswith("torch.mm(out_dtype=float32)")
     assert all(r["componentwise"] < 1e-2 for r in record["rows"])
+    assert rows[("ozaki2", "uniform01")]["unit"].endswith("fused (Triton)")  # where Triton runs the GPU
+    assert all(r["equals_ozaki2"] for r in record["rows"] if r["method"] == "ozaki2-unfused")
