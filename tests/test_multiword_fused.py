@@ -48,10 +48,13 @@ def _bits(x):
 
 
 def _oracle(A, B, mods, scaling):
-    """The scheme's result from its shifts by Python integers: A' = trunc(2**sa A), B' likewise (Fractions),
-    X = A' @ B' exactly (|X| < P/2 checked), rounded once by ``float`` and scaled by ``math.ldexp`` (one
-    rounding; beyond binary64: +-inf)."""
-    sa, sb = oz.ozaki2_shifts(A, B, math.prod(mods), scaling)
+    """The scheme's result from its shifts (torch's, as the tensor paths compute them: their norms are summed in
+    torch's order) by Python integers: A' = trunc(2**sa A), B' likewise (Fractions), X = A' @ B' exactly
+    (|X| < P/2 checked), rounded once by ``float`` and scaled by ``math.ldexp`` (one rounding; beyond
+    binary64: +-inf)."""
+    unit = hardware.Int8Unit("hardware:cpu").product
+    sa, sb = (s.tolist() for s in oz.shifts(torch, torch.from_numpy(A), torch.from_numpy(B), math.prod(mods), scaling,
+                                           unit))
     Ai = [[int(Fraction(float(x)) * Fraction(2) ** int(s)) for x in row] for row, s in zip(A, sa)]
     Bi = [[int(Fraction(float(x)) * Fraction(2) ** int(s)) for x, s in zip(row, sb)] for row in B]
     out = np.zeros((A.shape[0], B.shape[1]))
