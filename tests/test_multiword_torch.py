@@ -293,6 +293,7 @@ def test_benchmark_script_writes_its_record(tmp_path, capsys):
         assert r["t_sgemm"] == pytest.approx(r["seconds"] / r["sgemm_seconds"])
         assert 0 <= r["componentwise"] < (1e-14 if r["data"] == "fp64" else 1e-2)
         assert r["replay_equals_result"] in ((True,) if r["method"] in mw.METHODS else (None,))
+        assert r["equals_ozaki2"] is (True if r["method"] == "ozaki2-unfused" else None)  # checked, and equal
     assert [(a["method"], a["distribution"]) for a in record["aims"]] == [("3xtf32", "uniform01"),
                                                                          ("3xtf32", "uniform-half")]
     # --merge: a second run measures one method again; the other rows stay, the runs are listed
@@ -346,9 +347,12 @@ def test_cuda_ozaki_equals_the_exact_unit(method):
 def test_cuda_benchmark_runs(tmp_path, capsys):
     bench = _bench()
     out = tmp_path / "speed.json"
-    assert bench.main(["--n", "256", "--repeat", "1", "--methods", "fp16,3xtf32,ozaki2", "--out", str(out)]) == 0
+    assert bench.main(["--n", "256", "--repeat", "1", "--methods", "fp16,3xtf32,ozaki2,ozaki2-unfused", "--out",
+                       str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["metadata"]["name"] == torch.cuda.get_device_name() and record["metadata"]["cuda"]
     rows = {(r["method"], r["distribution"]): r for r in record["rows"]}
     assert rows[("fp16", "uniform01")]["unit"].endswith("torch.mm(out_dtype=float32)")
     assert all(r["componentwise"] < 1e-2 for r in record["rows"])
+    assert rows[("ozaki2", "uniform01")]["unit"].endswith("fused (Triton)")  # where Triton runs the GPU
+    assert all(r["equals_ozaki2"] for r in record["rows"] if r["method"] == "ozaki2-unfused")

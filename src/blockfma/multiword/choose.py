@@ -468,7 +468,7 @@ def _ozaki1_options(e: Any, q: _Problem) -> list[Option]:
 
 def _ozaki2_options(e: Any, q: _Problem) -> list[Option]:
     """Ozaki II, fast and accurate scaling, each with the fewest moduli whose bound meets the target."""
-    chunks = -(-q.k // (2**31 // (128 * 128)))  # ozaki2 sums k in chunks of 131071 residue products in int32
+    chunks = -(-q.k // _ozaki.RESIDUE_K)  # ozaki2 sums k in chunks of residue products in int32
     out = []
     for scaling in ("fast", "accurate"):
         for N in range(1, len(_ozaki.MODULI) + 1):

@@ -237,8 +237,7 @@ class Int8Unit(BlackBox):
 
     def product(self, a: Any, b: Any) -> Any:
         """a @ b for int8 tensors on the unit's device, exactly, as an int64 tensor there: zero-padded to
-        :func:`.ozaki.int_mm_shape`, one ``torch._int_mm`` (int32 accumulation; synchronised and timed)."""
-        torch = self._torch
+        :func:`.ozaki.int_mm_shape`, one :meth:`int_mm`."""
         (m, k), n = a.shape, b.shape[1]
         mp, kp, np_ = int_mm_shape(m, k, n)
         if (mp, kp) != (m, k):
@@ -247,17 +246,22 @@ class Int8Unit(BlackBox):
         if (kp, np_) != (k, n):
             b, b_ = b.new_zeros((kp, np_)), b
             b[:k, :n] = b_
-        cuda = self.device.type == "cuda"
+        return self.int_mm(a, b)[:m, :n].to(self._torch.int64)
+
+    def int_mm(self, a: Any, b: Any, out: Any = None) -> Any:
+        """One ``torch._int_mm`` (int8 -> int32, exact) of tensors already padded to :func:`.ozaki.int_mm_shape`
+        (into ``out`` if given), counted and timed (synchronised)."""
+        torch, cuda = self._torch, self.device.type == "cuda"
         if cuda:
             torch.cuda.synchronize(self.device)
-        with self.counting(m):
+        with self.counting(int(a.shape[0])):
             try:
-                out = int_mm(torch, a, b)
+                out = int_mm(torch, a, b, out)
                 if cuda:
                     torch.cuda.synchronize(self.device)
             except (RuntimeError, NotImplementedError) as exc:
                 raise RuntimeError(f"torch._int_mm on {self.device} failed: {_first_line(exc)}") from None
-        return out[:m, :n].to(torch.int64)
+        return out
 
     def __call__(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         with self.counting(int(np.shape(A)[0])):

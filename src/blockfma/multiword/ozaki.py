@@ -64,8 +64,9 @@ MODULI: tuple[int, ...] = (256, 255, 253, 251, 247, 241, 239, 233, 229, 227,
                            223, 217, 211, 199, 197, 193, 191, 181, 179, 173)
 """Default moduli of Ozaki II, pairwise coprime, in the order they are used (GEMMul8's int8 table)."""
 
+FUSED_MODULI = 22  # at most this many moduli for the fused kernels (.ozaki_fused): sum r_l c_l < 2**190
 DEFAULT_N_MODULI = 16  # fp64-level accuracy on random normal matrices up to k of several thousand (see ozaki2)
-_RESIDUE_K = INT32_MAX // (128 * 128)  # 131071: products of centred residues (|r| <= 128) summed in int32
+RESIDUE_K = INT32_MAX // (128 * 128)  # 131071: products of centred residues (|r| <= 128) summed in int32
 _BOUND_BITS = 6  # Ozaki II accurate scaling: |A''| <= 2**6 = 64
 _BOUND_K = INT32_MAX // (64 * 64)  # 524287
 
@@ -194,13 +195,13 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
     return max(m, 17), -(-max(k, 32) // 8) * 8, -(-max(n, 8) // 8) * 8
 
 
-def int_mm(torch: Any, a: Any, b: Any) -> Any:
-    """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact) for tensors already padded to
-    :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
+def int_mm(torch: Any, a: Any, b: Any, out: Any = None) -> Any:
+    """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact; into ``out`` if given) for tensors already padded
+    to :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
     and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md)."""
     if b.stride(0) != 1:
         b = b.t().contiguous().t()
-    return torch._int_mm(a.contiguous(), b)
+    return torch._int_mm(a.contiguous(), b) if out is None else torch._int_mm(a.contiguous(), b, out=out)
 
 
 def torch_unit(device: str | None = None) -> Unit:
@@ -460,9 +461,9 @@ LIMB = 24
 _MASK = (1 << LIMB) - 1
 
 
-def _limbs(v: int, n: int) -> list[int]:
-    """A non-negative Python int as n limbs."""
-    return [(v >> (LIMB * i)) & _MASK for i in range(n)]
+def limbs(v: int, n: int, bits: int = LIMB) -> tuple[int, ...]:
+    """A non-negative Python int as n limbs of ``bits`` bits."""
+    return tuple((v >> (bits * i)) & ((1 << bits) - 1) for i in range(n))
 
 
 def _normalize(X: list[Any]) -> list[Any]:
@@ -499,7 +500,7 @@ class CRT:
     def add(self, m: int, r: Any) -> None:
         """Take r = X mod m (an integer array of values in [0, m))."""
         W = self.P // m
-        self.limb_rows.append(_limbs(W * pow(W % m, -1, m) % self.P, self.n))
+        self.limb_rows.append(limbs(W * pow(W % m, -1, m) % self.P, self.n))
         self.residues.append(arrays.to(self.xp, r, "uint8"))
 
     def sums(self, rows: slice = slice(None)) -> list[Any]:
@@ -520,12 +521,12 @@ class CRT:
         for i, s in enumerate(S):
             approx = approx + arrays.to(xp, s, "float64") * 2.0 ** (LIMB * i)
         q = arrays.to(xp, xp.round(approx * (1.0 / float(P))), "int64")  # within one of the true quotient
-        X = _normalize([s - q * p for s, p in zip(S, _limbs(P, self.n))])
+        X = _normalize([s - q * p for s, p in zip(S, limbs(P, self.n))])
         H = P // 2
-        over = _normalize([x - c for x, c in zip(X, _limbs(P - H, self.n))])[-1] >= 0  # X > P - 1 - H
-        X = _normalize([xp.where(over, x - p, x) for x, p in zip(X, _limbs(P, self.n))])
-        under = _normalize([x + c for x, c in zip(X, _limbs(H, self.n))])[-1] < 0  # X < -H
-        return _normalize([xp.where(under, x + p, x) for x, p in zip(X, _limbs(P, self.n))])
+        over = _normalize([x - c for x, c in zip(X, limbs(P - H, self.n))])[-1] >= 0  # X > P - 1 - H
+        X = _normalize([xp.where(over, x - p, x) for x, p in zip(X, limbs(P, self.n))])
+        under = _normalize([x + c for x, c in zip(X, limbs(H, self.n))])[-1] < 0  # X < -H
+        return _normalize([xp.where(under, x + p, x) for x, p in zip(X, limbs(P, self.n))])
 
     def value(self, block: int | None = None) -> Any:
         """X rounded once to float64, to nearest even; ``block`` rows at a time (None: all at once), which
@@ -559,19 +560,6 @@ def round_limbs(xp: Any, X: list[Any]) -> Any:
     return xp.where(neg, -v, v)
 
 
-def _crt(residues: list[np.ndarray], mods: tuple[int, ...], P: int) -> np.ndarray:
-    """The integers X with |X| < P/2 and X = residues[l] (mod mods[l]), as an object array of Python ints
-    (:class:`CRT`'s limbs, read exactly)."""
-    crt = CRT(np, mods)
-    for r, mo in zip(residues, mods):
-        crt.add(mo, np.mod(np.asarray(r, dtype=np.int64), mo))
-    X = crt.limbs()
-    out = np.zeros(X[0].shape, dtype=object)
-    for i, x in enumerate(X):
-        out = out + x.astype(object) * (1 << (LIMB * i))
-    return out
-
-
 def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int | None = None,
            unit: Unit | None = None, scaling: Literal["fast", "accurate"] = "fast") -> np.ndarray:
     """C ~ A @ B in float64 by Ozaki scheme II (integer modular technique, CRT) on an int8 unit.
@@ -580,7 +568,7 @@ def ozaki2(A: Any, B: Any, *, moduli: Sequence[int] | None = None, n_moduli: int
     (default 16).  With P their product: shifts from :func:`ozaki2_shifts` (``scaling``), A' = trunc(2**sa_i
     a_ij) and B' = trunc(2**sb_j b_ij) (integers held in float64, so |A' @ B'| < P/2); for each modulus one
     unit GEMM of the centred int8 residues (k split into chunks of at most 131071, where 131071 * 128**2 <
-    2**31, summed in int64) gives A' @ B' mod m_l; the CRT (:func:`_crt`) gives A' @ B' exactly; it is
+    2**31, summed in int64) gives A' @ B' mod m_l; the CRT (:class:`CRT`) gives A' @ B' exactly; it is
     rounded once to float64 (nearest even) and scaled by 2**-(sa_i + sb_j), exactly unless the result
     under- or overflows.  So the only errors are the truncations of 2**sa A and 2**sb B to integers (about
     2**-L relative to each row's and column's 2-norm, L ~ (log2 P - 1)/2 ~ 3.95 bits per modulus) and the
@@ -609,7 +597,7 @@ def ozaki2_steps(xp: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str,
     Ai, Bi = integers(xp, Ai), integers(xp, Bi)  # int64 up to 16 moduli: fewer passes per residue
     crt = CRT(xp, mods)
     for mo in mods:
-        crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), _RESIDUE_K) % mo)
+        crt.add(mo, chunked(xp, product, residues(xp, Ai, mo), residues(xp, Bi, mo), RESIDUE_K) % mo)
     Xf = crt.value(block)  # one rounding, to nearest even
     with np.errstate(under="ignore", over="ignore"):
         return arrays.ldexp(xp, Xf, -(sa[:, None] + sb[None, :]))

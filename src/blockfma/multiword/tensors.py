@@ -6,8 +6,9 @@ or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy 
 nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
 (:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
 which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
-an ulp of a power of two).  The operands and the result: :func:`check_tensors`, :func:`_differentiable`,
-docs/multiword.md.
+an ulp of a power of two); where Triton runs the device (:func:`fused_here`), Ozaki II's elementwise steps
+are fused into its kernels (:mod:`.ozaki_fused`), with the same bits.  The operands and the result:
+:func:`check_tensors`, :func:`_differentiable`, docs/multiword.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .bounds import ozaki_slices
 from .registry import REGISTRY
 from .steps import WordPlan, check_backend, combine, settle, split_operands
 
-__all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun"]
+__all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun", "fused_here"]
 
 
 def given(A: Any, B: Any) -> bool:
@@ -137,9 +138,11 @@ def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> flo
     if name == "ozaki1":
         return (words + 24) * ab + 48 * mq
     limbs = -(-(8 * words + 8 + 8 + 2 + 5) // 24) + 1  # CRT.n for moduli below 2**8
-    # one modulus' product and its residue (int64), the uint8 residues, the result; an eighth of the rows at
-    # a time: the residues in float64, the limbs' sums and ~30 int64 arrays of the rounding
-    return 18 * ab + (16 + words + 8 + (8 * words + 16 * limbs + 240) / 8) * mq
+    # the operands' int64 copies and int8 residues (fused: one int8 slice per modulus); one modulus' product
+    # and its residue (int64), the uint8 residues, the result (fused: every modulus' int32 product, at most
+    # ozaki_fused.PRODUCT_BYTES); an eighth of the rows at a time: the residues in float64, the limbs' sums and
+    # ~30 int64 arrays of the rounding
+    return (16 + max(18, words)) * ab + (16 + words + 8 + (8 * words + 16 * limbs + 240) / 8) * mq
 
 
 class TensorRun:
@@ -251,6 +254,17 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
     return _settled(C, None, A, B, name, name, dict, hw.name, _formats.get(name).max), info
 
 
+def fused_here(device: Any) -> bool:
+    """Whether Ozaki II runs fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
+    for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
+    kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
+    from ..engine import triton as tr
+
+    kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"))
+    modes = {type(getattr(sys.modules[m], f)).__name__ == "InterpretedFunction" for m, f in kernels if m in sys.modules}
+    return device.type == ("cpu" if tr.interpreting() else "cuda") and tr.available() and modes <= {tr.interpreting()}
+
+
 def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
            ) -> tuple[Any, dict[str, Any]]:
     unit = hardware.Int8Unit(spec)
@@ -258,6 +272,11 @@ def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: 
         w = ozaki.slice_width(A.shape[1]) if params["width"] is None else params["width"]
         C = ozaki.ozaki1_steps(torch, A, B, params["slices"], w, unit.product)
         detail = f"{params['slices']} slices"
+    elif fused_here(A.device) and len(params["moduli"]) <= ozaki.FUSED_MODULI:
+        from . import ozaki_fused
+
+        C = ozaki_fused.ozaki2(torch, A, B, params["moduli"], params["scaling"], unit)
+        detail = f"{len(params['moduli'])} moduli, fused (Triton)"
     else:
         C = ozaki.ozaki2_steps(torch, A, B, params["moduli"], params["scaling"], unit.product,
                                block=max(1, A.shape[0] // 8))
