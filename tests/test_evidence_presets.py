@@ -225,7 +225,7 @@ def test_fp8_scaled_mm_without_fast_accumulation_is_refused_under_strict():
     a = torch.ones(16, 32).to(torch.float8_e4m3fn)
     b = torch.ones(16, 32).to(torch.float8_e4m3fn).t()
     one = torch.tensor(1.0)
-    with pytest.raises(Unbacked, match=r"promotion to an fp32 sum every 128 products is assumed: DeepSeek-V3"):
+    with pytest.raises(Unbacked, match=r"promotion to an fp32 sum every 128 products is peer: mmaemu 0.1.0"):
         with bf.torch.emulate("H100", strict=True):
             torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
     with bf.torch.emulate("H100") as em:

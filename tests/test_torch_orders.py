@@ -79,7 +79,7 @@ def test_decisions_say_their_source_and_a_device_other_than_the_records_has_none
 
 def test_strict_refuses_an_unrecorded_shape_naming_it_the_device_and_the_record():
     a = torch.ones(4, 64, dtype=torch.float16)
-    with pytest.raises(Unbacked, match=r"of \(m, n, k\) = \(4, 3, 64\) under emulate\('H100'\) under strict=True: "
+    with pytest.raises(Unbacked, match=r"of \(m, n, k\) = \(4, 3, 64\) in emulate\('H100'\) under strict=True: "
                                        r"the split-K plan .* no record for this shape \(H100 fp16; the records: "
                                        r"H100 80GB HBM3, torch 2.11.0\+cu130, CUDA 13.0\): run unsplit"):
         with bf.torch.emulate("H100", strict=True):

@@ -248,7 +248,7 @@ class Emulation:
         if self.strict:
             what = f"a {route.dtype} GEMM" + ("" if shape is None else f" of (m, n, k) = {shape}")
             for claims in (route.evidence, plan) if plan else (route.evidence,):
-                require_backed(claims, f"{what} under emulate({self.name!r})")
+                require_backed(claims, f"{what} in emulate({self.name!r})")
         return route.evidence + plan
 
     def record(self, op: str, tensors: Sequence[Any], route: Route, gemms: int = 0, ran: Sequence[Any] = ()) -> None:
