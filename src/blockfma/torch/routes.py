@@ -28,7 +28,7 @@ FP8 = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2", torch.float8_e4
 #: first dot: tcgen05.mxf4.block32 on the B200, mma.mxf4.block32 on the RTX 5090)
 BLOCK_KINDS = {("fp8", "e8m0fnu", 32): "mxf8f6f4.block32", ("fp4", "e8m0fnu", 32): "mxf4.block32",
                ("fp4", "ue4m3", 16): "mxf4nvf4.block16.ue4m3", ("fp4", "e8m0fnu", 16): "mxf4nvf4.block16.ue8m0"}
-PROMOTE_K = 128  # cuBLAS's fp8 promotion interval without use_fast_accum (DeepSeek-V3's; mmaemu's H100 model agrees; not probed)
+PROMOTE_K = 128  # cuBLAS's fp8 promotion interval without use_fast_accum (DeepSeek-V3's; mmaemu's H100 agrees)
 DTYPES = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16, "bf16": torch.bfloat16,
           "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
 
