@@ -198,10 +198,10 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
 def int_mm(torch: Any, a: Any, b: Any, out: Any = None) -> Any:
     """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact; into ``out`` if given) for tensors already padded
     to :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
-    and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md)."""
-    if b.stride(0) != 1:
-        b = b.t().contiguous().t()
-    return torch._int_mm(a.contiguous(), b) if out is None else torch._int_mm(a.contiguous(), b, out=out)
+    and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md).  Views of rows of
+    ``a`` (columns of ``b``) with a longer leading dimension go as they are (cuBLAS's lda and ldb)."""
+    a, b = a if a.stride(1) == 1 else a.contiguous(), b if b.stride(0) == 1 else b.t().contiguous().t()
+    return torch._int_mm(a, b) if out is None else torch._int_mm(a, b, out=out)
 
 
 def torch_unit(device: str | None = None) -> Unit:

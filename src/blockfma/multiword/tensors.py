@@ -268,13 +268,15 @@ def fused_here(device: Any) -> bool:
 def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
            ) -> tuple[Any, dict[str, Any]]:
     unit = hardware.Int8Unit(spec)
+    fused = fused_here(A.device) and (name == "ozaki1" or len(params["moduli"]) <= ozaki.FUSED_MODULI)
+    if fused:
+        from . import ozaki_fused
     if name == "ozaki1":
         w = ozaki.slice_width(A.shape[1]) if params["width"] is None else params["width"]
-        C = ozaki.ozaki1_steps(torch, A, B, params["slices"], w, unit.product)
-        detail = f"{params['slices']} slices"
-    elif fused_here(A.device) and len(params["moduli"]) <= ozaki.FUSED_MODULI:
-        from . import ozaki_fused
-
+        C = (ozaki_fused.ozaki1(torch, A, B, params["slices"], w, unit) if fused else
+             ozaki.ozaki1_steps(torch, A, B, params["slices"], w, unit.product))
+        detail = f"{params['slices']} slices" + ", fused (Triton)" * fused
+    elif fused:
         C = ozaki_fused.ozaki2(torch, A, B, params["moduli"], params["scaling"], unit)
         detail = f"{len(params['moduli'])} moduli, fused (Triton)"
     else:
