@@ -71,20 +71,19 @@ def residues_kernel(x_ptr, s_ptr, out_ptr, R, C, RP, CP, sxr, sxc, S: tl.constex
                     BC: tl.constexpr):
     """out[l, i, j] = trunc(2**s_i x_ij) centred modulo S.MODS[l] (int8), zero up to (RP, CP) beyond (R, C):
     u = |2**s x| < 2**84 as hi 2**32 + lo (int64), its residue ((hi mod m)(2**32 mod m) + lo mod m) mod m."""
-    r = tl.program_id(0) * BR + tl.arange(0, BR)
-    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    r = (tl.program_id(0) * BR + tl.arange(0, BR)).to(tl.int64)  # int64 offsets: 16 moduli x 16384^2 > 2**31
+    c = (tl.program_id(1) * BC + tl.arange(0, BC)).to(tl.int64)
     x = tl.load(x_ptr + r[:, None] * sxr + c[None, :] * sxc, mask=(r[:, None] < R) & (c[None, :] < C), other=0.0)
     u = tl.abs(_ldexp(x, tl.load(s_ptr + r, mask=r < R, other=0)[:, None]))
     hi = (u * 2.0**-32).to(tl.int64)  # floor: u >= 0, exact scaling
     lo = (u - hi.to(tl.float64) * 2.0**32).to(tl.int64)  # exact difference below 2**32
-    where = out_ptr + r[:, None] * CP + c[None, :]
     inside = (r[:, None] < RP) & (c[None, :] < CP)
     for q in tl.static_range(len(S.MODS)):
         m = S.MODS[q]
         v = ((hi % m) * S.W[q] + lo % m) % m
         v = tl.where((x < 0) & (v != 0), m - v, v)  # x's residue in [0, m)
         v = tl.where(v > m - 1 - m // 2, v - m, v)
-        tl.store(where + q * RP * CP, v.to(tl.int8), mask=inside)
+        tl.store(out_ptr + (q * RP + r[:, None]) * CP + c[None, :], v.to(tl.int8), mask=inside)
 
 
 @triton.jit
@@ -118,7 +117,7 @@ def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S:
     """out_ij = RN(X_ij) 2**-(sa_i + sb_j) in one rounding, X_ij in [-(P // 2), P - 1 - P // 2] with X = p[l, i, j]
     mod S.MODS[l]: :class:`.ozaki.CRT`'s steps in four limbs (the multiple of P to subtract from a float64
     quotient, corrected by one P each way, the top 55 bits with a sticky bit)."""
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)).to(tl.int64)  # int64 offsets into out (m n > 2**31)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     x0 = tl.full((BM, BN), 0, tl.int64)  # (not tl.zeros: a jit function, which the interpreter may not run)
