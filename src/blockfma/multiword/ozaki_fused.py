@@ -251,7 +251,7 @@ def ozaki1(torch: Any, A: Any, B: Any, slices: int, w: int, unit: Any) -> Any:
     from .bounds import ozaki_max_inner
 
     (m, k), n = A.shape, B.shape[1]
-    _, kp, np_ = ozaki.int_mm_shape(m, k, n)
+    _, kp, np_ = ozaki.int_mm_shape(m, -(-k // 16) * 16, n)  # k to 16: every group's slices 16-byte aligned
     gc = max(1, ozaki_max_inner(w) // k)  # pairs to a group: at least one, as unfused (its int32 range)
     groups = [(g, s, min(s + gc, g)) for g in range(slices + 1, 1, -1) for s in range(1, g, gc)]  # s .. end - 1
     rows = max(1, PRODUCT_BYTES // (4 * len(groups) * np_))

@@ -6,8 +6,8 @@ or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy 
 nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
 (:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
 which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
-an ulp of a power of two); where Triton runs the device (:func:`fused_here`), Ozaki II's elementwise steps
-are fused into its kernels (:mod:`.ozaki_fused`), with the same bits.  The operands and the result:
+an ulp of a power of two); where Triton runs the device (:func:`fused_here`), Ozaki I's and II's elementwise
+steps are fused into kernels (:mod:`.ozaki_fused`), with the same bits.  The operands and the result:
 :func:`check_tensors`, :func:`_differentiable`, docs/multiword.md.
 """
 
@@ -255,7 +255,7 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
 
 
 def fused_here(device: Any) -> bool:
-    """Whether Ozaki II runs fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
+    """Whether Ozaki I and II run fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
     for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
     kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
     from ..engine import triton as tr
