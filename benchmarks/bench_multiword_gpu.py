@@ -14,7 +14,8 @@ multiword``, the same draws unrounded (fp64) for Ozaki and DGEMM), every method 
   products in the method's order with its accumulation (inside: chained through cuBLAS with beta = 1;
   outside: fp32 additions on the device), replayed on the same words (the result is checked to be the
   end-to-end result's bits); for Ozaki the same number of ``torch._int_mm`` calls on random int8
-  matrices.  A lower bound for a GPU-resident implementation (no splitting, no CRT).
+  matrices (the fused Ozaki I: one per level, its slice pairs side by side along k).  A lower bound for a
+  GPU-resident implementation (no splitting, no CRT).
 
 ``ozaki1`` and ``ozaki2`` run fused where Triton runs the device (``multiword.ozaki_fused``: one kernel per
 operand for the slices, or the scaling and every residue; the int8 products; one kernel for the levels' sums,
@@ -148,20 +149,22 @@ def multiword_replay(mw: Any, unit: Any, name: str, A: np.ndarray, B: np.ndarray
     return run
 
 
-def int8_replay(torch: Any, device: Any, n: int, calls: int, seed: int) -> Callable[[], Any]:
+def int8_replay(torch: Any, device: Any, n: int, calls: int, seed: int, levels: int = 0) -> Callable[[], Any]:
     """``calls`` torch._int_mm products of random n x n int8 matrices, padded and laid out as the Ozaki
-    units hand them over (:func:`blockfma.multiword.ozaki.int_mm`: B column-major)."""
+    units hand them over (:func:`blockfma.multiword.ozaki.int_mm`: B column-major); ``levels`` (the fused
+    Ozaki I's slices): one product per level p = 1 ... levels instead, of inner dimension p n (views of the
+    first p n columns, as its slices side by side)."""
     from blockfma.multiword.ozaki import int_mm_shape
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     m, k, q = int_mm_shape(n, n, n)
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=g).to(device)
-    b = torch.randint(-128, 128, (q, k), dtype=torch.int8, generator=g).to(device).t()  # column-major, as int_mm
+    a = torch.randint(-128, 128, (m, max(levels, 1) * k), dtype=torch.int8, generator=g).to(device)
+    b = torch.randint(-128, 128, (q, max(levels, 1) * k), dtype=torch.int8, generator=g).to(device).t()
 
     def run() -> Any:
         out = None
-        for _ in range(calls):
-            out = torch._int_mm(a, b)
+        for p in range(1, levels + 1) if levels else [1] * calls:
+            out = torch._int_mm(a[:, :p * k], b[:p * k])
         return out
 
     return run
@@ -263,7 +266,9 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
             replay_same = bool(np.array_equal(D.view(np.uint64), C.view(np.uint64)))
             del D
         else:
-            dev_s = timed(int8_replay(torch, device, n, int(info["calls"]), args.seed), args.repeat, sync)[0]
+            fused1 = base == "ozaki1" and "fused" in str(info.get("unit"))
+            levels = (kw.get("slices") or mw.bounds.ozaki_slices(53)) if fused1 else 0  # matmul's default slices
+            dev_s = timed(int8_replay(torch, device, n, int(info["calls"]), args.seed, levels), args.repeat, sync)[0]
         row = {"method": name, "distribution": dist, "n": n, "data": "fp64" if fp64 else "fp32",
                "inputs": args.inputs, "e2e_over_device": seconds / dev_s,
                "seconds": seconds, "times": times, "warm_up_timed": e2e_repeat == 0,
