@@ -329,7 +329,7 @@ def test_cuda_fused_is_the_unfused_path(shape, count, scaling):
 @pytest.mark.parametrize("shape", [(7, 40, 5), (256, 1000, 200), (513, 20000, 300)])
 @pytest.mark.parametrize("slices", [1, 4, 9])
 def test_cuda_fused_ozaki1_is_the_unfused_path(shape, slices):
-    """k = 20000: 7 pairs to a group, so 9 slices' levels of 8 pairs take two products."""
+    """k = 20000: 6 pairs to a group, so 9 slices' levels of 7 and 8 pairs take two products each."""
     m, k, n = shape
     rng = np.random.default_rng([m, slices])
     for kind in ("uniform", "normal", "wide", "tiny", "huge"):
