@@ -148,16 +148,17 @@ def test_fused_at_the_ends_of_binary64(kind, count, scaling):
         assert torch.isinf(got).any()
 
 
+@pytest.mark.parametrize("method", ["ozaki1", "ozaki2"])
 @pytest.mark.parametrize("layout", ["transposed", "strided"])
-def test_non_contiguous_tensors_give_the_contiguous_bits(layout):
+def test_non_contiguous_tensors_give_the_contiguous_bits(layout, method):
     rng = np.random.default_rng(3)
     A, B = rng.standard_normal((12, 20)), rng.standard_normal((20, 7))
-    want = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2")
+    want = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method=method)
     if layout == "transposed":
         T, U = torch.from_numpy(A.T.copy()).T, torch.from_numpy(B.T.copy()).T
     else:
         T, U = torch.from_numpy(np.repeat(A, 2, axis=1))[:, ::2], torch.from_numpy(np.repeat(B, 3, axis=0))[::3]
-    assert not T.is_contiguous() and np.array_equal(_bits(mw.matmul(T, U, method="ozaki2")), _bits(want))
+    assert not T.is_contiguous() and np.array_equal(_bits(mw.matmul(T, U, method=method)), _bits(want))
 
 
 def test_rows_in_blocks_and_k_in_chunks_keep_the_bits(monkeypatch):
@@ -200,10 +201,11 @@ def test_without_the_interpreter_the_cpu_runs_unfused(monkeypatch):
     assert info["unit"].endswith("16 moduli") and torch.equal(got, torch.full((3, 2), 4.0, dtype=torch.float64))
 
 
-def test_a_product_beyond_memory_is_refused_before_the_kernels():
+@pytest.mark.parametrize("method", ["ozaki1", "ozaki2"])
+def test_a_product_beyond_memory_is_refused_before_the_kernels(method):
     huge = torch.ones(1, 1, dtype=torch.float64).expand(2**21, 2**21)  # a view: nothing allocated
     with pytest.raises(ArgumentError, match=r"^A=.*needs about .* GiB on cpu, and .* GiB are free; split the product"):
-        mw.matmul(huge, huge, method="ozaki2")
+        mw.matmul(huge, huge, method=method)
 
 
 # --- Ozaki I ------------------------------------------------------------------------------------------------
