@@ -14,13 +14,15 @@ multiword``, the same draws unrounded (fp64) for Ozaki and DGEMM), every method 
   products in the method's order with its accumulation (inside: chained through cuBLAS with beta = 1;
   outside: fp32 additions on the device), replayed on the same words (the result is checked to be the
   end-to-end result's bits); for Ozaki the same number of ``torch._int_mm`` calls on random int8
-  matrices.  A lower bound for a GPU-resident implementation (no splitting, no CRT).
+  matrices (the fused Ozaki I: one per level, its slice pairs side by side along k).  A lower bound for a
+  GPU-resident implementation (no splitting, no CRT).
 
-``ozaki2`` runs fused where Triton runs the device (``multiword.ozaki_fused``: one kernel per operand for the
-scaling and every residue, the int8 products, one kernel for the CRT and the unscaling; its row's unit says
-"fused"), and ``ozaki2-unfused`` is the same scheme with every step a torch operation
-(``ozaki.ozaki2_steps``), timed in the same run beside DGEMM; its row says whether its bits are ozaki2's (they
-must be).  With ``--inputs numpy`` both are the host path.
+``ozaki1`` and ``ozaki2`` run fused where Triton runs the device (``multiword.ozaki_fused``: one kernel per
+operand for the slices, or the scaling and every residue; the int8 products; one kernel for the levels' sums,
+or the CRT, and the unscaling; their rows' unit says "fused"), and ``ozaki1-unfused`` and ``ozaki2-unfused`` are
+the same schemes with every step a torch operation (``ozaki.ozaki1_steps``, ``ozaki.ozaki2_steps``), timed in
+the same run beside DGEMM; their rows say whether their bits are the fused ones (they must be).  With
+``--inputs numpy`` all four are the host path.
 
 Each time is the median of ``--repeat`` runs after one warm-up run (synchronised); TFLOP/s counts the
 useful 2 n^3 flops, not the word products; ``t/SGEMM`` is the time over native SGEMM's (torch float32
@@ -55,9 +57,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ["fp16", "bf16", "tf32", "double-fp16", "double-bf16", "markidis", "ootomo", "3xtf32", "4xtf32",
-           "bf16x9", "ozaki1", "ozaki2", "ozaki2-unfused"]
+           "bf16x9", "ozaki1", "ozaki1-unfused", "ozaki2", "ozaki2-unfused"]
 NATIVE = ["fp32", "fp64"]  # torch's SGEMM (TF32 off) and DGEMM: the baselines
-FP64_LEVEL = {"ozaki1", "ozaki2", "ozaki2-unfused", "fp64"}
+FP64_LEVEL = {"ozaki1", "ozaki1-unfused", "ozaki2", "ozaki2-unfused", "fp64"}
+FUSED = ("ozaki1", "ozaki2")  # each beside its "-unfused" row, their bits compared
 DISTRIBUTIONS = {"uniform01": "uniform(0,1]", "uniform-half": "uniform(-0.5,0.5]"}
 TIMING = ("seconds: multiword.matmul(backend='hardware') end to end ({inputs}); device s: the unit calls alone on "
           "device-resident "
@@ -146,31 +149,40 @@ def multiword_replay(mw: Any, unit: Any, name: str, A: np.ndarray, B: np.ndarray
     return run
 
 
-def int8_replay(torch: Any, device: Any, n: int, calls: int, seed: int) -> Callable[[], Any]:
+def int8_replay(torch: Any, device: Any, n: int, calls: int, seed: int, levels: int = 0) -> Callable[[], Any]:
     """``calls`` torch._int_mm products of random n x n int8 matrices, padded and laid out as the Ozaki
-    units hand them over (:func:`blockfma.multiword.ozaki.int_mm`: B column-major)."""
+    units hand them over (:func:`blockfma.multiword.ozaki.int_mm`: B column-major); ``levels`` (the fused
+    Ozaki I's slices): one product per level p = 1 ... levels instead, of inner dimension p n (views of the
+    first p n columns, as its slices side by side)."""
     from blockfma.multiword.ozaki import int_mm_shape
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     m, k, q = int_mm_shape(n, n, n)
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, generator=g).to(device)
-    b = torch.randint(-128, 128, (q, k), dtype=torch.int8, generator=g).to(device).t()  # column-major, as int_mm
+    a = torch.randint(-128, 128, (m, max(levels, 1) * k), dtype=torch.int8, generator=g).to(device)
+    b = torch.randint(-128, 128, (q, max(levels, 1) * k), dtype=torch.int8, generator=g).to(device).t()
 
     def run() -> Any:
         out = None
-        for _ in range(calls):
-            out = torch._int_mm(a, b)
+        for p in range(1, levels + 1) if levels else [1] * calls:
+            out = torch._int_mm(a[:, :p * k], b[:p * k])
         return out
 
     return run
 
 
-def unfused_ozaki2(torch: Any, A: Any, B: Any, backend: str, n_moduli: int | None = None) -> tuple[Any, dict]:
-    """Ozaki II's unfused device path (every step a torch operation, as ``multiword.tensors`` runs it where
-    Triton does not run the device) on device-resident float64 tensors: (C, info) as ``matmul`` gives them."""
-    from blockfma.multiword import hardware, ozaki
+def unfused_ozaki(torch: Any, name: str, A: Any, B: Any, backend: str, n_moduli: int | None = None,
+                  slices: int | None = None) -> tuple[Any, dict]:
+    """Ozaki I's or II's unfused device path (``name``; every step a torch operation, as ``multiword.tensors``
+    runs it where Triton does not run the device) on device-resident float64 tensors: (C, info) as ``matmul``
+    gives them."""
+    from blockfma.multiword import bounds, hardware, ozaki
 
-    unit, mods = hardware.Int8Unit(backend), ozaki.pick_moduli(None, n_moduli)
+    unit = hardware.Int8Unit(backend)
+    if name == "ozaki1":
+        slices = bounds.ozaki_slices(53) if slices is None else slices  # matmul's default
+        C = ozaki.ozaki1_steps(torch, A, B, slices, ozaki.slice_width(A.shape[1]), unit.product)
+        return C, {"calls": unit.calls, "unit": f"{unit.name}, {slices} slices, unfused", "unit_seconds": unit.seconds}
+    mods = ozaki.pick_moduli(None, n_moduli)
     C = ozaki.ozaki2_steps(torch, A, B, mods, "fast", unit.product, block=max(1, A.shape[0] // 8))
     return C, {"calls": unit.calls, "unit": f"{unit.name}, {len(mods)} moduli, unfused", "unit_seconds": unit.seconds}
 
@@ -218,28 +230,29 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
     t_sgemm = native["fp32"]
     flops = 2.0 * n**3
     out = []
-    ozaki2_bits: dict[str, np.ndarray] = {}
+    fused_bits: dict[str, np.ndarray] = {}
     for name in args.methods:
         fp64 = name in FP64_LEVEL
         A, B = (A64, B64) if fp64 else (A32, B32)
         kw: dict[str, Any] = {}
-        if name == "ozaki1" and args.slices:
+        if name.startswith("ozaki1") and args.slices:
             kw["slices"] = args.slices
         if name.startswith("ozaki2") and args.moduli:
             kw["n_moduli"] = args.moduli
         say(f"n={n} {dist}: {name} ...")
         e2e_repeat = args.repeat if n <= args.e2e_max else 0
         X, Y = ((T64, U64) if fp64 else (T32, U32)) if tensors else (A, B)
-        run = (lambda: unfused_ozaki2(torch, X, Y, args.backend, **kw)) if name == "ozaki2-unfused" and tensors \
-            else (lambda: mw.matmul(X, Y, method=name.removesuffix("-unfused"), backend=args.backend,
+        base = name.removesuffix("-unfused")
+        run = (lambda: unfused_ozaki(torch, base, X, Y, args.backend, **kw)) if name != base and tensors \
+            else (lambda: mw.matmul(X, Y, method=base, backend=args.backend,
                                     return_info=True, **kw))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", mw.RangeWarning)
             seconds, times, (C, info) = timed(run, e2e_repeat, sync)
         if tensors:
             C = C.cpu().numpy()  # for the errors, outside the timing
-        if name.startswith("ozaki2"):
-            ozaki2_bits[name] = C.view(np.uint64)
+        if base in FUSED:
+            fused_bits[name] = C.view(np.uint64)
         underflow = sum(issubclass(w.category, mw.RangeWarning) for w in caught) > 0
         replay_same = None
         if name in NATIVE:
@@ -253,7 +266,9 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
             replay_same = bool(np.array_equal(D.view(np.uint64), C.view(np.uint64)))
             del D
         else:
-            dev_s = timed(int8_replay(torch, device, n, int(info["calls"]), args.seed), args.repeat, sync)[0]
+            fused1 = base == "ozaki1" and "fused" in str(info.get("unit"))
+            levels = (kw.get("slices") or mw.bounds.ozaki_slices(53)) if fused1 else 0  # matmul's default slices
+            dev_s = timed(int8_replay(torch, device, n, int(info["calls"]), args.seed, levels), args.repeat, sync)[0]
         row = {"method": name, "distribution": dist, "n": n, "data": "fp64" if fp64 else "fp32",
                "inputs": args.inputs, "e2e_over_device": seconds / dev_s,
                "seconds": seconds, "times": times, "warm_up_timed": e2e_repeat == 0,
@@ -261,13 +276,13 @@ def block(args: argparse.Namespace, hw: Any, mw: Any, torch: Any, device: Any, n
                "device_seconds": dev_s, "device_tflops": flops / dev_s / 1e12, "device_t_sgemm": dev_s / t_sgemm,
                "unit_seconds": info.get("unit_seconds"), "calls": info.get("calls"), "unit": info.get("unit"),
                "words_underflow": underflow, "replay_equals_result": replay_same,
-               "equals_ozaki2": bool(np.array_equal(C.view(np.uint64), ozaki2_bits["ozaki2"]))
-               if name == "ozaki2-unfused" and "ozaki2" in ozaki2_bits else None,
+               **{f"equals_{f}": bool(np.array_equal(C.view(np.uint64), fused_bits[f]))
+                  if name == f"{f}-unfused" and f in fused_bits else None for f in FUSED},
                "sgemm_seconds": t_sgemm, "dgemm_seconds": native["fp64"], **measure(C, fp64)}
         out.append(row)
         say(f"  {seconds:.4g} s end to end, {dev_s:.4g} s on the device, componentwise {row['componentwise']:.3e}")
-        if row["equals_ozaki2"] is False:
-            say("  note: the unfused Ozaki II differs from the fused one: they must agree bit for bit")
+        if row.get(f"equals_{base}") is False:
+            say(f"  note: {name} differs from the fused {base}: they must agree bit for bit")
         if replay_same is False:
             say(f"  note: the device replay of {name} differs from the end-to-end result (cuBLAS chose another "
                 "kernel?); the timing stands, the error is the end-to-end result's")
@@ -331,8 +346,8 @@ def table_rows(rows: list[dict]) -> list[dict]:
              "componentwise": _g(r["componentwise"]), "normwise": _g(r["normwise_2"]),
              "reference / notes": "; ".join([r["reference"]] + (["words underflow"] if r["words_underflow"] else [])
                                             + (["seconds: one run"] if r.get("warm_up_timed") else [])
-                                            + ([f"bits {'=' if r['equals_ozaki2'] else '!='} ozaki2's"]
-                                               if r.get("equals_ozaki2") is not None else []))}
+                                            + [f"bits {'=' if r[f'equals_{f}'] else '!='} {f}'s" for f in FUSED
+                                               if r.get(f"equals_{f}") is not None])}
             for r in rows]
 
 

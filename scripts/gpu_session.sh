@@ -11,7 +11,7 @@
 # Parts (seconds at most): the kernel tests (pytest -m gpu) and the hardware probe of the wgmma fp8 paths
 # still without 10^6 verified rows, side by side (both check bits, neither is timed); then, alone on the
 # GPU, the Triton GEMM speed with its tile sweep and the peer mmaemu beside our fp8 kernel (--mmaemu), the
-# multiword/Ozaki speed (Ozaki II fused and unfused beside DGEMM: their first compile and timing, issue 32) and
+# multiword/Ozaki speed (Ozaki I and II fused and unfused beside DGEMM: their first compile and timing, issue 32) and
 # the emulation's slowdown; last, the library's split-K plans (scripts/record_plans.py).
 #
 # The GPU machine has no network: wheels it lacks (mmaemu, pure Python) come in .whl/ (git-ignored; carry it),
@@ -65,10 +65,10 @@ timeout -k 10 "$T_GEMM" "$PY" benchmarks/bench_gpu.py --sizes 4096 --check-size 
     --sweep-size 8192 --no-general --mmaemu --mmaemu-sizes 4096,8192 --record "$OUT/gemm-speed.json" >>"$log" 2>&1
 say "bench_gpu exit $?"
 
-say "part 3: multiword and Ozaki on the tensor cores against SGEMM and DGEMM (Ozaki II fused and unfused)"
+say "part 3: multiword and Ozaki on the tensor cores against SGEMM and DGEMM (Ozaki I and II fused and unfused)"
 timeout -k 10 "$T_MW" "$PY" benchmarks/bench_multiword_gpu.py --n 4096,8192 --dists uniform01 \
-    --methods 3xtf32,bf16x9,ozaki1,ozaki2,ozaki2-unfused --repeat 3 --e2e-max 16384 --exact-max 512 --sample-rows 16 \
-    --out "$OUT/multiword-speed.json" >>"$log" 2>&1
+    --methods 3xtf32,bf16x9,ozaki1,ozaki1-unfused,ozaki2,ozaki2-unfused --repeat 3 --e2e-max 16384 --exact-max 512 \
+    --sample-rows 16 --out "$OUT/multiword-speed.json" >>"$log" 2>&1
 say "bench_multiword_gpu exit $?"
 
 say "part 4: bf.torch.emulate against native torch"

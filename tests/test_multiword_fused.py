@@ -1,8 +1,10 @@
-"""Ozaki II fused into Triton kernels (:mod:`blockfma.multiword.ozaki_fused`), the device path of
-``matmul(method="ozaki2")`` on tensors: under Triton's interpreter on the CPU, held bit for bit (float64
-patterns, -0 included) to the unfused path (:func:`.ozaki.ozaki2_steps` on the same tensors) and to an
-oracle in Python integers and Fractions (the scaled integers' exact product, rounded by ``float`` and
-scaled by ``math.ldexp``); the compiled kernels on a GPU (marked gpu) to the same."""
+"""Ozaki I and II fused into Triton kernels (:mod:`blockfma.multiword.ozaki_fused`), the device paths of
+``matmul(method="ozaki1")`` and ``matmul(method="ozaki2")`` on tensors: under Triton's interpreter on the CPU,
+held bit for bit (float64 patterns, -0 included) to the unfused paths (:func:`.ozaki.ozaki1_steps`,
+:func:`.ozaki.ozaki2_steps` on the same tensors) and to oracles in Python integers and Fractions (Ozaki II: the
+scaled integers' exact product, rounded by ``float`` and scaled by ``math.ldexp``; Ozaki I: the slices in
+Python integers, their products in int64, each level scaled by ``math.ldexp`` and added by Python's float
+addition); the compiled kernels on a GPU (marked gpu) to the same."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from helpers import triton_mode
 
 MODULI = oz.MODULI + (167, 163)  # 22 pairwise coprime moduli: as many as the fused kernels take
 KERNELS = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"))
+SLICES = st.integers(1, 12)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
 
 
@@ -145,16 +148,17 @@ def test_fused_at_the_ends_of_binary64(kind, count, scaling):
         assert torch.isinf(got).any()
 
 
+@pytest.mark.parametrize("method", ["ozaki1", "ozaki2"])
 @pytest.mark.parametrize("layout", ["transposed", "strided"])
-def test_non_contiguous_tensors_give_the_contiguous_bits(layout):
+def test_non_contiguous_tensors_give_the_contiguous_bits(layout, method):
     rng = np.random.default_rng(3)
     A, B = rng.standard_normal((12, 20)), rng.standard_normal((20, 7))
-    want = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="ozaki2")
+    want = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method=method)
     if layout == "transposed":
         T, U = torch.from_numpy(A.T.copy()).T, torch.from_numpy(B.T.copy()).T
     else:
         T, U = torch.from_numpy(np.repeat(A, 2, axis=1))[:, ::2], torch.from_numpy(np.repeat(B, 3, axis=0))[::3]
-    assert not T.is_contiguous() and np.array_equal(_bits(mw.matmul(T, U, method="ozaki2")), _bits(want))
+    assert not T.is_contiguous() and np.array_equal(_bits(mw.matmul(T, U, method=method)), _bits(want))
 
 
 def test_rows_in_blocks_and_k_in_chunks_keep_the_bits(monkeypatch):
@@ -197,10 +201,112 @@ def test_without_the_interpreter_the_cpu_runs_unfused(monkeypatch):
     assert info["unit"].endswith("16 moduli") and torch.equal(got, torch.full((3, 2), 4.0, dtype=torch.float64))
 
 
-def test_a_product_beyond_memory_is_refused_before_the_kernels():
+@pytest.mark.parametrize("method", ["ozaki1", "ozaki2"])
+def test_a_product_beyond_memory_is_refused_before_the_kernels(method):
     huge = torch.ones(1, 1, dtype=torch.float64).expand(2**21, 2**21)  # a view: nothing allocated
     with pytest.raises(ArgumentError, match=r"^A=.*needs about .* GiB on cpu, and .* GiB are free; split the product"):
-        mw.matmul(huge, huge, method="ozaki2")
+        mw.matmul(huge, huge, method=method)
+
+
+# --- Ozaki I ------------------------------------------------------------------------------------------------
+def _oracle1(A, B, slices, w):
+    """Ozaki I's result by its definition: e_i = frexp's exponent of row i's largest |a_ij| (math.frexp), slice
+    s = trunc(a 2**(s w - e)) - 2**w trunc(a 2**((s - 1) w - e)) (Python integers), the pairs' products in int64
+    (exact), the levels g = slices + 1 ... 2 each scaled by math.ldexp (one rounding; beyond binary64: +-inf) and
+    added by Python's float addition, from +0, smallest first."""
+    def trunc(x, j):  # trunc(x 2**j), exactly: x = p / q, q a power of two
+        p, q = float(x).as_integer_ratio()
+        v = (abs(p) << max(j, 0)) // (q << max(-j, 0))
+        return -v if p < 0 else v
+
+    def cut(X):
+        e = [math.frexp(max(abs(float(x)) for x in row))[1] for row in X]
+        S = [[[trunc(x, s * w - ei) - 2**w * trunc(x, (s - 1) * w - ei) for x in row] for row, ei in zip(X, e)]
+             for s in range(1, slices + 1)]
+        return np.array(S, dtype=np.int64), e
+
+    SA, ea = cut(A)
+    SB, eb = cut(B.T)
+    assert np.abs(SA).max() < 2**w and np.abs(SB).max() < 2**w
+    levels = {g: sum(SA[s - 1] @ SB[g - s - 1].T for s in range(1, g)) for g in range(slices + 1, 1, -1)}
+    out = np.zeros((A.shape[0], B.shape[1]))
+    for i, j in np.ndindex(out.shape):
+        c = 0.0
+        for g, level in levels.items():
+            try:
+                c = c + math.ldexp(float(level[i, j]), ea[i] + eb[j] - g * w)
+            except OverflowError:
+                c = c + math.copysign(math.inf, level[i, j])
+        out[i, j] = c
+    return out
+
+
+def _run1(A, B, slices, width=None):
+    """(fused, unfused, the fused kernels' own result), as :func:`_run` gives them for Ozaki II."""
+    from blockfma.multiword import ozaki_fused
+
+    T, U = torch.from_numpy(A), torch.from_numpy(B)
+    out = []
+    for interpret in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+            mp.setenv("TRITON_INTERPRET", interpret)
+            warnings.simplefilter("ignore", mw.OverflowWarning)
+            C, info = mw.matmul(T, U, method="ozaki1", slices=slices, width=width, return_info=True)
+        assert info["unit"].endswith(f"{slices} slices" + ", fused (Triton)" * (interpret == "1"))
+        out.append(C)
+    w = oz.slice_width(A.shape[1]) if width is None else width
+    return out[0], out[1], ozaki_fused.ozaki1(torch, T, U, slices, w, hardware.Int8Unit("hardware:cpu"))
+
+
+def _same1(m, k, n, kind, slices, seed, width=None):
+    rng = np.random.default_rng(seed)
+    A, B = _data(rng, kind, (m, k)), _data(rng, kind, (k, n))
+    got, want, raw = _run1(A, B, slices, width)
+    assert np.array_equal(_bits(got), _bits(want)), f"{np.count_nonzero(_bits(got) != _bits(want))} differ"
+    assert np.array_equal(_bits(raw), _bits(_oracle1(A, B, slices, oz.slice_width(k) if width is None else width)))
+    return got, raw
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=st.integers(1, 24), k=st.integers(1, 40), n=st.integers(1, 24), kind=CASES["kind"], slices=SLICES,
+       seed=CASES["seed"])
+def test_fused_ozaki1_is_the_unfused_path_and_the_scheme_bit_for_bit(m, k, n, kind, slices, seed):
+    _same1(m, k, n, kind, slices, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 70), k=st.integers(1, 130), n=st.integers(1, 70), kind=CASES["kind"],
+       slices=st.integers(1, 20), seed=CASES["seed"], width=st.sampled_from([None, 1, 3, 5]))
+def test_fused_ozaki1_on_more_shapes_and_widths(m, k, n, kind, slices, seed, width):
+    _same1(m, k, n, kind, slices, seed, width)
+
+
+@pytest.mark.parametrize("kind,slices", [("tiny", 9), ("huge", 8), ("wide", 12), ("zeros", 1)])
+def test_fused_ozaki1_at_the_ends_of_binary64(kind, slices):
+    """Pinned cases: subnormal slices and results, +-inf and NaN (inf - inf between levels; the result settled
+    as unfused), slices far below a row's largest element, a single slice."""
+    got, raw = _same1(19, 33, 9, kind, slices, [slices, len(kind)])
+    if kind == "tiny":
+        assert ((got != 0) & (got.abs() < 2.0**-1022)).any()
+    if kind == "huge":
+        assert torch.isinf(got).any() and torch.isnan(raw).any() and torch.isinf(raw).any()
+
+
+def test_fused_ozaki1_groups_and_blocks_keep_the_bits(monkeypatch):
+    """A level's pairs in several int32 groups (one product each, the slices side by side along k) and A's rows
+    in blocks: the same bits, one product per group and block."""
+    from blockfma.multiword import bounds, ozaki_fused
+
+    rng = np.random.default_rng(8)
+    T, U = torch.from_numpy(rng.standard_normal((45, 70))), torch.from_numpy(rng.standard_normal((70, 13)))
+    want = oz.ozaki1_steps(torch, T, U, 4, 7, hardware.Int8Unit("hardware:cpu").product)
+    got, info = mw.matmul(T, U, method="ozaki1", slices=4, return_info=True)
+    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 4  # a level, a product
+    monkeypatch.setattr(bounds, "ozaki_max_inner", lambda w: 2 * 70)  # two pairs to a group: 2 + 2 + 1 + 1
+    monkeypatch.setattr(ozaki_fused, "PRODUCT_BYTES", 6 * 4 * 16 * 20)  # 20 rows of 16 (padded) columns a block
+    got, info = mw.matmul(T, U, method="ozaki1", slices=4, return_info=True)
+    assert np.array_equal(_bits(got), _bits(want)) and info["calls"] == 6 * 3
 
 
 # --- the compiled kernels ----------------------------------------------------------------------------------
@@ -217,6 +323,23 @@ def test_cuda_fused_is_the_unfused_path(shape, count, scaling):
         got, info = mw.matmul(T, U, method="ozaki2", moduli=mods, scaling=scaling, return_info=True)
         assert got.is_cuda and info["unit"].endswith("fused (Triton)")
         want = oz.ozaki2_steps(torch, T, U, mods, scaling, hardware.Int8Unit("hardware:cuda").product)
+        assert np.array_equal(_bits(got), _bits(want)), f"{kind}: {np.count_nonzero(_bits(got) != _bits(want))}"
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("shape", [(7, 40, 5), (256, 1000, 200), (513, 20000, 300)])
+@pytest.mark.parametrize("slices", [1, 4, 9])
+def test_cuda_fused_ozaki1_is_the_unfused_path(shape, slices):
+    """k = 20000: 6 pairs to a group, so 9 slices' levels of 7 and 8 pairs take two products each."""
+    m, k, n = shape
+    rng = np.random.default_rng([m, slices])
+    for kind in ("uniform", "normal", "wide", "tiny", "huge"):
+        A, B = _data(rng, kind, (m, k)), _data(rng, kind, (k, n))
+        T, U = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+        got, info = mw.matmul(T, U, method="ozaki1", slices=slices, return_info=True)
+        assert got.is_cuda and info["unit"].endswith("fused (Triton)")
+        want = oz.ozaki1_steps(torch, T, U, slices, oz.slice_width(k), hardware.Int8Unit("hardware:cuda").product)
         assert np.array_equal(_bits(got), _bits(want)), f"{kind}: {np.count_nonzero(_bits(got) != _bits(want))}"
 
 
@@ -260,20 +383,26 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from blockfma.multiword import ozaki, ozaki_fused as f
 K = f.constants(ozaki.MODULI[:3])
-for kernel, const, ptrs in ((f.residues_kernel, {"S": K, "BR": 16, "BC": 16}, {"x_ptr": "*fp64", "s_ptr": "*i64",
-                             "out_ptr": "*i8"}), (f.crt_kernel, {"S": K, "BM": 16, "BN": 32}, {"p_ptr": "*i32",
-                             "sa_ptr": "*i64", "sb_ptr": "*i64", "out_ptr": "*fp64"})):
+for kernel, const, ptrs, options in (
+        (f.residues_kernel, {"S": K, "BR": 16, "BC": 16}, {"x_ptr": "*fp64", "s_ptr": "*i64", "out_ptr": "*i8"}, {}),
+        (f.crt_kernel, {"S": K, "BM": 16, "BN": 32}, {"p_ptr": "*i32", "sa_ptr": "*i64", "sb_ptr": "*i64",
+                                                      "out_ptr": "*fp64"}, {}),
+        (f.slices_kernel, {"W": 7, "BR": 32, "BC": 32}, {"x_ptr": "*fp64", "e_ptr": "*i64", "out_ptr": "*i8"}, f.EXACT),
+        (f.levels_kernel, {"W": 7, "BM": 32, "BN": 32}, {"p_ptr": "*i32", "ea_ptr": "*i64", "eb_ptr": "*i64",
+                                                         "out_ptr": "*fp64"}, f.EXACT)):
     names = list(kernel.arg_names)
     sig = {n: "constexpr" if n in const else ptrs.get(n, "i32") for n in names}
     src = ASTSource(fn=kernel, signature=sig, constexprs={(names.index(n),): v for n, v in const.items()})
-    print(kernel.fn.__name__, len(triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["cubin"]))
+    out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    print(kernel.fn.__name__, len(out.asm["cubin"]), "fma.rn.f64" in out.asm["ptx"])
 """
 
 
 def test_the_kernels_compile_for_sm90(tmp_path):
     """(A few seconds.)  The kernels through Triton's compiler for an H100 (no device needed: Triton's own
     ptxas), in a fresh process without the interpreter, which accepts code the compiler refuses (globals,
-    constexprs reassigned, int32 literals)."""
+    constexprs reassigned, int32 literals); Ozaki I's with the options they are launched with, and no float64
+    FMA in them (a contracted multiply-add would round once where the unfused path rounds twice)."""
     import subprocess
     from pathlib import Path
 
@@ -287,4 +416,6 @@ def test_the_kernels_compile_for_sm90(tmp_path):
     env["TRITON_CACHE_DIR"] = str(tmp_path)  # compiled here, not read from an earlier run's cache
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert [line.split()[0] for line in out.stdout.splitlines()] == ["residues_kernel", "crt_kernel"]
+    names = [line.split()[0] for line in out.stdout.splitlines()]
+    assert names == ["residues_kernel", "crt_kernel", "slices_kernel", "levels_kernel"]
+    assert [line.split()[2] for line in out.stdout.splitlines()][2:] == ["False", "False"]  # Ozaki I: no FMA

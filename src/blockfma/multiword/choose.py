@@ -338,10 +338,11 @@ def _multiword_cost(c: _Cost, mth: Method) -> tuple[float, int]:
     return t + c.over_mn(12), calls  # fp32 result to float64
 
 
-def _ozaki1_cost(c: _Cost, s: int, chunks: int) -> tuple[float, int]:
-    calls = s * (s + 1) // 2 * chunks
-    t = c.over_ab(8 + s) + calls * (c.call("int8", 4) + c.over_mn(4 + 8 + 8)) + s * c.over_mn(24)
-    return t, calls
+def _ozaki1_cost(c: _Cost, s: int, per: int) -> tuple[float, int]:
+    """Fused (.ozaki_fused): a slicing kernel per operand (two reads), the s (s + 1) / 2 pair products in one call
+    per ``per`` pairs of a level (side by side along k), one kernel over the calls' int32 sums."""
+    calls = sum(-(-g // per) for g in range(1, s + 1))
+    return c.over_ab(16 + s) + s * (s + 1) // 2 * c.call("int8", 0) + c.over_mn(8 * calls + 8), calls
 
 
 def _ozaki2_cost(c: _Cost, N: int, chunks: int, scaling: str) -> tuple[float, int]:
@@ -452,7 +453,7 @@ def _ozaki1_options(e: Any, q: _Problem) -> list[Option]:
         w = _ozaki.slice_width(q.k)
     except ValueError as exc:
         return [_option("ozaki1", math.inf, math.inf, 0, "", reason=str(exc))]
-    chunks = -(-q.k // _bounds.ozaki_max_inner(w))
+    per = max(1, _bounds.ozaki_max_inner(w) // q.k)  # pairs of slices to an int32 sum
     best = None
     for s in range(1, _MAX_OZAKI1_SLICES + 1):
         b = _bounds.ozaki_bound(q.k, s, slice_bits=w, exponent_spread=q.spread, ratios=q.ratios)
@@ -460,7 +461,7 @@ def _ozaki1_options(e: Any, q: _Problem) -> list[Option]:
         if b <= q.goal:
             break
     s, b = best
-    t, calls = _ozaki1_cost(q.cost, s, chunks)
+    t, calls = _ozaki1_cost(q.cost, s, per)
     return [_option("ozaki1", b, t + q.checked, calls, f"{q.rates.name} int8 -> int32 (exact)", reason=_short(
         b, q), detail=f"{s} int8 slices of {w} bits per row of A and column of B, the {s * (s + 1) // 2} slice "
                     f"products with s + t <= {s + 1}, added in float64", slices=s)]

@@ -198,10 +198,10 @@ def int_mm_shape(m: int, k: int, n: int) -> tuple[int, int, int]:
 def int_mm(torch: Any, a: Any, b: Any, out: Any = None) -> Any:
     """``torch._int_mm(a, b)`` (int8 x int8 -> int32, exact; into ``out`` if given) for tensors already padded
     to :func:`int_mm_shape`, with ``b`` handed over column-major: cuBLASLt's int8 kernels want the "TN" layout,
-    and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md)."""
-    if b.stride(0) != 1:
-        b = b.t().contiguous().t()
-    return torch._int_mm(a.contiguous(), b) if out is None else torch._int_mm(a.contiguous(), b, out=out)
+    and a row-major ``b`` takes a slower kernel (pytorch/pytorch#165230; docs/multiword.md).  Views of rows of
+    ``a`` (columns of ``b``) with a longer leading dimension go as they are (cuBLAS's lda and ldb)."""
+    a, b = a if a.stride(1) == 1 else a.contiguous(), b if b.stride(0) == 1 else b.t().contiguous().t()
+    return torch._int_mm(a, b) if out is None else torch._int_mm(a, b, out=out)
 
 
 def torch_unit(device: str | None = None) -> Unit:
@@ -310,7 +310,7 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
     ``unit``: a callable ``f(Ai8, Bi8) -> int array`` (default :func:`exact_unit`); OverflowError from the
     unit if an int32 accumulator would overflow (possible only with a ``width`` wider than the rule)."""
     slices = integer("slices", slices, least=1, most=MAX_SLICES)
-    width = None if width is None else integer("width", width, least=1, most=7)
+    width = integer("width", width, least=1, most=7, none=True)
     _check_unit(unit)
     sa, sb = np.shape(A), np.shape(B)
     if len(sa) == 2 and len(sb) == 2:  # before any conversion: the slices and the float64 copies
@@ -318,8 +318,7 @@ def ozaki1(A: Any, B: Any, *, slices: int, unit: Unit | None = None, width: int 
         memory("slices", slices, (slices + 8.0 * 4) * (m * k + k * n) + 8.0 * 4 * m * n,
                f"{slices} int8 slices of a {m}x{k} and a {k}x{n} matrix", fix="use fewer slices")
     A, B = check_operands(A, B)
-    m, k = A.shape
-    n = B.shape[1]
+    (m, k), n = A.shape, B.shape[1]
     w = slice_width(k) if width is None else width
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n))
@@ -340,11 +339,9 @@ def ozaki1_steps(xp: Any, A: Any, B: Any, slices: int, w: int, product: Callable
     C = arrays.zeros(xp, (m, n), "float64", A)
     for g in range(slices + 1, 1, -1):  # smallest terms first
         level = None
-        for s in range(max(1, g - slices), min(slices, g - 1) + 1):
-            t = g - s
-            if live_a[s - 1] and live_b[t - 1]:
-                T = product(SA[s - 1], SB[t - 1])
-                level = T if level is None else level + T
+        for s in (s for s in range(1, g) if live_a[s - 1] and live_b[g - s - 1]):  # the pairs s + t = g
+            T = product(SA[s - 1], SB[g - s - 1])
+            level = T if level is None else level + T
         if level is not None and bool(level.any()):
             with np.errstate(under="ignore", over="ignore", invalid="ignore"):  # inf - inf: as float64 GEMM
                 C = C + arrays.ldexp(xp, arrays.to(xp, level, "float64"), base - g * w)

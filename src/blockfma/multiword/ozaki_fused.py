@@ -1,10 +1,13 @@
-"""Ozaki II on torch tensors with its elementwise work fused into Triton kernels, bit for bit the unfused
-path (:func:`.ozaki.ozaki2_steps`): after the shifts, one :func:`residues_kernel` per operand (2**s x
-truncated, its centred residues modulo every modulus written as int8 slices, zero-padded to
-:func:`.ozaki.int_mm_shape`, B's transposed: the layout ``torch._int_mm`` wants), one int8 product per modulus
-into one int32 array, one :func:`crt_kernel` (the CRT in 48-bit int64 limbs, rounded once to float64, unscaled
-in one rounding).  Used where :func:`.tensors.fused_here`; imported then, when Triton fixes whether its
-interpreter runs the kernels (``TRITON_INTERPRET=1``, on the CPU).
+"""Ozaki I and II on torch tensors with their elementwise work fused into Triton kernels, bit for bit the
+unfused paths (:func:`.ozaki.ozaki1_steps`, :func:`.ozaki.ozaki2_steps`).  Ozaki II: after the shifts, one
+:func:`residues_kernel` per operand (2**s x truncated, its centred residues modulo every modulus written as int8
+slices, zero-padded to :func:`.ozaki.int_mm_shape`, B's transposed: the layout ``torch._int_mm`` wants), one int8
+product per modulus into one int32 array, one :func:`crt_kernel` (the CRT in 48-bit int64 limbs, rounded once
+to float64, unscaled in one rounding).  Ozaki I: one :func:`slices_kernel` per operand (the row exponents and
+every slice), one int8 product per level of slice pairs (its pairs side by side along k where their int32 sum
+is exact), one :func:`levels_kernel` (the levels' exact sums, scaled and added in float64 in the unfused
+order).  Used where :func:`.tensors.fused_here`; imported then, when Triton fixes whether its interpreter runs
+the kernels (``TRITON_INTERPRET=1``, on the CPU).
 """
 # mypy: ignore-errors
 from __future__ import annotations
@@ -20,10 +23,12 @@ import triton.language as tl
 from ..engine import triton_kernel as tk
 from . import ozaki
 
-__all__ = ["ozaki2", "residues_kernel", "crt_kernel", "PRODUCT_BYTES", "interpreted"]
+__all__ = ["ozaki1", "ozaki2", "slices_kernel", "levels_kernel", "residues_kernel", "crt_kernel", "PRODUCT_BYTES",
+           "interpreted"]
 
 LIMB = 48  # the CRT's limbs (written out in the kernels): 22 sums residue (< 2**8) x limb stay below 2**61
-PRODUCT_BYTES = 2**32  # the int32 products of one block of rows of A, all moduli (a few GEMMs of n = 16384)
+PRODUCT_BYTES = 2**32  # the int32 products of one block of rows of A, all moduli or levels (a few GEMMs of n = 16384)
+EXACT = {"enable_fp_fusion": False}  # Ozaki I's launches: no FMA contraction, every float64 operation rounds
 
 
 @dataclass(frozen=True)
@@ -66,20 +71,19 @@ def residues_kernel(x_ptr, s_ptr, out_ptr, R, C, RP, CP, sxr, sxc, S: tl.constex
                     BC: tl.constexpr):
     """out[l, i, j] = trunc(2**s_i x_ij) centred modulo S.MODS[l] (int8), zero up to (RP, CP) beyond (R, C):
     u = |2**s x| < 2**84 as hi 2**32 + lo (int64), its residue ((hi mod m)(2**32 mod m) + lo mod m) mod m."""
-    r = tl.program_id(0) * BR + tl.arange(0, BR)
-    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    r = (tl.program_id(0) * BR + tl.arange(0, BR)).to(tl.int64)  # int64 offsets: 16 moduli x 16384^2 > 2**31
+    c = (tl.program_id(1) * BC + tl.arange(0, BC)).to(tl.int64)
     x = tl.load(x_ptr + r[:, None] * sxr + c[None, :] * sxc, mask=(r[:, None] < R) & (c[None, :] < C), other=0.0)
     u = tl.abs(_ldexp(x, tl.load(s_ptr + r, mask=r < R, other=0)[:, None]))
     hi = (u * 2.0**-32).to(tl.int64)  # floor: u >= 0, exact scaling
     lo = (u - hi.to(tl.float64) * 2.0**32).to(tl.int64)  # exact difference below 2**32
-    where = out_ptr + r[:, None] * CP + c[None, :]
     inside = (r[:, None] < RP) & (c[None, :] < CP)
     for q in tl.static_range(len(S.MODS)):
         m = S.MODS[q]
         v = ((hi % m) * S.W[q] + lo % m) % m
         v = tl.where((x < 0) & (v != 0), m - v, v)  # x's residue in [0, m)
         v = tl.where(v > m - 1 - m // 2, v - m, v)
-        tl.store(where + q * RP * CP, v.to(tl.int8), mask=inside)
+        tl.store(out_ptr + (q * RP + r[:, None]) * CP + c[None, :], v.to(tl.int8), mask=inside)
 
 
 @triton.jit
@@ -113,7 +117,7 @@ def crt_kernel(p_ptr, sa_ptr, sb_ptr, out_ptr, M, N, spl, spm, spn, som, son, S:
     """out_ij = RN(X_ij) 2**-(sa_i + sb_j) in one rounding, X_ij in [-(P // 2), P - 1 - P // 2] with X = p[l, i, j]
     mod S.MODS[l]: :class:`.ozaki.CRT`'s steps in four limbs (the multiple of P to subtract from a float64
     quotient, corrected by one P each way, the top 55 bits with a sticky bit)."""
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)).to(tl.int64)  # int64 offsets into out (m n > 2**31)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     x0 = tl.full((BM, BN), 0, tl.int64)  # (not tl.zeros: a jit function, which the interpreter may not run)
@@ -179,4 +183,91 @@ def ozaki2(torch: Any, A: Any, B: Any, mods: tuple[int, ...], scaling: str, unit
             out = C[i:i + rows]
             crt_kernel[(-(-out.shape[0] // bm), -(-n // bn))](p, sa[i:i + rows], sb, out, out.shape[0], n,
                                                              *p.stride(), *out.stride(), S=K, BM=bm, BN=bn)
+    return C
+
+
+@triton.jit
+def slices_kernel(x_ptr, e_ptr, out_ptr, R, C, RP, CP, sxr, sxc, SL, first, step, W: tl.constexpr, BR: tl.constexpr,
+                  BC: tl.constexpr):
+    """Rows i < R of x cut by :func:`.ozaki.cut_rows`' steps: e[i] = frexp's exponent of max_j |x_ij| (0 for a zero
+    row); slice s = 1 ... SL of row i into out[i, first + (s - 1) step, :] (int8), zero up to (RP, CP) beyond (R, C).
+    Every value kept is exact, so the slices are the unfused ones."""
+    r = (tl.program_id(0) * BR + tl.arange(0, BR)).to(tl.int64)
+    mx = tl.full((BR,), 0.0, tl.float64)
+    for c0 in range(0, C, BC):
+        c = c0 + tl.arange(0, BC).to(tl.int64)
+        x = tl.load(x_ptr + r[:, None] * sxr + c[None, :] * sxc, mask=(r[:, None] < R) & (c[None, :] < C), other=0.0)
+        mx = tl.maximum(mx, tl.reduce(tl.abs(x), 1, tl.standard._elementwise_max))  # the interpreter: np.max
+    bits = mx.to(tl.int64, bitcast=True)  # subnormal: 2**-1074 bits, lead(bits) + 1 - 1074 its exponent
+    e = tl.where(bits >> 52 > 0, (bits >> 52) - 1022, tl.where(bits > 0, tk.lead(bits) - 1073, 0))
+    tl.store(e_ptr + r, e, mask=r < R)
+    for c0 in range(0, CP, BC):
+        c = c0 + tl.arange(0, BC).to(tl.int64)
+        x = tl.load(x_ptr + r[:, None] * sxr + c[None, :] * sxc, mask=(r[:, None] < R) & (c[None, :] < C), other=0.0)
+        for s in range(1, SL + 1):
+            sh = s * W - e[:, None]  # |x 2**sh| < 2**W: x holds the bits below slice s - 1
+            d = _ldexp(x, sh).to(tl.int64).to(tl.float64)  # truncated, exact where |d| >= 1
+            tl.store(out_ptr + (r[:, None] * SL + first + (s - 1) * step) * CP + c[None, :], d.to(tl.int8),
+                     mask=(r[:, None] < RP) & (c[None, :] < CP))
+            x = x - _ldexp(d, -sh)  # exact: the bits just taken
+
+
+@triton.jit
+def levels_kernel(p_ptr, ea_ptr, eb_ptr, out_ptr, M, N, SL, GC, spq, spm, spn, som, son, W: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr):
+    """out_ij = the float64 sum, from +0 and level g = SL + 1 down to 2, of the level's exact sum (its g - 1 slice
+    pairs' products, GC pairs to a group, group q's int32 sums p[q, i, j], the levels' groups in that order)
+    times 2**(ea_i + eb_j - g W): :func:`.ozaki.ozaki1_steps`' additions and roundings (launched without FMA
+    contraction: each scaled level rounds before it is added)."""
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)).to(tl.int64)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    base = tl.load(ea_ptr + rm, mask=rm < M, other=0)[:, None] + tl.load(eb_ptr + rn, mask=rn < N, other=0)[None, :]
+    c = tl.full((BM, BN), 0.0, tl.float64)
+    q = 0
+    for i in range(0, SL):
+        level = tl.full((BM, BN), 0, tl.int64)
+        for _ in range(0, (SL - i + GC - 1) // GC):  # level g = SL + 1 - i: its g - 1 pairs in groups of GC
+            level += tl.load(p_ptr + q * spq + rm[:, None] * spm + rn[None, :] * spn, mask=mask, other=0).to(tl.int64)
+            q += 1
+        c = c + _ldexp(level.to(tl.float64), base - (SL + 1 - i) * W)
+    tl.store(out_ptr + rm[:, None] * som + rn[None, :] * son, c, mask=mask)
+
+
+def _slices(torch: Any, X: Any, e: Any, slices: int, w: int, rows: int, cols: int, first: int, step: int) -> Any:
+    out = torch.empty((rows, slices * cols), dtype=torch.int8, device=X.device)
+    br, bc = (64, 64) if interpreted() else (32, 32)
+    slices_kernel[(-(-rows // br),)](X, e, out, X.shape[0], X.shape[1], rows, cols, *X.stride(), slices, first, step,
+                                     W=w, BR=br, BC=bc, **EXACT)
+    return out
+
+
+def ozaki1(torch: Any, A: Any, B: Any, slices: int, w: int, unit: Any) -> Any:
+    """:func:`.ozaki.ozaki1_steps` on checked, non-empty float64 tensors of one device, fused; ``unit`` their
+    device's :class:`.hardware.Int8Unit`.  Each level's pairs of slices in groups whose int32 sums are exact
+    (:func:`.bounds.ozaki_max_inner`), each group one product of A's slices side by side along k and B's (kept
+    in reverse order, so that a level's partners lie side by side too); rows of A in blocks whose products stay
+    under PRODUCT_BYTES."""
+    from .bounds import ozaki_max_inner
+
+    (m, k), n = A.shape, B.shape[1]
+    _, kp, np_ = ozaki.int_mm_shape(m, -(-k // 16) * 16, n)  # k to 16: every group's slices 16-byte aligned
+    gc = max(1, ozaki_max_inner(w) // k)  # pairs to a group: at least one, as unfused (its int32 range)
+    groups = [(g, s, min(s + gc, g)) for g in range(slices + 1, 1, -1) for s in range(1, g, gc)]  # s .. end - 1
+    rows = max(1, PRODUCT_BYTES // (4 * len(groups) * np_))
+    eb = torch.empty(n, dtype=torch.int64, device=A.device)
+    sb = _slices(torch, B.T, eb, slices, w, np_, kp, slices - 1, -1)
+    bm, bn = (64, 64) if interpreted() else (32, 32)
+    C = torch.empty((m, n), dtype=torch.float64, device=A.device)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the interpreter's numpy: as unfused
+        for i in range(0, m, rows):
+            a, out = A[i:i + rows], C[i:i + rows]
+            ea = torch.empty(a.shape[0], dtype=torch.int64, device=A.device)
+            sa = _slices(torch, a, ea, slices, w, ozaki.int_mm_shape(a.shape[0], k, n)[0], kp, 0, 1)
+            p = torch.empty((len(groups), sa.shape[0], np_), dtype=torch.int32, device=A.device)
+            for q, (g, s, t) in enumerate(groups):  # A's slices s .. t - 1 with B's g - s .. g - t + 1
+                unit.int_mm(sa[:, (s - 1) * kp:(t - 1) * kp], sb[:, (slices - g + s) * kp:(slices - g + t) * kp].T,
+                            out=p[q])
+            levels_kernel[(-(-a.shape[0] // bm), -(-n // bn))](p, ea, eb, out, a.shape[0], n, slices, gc, *p.stride(),
+                                                              *out.stride(), W=w, BM=bm, BN=bn, **EXACT)
     return C

@@ -6,8 +6,8 @@ or "hardware:cuda[:N]" must name the tensors' device).  The steps are the numpy 
 nothing goes through the host but Python scalars, except the entries of an overflow, settled on the host
 (:func:`.steps.settle`).  So the bits are the numpy path's on the same device, but for Ozaki II's shifts,
 which come from a float64 norm summed in torch's order (they can differ only where a row's norm lies within
-an ulp of a power of two); where Triton runs the device (:func:`fused_here`), Ozaki II's elementwise steps
-are fused into its kernels (:mod:`.ozaki_fused`), with the same bits.  The operands and the result:
+an ulp of a power of two); where Triton runs the device (:func:`fused_here`), Ozaki I's and II's elementwise
+steps are fused into kernels (:mod:`.ozaki_fused`), with the same bits.  The operands and the result:
 :func:`check_tensors`, :func:`_differentiable`, docs/multiword.md.
 """
 
@@ -255,7 +255,7 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
 
 
 def fused_here(device: Any) -> bool:
-    """Whether Ozaki II runs fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
+    """Whether Ozaki I and II run fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
     for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
     kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
     from ..engine import triton as tr
@@ -268,13 +268,15 @@ def fused_here(device: Any) -> bool:
 def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: dict[str, Any], say: Any
            ) -> tuple[Any, dict[str, Any]]:
     unit = hardware.Int8Unit(spec)
+    fused = fused_here(A.device) and (name == "ozaki1" or len(params["moduli"]) <= ozaki.FUSED_MODULI)
+    if fused:
+        from . import ozaki_fused
     if name == "ozaki1":
         w = ozaki.slice_width(A.shape[1]) if params["width"] is None else params["width"]
-        C = ozaki.ozaki1_steps(torch, A, B, params["slices"], w, unit.product)
-        detail = f"{params['slices']} slices"
-    elif fused_here(A.device) and len(params["moduli"]) <= ozaki.FUSED_MODULI:
-        from . import ozaki_fused
-
+        C = (ozaki_fused.ozaki1(torch, A, B, params["slices"], w, unit) if fused else
+             ozaki.ozaki1_steps(torch, A, B, params["slices"], w, unit.product))
+        detail = f"{params['slices']} slices" + ", fused (Triton)" * fused
+    elif fused:
         C = ozaki_fused.ozaki2(torch, A, B, params["moduli"], params["scaling"], unit)
         detail = f"{len(params['moduli'])} moduli, fused (Triton)"
     else:
