@@ -14,6 +14,7 @@ are fused into its kernels (:mod:`.ozaki_fused`), with the same bits.  The opera
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,7 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
     if before is not None:
         before(int(A.shape[0]), int(A.shape[1]), int(B.shape[1]), A.device)
     out = []
+    ok = finite(torch, *(X.detach() for X in (A, B) if X.is_floating_point() and X.numel()))
     for name, X in (("A", A), ("B", B)):
         X = X.detach()
         if not X.is_floating_point():
@@ -83,8 +85,8 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
                                         "bits than binary64 holds, so it cannot be taken exactly",
                                         fix=f"round it first ({name}.double() rounds to nearest)")
         X = X.to(torch.float64).contiguous()  # exact: every float dtype and int below 2**53 fits binary64
-        bad = ~torch.isfinite(X)
-        if bool(bad.any()):
+        bad = None if ok else ~torch.isfinite(X)
+        if bad is not None and bool(bad.any()):
             i, j = arrays.first(torch, bad)
             raise ArgumentError(name, _shown(X), f"{name}[{i}, {j}] = {float(X[i, j])!r} is not finite "
                                 f"({arrays.count(torch, bad)} non-finite entries): multiword products take finite "
@@ -92,6 +94,12 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
                                 fix=f"replace them first (torch.nan_to_num({name})) or use torch.matmul")
         out.append(X)
     return out[0], out[1]
+
+
+def finite(torch: Any, *Xs: Any) -> bool:
+    """Whether every entry of the (non-empty) tensors is finite: one reduction over each (NaN propagates
+    through ``aminmax``), one synchronisation for all."""
+    return not Xs or all(map(math.isfinite, torch.cat([torch.stack(torch.aminmax(X)).double() for X in Xs]).tolist()))
 
 
 def _device_backend(backend: str | None, backend_name: str, on_hw: bool, device: Any) -> str:
@@ -147,12 +155,14 @@ def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> flo
 
 class TensorRun:
     """The tensor side of :func:`.steps.combine`: the unit's products on the device (words already in
-    the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and the overflow
-    bookkeeping kept on the device (read only when something overflowed)."""
+    the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and with ``keep``
+    the overflow bookkeeping kept on the device (read only when something overflowed; without it no pass is
+    spent on it: an entry that overflows anywhere stays inf or NaN to the end, so the result tells)."""
 
-    def __init__(self, hw: Any, chained: bool = False) -> None:
+    def __init__(self, hw: Any, chained: bool = False, keep: bool = True) -> None:
         self.hw = hw
         self.chained = chained  # every product chained into the unit's accumulator: outputs stay fp32 tensors
+        self.keep = keep
         self.torch = hardware.import_torch(hardware.NEEDS)
         self.calls = 0
         self.over: Any = None
@@ -191,6 +201,8 @@ class TensorRun:
         return out
 
     def note(self, X: Any, label: str, unit: bool = True) -> None:
+        if not self.keep:
+            return
         bad = ~self.torch.isfinite(X)
         self.over = bad if self.over is None else self.over | bad
         self.counts.append((label, self.torch.count_nonzero(bad)))
@@ -209,8 +221,7 @@ def _settled(C: Any, over: Any, A: Any, B: Any, high: str, method: str, where: C
     """C, or where some entry overflowed (rare: |A||B| near the unit's range), :func:`.steps.settle` on the
     host (its entries +-inf or NaN and its OverflowWarning, at the user's call), back on C's device."""
     torch = hardware.import_torch(hardware.NEEDS)
-    bad = ~torch.isfinite(C) if over is None else over | ~torch.isfinite(C)
-    if not bool(bad.any()):
+    if over is None and finite(torch, C):
         return C
     host = settle(C.cpu().numpy(), None if over is None else over.cpu().numpy(), A.cpu().numpy(),
                   B.cpu().numpy(), high, method, where(), unit, limit, stacklevel=7)
@@ -289,16 +300,19 @@ def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: 
 def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, params: dict[str, Any], say: Any
            ) -> tuple[Any, dict[str, Any]]:
     method = plan.method
-    hw = hardware.TorchUnit(method.low, spec)
     Aw, Bw = split_operands(A, B, method, plan.rounding, xp=torch, stacklevel=6)
-    run = TensorRun(hw, chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
-    Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
-    Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
+    dtype = hardware.TorchUnit(method.low, spec).dtype
+    Aw, Bw = [w.to(dtype) for w in Aw], [w.to(dtype) for w in Bw]  # exact: values of the words' format
     (m, k), q = A.shape, B.shape[1]
-    C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
-                      shape=f"{m}x{k} @ {k}x{q}")
-    return _settled(C.to(torch.float64), run.over, A, B, method.high, method.name, run.where, run.name,
-                    run.limit()), info
+    for keep in (False, True):  # the overflow bookkeeping only where the result says something overflowed
+        run = TensorRun(hardware.TorchUnit(method.low, spec), keep=keep,
+                        chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
+        C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
+                          shape=f"{m}x{k} @ {k}x{q}")
+        C = C.to(torch.float64)
+        if not keep and finite(torch, C):
+            return C, info
+    return _settled(C, run.over, A, B, method.high, method.name, run.where, run.name, run.limit()), info
 
 
 _RUNNERS = {"baseline": _native, "ozaki": _ozaki, "multiword": _words}
