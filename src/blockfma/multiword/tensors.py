@@ -24,6 +24,8 @@ from ..arguments import ArgumentError, Shown, available_memory, choice, integer
 from . import arrays, hardware, ozaki
 from .bounds import ozaki_slices
 from .registry import REGISTRY
+from ..formats import RoundingMode
+from .split import check_rounding
 from .steps import WordPlan, check_backend, combine, settle, split_operands
 
 __all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun", "fused_here"]
@@ -266,12 +268,14 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
 
 
 def fused_here(device: Any) -> bool:
-    """Whether Ozaki II runs fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
+    """Whether the fused kernels (Ozaki II's :mod:`.ozaki_fused`, the words' :mod:`.words_fused`: the same
+    bits) run on ``device``: where Triton compiles
     for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
     kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
     from ..engine import triton as tr
 
-    kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"))
+    kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"),
+               ("blockfma.multiword.words_fused", "words_kernel"))
     modes = {type(getattr(sys.modules[m], f)).__name__ == "InterpretedFunction" for m, f in kernels if m in sys.modules}
     return device.type == ("cpu" if tr.interpreting() else "cuda") and tr.available() and modes <= {tr.interpreting()}
 
@@ -299,9 +303,14 @@ def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: 
 
 def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, params: dict[str, Any], say: Any
            ) -> tuple[Any, dict[str, Any]]:
-    method = plan.method
-    Aw, Bw = split_operands(A, B, method, plan.rounding, xp=torch, stacklevel=6)
-    dtype = hardware.TorchUnit(method.low, spec).dtype
+    method, mode = plan.method, check_rounding("split_rounding", plan.rounding)
+    dtype, words = hardware.TorchUnit(method.low, spec).dtype, None
+    if method.low in ("tf32", "bf16") and (method.low, mode) in arrays.BINARY32_ROUNDINGS and not method.scale \
+            and fused_here(A.device):
+        from . import words_fused
+
+        words = words_fused.split(torch, A, B, method.low, method.p, mode == RoundingMode.TiesToEven, dtype)
+    Aw, Bw = words or split_operands(A, B, method, mode, xp=torch, stacklevel=6)
     Aw, Bw = [w.to(dtype) for w in Aw], [w.to(dtype) for w in Bw]  # exact: values of the words' format
     (m, k), q = A.shape, B.shape[1]
     for keep in (False, True):  # the overflow bookkeeping only where the result says something overflowed
@@ -309,10 +318,10 @@ def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, par
                         chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
         C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
                           shape=f"{m}x{k} @ {k}x{q}")
-        C = C.to(torch.float64)
         if not keep and finite(torch, C):
-            return C, info
-    return _settled(C, run.over, A, B, method.high, method.name, run.where, run.name, run.limit()), info
+            return C.to(torch.float64), info
+    C = _settled(C.to(torch.float64), run.over, A, B, method.high, method.name, run.where, run.name, run.limit())
+    return C, info
 
 
 _RUNNERS = {"baseline": _native, "ozaki": _ozaki, "multiword": _words}
