@@ -142,14 +142,13 @@ def summary(xp: Any, *xs: Any) -> list[tuple[float, float, bool]]:
     parts: list[Any] = []
     for x in xs:
         ax = xp.abs(x)
-        nz = xp.where(ax == 0, math.inf, ax)
-        empty = not nz.shape[0] * nz.shape[1]
-        lo, hi = (math.inf, math.inf) if empty else (nz.min(), nz.max()) if arrays.is_numpy(xp) else xp.aminmax(nz)
+        empty = not ax.shape[0] * ax.shape[1]
         with np.errstate(over="ignore"):  # beyond binary32's range: inf, not equal
-            parts += [lo, hi, (arrays.to(xp, arrays.to(xp, x, "float32"), "float64") == x).all()]
+            parts += [0.0 if empty else ax.max(), math.inf if empty else xp.where(ax == 0, math.inf, ax).min(),
+                      (arrays.to(xp, arrays.to(xp, x, "float32"), "float64") == x).all()]
     got = [float(t) for t in parts] if arrays.is_numpy(xp) else \
         xp.stack([xp.as_tensor(t, dtype=xp.float64, device=xs[0].device) for t in parts]).tolist()
-    return [(0.0 if math.isinf(hi) else hi, lo, bool(b)) for lo, hi, b in zip(got[::3], got[1::3], got[2::3])]
+    return [(hi, lo, bool(b)) for hi, lo, b in zip(got[::3], got[1::3], got[2::3])]
 
 
 def split_words(x: Any, f: Format, p: int, scale: int, mode: RoundingMode, xp: Any = np, b32: bool | None = None

@@ -49,8 +49,8 @@ def words_kernel(x_ptr, out_ptr, stats_ptr, N, P: tl.constexpr, CUT: tl.constexp
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = i < N
     x = tl.load(x_ptr + i, mask=inside, other=0.0)
-    r = x.to(tl.float32)
     ax = tl.abs(x)
+    r = tl.where(ax <= 3.4028234663852886e38, x, 0.0).to(tl.float32)  # beyond binary32: not its value, no inf
     tl.store(stats_ptr + tl.program_id(0) * 3, tl.reduce(ax, 0, _max))
     tl.store(stats_ptr + tl.program_id(0) * 3 + 1, tl.reduce(tl.where(ax == 0, float("inf"), ax), 0, _min))
     tl.store(stats_ptr + tl.program_id(0) * 3 + 2, tl.reduce((r.to(tl.float64) != x).to(tl.float64), 0, _add))
@@ -60,7 +60,7 @@ def words_kernel(x_ptr, out_ptr, stats_ptr, N, P: tl.constexpr, CUT: tl.constexp
             b = b + ((1 << (CUT - 1)) - 1 + ((b >> CUT) & 1))
         w = (b & ~((1 << CUT) - 1)).to(tl.float32, bitcast=True)
         tl.store(out_ptr + q * N + i, w.to(out_ptr.dtype.element_ty), mask=inside)
-        r = r - w
+        r = r - tl.where(tl.abs(w) < float("inf"), w, 0.0)  # (an infinite word: beyond the range, refused)
 
 
 def split(torch: Any, A: Any, B: Any, low: str, p: int, rne: bool, dtype: Any) -> tuple[list, list] | None:
