@@ -23,8 +23,8 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, choice, integer
 from . import arrays, hardware, ozaki
 from .bounds import ozaki_slices
-from .registry import REGISTRY
 from ..formats import RoundingMode
+from .registry import REGISTRY
 from .split import check_rounding
 from .steps import WordPlan, check_backend, combine, settle, split_operands
 
@@ -158,8 +158,9 @@ def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> flo
 class TensorRun:
     """The tensor side of :func:`.steps.combine`: the unit's products on the device (words already in
     the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and with ``keep``
-    the overflow bookkeeping kept on the device (read only when something overflowed; without it no pass is
-    spent on it: an entry that overflows anywhere stays inf or NaN to the end, so the result tells)."""
+    the overflow count of each step kept on the device, for the warning (read only when something
+    overflowed; without it no pass is spent on it: an entry that overflows anywhere stays inf or NaN to the
+    end, so the result tells)."""
 
     def __init__(self, hw: Any, chained: bool = False, keep: bool = True) -> None:
         self.hw = hw
@@ -167,7 +168,6 @@ class TensorRun:
         self.keep = keep
         self.torch = hardware.import_torch(hardware.NEEDS)
         self.calls = 0
-        self.over: Any = None
         self.counts: list[tuple[str, Any]] = []
 
     @property
@@ -205,9 +205,7 @@ class TensorRun:
     def note(self, X: Any, label: str, unit: bool = True) -> None:
         if not self.keep:
             return
-        bad = ~self.torch.isfinite(X)
-        self.over = bad if self.over is None else self.over | bad
-        self.counts.append((label, self.torch.count_nonzero(bad)))
+        self.counts.append((label, self.torch.count_nonzero(~self.torch.isfinite(X))))
 
     def where(self) -> dict[str, int]:
         """Entries each step overflowed (the labels in order; read from the device)."""
@@ -218,15 +216,15 @@ class TensorRun:
         return out
 
 
-def _settled(C: Any, over: Any, A: Any, B: Any, high: str, method: str, where: Callable[[], dict[str, int]],
-             unit: str, limit: float) -> Any:
+def _settled(C: Any, A: Any, B: Any, high: str, method: str, where: Callable[[], dict[str, int]], unit: str,
+             limit: float) -> Any:
     """C, or where some entry overflowed (rare: |A||B| near the unit's range), :func:`.steps.settle` on the
     host (its entries +-inf or NaN and its OverflowWarning, at the user's call), back on C's device."""
     torch = hardware.import_torch(hardware.NEEDS)
-    if over is None and finite(torch, C):
+    if finite(torch, C):  # an entry that overflowed anywhere is inf or NaN here
         return C
-    host = settle(C.cpu().numpy(), None if over is None else over.cpu().numpy(), A.cpu().numpy(),
-                  B.cpu().numpy(), high, method, where(), unit, limit, stacklevel=7)
+    host = settle(C.cpu().numpy(), None, A.cpu().numpy(), B.cpu().numpy(), high, method, where(), unit, limit,
+                  stacklevel=7)
     return torch.from_numpy(host).to(C.device)
 
 
@@ -264,14 +262,14 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
     dt = torch.float32 if name == "fp32" else torch.float64
     C = hw.product(A.to(dt), B.to(dt)).to(torch.float64)  # float32: rounded to nearest, as for arrays
     info = {"method": name, "unit": hw.name, "calls": 1, "hardware": hw.info(), "unit_seconds": hw.seconds}
-    return _settled(C, None, A, B, name, name, dict, hw.name, _formats.get(name).max), info
+    return _settled(C, A, B, name, name, dict, hw.name, _formats.get(name).max), info
 
 
 def fused_here(device: Any) -> bool:
     """Whether the fused kernels (Ozaki II's :mod:`.ozaki_fused`, the words' :mod:`.words_fused`: the same
-    bits) run on ``device``: where Triton compiles
-    for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
-    kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
+    bits) run on ``device``: where Triton compiles for a CUDA GPU, or on the CPU under its interpreter
+    (``TRITON_INTERPRET=1``: tests), in the mode that the kernels and the engine's helpers they call were
+    defined in, if they were (one mode per process)."""
     from ..engine import triton as tr
 
     kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"),
@@ -298,7 +296,7 @@ def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: 
         detail = f"{len(params['moduli'])} moduli"
     info = {"method": name, "unit": f"{unit.name}, {detail}", "calls": unit.calls, "hardware": unit.info(),
             "unit_seconds": unit.seconds}
-    return _settled(C, None, A, B, "fp64", name, dict, info["unit"], _formats.get("fp64").max), info
+    return _settled(C, A, B, "fp64", name, dict, info["unit"], _formats.get("fp64").max), info
 
 
 def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, params: dict[str, Any], say: Any
@@ -320,8 +318,7 @@ def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, par
                           shape=f"{m}x{k} @ {k}x{q}")
         if not keep and finite(torch, C):
             return C.to(torch.float64), info
-    C = _settled(C.to(torch.float64), run.over, A, B, method.high, method.name, run.where, run.name, run.limit())
-    return C, info
+    return _settled(C.to(torch.float64), A, B, method.high, method.name, run.where, run.name, run.limit()), info
 
 
 _RUNNERS = {"baseline": _native, "ozaki": _ozaki, "multiword": _words}
