@@ -41,11 +41,12 @@ def _shown(X: Any) -> Shown:
     return Shown(f"<{X.dtype} tensor of shape {tuple(X.shape)} on {X.device}>")
 
 
-def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] | None = None
-                  ) -> tuple[Any, Any]:
+def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] | None = None,
+                  finite_values: bool = True) -> tuple[Any, Any]:
     """A and B as contiguous float64 tensors on their (common) device, or an ArgumentError naming the
     argument and the fix: both tensors, one device, one dtype, a real dtype, 2-D, inner dimensions equal,
-    finite values.  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
+    finite values (``finite_values=False``: left to the caller, :func:`refuse_nonfinite`, where the product
+    is not empty).  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
     (the checks of the backend and the memory)."""
     torch = hardware.import_torch(hardware.NEEDS)
     for name, X in (("A", A), ("B", B)):
@@ -75,7 +76,6 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
     if before is not None:
         before(int(A.shape[0]), int(A.shape[1]), int(B.shape[1]), A.device)
     out = []
-    ok = finite(torch, *(X.detach() for X in (A, B) if X.is_floating_point() and X.numel()))
     for name, X in (("A", A), ("B", B)):
         X = X.detach()
         if not X.is_floating_point():
@@ -86,16 +86,25 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
                     raise ArgumentError(name, _shown(X), f"{name}[{i}, {j}] = {int(X[i, j])} has more significant "
                                         "bits than binary64 holds, so it cannot be taken exactly",
                                         fix=f"round it first ({name}.double() rounds to nearest)")
-        X = X.to(torch.float64).contiguous()  # exact: every float dtype and int below 2**53 fits binary64
-        bad = None if ok else ~torch.isfinite(X)
-        if bad is not None and bool(bad.any()):
+        out.append(X.to(torch.float64).contiguous())  # exact: every float dtype and int below 2**53 fits binary64
+    if finite_values or not (A.numel() and B.numel()):
+        refuse_nonfinite(torch, *out)
+    return out[0], out[1]
+
+
+def refuse_nonfinite(torch: Any, A: Any, B: Any) -> None:
+    """An ArgumentError naming the first non-finite entry of A or B (float64 tensors); where every entry is
+    finite, one reduction over each and one synchronisation (:func:`finite`)."""
+    if finite(torch, *(X for X in (A, B) if X.numel())):
+        return
+    for name, X in (("A", A), ("B", B)):
+        bad = ~torch.isfinite(X)
+        if bool(bad.any()):
             i, j = arrays.first(torch, bad)
             raise ArgumentError(name, _shown(X), f"{name}[{i}, {j}] = {float(X[i, j])!r} is not finite "
                                 f"({arrays.count(torch, bad)} non-finite entries): multiword products take finite "
                                 "matrices (the words and the Ozaki scaling are not defined for NaN and Inf)",
                                 fix=f"replace them first (torch.nan_to_num({name})) or use torch.matmul")
-        out.append(X)
-    return out[0], out[1]
 
 
 def finite(torch: Any, *Xs: Any) -> bool:
@@ -308,6 +317,8 @@ def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, par
         from . import words_fused
 
         words = words_fused.split(torch, A, B, method.low, method.p, mode == RoundingMode.TiesToEven, dtype)
+    if words is None:  # (the kernel serves finite values only: it took the place of this check)
+        refuse_nonfinite(torch, A, B)
     Aw, Bw = words or split_operands(A, B, method, mode, xp=torch, stacklevel=6)
     Aw, Bw = [w.to(dtype) for w in Aw], [w.to(dtype) for w in Bw]  # exact: values of the words' format
     (m, k), q = A.shape, B.shape[1]
@@ -336,7 +347,7 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
         where.append(_device_backend(backend, backend_name, on_hw, device))
         _check_memory(device, working_set(name, kind, m, k, q, words), f"{name} on a {m}x{k} @ {k}x{q} product")
 
-    A_, B_ = check_tensors(A, B, before)
+    A_, B_ = check_tensors(A, B, before, finite_values=kind != "multiword")  # the word methods' split checks them
     torch = hardware.import_torch(hardware.NEEDS)
     (m, k), q = A_.shape, B_.shape[1]
     if say:
