@@ -261,6 +261,27 @@ def test_nan_and_inf_are_refused_by_the_fused_path_too(method, value, interprete
         mw.matmul(A[:0], B, method=method)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
+@pytest.mark.parametrize("method", ["tf32", "3xtf32", "bf16x9"])
+def test_cuda_fused_words_are_the_splits_words(method, monkeypatch):
+    """The compiled kernel's words, in the unit's dtype: the numpy split's."""
+    from helpers import triton_mode
+
+    from blockfma.multiword import hardware, words_fused
+
+    triton_mode(monkeypatch, True)
+    m_ = mw.METHODS[method]
+    A, B = _edge_data(m=300, k=700, n=200)
+    T, U = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    dtype = hardware.TorchUnit(m_.low, "hardware:cuda").dtype
+    got = words_fused.split(torch, T, U, m_.low, m_.p, True, dtype)
+    assert got is not None
+    for X, words, axis in ((A, got[0], 1), (B, got[1], 0)):
+        for w, v in zip(words, mw.split(X, m_.low, m_.p, axis=axis)):
+            assert w.dtype == dtype and np.array_equal(_bits(w.double()), _bits(v))
+
+
 if __name__ == "__main__":  # the table of docs/multiword.md: python tests/test_multiword_passes.py
     for name in ["fp32", "fp64", "tf32", "bf16", "double-bf16", "markidis", "ootomo", "3xtf32", "4xtf32", "bf16x9",
                  "ozaki1", "ozaki2"]:

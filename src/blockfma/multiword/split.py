@@ -154,18 +154,15 @@ def summary(xp: Any, *xs: Any) -> list[tuple[float, float, bool]]:
 def split_words(x: Any, f: Format, p: int, scale: int, mode: RoundingMode, xp: Any = np, b32: bool | None = None
                 ) -> list[Any]:
     """The p words of x (float64, numpy or torch, ``xp`` its module): the rule of :func:`split`, unchecked.
-    (On torch, binary32 data (``b32``: known, None: looked at) splits in float32, its words float32 tensors:
-    its residuals, scaled or not, are binary32 values too, each a multiple of its entry's binary32 quantum
-    with fewer than 24 bits, so every subtraction and scaling is exact in binary32 and every word's rounding
-    can take torch's binary32 conversions, :func:`.arrays.round_to`.)"""
+    (On torch, binary32 data (``b32``: known to be, from :func:`summary`) splits in float32, its words float32
+    tensors: its residuals, scaled or not, are binary32 values too, each a multiple of its entry's binary32
+    quantum with fewer than 24 bits, so every subtraction and scaling is exact in binary32 and every word's
+    rounding can take torch's binary32 conversions, :func:`.arrays.round_to`.)"""
     words: list[Any] = []
     residual = x
-    if not arrays.is_numpy(xp) and f.precision <= 24 and f.emin >= -126:
-        b32 = arrays.binary32(xp, x) if b32 is None else b32
-        if b32 and (f.name, mode) in arrays.BINARY32_ROUNDINGS and scale * p <= 100:
-            residual = arrays.to(xp, x, "float32")
-    else:
-        b32 = None
+    b32 = b32 if not arrays.is_numpy(xp) and f.precision <= 24 and f.emin >= -126 else None
+    if b32 and (f.name, mode) in arrays.BINARY32_ROUNDINGS and scale * p <= 100:
+        residual = arrays.to(xp, x, "float32")
     for i in range(p):
         w = arrays.round_to(xp, f, arrays.ldexp(xp, residual, scale * i), mode, is_binary32=b32)
         words.append(w)
