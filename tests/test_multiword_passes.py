@@ -219,8 +219,8 @@ def test_fused_words_are_the_splits_words(low, p, rounding, interpreter):
 def test_fused_methods_give_the_numpy_paths_bits(method, interpreter):
     A, B = _edge_data()
     want = mw.matmul(A, B, method=method, backend="hardware:cpu")
-    C = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method=method)
-    assert np.array_equal(_bits(C), _bits(want))
+    C, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method=method, return_info=True)
+    assert np.array_equal(_bits(C), _bits(want)) and info["split"] == "fused (Triton)"
 
 
 @pytest.mark.parametrize("case", ["float64", "subnormal", "beyond tf32", "beyond binary32", "overflow"])
@@ -243,8 +243,9 @@ def test_fused_split_falls_back_to_the_checks(case, interpreter):
         want = mw.matmul(A, B, method="3xtf32", backend="hardware:cpu")
     with warnings.catch_warnings(record=True) as w_t:
         warnings.simplefilter("always")
-        got = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="3xtf32")
-    assert np.array_equal(_bits(got), _bits(want))
+        got, info = mw.matmul(torch.from_numpy(A), torch.from_numpy(B), method="3xtf32", return_info=True)
+    assert np.array_equal(_bits(got), _bits(want)) and info["split"] == ("fused (Triton)" if case == "overflow"
+                                                                          else "torch")
     assert [str(w.message) for w in w_t] == [str(w.message) for w in w_np]
     assert len(w_t) == (case in ("subnormal", "overflow"))
 

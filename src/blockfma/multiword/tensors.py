@@ -327,6 +327,7 @@ def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, par
                         chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
         C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
                           shape=f"{m}x{k} @ {k}x{q}")
+        info["split"] = "fused (Triton)" if words else "torch"
         if not keep and finite(torch, C):
             return C.to(torch.float64), info
     return _settled(C.to(torch.float64), A, B, method.high, method.name, run.where, run.name, run.limit()), info
