@@ -171,9 +171,9 @@ class TensorRun:
     overflowed; without it no pass is spent on it: an entry that overflows anywhere stays inf or NaN to the
     end, so the result tells)."""
 
-    def __init__(self, hw: Any, chained: bool = False, keep: bool = True) -> None:
+    def __init__(self, hw: Any, fp32: bool = False, keep: bool = True) -> None:
         self.hw = hw
-        self.chained = chained  # every product chained into the unit's accumulator: outputs stay fp32 tensors
+        self.fp32 = fp32  # the unit's outputs and the fp32 sums stay fp32 tensors (no conversions between calls)
         self.keep = keep
         self.torch = hardware.import_torch(hardware.NEEDS)
         self.calls = 0
@@ -192,7 +192,11 @@ class TensorRun:
 
     def fl(self, fmt: str, x: Any) -> Any:
         """x (float64) rounded to ``fmt`` to nearest even, as float64: fp32 by torch's conversion (IEEE,
-        to nearest even, overflow to inf), others by :func:`.arrays.round_to`."""
+        to nearest even, overflow to inf), others by :func:`.arrays.round_to`; a float32 x (a sum of two
+        float32 tensors: IEEE, once rounded, the same as the float64 sum rounded to fp32, since 53 >= 2 * 24 +
+        2 makes that double rounding innocuous) as it is."""
+        if x.dtype == self.torch.float32:
+            return x
         if fmt == "fp32":
             return x.to(self.torch.float32).to(self.torch.float64)
         return arrays.round_to(self.torch, fmt, x)
@@ -201,12 +205,12 @@ class TensorRun:
         return self.torch.zeros(shape, dtype=self.torch.float64, device=self.hw.device)
 
     def gemm(self, a: Any, b: Any, c: Any, label: str = "") -> Any:
-        """One product on the unit, C (values of fp32, or None) chained in; float64 out, or the unit's fp32
-        tensor itself when every product is chained (no conversions between the calls)."""
+        """One product on the unit, C (values of fp32, or None) chained in; float64 out, or with ``fp32`` the
+        unit's fp32 tensor itself."""
         self.calls += 1
         f32 = self.torch.float32
         out = self.hw.product(a, b, None if c is None else c if c.dtype == f32 else c.to(f32))
-        if not self.chained:
+        if not self.fp32:
             out = out.to(self.torch.float64)
         self.note(out, label)
         return out
@@ -323,8 +327,7 @@ def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, par
     Aw, Bw = [w.to(dtype) for w in Aw], [w.to(dtype) for w in Bw]  # exact: values of the words' format
     (m, k), q = A.shape, B.shape[1]
     for keep in (False, True):  # the overflow bookkeeping only where the result says something overflowed
-        run = TensorRun(hardware.TorchUnit(method.low, spec), keep=keep,
-                        chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
+        run = TensorRun(hardware.TorchUnit(method.low, spec), fp32=not method.scale, keep=keep)  # (scaled: in fp64)
         C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
                           shape=f"{m}x{k} @ {k}x{q}")
         info["split"] = "fused (Triton)" if words else "torch"
