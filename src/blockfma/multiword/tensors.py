@@ -328,8 +328,10 @@ def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, par
     (m, k), q = A.shape, B.shape[1]
     for keep in (False, True):  # the overflow bookkeeping only where the result says something overflowed
         run = TensorRun(hardware.TorchUnit(method.low, spec), fp32=not method.scale, keep=keep)  # (scaled: in fp64)
+        run.hw.each, start = False, run.hw.mark()  # the calls timed together: two synchronisations, not two a call
         C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
                           shape=f"{m}x{k} @ {k}x{q}")
+        info["unit_seconds"] = run.hw.mark() - start
         info["split"] = "fused (Triton)" if words else "torch"
         if not keep and finite(torch, C):
             return C.to(torch.float64), info
