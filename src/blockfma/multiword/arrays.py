@@ -100,8 +100,10 @@ def ldexp(xp: Any, x: Any, e: Any) -> Any:
         return np.ldexp(x, e)
     if isinstance(e, int) and -1022 <= e <= 1023:
         return x if e == 0 else x * 2.0**e  # one rounding of the exact product: the same as ldexp
-    if not isinstance(e, int) and e.numel() and -1022 <= int(e.min()) and int(e.max()) <= 1023:
-        return x * pow2(xp, e)  # 2**e a normal number: one rounding of the exact product, as ldexp
+    if not isinstance(e, int) and e.numel():
+        lo, hi = xp.stack(xp.aminmax(e)).tolist()  # e's range, read at once
+        if -1022 <= lo and hi <= 1023:
+            return x * pow2(xp, e)  # 2**e a normal number: one rounding of the exact product, as ldexp
     m, ex = frexp(xp, x)
     t = ex + (e if isinstance(e, int) else to(xp, e, "int64"))
     t1 = xp.clamp(t, -1021, 1000)  # m * 2**t1 is exact: a normal number with 53 bits above 2**-1074
