@@ -100,8 +100,10 @@ def ldexp(xp: Any, x: Any, e: Any) -> Any:
         return np.ldexp(x, e)
     if isinstance(e, int) and -1022 <= e <= 1023:
         return x if e == 0 else x * 2.0**e  # one rounding of the exact product: the same as ldexp
-    if not isinstance(e, int) and e.numel() and -1022 <= int(e.min()) and int(e.max()) <= 1023:
-        return x * pow2(xp, e)  # 2**e a normal number: one rounding of the exact product, as ldexp
+    if not isinstance(e, int) and e.numel():
+        lo, hi = xp.stack(xp.aminmax(e)).tolist()  # e's range, read at once
+        if -1022 <= lo and hi <= 1023:
+            return x * pow2(xp, e)  # 2**e a normal number: one rounding of the exact product, as ldexp
     m, ex = frexp(xp, x)
     t = ex + (e if isinstance(e, int) else to(xp, e, "int64"))
     t1 = xp.clamp(t, -1021, 1000)  # m * 2**t1 is exact: a normal number with 53 bits above 2**-1074
@@ -130,22 +132,26 @@ def round_to(xp: Any, fmt: Format | str, x: Any, mode: RoundingMode = RoundingMo
     return fast if fast is not None else _engine_round_to(xp, f, x, mode, subnormals=f.subnormals)
 
 
+BINARY32_ROUNDINGS = {("fp16", RoundingMode.TiesToEven): "float16", ("bf16", RoundingMode.TiesToEven): "bfloat16",
+                      ("tf32", RoundingMode.TiesToEven): "rne", ("tf32", RoundingMode.TowardZero): "rz"}
+"""The (format, mode) pairs :func:`round_to` takes in a few device operations on binary32 values."""
+
+
 def _from_binary32(xp: Any, f: Format, x: Any, mode: RoundingMode, known: bool | None) -> Any:
     """The same rounding in a few device operations where every x is a binary32 value (as fp32-level data
-    and all its split residuals are): fp16/bf16 to nearest even by torch's binary32 conversion (IEEE, one
-    rounding: the float64 -> float32 step is exact here), tf32 by the bits (10 fraction bits: round to
-    nearest even or cut 13 bits of the binary32 pattern; subnormals have the same quantum 2**-136 in both
-    readings).  None where it does not apply."""
-    kind = {("fp16", RoundingMode.TiesToEven): xp.float16, ("bf16", RoundingMode.TiesToEven): xp.bfloat16,
-            ("tf32", RoundingMode.TiesToEven): "rne", ("tf32", RoundingMode.TowardZero): "rz"}.get((f.name, mode))
+    and all its split residuals are), in x's dtype (float64, or float32: no conversions): fp16/bf16 to
+    nearest even by torch's binary32 conversion (IEEE, one rounding: the float64 -> float32 step is exact
+    here), tf32 by the bits (10 fraction bits: round to nearest even or cut 13 bits of the binary32 pattern;
+    subnormals have the same quantum 2**-136 in both readings).  None where it does not apply."""
+    kind = BINARY32_ROUNDINGS.get((f.name, mode))
     if kind is None:
         return None
     if known is False or (known is None and not binary32(xp, x)):
         return None
     y = x.to(xp.float32)
-    if not isinstance(kind, str):
-        return y.to(kind).to(xp.float64)
+    if kind in ("float16", "bfloat16"):
+        return y.to(getattr(xp, kind)).to(x.dtype)
     b = y.view(xp.int32)
     if kind == "rne":
         b = b + (0xFFF + ((b >> 13) & 1))  # a carry into the exponent is the rounding up (to inf beyond range)
-    return (b & ~0x1FFF).view(xp.float32).to(xp.float64)
+    return (b & ~0x1FFF).view(xp.float32).to(x.dtype)

@@ -11,6 +11,7 @@ of :class:`blockfma.probes.targets.BlackBox`.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -146,9 +147,16 @@ class TorchUnit(BlackBox):
         """The protocol's record (:meth:`BlackBox.metadata`) with :meth:`info`."""
         return {**super().metadata(), **self.info()}
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
+    each = True  # synchronised around each call, to time it (the tensor path times its calls together: mark)
+
+    def _sync(self, per_call: bool = True) -> None:
+        if self.device.type == "cuda" and (self.each or not per_call):
             self._torch.cuda.synchronize(self.device)
+
+    def mark(self) -> float:
+        """time.perf_counter() once the device's queued work is done (on CUDA: a synchronisation)."""
+        self._sync(per_call=False)
+        return time.perf_counter()
 
     def to_device(self, X: Any, *, check: bool = True, what: str = "A") -> Any:
         """X (values of the unit's format) as a tensor of the unit's dtype on its device, exactly;

@@ -135,29 +135,52 @@ class _Loss:
     line_max: float  # the largest entry of that entry's line (row of A, column of B)
 
 
-def split_words(x: Any, f: Format, p: int, scale: int, mode: RoundingMode, xp: Any = np) -> list[Any]:
+def summary(xp: Any, *xs: Any) -> list[tuple[float, float, bool]]:
+    """(largest |x|, smallest nonzero |x| (inf for none), whether x holds binary32 values) of each finite
+    float64 array x (numpy, or torch with ``xp``): four passes over x, read by the host at once (on a device,
+    one synchronisation for all of them)."""
+    parts: list[Any] = []
+    for x in xs:
+        ax = xp.abs(x)
+        empty = not ax.shape[0] * ax.shape[1]
+        with np.errstate(over="ignore"):  # beyond binary32's range: inf, not equal
+            parts += [0.0 if empty else ax.max(), math.inf if empty else xp.where(ax == 0, math.inf, ax).min(),
+                      (arrays.to(xp, arrays.to(xp, x, "float32"), "float64") == x).all()]
+    got = [float(t) for t in parts] if arrays.is_numpy(xp) else \
+        xp.stack([xp.as_tensor(t, dtype=xp.float64, device=xs[0].device) for t in parts]).tolist()
+    return [(hi, lo, bool(b)) for hi, lo, b in zip(got[::3], got[1::3], got[2::3])]
+
+
+def split_words(x: Any, f: Format, p: int, scale: int, mode: RoundingMode, xp: Any = np, b32: bool | None = None
+                ) -> list[Any]:
     """The p words of x (float64, numpy or torch, ``xp`` its module): the rule of :func:`split`, unchecked.
-    (On torch, binary32 data is looked at once: its residuals, scaled or not, are binary32 values too, each
-    a multiple of its entry's binary32 quantum with fewer than 24 bits, so every word's rounding can take
-    torch's binary32 conversions, :func:`.arrays.round_to`.)"""
+    (On torch, binary32 data (``b32``: known to be, from :func:`summary`) splits in float32, its words float32
+    tensors: its residuals, scaled or not, are binary32 values too, each a multiple of its entry's binary32
+    quantum with fewer than 24 bits, so every subtraction and scaling is exact in binary32 and every word's
+    rounding can take torch's binary32 conversions, :func:`.arrays.round_to`.)"""
     words: list[Any] = []
     residual = x
-    b32 = None if arrays.is_numpy(xp) or f.precision > 24 or f.emin < -126 else arrays.binary32(xp, x)
+    b32 = b32 if not arrays.is_numpy(xp) and f.precision <= 24 and f.emin >= -126 else None
+    if b32 and (f.name, mode) in arrays.BINARY32_ROUNDINGS and scale * p <= 100:
+        residual = arrays.to(xp, x, "float32")
     for i in range(p):
         w = arrays.round_to(xp, f, arrays.ldexp(xp, residual, scale * i), mode, is_binary32=b32)
         words.append(w)
-        residual = residual - arrays.ldexp(xp, w, -scale * i)  # exact: the error of one rounding
+        if i < p - 1:
+            residual = residual - arrays.ldexp(xp, w, -scale * i)  # exact: the error of one rounding
     return words
 
 
 def underflow_loss(x: Any, words: list[Any], f: Format, p: int, scale: int, axis: int,
-                    name: str, xp: Any = np) -> _Loss:
+                   name: str, xp: Any = np, seen: tuple[float, float, bool] | None = None) -> _Loss:
     """The entries whose words lost bits to underflow by more than the split's own accuracy: error
     |a - sum of words| > u_low**p * (largest |entry| of the entry's line), lines along ``axis`` (1: rows,
-    for the left operand; 0: columns, for the right one).  ``xp``: numpy, or torch for tensors."""
-    lost = _lost_to_underflow(f, words, x, scale, xp)
-    if not bool(lost.any()):
+    for the left operand; 0: columns, for the right one).  ``xp``: numpy, or torch for tensors; ``seen``:
+    x's :func:`summary` if known."""
+    lost = _lost_to_underflow(f, words, x, scale, xp, seen or summary(xp, x)[0])
+    if lost is None or not bool(lost.any()):
         return _Loss(name, 0, 0.0, None, 0.0)
+    words = [arrays.to(xp, w, "float64") for w in words]
     total = words[0]
     for i in range(1, p):
         total = total + arrays.ldexp(xp, words[i], -scale * i)
@@ -168,7 +191,7 @@ def underflow_loss(x: Any, words: list[Any], f: Format, p: int, scale: int, axis
         rel = xp.where(lost, err / line, 0.0)
     over = lost & (rel > u**p)
     if not bool(over.any()):
-        return _Loss(name, 0, float(rel.max()), None, 0.0)
+        return _Loss(name, 0, 0.0, None, 0.0)  # (the largest error matters only for a warning)
     flat = int(xp.argmax(xp.where(over, rel, -1.0)))
     i, j = divmod(flat, int(rel.shape[1]))
     return _Loss(name, arrays.count(xp, over), float(rel[i, j]), (i, j),
@@ -229,8 +252,11 @@ def split(A: Any, fmt: Format | str, p: int, *, scale: int = 0, rounding: Roundi
     return words
 
 
-def check_range(x: Any, f: Format, name: str, xp: Any = np) -> None:
-    """An ArgumentError naming the first entry of x (numpy, or torch with ``xp``) beyond ``f``'s range."""
+def check_range(x: Any, f: Format, name: str, xp: Any = np, largest: float | None = None) -> None:
+    """An ArgumentError naming the first entry of x (numpy, or torch with ``xp``) beyond ``f``'s range
+    (``largest``: max |x| if known, looked at only where it exceeds the range)."""
+    if largest is not None and largest <= f.max:
+        return
     big = xp.abs(x) > f.max
     at = arrays.first(xp, big) if bool(big.any()) else None
     if at is not None:
@@ -243,16 +269,14 @@ def check_range(x: Any, f: Format, name: str, xp: Any = np) -> None:
                             f"two first ({name} * 2**-{e}, exact; undo it on the product)")
 
 
-def _lost_to_underflow(f: Format, words: list[Any], x: Any, scale: int, xp: Any = np) -> Any:
+def _lost_to_underflow(f: Format, words: list[Any], x: Any, scale: int, xp: Any,
+                       seen: tuple[float, float, bool]) -> Any:
     """Entries whose some word's input lay below fmt's smallest normal (its significand cut by the range,
-    not by the precision), where the entry is not yet exact.  None where binary32 data rules it out at once:
-    a word's nonzero input is a multiple of its entry's binary32 quantum times 2**(scale i) >= 2**(e - 23),
-    so no entry of exponent e >= emin + 23 can have one below 2**emin."""
-    ax = xp.abs(x)
-    nonzero = ax[ax != 0]
-    if nonzero.shape[0] == 0 or (float(nonzero.min()) >= 2.0 ** (f.emin + 23) and arrays.binary32(xp, x)):
-        return xp.zeros(x.shape, dtype=bool) if arrays.is_numpy(xp) else xp.zeros(x.shape, dtype=xp.bool,
-                                                                                    device=x.device)
+    not by the precision), where the entry is not yet exact (``seen``: x's :func:`summary`).  None where
+    binary32 data rules it out at once: a word's nonzero input is a multiple of its entry's binary32 quantum
+    times 2**(scale i) >= 2**(e - 23), so no entry of exponent e >= emin + 23 can have one below 2**emin."""
+    if seen[1] == math.inf or (seen[1] >= 2.0 ** (f.emin + 23) and seen[2]):
+        return None
     mask = None
     residual = x
     for i, w in enumerate(words):

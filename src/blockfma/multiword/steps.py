@@ -22,7 +22,8 @@ from ..formats import RoundingMode
 from ..model import Model
 from . import hardware as _hardware
 from .registry import TF64_UNIT, Method
-from .split import RangeWarning, check_range, check_rounding, range_message, split_words, underflow_loss
+from .split import (RangeWarning, check_range, check_rounding, range_message, split_words, summary,
+                    underflow_loss)
 
 __all__ = ["OverflowWarning", "SIMULATOR_BACKENDS", "check_backend", "unit_model", "split_operands", "combine",
            "settle", "working_set", "Run", "WordPlan"]
@@ -228,13 +229,14 @@ def split_operands(A: Any, B: Any, m_: Method, rounding: Any, xp: Any = np, stac
     ArgumentError naming the first entry beyond the low format's range, one RangeWarning (at the caller's
     caller, ``stacklevel``) for words that lose bits to underflow beyond the split's accuracy."""
     lowf = _formats.get(m_.low)
-    check_range(A, lowf, "A", xp)
-    check_range(B, lowf, "B", xp)
+    seen = summary(xp, A, B)  # one look at both (on a device: one synchronisation), for the checks below
+    check_range(A, lowf, "A", xp, seen[0][0])
+    check_range(B, lowf, "B", xp, seen[1][0])
     mode = check_rounding("split_rounding", rounding)
-    Aw = split_words(A, lowf, m_.p, m_.scale, mode, xp)
-    Bw = split_words(B, lowf, m_.p, m_.scale, mode, xp)
-    losses = [underflow_loss(A, Aw, lowf, m_.p, m_.scale, 1, "A", xp),
-              underflow_loss(B, Bw, lowf, m_.p, m_.scale, 0, "B", xp)]
+    Aw = split_words(A, lowf, m_.p, m_.scale, mode, xp, seen[0][2])
+    Bw = split_words(B, lowf, m_.p, m_.scale, mode, xp, seen[1][2])
+    losses = [underflow_loss(A, Aw, lowf, m_.p, m_.scale, 1, "A", xp, seen[0]),
+              underflow_loss(B, Bw, lowf, m_.p, m_.scale, 0, "B", xp, seen[1])]
     if any(loss.entries for loss in losses):
         warnings.warn(range_message(losses, lowf, m_.p, m_.name), RangeWarning, stacklevel=stacklevel)
     return Aw, Bw

@@ -14,6 +14,7 @@ steps are fused into kernels (:mod:`.ozaki_fused`), with the same bits.  The ope
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,9 @@ from .. import formats as _formats
 from ..arguments import ArgumentError, Shown, available_memory, choice, integer
 from . import arrays, hardware, ozaki
 from .bounds import ozaki_slices
+from ..formats import RoundingMode
 from .registry import REGISTRY
+from .split import check_rounding
 from .steps import WordPlan, check_backend, combine, settle, split_operands
 
 __all__ = ["given", "matmul", "check_tensors", "working_set", "TensorRun", "fused_here"]
@@ -38,11 +41,12 @@ def _shown(X: Any) -> Shown:
     return Shown(f"<{X.dtype} tensor of shape {tuple(X.shape)} on {X.device}>")
 
 
-def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] | None = None
-                  ) -> tuple[Any, Any]:
+def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] | None = None,
+                  finite_values: bool = True) -> tuple[Any, Any]:
     """A and B as contiguous float64 tensors on their (common) device, or an ArgumentError naming the
     argument and the fix: both tensors, one device, one dtype, a real dtype, 2-D, inner dimensions equal,
-    finite values.  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
+    finite values (``finite_values=False``: left to the caller, :func:`refuse_nonfinite`, where the product
+    is not empty).  ``before(m, k, q, device)`` runs once the shapes are checked, before any conversion
     (the checks of the backend and the memory)."""
     torch = hardware.import_torch(hardware.NEEDS)
     for name, X in (("A", A), ("B", B)):
@@ -82,7 +86,18 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
                     raise ArgumentError(name, _shown(X), f"{name}[{i}, {j}] = {int(X[i, j])} has more significant "
                                         "bits than binary64 holds, so it cannot be taken exactly",
                                         fix=f"round it first ({name}.double() rounds to nearest)")
-        X = X.to(torch.float64).contiguous()  # exact: every float dtype and int below 2**53 fits binary64
+        out.append(X.to(torch.float64).contiguous())  # exact: every float dtype and int below 2**53 fits binary64
+    if finite_values or not (A.numel() and B.numel()):
+        refuse_nonfinite(torch, *out)
+    return out[0], out[1]
+
+
+def refuse_nonfinite(torch: Any, A: Any, B: Any) -> None:
+    """An ArgumentError naming the first non-finite entry of A or B (float64 tensors); where every entry is
+    finite, one reduction over each and one synchronisation (:func:`finite`)."""
+    if finite(torch, *(X for X in (A, B) if X.numel())):
+        return
+    for name, X in (("A", A), ("B", B)):
         bad = ~torch.isfinite(X)
         if bool(bad.any()):
             i, j = arrays.first(torch, bad)
@@ -90,8 +105,12 @@ def check_tensors(A: Any, B: Any, before: Callable[[int, int, int, Any], None] |
                                 f"({arrays.count(torch, bad)} non-finite entries): multiword products take finite "
                                 "matrices (the words and the Ozaki scaling are not defined for NaN and Inf)",
                                 fix=f"replace them first (torch.nan_to_num({name})) or use torch.matmul")
-        out.append(X)
-    return out[0], out[1]
+
+
+def finite(torch: Any, *Xs: Any) -> bool:
+    """Whether every entry of the (non-empty) tensors is finite: one reduction over each (NaN propagates
+    through ``aminmax``), one synchronisation for all."""
+    return not Xs or all(map(math.isfinite, torch.cat([torch.stack(torch.aminmax(X)).double() for X in Xs]).tolist()))
 
 
 def _device_backend(backend: str | None, backend_name: str, on_hw: bool, device: Any) -> str:
@@ -147,15 +166,17 @@ def working_set(name: str, kind: str, m: int, k: int, q: int, words: int) -> flo
 
 class TensorRun:
     """The tensor side of :func:`.steps.combine`: the unit's products on the device (words already in
-    the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and the overflow
-    bookkeeping kept on the device (read only when something overflowed)."""
+    the unit's dtype, C chained in as fp32), the outside additions rounded on the device, and with ``keep``
+    the overflow count of each step kept on the device, for the warning (read only when something
+    overflowed; without it no pass is spent on it: an entry that overflows anywhere stays inf or NaN to the
+    end, so the result tells)."""
 
-    def __init__(self, hw: Any, chained: bool = False) -> None:
+    def __init__(self, hw: Any, fp32: bool = False, keep: bool = True) -> None:
         self.hw = hw
-        self.chained = chained  # every product chained into the unit's accumulator: outputs stay fp32 tensors
+        self.fp32 = fp32  # the unit's outputs and the fp32 sums stay fp32 tensors (no conversions between calls)
+        self.keep = keep
         self.torch = hardware.import_torch(hardware.NEEDS)
         self.calls = 0
-        self.over: Any = None
         self.counts: list[tuple[str, Any]] = []
 
     @property
@@ -171,7 +192,11 @@ class TensorRun:
 
     def fl(self, fmt: str, x: Any) -> Any:
         """x (float64) rounded to ``fmt`` to nearest even, as float64: fp32 by torch's conversion (IEEE,
-        to nearest even, overflow to inf), others by :func:`.arrays.round_to`."""
+        to nearest even, overflow to inf), others by :func:`.arrays.round_to`; a float32 x (a sum of two
+        float32 tensors: IEEE, once rounded, the same as the float64 sum rounded to fp32, since 53 >= 2 * 24 +
+        2 makes that double rounding innocuous) as it is."""
+        if x.dtype == self.torch.float32:
+            return x
         if fmt == "fp32":
             return x.to(self.torch.float32).to(self.torch.float64)
         return arrays.round_to(self.torch, fmt, x)
@@ -180,20 +205,20 @@ class TensorRun:
         return self.torch.zeros(shape, dtype=self.torch.float64, device=self.hw.device)
 
     def gemm(self, a: Any, b: Any, c: Any, label: str = "") -> Any:
-        """One product on the unit, C (values of fp32, or None) chained in; float64 out, or the unit's fp32
-        tensor itself when every product is chained (no conversions between the calls)."""
+        """One product on the unit, C (values of fp32, or None) chained in; float64 out, or with ``fp32`` the
+        unit's fp32 tensor itself."""
         self.calls += 1
         f32 = self.torch.float32
         out = self.hw.product(a, b, None if c is None else c if c.dtype == f32 else c.to(f32))
-        if not self.chained:
+        if not self.fp32:
             out = out.to(self.torch.float64)
         self.note(out, label)
         return out
 
     def note(self, X: Any, label: str, unit: bool = True) -> None:
-        bad = ~self.torch.isfinite(X)
-        self.over = bad if self.over is None else self.over | bad
-        self.counts.append((label, self.torch.count_nonzero(bad)))
+        if not self.keep:
+            return
+        self.counts.append((label, self.torch.count_nonzero(~self.torch.isfinite(X))))
 
     def where(self) -> dict[str, int]:
         """Entries each step overflowed (the labels in order; read from the device)."""
@@ -204,16 +229,15 @@ class TensorRun:
         return out
 
 
-def _settled(C: Any, over: Any, A: Any, B: Any, high: str, method: str, where: Callable[[], dict[str, int]],
-             unit: str, limit: float) -> Any:
+def _settled(C: Any, A: Any, B: Any, high: str, method: str, where: Callable[[], dict[str, int]], unit: str,
+             limit: float) -> Any:
     """C, or where some entry overflowed (rare: |A||B| near the unit's range), :func:`.steps.settle` on the
     host (its entries +-inf or NaN and its OverflowWarning, at the user's call), back on C's device."""
     torch = hardware.import_torch(hardware.NEEDS)
-    bad = ~torch.isfinite(C) if over is None else over | ~torch.isfinite(C)
-    if not bool(bad.any()):
+    if finite(torch, C):  # an entry that overflowed anywhere is inf or NaN here
         return C
-    host = settle(C.cpu().numpy(), None if over is None else over.cpu().numpy(), A.cpu().numpy(),
-                  B.cpu().numpy(), high, method, where(), unit, limit, stacklevel=7)
+    host = settle(C.cpu().numpy(), None, A.cpu().numpy(), B.cpu().numpy(), high, method, where(), unit, limit,
+                  stacklevel=7)
     return torch.from_numpy(host).to(C.device)
 
 
@@ -251,16 +275,18 @@ def _native(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params:
     dt = torch.float32 if name == "fp32" else torch.float64
     C = hw.product(A.to(dt), B.to(dt)).to(torch.float64)  # float32: rounded to nearest, as for arrays
     info = {"method": name, "unit": hw.name, "calls": 1, "hardware": hw.info(), "unit_seconds": hw.seconds}
-    return _settled(C, None, A, B, name, name, dict, hw.name, _formats.get(name).max), info
+    return _settled(C, A, B, name, name, dict, hw.name, _formats.get(name).max), info
 
 
 def fused_here(device: Any) -> bool:
-    """Whether Ozaki I and II run fused (:mod:`.ozaki_fused`, the same bits) on ``device``: where Triton compiles
-    for a CUDA GPU, or on the CPU under its interpreter (``TRITON_INTERPRET=1``: tests), in the mode that its
-    kernels and the engine's helpers they call were defined in, if they were (one mode per process)."""
+    """Whether the fused kernels (Ozaki I and II's :mod:`.ozaki_fused`, the words' :mod:`.words_fused`: the same
+    bits) run on ``device``: where Triton compiles for a CUDA GPU, or on the CPU under its interpreter
+    (``TRITON_INTERPRET=1``: tests), in the mode that the kernels and the engine's helpers they call were
+    defined in, if they were (one mode per process)."""
     from ..engine import triton as tr
 
-    kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"))
+    kernels = (("blockfma.multiword.ozaki_fused", "crt_kernel"), ("blockfma.engine.triton_kernel", "lead"),
+               ("blockfma.multiword.words_fused", "words_kernel"))
     modes = {type(getattr(sys.modules[m], f)).__name__ == "InterpretedFunction" for m, f in kernels if m in sys.modules}
     return device.type == ("cpu" if tr.interpreting() else "cuda") and tr.available() and modes <= {tr.interpreting()}
 
@@ -285,22 +311,33 @@ def _ozaki(torch: Any, A: Any, B: Any, name: str, spec: str, plan: Any, params: 
         detail = f"{len(params['moduli'])} moduli"
     info = {"method": name, "unit": f"{unit.name}, {detail}", "calls": unit.calls, "hardware": unit.info(),
             "unit_seconds": unit.seconds}
-    return _settled(C, None, A, B, "fp64", name, dict, info["unit"], _formats.get("fp64").max), info
+    return _settled(C, A, B, "fp64", name, dict, info["unit"], _formats.get("fp64").max), info
 
 
 def _words(torch: Any, A: Any, B: Any, name: str, spec: str, plan: WordPlan, params: dict[str, Any], say: Any
            ) -> tuple[Any, dict[str, Any]]:
-    method = plan.method
-    hw = hardware.TorchUnit(method.low, spec)
-    Aw, Bw = split_operands(A, B, method, plan.rounding, xp=torch, stacklevel=6)
-    run = TensorRun(hw, chained=plan.accumulate == "inside" and not plan.summation and not method.outside_groups)
-    Aw = [w.to(torch.float32).to(hw.dtype) for w in Aw]  # exact: values of the words' format
-    Bw = [w.to(torch.float32).to(hw.dtype) for w in Bw]
+    method, mode = plan.method, check_rounding("split_rounding", plan.rounding)
+    dtype, words = hardware.TorchUnit(method.low, spec).dtype, None
+    if method.low in ("tf32", "bf16") and (method.low, mode) in arrays.BINARY32_ROUNDINGS and not method.scale \
+            and fused_here(A.device):
+        from . import words_fused
+
+        words = words_fused.split(torch, A, B, method.low, method.p, mode == RoundingMode.TiesToEven, dtype)
+    if words is None:  # (the kernel serves finite values only: it took the place of this check)
+        refuse_nonfinite(torch, A, B)
+    Aw, Bw = words or split_operands(A, B, method, mode, xp=torch, stacklevel=6)
+    Aw, Bw = [w.to(dtype) for w in Aw], [w.to(dtype) for w in Bw]  # exact: values of the words' format
     (m, k), q = A.shape, B.shape[1]
-    C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
-                      shape=f"{m}x{k} @ {k}x{q}")
-    return _settled(C.to(torch.float64), run.over, A, B, method.high, method.name, run.where, run.name,
-                    run.limit()), info
+    for keep in (False, True):  # the overflow bookkeeping only where the result says something overflowed
+        run = TensorRun(hardware.TorchUnit(method.low, spec), fp32=not method.scale, keep=keep)  # (scaled: in fp64)
+        run.hw.each, start = False, run.hw.mark()  # the calls timed together: two synchronisations, not two a call
+        C, info = combine(run, Aw, Bw, method, plan.products, plan.accumulate, plan.summation, plan.block, say,
+                          shape=f"{m}x{k} @ {k}x{q}")
+        info["unit_seconds"] = run.hw.mark() - start
+        info["split"] = "fused (Triton)" if words else "torch"
+        if not keep and finite(torch, C):
+            return C.to(torch.float64), info
+    return _settled(C.to(torch.float64), A, B, method.high, method.name, run.where, run.name, run.limit()), info
 
 
 _RUNNERS = {"baseline": _native, "ozaki": _ozaki, "multiword": _words}
@@ -318,7 +355,7 @@ def matmul(A: Any, B: Any, name: str, backend: str | None, options: dict[str, An
         where.append(_device_backend(backend, backend_name, on_hw, device))
         _check_memory(device, working_set(name, kind, m, k, q, words), f"{name} on a {m}x{k} @ {k}x{q} product")
 
-    A_, B_ = check_tensors(A, B, before)
+    A_, B_ = check_tensors(A, B, before, finite_values=kind != "multiword")  # the word methods' split checks them
     torch = hardware.import_torch(hardware.NEEDS)
     (m, k), q = A_.shape, B_.shape[1]
     if say:
