@@ -212,9 +212,11 @@ def test_gemm_tensors_checks_its_operands_where_they_enter(monkeypatch):
     a, b, c = torch.ones((4, 8)), torch.ones((8, 3)), torch.zeros((4, 3))
     cases = [((a, torch.ones((6, 3)), c), r"^b=<shape \(6, 3\)>: must have shape \(8, 3\) with a \(4, 8\)$"),
              ((a, b, torch.zeros((2, 3))), r"^c=<shape \(2, 3\)>: must have shape \(4, 3\) with a \(4, 8\)$"),
-             ((a.half(), b, c), r"^a=<2-D torch.float16>: must be a 2-D torch.float32 tensor"),
-             ((a, torch.ones(8), c), r"^b=<1-D torch.float32>: must be a 2-D torch.float32 tensor"),
-             ((a, b, np.zeros((4, 3), np.float32)), r"^c=<ndarray>: must be a 2-D torch.float32 tensor"),
+             ((a.double(), b, c), r"^a=<2-D torch.float64>: must be a 2-D torch tensor of dtype float32 or "
+                                  r"float16 or bfloat16 or float8_e4m3fn or float8_e5m2$"),
+             ((a, torch.ones(8), c), r"^b=<1-D torch.float32>: must be a 2-D torch tensor of dtype float32 or "),
+             ((a, b, c.half()), r"^c=<2-D torch.float16>: must be a 2-D torch tensor of dtype float32$"),
+             ((a, b, np.zeros((4, 3), np.float32)), r"^c=<ndarray>: must be a 2-D torch tensor of dtype float32$"),
              ((a, b, c.to("meta")), r"^c=<on meta>: every operand on one device, a CUDA GPU \(or the CPU under "
                                     r"Triton's interpreter, TRITON_INTERPRET=1\); a is on cpu$")]
     for args, message in cases:
