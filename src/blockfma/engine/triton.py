@@ -202,7 +202,7 @@ class Block:
     SUM64: bool = False  # may be a block's largest exponent where some term is not zero
     EZ_LIVE: bool = False
     GRID: bool = False  # truncated-fused fast path: one FMA per product on the cut's grid (grid_path), its count's
-    CBIAS: int = 0  # code biases (cutting toward zero), and STANDIN: the exact stand-in of fma.rz (the interpreter)
+    CBIAS: int = 0  # code biases (cutting toward zero), and STANDIN: the interpreter's exact stand-ins (fma.rz, widen)
     STANDIN: bool = False
     U: int = 1  # block-scaled: lanes per unit of its fast path, products per group (0: a term per product),
     G: int = 0  # term slots, products per scale, the operands' and scales' precisions and emins
@@ -593,12 +593,6 @@ def _configured(m: Model, specials: bool) -> Kernel:
 OPERAND_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
-def _wide(x: Any) -> Any:
-    """A tensor of OPERAND_DTYPES as float32 for the host's passes over its bits (a temporary the kernel does
-    not read; ``x`` itself where it is float32)."""
-    return x if x.dtype == _torch().float32 else x.float()
-
-
 def _finite(a: Any, b: Any) -> bool:
     """Whether tensors ``a`` and ``b`` hold no NaN or infinity: one pass over each, one small read back."""
     torch = _torch()
@@ -669,7 +663,7 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
     rows, k, n = _operands(a, b, c)
-    wa, wb = _wide(a), _wide(b)  # the host's passes read float32 bits; the kernel reads a and b as they are
+    wa, wb = a.float(), b.float()  # the host's passes read float32 bits (temporaries); the kernel a and b as given
     if specials is None:
         specials = not _finite(wa, wb)
     m = model.arithmetic_model()
@@ -724,15 +718,11 @@ def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarr
     fits = GEMM_BYTES if SA is None else dict(what="A, B and their scales, C and D in float32")
     check_fits(m, k + (0 if SA is None else k // per), B.shape[1], dev, **fits)
     specials = not (np.isfinite(A).all() and np.isfinite(B).all())
-    ops = [_on_device(x, dev) for x in (A, B, C) + (() if SA is None else (SA, SB))]
+    ops = [_torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)  # exact: formats within binary32
+           for x in (A, B, C) + (() if SA is None else (SA, SB))]
     run = gemm_tensors if SA is None else scaled_gemm_tensors
     return run(model, *ops, specials=specials, block_m=block_m, block_n=block_n, fast=fast).cpu().numpy().astype(
         np.float64)
-
-
-def _on_device(x: np.ndarray, dev: Any) -> Any:
-    """A float64 array as a contiguous float32 tensor on ``dev`` (exact: values of formats within binary32)."""
-    return _torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
 
 
 def _launch_arguments(block_m: int | None, block_n: int | None, num_warps: int | None, fast: Any,

@@ -262,28 +262,23 @@ def fused_value(s, unit, WRAP: tl.constexpr, R: tl.constexpr):
 
 @triton.jit
 def widen(x, STANDIN: tl.constexpr):
-    """Operands loaded in their storage dtype (float32, fp16, bf16, fp8 e4m3fn or e5m2:
-    ``triton.OPERAND_DTYPES``) as float32, exactly (every value of these lies in binary32): the conversion
-    instruction on a GPU; under the interpreter (STANDIN), whose conversions lose fp8 NaN and infinities and
-    bf16 subnormals, the exact value built from the bits."""
-    if x.dtype == tl.float32:  # (static branches: Triton compiles the code after a return too)
-        y = x
-    elif not STANDIN:
+    """A or B loaded in its dtype (``triton.OPERAND_DTYPES``) as float32, exactly: the conversion instruction on a
+    GPU; under the interpreter (STANDIN), whose conversions lose fp8 NaN and infinities and bf16 subnormals, the
+    value built from the bits (E exponent and M fraction bits; e4m3fn has no infinities, NaN S.1111.111)."""
+    if x.dtype == tl.float32 or not STANDIN:  # (static branches: Triton compiles the code after a return too)
         y = x.to(tl.float32)
     else:
         BITS: tl.constexpr = x.dtype.primitive_bitwidth
-        E: tl.constexpr = 8 if x.dtype == tl.bfloat16 else 4 if x.dtype == tl.float8e4nv else 5  # exponent bits
+        E: tl.constexpr = 8 if x.dtype == tl.bfloat16 else 4 if x.dtype == tl.float8e4nv else 5
         M: tl.constexpr = BITS - 1 - E
         c = x.to(tl.int16 if BITS == 16 else tl.int8, bitcast=True).to(tl.int32) & ((1 << BITS) - 1)
-        f = (c >> M) & ((1 << E) - 1)
-        m = c & ((1 << M) - 1)
+        f, m = (c >> M) & ((1 << E) - 1), c & ((1 << M) - 1)
         e = (tl.maximum(f, 1) + 1 - (1 << (E - 1)) - M).to(tl.int64)  # the last place (bias 2**(E - 1) - 1)
         v = tl.where(f > 0, m | (1 << M), m).to(tl.float64) * _pow2(e)
-        top = f == (1 << E) - 1
-        if x.dtype == tl.float8e4nv:  # e4m3fn: no infinities, NaN S.1111.111
-            v = tl.where(top & (m == (1 << M) - 1), float("nan"), v)
+        if x.dtype == tl.float8e4nv:
+            v = tl.where((f == (1 << E) - 1) & (m == (1 << M) - 1), float("nan"), v)
         else:
-            v = tl.where(top, tl.where(m == 0, float("inf"), float("nan")), v)
+            v = tl.where(f == (1 << E) - 1, tl.where(m == 0, float("inf"), float("nan")), v)
         y = tl.where(c >> (BITS - 1) != 0, -v, v).to(tl.float32)
     return y
 
