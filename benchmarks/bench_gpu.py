@@ -208,7 +208,9 @@ def parse_tiles(text: str) -> list[tuple[int, int, int]]:
 def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, show, rng,
                cases=SWEEP_CASES, general: bool = True) -> tuple[list, list]:
     """Rows and checks of the tile sweep: per case, the kernel alone at n x n x n for each tile (checked at
-    n0 first) and the general path once; the best tile printed."""
+    n0 first) on A and B of the input format's storage dtype (what bf.gemm hands over with triton.STORAGE_LOADS),
+    at the first tile also on float32 A and B (operands 'fp32': bf.gemm's default), and the general path once;
+    the best tile printed."""
     rows, checks = [], []
     for device, fin, fout in cases:
         model = bf.device(device).model(fin, fout)
@@ -221,28 +223,36 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
         C = torch.from_numpy(bf.formats.round(model.c_format, rng.standard_normal((n, n))).astype(np.float32)).to(dev)
         fast_path = triton.fast_constants(model, A, B)["FAST"]
         lanes = 32 if fast_path and triton.grid_path(model, model.block_width or 1) else 0
+        name = bf.engine.tensors.DTYPES.get(fin, "float32")  # the dtype A and B come in (tf32: float32)
+        store = getattr(torch, name if name in triton.OPERAND_DTYPES else "float32")
         best = None
         # each tile on the path the kernel takes (the grid sum where it holds), then at the first tile the fast
-        # path with int32 terms (the kernel before the grid sum), and the general path at its default tile
-        runs = [(*t, None) for t in tiles] + ([(*tiles[0], False)] if lanes else [])
-        for bm, bn, warps, grid in [*runs, *([(None, None, None, None)] if general else [])]:
+        # path with int32 terms (the kernel before the grid sum) and float32 operands, and the general path at
+        # its default tile
+        runs = [(*t, None, store) for t in tiles] + ([(*tiles[0], False, store)] if lanes else []) + \
+            ([(*tiles[0], None, torch.float32)] if store != torch.float32 else [])
+        for bm, bn, warps, grid, dt in [*runs, *([(None, None, None, None, store)] if general else [])]:
             fast = None if bm is not None else False  # the last row: the general path, its default tile
             label = f"{bm}x{bn}x{warps}" if bm is not None else "default"
             path = ("general" if not fast_path else f"grid{lanes}" if lanes and grid is None else "fast-int32")
             run = functools.partial(triton.gemm_tensors, model, specials=False, block_m=bm, block_n=bn,
                                     num_warps=warps, fast=fast, grid=grid)
-            got = bf.engine.api.finish(model.arithmetic_model(), run(a0, b0, cc0).cpu().numpy().astype(np.float64))
+            got = bf.engine.api.finish(model.arithmetic_model(), run(a0.to(dt), b0.to(dt), cc0).cpu().numpy()
+                                       .astype(np.float64))
             same = bool(np.array_equal(bf.formats.bits(got), want))
+            operands = str(dt).removeprefix("torch.")
             checks.append({"device": device, "input": fin, "output": fout, "n": n0, "bit_exact": same,
-                           "backend": "triton", "tile": label, "path": path if fast is None else "general"})
-            secs = best_time(lambda: run(A, B, C), repeat, sync)
+                           "backend": "triton", "tile": label, "path": path if fast is None else "general",
+                           "operands": operands})
+            Ad, Bd = A.to(dt), B.to(dt)  # exact: values of the input format
+            secs = best_time(lambda: run(Ad, Bd, C), repeat, sync)
             row = {"n": n, "device": device, "input": fin, "output": fout, "backend": "triton-tile", "tile": label,
                    "path": path if fast is None else "general", "num_warps": warps, "seconds": secs,
-                   "gmacs": n**3 / secs / 1e9, "bit_exact": same}
+                   "gmacs": n**3 / secs / 1e9, "bit_exact": same, "operands": operands}
             rows.append(row)
             show(f"{n:>5}  {device:8} {fin + '->' + fout:14} {secs:9.4f} {n**3 / secs / 1e9:9.2f}  tile {label:10} "
-                 f"{row['path']:8}{'' if same else '  MISMATCH'}")
-            if fast is None and grid is None and (best is None or secs < best["seconds"]):
+                 f"{row['path']:8} {operands}{'' if same else '  MISMATCH'}")
+            if fast is None and grid is None and dt == store and (best is None or secs < best["seconds"]):
                 best = row
         if best is not None:
             show(f"best tile for {device} {fin}->{fout} at n={n}: {best['tile']} ({best['gmacs']:.1f} GMAC/s, "
@@ -250,10 +260,10 @@ def tile_sweep(triton, torch, dev, n: int, n0: int, tiles, repeat: int, sync, sh
     return rows, checks
 
 
-def _compile_sm90(S, bm: int, bn: int, warps: int):
+def _compile_sm90(S, bm: int, bn: int, warps: int, operands: str = "fp32"):
     """The Triton kernel of structure ``S`` compiled for sm_90 (Triton's own ptxas, no device needed) with a
     BLOCK_M x BLOCK_N tile and ``warps`` warps, row-major operands as bf.gemm passes them (strides of 1
-    specialized, the other strides and the pointers divisible by 16)."""
+    specialized, the other strides and the pointers divisible by 16), A and B of Triton's type ``operands``."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -264,8 +274,8 @@ def _compile_sm90(S, bm: int, bn: int, warps: int):
     const = {"S": S, "BLOCK_M": bm, "BLOCK_N": bn, "EVEN": True}  # tiles dividing M and N (as in the benchmark)
     st = names.index("strides")  # a, b, c, d, ea, sa, sb: (rows, 1) each
     ints = ("order_ptr", "ea_ptr") + (("sa_ptr", "sb_ptr") if S.BLOCK.GRID else ())  # the count's codes
-    sig = {n: "constexpr" if n in const else "*i32" if n in ints else "*fp32"
-           if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
+    sig = {n: "constexpr" if n in const else "*i32" if n in ints else f"*{operands}" if n in ("a_ptr", "b_ptr")
+           else "*fp32" if n.endswith("_ptr") else ("i32", "constexpr") * 7 if n == "strides" else "i32" for n in names}
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
     attrs.update({(st, i): [["tt.divisibility", 16]] for i in range(0, 14, 2)})
     constexprs = {(names.index(n),): v for n, v in const.items()}
@@ -286,6 +296,10 @@ def _cuobjdump(cubin: bytes, flag: str) -> str:
         f.write(cubin)
         f.flush()
         return subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=True).stdout
+
+
+#: Triton's type of the torch dtype that stores a format (bf.gemm hands the kernel such tensors as they are)
+STORAGE = {"fp16": "fp16", "bf16": "bf16", "e4m3fn": "fp8e4nv", "e5m2": "fp8e5"}
 
 
 def _ptxas_models(cases, scaled_cases):
@@ -309,12 +323,13 @@ def _ptxas_models(cases, scaled_cases):
     return out
 
 
-def ptxas_report(tiles, show, cases=SWEEP_CASES, scaled_cases=SCALED_CASES) -> list[dict]:
+def ptxas_report(tiles, show, cases=SWEEP_CASES, scaled_cases=SCALED_CASES, storage: bool = False) -> list[dict]:
     """Without a GPU: compile the Triton kernel's fast path for sm_90 (Triton's own ptxas, no device needed)
     for each sweep case and tile (and the block-scaled kernel's for each block-scaled case), row-major
-    operands as bf.gemm passes them, and read from the cubin (cuobjdump) its registers and spill stack (a
-    tile past 255 registers spills, which no GPU run can hide) and, from its SASS, the instructions per
-    simulated MAC of its passes over a block's lanes (:func:`mac_cost`)."""
+    operands as bf.gemm passes them (A and B in the input format's storage dtype, ``storage``, else float32;
+    block-scaled ones float32), and read from the cubin (cuobjdump) its registers and spill stack (a tile past
+    255 registers spills, which no GPU run can hide) and, from its SASS, the instructions and global bytes
+    loaded per simulated MAC of its passes over a block's lanes (:func:`mac_cost`)."""
     from blockfma.engine import triton as tr
 
     if tr.interpreting():
@@ -322,9 +337,11 @@ def ptxas_report(tiles, show, cases=SWEEP_CASES, scaled_cases=SCALED_CASES) -> l
     rows = []
     for case, instruction, model, path, lanes, unit in _ptxas_models(cases, scaled_cases):
         S = tr._config(model.arithmetic_model(), False).path(**path)
+        operands = STORAGE.get(case[1], "fp32") if storage and not instruction else "fp32"
         for bm, bn, warps in tiles:
-            compiled = _compile_sm90(S, bm, bn, warps)
+            compiled = _compile_sm90(S, bm, bn, warps, operands)
             row = _usage_row(_cuobjdump(compiled.asm["cubin"], "-res-usage"), case, bm, bn, warps, show, instruction)
+            row["operands"] = operands
             if instruction:
                 row["path"] = "fast" if path["FAST"] else "general"
             cost = mac_cost(_cuobjdump(compiled.asm["cubin"], "-sass"), compiled.asm["ptx"],
@@ -344,13 +361,14 @@ def _loops(code: list[tuple[int, str, int | None]], loads: str) -> list[dict]:
     branch closes one, from its target to itself (a branch to itself is no loop), in order of position:
     start, end, instructions (count, NOPs left out), opcodes (count per opcode, most first), loads (opcodes
     starting with ``loads``) and innermost (no other loop inside)."""
-    spans = sorted({(t, p) for p, _, t in code if t is not None and t < p})
+    spans = sorted({(t, p) for p, _, t, *_ in code if t is not None and t < p})
     loops = []
     for start, end in spans:
-        ops = [op for p, op, _ in code if start <= p <= end and op != "NOP"]
+        ops = [op for p, op, *_ in code if start <= p <= end and op != "NOP"]
         counts = dict(sorted(Counter(ops).items(), key=lambda kv: (-kv[1], kv[0])))
         loops.append({"start": start, "end": end, "instructions": len(ops), "opcodes": counts,
                       "loads": sum(v for k, v in counts.items() if k.startswith(loads)),
+                      "load_bytes": sum(x[3] for x in code if start <= x[0] <= end and len(x) > 3),
                       "innermost": not any(start <= s and e <= end and (s, e) != (start, end) for s, e in spans)})
     return loops
 
@@ -358,11 +376,15 @@ def _loops(code: list[tuple[int, str, int | None]], loads: str) -> list[dict]:
 def sass_loops(sass: str) -> list[dict]:
     """The loops (:func:`_loops`) of ``cuobjdump -sass`` text of one kernel: instructions ``/*addr*/ [@P]
     OPCODE.MODIFIERS operands ;``, a backward ``BRA 0xtarget`` closing a loop; opcodes without their
-    modifiers (``IMAD.MOV.U32`` counts as IMAD), loads the global ones (LDG)."""
+    modifiers (``IMAD.MOV.U32`` counts as IMAD), loads the global ones (LDG), load_bytes their bytes per thread
+    (by the width modifier: .U8/.S8 1, .U16/.S16 2, .64 8, .128 16, else 4)."""
     code = []
     for m in _SASS_INSTRUCTION.finditer(sass):
         target = re.match(r"0x([0-9a-f]+)", m.group(4).strip()) if m.group(2) == "BRA" else None
-        code.append((int(m.group(1), 16), m.group(2), int(target.group(1), 16) if target else None))
+        mods = set(m.group(3).split("."))
+        width = 0 if m.group(2) != "LDG" else 1 if mods & {"U8", "S8"} else 2 if mods & {"U16", "S16"} else \
+            8 if "64" in mods else 16 if "128" in mods else 4
+        code.append((int(m.group(1), 16), m.group(2), int(target.group(1), 16) if target else None, width))
     return _loops(code, "LDG")
 
 
@@ -438,8 +460,10 @@ def mac_cost(sass: str, ptx: str | None, per_thread: int, lanes: int | tuple = 1
         unit = outer["instructions"] - lp["instructions"] if outer else 0
         per_mac = lp["instructions"] / products + unit / (per_thread * unit_lanes)
         out.append({"name": name, "loop_instructions": lp["instructions"], "products_per_iteration": products,
-                    "unroll": unroll, "unit_instructions": unit, "per_mac": per_mac, "opcodes": lp["opcodes"]})
-    return {"instructions_per_mac": sum(p["per_mac"] for p in out), "passes": out}
+                    "unroll": unroll, "unit_instructions": unit, "per_mac": per_mac, "opcodes": lp["opcodes"],
+                    "bytes_per_mac": lp.get("load_bytes", 0) / products})
+    return {"instructions_per_mac": sum(p["per_mac"] for p in out), "passes": out,
+            "bytes_per_mac": sum(p["bytes_per_mac"] for p in out)}
 
 
 def _show_cost(cost: dict, row: dict, show) -> None:
@@ -448,6 +472,8 @@ def _show_cost(cost: dict, row: dict, show) -> None:
     parts = " + ".join(f"{p['name']} {p['per_mac']:.2f}" for p in cost["passes"]) or "no loop over lanes found"
     show(f"ptxas sm_90 {row['device']} {row['input']}->{row['output']} {instruction + ' ' if instruction else ''}"
          f"tile {row['tile']:10} {parts} = {cost['instructions_per_mac']:.2f} instructions per simulated MAC")
+    show(f"    operands {row.get('operands', 'fp32')}: {cost['bytes_per_mac']:.3f} bytes of global loads per "
+         "simulated MAC and thread (the lane loops' LDG)")
     for p in cost["passes"]:
         unit = f" + {p['unit_instructions']} per unit of lanes" if p["unit_instructions"] else ""
         top = ", ".join(f"{k} {v}" for k, v in list(p["opcodes"].items())[:8])
@@ -583,8 +609,10 @@ def _mmaemu_calls(mmaemu, triton, torch, dev, model, A, B):
     a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn)
     positive = model.rounded_zero == "positive"
 
+    b8r = b.to(torch.float8_e4m3fn)  # B row-major, read in fp8 as bf.gemm hands fp8 tensors over
+
     def ours():
-        d = triton.gemm_tensors(model, a, b, c, specials=False)
+        d = triton.gemm_tensors(model, a8, b8r, c, specials=False)
         return torch.where(d == 0, torch.zeros_like(d), d) if positive else d
 
     def theirs():
@@ -683,7 +711,8 @@ def _triton(args, dev):
 def _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, repeat, sync, show, case) -> list[dict]:
     """Rows of backend='triton' for one case: the whole bf.gemm call on host arrays (``triton``) and on device
     tensors of the input dtype (``triton-tensors``: checks, conversions, the finish, all on the device), and
-    the kernel alone on float32 device tensors (``triton-kernel``, its first call at this shape timed apart:
+    the kernel alone on the device tensors bf.gemm hands it (``triton-kernel``: A and B of the input dtype where
+    it loads them as they are, else float32; its first call at this shape timed apart:
     it compiles once per model, not per shape); ``whole_over_kernel``: the tensor call's time over the
     kernel's (issue 31: at most 1.2 at 4096^3)."""
     from blockfma.engine import tensors
@@ -694,13 +723,15 @@ def _triton_rows(triton, torch, dev, model, A, B, C, n, t_mm, repeat, sync, show
     bf.gemm(A, B, C, model=model, backend="triton")
     t = best_time(lambda: bf.gemm(A, B, C, model=model, backend="triton"), repeat, sync)
     a, b, c = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev) for x in (A, B, C))
-    start = time.perf_counter()
-    triton.gemm_tensors(model, a, b, c, specials=False)
-    sync()
-    first = time.perf_counter() - start
-    tk = best_time(lambda: triton.gemm_tensors(model, a, b, c, specials=False), repeat, sync)
     dtype = getattr(torch, tensors.DTYPES.get(fin, "float32"))  # tf32: float32 tensors
     ta, tb = a.to(dtype), b.to(dtype)  # exact: values of the input format
+    keep = triton.OPERAND_DTYPES if triton.STORAGE_LOADS else ("float32",)
+    ka, kb = (ta, tb) if str(dtype).removeprefix("torch.") in keep else (a, b)  # as bf.gemm hands them over
+    start = time.perf_counter()
+    triton.gemm_tensors(model, ka, kb, c, specials=False)
+    sync()
+    first = time.perf_counter() - start
+    tk = best_time(lambda: triton.gemm_tensors(model, ka, kb, c, specials=False), repeat, sync)
     bf.gemm(ta, tb, c, model=model, backend="triton")
     tw = best_time(lambda: bf.gemm(ta, tb, c, model=model, backend="triton"), repeat, sync)
     for label, secs in (("triton", t), ("triton-tensors", tw), ("triton-kernel", tk)):
@@ -732,6 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ptxas", action="store_true", help="no GPU needed: compile the Triton kernels' fast paths "
                     "for sm_90 for each sweep and block-scaled case and --tiles entry and report registers, spills "
                     "and SASS instructions per simulated MAC (per pass over a block's lanes), then stop")
+    ap.add_argument("--ptxas-storage", action="store_true", help="with --ptxas: A and B in their storage dtype (fp8, "
+                    "fp16, bf16: the kernel with triton.STORAGE_LOADS), not float32 (bf.gemm's default)")
     ap.add_argument("--all-paths", action="store_true", help="with --ptxas: compile, at its default tile, the "
                     "kernel of every preset model the Triton backend runs (general path, and fast path where it "
                     "can hold; SPECIALS off and on; --cases filters by 'DEVICE INSTRUCTION IN->OUT'), report "
@@ -778,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r["compiled"] for r in rows) else 1
     if args.ptxas:
         try:
-            ptx_rows = ptxas_report(tiles, show, sweep_cases, scaled_cases)
+            ptx_rows = ptxas_report(tiles, show, sweep_cases, scaled_cases, storage=args.ptxas_storage)
         except (ImportError, ValueError) as exc:
             print(f"bench_gpu: {exc}", file=sys.stderr)
             return 2

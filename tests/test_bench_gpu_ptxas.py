@@ -98,7 +98,22 @@ def test_mac_cost():
     assert (exp["unroll"], exp["products_per_iteration"], exp["per_mac"]) == (1, 4, 6 / 4)
     assert (total["unroll"], total["products_per_iteration"], total["per_mac"]) == (2, 8, 7 / 8)
     assert cost["instructions_per_mac"] == 6 / 4 + 7 / 8
+    assert (exp["bytes_per_mac"], total["bytes_per_mac"]) == (8 / 4, (16 + 4) / 8)  # LDG.E 4 bytes, .128 16
     assert bench().mac_cost(SASS, None, per_thread=4)["passes"][1]["unroll"] is None  # no PTX: counted as 1
+
+
+def test_load_bytes_by_width():
+    """The bytes a loop's global loads read per thread, by their width modifiers (fp8 and fp16 operands)."""
+    sass = """
+        /*0000*/                   LDG.E.U8 R3, desc[UR4][R2.64] ;
+        /*0010*/               @P0 LDG.E.U16.CONSTANT R4, desc[UR4][R2.64] ;
+        /*0020*/                   LDG.E.64 R6, desc[UR4][R2.64] ;
+        /*0030*/                   F2FP.F16.E4M3.UNPACK_B R5, R3 ;
+        /*0040*/               @P1 BRA 0x0 ;
+        /*0050*/                   EXIT ;
+"""
+    (p,) = bench().mac_cost(sass, None, per_thread=2)["passes"]
+    assert p["bytes_per_mac"] == (1 + 2 + 8) / 2
 
 
 def test_unit_loop():

@@ -350,11 +350,13 @@ def _tensors(*xs):
 
 
 def both_paths(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, grid_only: bool = False,
-               **launch) -> np.ndarray:
+               dtype=None, **launch) -> np.ndarray:
     """The kernel on the fast path (which must hold these operands: with its grid sum where that holds too, and
     with int32 terms) and on the general one: each the numpy engine's bits.  ``grid_only``: the grid sum alone
-    (which must hold), for the tests of its own edge cases (the interpreter's time is the suite's)."""
+    (which must hold), for the tests of its own edge cases (the interpreter's time is the suite's).  ``dtype``:
+    the torch dtype A and B are handed over in (None: float32)."""
     a, b, c = _tensors(A, B, C)
+    a, b = (a, b) if dtype is None else (a.to(dtype), b.to(dtype))  # exact: values of that dtype
     assert tr.fast_constants(model, a, b)["FAST"]
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     arith = model.arithmetic_model()
@@ -880,3 +882,109 @@ def test_gpu_grid_path(dev, fin, fout):
     for launch in ({}, {"block_m": 32, "block_n": 32, "num_warps": 4}, {"grid": False}, {"fast": False}):
         d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
         assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch
+
+
+# ---- operands in their storage dtype (fp8, fp16, bf16): loaded as they are, widened in registers ---------------
+
+_STORAGE = [("e4m3fn", "float8_e4m3fn"), ("e5m2", "float8_e5m2"), ("fp16", "float16"), ("bf16", "bfloat16")]
+
+
+def _widen_run(dtype: str, standin: bool, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every code of a storage dtype (as uint8 / uint16) and the kernel's widening of it (float32), on
+    ``device`` (the stand-in under the interpreter, the conversion instruction on a GPU)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    _fma_rz_kernel()  # tk: the kernel module, in this process's mode
+
+    @triton.jit
+    def widen_kernel(x_ptr, y_ptr, STANDIN: tl.constexpr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.store(y_ptr + i, tk.widen(tl.load(x_ptr + i), STANDIN))
+
+    t = getattr(torch, dtype)
+    n = 1 << (8 * t.itemsize)
+    codes = np.arange(n, dtype=np.uint8 if n == 256 else np.uint16)
+    x = torch.from_numpy(codes.view(np.int8 if n == 256 else np.int16)).view(t).to(device)
+    y = torch.empty(n, dtype=torch.float32, device=device)
+    widen_kernel[(1,)](x, y, STANDIN=standin, N=n)
+    return codes, y.cpu().numpy()
+
+
+def _widen_want(fmt: str, codes: np.ndarray) -> np.ndarray:
+    """The float32 values of ``fmt``'s codes by ml_dtypes (fp16 by numpy): the oracle."""
+    return codes.view(np.dtype(formats.get(fmt).dtype) if fmt != "fp16" else np.float16).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt,dtype", _STORAGE)
+def test_widen_every_code(fmt, dtype):
+    """The interpreter's widening (its stand-in: Triton's interpreter turns fp8 NaN and infinities into finite
+    values and flushes bf16 subnormals) of every code of each storage dtype: ml_dtypes' float32 bits, NaN as
+    NaN."""
+    codes, got = _widen_run(dtype, True, "cpu")
+    want = _widen_want(fmt, codes)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    f = formats.get(fmt)
+    assert nan.any() and np.isinf(want).any() == f.has_infinities and (np.abs(want) < f.smallest_normal).sum() > 2
+
+
+@pytest.mark.parametrize("fmt,dtype", _STORAGE)
+def test_storage_dtype_operands(fmt, dtype):
+    """gemm_tensors on A and B of their storage dtype, read as they are: the numpy engine's bits with zeros of
+    both signs, subnormals, NaN and infinities (fast path with int32 terms, general path); finite fp8 on the
+    grid path; bf16 (whose subnormals take the general path) within the fast path's range and at large."""
+    import torch
+
+    model = bf.device("H100").model(fmt, "fp32")
+    rng = np.random.default_rng(zlib.crc32(f"storage {fmt}".encode()))
+    t, fa, C = getattr(torch, dtype), model.input_format, values(rng, model.c_format, (4, 4), 0.1)
+    if fmt in ("e4m3fn", "e5m2"):
+        both_paths(model, values(rng, fa, (4, 32), finite=True), values(rng, fa, (32, 4), finite=True), C,
+                   grid_only=True, dtype=t)
+    if fmt == "bf16":  # the fast path holds bf16 products within binary32's range: the GPU test's exponents
+        lo = -((127 - model.arithmetic_model().block_model().fraction_bits) // 2)
+        A, B = _in_range(rng, fa, (4, 32), lo, 7, 0.1), _in_range(rng, fa, (32, 4), lo, 7, 0.1)
+        d = tr.gemm_tensors(model, *(x.to(t) for x in _tensors(A, B)), _tensors(C)[0], fast=True)
+        want = bf.gemm(A, B, C, model=model, backend="numpy")
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d.numpy().astype(np.float64)), want) == 0
+    A, B = values(rng, fa, (4, 32), 0.1), values(rng, fa, (32, 4), 0.1)
+    A[0], B[:, 0], C[0, 0] = fa.smallest_subnormal * rng.integers(1, 4, 32), fa.max / 4, 0.0  # D[0, 0]: subnormals'
+    assert all(np.isnan(x).any() and (x == 0).any() and ((x != 0) & (np.abs(x) < fa.smallest_normal)).any()
+               for x in (A, B))
+    a, b, c = *(x.to(t) for x in _tensors(A, B)), _tensors(C)[0]
+    want = bf.gemm(A, B, C, model=model, backend="numpy")
+    for fast in (False,) if fmt == "bf16" else (True, False):
+        d = tr.gemm_tensors(model, a, b, c, fast=fast)
+        assert want[0, 0] != 0 and same_bits(bf.engine.api.finish(model.arithmetic_model(), d.numpy().astype(np.float64)), want) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch (or TRITON_INTERPRET was set before triton "
+                    "was imported)")
+@pytest.mark.parametrize("fmt,dtype", _STORAGE)
+def test_gpu_storage_dtype_operands(fmt, dtype):
+    """On a CUDA GPU: the conversion instruction widens every code of the storage dtype as ml_dtypes does, and
+    the kernel on A and B of that dtype (several tiles, K of many blocks, finite and with NaN and infinities;
+    each path) gives the CPU engine's bits."""
+    import torch
+
+    codes, got = _widen_run(dtype, False, "cuda")
+    want = _widen_want(fmt, codes)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan) and np.array_equal(got[~nan].view(np.uint32),
+                                                                 want[~nan].view(np.uint32))
+    model = bf.device("H100").model(fmt, "fp32")
+    rng = np.random.default_rng(zlib.crc32(f"gpu storage {fmt}".encode()))
+    lo = -((127 - model.arithmetic_model().block_model().fraction_bits) // 2) if fmt == "bf16" else -6
+    fa, C = model.input_format, values(rng, model.c_format, (130, 97), 0.001)
+    for specials in (0.0, 0.001):
+        A, B = _in_range(rng, fa, (130, 300), lo, 7, specials), _in_range(rng, fa, (300, 97), lo, 7, specials)
+        want = bf.gemm(A, B, C, model=model, backend="auto")
+        a, b = (torch.from_numpy(x).to(getattr(torch, dtype)).cuda() for x in (A, B))
+        c = torch.from_numpy(C.astype(np.float32)).cuda()
+        for launch in ({}, {"block_m": 64, "block_n": 64, "num_warps": 8}, {"grid": False}, {"fast": False}):
+            d = tr.gemm_tensors(model, a, b, c, **launch).cpu().numpy().astype(np.float64)
+            assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d), want) == 0, launch

@@ -300,3 +300,21 @@ def test_gpu_kernel_equals_cpu_engine(dev, fin, fout, instruction):
         C = values(rng, model.c_format, (70, 45), specials)
         got = bf.gemm(A, B, C, model=model, backend="triton")
         assert same_bits(got, bf.gemm(A, B, C, model=model, backend="auto")) == 0
+
+
+def test_storage_dtype_operands():
+    """The families' blocks on A and B of their storage dtype (fp16 for the MI100's exact-fused model, bf16 for
+    the MI250X's pairwise one, e4m3fn for the exact device's), with NaN, infinities, zeros and subnormals: the
+    numpy engine's bits."""
+    import torch
+
+    for dev, fin, dtype in (("MI100", "fp16", torch.float16), ("MI250X", "bf16", torch.bfloat16),
+                            ("exact", "e4m3fn", torch.float8_e4m3fn)):
+        model = bf.device(dev).model(fin, "fp32")
+        rng = np.random.default_rng(zlib.crc32(f"storage {dev} {fin}".encode()))
+        A, B = values(rng, model.input_format, (4, 12), 0.1), values(rng, model.b_format, (12, 4), 0.1)
+        C = values(rng, model.c_format, (4, 4), 0.1)
+        a, b = (torch.from_numpy(x.astype(np.float32)).to(dtype) for x in (A, B))
+        d = tr.gemm_tensors(model, a, b, torch.from_numpy(C.astype(np.float32)))
+        want = bf.gemm(A, B, C, model=model, backend="numpy")
+        assert same_bits(bf.engine.api.finish(model.arithmetic_model(), d.numpy().astype(np.float64)), want) == 0

@@ -30,6 +30,7 @@ class _Guard:
 
     def __init__(self, monkeypatch):
         self.inside = 0
+        self.operands = []  # the dtypes of A and B each launch read
         for name in ("numpy", "cpu", "__array__"):
             monkeypatch.setattr(torch.Tensor, name, self._refused(getattr(torch.Tensor, name), f"Tensor.{name}"))
         asarray = np.asarray
@@ -52,6 +53,7 @@ class _Guard:
         class Launcher:
             def __getitem__(self, grid):
                 def launch(*args, **kwargs):
+                    guard.operands.append((args[0].dtype, args[1].dtype))
                     guard.inside += 1
                     try:
                         return kernel[grid](*args, **kwargs)
@@ -71,20 +73,29 @@ def _bits(x):
                                                    ("H100", "fp16", "fp16", torch.float32),  # checked on the device
                                                    ("MI300X", "bf16", "fp32", torch.bfloat16),  # exponents looked at
                                                    ("H100", "tf32", "fp32", torch.float32),  # checked on the device
-                                                   ("MI300X", "fp32", "fp32", torch.float32)])  # the FMA chain
+                                                   ("MI300X", "fp32", "fp32", torch.float32),  # the FMA chain
+                                                   ("H100", "e4m3fn", "fp32", torch.float8_e4m3fn)])  # read as fp8
 def test_gemm_on_tensors_runs_where_they_lie_without_host_copies(monkeypatch, device, fin, fout, dtype):
+    """... and, with ``triton.STORAGE_LOADS``, the kernel reads A and B in the dtype they come in (fp8, fp16, bf16:
+    no float32 copies); without it (the default until a GPU measures the trade) as float32 copies made there."""
     model = bf.device(device).model(fin, fout)
     A, B, C = registry.trial_inputs(model, m=20, n=12)  # NaN, infinities, zeros of both signs, subnormals
     want = bf.gemm(A, B, C, model=model, backend="numpy")
     a, b, c = (torch.from_numpy(x).to(t) for x, t in ((A, dtype), (B, dtype), (C, torch.float32)))  # exact
-    _Guard(monkeypatch)
+    guard = _Guard(monkeypatch)
     for copy in (lambda: a.numpy(), lambda: a.cpu(), lambda: np.asarray(a), lambda: np.array(a)):
         with pytest.raises(AssertionError, match="to the host"):  # the guard holds
             copy()
-    got = bf.gemm(a, b, c, model=model, backend="triton")
-    assert bf.engine.last_backend() == "triton" and isinstance(got, torch.Tensor) and got.device == a.device
+    results = []
+    for storage in (False, True):
+        monkeypatch.setattr(tr, "STORAGE_LOADS", storage)
+        got = bf.gemm(a, b, c, model=model, backend="triton")
+        assert bf.engine.last_backend() == "triton" and isinstance(got, torch.Tensor) and got.device == a.device
+        results.append(got)
+    assert guard.operands == [(torch.float32, torch.float32), (dtype, dtype)]
     monkeypatch.undo()
-    assert got.dtype == getattr(torch, tensors.DTYPES[fout]) and np.array_equal(_bits(got.numpy()), _bits(want))
+    for got in results:
+        assert got.dtype == getattr(torch, tensors.DTYPES[fout]) and np.array_equal(_bits(got.numpy()), _bits(want))
 
 
 def test_gemm_on_tensors_without_c_and_with_a_broadcast_c(monkeypatch):
@@ -184,14 +195,16 @@ class _Recorder:
         return lambda *args, **kwargs: self.launches.append((args, kwargs))
 
 
-@pytest.mark.parametrize("model", [H100, bf.device("MI300X").model("fp32", "fp32")])
-def test_a_new_shape_of_the_same_layout_compiles_nothing_new(monkeypatch, model):
+@pytest.mark.parametrize("model,dtype", [(H100, torch.float32), (bf.device("MI300X").model("fp32", "fp32"), None),
+                                         (H100, torch.float16), (bf.device("H100").model("e4m3fn", "fp32"),
+                                                                 torch.float8_e4m3fn)])
+def test_a_new_shape_of_the_same_layout_compiles_nothing_new(monkeypatch, model, dtype):
     gemm_key = _binder(tr._kernel())
     gemm = _Recorder()
     monkeypatch.setattr(tr, "_kernel", lambda: gemm)
 
     def key(m, k, n, c=True):
-        a, b = torch.ones((m, k)), torch.ones((k, n))
+        a, b = torch.ones((m, k), dtype=dtype), torch.ones((k, n), dtype=dtype)  # (A and B as they come)
         tr.gemm_tensors(model, a, b, torch.zeros((m, n)) if c else torch.zeros((1, 1)).expand(m, n), specials=False)
         return gemm_key(*gemm.launches[-1])
 
@@ -201,6 +214,27 @@ def test_a_new_shape_of_the_same_layout_compiles_nothing_new(monkeypatch, model)
     assert odd != first and key(37, 64, 32) == odd
     assert key(48, 40, 32) != first  # a row stride not a multiple of 16: one more compilation (vector loads)
     assert key(16, 32, 16, c=False) == key(48, 64, 80, c=False)  # C read with strides 0: its own, once
+    if dtype not in (None, torch.float32):  # A and B read in their own dtype: a compilation of their own
+        wide = torch.ones((16, 32)), torch.ones((32, 16))
+        tr.gemm_tensors(model, *wide, torch.zeros((16, 16)), specials=False)
+        assert gemm_key(*gemm.launches[-1]) != first
+
+
+def test_storage_dtypes_of_any_strides():
+    """A and B read in their storage dtype as views of any strides: a column-major fp8 A, fp8 values held in
+    fp16 every other column of B, a broadcast C; a bf16 A broadcast along its rows: the numpy engine's bits."""
+    rng = np.random.default_rng(31)
+    for fin, ta, tb in (("e4m3fn", torch.float8_e4m3fn, torch.float16), ("bf16", torch.bfloat16, torch.bfloat16)):
+        model = bf.device("H100").model(fin, "fp32")
+        A = bf.formats.round(fin, rng.standard_normal((1 if fin == "bf16" else 5, 32)))
+        B = bf.formats.round(fin, rng.standard_normal((32, 6)))
+        C = bf.formats.round("fp32", rng.standard_normal((1, 6)))
+        a = torch.from_numpy(A).to(ta).expand(5, 32) if fin == "bf16" else torch.from_numpy(A.T.copy()).to(ta).T
+        b = torch.from_numpy(np.repeat(B, 2, axis=1)).to(tb)[:, ::2]
+        assert not a.is_contiguous() and not b.is_contiguous()
+        got = tr.gemm_tensors(model, a, b, torch.from_numpy(C.astype(np.float32)).expand(5, 6))
+        want = bf.gemm(np.broadcast_to(A, (5, 32)), B, np.broadcast_to(C, (5, 6)), model=model, backend="numpy")
+        assert np.array_equal(got.numpy().view(np.uint32), want.astype(np.float32).view(np.uint32))
 
 
 def test_gemm_tensors_checks_its_operands_where_they_enter(monkeypatch):
@@ -212,9 +246,11 @@ def test_gemm_tensors_checks_its_operands_where_they_enter(monkeypatch):
     a, b, c = torch.ones((4, 8)), torch.ones((8, 3)), torch.zeros((4, 3))
     cases = [((a, torch.ones((6, 3)), c), r"^b=<shape \(6, 3\)>: must have shape \(8, 3\) with a \(4, 8\)$"),
              ((a, b, torch.zeros((2, 3))), r"^c=<shape \(2, 3\)>: must have shape \(4, 3\) with a \(4, 8\)$"),
-             ((a.half(), b, c), r"^a=<2-D torch.float16>: must be a 2-D torch.float32 tensor"),
-             ((a, torch.ones(8), c), r"^b=<1-D torch.float32>: must be a 2-D torch.float32 tensor"),
-             ((a, b, np.zeros((4, 3), np.float32)), r"^c=<ndarray>: must be a 2-D torch.float32 tensor"),
+             ((a.double(), b, c), r"^a=<2-D torch.float64>: must be a 2-D torch tensor of dtype float32 or "
+                                  r"float16 or bfloat16 or float8_e4m3fn or float8_e5m2$"),
+             ((a, torch.ones(8), c), r"^b=<1-D torch.float32>: must be a 2-D torch tensor of dtype float32 or "),
+             ((a, b, c.half()), r"^c=<2-D torch.float16>: must be a 2-D torch tensor of dtype float32$"),
+             ((a, b, np.zeros((4, 3), np.float32)), r"^c=<ndarray>: must be a 2-D torch tensor of dtype float32$"),
              ((a, b, c.to("meta")), r"^c=<on meta>: every operand on one device, a CUDA GPU \(or the CPU under "
                                     r"Triton's interpreter, TRITON_INTERPRET=1\); a is on cpu$")]
     for args, message in cases:

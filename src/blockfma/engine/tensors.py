@@ -14,6 +14,7 @@ from .. import formats as _formats
 from ..model import Model, NaNStyle
 from ..plan import plan
 from . import registry, rules
+from . import triton as _triton
 from .base import Operands
 
 __all__ = ["given", "holds", "check", "finish", "gemm", "to_host", "DTYPES"]
@@ -96,7 +97,9 @@ def gemm(model: Model, A: Any, B: Any, C: Any, backend: str, check_values: bool 
         return None
     if check_values and not all(check(f, x, what) for f, x, what in checked if x is not None):  # no C: no check
         return None
-    D = engine.run(p, Operands.matrix(*(x.detach().to(torch.float32) for x in (A, B, C2))))  # exact: <= binary32
+    keep = _triton.OPERAND_DTYPES if _triton.STORAGE_LOADS else ("float32",)
+    ab = [x.detach() if str(x.dtype).removeprefix("torch.") in keep else x.detach().float() for x in (A, B)]
+    D = engine.run(p, Operands.matrix(*ab, C2.detach().float()))  # exact: values within binary32
     return finish(model, D[0]), engine.name
 
 

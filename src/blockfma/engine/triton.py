@@ -54,7 +54,7 @@ from ..plan import Plan, plan, schedule
 from . import array, rules, scaled
 
 __all__ = ["supports", "available", "interpreting", "gemm", "gemm_tensors", "unsupported_reason", "free_bytes",
-           "check_fits", "GEMM_BYTES", "scaled_gemm_tensors", "fast_constants",
+           "check_fits", "GEMM_BYTES", "OPERAND_DTYPES", "STORAGE_LOADS", "scaled_gemm_tensors", "fast_constants",
            "scaled_fast_constants", "grid_path", "Kernel", "Block", "Rounding", "defined_interpreted", "gpu_visible"]
 
 STEP_FAMILIES = (Family.FMA_CHAIN, Family.PAIRWISE, Family.EXACT_FUSED)  # their blocks: triton_families
@@ -202,7 +202,7 @@ class Block:
     SUM64: bool = False  # may be a block's largest exponent where some term is not zero
     EZ_LIVE: bool = False
     GRID: bool = False  # truncated-fused fast path: one FMA per product on the cut's grid (grid_path), its count's
-    CBIAS: int = 0  # code biases (cutting toward zero), and STANDIN: the exact stand-in of fma.rz (the interpreter)
+    CBIAS: int = 0  # code biases (cutting toward zero), and STANDIN: the interpreter's exact stand-ins (fma.rz, widen)
     STANDIN: bool = False
     U: int = 1  # block-scaled: lanes per unit of its fast path, products per group (0: a term per product),
     G: int = 0  # term slots, products per scale, the operands' and scales' precisions and emins
@@ -588,6 +588,15 @@ def _configured(m: Model, specials: bool) -> Kernel:
     return _config(m, specials)
 
 
+#: the torch dtypes of A and B the kernel loads as they are (1, 2 or 4 bytes a value) and widens in registers
+#: (:func:`.triton_kernel.widen`: exact, each holds binary32 values only); bf.gemm's other tensors come as float32
+OPERAND_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+#: whether bf.gemm hands its tensors of those dtypes to the kernel as they are (False: as float32 copies).  Off
+#: until a GPU measures the trade (ptxas, sm_90: e4m3 1.875 bytes but 4.41 instructions a simulated MAC, against
+#: 3.0 and 3.65 from float32; bench_gpu.py's sweep times both): the loads' count is the same, only their width
+STORAGE_LOADS = False
+
+
 def _finite(a: Any, b: Any) -> bool:
     """Whether tensors ``a`` and ``b`` hold no NaN or infinity: one pass over each, one small read back."""
     torch = _torch()
@@ -616,12 +625,15 @@ def _launch(S: Kernel, p: Plan, a: Any, b: Any, c: Any, tile: tuple[int, int, in
 
 def _operands(a: Any, b: Any, c: Any, sa: Any = None, sb: Any = None, per: int = 1) -> tuple[int, int, int]:
     """(m, k, n), the operands checked where they enter (the kernel reads any strides, broadcast views too, and
-    would read past a short operand): 2-D float32 tensors of one device, b (k, n), c (m, n), sa, sb as B, C."""
+    would read past a short operand): 2-D tensors of one device, float32 (a and b without scales: of
+    OPERAND_DTYPES), b (k, n), c (m, n), sa, sb as B, C."""
     torch, named = _torch(), {"a": a, "b": b, "c": c, **({} if sa is None else {"sa": sa, "sb": sb})}
     for name, x in named.items():
-        if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        dtypes = OPERAND_DTYPES if name in "ab" and sa is None else ("float32",)
+        if not isinstance(x, torch.Tensor) or str(x.dtype).removeprefix("torch.") not in dtypes or x.dim() != 2:
             raise ArgumentError(name, Shown(f"<{x.dim()}-D {x.dtype}>" if isinstance(x, torch.Tensor) else
-                                            f"<{type(x).__name__}>"), "must be a 2-D torch.float32 tensor")
+                                            f"<{type(x).__name__}>"), "must be a 2-D torch tensor of dtype "
+                                + " or ".join(dtypes))
         if x.device != a.device or (x.device.type != "cuda" and not interpreting()):
             raise ArgumentError(name, Shown(f"<on {x.device}>"), "every operand on one device, a CUDA GPU (or the CPU "
                                 f"under Triton's interpreter, TRITON_INTERPRET=1); a is on {a.device}")
@@ -638,9 +650,11 @@ def _operands(a: Any, b: Any, c: Any, sa: Any = None, sb: Any = None, per: int =
 def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None = None,
                  block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                  fast: bool | None = None, grid: bool | None = None) -> Any:
-    """D = a @ b + c by the kernel, on torch float32 tensors of one device (the GPU, or the CPU under the
-    interpreter): ``a`` (m, k), ``b`` (k, n), ``c`` (m, n), any strides (broadcast views too), shapes, dtypes
-    and devices checked, values already in the model's formats and flushed where it flushes (not checked).
+    """D = a @ b + c by the kernel, on torch tensors of one device (the GPU, or the CPU under the interpreter):
+    ``a`` (m, k) and ``b`` (k, n) float32 or in their storage dtype (OPERAND_DTYPES: fp16, bf16, fp8 e4m3fn
+    and e5m2 are loaded as they are, 1-2 bytes a value, and widened in registers), ``c`` (m, n) float32, any
+    strides (broadcast views too), shapes, dtypes and devices checked, values already in the model's formats
+    and flushed where it flushes (not checked).
     Returns a new float32 tensor (m, n) of the result format's values; NaN results are float32 NaNs, whose bit
     pattern the caller writes per ``model.nan`` (:func:`blockfma.engine.api.finish` for numpy results).
     ``specials``: whether some ``a``/``b`` may be NaN or infinite (None: looked at; False skips that work in
@@ -653,18 +667,19 @@ def gemm_tensors(model: Model, a: Any, b: Any, c: Any, *, specials: bool | None 
         raise ArgumentError("model", Shown(model.summary()), "is block-scaled: it takes the scales of A and B",
                             fix="call scaled_gemm_tensors(model, a, b, c, sa, sb)")
     rows, k, n = _operands(a, b, c)
+    wa, wb = a.float(), b.float()  # the host's passes read float32 bits (temporaries); the kernel a and b as given
     if specials is None:
-        specials = not _finite(a, b)
+        specials = not _finite(wa, wb)
     m = model.arithmetic_model()
     p = plan(m, k)
-    S = _configured(m, specials).path(**_path(m, a, b, fast, grid, specials, p.width))
+    S = _configured(m, specials).path(**_path(m, wa, wb, fast, grid, specials, p.width))
     tile = _tile(S.BLOCK, a.device, rows, n, block_m, block_n, num_warps)
-    ea = _exponent_codes(a, b, S.BLOCK, p, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
+    ea = _exponent_codes(wa, wb, S.BLOCK, p, specials) if S.BLOCK.FAST and a.numel() and b.shape[1] else None
     if not S.BLOCK.GRID or S.BLOCK.FLOOR or not (a.numel() and b.shape[1]):
         return _launch(S, p, a, b, c, tile, ea=ea)
     block = schedule(m).block  # the count's codes of A and B
-    return _launch(S, p, a, b, c, tile, ea=ea, sa=_grid_codes(a, block.input_format, 1, p.padded),
-                   sb=_grid_codes(b, block.b_format, 0, p.padded))
+    return _launch(S, p, a, b, c, tile, ea=ea, sa=_grid_codes(wa, block.input_format, 1, p.padded),
+                   sb=_grid_codes(wb, block.b_format, 0, p.padded))
 
 
 def free_bytes(device: Any) -> int | None:
@@ -707,15 +722,11 @@ def gemm(model: Model, A: np.ndarray, B: np.ndarray, C: np.ndarray, SA: np.ndarr
     fits = GEMM_BYTES if SA is None else dict(what="A, B and their scales, C and D in float32")
     check_fits(m, k + (0 if SA is None else k // per), B.shape[1], dev, **fits)
     specials = not (np.isfinite(A).all() and np.isfinite(B).all())
-    ops = [_on_device(x, dev) for x in (A, B, C) + (() if SA is None else (SA, SB))]
+    ops = [_torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)  # exact: formats within binary32
+           for x in (A, B, C) + (() if SA is None else (SA, SB))]
     run = gemm_tensors if SA is None else scaled_gemm_tensors
     return run(model, *ops, specials=specials, block_m=block_m, block_n=block_n, fast=fast).cpu().numpy().astype(
         np.float64)
-
-
-def _on_device(x: np.ndarray, dev: Any) -> Any:
-    """A float64 array as a contiguous float32 tensor on ``dev`` (exact: values of formats within binary32)."""
-    return _torch().from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(dev)
 
 
 def _launch_arguments(block_m: int | None, block_n: int | None, num_warps: int | None, fast: Any,

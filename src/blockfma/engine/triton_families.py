@@ -284,6 +284,8 @@ def exact_block(t, k0, j0, d, B: tl.constexpr):
                     other=0.0)
         b = tl.load(t.b_ptr + kk[:, None] * t.sbk + rn[None, :] * t.sbn, mask=live[:, None] & (rn[None, :] < t.N),
                     other=0.0)
+        a = tk.widen(a, B.STANDIN)
+        b = tk.widen(b, B.STANDIN)
         na, ma, la, ea, za, nan_a, inf_a = tk.decode(a, -126)
         nb, mb, lb, eb, zb, nan_b, inf_b = tk.decode(b, -126)
         pm, pn, pl, pz = tk.products(na, ma, la, za, nb, mb, lb, zb)

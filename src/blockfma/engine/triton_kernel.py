@@ -16,7 +16,7 @@ import triton.language as tl
 __all__ = ["fused_block", "load_block", "decode", "cut", "lead", "round_value",
            "product_nan", "with_specials", "store_output", "add_c", "zero_pick", "products", "reduce_max",
            "reduce_min", "reduce_sum", "aligned_sum", "fused_value", "term_zero_flags", "special_flags", "load_lane",
-           "lane_exp", "scale32", "lane_specials", "CODE_BIAS"]
+           "lane_exp", "scale32", "lane_specials", "CODE_BIAS", "widen"]
 
 
 # Reductions through tl.reduce with combine functions of this module: tl.sum/tl.max are jitted in Triton's
@@ -261,6 +261,29 @@ def fused_value(s, unit, WRAP: tl.constexpr, R: tl.constexpr):
 
 
 @triton.jit
+def widen(x, STANDIN: tl.constexpr):
+    """A or B loaded in its dtype (``triton.OPERAND_DTYPES``) as float32, exactly: the conversion instruction on a
+    GPU; under the interpreter (STANDIN), whose conversions lose fp8 NaN and infinities and bf16 subnormals, the
+    value built from the bits (E exponent and M fraction bits; e4m3fn has no infinities, NaN S.1111.111)."""
+    if x.dtype == tl.float32 or not STANDIN:  # (static branches: Triton compiles the code after a return too)
+        y = x.to(tl.float32)
+    else:
+        BITS: tl.constexpr = x.dtype.primitive_bitwidth
+        E: tl.constexpr = 8 if x.dtype == tl.bfloat16 else 4 if x.dtype == tl.float8e4nv else 5
+        M: tl.constexpr = BITS - 1 - E
+        c = x.to(tl.int16 if BITS == 16 else tl.int8, bitcast=True).to(tl.int32) & ((1 << BITS) - 1)
+        f, m = (c >> M) & ((1 << E) - 1), c & ((1 << M) - 1)
+        e = (tl.maximum(f, 1) + 1 - (1 << (E - 1)) - M).to(tl.int64)  # the last place (bias 2**(E - 1) - 1)
+        v = tl.where(f > 0, m | (1 << M), m).to(tl.float64) * _pow2(e)
+        if x.dtype == tl.float8e4nv:
+            v = tl.where((f == (1 << E) - 1) & (m == (1 << M) - 1), float("nan"), v)
+        else:
+            v = tl.where(f == (1 << E) - 1, tl.where(m == 0, float("inf"), float("nan")), v)
+        y = tl.where(c >> (BITS - 1) != 0, -v, v).to(tl.float32)
+    return y
+
+
+@triton.jit
 def load_block(t, k0, j, B: tl.constexpr):
     """The operands of the block of products j .. j + L of the step at k0 (through the step's product order
     under ORDERED) on the general path: a (BM, LP), b (LP, BN) of the tile ``t`` (lanes from L on, and
@@ -274,7 +297,7 @@ def load_block(t, k0, j, B: tl.constexpr):
                 other=0.0)
     b = tl.load(t.b_ptr + kk[:, None] * t.sbk + t.rn[None, :] * t.sbn, mask=live[:, None] & (t.rn[None, :] < t.N),
                 other=0.0)
-    return a, b
+    return widen(a, B.STANDIN), widen(b, B.STANDIN)
 
 
 @triton.jit
@@ -461,7 +484,7 @@ CODE_BIAS = tl.constexpr(383)  # the first pass's codes E_fmt + 383 (triton._exp
 
 @triton.jit
 def load_lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
-              OTHER: tl.constexpr):
+              OTHER: tl.constexpr, STANDIN: tl.constexpr):
     """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
     step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
     columns past M and N repeat the last one: their results are not stored); products past K (None: there
@@ -477,7 +500,7 @@ def load_lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.cons
     live, other = (None, None) if K is None else (base + kl < K, OTHER)
     a = tl.load((a_rows + base * sak) + kl * sak, mask=live, other=other, cache_modifier=CACHE)  # (a static l: an
     b = tl.load((b_cols + base * sbk) + kl * sbk, mask=live, other=other, cache_modifier=CACHE)  # offset; pass 0)
-    return a, b
+    return widen(a, STANDIN), widen(b, STANDIN)
 
 
 @triton.jit
@@ -582,7 +605,7 @@ def _lane_product(t, k0, j, l, nan, pos, ninf, bits_or, bits_and, B: tl.constexp
     """The second pass's lane l: its exact float32 products (BLOCK_M, BLOCK_N) of finite-replaced operands,
     its special flags folded into nan, pos, ninf, and (where exact zeros take the IEEE sign) its products' bit
     patterns into the block's OR and AND."""
-    a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.KM, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+    a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j, l, t.KM, t.sak, t.sbk, B.ORDERED, ".ca", 0.0, B.STANDIN)
     if B.SPECIALS:
         a, b, nan, pos, ninf = lane_specials(a, b, B.A_EMIN, B.B_EMIN, nan, pos, ninf)
     p = a[:, None] * b[None, :]
@@ -717,7 +740,8 @@ def _grid_sum(t, k0, j, u, B: tl.constexpr):
     acc = (((tl.minimum(tl.maximum(u, -149), 103) + 23 + 127) << 23) | (1 << 22)).to(tl.float32, bitcast=True)
     if B.FLOOR:
         for l in range(B.L):
-            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j + l, 0, t.KM, t.sak, t.sbk, B.ORDERED, ".ca", 0.0)
+            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j + l, 0, t.KM, t.sak, t.sbk, B.ORDERED, ".ca", 0.0,
+                             B.STANDIN)
             acc = fma_rz(a[:, None], b[None, :], acc, B.STANDIN)
         return (acc.to(tl.int32, bitcast=True) & 0x7FFFFF) - (1 << 22)
     U4 = (128 - tl.minimum(tl.maximum(u + B.CBIAS, 0), 63)) * 0x01010101  # per byte: 128 - v
@@ -732,7 +756,8 @@ def _grid_sum(t, k0, j, u, B: tl.constexpr):
         flags = ((sa4[:, None] ^ sb4[None, :]) & ~w).to(tl.uint32, bitcast=True)  # bit 7: negative and inexact
         cnt = cnt + (flags >> 7)
         for i in tl.static_range(4):
-            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j + 4 * q, i, t.KM, t.sak, t.sbk, False, ".ca", 0.0)
+            a, b = load_lane(t.a_rows, t.b_cols, t.order_ptr, k0, j + 4 * q, i, t.KM, t.sak, t.sbk, False, ".ca", 0.0,
+                             B.STANDIN)
             acc = fma_rz(a[:, None], b[None, :], acc, B.STANDIN)
     n = ((cnt * 0x01010101) >> 24).to(tl.int32)  # the four bytes' counts (each at most L / 4) summed
     return (acc.to(tl.int32, bitcast=True) & 0x7FFFFF) - (1 << 22) + n  # (its exponent field stays O's)

@@ -195,7 +195,7 @@ def _fast_emax(t, k0, d, B: tl.constexpr):
         zcol = t.rn < 0
         nz = top > 0  # where some product of the unit is not zero
         for l in range(u, u + U):
-            a, b = tk.load_lane(t.a_rows, t.b_cols, t.a_rows, k0, l, 0, t.KM, t.sak, t.sbk, False, "", 0.0)
+            a, b = tk.load_lane(t.a_rows, t.b_cols, t.a_rows, k0, l, 0, t.KM, t.sak, t.sbk, False, "", 0.0, B.STANDIN)
             ea, za = tk.lane_exp(a, B.A_EMIN, B.SPECIALS)
             eb, zb = tk.lane_exp(b, B.B_EMIN, B.SPECIALS)
             if B.G == 0:  # a term per product: E(a) + E(b) + E(sa) + E(sb), e_zero where a factor is zero
@@ -236,7 +236,8 @@ def _fast_scaled_block(t, k0, d, B: tl.constexpr):
         f2 = tk.scale32(k - k1)
         q = tl.full(d.shape, 0.0, tl.float32)
         for l in range(u, u + U):
-            a, b = tk.load_lane(t.a_rows, t.b_cols, t.a_rows, k0, l, 0, t.KM, t.sak, t.sbk, False, ".ca", 0.0)
+            a, b = tk.load_lane(t.a_rows, t.b_cols, t.a_rows, k0, l, 0, t.KM, t.sak, t.sbk, False, ".ca", 0.0,
+                                B.STANDIN)
             if B.SPECIALS:
                 a, b, nan, pos, ninf = tk.lane_specials(a, b, B.A_EMIN, B.B_EMIN, nan, pos, ninf)
             if B.G == 0:
