@@ -195,6 +195,5 @@ def memory(name: str, value: Any, need: float, what: str, *, fix: str = "") -> N
     if need > limit:
         gib = 2.0**30
         avail = f"{have / gib:.1f} GiB are available" if have is not None else "no machine has that"
-        raise ArgumentError(name, value, f"needs about {need / gib:.3g} GiB for {what}, and {avail}",
-                            fix=fix)
+        raise ArgumentError(name, value, f"needs about {need / gib:.3g} GiB for {what}, and {avail}", fix=fix)
 

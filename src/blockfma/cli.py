@@ -253,14 +253,8 @@ def cmd_dot(args: argparse.Namespace) -> Answer:
 
 def _compare_devices(names: list[str], inp: str, out: str) -> list[Device]:
     key = (_formats.get(inp).name, _formats.get(out).name)
-    if any(n.lower() == "all" for n in names):
-        devs = [d for d in _devices() if key in d.pairs()]
-    else:
-        devs = []
-        for n in names:
-            dev = _device(n)
-            if dev.name not in [d.name for d in devs]:
-                devs.append(dev)
+    all_ = any(n.lower() == "all" for n in names)
+    devs = [d for d in _devices() if key in d.pairs()] if all_ else _report._resolve(names, [])
     if "exact" not in [d.name for d in devs]:
         devs.append(_device("exact"))
     return devs
@@ -501,8 +495,7 @@ def cmd_smt(args: argparse.Namespace) -> Answer:
             return Answer(_report.table(rows, ["query", "expects", "ci", "source", "what"]), rows, 0)
         if args.action == "query":
             names = [q.name for q in queries.queries()] if args.name == "all" else [args.name]
-            results = [queries.run(n, solver=args.solver, timeout=args.timeout, progress=args.progress)
-                       for n in names]
+            results = [queries.run(n, solver=args.solver, timeout=args.timeout, progress=args.progress) for n in names]
             answered = [r for r in results if r.status != "unknown"]
             status = 1 if any(not r.ok for r in answered) else 2 if len(answered) < len(results) else 0
             data = [r.to_json() for r in results]
@@ -758,8 +751,7 @@ def _add_dot_compare(sub: Any) -> None:
     _operand_options(p)
     p.set_defaults(func=cmd_dot)
 
-    p = sub.add_parser("compare", help="d = a·b + c on several devices and the exact reference",
-                       epilog=numbers)
+    p = sub.add_parser("compare", help="d = a·b + c on several devices and the exact reference", epilog=numbers)
     p.add_argument("devices", nargs="+", metavar="DEVICE", help="preset names, or 'all'")
     _operand_options(p)
     p.set_defaults(func=cmd_compare, instruction=None)

@@ -62,8 +62,7 @@ def destination(path: str | os.PathLike, *, parents: bool = False, name: str = "
     folder = real.parent
     if not folder.is_dir():
         if not parents:
-            raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} does not exist",
-                                fix="create it first")
+            raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} does not exist", fix="create it first")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

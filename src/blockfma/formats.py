@@ -195,8 +195,7 @@ fp32 = Format("fp32", 8, 24, 127, dtype_name="float32", aliases=("binary32", "si
               description="IEEE 754 binary32")
 tf32 = Format("tf32", 8, 11, 127, dtype_name="float32", aliases=("tensorfloat32", "tensorfloat-32", "xf32"),
               description="NVIDIA TensorFloat-32: binary32 range, binary16 precision (stored in float32)")
-bf16 = Format("bf16", 8, 8, 127, dtype_name="bfloat16", aliases=("bfloat16", "brainfloat16"),
-              description="bfloat16")
+bf16 = Format("bf16", 8, 8, 127, dtype_name="bfloat16", aliases=("bfloat16", "brainfloat16"), description="bfloat16")
 fp16 = Format("fp16", 5, 11, 15, dtype_name="float16", aliases=("binary16", "half", "float16", "f16"),
               description="IEEE 754 binary16")
 e4m3fn = Format("e4m3fn", 4, 4, 7, nan="fn", dtype_name="float8_e4m3fn",
@@ -510,8 +509,7 @@ def round(
     x = np.asarray(arr, dtype=np.float64)
     finite = np.isfinite(x)
     sign, mag, exp = _decompose(np.where(finite, x, 0.0))
-    out = round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals,
-                        overflow="saturate" if saturate else "ieee")
+    out = round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals, overflow="saturate" if saturate else "ieee")
     out = np.where(np.signbit(x) & (out == 0) & fmt.has_negative_zero, -0.0, out)
     if not np.all(finite):
         inf_value = np.where(np.signbit(x), -1.0, 1.0) * (

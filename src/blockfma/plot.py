@@ -86,8 +86,7 @@ def _line(ax: Any, rows: Rows, label: str, *, x: str = "n", y: str = "componentw
           marker: str = "o", linestyle: str = "-", **kw: Any) -> None:
     xs, ys = _curve(rows, x, y)
     if xs:
-        ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=4, linewidth=1.3,
-                **kw)
+        ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=4, linewidth=1.3, **kw)
 
 
 def _loglog(ax: Any, title: str, xlabel: str = "n (inner dimension)", ylabel: str = "componentwise error") -> None:
@@ -312,8 +311,7 @@ def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> An
             pts = [(i + (j - (len(devices) - 1) / 2) * 0.22, _num(r.get("componentwise")))
                    for i, m in enumerate(methods) for r in _select(sub, method=m, device=dev)]
             pts = [(x, y) for x, y in pts if not math.isnan(y) and y > 0]
-            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="", marker=_MARKERS[j], markersize=5,
-                    label=dev)
+            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="", marker=_MARKERS[j], markersize=5, label=dev)
         bounds = [(i, _num(r.get("bound"))) for i, m in enumerate(methods) for r in _select(sub, method=m)]
         bounds = sorted({(x, y) for x, y in bounds if not math.isnan(y) and y > 0})
         ax.plot([x for x, _ in bounds], [y for _, y in bounds], linestyle="", marker="_", markersize=14,

@@ -120,8 +120,7 @@ def group_terms(xp: Any, model: Model, total: Any, nonzero: Any, negative: Any, 
     fs = model.scale_format
     scale = sa * sb  # exact
     value = total * scale  # exact
-    e = xp.where(~nonzero | (scale == 0), model.e_zero,
-                 array.fmt_exponent(xp, fs, sa) + array.fmt_exponent(xp, fs, sb))
+    e = xp.where(~nonzero | (scale == 0), model.e_zero, array.fmt_exponent(xp, fs, sa) + array.fmt_exponent(xp, fs, sb))
     return value, e, value == 0, negative
 
 
@@ -184,8 +183,7 @@ def width(p: Plan) -> int:
 
 def runs_groups(p: Plan, *arrays: np.ndarray) -> bool:
     """Whether :func:`group_chain` runs this plan: group-scaled, a plain chain of blocks, finite operands."""
-    return (p.block.option("scale_group") is not None and p.is_chain
-            and all(np.isfinite(x).all() for x in arrays))
+    return (p.block.option("scale_group") is not None and p.is_chain and all(np.isfinite(x).all() for x in arrays))
 
 
 def per_product(s: np.ndarray, block_size: int, padded: int, axis: int = -1) -> np.ndarray:

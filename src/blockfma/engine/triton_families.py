@@ -300,7 +300,6 @@ def exact_block(t, k0, j0, d, B: tl.constexpr):
             nan = nan | (_fold(pnan.to(tl.int32), LOG2L, 1) == 1)
             pos = pos | (_fold((pinf & ~pn).to(tl.int32), LOG2L, 1) == 1)
             ninf = ninf | (_fold((pinf & pn).to(tl.int32), LOG2L, 1) == 1)
-    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, B.NL, B.LO, LOG2L, B.LOG2NL,
-                                      B.ONE_CHUNK)
+    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, B.NL, B.LO, LOG2L, B.LOG2NL, B.ONE_CHUNK)
     v, plus = _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, B)
     return tk.with_specials(v, plus, nan, pos, ninf)

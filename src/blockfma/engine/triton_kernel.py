@@ -423,8 +423,7 @@ def _general_late_block(a, b, d, lane, B: tl.constexpr):
         s1 = reduce_sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
         s, e_dot = _late_join(s0, s1, top0, top1)
     v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, B)
-    v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped,
-                   live3, B)
+    v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped, live3, B)
     nan = nan_c
     pos = inf_c & ~nc
     ninf = inf_c & nc
@@ -756,8 +755,7 @@ def _fast_late_block(t, k0, j, d, B: tl.constexpr):
     s1 = tl.full(d.shape, 0, tl.int32)
     for l in range(0, B.L, GROUPS):
         for g in tl.static_range(GROUPS):
-            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, g, nan, pos, ninf, bits_or, bits_and,
-                                                                 B)
+            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, g, nan, pos, ninf, bits_or, bits_and, B)
             if g == 1:
                 s1 = s1 + _term(p, scale1, False)
             else:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.gpu import available
 from . import multiword as mw
 from .result import Comparison, Result, check_scale, result
 
@@ -114,18 +115,10 @@ def fig_3_1(rows: list[dict[str, Any]]) -> list[Comparison]:
     ]
 
 
-def _gpu() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
 def fig_4_1(*, scale: str = "ci", progress: Any = None) -> Result:
     """Fig. 4.1: throughput of fp32 and fp16 matrix products (torch on this GPU); without a GPU, a note."""
     scale = check_scale(scale)
-    if not _gpu():
+    if not available():
         return result("fasi2023-fig4.1", "Fasi et al. 2023, Fig. 4.1: throughput (needs a GPU)", [],
                       columns=("precision", "n", "tflops"), scale=scale,
                       notes=("No CUDA GPU here (torch sees none): Fig. 4.1 measures throughput on real tensor cores, "
@@ -185,8 +178,7 @@ def _fig_4_2_rows(scale: str, progress: Any) -> list[dict[str, Any]]:
             for series, dev, fn in runs:
                 C_hat = np.asarray(fn(), dtype=np.float64)
                 try:
-                    bd = float(bound(series, n)) if series != "fp32" else float(bound("fp32", n,
-                                                                                              input_format="fp32"))
+                    bd = float(bound(series, n)) if series != "fp32" else float(bound("fp32", n, input_format="fp32"))
                 except (TypeError, ValueError):
                     bd = math.nan
                 rows.append({"figure": "fig_4_2", "panel": dev or "baseline", "series": series, "distribution": dist,
@@ -224,8 +216,7 @@ def _fig_4_2_draw(rows: list[dict[str, Any]]) -> Callable[[Any], Any]:
                 for series in (("fp32",) if not dev else ("fp16", "double-fp16")):
                     pts = sorted((r["n"], r["componentwise"]) for r in rows
                                  if r["distribution"] == dist and r["device"] == dev and r["series"] == series)
-                    ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                              label=f"{series} {dev}".strip())
+                    ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{series} {dev}".strip())
             ax.set_title(dist)
             ax.set_xlabel("n")
             ax.set_ylabel("componentwise error")

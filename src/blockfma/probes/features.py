@@ -404,14 +404,12 @@ def _build_order(ctx: Context) -> list[Row]:
 
 
 def _read_order(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
-    u = next((v for r in rows if r.label == "u everywhere" for v in
-              [abs(r.a[0] * r.b[0])]), None)
+    u = next((v for r in rows if r.label == "u everywhere" for v in [abs(r.a[0] * r.b[0])]), None)
     if not u:
         return {}
     counts = {r.label: float(x) / u for r, x in zip(rows, d)}
     first = [counts.get(f"M at 0, -M at {j}, u elsewhere") for j in range(1, ctx.k)]
-    return {"unit terms counted, M at 0 and -M at j = 1..k-1": first,
-            "all unit terms": counts.get("u everywhere")}
+    return {"unit terms counted, M at 0 and -M at j = 1..k-1": first, "all unit terms": counts.get("u everywhere")}
 
 
 def _build_subnormals(ctx: Context) -> list[Row]:

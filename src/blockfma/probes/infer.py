@@ -550,10 +550,7 @@ class Search:
         True if any was found; a pair proved equivalent is logged (the target cannot tell them apart)."""
         if timeout <= 0 or self.c_format is not None or self.k > SMT_MAX_K:
             return False
-        try:
-            from .. import smt
-        except ImportError:  # pragma: no cover - z3 is a core dependency
-            return False
+        from .. import smt
         best = cands[0]
         found = False
         for other in cands[1:1 + pairs]:

@@ -178,8 +178,7 @@ class SimTarget(Target):
         self.model = model
         self.k = int(k)
         self.name = name or f"sim:{model.name or model.family.value}"
-        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.c_format,
-                                  model.output_format)
+        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.c_format, model.output_format)
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         return dot(a, b, c, model=self.model, c_format=self.formats.c)
@@ -311,8 +310,7 @@ class CudaTarget(Target):
         p = self.path
         out = []
         for s in range(0, len(c), self.CHUNK):
-            A, B, C, t, i = diagonal_tiles(a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK],
-                                           p.m, p.k, p.n)
+            A, B, C, t, i = diagonal_tiles(a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK], p.m, p.k, p.n)
             out.append(self._cuda.run(p, A, B, C)[t, i, i])
         return np.concatenate(out)
 

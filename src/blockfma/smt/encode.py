@@ -89,8 +89,7 @@ def _flush(model: Model, x: Sym) -> Sym:
     sub = conj(z3.Not(x.zero), z3.Not(x.nan), z3.Not(x.inf),
                z3.Extract(fmt.precision - 1, fmt.precision - 1, x.sig) == 0)
     neg = conj(x.neg, z3.Not(sub)) if model.flush_zero == "positive" else x.neg
-    return Sym(fmt, x.nan, x.inf, disj(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig),
-               x.exp)
+    return Sym(fmt, x.nan, x.inf, disj(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig), x.exp)
 
 
 def _widen(x: Sym, fmt: Format) -> Sym:

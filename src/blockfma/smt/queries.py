@@ -167,8 +167,7 @@ def _exact_multiplication():
         d = z3.BitVec("d", 32)
         N, LSB, _, _, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c)
         form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), _value("fp32", d, LSB, N.size()) == N]
-        form += C.apply([_zeros_after(1, k, c=True), C.product_in_range("fp16", [0]),
-                         C.product_not_in("fp16", [0])], v)
+        form += C.apply([_zeros_after(1, k, c=True), C.product_in_range("fp16", [0]), C.product_not_in("fp16", [0])], v)
 
         def finish(out: _solve.Outcome) -> list[str]:
             a, b, c = witness_inputs(m, out.values, v)

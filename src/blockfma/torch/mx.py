@@ -207,8 +207,7 @@ def to_mx(x: torch.Tensor, fmt: str = "e4m3fn", *, block: int = 32, scale_roundi
     q = _elements(f, np.ldexp(v, -e[..., None]), ~bad)
     codes = np.where(bad, 0xFF, e + 127).astype(np.uint8)
     recipe = "mxfp4" if f.name == "e2m1fn" else "mxfp8"
-    return Quantized(_packed(f, q.reshape(v.shape[0], -1)), torch.from_numpy(codes).view(E8M0),
-                     block, recipe)
+    return Quantized(_packed(f, q.reshape(v.shape[0], -1)), torch.from_numpy(codes).view(E8M0), block, recipe)
 
 
 def to_nvfp4(x: torch.Tensor, *, global_scale: float | None = None) -> Quantized:

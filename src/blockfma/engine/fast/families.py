@@ -159,8 +159,7 @@ def _product_tops(EA, EB, bt, i0, j0, k_first, k_end, step, em, fours):
             e = em[r]
             ea0, ea1, ea2, ea3 = _four_columns(EA, bt, i0 + r, kk, step)
             for j in range(J):
-                e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))),
-                           max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
+                e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))), max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
     for kk in range(k4, k_end, step):
         ebk = EB[bt, kk, j0:j0 + J]
         for r in range(R):
@@ -283,8 +282,7 @@ def truncated_fused(lanes32: bool) -> Callable[..., None]:
             for blk in range(kp // L):
                 k0 = blk * L
                 for r in range(R):
-                    _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin,
-                                           e_zero)
+                    _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin, e_zero)
                 _product_tops(EA, EB, bt, i0, j0, k0, k0 + L, 1, emax, lanes32)
                 _quanta(emax, F, kmin, kmax, scale)
                 if L > G:

@@ -180,8 +180,7 @@ def compare(tree: SumTree, x: np.ndarray, got: np.ndarray, node: Any, calls: int
     if same.all():
         return Verification(True, len(x), 0, calls, label)
     k = int(np.flatnonzero(~same)[0])
-    return Verification(False, len(x), int((~same).sum()), calls, label, k, x[k].copy(), float(want[k]),
-                        float(got[k]))
+    return Verification(False, len(x), int((~same).sum()), calls, label, k, x[k].copy(), float(want[k]), float(got[k]))
 
 
 def verify(tree: SumTree, target: SumTarget, *, trials: int = 1000, node: str | Callable[..., np.ndarray] = "fp32",

@@ -267,8 +267,7 @@ def sim_target(n: int, device: str = "H100", input_format: str = "fp16", output_
                model: Any = None, instruction: str | None = None) -> SumTarget:
     """The blockfma simulator as a target: ``blockfma.dot(a, b, 0)`` over k = ``n`` for the device's model
     (or ``model``), blocks chained as the engine chains them."""
-    mdl = model if model is not None else _device(device).model(input_format, output_format,
-                                                                instruction=instruction)
+    mdl = model if model is not None else _device(device).model(input_format, output_format, instruction=instruction)
     acc = mdl.accumulator
 
     def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
