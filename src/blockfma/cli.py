@@ -955,28 +955,20 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[
 
 
 def _emit(answer: Answer, args: argparse.Namespace) -> None:
-    """Print the text (or, for ``--json -``, the JSON), then write ``--json FILE``."""
+    """Print the text (or, for ``--json -``, the JSON), then write ``--json FILE`` and run ``answer.then``."""
     target = getattr(args, "json", None)
     data = answer.data if answer.data is not None else {"text": answer.text}
     if target == files.STDOUT:
         print(files.dumps(data))
-    else:
-        if answer.text:
-            print(answer.text)
-        sys.stdout.flush()
-        if target is not None:
-            try:
-                files.write_json(target, data)
-            except OSError as exc:  # checked before the work, so a full disk or a vanished folder
-                raise _FileFailed(f"cannot write --json {target} ({exc.strerror or exc}); the results are "
-                                  "printed above") from None
+    elif answer.text:
+        print(answer.text)
     sys.stdout.flush()
-    if answer.then is not None:
+    writes = [] if target in (None, files.STDOUT) else [(f"--json {target}", lambda: files.write_json(target, data))]
+    for what, write in writes + ([("the results file", answer.then)] if answer.then is not None else []):
         try:
-            answer.then()
-        except OSError as exc:
-            raise _FileFailed(f"cannot write the results file ({exc.strerror or exc}); the results are "
-                              "printed above") from None
+            write()
+        except OSError as exc:  # checked before the work, so a full disk or a vanished folder
+            raise _FileFailed(f"cannot write {what} ({exc.strerror or exc}); the results are printed above") from None
 
 
 class _FileFailed(Exception):
@@ -1010,8 +1002,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, dest, None) is not None:  # (a command names its other results files in
                 files.destination(getattr(args, dest), name=dest)  # set_defaults(results=("record",)))
         answer = args.func(args)
-        if isinstance(answer, str):
-            answer = Answer(answer)
         _emit(answer, args)
     except ArgumentError as exc:
         print(f"blockfma {name}: error: {exc.message(_options(parser, args))}", file=sys.stderr)
