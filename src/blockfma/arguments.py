@@ -1,9 +1,8 @@
 """Public arguments checked where they enter: one error type and the validators every entry point uses.
 
-An :class:`ArgumentError` names the argument, the value given and the fix, in the caller's spelling: the
-Python API reads ``timeout=0: must be positive seconds; pass ...`` and the command line, which maps Python
-names to its options (:meth:`ArgumentError.message`), ``--timeout 0: must be positive seconds; ...``.  It
-is a ``ValueError``.
+An :class:`ArgumentError` names the argument, the value given and the fix, in the caller's spelling: the Python API
+reads ``timeout=0: must be positive seconds; pass ...`` and the command line, which maps Python names to its options
+(:meth:`ArgumentError.message`), ``--timeout 0: must be positive seconds; ...``.  It is a ``ValueError``.
 
 The validators return the value in its canonical type (``integer`` an int, ``seconds`` a float or None) so
 that code behind them meets only checked values.  This module imports nothing else of blockfma.

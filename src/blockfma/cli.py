@@ -10,10 +10,9 @@ Every command takes ``--json [FILE|-]``: the same data as the text, as JSON, wri
 before the work starts; the text is printed first) or, with ``-`` or no FILE, printed instead of the text.
 The long ones (report, probe, smt worst and query, multiword) take ``--progress``/``--quiet``.
 
-Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a
-witness found); 1 it is not (a refuted proof, a probe that did not verify, no witness where one was
-sought); 2 no answer (a solver's "unknown", a time-out) or bad usage, which prints one line naming the
-option, the value and the fix; 130 interrupted.
+Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a witness found); 1
+it is not (a refuted proof, a probe that did not verify, no witness where one was sought); 2 no answer (a solver's
+"unknown", a time-out) or bad usage, which prints one line naming the option, the value and the fix; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -54,9 +53,8 @@ class _Usage(Exception):
 
 @dataclass
 class Answer:
-    """What a command returns: ``text`` for a person, ``data`` for ``--json`` (plain values; None: the
-    command has no JSON form yet and ``--json`` prints ``{"text": text}``), ``status`` the exit status
-    (:data:`EXIT`)."""
+    """What a command returns: ``text`` for a person, ``data`` for ``--json`` (plain values; None: the command has no
+    JSON form yet and ``--json`` prints ``{"text": text}``), ``status`` the exit status (:data:`EXIT`)."""
 
     text: str
     data: Any = None

@@ -1,11 +1,10 @@
 """Figures from the rows of :mod:`blockfma.experiments.multiword`, one function per figure (matplotlib).
 
-matplotlib is imported when a figure is drawn, not with this module; without it every function raises
-ImportError with the hint ``pip install 'blockfma[plot]'``.  Each function takes the rows (as the
-experiment returns them or as :func:`blockfma.experiments.multiword.read_csv` reads them back), returns a
-``matplotlib.figure.Figure`` (no pyplot, no global state) and, given ``path``, saves it as PNG atomically.
-Axes are log-log as in the papers (the Ozaki sweep: linear slice counts, log errors); every figure notes
-the sizes simulated here, which are smaller than the seeds'.
+matplotlib is imported when a figure is drawn, not with this module; without it every function raises ImportError with
+the hint ``pip install 'blockfma[plot]'``.  Each function takes the rows (as the experiment returns them or as
+:func:`blockfma.experiments.multiword.read_csv` reads them back), returns a ``matplotlib.figure.Figure`` (no pyplot, no
+global state) and, given ``path``, saves it as PNG atomically. Axes are log-log as in the papers (the Ozaki sweep:
+linear slice counts, log errors); every figure notes the sizes simulated here, which are smaller than the seeds'.
 """
 
 from __future__ import annotations
@@ -297,9 +296,8 @@ def ozaki_slices(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
 
 
 def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
-    """Every method's componentwise error (log scale), one marker per device and one panel per
-    distribution; the worst-case bound as a dash where there is one; a device without the method's unit
-    has no marker."""
+    """Every method's componentwise error (log scale), one marker per device and one panel per distribution; the
+    worst-case bound as a dash where there is one; a device without the method's unit has no marker."""
     _empty(rows, "accuracy_table")
     dists = _unique(rows, "distribution")
     methods = _unique(rows, "method")

@@ -111,12 +111,11 @@ def group_sums_matmul(a: np.ndarray, bt: np.ndarray, G: int, signs: bool = True
 
 def group_terms(xp: Any, model: Model, total: Any, nonzero: Any, negative: Any, sa: Any, sb: Any
                 ) -> tuple[Any, Any, Any, Any]:
-    """The terms of a group-scaled block (``scale_group`` G), the rule: from each group's exact sum of
-    its G products, whether one is nonzero and whether all are negative (:func:`group_sums`), and its
-    scales sa, sb (finite), ``(value, exponent, zero, negative)``: the sum times sa sb; ``E_fs(sa) +
-    E_fs(sb)``, or ``e_zero`` where every product is zero or sa sb is (a sum that cancels keeps the
-    scales' exponent); whether the value is zero; the sign of a zero term (negative when all G products
-    are)."""
+    """The terms of a group-scaled block (``scale_group`` G), the rule: from each group's exact sum of its G products,
+    whether one is nonzero and whether all are negative (:func:`group_sums`), and its scales sa, sb (finite), ``(value,
+    exponent, zero, negative)``: the sum times sa sb; ``E_fs(sa) + E_fs(sb)``, or ``e_zero`` where every product is zero
+    or sa sb is (a sum that cancels keeps the scales' exponent); whether the value is zero; the sign of a zero term
+    (negative when all G products are)."""
     fs = model.scale_format
     scale = sa * sb  # exact
     value = total * scale  # exact

@@ -1,12 +1,11 @@
 """Fasi, Higham, Lopez, Mary, Mikaitis, "Matrix multiplication in multiword arithmetic", SISC 45 (2023):
 Figs. 3.1 and 4.1-4.5 as reproductions (``blockfma reproduce fasi2023-fig3.1`` ...).
 
-The rows come from :mod:`blockfma.experiments.multiword` (simulated units; the figures in
-:mod:`blockfma.plot`); this module adds the paper's claims about each figure as
-:class:`~blockfma.experiments.result.Comparison` objects: which arithmetic is more accurate, by about how
-much.  The paper states its claims in words (sec. 3 and 4.2-4.4); each claim here quotes its page and turns
-it into a test on our rows: "paper" is the claim, "ours" the ratio we measure.  Fig. 4.1 is a throughput plot
-of real GPUs: it runs where torch sees a CUDA GPU, and is a note elsewhere.
+The rows come from :mod:`blockfma.experiments.multiword` (simulated units; the figures in :mod:`blockfma.plot`); this
+module adds the paper's claims about each figure as :class:`~blockfma.experiments.result.Comparison` objects: which
+arithmetic is more accurate, by about how much.  The paper states its claims in words (sec. 3 and 4.2-4.4); each claim
+here quotes its page and turns it into a test on our rows: "paper" is the claim, "ours" the ratio we measure.  Fig. 4.1
+is a throughput plot of real GPUs: it runs where torch sees a CUDA GPU, and is a note elsewhere.
 """
 
 from __future__ import annotations
@@ -70,10 +69,9 @@ def result_of(name: str, title: str, rows: list[dict[str, Any]], comps: list[Com
 def from_rows(name: str, title: str, figure: str, notes: Sequence[str]
               ) -> Callable[[Callable[[list[dict[str, Any]]], list[Comparison]]], Callable[..., Result]]:
     """A decorator that turns the paper's claims about a multiword figure (a function of its rows, returning
-    Comparisons; its docstring says what the figure is) into the reproduction ``name``, a function
-    ``run(*, scale="ci", progress=None) -> Result``: the rows of :mod:`blockfma.experiments.multiword`'s
-    function ``figure`` at ``scale`` ("ci" or "paper"), the claims, the notes and the sizes, drawn by
-    :mod:`blockfma.plot`'s function ``figure``."""
+    Comparisons; its docstring says what the figure is) into the reproduction ``name``, a function ``run(*, scale="ci",
+    progress=None) -> Result``: the rows of :mod:`blockfma.experiments.multiword`'s function ``figure`` at ``scale``
+    ("ci" or "paper"), the claims, the notes and the sizes, drawn by :mod:`blockfma.plot`'s function ``figure``."""
     def reproduction(claims: Callable[[list[dict[str, Any]]], list[Comparison]]) -> Callable[..., Result]:
         def run(*, scale: str = "ci", progress: Any = None) -> Result:
             scale = check_scale(scale)

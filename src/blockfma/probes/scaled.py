@@ -135,10 +135,9 @@ def _scale_format(value: Any) -> Format:
 def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp32", *, k: int | None = None,
                   instruction: str | None = None, scale_format: Any = None, scale_block: int | None = None
                   ) -> ScaledTarget:
-    """A :class:`ScaledTarget` from ``spec``: a ScaledTarget, a block-scaled Model, ``"sim:DEVICE:INSTRUCTION"``
-    (a block-scaled preset, e.g. ``"sim:B200:tcgen05.mxf4.block32"``; ``input_format`` defaults to e2m1fn),
-    or a callable ``f(a, b, c, sa, sb)`` (``k``, ``input_format``, ``scale_format`` and ``scale_block``
-    needed)."""
+    """A :class:`ScaledTarget` from ``spec``: a ScaledTarget, a block-scaled Model, ``"sim:DEVICE:INSTRUCTION"`` (a
+    block-scaled preset, e.g. ``"sim:B200:tcgen05.mxf4.block32"``; ``input_format`` defaults to e2m1fn), or a callable
+    ``f(a, b, c, sa, sb)`` (``k``, ``input_format``, ``scale_format`` and ``scale_block`` needed)."""
     if isinstance(spec, ScaledTarget):
         return spec
     if isinstance(spec, Model):
@@ -175,8 +174,7 @@ def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp3
 # --- rows ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ScaledRow(Row):
-    """One block-scaled dot product: a :class:`~blockfma.inputs.Row` and the scales sa, sb (one a
-    block)."""
+    """One block-scaled dot product: a :class:`~blockfma.inputs.Row` and the scales sa, sb (one a block)."""
 
     sa: tuple[float, ...]
     sb: tuple[float, ...]

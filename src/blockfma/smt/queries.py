@@ -1,13 +1,12 @@
 """The named queries: Valpey et al.'s Properties 1-5 and every row of their Table 4, and a few beyond them.
 
-Each query is a formula over the inputs of one or two Models (the presets, or the paper's variants of them),
-the answer it should have ("sat": a witness exists; "unsat": a proof), and a check that the engine makes
-of the witness (the property, recomputed with ``blockfma.dot`` and Fractions).  ``queries()`` lists them,
-``run(name)`` answers one.  The seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are
-kept beside each for benchmarks/bench_smt.py, and bitwuzla's on a 2-core machine (``expected_seconds``): a
-query that runs out of its ``timeout`` (default 60 s, like every smt question) says how long it should take.
-The carry queries use the paper's reading of products (``product_exponent="normalized"``) and, beyond the
-paper, the presets' (docs/smt.md, "Notes on the seed").
+Each query is a formula over the inputs of one or two Models (the presets, or the paper's variants of them), the answer
+it should have ("sat": a witness exists; "unsat": a proof), and a check that the engine makes of the witness (the
+property, recomputed with ``blockfma.dot`` and Fractions).  ``queries()`` lists them, ``run(name)`` answers one.  The
+seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are kept beside each for benchmarks/bench_smt.py,
+and bitwuzla's on a 2-core machine (``expected_seconds``): a query that runs out of its ``timeout`` (default 60 s, like
+every smt question) says how long it should take. The carry queries use the paper's reading of products
+(``product_exponent="normalized"``) and, beyond the paper, the presets' (docs/smt.md, "Notes on the seed").
 """
 
 from __future__ import annotations
@@ -537,10 +536,9 @@ def reference_checked(models: list[Model], sep: Separation) -> Separation:
 
 def accumulator_constraints(model: Model, k: int, positions: Any = None, exponents: Any = (-32, 32),
                             zero_c: bool = False) -> tuple[list[int], list[C.Constraint]]:
-    """The inputs :func:`accumulator_inputs` searches, as constraints: A and B +0 except at ``positions``
-    (default: the first product of every ``scale_group``, or of every 8 products), finite values, the
-    scales' and C's exponents within ``exponents`` (no NaN scale), C = +0 with ``zero_c``.  Returns the
-    positions (checked) and the constraints."""
+    """The inputs :func:`accumulator_inputs` searches, as constraints: A and B +0 except at ``positions`` (default: the
+    first product of every ``scale_group``, or of every 8 products), finite values, the scales' and C's exponents within
+    ``exponents`` (no NaN scale), C = +0 with ``zero_c``.  Returns the positions (checked) and the constraints."""
     step = model.option("scale_group") if model.block_scaled and model.option("scale_group") else 8
     if positions is None:
         positions = list(range(0, k, step))

@@ -22,10 +22,9 @@ __all__ = ["host", "on_device", "split_k", "block_scaled", "to_numpy", "from_num
 
 
 def host(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route, backend: str) -> torch.Tensor:
-    """D = A @ B + C on the host with ``backend``: a 2-D call is one ``bf.gemm``, a batched one one engine
-    call over the batch (:func:`blockfma.engine.api.gemms`, each slice as ``bf.gemm`` computes it).  Scaled
-    routes scale each operand as a whole; stored ones round the model's result into the dtype and add C
-    after."""
+    """D = A @ B + C on the host with ``backend``: a 2-D call is one ``bf.gemm``, a batched one one engine call over the
+    batch (:func:`blockfma.engine.api.gemms`, each slice as ``bf.gemm`` computes it).  Scaled routes scale each operand
+    as a whole; stored ones round the model's result into the dtype and add C after."""
     assert route.model is not None
     out_dtype = a.dtype if route.dtype in DTYPES else DTYPES[route.model.output_format.name]
     A, B = to_numpy(a), to_numpy(b)

@@ -339,10 +339,9 @@ def _is_pairwise(tree: SumTree) -> bool:
 
 
 def describe(tree: SumTree) -> Shape:
-    """Name the shape of ``tree`` (a :class:`Shape`): sequential, a chain of fused L-blocks, split-K s ways
-    of chained L-blocks (with how the partial sums are added), the same interleaved (strided lanes),
-    pairwise, or other.  Chains must take their inputs in increasing order (a chain over another
-    permutation is "other")."""
+    """Name the shape of ``tree`` (a :class:`Shape`): sequential, a chain of fused L-blocks, split-K s ways of chained
+    L-blocks (with how the partial sums are added), the same interleaved (strided lanes), pairwise, or other.  Chains
+    must take their inputs in increasing order (a chain over another permutation is "other")."""
     if not isinstance(tree, SumTree):
         raise TypeError(f"describe takes a SumTree, not {type(tree).__name__}")
     width = _chain_width(tree)
