@@ -81,8 +81,7 @@ class ArgumentError(ValueError):
         return text
 
 
-def integer(name: str, value: Any, *, least: int | None = None, most: int | None = None,
-            none: bool = False) -> Any:
+def integer(name: str, value: Any, *, least: int | None = None, most: int | None = None, none: bool = False) -> Any:
     """``value`` as an int in [least, most] (None passes with ``none=True``).  bool and non-integral numbers
     are refused: ``k=2.5`` or ``k=True`` is a mistake, not a request."""
     if value is None and none:

@@ -292,8 +292,7 @@ def _show(x: float) -> str:
     return f"{x!r} ({hex_float(x)})"
 
 
-def to_float(text: str | Value, fmt: Format | str | None = None,
-             mode: RoundingMode | str | None = None) -> float:
+def to_float(text: str | Value, fmt: Format | str | None = None, mode: RoundingMode | str | None = None) -> float:
     """The value of ``text`` (or of a parsed Value) as a float, without silent rounding.
 
     Without ``mode`` the value must be exactly a value of ``fmt`` (default binary64), else

@@ -642,8 +642,7 @@ class _Exact:
     """The reference's :class:`blockfma.plan.Datapath`: the family's exact block, and the store and the
     IEEE addition of C written with this module's own rounding."""
 
-    def __init__(self, p: Plan, a: list[float], b: list[float],
-                 scales: tuple[list[float], list[float]] | None = None):
+    def __init__(self, p: Plan, a: list[float], b: list[float], scales: tuple[list[float], list[float]] | None = None):
         self.p, self.model, self.a, self.b, self.scales = p, p.model, a, b, scales
         self.sum_block = p.block.family.implementation("reference")
 

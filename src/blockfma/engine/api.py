@@ -49,8 +49,7 @@ def resolve_model(device: Any = None, input_format: Any = None,
                   output_format: str | Format | None = None, instruction: str | None = None,
                   model: Model | None = None) -> Model:
     """The Model that ``dot``/``gemm`` use for these arguments (``device`` defaults to the H100)."""
-    for given, what in ((input_format, "input_format"), (output_format, "output_format"),
-                        (instruction, "instruction")):
+    for given, what in ((input_format, "input_format"), (output_format, "output_format"), (instruction, "instruction")):
         if isinstance(given, str) and not given.strip():
             raise ValueError(f"{what}='' names nothing; leave it out for the default or name one")
     if model is not None:

@@ -239,9 +239,8 @@ class Triton(Engine):
         (1, m, n) where they lie."""
         if ops.device is not None:
             return triton.gemm_tensors(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
-        if ops.scaled:
-            return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, ops.sa, ops.sb)])
-        return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c)])
+        scales = (ops.sa, ops.sb) if ops.scaled else ()
+        return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, *scales)])
 
 
 class Reference(Engine):

@@ -209,8 +209,7 @@ def zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B: tl.constexpr):
 
 
 @triton.jit
-def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
-               B: tl.constexpr):
+def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3, B: tl.constexpr):
     # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0),
     # by :func:`zero_pick` over the (tile, L, tile) products and C.
     only_zeros = czero

@@ -36,8 +36,7 @@ def operands(k: int = K) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def run(device: str | None = None, *, model: Model | None = None, input_format: str = "fp16",
-        k: int = K) -> float:
+def run(device: str | None = None, *, model: Model | None = None, input_format: str = "fp16", k: int = K) -> float:
     """D = C - acc for one device preset (or model), as FTTN's kernel computes it."""
     a, b = operands(k)
     if model is None:

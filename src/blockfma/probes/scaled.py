@@ -52,8 +52,7 @@ class ScaledTarget(BlackBox):
         """Scales per row for each of A and B: ``k // scale_block``."""
         return self.k // self.scale_block
 
-    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
-                 ) -> np.ndarray:
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def __call__(self, a: Any, b: Any, c: Any, sa: Any, sb: Any) -> np.ndarray:
@@ -90,8 +89,7 @@ class SimScaledTarget(ScaledTarget):
         if self.k % self.scale_block:
             raise ArgumentError("k", self.k, f"must be a multiple of the scale block {self.scale_block}")
 
-    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
-                 ) -> np.ndarray:
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         return dot(a, b, c, model=self.model, scale_a=sa, scale_b=sb, check=False)
 
     def metadata(self) -> dict[str, Any]:
@@ -113,8 +111,7 @@ class CallableScaledTarget(ScaledTarget):
             raise ArgumentError("k", self.k, f"must be a multiple of scale_block ({self.scale_block})")
         self.name = name or f"callable:{getattr(f, '__qualname__', type(f).__name__)}"
 
-    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
-                 ) -> np.ndarray:
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} ({len(c)} rows)"
         return call_user(call, self.f, (a, b, c, sa, sb), c.shape, self.formats.d)
 

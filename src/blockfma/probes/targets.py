@@ -269,8 +269,7 @@ class CallableTarget(Target):
         return d
 
 
-def diagonal_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int, n: int
-                   ) -> tuple[np.ndarray, ...]:
+def diagonal_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int, n: int) -> tuple[np.ndarray, ...]:
     """Rows ``a``, ``b`` (rows x k) and ``c`` as tiles A (T, m, k), B (T, k, n) and C (T, m, n), one dot product on each
     diagonal element of a tile and the rest zero, and ``t``, ``i``: row j's result is ``D[t[j], i[j], i[j]]``."""
     r = min(m, n)  # dot products per tile: the diagonal of D

@@ -225,8 +225,7 @@ def frac_text(x: Fraction) -> str:
 
 
 # --- models ------------------------------------------------------------------------------------------------
-def resolve(model: Model | str, input_format: Any = None, output_format: Any = None, *,
-            name: str = "model") -> Model:
+def resolve(model: Model | str, input_format: Any = None, output_format: Any = None, *, name: str = "model") -> Model:
     """A Model as it is, or a preset's named as "DEVICE" or "DEVICE:INSTRUCTION" with ``input_format``
     (required) and ``output_format`` (None: fp32).  Formats given with a Model are refused (the Model fixes
     its own); ``name`` is the argument's name in errors."""
@@ -328,8 +327,7 @@ def _codes(values: dict[str, int], names: Sequence[str]) -> np.ndarray:
     return np.array([values[n] for n in names], dtype=np.int64)
 
 
-def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
-                   ) -> tuple[np.ndarray, np.ndarray, float]:
+def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs) -> tuple[np.ndarray, np.ndarray, float]:
     """The inputs (a, b, c) as float64 values that a solver's model ``values`` gives ``inputs`` (C in the
     inputs' C format: a shared narrower C where models of different C formats are compared)."""
     a = _formats.decode(model.input_format, _codes(values, [str(x) for x in inputs.bits_a])).astype(np.float64)
@@ -496,8 +494,7 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
     return verdict
 
 
-def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: float | None
-                       ) -> _solve.Outcome | None:
+def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: float | None) -> _solve.Outcome | None:
     """One solver call on ``constraints`` alone: does any input meet them?  None without constraints."""
     if constraints is None:
         return None

@@ -439,8 +439,7 @@ def _scaled(t: Term, x: Sym, y: Sym) -> Term:
                 t.top + x.fmt.emax + 1 + y.fmt.emax + 1)
 
 
-def _late_c_group(model: Model, products: Sequence[Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef,
-                                                                                 z3.BitVecRef]:
+def _late_c_group(model: Model, products: Sequence[Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef, z3.BitVecRef]:
     """(any nonzero product, e, S): e the largest E(a_i) + E(b_i) over the nonzero products (``lowest``, the
     least such exponent, when there is none) and S the sum of the products cut toward zero at 2**(e - F), a
     signed integer in units of 2**(e - F) (reference.late_c_block, aligned_sum)."""

@@ -478,8 +478,7 @@ def separation_formula(models: list[Model], k: int, constraints: Any, finite_res
     return form + C.apply(constraints, v), [*v.variables, *ds], v, ds
 
 
-def checked_separation(models: list[Model], out: _solve.Outcome, v: C.Inputs, ds: list[z3.BitVecRef]
-                       ) -> Separation:
+def checked_separation(models: list[Model], out: _solve.Outcome, v: C.Inputs, ds: list[z3.BitVecRef]) -> Separation:
     """The solver's input for :func:`separation_formula` with every model's result, recomputed by the engine
     (EncodingError where the formula and the engine disagree)."""
     from .api import witness_scales
@@ -714,8 +713,7 @@ def get(name: str) -> Query:
     return table[name.strip()]
 
 
-def run(name: str, *, solver: str = "auto", timeout: float | None = TIMEOUT, progress: Any = None
-        ) -> QueryResult:
+def run(name: str, *, solver: str = "auto", timeout: float | None = TIMEOUT, progress: Any = None) -> QueryResult:
     """Answer one named query; the witness (if any) is checked by the engine.  ``timeout``: seconds for the
     solver (default 60; None or ``math.inf``: no limit); a query that runs out says how long it takes with
     bitwuzla.  ``progress`` (None: on a terminal) announces the query and its expected time first."""

@@ -716,8 +716,7 @@ def _fma_rows64(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
 
 
 @njit(cache=True, inline="always")
-def _fma_row_rounded(a, b, acc, res, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
-                     overflow):
+def _fma_row_rounded(a, b, acc, res, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     """res[j] = a * b[j] + acc[j] rounded once to a format of p <= 51 bits, any rounding but TowardNegative
     (float64 lanes, a * b[j] exact in float64): one TwoSum, then round_pair; an exact zero is +0 with
     ``positive_zero`` and else the float64 sum's (IEEE's), a non-finite sum is carried along."""
