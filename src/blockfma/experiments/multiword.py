@@ -39,38 +39,16 @@ from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, errors, matmul,
 from ..multiword import bounds as _bounds
 from ..multiword.registry import REGISTRY
 
-__all__ = [
-    "SCALES",
-    "COLUMNS",
-    "DISTRIBUTIONS",
-    "RN1_UNIT",
-    "RN4_UNIT",
-    "FP32_FMA_UNIT",
-    "sample",
-    "csv_cell",
-    "double_fp16",
-    "measures",
-    "fig_3_1",
-    "fig_4_3",
-    "fig_4_3_units",
-    "fig_4_4",
-    "fig_4_5",
-    "valero_lara_fig_4",
-    "valero_lara_fig_5",
-    "ozaki_slices",
-    "accuracy_table",
-    "write_csv",
-    "read_csv",
-    "sizes_note",
-]
+__all__ = ["SCALES", "COLUMNS", "DISTRIBUTIONS", "RN1_UNIT", "RN4_UNIT", "FP32_FMA_UNIT", "sample", "csv_cell",
+           "double_fp16", "measures", "fig_3_1", "fig_4_3", "fig_4_3_units", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
+           "valero_lara_fig_5", "ozaki_slices", "accuracy_table", "write_csv", "read_csv", "sizes_note"]
 
 SCALES = ("ci", "small", "paper")
 FASI = "Fasi, Higham, Lopez, Mary, Mikaitis, SISC 45 (2023)"
 
 COLUMNS = ("figure", "panel", "series", "method", "distribution", "m", "n", "q", "device", "model", "products",
-           "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2", "linf",
-           "bound", "bound_probabilistic", "reference", "range_warnings", "underflowed_entries", "seconds",
-           "seed", "scale")
+           "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2", "linf", "bound",
+           "bound_probabilistic", "reference", "range_warnings", "underflowed_entries", "seconds", "seed", "scale")
 """The columns every row has, in CSV order (a figure's own columns follow)."""
 
 Progress = Callable[[str], None] | None

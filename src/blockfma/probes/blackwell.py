@@ -34,9 +34,8 @@ from ..inputs import Formats
 from .scaled import ScaledTarget, SimScaledTarget
 from .targets import diagonal_tiles
 
-__all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d",
-           "tile_registers", "kernel_source", "run", "BlockScaleTarget", "EmulatedBlockScale", "layout_check",
-           "CONTAINER_SHIFT"]
+__all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d", "tile_registers",
+           "kernel_source", "run", "BlockScaleTarget", "EmulatedBlockScale", "layout_check", "CONTAINER_SHIFT"]
 
 _PTX = {"e2m1fn": "e2m1", "e3m2fn": "e3m2", "e2m3fn": "e2m3", "e4m3fn": "e4m3", "e5m2": "e5m2",
         "e8m0fnu": "ue8m0", "ue4m3": "ue4m3"}

@@ -30,9 +30,8 @@ from ..inputs import Formats, Row
 from ..inputs import rows as _rows
 from .targets import BlackBox, call_user
 
-__all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
-           "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows",
-           "disagreements"]
+__all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext", "SCALED_TESTS",
+           "scaled_target", "probe_scaled", "ScaledFindings", "random_rows", "disagreements"]
 
 NAN = float("nan")
 
