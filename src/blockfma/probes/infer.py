@@ -72,19 +72,12 @@ class Evidence:
         return len(self.c)
 
 
-def _mask(fmt_bits: int) -> tuple[int, int]:
-    sign = 1 << (fmt_bits - 1)
-    return sign, sign - 1
-
-
 def _agree(x: np.ndarray, y: np.ndarray, level: int, dtype: np.dtype) -> np.ndarray:
     """Rows where candidate bits ``x`` and target bits ``y`` agree at the comparison level."""
     same = x == y
     if level == STRICT:
         return same
-    nb = dtype.itemsize * 8
-    _, mag = _mask(nb)
-    m = x.dtype.type(mag)
+    m = x.dtype.type((1 << (dtype.itemsize * 8 - 1)) - 1)  # every bit but the sign
     both_zero = ((x & m) == 0) & ((y & m) == 0)
     same |= both_zero
     if level == LOOSE:

@@ -14,9 +14,10 @@ import torch
 from .. import formats as _formats
 from ..engine import gemm
 from ..engine.api import finish as _finish, gemms
+from ..engine.tensors import to_host as to_numpy  # a tensor's values on the host, bits unchanged
 from ..formats import RoundingMode
 from ..model import Model
-from .routes import DTYPES, FP8, Route
+from .routes import DTYPES, Route
 
 __all__ = ["host", "on_device", "split_k", "block_scaled", "to_numpy", "from_numpy", "finish", "pow2_scale"]
 
@@ -129,16 +130,6 @@ def block_scaled(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.
     (K // block, n)) by the route's model through ``bf.gemm``, as a tensor on ``device``."""
     product = gemm(a, b, model=route.model, scale_a=scale_a, scale_b=scale_b, scale_layout="kn", backend=backend)
     return torch.from_numpy(np.asarray(product, dtype=np.float32)).to(device)
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor's values on the host in a numpy dtype of the same width, bits unchanged (bf16 as ml_dtypes)."""
-    t = t.detach().to("cpu").contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_formats.get("bf16").dtype)
-    if t.dtype in FP8:
-        return t.view(torch.uint8).numpy().view(_formats.get(FP8[t.dtype]).dtype)
-    return t.numpy()
 
 
 def from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
