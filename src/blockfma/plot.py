@@ -67,11 +67,7 @@ def _select(rows: Rows, **match: Any) -> list[dict[str, Any]]:
 
 
 def _unique(rows: Rows, key: str) -> list[Any]:
-    out: list[Any] = []
-    for r in rows:
-        if r.get(key) not in out:
-            out.append(r.get(key))
-    return out
+    return list(dict.fromkeys(r.get(key) for r in rows))
 
 
 def _curve(rows: Rows, x: str, y: str) -> tuple[list[float], list[float]]:

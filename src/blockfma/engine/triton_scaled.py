@@ -112,7 +112,6 @@ def _scaled_block(a, b, sa, sb, d, lane, B: tl.constexpr):
     return tk.with_specials(v, plus, nan, pos, ninf)
 
 
-
 # ---- the fast path: one (BLOCK_M, BLOCK_N) register tile per lane, float32 products, int64 terms -------------
 #
 # Taken where the host (blockfma.engine.triton.scaled_fast_constants) has shown it exact, for every value of the

@@ -76,19 +76,16 @@ def exact_sum(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     wide_rows = np.flatnonzero(~narrow)
     for start in range(0, wide_rows.size, _CHUNK):
         idx = wide_rows[start:start + _CHUNK]
-        neg[idx], mag[idx], exp[idx] = _exact_sum_limbs(m[idx], e[idx])
+        neg[idx], mag[idx], exp[idx] = _exact_sum_limbs(m[idx], e[idx], lo[idx])
     return neg.reshape(shape), mag.reshape(shape), exp.reshape(shape)
 
 
-def _exact_sum_limbs(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """exact_sum of rows (rows, n) of terms spread over more than 60 bits, in 30-bit limbs."""
+def _exact_sum_limbs(m: np.ndarray, e: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """exact_sum of rows (rows, n) of terms spread over more than 60 bits (``lo``: each row's least nonzero
+    term's exponent), in 30-bit limbs."""
     rows_n, n = m.shape
     rows = np.arange(rows_n)
-    big = np.iinfo(np.int64).max
-    nz = m != 0
-    lo = np.where(nz, e, big).min(axis=-1)
-    lo = np.where(lo == big, 0, lo)
-    rel = np.where(nz, e - lo[:, None], 0)
+    rel = np.where(m != 0, e - lo[:, None], 0)
     top = int(np.max(rel, initial=0))
     # two zero limbs below (so the top three limbs always exist) and headroom above for carries and sign
     nl = 2 + top // LIMB + 4 + 2

@@ -582,7 +582,6 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, frac, c_emin, c_p, zero
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
-
 # --- IEEE steps: pairwise (CDNA2), fma-chain, amx, bfdot -------------------------------------------------
 @njit(cache=True, inline="always")
 def _tiny_exact(s, err):
@@ -614,7 +613,6 @@ def _add32f(x, y, ftz):
     itself is below 2**-126 exactly when the exact sum is): flushed to a zero of its sign when ftz."""
     s = x + y
     return s * np.float32(0.0) if (ftz & (abs(s) < np.float32(F32_TINY))) else s
-
 
 
 @njit(parallel=True, cache=True)

@@ -34,7 +34,6 @@ class OrderError(ValueError):
     """The target's outputs fit no summation tree (or the probe values cannot be built for it)."""
 
 
-
 @dataclass(frozen=True)
 class SumTarget(BlackBox):
     """A batched black-box summation: ``fn(X) -> y`` with ``X`` of shape (rows, n), ``y`` of shape (rows,);

@@ -245,7 +245,6 @@ def _mask_indices(mask: int, n: int | None = None) -> np.ndarray:
     return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype(np.int64)
 
 
-
 MAX_N = 16_384
 """The most summands the order prober takes (a tree, a target, an inference).  Its memory grows as n squared:
 an inference keeps a round of up to n - 1 probe rows of n summands and the n x n matrix of subtree sizes
