@@ -26,7 +26,7 @@ SRC = REPO / "src" / "blockfma"
 # 30 was done.  Lower a limit when the code goes below it, so that it holds what was won.
 LONG_FUNCTION = 60
 MAX_LONG_FUNCTIONS = 0
-MAX_SRC_LINES = 32_289  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path;
+MAX_SRC_LINES = 32_033  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path;
 # issue 33 added 80 (torch semantics: create_graph, out=, meta/fake tensors, threads, mw.matmul autograd), +22
 # (the report's probe cache and glance table), +22 (CLI scales, parser bounds), -11 (one scale-shape check, one
 # batched engine call); issue 32 part 2 (+67): the chooser's Ozaki bound on the data (multiword.bounds.ozaki_ratios);
@@ -36,6 +36,7 @@ MAX_SRC_LINES = 32_289  # issue 31 added engine/tensors.py (bf.gemm on tensors w
 # issue 34 part 3 (+76): evidence per preset model and route rule (Device.evidence, rule_evidence, report(evidence=True))
 # issue 34 part 4 (+28): small calls (one thread below SMALL_WORK, per-model answers cached, numpy casts for store)
 # issue 32 part 1 (+190): Ozaki II's fused Triton kernels (multiword/ozaki_fused.py, 180; a test-only CRT helper moved out)
+# clean-up (-256): statements, headers, __all__s, docstrings and comments filled to 120 columns; small dedups
 
 
 def _modules() -> dict[str, Path]:
