@@ -435,11 +435,7 @@ def _gemm_operands(model: Model, A: Any, B: Any, C: Any, c_format: Any) -> tuple
     needs; C broadcast to (m, n)."""
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
-    if A_.ndim != 2 or B_.ndim != 2:
-        raise ValueError(f"gemm takes 2-D A and B; got shapes {A_.shape} and {B_.shape}")
-    if A_.shape[1] != B_.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
-                         "B's rows)")
+    distributed.matrix_shapes(A_, B_)
     (m, k), n = A_.shape, B_.shape[1]
     _check_memory(m * n, A_.size + B_.size, f"gemm {m}x{k}x{n}")
     C_ = np.zeros((m, n)) if C is None else _check_c_format(model, c_format, _as_float64(C, "C"), "C")
