@@ -26,7 +26,7 @@ SRC = REPO / "src" / "blockfma"
 # 30 was done.  Lower a limit when the code goes below it, so that it holds what was won.
 LONG_FUNCTION = 60
 MAX_LONG_FUNCTIONS = 0
-MAX_SRC_LINES = 32_580  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path;
+MAX_SRC_LINES = 32_322  # issue 31 added engine/tensors.py (bf.gemm on tensors where they lie) and the grid path;
 # issue 33 added 80 (torch semantics: create_graph, out=, meta/fake tensors, threads, mw.matmul autograd), +22
 # (the report's probe cache and glance table), +22 (CLI scales, parser bounds), -11 (one scale-shape check, one
 # batched engine call); issue 32 part 2 (+67): the chooser's Ozaki bound on the data (multiword.bounds.ozaki_ratios);
@@ -41,6 +41,7 @@ MAX_SRC_LINES = 32_580  # issue 31 added engine/tensors.py (bf.gemm on tensors w
 # of binary32 data, fp32 sums of unscaled words, tf32/bf16 words in one Triton pass (multiword/words_fused.py, 79),
 # the overflow rerun, the unit calls timed together (two synchronisations, not two a call)
 # issue 31 (+37): the kernel reads A and B in their storage dtype (fp8, fp16, bf16), widened in registers
+# clean-up (-256): statements, headers, __all__s, docstrings and comments filled to 120 columns; small dedups
 
 
 def _modules() -> dict[str, Path]:

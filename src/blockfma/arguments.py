@@ -1,9 +1,8 @@
 """Public arguments checked where they enter: one error type and the validators every entry point uses.
 
-An :class:`ArgumentError` names the argument, the value given and the fix, in the caller's spelling: the
-Python API reads ``timeout=0: must be positive seconds; pass ...`` and the command line, which maps Python
-names to its options (:meth:`ArgumentError.message`), ``--timeout 0: must be positive seconds; ...``.  It
-is a ``ValueError``.
+An :class:`ArgumentError` names the argument, the value given and the fix, in the caller's spelling: the Python API
+reads ``timeout=0: must be positive seconds; pass ...`` and the command line, which maps Python names to its options
+(:meth:`ArgumentError.message`), ``--timeout 0: must be positive seconds; ...``.  It is a ``ValueError``.
 
 The validators return the value in its canonical type (``integer`` an int, ``seconds`` a float or None) so
 that code behind them meets only checked values.  This module imports nothing else of blockfma.
@@ -82,8 +81,7 @@ class ArgumentError(ValueError):
         return text
 
 
-def integer(name: str, value: Any, *, least: int | None = None, most: int | None = None,
-            none: bool = False) -> Any:
+def integer(name: str, value: Any, *, least: int | None = None, most: int | None = None, none: bool = False) -> Any:
     """``value`` as an int in [least, most] (None passes with ``none=True``).  bool and non-integral numbers
     are refused: ``k=2.5`` or ``k=True`` is a mistake, not a request."""
     if value is None and none:
@@ -195,6 +193,5 @@ def memory(name: str, value: Any, need: float, what: str, *, fix: str = "") -> N
     if need > limit:
         gib = 2.0**30
         avail = f"{have / gib:.1f} GiB are available" if have is not None else "no machine has that"
-        raise ArgumentError(name, value, f"needs about {need / gib:.3g} GiB for {what}, and {avail}",
-                            fix=fix)
+        raise ArgumentError(name, value, f"needs about {need / gib:.3g} GiB for {what}, and {avail}", fix=fix)
 

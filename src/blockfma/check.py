@@ -1,11 +1,10 @@
 """The engines held to the exact reference for one model: the check a new datapath needs first.
 
-:func:`check` draws rows built to break fused datapaths (:mod:`blockfma.inputs`: moderate and wide
-exponents, cancellation, underflow, signed zeros, special values, extremes, random bit patterns), runs
-:func:`blockfma.dot` on every backend that runs the model, and compares the bits with
-:func:`blockfma.reference.dot_bits` (Python Fractions, one row at a time).  A family of one's own
-(docs/extending.md) is right when its fast code agrees with its reference here; the test suite holds the
-built-in families to the same standard with many more rows.
+:func:`check` draws rows built to break fused datapaths (:mod:`blockfma.inputs`: moderate and wide exponents,
+cancellation, underflow, signed zeros, special values, extremes, random bit patterns), runs :func:`blockfma.dot` on
+every backend that runs the model, and compares the bits with :func:`blockfma.reference.dot_bits` (Python Fractions, one
+row at a time).  A family of one's own (docs/extending.md) is right when its fast code agrees with its reference here;
+the test suite holds the built-in families to the same standard with many more rows.
 
     >>> import blockfma as bf
     >>> m = bf.device("V100").model("fp16", "fp32")

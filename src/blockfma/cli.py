@@ -10,10 +10,9 @@ Every command takes ``--json [FILE|-]``: the same data as the text, as JSON, wri
 before the work starts; the text is printed first) or, with ``-`` or no FILE, printed instead of the text.
 The long ones (report, probe, smt worst and query, multiword) take ``--progress``/``--quiet``.
 
-Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a
-witness found); 1 it is not (a refuted proof, a probe that did not verify, no witness where one was
-sought); 2 no answer (a solver's "unknown", a time-out) or bad usage, which prints one line naming the
-option, the value and the fix; 130 interrupted.
+Exit status (:data:`EXIT`): 0 the answer is the one asked for (a result, a proof, a verified model, a witness found); 1
+it is not (a refuted proof, a probe that did not verify, no witness where one was sought); 2 no answer (a solver's
+"unknown", a time-out) or bad usage, which prints one line naming the option, the value and the fix; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -54,9 +53,8 @@ class _Usage(Exception):
 
 @dataclass
 class Answer:
-    """What a command returns: ``text`` for a person, ``data`` for ``--json`` (plain values; None: the
-    command has no JSON form yet and ``--json`` prints ``{"text": text}``), ``status`` the exit status
-    (:data:`EXIT`)."""
+    """What a command returns: ``text`` for a person, ``data`` for ``--json`` (plain values; None: the command has no
+    JSON form yet and ``--json`` prints ``{"text": text}``), ``status`` the exit status (:data:`EXIT`)."""
 
     text: str
     data: Any = None
@@ -253,14 +251,8 @@ def cmd_dot(args: argparse.Namespace) -> Answer:
 
 def _compare_devices(names: list[str], inp: str, out: str) -> list[Device]:
     key = (_formats.get(inp).name, _formats.get(out).name)
-    if any(n.lower() == "all" for n in names):
-        devs = [d for d in _devices() if key in d.pairs()]
-    else:
-        devs = []
-        for n in names:
-            dev = _device(n)
-            if dev.name not in [d.name for d in devs]:
-                devs.append(dev)
+    all_ = any(n.lower() == "all" for n in names)
+    devs = [d for d in _devices() if key in d.pairs()] if all_ else _report._resolve(names, [])
     if "exact" not in [d.name for d in devs]:
         devs.append(_device("exact"))
     return devs
@@ -501,8 +493,7 @@ def cmd_smt(args: argparse.Namespace) -> Answer:
             return Answer(_report.table(rows, ["query", "expects", "ci", "source", "what"]), rows, 0)
         if args.action == "query":
             names = [q.name for q in queries.queries()] if args.name == "all" else [args.name]
-            results = [queries.run(n, solver=args.solver, timeout=args.timeout, progress=args.progress)
-                       for n in names]
+            results = [queries.run(n, solver=args.solver, timeout=args.timeout, progress=args.progress) for n in names]
             answered = [r for r in results if r.status != "unknown"]
             status = 1 if any(not r.ok for r in answered) else 2 if len(answered) < len(results) else 0
             data = [r.to_json() for r in results]
@@ -758,8 +749,7 @@ def _add_dot_compare(sub: Any) -> None:
     _operand_options(p)
     p.set_defaults(func=cmd_dot)
 
-    p = sub.add_parser("compare", help="d = a·b + c on several devices and the exact reference",
-                       epilog=numbers)
+    p = sub.add_parser("compare", help="d = a·b + c on several devices and the exact reference", epilog=numbers)
     p.add_argument("devices", nargs="+", metavar="DEVICE", help="preset names, or 'all'")
     _operand_options(p)
     p.set_defaults(func=cmd_compare, instruction=None)
@@ -963,28 +953,20 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[
 
 
 def _emit(answer: Answer, args: argparse.Namespace) -> None:
-    """Print the text (or, for ``--json -``, the JSON), then write ``--json FILE``."""
+    """Print the text (or, for ``--json -``, the JSON), then write ``--json FILE`` and run ``answer.then``."""
     target = getattr(args, "json", None)
     data = answer.data if answer.data is not None else {"text": answer.text}
     if target == files.STDOUT:
         print(files.dumps(data))
-    else:
-        if answer.text:
-            print(answer.text)
-        sys.stdout.flush()
-        if target is not None:
-            try:
-                files.write_json(target, data)
-            except OSError as exc:  # checked before the work, so a full disk or a vanished folder
-                raise _FileFailed(f"cannot write --json {target} ({exc.strerror or exc}); the results are "
-                                  "printed above") from None
+    elif answer.text:
+        print(answer.text)
     sys.stdout.flush()
-    if answer.then is not None:
+    writes = [] if target in (None, files.STDOUT) else [(f"--json {target}", lambda: files.write_json(target, data))]
+    for what, write in writes + ([("the results file", answer.then)] if answer.then is not None else []):
         try:
-            answer.then()
-        except OSError as exc:
-            raise _FileFailed(f"cannot write the results file ({exc.strerror or exc}); the results are "
-                              "printed above") from None
+            write()
+        except OSError as exc:  # checked before the work, so a full disk or a vanished folder
+            raise _FileFailed(f"cannot write {what} ({exc.strerror or exc}); the results are printed above") from None
 
 
 class _FileFailed(Exception):
@@ -1018,8 +1000,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if getattr(args, dest, None) is not None:  # (a command names its other results files in
                 files.destination(getattr(args, dest), name=dest)  # set_defaults(results=("record",)))
         answer = args.func(args)
-        if isinstance(answer, str):
-            answer = Answer(answer)
         _emit(answer, args)
     except ArgumentError as exc:
         print(f"blockfma {name}: error: {exc.message(_options(parser, args))}", file=sys.stderr)

@@ -16,10 +16,9 @@ A :class:`Family` holds everything the rest of the package needs to know about o
   defining a family imports nothing heavy;
 * how the **probe search** starts it: ``base(a, b, d, k)``, a model of the family for those formats.
 
-What happens around a block over the K products (padding, product order, where C enters, what is stored)
-is the step plan (:mod:`blockfma.plan`), the same for every family.  The built-in families (docs/semantics.md
-spells each out) are registered below, in the order the probe search tries them; :func:`register` adds a
-user's own (docs/extending.md).
+What happens around a block over the K products (padding, product order, where C enters, what is stored) is the step
+plan (:mod:`blockfma.plan`), the same for every family.  The built-in families (docs/semantics.md spells each out) are
+registered below, in the order the probe search tries them; :func:`register` adds a user's own (docs/extending.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Files written whole or not at all, and only where a file belongs: the one writer of results.
 
-Every results file (probe findings, device files, benchmark records, the multiword CSVs and figures) goes
-through :func:`atomic_path`: the data is written to a temporary file beside the target and renamed onto
-it, so an interrupted run leaves the last complete file, never half of one.  :func:`destination` decides
-where that is, and is called by every command *before* its long work, so a bad path fails in a second (the
-rules: ``-`` is standard output, links are followed, anything but a regular file is refused, a missing
-folder too unless ``parents=True``; docs/cli.md).
+Every results file (probe findings, device files, benchmark records, the multiword CSVs and figures) goes through
+:func:`atomic_path`: the data is written to a temporary file beside the target and renamed onto it, so an interrupted
+run leaves the last complete file, never half of one.  :func:`destination` decides where that is, and is called by every
+command *before* its long work, so a bad path fails in a second (the rules: ``-`` is standard output, links are
+followed, anything but a regular file is refused, a missing folder too unless ``parents=True``; docs/cli.md).
 
 This module imports nothing of blockfma but :mod:`blockfma.arguments`, so any module may use it.
 
@@ -62,8 +61,7 @@ def destination(path: str | os.PathLike, *, parents: bool = False, name: str = "
     folder = real.parent
     if not folder.is_dir():
         if not parents:
-            raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} does not exist",
-                                fix="create it first")
+            raise ArgumentError(name, os.fspath(path), f"folder {str(folder)!r} does not exist", fix="create it first")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

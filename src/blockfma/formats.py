@@ -73,14 +73,13 @@ Overflow = Literal["ieee", "inf", "saturate"]
 class Format:
     """A binary floating-point format.
 
-    ``precision`` counts the significand bits including the implicit bit (p = 11 for binary16).
-    ``nan`` says how NaN is encoded: ``"ieee"`` (all-ones exponent, nonzero fraction; infinities have a
-    zero fraction), ``"fn"`` (finite-only: only the all-ones code is NaN, e.g. e4m3fn) or ``"fnuz"``
-    (finite, unsigned zero: the negative-zero code 0x80 is the only NaN, e.g. e4m3fnuz) or ``"none"`` (no NaN
-    and no infinities: every code is a number, e.g. the OCP MX element formats e2m1fn, e3m2fn, e2m3fn).
-    ``signed=False``: no sign bit (the scale formats e8m0fnu and ue4m3; ``bits`` is one less), so negative
-    values have no code.  ``has_zero=False``: the exponent field 0 is an ordinary binade (e8m0fnu: 2**-127),
-    so no code is zero and there are no subnormals.
+    ``precision`` counts the significand bits including the implicit bit (p = 11 for binary16). ``nan`` says how NaN is
+    encoded: ``"ieee"`` (all-ones exponent, nonzero fraction; infinities have a zero fraction), ``"fn"`` (finite-only:
+    only the all-ones code is NaN, e.g. e4m3fn) or ``"fnuz"`` (finite, unsigned zero: the negative-zero code 0x80 is the
+    only NaN, e.g. e4m3fnuz) or ``"none"`` (no NaN and no infinities: every code is a number, e.g. the OCP MX element
+    formats e2m1fn, e3m2fn, e2m3fn). ``signed=False``: no sign bit (the scale formats e8m0fnu and ue4m3; ``bits`` is one
+    less), so negative values have no code.  ``has_zero=False``: the exponent field 0 is an ordinary binade (e8m0fnu:
+    2**-127), so no code is zero and there are no subnormals.
     """
 
     name: str
@@ -195,8 +194,7 @@ fp32 = Format("fp32", 8, 24, 127, dtype_name="float32", aliases=("binary32", "si
               description="IEEE 754 binary32")
 tf32 = Format("tf32", 8, 11, 127, dtype_name="float32", aliases=("tensorfloat32", "tensorfloat-32", "xf32"),
               description="NVIDIA TensorFloat-32: binary32 range, binary16 precision (stored in float32)")
-bf16 = Format("bf16", 8, 8, 127, dtype_name="bfloat16", aliases=("bfloat16", "brainfloat16"),
-              description="bfloat16")
+bf16 = Format("bf16", 8, 8, 127, dtype_name="bfloat16", aliases=("bfloat16", "brainfloat16"), description="bfloat16")
 fp16 = Format("fp16", 5, 11, 15, dtype_name="float16", aliases=("binary16", "half", "float16", "f16"),
               description="IEEE 754 binary16")
 e4m3fn = Format("e4m3fn", 4, 4, 7, nan="fn", dtype_name="float8_e4m3fn",
@@ -349,9 +347,8 @@ def bit_length(mag: np.ndarray) -> np.ndarray:
 
 
 def overflow_to_infinity(mode: RoundingMode, overflow: Overflow) -> tuple[bool, bool]:
-    """(positive, negative): whether a result beyond the largest finite value becomes an infinity (else
-    the largest finite value), for positive and for negative results, under ``overflow`` (see
-    :func:`round_integer`)."""
+    """(positive, negative): whether a result beyond the largest finite value becomes an infinity (else the largest
+    finite value), for positive and for negative results, under ``overflow`` (see :func:`round_integer`)."""
     if overflow == "saturate":
         return False, False
     if overflow == "inf" or mode in (RoundingMode.TiesToEven, RoundingMode.TiesAway):
@@ -361,14 +358,13 @@ def overflow_to_infinity(mode: RoundingMode, overflow: Overflow) -> tuple[bool, 
 
 def signed_result(xp: Any, fmt: Format, magnitude: Any, negative: Any, tiny: Any, mode: RoundingMode,
                   overflow: Overflow, *, subnormals: bool) -> Any:
-    """The last steps of every rounding to ``fmt`` (one place for all of them): ``magnitude`` (float64, the
-    rounded |x|) beyond the largest finite value becomes an infinity or the largest finite value as
-    :func:`overflow_to_infinity` says (NaN for formats without infinities, the largest finite value for
-    formats without NaN either: they saturate, as the OCP MX spec v1.0 sec. 5.3.3 and ml_dtypes convert);
-    with ``subnormals=False`` a result whose exact magnitude was below the smallest normal (``tiny``) becomes
-    zero; in a format without zero (e8m0fnu) such a result is the smallest value instead, and an exact zero
-    NaN (as ml_dtypes converts); then the sign: +0 for formats without -0, NaN for a negative nonzero result
-    in an unsigned format.  ``xp`` is the array module (numpy or torch)."""
+    """The last steps of every rounding to ``fmt`` (one place for all of them): ``magnitude`` (float64, the rounded |x|)
+    beyond the largest finite value becomes an infinity or the largest finite value as :func:`overflow_to_infinity` says
+    (NaN for formats without infinities, the largest finite value for formats without NaN either: they saturate, as the
+    OCP MX spec v1.0 sec. 5.3.3 and ml_dtypes convert); with ``subnormals=False`` a result whose exact magnitude was
+    below the smallest normal (``tiny``) becomes zero; in a format without zero (e8m0fnu) such a result is the smallest
+    value instead, and an exact zero NaN (as ml_dtypes converts); then the sign: +0 for formats without -0, NaN for a
+    negative nonzero result in an unsigned format.  ``xp`` is the array module (numpy or torch)."""
     pos_inf, neg_inf = overflow_to_infinity(mode, overflow)
     to_inf = (negative & neg_inf) | (~negative & pos_inf)
     big = float("inf") if fmt.has_infinities else float("nan") if fmt.has_nan else fmt.max
@@ -416,14 +412,13 @@ def round_integer(
 ) -> np.ndarray:
     """Round the exact values ``(-1)**sign * mag * 2**exp`` to ``fmt``; returns float64.
 
-    ``mag`` holds non-negative integers below 2**63 (int64), ``exp`` integer exponents, ``sign`` booleans;
-    all broadcast together.  One rounding, in ``mode``.  With ``subnormals=False`` (default: the format's
-    own setting) a result whose exact magnitude is below the smallest normal is flushed to a zero of the
-    same sign (tininess detected before rounding, as Arm's flush-to-zero does).  ``overflow`` says what a
-    result beyond the largest finite value becomes: ``"ieee"`` follows IEEE 754 (sec. 7.4: infinity in
-    TiesToEven and TiesAway and in the directed mode pointing away from zero, the largest finite value
-    otherwise); ``"inf"`` always gives infinity (NVIDIA tensor cores, even when truncating);
-    ``"saturate"`` always gives the largest finite value.  Formats without infinities give NaN where
+    ``mag`` holds non-negative integers below 2**63 (int64), ``exp`` integer exponents, ``sign`` booleans; all broadcast
+    together.  One rounding, in ``mode``.  With ``subnormals=False`` (default: the format's own setting) a result whose
+    exact magnitude is below the smallest normal is flushed to a zero of the same sign (tininess detected before
+    rounding, as Arm's flush-to-zero does).  ``overflow`` says what a result beyond the largest finite value becomes:
+    ``"ieee"`` follows IEEE 754 (sec. 7.4: infinity in TiesToEven and TiesAway and in the directed mode pointing away
+    from zero, the largest finite value otherwise); ``"inf"`` always gives infinity (NVIDIA tensor cores, even when
+    truncating); ``"saturate"`` always gives the largest finite value.  Formats without infinities give NaN where
     infinity is due.
     """
     fmt = get(fmt)
@@ -464,9 +459,8 @@ def round_fraction(fmt: Format | str, x: Fraction | int, mode: RoundingMode | st
                    *, subnormals: bool | None = None) -> float:
     """Round one exact rational ``x`` to ``fmt`` in ``mode`` (one rounding, no detour through binary64).
 
-    The magnitude is cut to 62 significant bits plus a sticky bit, which decides every rounding mode of a
-    format of at most 53 bits; :func:`round_integer` does the rest (subnormals, overflow as IEEE 754).
-    A zero gives +0."""
+    The magnitude is cut to 62 significant bits plus a sticky bit, which decides every rounding mode of a format of at
+    most 53 bits; :func:`round_integer` does the rest (subnormals, overflow as IEEE 754). A zero gives +0."""
     x = Fraction(x)
     if x == 0:
         return 0.0 if get(fmt).has_zero else float("nan")
@@ -510,8 +504,7 @@ def round(
     x = np.asarray(arr, dtype=np.float64)
     finite = np.isfinite(x)
     sign, mag, exp = _decompose(np.where(finite, x, 0.0))
-    out = round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals,
-                        overflow="saturate" if saturate else "ieee")
+    out = round_integer(fmt, sign, mag, exp, mode, subnormals=subnormals, overflow="saturate" if saturate else "ieee")
     out = np.where(np.signbit(x) & (out == 0) & fmt.has_negative_zero, -0.0, out)
     if not np.all(finite):
         inf_value = np.where(np.signbit(x), -1.0, 1.0) * (
@@ -574,13 +567,12 @@ def read_register(fmt: Format | str, x: Any, mode: RoundingMode | str) -> np.nda
     float64 results.  What counts is the array's own encoding: a float32 array holds binary32 codes, a
     float16 one binary16 codes, anything else (float64 arrays, Python floats) binary64 codes.
 
-    Numbers and infinities are rounded in ``mode`` (:func:`round`).  With TowardZero the unit drops the low
-    bits of the code, NaN or not (the H100's tf32 read of binary32 registers, data/hardware): a NaN keeps
-    its sign and the leading payload bits ``fmt`` holds, and a NaN whose payload lies wholly in the dropped
-    bits is read as an infinity of its sign (binary32 0x7F800001 as tf32 is +inf).  A float64 NaN is cut
-    the same way at its own width: ``numpy.nan`` (0x7FF8000000000000, its quiet bit among the kept bits)
-    stays NaN; only one whose leading fraction bits are all zero becomes an infinity.  In the other modes a
-    NaN stays NaN (:func:`round`).  NaNs come back quiet."""
+    Numbers and infinities are rounded in ``mode`` (:func:`round`).  With TowardZero the unit drops the low bits of the
+    code, NaN or not (the H100's tf32 read of binary32 registers, data/hardware): a NaN keeps its sign and the leading
+    payload bits ``fmt`` holds, and a NaN whose payload lies wholly in the dropped bits is read as an infinity of its
+    sign (binary32 0x7F800001 as tf32 is +inf).  A float64 NaN is cut the same way at its own width: ``numpy.nan``
+    (0x7FF8000000000000, its quiet bit among the kept bits) stays NaN; only one whose leading fraction bits are all zero
+    becomes an infinity.  In the other modes a NaN stays NaN (:func:`round`).  NaNs come back quiet."""
     fmt = get(fmt)
     mode = RoundingMode.parse(mode)
     arr = np.asarray(x)

@@ -1,13 +1,12 @@
 """Random and adversarial dot-product inputs, values exactly representable in their formats.
 
-Each family is built to break one part of a fused datapath: ``normal`` (moderate exponents),
-``wide`` (the whole exponent range, subnormals too), ``cancel`` (the second half of a row mirrors the first
-with B negated, C cancels the rest, one term nudged), ``underflow`` (everything near the smallest normal),
-``zeros`` (signed zeros everywhere), ``specials`` (NaN, infinities, largest values, signed zeros),
-``extremes`` (near the largest exponents) and ``random-bits`` (uniform bit patterns).  Values come back as
-float64 arrays (every format here fits in binary64), so they feed :func:`blockfma.dot` and every probe
-target alike.  A :class:`Row` is one labelled dot product, as the feature tests and the seeds' cases give
-them.
+Each family is built to break one part of a fused datapath: ``normal`` (moderate exponents), ``wide`` (the whole
+exponent range, subnormals too), ``cancel`` (the second half of a row mirrors the first with B negated, C cancels the
+rest, one term nudged), ``underflow`` (everything near the smallest normal), ``zeros`` (signed zeros everywhere),
+``specials`` (NaN, infinities, largest values, signed zeros), ``extremes`` (near the largest exponents) and
+``random-bits`` (uniform bit patterns).  Values come back as float64 arrays (every format here fits in binary64), so
+they feed :func:`blockfma.dot` and every probe target alike.  A :class:`Row` is one labelled dot product, as the feature
+tests and the seeds' cases give them.
 
     >>> rng = np.random.default_rng(1)
     >>> a, b, c = rows("cancel", Formats.of("fp16", "fp16", "fp32", "fp32"), 16, 100, rng)
@@ -57,9 +56,8 @@ class Row:
 
 def values(fmt: Format, rng: np.random.Generator, shape: tuple[int, ...], e_lo: int, e_hi: int,
            zeros: float = 0.0) -> np.ndarray:
-    """Random finite values of ``fmt`` with exponent in [e_lo, e_hi] (clipped to the format; exponents below
-    emin give subnormals where the format has them), random signs and fractions, a share ``zeros`` of
-    signed zeros."""
+    """Random finite values of ``fmt`` with exponent in [e_lo, e_hi] (clipped to the format; exponents below emin give
+    subnormals where the format has them), random signs and fractions, a share ``zeros`` of signed zeros."""
     t = fmt.fraction_bits
     lo = fmt.emin - (t if fmt.subnormals else 0)
     e = rng.integers(max(e_lo, lo), max(min(e_hi, fmt.emax), max(e_lo, lo)) + 1, size=shape)

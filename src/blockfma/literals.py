@@ -13,11 +13,10 @@
 Parentheses group.  A power binds tighter than a unary sign (``-2^2`` is -4), ``*`` and ``/`` tighter than
 ``+`` and ``-``; powers do not chain (write ``(2^3)^2``).  Nothing is evaluated by Python's ``eval``.
 
-Values are :data:`Value`: a :class:`fractions.Fraction` for every finite number except negative zero, and a
-``float`` for the values a Fraction cannot hold (-0.0, infinities, NaN).  Arithmetic is exact on Fractions
-and follows IEEE 754 where a special value takes part (``-0 * 3`` is -0.0, ``inf - inf`` is NaN, ``0 - 0``
-is +0).  ``float(parse(text))`` is therefore always meaningful; :func:`to_float` converts with a check (or a
-rounding mode) instead of a silent rounding.
+Values are :data:`Value`: a :class:`fractions.Fraction` for every finite number except negative zero, and a ``float``
+for the values a Fraction cannot hold (-0.0, infinities, NaN).  Arithmetic is exact on Fractions and follows IEEE 754
+where a special value takes part (``-0 * 3`` is -0.0, ``inf - inf`` is NaN, ``0 - 0`` is +0).  ``float(parse(text))`` is
+therefore always meaningful; :func:`to_float` converts with a check (or a rounding mode) instead of a silent rounding.
 
 The printers are exact too: :func:`exact_decimal` (every binary float has a finite decimal expansion),
 :func:`exact_binary`, :func:`hex_float` and :func:`bits_hex` (the bit pattern in a format).
@@ -293,8 +292,7 @@ def _show(x: float) -> str:
     return f"{x!r} ({hex_float(x)})"
 
 
-def to_float(text: str | Value, fmt: Format | str | None = None,
-             mode: RoundingMode | str | None = None) -> float:
+def to_float(text: str | Value, fmt: Format | str | None = None, mode: RoundingMode | str | None = None) -> float:
     """The value of ``text`` (or of a parsed Value) as a float, without silent rounding.
 
     Without ``mode`` the value must be exactly a value of ``fmt`` (default binary64), else

@@ -41,15 +41,14 @@ class Alignment(enum.Enum):
 class NaNStyle(enum.Enum):
     """Bit pattern of a NaN result.
 
-    The first three write one fixed pattern whatever made the NaN.  ``PROPAGATE`` (fma-chain only) keeps an
-    input NaN's payload, as the H100's fp64 DMMA does (data/hardware/h100-mma-wgmma.json, all four DMMA
-    shapes): in each step ``d = fma(a_i, b_i, d)`` a NaN result is B's NaN if ``b_i`` is one, else the
-    accumulator's if ``d`` is one (C for the first step), else A's, always quieted (quiet bit set, sign and
-    the rest of the payload kept; a signalling NaN has no priority over a quiet one); with no NaN operand
-    (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative quiet: 0xFFF8000000000000); the order
-    B, accumulator, A is the one rule of 16 tried that fits the record
-    (data/hardware/h100-mma-wgmma-nan-inputs.json).  A payload moves between formats left-aligned (the
-    quiet bit onto the quiet bit; bits the narrower format lacks are dropped)."""
+    The first three write one fixed pattern whatever made the NaN.  ``PROPAGATE`` (fma-chain only) keeps an input NaN's
+    payload, as the H100's fp64 DMMA does (data/hardware/h100-mma-wgmma.json, all four DMMA shapes): in each step ``d =
+    fma(a_i, b_i, d)`` a NaN result is B's NaN if ``b_i`` is one, else the accumulator's if ``d`` is one (C for the
+    first step), else A's, always quieted (quiet bit set, sign and the rest of the payload kept; a signalling NaN has no
+    priority over a quiet one); with no NaN operand (``inf * 0``, ``inf - inf``) it is the indefinite NaN (negative
+    quiet: 0xFFF8000000000000); the order B, accumulator, A is the one rule of 16 tried that fits the record
+    (data/hardware/h100-mma-wgmma-nan-inputs.json).  A payload moves between formats left-aligned (the quiet bit onto
+    the quiet bit; bits the narrower format lacks are dropped)."""
 
     CANONICAL = "canonical"  # positive, all payload bits set: 0x7FFFFFFF, 0x7FFF (NVIDIA; AMD CDNA3)
     DEFAULT = "default"  # IEEE default quiet NaN, positive: 0x7FC00000, 0x7E00 (Arm default NaN)
@@ -130,56 +129,49 @@ def _out_label(m: Model) -> str:
 class Model:
     """Parameters of one matrix-unit dot-product datapath for one (input, output) format pair.
 
-    ``block_width`` (L): products fused into one alignment and rounding; a longer dot product is a chain of
-    blocks, each block's rounded result being the next block's C, and a short last block is padded with
-    zero products.  ``fraction_bits`` (F): bits kept below the block's largest exponent.  ``e_zero``: the
-    exponent a zero product or a zero C takes part with when e_max is taken.  ``carry_bits``: ``None``
-    means enough headroom; ``n`` keeps the sum's magnitude modulo 2**(e_max + 1 + n) (Fasi et al.'s carry
-    test).  ``output_fraction_bits``: fraction bits kept in the output (13 for Ada/Hopper fp8, "e8m13").
-    ``input_rounding``: how the unit reads a value that is wider than the input format (tf32 read from an
-    fp32 register drops 13 bits: TowardZero); ``None`` means values must already be in the input format.
-    ``subnormals=False`` flushes subnormal inputs, intermediate results and outputs to zero (sign kept).
-    ``product_exponent``: ``"sum"`` gives a product the sum of its factors' exponents (significand in
-    [1, 4), what the NVIDIA hardware data fit); ``"normalized"`` its own exponent floor(log2 |p|).
-    ``overflow``: ``"inf"`` gives infinity on overflow whatever the rounding (NVIDIA), ``"ieee"`` follows
-    IEEE 754.  ``exact_zero``: sign of an exactly zero result, ``"positive"`` (+0, NVIDIA) or ``"ieee"``.
-    ``rounded_zero``: sign of a zero result that comes from rounding a nonzero sum, ``"signed"`` (the
-    sum's sign, IEEE) or ``"positive"`` (+0: every zero result is +0; H100 record and MMA-Sim).
-    ``late_cut`` (late-c only): where the sum of S and C is cut before its rounding, ``"leading"`` (S kept
-    to F2 + 1 bits below the common exponent, the sum then floored at F2 bits below its own leading bit:
-    MMA-Sim's reading, held to MI300X hardware) or ``"common"`` (S and the sum at F2 bits below the common
-    exponent, blockfma's first reading); they differ when the sum carries out or cancels.
-    ``c_entry`` (fused families): ``"fused"``, C is one of the block's terms; ``"after"``, the block sums its
-    products from +0 (rounded as above) and C is then added by one IEEE addition rounded to nearest even
-    in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends in such an FADD); with an
-    ``accumulator_format`` the blocks' sum is stored (rounded to nearest even into the output format) before
-    C is added; ``"end"``, the same once for the whole dot product: every block chains from +0 and C is
-    added after the last (a GEMM library's epilogue, beta·C: cuBLAS with fp16/bf16 outputs on the H100,
-    which sums in fp32, stores the sum in fp16, then adds C in fp16).
-    ``b_input_format``: B's format where it differs from A's (``input_format``): fp8 units take e4m3 x e5m2.
-    ``accumulator_format``: where the unit computes in a wider format than it stores (AMD MFMA through
-    rocWMMA with fp16/bf16 outputs): each block is computed as the model says with this output format, then
-    rounded to nearest even into ``output_format``.
-    ``instruction_k`` (with ``c_entry="after"``): products per instruction, a multiple of block_width; its
-    blocks chain from +0 and C is added after the last (default: after each block).  ``product_order``:
-    ``"halves"`` feeds each instruction's products with index mod 4 in {0, 1} first, then those in {2, 3}
-    (Hopper's fp8 mma.sync, which runs as two fp16 HMMAs on register halves).
-    ``unpack_format``: the format the unit converts A and B to (exactly) before any arithmetic, whose
-    exponents and datapath then apply (Hopper's fp8 mma.sync unpacks fp8 to fp16, F2FP).
-    ``flush_zero`` (with ``subnormals=False``): a flushed subnormal input or C becomes a zero of its own sign
-    (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
+    ``block_width`` (L): products fused into one alignment and rounding; a longer dot product is a chain of blocks, each
+    block's rounded result being the next block's C, and a short last block is padded with zero products.
+    ``fraction_bits`` (F): bits kept below the block's largest exponent.  ``e_zero``: the exponent a zero product or a
+    zero C takes part with when e_max is taken.  ``carry_bits``: ``None`` means enough headroom; ``n`` keeps the sum's
+    magnitude modulo 2**(e_max + 1 + n) (Fasi et al.'s carry test).  ``output_fraction_bits``: fraction bits kept in the
+    output (13 for Ada/Hopper fp8, "e8m13"). ``input_rounding``: how the unit reads a value that is wider than the input
+    format (tf32 read from an fp32 register drops 13 bits: TowardZero); ``None`` means values must already be in the
+    input format. ``subnormals=False`` flushes subnormal inputs, intermediate results and outputs to zero (sign kept).
+    ``product_exponent``: ``"sum"`` gives a product the sum of its factors' exponents (significand in [1, 4), what the
+    NVIDIA hardware data fit); ``"normalized"`` its own exponent floor(log2 |p|). ``overflow``: ``"inf"`` gives infinity
+    on overflow whatever the rounding (NVIDIA), ``"ieee"`` follows IEEE 754.  ``exact_zero``: sign of an exactly zero
+    result, ``"positive"`` (+0, NVIDIA) or ``"ieee"``. ``rounded_zero``: sign of a zero result that comes from rounding
+    a nonzero sum, ``"signed"`` (the sum's sign, IEEE) or ``"positive"`` (+0: every zero result is +0; H100 record and
+    MMA-Sim). ``late_cut`` (late-c only): where the sum of S and C is cut before its rounding, ``"leading"`` (S kept to
+    F2 + 1 bits below the common exponent, the sum then floored at F2 bits below its own leading bit: MMA-Sim's reading,
+    held to MI300X hardware) or ``"common"`` (S and the sum at F2 bits below the common exponent, blockfma's first
+    reading); they differ when the sum carries out or cancels. ``c_entry`` (fused families): ``"fused"``, C is one of
+    the block's terms; ``"after"``, the block sums its products from +0 (rounded as above) and C is then added by one
+    IEEE addition rounded to nearest even in the output format (B200 fp8 hardware rows; Hopper's mma.sync fp8 also ends
+    in such an FADD); with an ``accumulator_format`` the blocks' sum is stored (rounded to nearest even into the output
+    format) before C is added; ``"end"``, the same once for the whole dot product: every block chains from +0 and C is
+    added after the last (a GEMM library's epilogue, beta·C: cuBLAS with fp16/bf16 outputs on the H100, which sums in
+    fp32, stores the sum in fp16, then adds C in fp16). ``b_input_format``: B's format where it differs from A's
+    (``input_format``): fp8 units take e4m3 x e5m2. ``accumulator_format``: where the unit computes in a wider format
+    than it stores (AMD MFMA through rocWMMA with fp16/bf16 outputs): each block is computed as the model says with this
+    output format, then rounded to nearest even into ``output_format``. ``instruction_k`` (with ``c_entry="after"``):
+    products per instruction, a multiple of block_width; its blocks chain from +0 and C is added after the last
+    (default: after each block).  ``product_order``: ``"halves"`` feeds each instruction's products with index mod 4 in
+    {0, 1} first, then those in {2, 3} (Hopper's fp8 mma.sync, which runs as two fp16 HMMAs on register halves).
+    ``unpack_format``: the format the unit converts A and B to (exactly) before any arithmetic, whose exponents and
+    datapath then apply (Hopper's fp8 mma.sync unpacks fp8 to fp16, F2FP). ``flush_zero`` (with ``subnormals=False``): a
+    flushed subnormal input or C becomes a zero of its own sign (``"signed"``) or +0 (``"positive"``, MMA-Sim's MI250X).
     ``nan``: how a NaN result is written (:class:`NaNStyle`: a fixed pattern, or the input NaN's payload).
-    ``c_input_format`` (truncated-fused, ``c_entry="fused"``): C's format where the instruction takes C
-    narrower than D (Volta's and Turing's ``mma.m8n8k4.f32.f16.f16.f16``: fp16 C, fp32 D): the C given must
-    be representable in it and takes its exponent in it (a subnormal at the format's emin: MMA-Sim's
-    reading); later blocks' C is the previous block's result, in the output format.
-    ``options``: the values of the family's own parameters (:class:`blockfma.family.Option`; a user's family may
-    declare some), given as a mapping, held as (name, value) pairs in the family's order, defaults filled in.
+    ``c_input_format`` (truncated-fused, ``c_entry="fused"``): C's format where the instruction takes C narrower than D
+    (Volta's and Turing's ``mma.m8n8k4.f32.f16.f16.f16``: fp16 C, fp32 D): the C given must be representable in it and
+    takes its exponent in it (a subnormal at the format's emin: MMA-Sim's reading); later blocks' C is the previous
+    block's result, in the output format. ``options``: the values of the family's own parameters
+    (:class:`blockfma.family.Option`; a user's family may declare some), given as a mapping, held as (name, value) pairs
+    in the family's order, defaults filled in.
 
-    Which fields belong to which family, and the family's own checks, are the family's (:mod:`blockfma.family`);
-    how each field is read, written to JSON, checked, summarised and searched by the probes is its
-    :class:`Param` metadata.  What happens over K (padding, order, where C enters, what is stored) is
-    :meth:`plan`.
+    Which fields belong to which family, and the family's own checks, are the family's (:mod:`blockfma.family`); how
+    each field is read, written to JSON, checked, summarised and searched by the probes is its :class:`Param` metadata.
+    What happens over K (padding, order, where C enters, what is stored) is :meth:`plan`.
     """
 
     family: Family = _param(None, parse=Family.get, dump=_name)
@@ -296,9 +288,8 @@ class Model:
                              f"{problem}")
 
     def problems(self) -> Iterator[str]:
-        """What is wrong with this combination of parameters, one message at a time (none for a valid
-        model): the fields' types and choices, the family's parameters and checks, then the rules that tie
-        fields together."""
+        """What is wrong with this combination of parameters, one message at a time (none for a valid model): the
+        fields' types and choices, the family's parameters and checks, then the rules that tie fields together."""
         yield from self._field_problems()
         yield from self._rule_problems()
 

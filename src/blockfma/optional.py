@@ -1,10 +1,9 @@
 """Optional dependencies: import one, or say in one line how to install it.
 
-blockfma's core needs numpy, ml_dtypes and z3; the rest comes with an extra (pyproject.toml):
-``torch`` (the GPU engine, torch targets, ``backend='torch'``), ``dask``, ``plot`` (matplotlib), ``cuda``
-(CuPy), ``smt`` (bitwuzla, cvc5), ``fast`` (numba), ``triton`` (Triton and torch: ``backend='triton'``).
-Every module that needs one asks :func:`require`, so the error reads the same everywhere: what needs it,
-then the install command.
+blockfma's core needs numpy, ml_dtypes and z3; the rest comes with an extra (pyproject.toml): ``torch`` (the GPU engine,
+torch targets, ``backend='torch'``), ``dask``, ``plot`` (matplotlib), ``cuda`` (CuPy), ``smt`` (bitwuzla, cvc5),
+``fast`` (numba), ``triton`` (Triton and torch: ``backend='triton'``). Every module that needs one asks :func:`require`,
+so the error reads the same everywhere: what needs it, then the install command.
 
     >>> hint("torch")
     "pip install 'blockfma[torch]'"

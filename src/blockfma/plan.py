@@ -41,16 +41,15 @@ Index = slice | tuple[int, ...]
 class Plan:
     """The schedule of one dot product of ``k`` products under a model (see the module docstring).
 
-    ``model``: the model the datapath runs (:meth:`Model.arithmetic_model`: operands unpacked where the
-    model says); ``block``: the model of one block (:meth:`Model.block_model`: C fused, in the accumulator
-    format); ``width``: products per step; ``block_width``: products per block (``width`` is a multiple of
-    it); ``order``: the order in which one step's products enter its blocks (None: as given);
-    ``c_fused``: each step is one block with C among its terms (else C is added after the step's blocks);
-    ``store``: the blocks' result is rounded to nearest even from the accumulator into the output format;
-    ``first``: the model of the first step's block, the only block whose C is the C given
-    (:meth:`Model.first_block_model`: C read in ``c_input_format`` where the model has one; else ``block``
-    itself).  A datapath takes each block's model from :meth:`unit`; a compiled chain (:attr:`is_chain`)
-    runs the first step with ``first`` where :attr:`narrow_c` says it differs."""
+    ``model``: the model the datapath runs (:meth:`Model.arithmetic_model`: operands unpacked where the model says);
+    ``block``: the model of one block (:meth:`Model.block_model`: C fused, in the accumulator format); ``width``:
+    products per step; ``block_width``: products per block (``width`` is a multiple of it); ``order``: the order in
+    which one step's products enter its blocks (None: as given); ``c_fused``: each step is one block with C among its
+    terms (else C is added after the step's blocks); ``store``: the blocks' result is rounded to nearest even from the
+    accumulator into the output format; ``first``: the model of the first step's block, the only block whose C is the C
+    given (:meth:`Model.first_block_model`: C read in ``c_input_format`` where the model has one; else ``block``
+    itself).  A datapath takes each block's model from :meth:`unit`; a compiled chain (:attr:`is_chain`) runs the first
+    step with ``first`` where :attr:`narrow_c` says it differs."""
 
     model: Model
     block: Model
@@ -102,9 +101,8 @@ class Plan:
 
 # --- the schedule's rules, read from the model's parameters ------------------------------------------------
 def step_width(model: Model) -> int | None:
-    """Products per step of the chain: an instruction (``instruction_k``) where C is added after its blocks,
-    else a block (``block_width``); None: the whole dot product (``c_entry="end"``, or one exact-fused
-    block)."""
+    """Products per step of the chain: an instruction (``instruction_k``) where C is added after its blocks, else a
+    block (``block_width``); None: the whole dot product (``c_entry="end"``, or one exact-fused block)."""
     if model.c_entry == "end":
         return None
     return model.instruction_k or model.block_width
@@ -215,8 +213,7 @@ class Datapath(Protocol[V]):
     """What an engine supplies to :func:`run` for its own values ``V`` (floats, arrays, bit-vectors)."""
 
     def block(self, products: Index, c: V) -> V:
-        """The block model of these products (:meth:`Plan.unit`; indices into the padded operands), ``c``
-        its C."""
+        """The block model of these products (:meth:`Plan.unit`; indices into the padded operands), ``c`` its C."""
 
     def zero(self, c: V) -> V:
         """+0 of the accumulator, shaped like ``c``: where a step's blocks start when C comes after."""

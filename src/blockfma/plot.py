@@ -1,11 +1,10 @@
 """Figures from the rows of :mod:`blockfma.experiments.multiword`, one function per figure (matplotlib).
 
-matplotlib is imported when a figure is drawn, not with this module; without it every function raises
-ImportError with the hint ``pip install 'blockfma[plot]'``.  Each function takes the rows (as the
-experiment returns them or as :func:`blockfma.experiments.multiword.read_csv` reads them back), returns a
-``matplotlib.figure.Figure`` (no pyplot, no global state) and, given ``path``, saves it as PNG atomically.
-Axes are log-log as in the papers (the Ozaki sweep: linear slice counts, log errors); every figure notes
-the sizes simulated here, which are smaller than the seeds'.
+matplotlib is imported when a figure is drawn, not with this module; without it every function raises ImportError with
+the hint ``pip install 'blockfma[plot]'``.  Each function takes the rows (as the experiment returns them or as
+:func:`blockfma.experiments.multiword.read_csv` reads them back), returns a ``matplotlib.figure.Figure`` (no pyplot, no
+global state) and, given ``path``, saves it as PNG atomically. Axes are log-log as in the papers (the Ozaki sweep:
+linear slice counts, log errors); every figure notes the sizes simulated here, which are smaller than the seeds'.
 """
 
 from __future__ import annotations
@@ -68,11 +67,7 @@ def _select(rows: Rows, **match: Any) -> list[dict[str, Any]]:
 
 
 def _unique(rows: Rows, key: str) -> list[Any]:
-    out: list[Any] = []
-    for r in rows:
-        if r.get(key) not in out:
-            out.append(r.get(key))
-    return out
+    return list(dict.fromkeys(r.get(key) for r in rows))
 
 
 def _curve(rows: Rows, x: str, y: str) -> tuple[list[float], list[float]]:
@@ -86,8 +81,7 @@ def _line(ax: Any, rows: Rows, label: str, *, x: str = "n", y: str = "componentw
           marker: str = "o", linestyle: str = "-", **kw: Any) -> None:
     xs, ys = _curve(rows, x, y)
     if xs:
-        ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=4, linewidth=1.3,
-                **kw)
+        ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=4, linewidth=1.3, **kw)
 
 
 def _loglog(ax: Any, title: str, xlabel: str = "n (inner dimension)", ylabel: str = "componentwise error") -> None:
@@ -298,9 +292,8 @@ def ozaki_slices(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
 
 
 def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> Any:
-    """Every method's componentwise error (log scale), one marker per device and one panel per
-    distribution; the worst-case bound as a dash where there is one; a device without the method's unit
-    has no marker."""
+    """Every method's componentwise error (log scale), one marker per device and one panel per distribution; the
+    worst-case bound as a dash where there is one; a device without the method's unit has no marker."""
     _empty(rows, "accuracy_table")
     dists = _unique(rows, "distribution")
     methods = _unique(rows, "method")
@@ -312,8 +305,7 @@ def accuracy_table(rows: Rows, path: str | os.PathLike[str] | None = None) -> An
             pts = [(i + (j - (len(devices) - 1) / 2) * 0.22, _num(r.get("componentwise")))
                    for i, m in enumerate(methods) for r in _select(sub, method=m, device=dev)]
             pts = [(x, y) for x, y in pts if not math.isnan(y) and y > 0]
-            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="", marker=_MARKERS[j], markersize=5,
-                    label=dev)
+            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="", marker=_MARKERS[j], markersize=5, label=dev)
         bounds = [(i, _num(r.get("bound"))) for i, m in enumerate(methods) for r in _select(sub, method=m)]
         bounds = sorted({(x, y) for x, y in bounds if not math.isnan(y) and y > 0})
         ax.plot([x for x, _ in bounds], [y for _, y in bounds], linestyle="", marker="_", markersize=14,

@@ -142,14 +142,13 @@ def round_exact(
 ) -> float:
     """Round the exact rational x to fmt in mode; return the value as a float ("Notation", R).
 
-    ``negative`` is the sign of x when x == 0.  The significand is rounded with an unbounded exponent
-    range (keeping subnormals: the quantum never goes below 2**(emin - p + 1)); with ``subnormals=False``
-    (default: ``fmt.subnormals``) a value whose exact magnitude is below 2**emin becomes a zero of its
-    sign first (tininess before rounding).  A result above the largest finite value overflows:
-    ``"ieee"`` as IEEE 754 sec. 7.4 (TiesToEven, TiesAway: infinity; TowardZero, ToOdd: the largest
-    finite value; TowardPositive/TowardNegative: infinity on their side only), ``"inf"`` always infinity,
-    ``"saturate"`` always the largest finite value.  A format without infinities gives NaN where infinity
-    is due (the largest finite value where it has no NaN either); a format without negative zero gives +0.
+    ``negative`` is the sign of x when x == 0.  The significand is rounded with an unbounded exponent range (keeping
+    subnormals: the quantum never goes below 2**(emin - p + 1)); with ``subnormals=False`` (default: ``fmt.subnormals``)
+    a value whose exact magnitude is below 2**emin becomes a zero of its sign first (tininess before rounding).  A
+    result above the largest finite value overflows: ``"ieee"`` as IEEE 754 sec. 7.4 (TiesToEven, TiesAway: infinity;
+    TowardZero, ToOdd: the largest finite value; TowardPositive/TowardNegative: infinity on their side only), ``"inf"``
+    always infinity, ``"saturate"`` always the largest finite value.  A format without infinities gives NaN where
+    infinity is due (the largest finite value where it has no NaN either); a format without negative zero gives +0.
     Formats without a sign or a zero (the scale formats e8m0fnu, ue4m3) are not output formats: refused.
     """
     if not fmt.signed or not fmt.has_zero:
@@ -618,10 +617,9 @@ def dot(model: Model, a: Sequence[Number], b: Sequence[Number], c: Number,
 def product_scales(model: Model, k: int, scale_a: Sequence[Any] | None, scale_b: Sequence[Any] | None,
                    decode: Callable[[Format, Any, str], Any] | None = None) -> tuple[list[Any], list[Any]] | None:
     """The scales of each of the k products of a block-scaled model (product i takes scale i // scale_block),
-    ``scale_a`` and ``scale_b`` checked for count and each decoded by ``decode(scale_format, x, name)``
-    (default: as a float, checked to be a scale of the format); None for other models, which take none.
-    The SMT encoder passes its own ``decode`` (bit-vector codes): one place for the rule of which product
-    takes which scale."""
+    ``scale_a`` and ``scale_b`` checked for count and each decoded by ``decode(scale_format, x, name)`` (default: as a
+    float, checked to be a scale of the format); None for other models, which take none. The SMT encoder passes its own
+    ``decode`` (bit-vector codes): one place for the rule of which product takes which scale."""
     if not model.block_scaled:
         if scale_a is not None or scale_b is not None:
             raise ValueError(f"scale_a and scale_b are for block-scaled models; {model.family.name} takes none")
@@ -644,8 +642,7 @@ class _Exact:
     """The reference's :class:`blockfma.plan.Datapath`: the family's exact block, and the store and the
     IEEE addition of C written with this module's own rounding."""
 
-    def __init__(self, p: Plan, a: list[float], b: list[float],
-                 scales: tuple[list[float], list[float]] | None = None):
+    def __init__(self, p: Plan, a: list[float], b: list[float], scales: tuple[list[float], list[float]] | None = None):
         self.p, self.model, self.a, self.b, self.scales = p, p.model, a, b, scales
         self.sum_block = p.block.family.implementation("reference")
 

@@ -1,11 +1,10 @@
 """Recorded hardware outputs replayed through the presets, bit for bit: the report's verdict.
 
-Three kinds of data, each read where it lies (nothing is copied or cached; docs/cli.md, "The report"): the
-golden data of Khattak & Mikaitis (:func:`golden_root`; absent on most machines, :func:`golden_missing` then
-says why), the project's own H100 records (``data/hardware/*.json``) and the rows the probe suite sent to the
-H100 (``data/hardware/*probe*.json.gz``).  Each replay returns a :class:`Replay`: how many rows, how many
-differ, and the first differing rows with their inputs in exact hex, so that a mismatch can be rerun by hand
-(``blockfma dot``).
+Three kinds of data, each read where it lies (nothing is copied or cached; docs/cli.md, "The report"): the golden data
+of Khattak & Mikaitis (:func:`golden_root`; absent on most machines, :func:`golden_missing` then says why), the
+project's own H100 records (``data/hardware/*.json``) and the rows the probe suite sent to the H100
+(``data/hardware/*probe*.json.gz``).  Each replay returns a :class:`Replay`: how many rows, how many differ, and the
+first differing rows with their inputs in exact hex, so that a mismatch can be rerun by hand (``blockfma dot``).
 
     >>> from blockfma import replay
     >>> sum(r.rows for r in replay.records()) > 1000

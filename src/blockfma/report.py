@@ -144,11 +144,10 @@ def _takes(dev: Device, inp: str) -> bool:
 
 def fttn_rows(devices: Iterable[str | Device] | None = None,
               inputs: Sequence[str] = ("fp16", "bf16")) -> list[dict[str, Any]]:
-    """FTTN's porting GEMM (:mod:`blockfma.experiments.fttn`) on every preset with an fp16->fp32 model:
-    D for each input format in ``inputs`` the preset takes (``D_fp16``, ``D_bf16``; None where it does not),
-    FTTN's published value where FTTN measured the device (a variant shows the value of the device it
-    reads), and whether the fp16 value matches it.  Each D is a full K = 8192 chain, computed once per
-    process (cached; about a second for every preset)."""
+    """FTTN's porting GEMM (:mod:`blockfma.experiments.fttn`) on every preset with an fp16->fp32 model: D for each input
+    format in ``inputs`` the preset takes (``D_fp16``, ``D_bf16``; None where it does not), FTTN's published value where
+    FTTN measured the device (a variant shows the value of the device it reads), and whether the fp16 value matches it.
+    Each D is a full K = 8192 chain, computed once per process (cached; about a second for every preset)."""
     inputs = _fttn_inputs(inputs)
     rows: list[dict[str, Any]] = []
     for dev in _resolve(devices, _devices()):

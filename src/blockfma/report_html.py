@@ -179,7 +179,6 @@ def html(data: dict[str, Any], *, figures: bool = True) -> str:
             f"{_provenance(prov)}<nav>{nav}</nav></header>{missing}{body}</body></html>\n")
 
 
-
 def write(path: str | os.PathLike[str], data: dict[str, Any], *, figures: bool = True) -> Path | None:
     """Write the page of ``data`` to ``path`` atomically (:func:`blockfma.files.write_text`)."""
     return files.write_text(path, html(data, figures=figures))

@@ -1,19 +1,18 @@
 """The torch front: the one interception layer for torch's matmuls.  ``bf.torch.emulate`` and
 ``bf.multiword.accurate`` each bring a :class:`Rule`; this module holds what they share.
 
-Inside a :class:`Mode` the calls of the handler table (``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``,
-``baddbmm`` and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers go to
-their handler.  A call the rule does not run natively (:meth:`Rule.native`) runs with torch.matmul's
-semantics (:func:`matmul`) as one autograd Function whose forward and backward (grad_A = grad @ B^T, grad_B =
-A^T @ grad, with the forward's route, also when ``backward()`` runs after the block) are the rule's
-:meth:`Rule.gemm`.  C enters the product where :attr:`Rule.adds_c` says so (``alpha``/``beta`` other than 1
-(beta 0) are refused then); else torch adds ``alpha * P + beta * C`` after.  ``out=`` and the in-place forms
-copy the result (an ``out`` of another dtype or device is refused, as by torch).  With ``create_graph=True``
-the backward's products are such Functions in their turn.  Meta and fake tensors run natively (shapes only).
-A block holds in the thread that entered it, as ``torch.no_grad`` does (:func:`_start`).  Torch calls made
-while a rule's ``gemm`` runs are never intercepted again, also not by an enclosing block.  To add an
-interception: a class with the :class:`Rule` methods that enters ``Mode(rule, extra)`` in its ``__enter__``
-(``extra``: handlers called as ``handler(rule, func, *args, **kwargs)``).
+Inside a :class:`Mode` the calls of the handler table (``@``, ``torch.matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``
+and their Tensor and in-place forms, ``F.linear``) and of the rule's own extra handlers go to their handler.  A call the
+rule does not run natively (:meth:`Rule.native`) runs with torch.matmul's semantics (:func:`matmul`) as one autograd
+Function whose forward and backward (grad_A = grad @ B^T, grad_B = A^T @ grad, with the forward's route, also when
+``backward()`` runs after the block) are the rule's :meth:`Rule.gemm`.  C enters the product where :attr:`Rule.adds_c`
+says so (``alpha``/``beta`` other than 1 (beta 0) are refused then); else torch adds ``alpha * P + beta * C`` after.
+``out=`` and the in-place forms copy the result (an ``out`` of another dtype or device is refused, as by torch).  With
+``create_graph=True`` the backward's products are such Functions in their turn.  Meta and fake tensors run natively
+(shapes only). A block holds in the thread that entered it, as ``torch.no_grad`` does (:func:`_start`).  Torch calls
+made while a rule's ``gemm`` runs are never intercepted again, also not by an enclosing block.  To add an interception:
+a class with the :class:`Rule` methods that enters ``Mode(rule, extra)`` in its ``__enter__`` (``extra``: handlers
+called as ``handler(rule, func, *args, **kwargs)``).
 """
 
 from __future__ import annotations

@@ -89,10 +89,9 @@ def _switches(torch: Any, tf32: bool | None, reduced: bool | None, fp16_accumula
 @contextlib.contextmanager
 def matmul_switches(torch: Any, *, tf32: bool | None = None, reduced: bool | None = None,
                     fp16_accumulation: bool | None = None) -> Iterator[None]:
-    """For the block: TF32 for fp32 matmuls on CUDA iff ``tf32`` (and IEEE fp32 matmuls in oneDNN), the
-    fp16 and bf16 reduced-precision reductions iff ``reduced``, fp16 accumulation iff
-    ``fp16_accumulation``; None leaves a switch as it is.  Every switch set is restored afterwards, also
-    after an exception; a switch this torch lacks is skipped."""
+    """For the block: TF32 for fp32 matmuls on CUDA iff ``tf32`` (and IEEE fp32 matmuls in oneDNN), the fp16 and bf16
+    reduced-precision reductions iff ``reduced``, fp16 accumulation iff ``fp16_accumulation``; None leaves a switch as
+    it is.  Every switch set is restored afterwards, also after an exception; a switch this torch lacks is skipped."""
     saved: list[tuple[Callable[[Any], None], Any]] = []
     try:
         for get, put, value in _switches(torch, tf32, reduced, fp16_accumulation):

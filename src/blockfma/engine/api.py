@@ -49,8 +49,7 @@ def resolve_model(device: Any = None, input_format: Any = None,
                   output_format: str | Format | None = None, instruction: str | None = None,
                   model: Model | None = None) -> Model:
     """The Model that ``dot``/``gemm`` use for these arguments (``device`` defaults to the H100)."""
-    for given, what in ((input_format, "input_format"), (output_format, "output_format"),
-                        (instruction, "instruction")):
+    for given, what in ((input_format, "input_format"), (output_format, "output_format"), (instruction, "instruction")):
         if isinstance(given, str) and not given.strip():
             raise ValueError(f"{what}='' names nothing; leave it out for the default or name one")
     if model is not None:
@@ -210,29 +209,26 @@ def dot(a: Any, b: Any, c: Any = None, *, device: Any = None, input_format: Any 
         scale_a: Any = None, scale_b: Any = None) -> np.ndarray:
     """d = a·b + c over the last axis, as the device (or ``model``) computes it, bit for bit.
 
-    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the model's C
-    format (the output format unless the model has a ``c_input_format``; None: +0).  Exact numbers are
-    accepted: Python ints, Fractions, long doubles, as long as float64 holds them.
-    Values must be exactly representable in ``input_format`` (c in the C format), else ValueError;
-    ``round_inputs`` rounds them instead: a rounding mode (``"rne"``, ``"rz"``, ...) or ``"device"`` (a and
-    b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the model's width
-    are chained in order, each block's result being the next block's c.  Returns an array of shape ``(...)``
-    in the output format's dtype (float16, float32, float64), so results compare bit for bit.
-    ``input_format`` may name A's and B's formats apart: ``("e4m3fn", "e5m2")`` or ``"e4m3fn*e5m2"``, where
-    the device's instruction takes them.  ``c_format`` checks C against a format narrower than
-    the model's C format (:attr:`Model.c_format`: the output format, or the model's ``c_input_format``,
-    against which C is checked by default); only the check differs, the model reads C as its C format says
-    (a model with ``c_input_format``, V100's and T4's ``mma.f16c``, reads the first block's C in it).
-    ``check=False`` is the trusted path for callers that built their values in the formats themselves
-    (multiword splitting, probes): it skips the representability check; values outside the format then
-    give unspecified bits.
-    ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
-    ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as
-    ``e8m0fnu``, or ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting
-    as ``a`` and ``b`` do; a NaN scale makes its dot products NaN (MMA-Sim's rule).
-    ``backend``: ``"auto"`` (the policy: :mod:`blockfma.engine.registry`), or one engine by name:
-    ``"numpy"``, ``"numba"``, ``"cuda"`` (the GPU engine, torch: the fused families, block-scaled models) on a
-    CUDA GPU and ``"torch"`` the same code on the CPU.  Every backend gives the same bits.
+    ``a``, ``b``: shape ``(..., k)`` (leading axes broadcast); ``c``: shape ``(...)``, in the model's C format (the
+    output format unless the model has a ``c_input_format``; None: +0).  Exact numbers are accepted: Python ints,
+    Fractions, long doubles, as long as float64 holds them. Values must be exactly representable in ``input_format`` (c
+    in the C format), else ValueError; ``round_inputs`` rounds them instead: a rounding mode (``"rne"``, ``"rz"``, ...)
+    or ``"device"`` (a and b read as the unit reads registers, e.g. tf32 by truncation; c to nearest).  Blocks of the
+    model's width are chained in order, each block's result being the next block's c.  Returns an array of shape
+    ``(...)`` in the output format's dtype (float16, float32, float64), so results compare bit for bit. ``input_format``
+    may name A's and B's formats apart: ``("e4m3fn", "e5m2")`` or ``"e4m3fn*e5m2"``, where the device's instruction
+    takes them.  ``c_format`` checks C against a format narrower than the model's C format (:attr:`Model.c_format`: the
+    output format, or the model's ``c_input_format``, against which C is checked by default); only the check differs,
+    the model reads C as its C format says (a model with ``c_input_format``, V100's and T4's ``mma.f16c``, reads the
+    first block's C in it). ``check=False`` is the trusted path for callers that built their values in the formats
+    themselves (multiword splitting, probes): it skips the representability check; values outside the format then give
+    unspecified bits. ``scale_a``, ``scale_b``: for a block-scaled model (the scaled-fused family: ``mma.block_scale``,
+    ``tcgen05.mma.block_scale``), the scales of A and B, values of the model's scale format (ue8m0 as ``e8m0fnu``, or
+    ``ue4m3``), shape ``(..., k // scale_block)``: one per scale block along K, broadcasting as ``a`` and ``b`` do; a
+    NaN scale makes its dot products NaN (MMA-Sim's rule). ``backend``: ``"auto"`` (the policy:
+    :mod:`blockfma.engine.registry`), or one engine by name: ``"numpy"``, ``"numba"``, ``"cuda"`` (the GPU engine,
+    torch: the fused families, block-scaled models) on a CUDA GPU and ``"torch"`` the same code on the CPU.  Every
+    backend gives the same bits.
     """
     backend = check_backend(backend)
     m = resolve_model(device, input_format, output_format, instruction, model)
@@ -354,20 +350,19 @@ def gemm(A: Any, B: Any, C: Any = None, *, device: Any = None, input_format: Any
          ) -> np.ndarray:
     """D = A @ B + C with every element computed as :func:`dot` computes it.
 
-    ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled
-    kernels) or tile by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as
-    for :func:`dot`, and ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`, the models
-    it ``supports``, block-scaled ones by name only) on a CUDA GPU, or on the CPU under Triton's interpreter
-    (``TRITON_INTERPRET=1``: small shapes, tests).  ``progress`` prints a progress line on stderr (default:
-    for GEMMs of 4e9 products or more, on a terminal).  ``check=False`` skips the input check, as for
-    :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k // scale_block, n), each laid out as its
-    operand (torch's (n, k // block) is ``scale_b.T``): the scales of a block-scaled model, as for :func:`dot`;
-    a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column of B.  ``scale_layout``: "kn" (as B) or
-    "nk" (torch's), required where a 2-D ``scale_b`` is square (n = k // block > 1: its shape cannot say).
-    With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical to the
-    in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With torch
-    tensors that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the
-    interpreter) it returns a tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
+    ``A``: (m, k), ``B``: (k, n), ``C``: (m, n), a scalar, or None (zeros).  Works row by row (compiled kernels) or tile
+    by tile (numpy, torch), so memory stays O(mn + (m + n)k) plus one tile.  ``backend`` as for :func:`dot`, and
+    ``"triton"``: our own tiled Triton kernel (:mod:`blockfma.engine.triton`, the models it ``supports``, block-scaled
+    ones by name only) on a CUDA GPU, or on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``: small shapes,
+    tests).  ``progress`` prints a progress line on stderr (default: for GEMMs of 4e9 products or more, on a terminal).
+    ``check=False`` skips the input check, as for :func:`dot`.  ``scale_a`` (m, k // scale_block) and ``scale_b`` (k //
+    scale_block, n), each laid out as its operand (torch's (n, k // block) is ``scale_b.T``): the scales of a
+    block-scaled model, as for :func:`dot`; a 1-D ``scale_a`` or ``scale_b`` serves every row of A or column of B.
+    ``scale_layout``: "kn" (as B) or "nk" (torch's), required where a 2-D ``scale_b`` is square (n = k // block > 1: its
+    shape cannot say). With dask arrays for A, B or C it returns a lazy dask array computed tile by tile, bit-identical
+    to the in-memory call, the scales following A's row and B's column chunks (:mod:`.distributed`).  With torch tensors
+    that an engine runs where they lie (Triton: on a GPU, or ``backend="triton"`` under the interpreter) it returns a
+    tensor of the output dtype there, nothing copied to the host (:mod:`.tensors`).
     """
     backend = check_backend(backend)
     mdl = resolve_model(device, input_format, output_format, instruction, model)
@@ -440,11 +435,7 @@ def _gemm_operands(model: Model, A: Any, B: Any, C: Any, c_format: Any) -> tuple
     needs; C broadcast to (m, n)."""
     A_ = _as_float64(A, "A")
     B_ = _as_float64(B, "B")
-    if A_.ndim != 2 or B_.ndim != 2:
-        raise ValueError(f"gemm takes 2-D A and B; got shapes {A_.shape} and {B_.shape}")
-    if A_.shape[1] != B_.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A_.shape}, B is {B_.shape} (A's columns must equal "
-                         "B's rows)")
+    distributed.matrix_shapes(A_, B_)
     (m, k), n = A_.shape, B_.shape[1]
     _check_memory(m * n, A_.size + B_.size, f"gemm {m}x{k}x{n}")
     C_ = np.zeros((m, n)) if C is None else _check_c_format(model, c_format, _as_float64(C, "C"), "C")

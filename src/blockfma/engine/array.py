@@ -1,18 +1,16 @@
 """The array kernels of the fused families: one code path for numpy arrays and torch tensors.
 
-Each kernel takes its array module first (``numpy`` or ``torch``, as :mod:`.rules` does) and computes one
-block for a whole batch: ``a``, ``b`` of shape ``(..., L)`` and ``c`` of shape ``(...)`` (float64,
-broadcasting; values already in the model's formats and flushed where the model flushes).  The numpy
-engine (:mod:`.kernels`) calls them with ``numpy``; the GPU engine (:mod:`.gpu`) with ``torch`` on a CUDA
-GPU or the CPU, op by op or fused by torch.compile.  Only exact operations are used (float64 products of
-inputs of at most 26 bits, powers of two built from their bits, ``trunc``/``floor`` cuts, integer sums
-below 2**53, one rounding by :func:`round_to`), so the bits do not depend on the module, the device or the
-order of any reduction (docs/engines.md, "The GPU engine").
+Each kernel takes its array module first (``numpy`` or ``torch``, as :mod:`.rules` does) and computes one block for a
+whole batch: ``a``, ``b`` of shape ``(..., L)`` and ``c`` of shape ``(...)`` (float64, broadcasting; values already in
+the model's formats and flushed where the model flushes).  The numpy engine (:mod:`.kernels`) calls them with ``numpy``;
+the GPU engine (:mod:`.gpu`) with ``torch`` on a CUDA GPU or the CPU, op by op or fused by torch.compile.  Only exact
+operations are used (float64 products of inputs of at most 26 bits, powers of two built from their bits,
+``trunc``/``floor`` cuts, integer sums below 2**53, one rounding by :func:`round_to`), so the bits do not depend on the
+module, the device or the order of any reduction (docs/engines.md, "The GPU engine").
 
-:func:`supports` says which models fit those bounds: every truncated-fused and late-c preset, and the
-exact-fused ones with results no wider than binary32.  The numpy engine runs the others (fp64 exact-fused)
-through :mod:`.wide`.  What each family computes is docs/semantics.md; the special values and the sign of
-zeros come from :mod:`.rules`.
+:func:`supports` says which models fit those bounds: every truncated-fused and late-c preset, and the exact-fused ones
+with results no wider than binary32.  The numpy engine runs the others (fp64 exact-fused) through :mod:`.wide`.  What
+each family computes is docs/semantics.md; the special values and the sign of zeros come from :mod:`.rules`.
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ def supports(model: Model) -> bool:
 
 def late_sum_bits(model: Model) -> int:
     """Late-c: the bits below the common exponent at which S is cut before C is added, F2 + 1 under
-    ``late_cut="leading"`` (the sum is cut again at F2 bits below its own leading bit) and F2 under
-    ``"common"``."""
+    ``late_cut="leading"`` (the sum is cut again at F2 bits below its own leading bit) and F2 under ``"common"``."""
     assert model.late_fraction_bits is not None
     return model.late_fraction_bits + (model.late_cut == "leading")
 

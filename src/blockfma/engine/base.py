@@ -20,12 +20,11 @@ Progress = Callable[[float], None] | None
 
 @dataclass(frozen=True, eq=False)
 class Operands:
-    """The values of one call, checked, flushed and in the model's formats, as a batch of matrix products:
-    ``a`` (batch, m, k), ``b`` (batch, k, n), ``c`` (batch, m, n); a block-scaled call's scales, one per
-    scale block along K, ``sa`` (batch, m, k / scale_block), ``sb`` (batch, k / scale_block, n).  A ``dot``
-    is ``rows`` products of m = n = 1 (:meth:`rows`); ``gemm=True``: matrix products (``bf.gemm``: batch 1; the
-    torch front's batched matmuls).  float64 numpy arrays here; torch tensors of one device for the torch
-    front (:attr:`finite` reads either)."""
+    """The values of one call, checked, flushed and in the model's formats, as a batch of matrix products: ``a`` (batch,
+    m, k), ``b`` (batch, k, n), ``c`` (batch, m, n); a block-scaled call's scales, one per scale block along K, ``sa``
+    (batch, m, k / scale_block), ``sb`` (batch, k / scale_block, n).  A ``dot`` is ``rows`` products of m = n = 1
+    (:meth:`rows`); ``gemm=True``: matrix products (``bf.gemm``: batch 1; the torch front's batched matmuls).  float64
+    numpy arrays here; torch tensors of one device for the torch front (:attr:`finite` reads either)."""
 
     a: Any
     b: Any

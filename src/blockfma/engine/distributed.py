@@ -16,7 +16,7 @@ import numpy as np
 from ..model import Model
 from ..optional import require
 
-__all__ = ["is_dask", "gemm"]
+__all__ = ["is_dask", "matrix_shapes", "gemm"]
 
 
 def is_dask(x: Any) -> bool:
@@ -29,6 +29,14 @@ def _tile(a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = N
     return kernel(a, b, c, model=model, scale_a=sa, scale_b=sb, **kwargs)
 
 
+def matrix_shapes(A: Any, B: Any) -> None:
+    """gemm's rule for A and B (numpy or dask arrays): 2-D, A's columns as many as B's rows; else ValueError."""
+    if A.ndim != 2 or B.ndim != 2:
+        raise ValueError(f"gemm takes 2-D A and B; got shapes {A.shape} and {B.shape}")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape} (A's columns must equal B's rows)")
+
+
 def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarray], scale_a: Any = None,
          scale_b: Any = None, stated: bool = False, **kwargs: Any) -> Any:
     """A lazy dask array D = A @ B + C computed tile by tile by ``kernel`` (:func:`blockfma.gemm`, which
@@ -38,11 +46,7 @@ def gemm(A: Any, B: Any, C: Any, model: Model, *, kernel: Callable[..., np.ndarr
     da = require("dask.array", extra="dask", needed_by="gemm on dask arrays", what="dask")
     A = da.asarray(A)
     B = da.asarray(B)
-    if A.ndim != 2 or B.ndim != 2:
-        raise ValueError(f"gemm takes 2-D A and B; got shapes {A.shape} and {B.shape}")
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape} (A's columns must equal "
-                         "B's rows)")
+    matrix_shapes(A, B)
     A = A.rechunk({1: -1})  # the whole of K in every task: blocks chain in order
     B = B.rechunk({0: -1})
     m, n = A.shape[0], B.shape[1]

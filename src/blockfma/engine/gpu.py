@@ -183,11 +183,10 @@ class _Tiles:
 
 def gemm(p: Plan, A: np.ndarray, Bt: np.ndarray, C: np.ndarray, backend: str = "cuda",
          progress: Callable[[float], None] | None = None) -> np.ndarray:
-    """float64 D (m, n) = A (m, k) @ Bt.T + C by the plan, values already checked, flushed and in the model's
-    formats.
-    A GEMM whose operands cannot fit the device's free memory is refused before anything moves, with the
-    sizes and the fix (``blockfma.engine.triton.check_fits`` with this engine's sizes: A and B in float64
-    with their int64 exponents, C and D in float64; one tile's temporaries come on top)."""
+    """float64 D (m, n) = A (m, k) @ Bt.T + C by the plan, values already checked, flushed and in the model's formats. A
+    GEMM whose operands cannot fit the device's free memory is refused before anything moves, with the sizes and the fix
+    (``blockfma.engine.triton.check_fits`` with this engine's sizes: A and B in float64 with their int64 exponents, C
+    and D in float64; one tile's temporaries come on top)."""
     check_fits(A.shape[0], A.shape[1], Bt.shape[0], torch_device(backend), operand_bytes=16, output_bytes=16,
                what="A and B in float64 with their exponents, C and D in float64")
     tiles = _Tiles(p, A, Bt, backend, gemm=True)

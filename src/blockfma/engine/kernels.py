@@ -6,13 +6,12 @@ returns the block's result, float64 of the broadcast shape ``(...)``, a value of
 NaN results are plain float64 NaN here (under ``nan="propagate"`` the fma chain carries the NaN it passes on,
 payload and all); the caller writes the model's NaN bit pattern at the end.
 
-The fused families (truncated-fused, late-c, exact-fused) are the array kernels of :mod:`.array`, the same
-code the GPU engine runs on torch tensors, called here with numpy (:func:`array_block`); exact-fused
-models beyond their reach (fp64 inputs or results) sum through :mod:`.wide`.  The step families (pairwise,
-fma-chain, amx, bfdot) are chains of IEEE operations, each rounded once by :func:`.wide.ieee_op`.  See
-docs/semantics.md for what each family computes; which code runs a family's block is the family's
-(:func:`block_function`), and what happens around the blocks is the step plan (:mod:`blockfma.plan`), run here
-by :class:`Blocks`.
+The fused families (truncated-fused, late-c, exact-fused) are the array kernels of :mod:`.array`, the same code the GPU
+engine runs on torch tensors, called here with numpy (:func:`array_block`); exact-fused models beyond their reach (fp64
+inputs or results) sum through :mod:`.wide`.  The step families (pairwise, fma-chain, amx, bfdot) are chains of IEEE
+operations, each rounded once by :func:`.wide.ieee_op`.  See docs/semantics.md for what each family computes; which code
+runs a family's block is the family's (:func:`block_function`), and what happens around the blocks is the step plan
+(:mod:`blockfma.plan`), run here by :class:`Blocks`.
 """
 
 from __future__ import annotations

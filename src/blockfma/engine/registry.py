@@ -11,11 +11,10 @@ backend up) and :func:`explain` says, for one call, what each engine did.  ``dot
 ``check`` ask here; nothing else picks an engine.  Adding an engine: a module defining its
 :class:`~.base.Engine` (the built-in ones below adapt the engines' modules), and one line in :data:`ENGINES`.
 
-The auto policy: the Triton kernel for a gemm of :data:`GPU_MIN_WORK` products or more on a visible CUDA
-GPU, once it has given the exact engines' bits for the model there (:func:`verified`); else numba where it
-runs the model and the inputs; else, for a large call, the torch GPU engine where torch sees a GPU; else
-numpy; block-scaled calls beyond the engines' exact bounds in the exact reference, row by row.  Block-scaled
-calls go to a GPU only when asked for by name.
+The auto policy: the Triton kernel for a gemm of :data:`GPU_MIN_WORK` products or more on a visible CUDA GPU, once it
+has given the exact engines' bits for the model there (:func:`verified`); else numba where it runs the model and the
+inputs; else, for a large call, the torch GPU engine where torch sees a GPU; else numpy; block-scaled calls beyond the
+engines' exact bounds in the exact reference, row by row.  Block-scaled calls go to a GPU only when asked for by name.
 """
 
 from __future__ import annotations
@@ -240,9 +239,8 @@ class Triton(Engine):
         (1, m, n) where they lie."""
         if ops.device is not None:
             return triton.gemm_tensors(p.model, ops.a[0], ops.b[0], ops.c[0])[None]
-        if ops.scaled:
-            return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, ops.sa, ops.sb)])
-        return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c)])
+        scales = (ops.sa, ops.sb) if ops.scaled else ()
+        return np.stack([triton.gemm(p.model, *x) for x in zip(ops.a, ops.b, ops.c, *scales)])
 
 
 class Reference(Engine):
@@ -277,10 +275,9 @@ def engine(name: str) -> Engine:
 
 
 def _verdicts(p: Plan, ops: Operands, backend: str) -> Iterator[tuple[Engine, str, bool]]:
-    """(engine, what it did with the call, whether it runs it) for each engine, the one taken first among
-    them; a refused named backend raises its error (after a fallback engine, where it has one).  Tensor
-    operands: only the engines that take tensors are asked; none may take them (the caller then brings
-    them to the host)."""
+    """(engine, what it did with the call, whether it runs it) for each engine, the one taken first among them; a
+    refused named backend raises its error (after a fallback engine, where it has one).  Tensor operands: only the
+    engines that take tensors are asked; none may take them (the caller then brings them to the host)."""
     on_host = ops is None or ops.device is None
     if backend != "auto":
         named = engine(backend)
@@ -394,12 +391,11 @@ def trial_inputs(model: Model, m: int = 40, k: int | None = None, n: int = 24,
 
 
 def verified(model: Model) -> bool:
-    """Whether the Triton kernel gives the numpy engine's bits for ``model`` on this machine: tried once per
-    model and process on :func:`trial_inputs` (about 0.1 s after the compilation), as drawn (NaN and
-    infinities: the paths that handle them) and with those made zeros (the fast paths that need finite
-    operands: the grid path's rounding instruction).  A difference is reported once (RuntimeWarning with the
-    first differing output) and the model then stays on the CPU engines; so a GPU or Triton version on which
-    the kernel is wrong costs speed, never bits."""
+    """Whether the Triton kernel gives the numpy engine's bits for ``model`` on this machine: tried once per model and
+    process on :func:`trial_inputs` (about 0.1 s after the compilation), as drawn (NaN and infinities: the paths that
+    handle them) and with those made zeros (the fast paths that need finite operands: the grid path's rounding
+    instruction).  A difference is reported once (RuntimeWarning with the first differing output) and the model then
+    stays on the CPU engines; so a GPU or Triton version on which the kernel is wrong costs speed, never bits."""
     if model in _VERIFIED:
         return _VERIFIED[model]
     A, B, C = trial_inputs(model)

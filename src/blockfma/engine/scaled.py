@@ -111,17 +111,15 @@ def group_sums_matmul(a: np.ndarray, bt: np.ndarray, G: int, signs: bool = True
 
 def group_terms(xp: Any, model: Model, total: Any, nonzero: Any, negative: Any, sa: Any, sb: Any
                 ) -> tuple[Any, Any, Any, Any]:
-    """The terms of a group-scaled block (``scale_group`` G), the rule: from each group's exact sum of
-    its G products, whether one is nonzero and whether all are negative (:func:`group_sums`), and its
-    scales sa, sb (finite), ``(value, exponent, zero, negative)``: the sum times sa sb; ``E_fs(sa) +
-    E_fs(sb)``, or ``e_zero`` where every product is zero or sa sb is (a sum that cancels keeps the
-    scales' exponent); whether the value is zero; the sign of a zero term (negative when all G products
-    are)."""
+    """The terms of a group-scaled block (``scale_group`` G), the rule: from each group's exact sum of its G products,
+    whether one is nonzero and whether all are negative (:func:`group_sums`), and its scales sa, sb (finite), ``(value,
+    exponent, zero, negative)``: the sum times sa sb; ``E_fs(sa) + E_fs(sb)``, or ``e_zero`` where every product is zero
+    or sa sb is (a sum that cancels keeps the scales' exponent); whether the value is zero; the sign of a zero term
+    (negative when all G products are)."""
     fs = model.scale_format
     scale = sa * sb  # exact
     value = total * scale  # exact
-    e = xp.where(~nonzero | (scale == 0), model.e_zero,
-                 array.fmt_exponent(xp, fs, sa) + array.fmt_exponent(xp, fs, sb))
+    e = xp.where(~nonzero | (scale == 0), model.e_zero, array.fmt_exponent(xp, fs, sa) + array.fmt_exponent(xp, fs, sb))
     return value, e, value == 0, negative
 
 
@@ -184,8 +182,7 @@ def width(p: Plan) -> int:
 
 def runs_groups(p: Plan, *arrays: np.ndarray) -> bool:
     """Whether :func:`group_chain` runs this plan: group-scaled, a plain chain of blocks, finite operands."""
-    return (p.block.option("scale_group") is not None and p.is_chain
-            and all(np.isfinite(x).all() for x in arrays))
+    return (p.block.option("scale_group") is not None and p.is_chain and all(np.isfinite(x).all() for x in arrays))
 
 
 def per_product(s: np.ndarray, block_size: int, padded: int, axis: int = -1) -> np.ndarray:

@@ -20,15 +20,14 @@ and C added by one IEEE addition rounded to nearest even; a step's products ente
 * the sum is rounded once into the block's result format, by integer rounding of its significand in the
   output rounding mode, with the format's subnormals or flush-to-zero and its overflow policy.
 
-The fast path (:func:`fast_constants`, where it holds the call's operands exactly) computes the same block
-with one register tile per lane: the largest exponent from the codes, then each term as the exact binary32
-product ``a*b`` scaled by ``2**(F - emax)`` and converted to int32 (the conversion is the cut).  A late-c
-block follows :func:`blockfma.engine.array.late_c` on the same integer products.  Special values follow
+The fast path (:func:`fast_constants`, where it holds the call's operands exactly) computes the same block with one
+register tile per lane: the largest exponent from the codes, then each term as the exact binary32 product ``a*b`` scaled
+by ``2**(F - emax)`` and converted to int32 (the conversion is the cut).  A late-c block follows
+:func:`blockfma.engine.array.late_c` on the same integer products.  Special values follow
 :func:`blockfma.engine.rules.fused_specials` and :func:`~.rules.exact_zero`; the host
-(:func:`blockfma.engine.api.finish`) writes NaN bit patterns and ``rounded_zero`` afterwards.  The other
-families' blocks: :mod:`.triton_families`; the block-scaled ones: :mod:`.triton_scaled`
-(:func:`gemm` with scales).  Models with fp64 operands and ``nan="propagate"`` are refused
-(:func:`unsupported_reason`).
+(:func:`blockfma.engine.api.finish`) writes NaN bit patterns and ``rounded_zero`` afterwards.  The other families'
+blocks: :mod:`.triton_families`; the block-scaled ones: :mod:`.triton_scaled` (:func:`gemm` with scales).  Models with
+fp64 operands and ``nan="propagate"`` are refused (:func:`unsupported_reason`).
 
 The model's parameters travel as one compile-time structure (:class:`Kernel`, :class:`Block`,
 :class:`Rounding`), the shapes and strides as run-time arguments.  Without a GPU it runs under Triton's
@@ -241,10 +240,9 @@ class Kernel:
 
 
 def _kernel() -> Any:
-    """The kernel (:func:`.triton_gemm.gemm_kernel`), its module imported at first use.  Triton decides when
-    it defines a kernel whether its interpreter runs it (``TRITON_INTERPRET``), so the process's first use
-    fixes the mode; a call in the other mode afterwards is refused (tests that need both modes run them in
-    separate processes)."""
+    """The kernel (:func:`.triton_gemm.gemm_kernel`), its module imported at first use.  Triton decides when it defines
+    a kernel whether its interpreter runs it (``TRITON_INTERPRET``), so the process's first use fixes the mode; a call
+    in the other mode afterwards is refused (tests that need both modes run them in separate processes)."""
     _triton()
     from . import triton_gemm
 
@@ -347,9 +345,8 @@ def _lowest_place(fmt: Any) -> int:
 
 
 def _step_fields(block: Model) -> dict[str, Any]:
-    """The :class:`Block` fields of the FMA chain, pairwise and exact-fused blocks (:mod:`.triton_families`):
-    lanes, the exact-fused Kulisch accumulator's limbs, pairwise's C format (products and additions rounded
-    there)."""
+    """The :class:`Block` fields of the FMA chain, pairwise and exact-fused blocks (:mod:`.triton_families`): lanes, the
+    exact-fused Kulisch accumulator's limbs, pairwise's C format (products and additions rounded there)."""
     fc, L = block.c_format, block.block_width
     if block.family is Family.EXACT_FUSED:  # every last place of a product or C, the carries of 2**31 terms
         lo = min(_lowest_place(block.input_format) + _lowest_place(block.b_format), _lowest_place(fc))
@@ -419,14 +416,13 @@ def fast_constants(model: Model, a: Any = None, b: Any = None) -> dict[str, Any]
 
 
 def grid_path(model: Model, width: int) -> dict[str, Any] | None:
-    """The :class:`Block` fields of the truncated-fused fast path's grid sum (:mod:`.triton_kernel`, "the grid
-    path", where the argument is written) for ``model`` at steps of ``width`` products: GRID and CBIAS (the
-    count's code biases, 0 where the cut floors), None where it does not hold.  It needs product exponents
-    ``"max"``, F + ceil(log2 L) <= 20, the least exponent sum of a nonzero product (the formats' emins) less F
-    at least -149 and every product below 2**103; cutting toward zero, the count: products in the plan's
-    order, blocks and steps of whole quads of lanes, each format's lowest-set-bit places (biased by its
-    smallest subnormal's) within 0 .. 31 (fp8: e4m3 0 .. 17, e5m2 0 .. 31).  The kernel takes it on the fast
-    path where no A or B value is NaN or infinite."""
+    """The :class:`Block` fields of the truncated-fused fast path's grid sum (:mod:`.triton_kernel`, "the grid path",
+    where the argument is written) for ``model`` at steps of ``width`` products: GRID and CBIAS (the count's code
+    biases, 0 where the cut floors), None where it does not hold.  It needs product exponents ``"max"``, F + ceil(log2
+    L) <= 20, the least exponent sum of a nonzero product (the formats' emins) less F at least -149 and every product
+    below 2**103; cutting toward zero, the count: products in the plan's order, blocks and steps of whole quads of
+    lanes, each format's lowest-set-bit places (biased by its smallest subnormal's) within 0 .. 31 (fp8: e4m3 0 .. 17,
+    e5m2 0 .. 31).  The kernel takes it on the fast path where no A or B value is NaN or infinite."""
     m = model.arithmetic_model()
     s = schedule(m)
     block = s.block

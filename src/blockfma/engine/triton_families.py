@@ -1,10 +1,9 @@
 """The Triton blocks of the step families of :mod:`blockfma.engine.triton`: the FMA chain, pairwise and
 exact-fused (see there for the plan around the blocks; this module holds their blocks).
 
-Every operation is exact integer arithmetic on the operands' binary32 bits, rounded once by the shared
-integer rounding (``triton_kernel.round_value``); no float addition or multiplication of values happens, so
-Triton's FMA contraction, the GPU's flush-to-zero settings and the interpreter's numpy arithmetic cannot
-change a bit.
+Every operation is exact integer arithmetic on the operands' binary32 bits, rounded once by the shared integer rounding
+(``triton_kernel.round_value``); no float addition or multiplication of values happens, so Triton's FMA contraction, the
+GPU's flush-to-zero settings and the interpreter's numpy arithmetic cannot change a bit.
 
 * **Two terms** (an FMA ``a*b + d``: a product of at most 48 bits and an addend of 24; the pairwise
   family's ``c + s``): :func:`_sum2`.  Both are placed at the unit ``2**(top - 60)``, ``top`` the larger
@@ -31,9 +30,8 @@ Special values follow IEEE 754 per operation (FMA chain, pairwise), or
 :func:`blockfma.engine.rules.fused_specials` per block (exact-fused), and exact zeros the IEEE sign
 (:func:`blockfma.engine.rules.zero_sign`) or +0 (``exact_zero="positive"``).
 
-Its blocks (:func:`fma_block`, :func:`pairwise_block`, :func:`exact_block`) are variants of the one kernel
-skeleton, :func:`.triton_gemm.gemm_kernel`; they call the shared helpers of :mod:`.triton_kernel` as
-attributes of that module.
+Its blocks (:func:`fma_block`, :func:`pairwise_block`, :func:`exact_block`) are variants of the one kernel skeleton,
+:func:`.triton_gemm.gemm_kernel`; they call the shared helpers of :mod:`.triton_kernel` as attributes of that module.
 """
 # mypy: ignore-errors
 # ruff: noqa: E741, RUF059
@@ -105,10 +103,9 @@ def _sum2(m1, l1, n1, m2, l2, n2):
 
 @triton.jit
 def _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, B: tl.constexpr):
-    """(the value, float64, and +0 of its shape): ``mag * 2**unit`` of sign ``neg`` rounded once into the
-    format; an exact zero sum (``zero``) is -0 by the IEEE rule (rules.zero_sign: every term a zero and all
-    of them -0, or in MODE 4, toward minus infinity, any -0 term or a cancellation) under IEEE_ZERO, else +0;
-    formats without -0 give +0."""
+    """(the value, float64, and +0 of its shape): ``mag * 2**unit`` of sign ``neg`` rounded once into the format; an
+    exact zero sum (``zero``) is -0 by the IEEE rule (rules.zero_sign: every term a zero and all of them -0, or in MODE
+    4, toward minus infinity, any -0 term or a cancellation) under IEEE_ZERO, else +0; formats without -0 give +0."""
     R: tl.constexpr = B.R  # a structure passed on: named as a constexpr (Triton 3.6 passes no plain objects)
     v = tk.round_value(mag, unit, neg, R)
     plus = (mag * 0).to(tl.float64)
@@ -302,7 +299,6 @@ def exact_block(t, k0, j0, d, B: tl.constexpr):
             nan = nan | (_fold(pnan.to(tl.int32), LOG2L, 1) == 1)
             pos = pos | (_fold((pinf & ~pn).to(tl.int32), LOG2L, 1) == 1)
             ninf = ninf | (_fold((pinf & pn).to(tl.int32), LOG2L, 1) == 1)
-    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, B.NL, B.LO, LOG2L, B.LOG2NL,
-                                      B.ONE_CHUNK)
+    neg, mag, unit, zero = _exact_sum(pm, pl, pt, mc, lc, nc & ~zc, acc, ax, B.NL, B.LO, LOG2L, B.LOG2NL, B.ONE_CHUNK)
     v, plus = _finish(neg, mag, unit, zero, only_zeros, all_neg, any_neg, B)
     return tk.with_specials(v, plus, nan, pos, ninf)

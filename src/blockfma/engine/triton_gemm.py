@@ -1,14 +1,13 @@
 """The one Triton kernel of :mod:`blockfma.engine.triton`: the skeleton that walks the model's step plan over
 K (see there for what it computes and why it is exact), with the families' blocks as compile-time variants.
 
-``gemm_kernel`` takes the operands, the sizes and the strides at run time, and everything else as one
-compile-time structure ``S`` (:class:`blockfma.engine.triton.Kernel`): the plan's step (C fused into every
-block or added after, a store into the output format) and the block's parameters ``S.BLOCK``
-(:class:`blockfma.engine.triton.Block`), whose ``FAMILY`` (the family's name) and ``FAST`` (the path) pick
-the block function here; Triton prunes the branches that the structure rules out when it compiles, so each
-model compiles to its own kernel, as if written for it alone.  A narrow C (``c_input_format``: Volta's and
-Turing's fp16 C) is a second block structure, ``S.FIRST``, whose C emin the first step reads.  How a family
-adds its GPU block: docs/engines.md, "The kernel skeleton".
+``gemm_kernel`` takes the operands, the sizes and the strides at run time, and everything else as one compile-time
+structure ``S`` (:class:`blockfma.engine.triton.Kernel`): the plan's step (C fused into every block or added after, a
+store into the output format) and the block's parameters ``S.BLOCK`` (:class:`blockfma.engine.triton.Block`), whose
+``FAMILY`` (the family's name) and ``FAST`` (the path) pick the block function here; Triton prunes the branches that the
+structure rules out when it compiles, so each model compiles to its own kernel, as if written for it alone.  A narrow C
+(``c_input_format``: Volta's and Turing's fp16 C) is a second block structure, ``S.FIRST``, whose C emin the first step
+reads.  How a family adds its GPU block: docs/engines.md, "The kernel skeleton".
 """
 # mypy: ignore-errors
 from __future__ import annotations

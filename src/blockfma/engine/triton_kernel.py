@@ -1,6 +1,5 @@
-"""The shared jitted helpers of the Triton kernel (:mod:`.triton_gemm`) and the blocks of the truncated-fused
-and late-c families (general and fast path); see :mod:`blockfma.engine.triton` for what they compute and why
-it is exact.
+"""The shared jitted helpers of the Triton kernel (:mod:`.triton_gemm`) and the blocks of the truncated-fused and late-c
+families (general and fast path); see :mod:`blockfma.engine.triton` for what they compute and why it is exact.
 
 A block takes the tile (:class:`.triton_gemm.Tile`), the step's first product k0, the block's offset j in the
 step, its C and its parameters ``B`` (:class:`blockfma.engine.triton.Block`, a compile-time structure);
@@ -122,11 +121,10 @@ def _over(zero, FMAX: tl.constexpr, HOW: tl.constexpr):
 
 @triton.jit
 def round_value(mag, unit, neg, R: tl.constexpr):
-    """The value (float64, signed: -0 for a negative zero) of ``(-1)**neg * mag * 2**unit`` (int64
-    0 <= mag < 2**53) rounded once as ``R`` says (:class:`blockfma.engine.triton.Rounding`): into a format of
-    precision P (MODE: 0 toward zero, 1 nearest even, 2 nearest away, 3 up, 4 down, 5 odd), with subnormals
-    or flush-to-zero (tininess before rounding), and beyond its largest finite value FMAX what OVER_POS /
-    OVER_NEG say (0 FMAX, 1 infinity, 2 NaN)."""
+    """The value (float64, signed: -0 for a negative zero) of ``(-1)**neg * mag * 2**unit`` (int64 0 <= mag < 2**53)
+    rounded once as ``R`` says (:class:`blockfma.engine.triton.Rounding`): into a format of precision P (MODE: 0 toward
+    zero, 1 nearest even, 2 nearest away, 3 up, 4 down, 5 odd), with subnormals or flush-to-zero (tininess before
+    rounding), and beyond its largest finite value FMAX what OVER_POS / OVER_NEG say (0 FMAX, 1 infinity, 2 NaN)."""
     P: tl.constexpr = R.P
     EMIN: tl.constexpr = R.EMIN
     FMAX: tl.constexpr = R.FMAX
@@ -211,8 +209,7 @@ def zero_pick(v, s, plus, only_zeros, all_neg, any_neg, B: tl.constexpr):
 
 
 @triton.jit
-def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3,
-               B: tl.constexpr):
+def _zero_sign(v, s, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, czero, live3, B: tl.constexpr):
     # The result where the block's exact sum s is zero (rules.exact_zero: non-finite operands count as +0),
     # by :func:`zero_pick` over the (tile, L, tile) products and C.
     only_zeros = czero
@@ -248,9 +245,8 @@ def products(na, ma, la, za, nb, mb, lb, zb):
 
 @triton.jit
 def fused_value(s, unit, WRAP: tl.constexpr, R: tl.constexpr):
-    """A truncated-fused block's int64 sum s of cut terms at ``2**unit``, wrapped at WRAP bits where the model
-    has carry bits (keeping its sign, fmod), rounded once into the result format: (value float64, the
-    wrapped sum, +0 float64)."""
+    """A truncated-fused block's int64 sum s of cut terms at ``2**unit``, wrapped at WRAP bits where the model has carry
+    bits (keeping its sign, fmod), rounded once into the result format: (value float64, the wrapped sum, +0 float64)."""
     if WRAP > 0:  # carry bits: the sum wraps, keeping its sign (fmod)
         ms = tl.where(s < 0, -s, s) & ((1 << WRAP) - 1)
         s = tl.where(s < 0, -ms, ms)
@@ -419,11 +415,10 @@ def _late_value(s, e_dot, nc, mc, lc, ec, zc, B: tl.constexpr):
 
 @triton.jit
 def _general_late_block(a, b, d, lane, B: tl.constexpr):
-    """One late-c block (AMD CDNA3, :func:`blockfma.engine.array.late_c`): the products cut toward zero at
-    F bits below their maximum exponent (per group of lanes, the groups' sums then floored at the dot's
-    unit), C added at F2 bits below the common exponent (floored), the sum cut again at F2 bits below its
-    own leading bit (``late_cut="leading"``), one rounding.  A finite product of 2**(C_EMAX + 1) or more
-    is an infinity."""
+    """One late-c block (AMD CDNA3, :func:`blockfma.engine.array.late_c`): the products cut toward zero at F bits below
+    their maximum exponent (per group of lanes, the groups' sums then floored at the dot's unit), C added at F2 bits
+    below the common exponent (floored), the sum cut again at F2 bits below its own leading bit
+    (``late_cut="leading"``), one rounding.  A finite product of 2**(C_EMAX + 1) or more is an infinity."""
     F: tl.constexpr = B.F
     na, ma, la, ea, za, nan_a, inf_a = decode(a, B.A_EMIN)
     nb, mb, lb, eb, zb, nan_b, inf_b = decode(b, B.B_EMIN)
@@ -446,8 +441,7 @@ def _general_late_block(a, b, d, lane, B: tl.constexpr):
         s1 = reduce_sum(tl.where(odd, tl.where(pneg_f, -t1, t1), 0), axis=1)
         s, e_dot = _late_join(s0, s1, top0, top1)
     v, total, plus, dropped = _late_value(s, e_dot, nc, mc, lc, ec, zc, B)
-    v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped,
-                   live3, B)
+    v = _zero_sign(v, total, plus, na, nb, nc, nan_a, inf_a, nan_b, inf_b, nan_c, inf_c, pzero, zc | dropped, live3, B)
     nan = nan_c
     pos = inf_c & ~nc
     ninf = inf_c & nc
@@ -485,12 +479,11 @@ CODE_BIAS = tl.constexpr(383)  # the first pass's codes E_fmt + 383 (triton._exp
 @triton.jit
 def load_lane(a_rows, b_cols, order_ptr, k0, j, l, K, sak, sbk, ORDERED: tl.constexpr, CACHE: tl.constexpr,
               OTHER: tl.constexpr, STANDIN: tl.constexpr):
-    """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the
-    step's product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and
-    columns past M and N repeat the last one: their results are not stored); products past K (None: there
-    are none, no masks) are the plan's +0 padding (their values: OTHER).  The two passes load with different
-    CACHE modifiers, so that the compiler reloads (from L1) rather than holding a whole block's columns and
-    rows in registers from one pass to the next."""
+    """The A column (BLOCK_M,) and B row (BLOCK_N,) of lane l of the block at step k0, offset j (through the step's
+    product order under ORDERED), from the tile's row pointers of A and column pointers of B (rows and columns past M
+    and N repeat the last one: their results are not stored); products past K (None: there are none, no masks) are the
+    plan's +0 padding (their values: OTHER).  The two passes load with different CACHE modifiers, so that the compiler
+    reloads (from L1) rather than holding a whole block's columns and rows in registers from one pass to the next."""
     if ORDERED:
         base = k0
         kl = tl.load(order_ptr + j + l + tl.full([1], 0, tl.int32))
@@ -629,11 +622,10 @@ def _block_emax(t, k0, j, d, B: tl.constexpr):
 
 @triton.jit
 def _fast_block(t, k0, j, d, B: tl.constexpr):
-    """:func:`_general_block` on the fast path (see above): two passes over the block's L lanes (loops, not
-    unrolled: an unrolled block holds too many registers), the first for its largest exponent, the second for
-    the cut terms, by float32 products and int32 conversions or (GRID) by one rounding FMA per product into an
-    accumulator on the cut's grid (:func:`_grid_sum`); C's term, the sum's rounding, zero signs and special
-    values as there."""
+    """:func:`_general_block` on the fast path (see above): two passes over the block's L lanes (loops, not unrolled: an
+    unrolled block holds too many registers), the first for its largest exponent, the second for the cut terms, by
+    float32 products and int32 conversions or (GRID) by one rounding FMA per product into an accumulator on the cut's
+    grid (:func:`_grid_sum`); C's term, the sum's rounding, zero signs and special values as there."""
     emax = _block_emax(t, k0, j, d, B)
     nan, pos, ninf, bits_or, bits_and = _no_flags(d)  # (C's are decoded again after the loop: fewer live registers)
     if B.GRID:
@@ -781,8 +773,7 @@ def _fast_late_block(t, k0, j, d, B: tl.constexpr):
     s1 = tl.full(d.shape, 0, tl.int32)
     for l in range(0, B.L, GROUPS):
         for g in tl.static_range(GROUPS):
-            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, g, nan, pos, ninf, bits_or, bits_and,
-                                                                 B)
+            p, nan, pos, ninf, bits_or, bits_and = _lane_product(t, k0, j + l, g, nan, pos, ninf, bits_or, bits_and, B)
             if g == 1:
                 s1 = s1 + _term(p, scale1, False)
             else:

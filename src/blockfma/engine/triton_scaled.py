@@ -2,13 +2,12 @@
 ``tcgen05.mma.block_scale``) for :mod:`blockfma.engine.triton` (see there, and :mod:`blockfma.engine.scaled`
 for the rule it follows).
 
-Integers only, as the truncated-fused general path of :mod:`.triton_kernel`, whose jitted helpers it calls
-(decode, products, the aligned sum, the rounding, zero signs and special values: one rule, one place).  A
-scale never multiplies a value in floating point: a*sa*b*sb reaches 2**±290, far beyond binary32.  Each
-operand and scale arrives as a binary32 value (exact: e8m0's 2**-127 is a binary32 subnormal, NaN a NaN),
-is decoded into a significand at its own format's last place (below 2**P, :func:`_decode_in`), a last-place
-exponent and ``E_fmt``; so a term is an int64 significand (at most Pa + Pb + 2 Ps bits: 16 for fp8 operands
-with ue4m3 scales) at a last place and an exponent, all integers:
+Integers only, as the truncated-fused general path of :mod:`.triton_kernel`, whose jitted helpers it calls (decode,
+products, the aligned sum, the rounding, zero signs and special values: one rule, one place).  A scale never multiplies
+a value in floating point: a*sa*b*sb reaches 2**±290, far beyond binary32.  Each operand and scale arrives as a binary32
+value (exact: e8m0's 2**-127 is a binary32 subnormal, NaN a NaN), is decoded into a significand at its own format's last
+place (below 2**P, :func:`_decode_in`), a last-place exponent and ``E_fmt``; so a term is an int64 significand (at most
+Pa + Pb + 2 Ps bits: 16 for fp8 operands with ue4m3 scales) at a last place and an exponent, all integers:
 
 * ``G`` 0 (``scale_group`` None, k = 32 ``kind::mxf8f6f4``): term i is ``ma mb msa msb`` at
   ``la + lb + lsa + lsb``, its exponent ``E(a) + E(b) + E(sa) + E(sb)``, e_zero where it is zero (a zero
@@ -111,7 +110,6 @@ def _scaled_block(a, b, sa, sb, d, lane, B: tl.constexpr):
     nan_b_scale = tk.reduce_max(nan_sb.to(tl.int32), 0) == 1  # (BN,)
     nan = nan | nan_a_scale[:, None] | nan_b_scale[None, :]
     return tk.with_specials(v, plus, nan, pos, ninf)
-
 
 
 # ---- the fast path: one (BLOCK_M, BLOCK_N) register tile per lane, float32 products, int64 terms -------------

@@ -1,10 +1,9 @@
 """Exact arithmetic on arrays of binary floating-point values, rounded once.
 
-The engine's exact families (exact-fused, the IEEE operations of pairwise, fma-chain, amx, bfdot) need sums
-whose exact value can span hundreds of bits (binary32 C next to bf16 products, binary64 FMAs).  Here an
-exact sum of terms ``m_i * 2**e_i`` (int64 ``m_i``, any ``e_i``) is accumulated in 30-bit limbs of int64,
-carried, and its leading 61 bits plus a sticky bit handed to :func:`formats.round_integer`, which then
-rounds exactly as if it saw every bit.
+The engine's exact families (exact-fused, the IEEE operations of pairwise, fma-chain, amx, bfdot) need sums whose exact
+value can span hundreds of bits (binary32 C next to bf16 products, binary64 FMAs).  Here an exact sum of terms ``m_i *
+2**e_i`` (int64 ``m_i``, any ``e_i``) is accumulated in 30-bit limbs of int64, carried, and its leading 61 bits plus a
+sticky bit handed to :func:`formats.round_integer`, which then rounds exactly as if it saw every bit.
 """
 
 from __future__ import annotations
@@ -58,11 +57,10 @@ def stack(terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, n
 def exact_sum(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact sum over the last axis of ``m * 2**e`` (int64, ``|m| < 2**62``), as ``(negative, mag, exp)``.
 
-    Sums whose terms all lie within 60 bits of each other are added directly in int64 and ``mag * 2**exp``
-    is the exact magnitude.  The others go through 30-bit limbs and ``mag`` holds the leading 61 bits and,
-    as its last bit, a sticky bit (set when anything nonzero lies below).  Either way one rounding of
-    ``(negative, mag, exp)`` to a format of precision <= 59 is the correct rounding of the exact sum, and
-    ``mag == 0`` exactly when the sum is zero.
+    Sums whose terms all lie within 60 bits of each other are added directly in int64 and ``mag * 2**exp`` is the exact
+    magnitude.  The others go through 30-bit limbs and ``mag`` holds the leading 61 bits and, as its last bit, a sticky
+    bit (set when anything nonzero lies below).  Either way one rounding of ``(negative, mag, exp)`` to a format of
+    precision <= 59 is the correct rounding of the exact sum, and ``mag == 0`` exactly when the sum is zero.
     """
     m, e = np.broadcast_arrays(np.asarray(m, dtype=np.int64), np.asarray(e, dtype=np.int64))
     shape, n = m.shape[:-1], m.shape[-1]
@@ -78,19 +76,16 @@ def exact_sum(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     wide_rows = np.flatnonzero(~narrow)
     for start in range(0, wide_rows.size, _CHUNK):
         idx = wide_rows[start:start + _CHUNK]
-        neg[idx], mag[idx], exp[idx] = _exact_sum_limbs(m[idx], e[idx])
+        neg[idx], mag[idx], exp[idx] = _exact_sum_limbs(m[idx], e[idx], lo[idx])
     return neg.reshape(shape), mag.reshape(shape), exp.reshape(shape)
 
 
-def _exact_sum_limbs(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """exact_sum of rows (rows, n) of terms spread over more than 60 bits, in 30-bit limbs."""
+def _exact_sum_limbs(m: np.ndarray, e: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """exact_sum of rows (rows, n) of terms spread over more than 60 bits (``lo``: each row's least nonzero
+    term's exponent), in 30-bit limbs."""
     rows_n, n = m.shape
     rows = np.arange(rows_n)
-    big = np.iinfo(np.int64).max
-    nz = m != 0
-    lo = np.where(nz, e, big).min(axis=-1)
-    lo = np.where(lo == big, 0, lo)
-    rel = np.where(nz, e - lo[:, None], 0)
+    rel = np.where(m != 0, e - lo[:, None], 0)
     top = int(np.max(rel, initial=0))
     # two zero limbs below (so the top three limbs always exist) and headroom above for carries and sign
     nl = 2 + top // LIMB + 4 + 2

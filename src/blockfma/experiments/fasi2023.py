@@ -1,12 +1,11 @@
 """Fasi, Higham, Lopez, Mary, Mikaitis, "Matrix multiplication in multiword arithmetic", SISC 45 (2023):
 Figs. 3.1 and 4.1-4.5 as reproductions (``blockfma reproduce fasi2023-fig3.1`` ...).
 
-The rows come from :mod:`blockfma.experiments.multiword` (simulated units; the figures in
-:mod:`blockfma.plot`); this module adds the paper's claims about each figure as
-:class:`~blockfma.experiments.result.Comparison` objects: which arithmetic is more accurate, by about how
-much.  The paper states its claims in words (sec. 3 and 4.2-4.4); each claim here quotes its page and turns
-it into a test on our rows: "paper" is the claim, "ours" the ratio we measure.  Fig. 4.1 is a throughput plot
-of real GPUs: it runs where torch sees a CUDA GPU, and is a note elsewhere.
+The rows come from :mod:`blockfma.experiments.multiword` (simulated units; the figures in :mod:`blockfma.plot`); this
+module adds the paper's claims about each figure as :class:`~blockfma.experiments.result.Comparison` objects: which
+arithmetic is more accurate, by about how much.  The paper states its claims in words (sec. 3 and 4.2-4.4); each claim
+here quotes its page and turns it into a test on our rows: "paper" is the claim, "ours" the ratio we measure.  Fig. 4.1
+is a throughput plot of real GPUs: it runs where torch sees a CUDA GPU, and is a note elsewhere.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.gpu import available
 from . import multiword as mw
 from .result import Comparison, Result, check_scale, result
 
@@ -69,10 +69,9 @@ def result_of(name: str, title: str, rows: list[dict[str, Any]], comps: list[Com
 def from_rows(name: str, title: str, figure: str, notes: Sequence[str]
               ) -> Callable[[Callable[[list[dict[str, Any]]], list[Comparison]]], Callable[..., Result]]:
     """A decorator that turns the paper's claims about a multiword figure (a function of its rows, returning
-    Comparisons; its docstring says what the figure is) into the reproduction ``name``, a function
-    ``run(*, scale="ci", progress=None) -> Result``: the rows of :mod:`blockfma.experiments.multiword`'s
-    function ``figure`` at ``scale`` ("ci" or "paper"), the claims, the notes and the sizes, drawn by
-    :mod:`blockfma.plot`'s function ``figure``."""
+    Comparisons; its docstring says what the figure is) into the reproduction ``name``, a function ``run(*, scale="ci",
+    progress=None) -> Result``: the rows of :mod:`blockfma.experiments.multiword`'s function ``figure`` at ``scale``
+    ("ci" or "paper"), the claims, the notes and the sizes, drawn by :mod:`blockfma.plot`'s function ``figure``."""
     def reproduction(claims: Callable[[list[dict[str, Any]]], list[Comparison]]) -> Callable[..., Result]:
         def run(*, scale: str = "ci", progress: Any = None) -> Result:
             scale = check_scale(scale)
@@ -114,18 +113,10 @@ def fig_3_1(rows: list[dict[str, Any]]) -> list[Comparison]:
     ]
 
 
-def _gpu() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
 def fig_4_1(*, scale: str = "ci", progress: Any = None) -> Result:
     """Fig. 4.1: throughput of fp32 and fp16 matrix products (torch on this GPU); without a GPU, a note."""
     scale = check_scale(scale)
-    if not _gpu():
+    if not available():
         return result("fasi2023-fig4.1", "Fasi et al. 2023, Fig. 4.1: throughput (needs a GPU)", [],
                       columns=("precision", "n", "tflops"), scale=scale,
                       notes=("No CUDA GPU here (torch sees none): Fig. 4.1 measures throughput on real tensor cores, "
@@ -185,8 +176,7 @@ def _fig_4_2_rows(scale: str, progress: Any) -> list[dict[str, Any]]:
             for series, dev, fn in runs:
                 C_hat = np.asarray(fn(), dtype=np.float64)
                 try:
-                    bd = float(bound(series, n)) if series != "fp32" else float(bound("fp32", n,
-                                                                                              input_format="fp32"))
+                    bd = float(bound(series, n)) if series != "fp32" else float(bound("fp32", n, input_format="fp32"))
                 except (TypeError, ValueError):
                     bd = math.nan
                 rows.append({"figure": "fig_4_2", "panel": dev or "baseline", "series": series, "distribution": dist,
@@ -224,8 +214,7 @@ def _fig_4_2_draw(rows: list[dict[str, Any]]) -> Callable[[Any], Any]:
                 for series in (("fp32",) if not dev else ("fp16", "double-fp16")):
                     pts = sorted((r["n"], r["componentwise"]) for r in rows
                                  if r["distribution"] == dist and r["device"] == dev and r["series"] == series)
-                    ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                              label=f"{series} {dev}".strip())
+                    ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{series} {dev}".strip())
             ax.set_title(dist)
             ax.set_xlabel("n")
             ax.set_ylabel("componentwise error")

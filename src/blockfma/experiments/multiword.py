@@ -3,12 +3,11 @@ Higham, Lopez, Mary, Mikaitis, SISC 45 (2023), :func:`fig_3_1`, :func:`fig_4_3`,
 :func:`fig_4_5`; Valero-Lara, Liu, Vetter, Jorquera, SC-W 2023, :func:`valero_lara_fig_4`,
 :func:`valero_lara_fig_5`; and :func:`ozaki_slices`, :func:`accuracy_table` (no seed figure).
 
-Every function returns a list of rows (dicts, one per point) with the same core columns (:data:`COLUMNS`),
-takes ``sizes=``, ``seed=`` and ``scale=`` ("ci": seconds, "small": a few minutes on two cores, "paper": as
-close to the seed as is practical), and is deterministic for a given seed except for the ``seconds``
-column.  The inputs of one point are the same for every series.  Words that underflow
-(:class:`blockfma.multiword.RangeWarning`) are caught here, only those, and counted in ``range_warnings``
-(warnings) and ``underflowed_entries`` (entries).
+Every function returns a list of rows (dicts, one per point) with the same core columns (:data:`COLUMNS`), takes
+``sizes=``, ``seed=`` and ``scale=`` ("ci": seconds, "small": a few minutes on two cores, "paper": as close to the seed
+as is practical), and is deterministic for a given seed except for the ``seconds`` column.  The inputs of one point are
+the same for every series.  Words that underflow (:class:`blockfma.multiword.RangeWarning`) are caught here, only those,
+and counted in ``range_warnings`` (warnings) and ``underflowed_entries`` (entries).
 
 Error columns are the keys of :func:`blockfma.multiword.errors` but ``spectral`` (:func:`measures`).
 ``bound`` is the worst-case bound of :func:`blockfma.multiword.bound` on the componentwise error, where the
@@ -40,38 +39,16 @@ from ..multiword import METHODS, RangeWarning, TF64_UNIT, bound, errors, matmul,
 from ..multiword import bounds as _bounds
 from ..multiword.registry import REGISTRY
 
-__all__ = [
-    "SCALES",
-    "COLUMNS",
-    "DISTRIBUTIONS",
-    "RN1_UNIT",
-    "RN4_UNIT",
-    "FP32_FMA_UNIT",
-    "sample",
-    "csv_cell",
-    "double_fp16",
-    "measures",
-    "fig_3_1",
-    "fig_4_3",
-    "fig_4_3_units",
-    "fig_4_4",
-    "fig_4_5",
-    "valero_lara_fig_4",
-    "valero_lara_fig_5",
-    "ozaki_slices",
-    "accuracy_table",
-    "write_csv",
-    "read_csv",
-    "sizes_note",
-]
+__all__ = ["SCALES", "COLUMNS", "DISTRIBUTIONS", "RN1_UNIT", "RN4_UNIT", "FP32_FMA_UNIT", "sample", "csv_cell",
+           "double_fp16", "measures", "fig_3_1", "fig_4_3", "fig_4_3_units", "fig_4_4", "fig_4_5", "valero_lara_fig_4",
+           "valero_lara_fig_5", "ozaki_slices", "accuracy_table", "write_csv", "read_csv", "sizes_note"]
 
 SCALES = ("ci", "small", "paper")
 FASI = "Fasi, Higham, Lopez, Mary, Mikaitis, SISC 45 (2023)"
 
 COLUMNS = ("figure", "panel", "series", "method", "distribution", "m", "n", "q", "device", "model", "products",
-           "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2", "linf",
-           "bound", "bound_probabilistic", "reference", "range_warnings", "underflowed_entries", "seconds",
-           "seed", "scale")
+           "unit_calls", "componentwise", "normwise_1", "normwise_2", "normwise_inf", "l1", "l2", "linf", "bound",
+           "bound_probabilistic", "reference", "range_warnings", "underflowed_entries", "seconds", "seed", "scale")
 """The columns every row has, in CSV order (a figure's own columns follow)."""
 
 Progress = Callable[[str], None] | None
@@ -568,12 +545,11 @@ def ozaki_slices(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: st
     """Ozaki scheme I against the number of int8 slices and scheme II against the number of moduli, for
     square n x n fp64 matrices on standard normal and wide-range data, against the exact product.
 
-    The int8 unit is exact on every device (int32 accumulation), so the device does not change these
-    numbers.  Reference lines: "fp64 (BLAS)" (numpy float64) and each preset's fp64 matrix unit where it
-    has one (DMMA on A100/H100, MFMA on MI300X: the same FMA chain, so one row naming them all; the V100
-    preset has none, which the row's ``note`` says).  ``products`` counts int8 GEMMs: s(s+1)/2 for scheme I
-    (s slices), one per modulus for scheme II.  ``bound``: :func:`blockfma.multiword.bounds.ozaki_bound`
-    with the data's exponent spread."""
+    The int8 unit is exact on every device (int32 accumulation), so the device does not change these numbers.  Reference
+    lines: "fp64 (BLAS)" (numpy float64) and each preset's fp64 matrix unit where it has one (DMMA on A100/H100, MFMA on
+    MI300X: the same FMA chain, so one row naming them all; the V100 preset has none, which the row's ``note`` says).
+    ``products`` counts int8 GEMMs: s(s+1)/2 for scheme I (s slices), one per modulus for scheme II.  ``bound``:
+    :func:`blockfma.multiword.bounds.ozaki_bound` with the data's exponent spread."""
     sizes = tuple(_pick(sizes, _SIZES_OZ, scale))
     slices = tuple(_pick(slices, _SLICES_OZ, scale))
     moduli = tuple(_pick(moduli, _MODULI_OZ, scale))
@@ -633,12 +609,11 @@ def accuracy_table(sizes: Sequence[int] | None = None, *, seed: int = 0, scale: 
                    devices: Sequence[str] = ("V100", "A100", "H100"),
                    distributions: Sequence[str] = ("uniform(0,1]", "uniform(-0.5,0.5]"), outer: int | None = None,
                    progress: Progress = None) -> list[dict[str, Any]]:
-    """Every method of :func:`blockfma.multiword.methods` (but "mmm") on each device's preset units, for
-    A (outer x n) and B (n x outer) fp32 matrices from the seeds' two distributions (fp64 matrices for the
-    fp64-level methods: tf64, Ozaki, fp64).  A method whose word format the device has no unit for (the
-    V100 has no bf16 or tf32) gives no row.  tf64, Ozaki (exact int8 units) and
-    the fp32/fp64 baselines do not depend on the device: they are computed once per distribution and
-    repeated on each device's rows.  Reference: exact for the fp64-level methods; for the others exact
+    """Every method of :func:`blockfma.multiword.methods` (but "mmm") on each device's preset units, for A (outer x n)
+    and B (n x outer) fp32 matrices from the seeds' two distributions (fp64 matrices for the fp64-level methods: tf64,
+    Ozaki, fp64).  A method whose word format the device has no unit for (the V100 has no bf16 or tf32) gives no row.
+    tf64, Ozaki (exact int8 units) and the fp32/fp64 baselines do not depend on the device: they are computed once per
+    distribution and repeated on each device's rows.  Reference: exact for the fp64-level methods; for the others exact
     while outer^2 n <= 2**20, else float64 BLAS (see ``reference`` column)."""
     sizes = tuple(_pick(sizes, _SIZES_TABLE, scale))
     q = int(_pick(outer, _OUTER_TABLE, scale))

@@ -155,8 +155,7 @@ def files_for(name: str, out_dir: str | os.PathLike[str], *, figure: bool = True
     return paths
 
 
-def write(result: Result, out_dir: str | os.PathLike[str], *, note: Callable[[str], None] | None = None
-          ) -> list[Path]:
+def write(result: Result, out_dir: str | os.PathLike[str], *, note: Callable[[str], None] | None = None) -> list[Path]:
     """Write ``result`` into the folder ``out_dir`` (made if missing): ``NAME.csv`` (the rows), ``NAME.json``
     (the Result and :func:`provenance`) and, where the Result has a figure, ``NAME.png``.  Without matplotlib
     the PNG is skipped and ``note`` (if given) receives one line saying so.  The Result's figure function is
@@ -226,8 +225,7 @@ def _paired(columns: list[str], rows: list[dict[str, Any]]) -> tuple[list[str], 
     return cols, out
 
 
-def text(result: Result, columns: Sequence[str] | None = None, *, max_rows: int = 16,
-         max_comparisons: int = 16) -> str:
+def text(result: Result, columns: Sequence[str] | None = None, *, max_rows: int = 16, max_comparisons: int = 16) -> str:
     """The short table ``blockfma reproduce NAME`` prints: the verdict, the comparisons (every difference with
     its why, then agreeing ones up to ``max_comparisons``), the first ``max_rows`` rows (first nine columns;
     a paper/ours pair of columns as one, "paper / ours" where they differ) and the notes."""

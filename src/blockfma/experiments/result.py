@@ -41,11 +41,10 @@ class Comparison:
 class Result:
     """A reproduction's outcome.
 
-    ``name`` and ``title`` (seed and table/figure); ``rows``: the numbers, one dict per row with the keys
-    ``columns`` (what the CSV holds); ``comparisons``: the paper's values beside ours; ``notes``: where
-    and why the reproduction differs from the paper's setting (sizes, devices, what it could not rerun);
-    ``figure``: None, or a function drawing the rows onto a matplotlib Figure it is given; ``scale``:
-    the scale it ran at."""
+    ``name`` and ``title`` (seed and table/figure); ``rows``: the numbers, one dict per row with the keys ``columns``
+    (what the CSV holds); ``comparisons``: the paper's values beside ours; ``notes``: where and why the reproduction
+    differs from the paper's setting (sizes, devices, what it could not rerun); ``figure``: None, or a function drawing
+    the rows onto a matplotlib Figure it is given; ``scale``: the scale it ran at."""
 
     name: str
     title: str

@@ -41,11 +41,10 @@ def torch_orders(device: str = "cuda", *, sizes: Sequence[int] = (64, 256, 1024)
     """Infer and verify the order of ``torch.matmul`` over K for every dtype, switch setting, K in
     ``sizes`` and GEMM shape (m, n_cols) in ``shapes``; returns a JSON-able dict with the environment.
 
-    The switch is ``allow_reduced_precision_reduction`` for fp16/bf16 and ``allow_tf32`` for fp32
-    (``switches``: default both ways on CUDA, torch's setting on the CPU).  Each recovered tree is held to
-    the target on ``trials`` random rows with fp32 additions per node and, on a GPU whose name names a
-    blockfma preset (or ``preset``), with the preset's tensor-core blocks (:func:`block_op`).  A
-    configuration that fits no tree records the error instead.
+    The switch is ``allow_reduced_precision_reduction`` for fp16/bf16 and ``allow_tf32`` for fp32 (``switches``: default
+    both ways on CUDA, torch's setting on the CPU).  Each recovered tree is held to the target on ``trials`` random rows
+    with fp32 additions per node and, on a GPU whose name names a blockfma preset (or ``preset``), with the preset's
+    tensor-core blocks (:func:`block_op`).  A configuration that fits no tree records the error instead.
     """
     torch = import_torch("torch_orders")
     on_gpu = str(device).startswith("cuda")

@@ -145,8 +145,7 @@ def _own_witness(table: str, query: str, claim: str, say: Any) -> tuple[Any, Com
     if say is not None:
         say(f"{table}: a witness of our own (query {query})")
     q = smt_queries.run(query, solver="auto", timeout=60.0, progress=False)
-    comp = Comparison(f"{claim} (sat)", "sat", q.status, q.ok and q.status == "sat",
-                      "" if q.ok else "; ".join(q.lines))
+    comp = Comparison(f"{claim} (sat)", "sat", q.status, q.ok and q.status == "sat", "" if q.ok else "; ".join(q.lines))
     return q, comp, witness_values(q.lines) if q.status == "sat" else None
 
 

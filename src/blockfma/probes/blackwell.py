@@ -3,16 +3,15 @@ Python, one small kernel, and a probe target that takes scales (:class:`~.scaled
 
 Each :class:`BlockScalePath` is one ``mma.sync.aligned.kind::KIND.block_scale.scale_vec::VX.m16n8kK.row.col
 .f32.ATYPE.BTYPE.f32.STYPE`` variant: ``kind::mxf8f6f4`` (k = 32, 1X), ``kind::mxf4`` (k = 64, 2X) and
-``kind::mxf4nvf4`` (k = 64, 2X or 4X ue8m0, or 4X ue4m3).  Operands as the PTX ISA gives them ("Warp-level
-matrix instructions with block scaling"), ``g = lane >> 2``, ``q = lane % 4``: A and B as the 8-bit m16n8k32
-fragments at the element width (:func:`blockfma.probes.cuda.fragment_map`); C and D (16 x 8, f32) in rows g
-and g + 8, columns 2q and 2q + 1; scale_A's row m in lane ``4 (m % 8) + 2 thread-id-a + m // 8``, scale_B's
-column n in lane ``4 n + thread-id-b``, block j of K in byte ``byte-id + j`` (CUTLASS's SM120 ``SFALayout``
-and ``SFBLayout`` say the same).  The kernel passes byte-id = thread-id = 0 and :func:`pack_scales` writes
-the scales into every lane any thread-id could name.  Where fp6 and fp4 sit in their 8-bit containers is
-:data:`CONTAINER_SHIFT` (assumed, not measured); :func:`layout_check` tells on the GPU whether the layouts
-hold, with exact sums every Model agrees on.  ``tcgen05.mma ... block_scale`` (B200) is not here:
-docs/probes.md, "Missing: B200".
+``kind::mxf4nvf4`` (k = 64, 2X or 4X ue8m0, or 4X ue4m3).  Operands as the PTX ISA gives them ("Warp-level matrix
+instructions with block scaling"), ``g = lane >> 2``, ``q = lane % 4``: A and B as the 8-bit m16n8k32 fragments at the
+element width (:func:`blockfma.probes.cuda.fragment_map`); C and D (16 x 8, f32) in rows g and g + 8, columns 2q and 2q
++ 1; scale_A's row m in lane ``4 (m % 8) + 2 thread-id-a + m // 8``, scale_B's column n in lane ``4 n + thread-id-b``,
+block j of K in byte ``byte-id + j`` (CUTLASS's SM120 ``SFALayout`` and ``SFBLayout`` say the same).  The kernel passes
+byte-id = thread-id = 0 and :func:`pack_scales` writes the scales into every lane any thread-id could name.  Where fp6
+and fp4 sit in their 8-bit containers is :data:`CONTAINER_SHIFT` (assumed, not measured); :func:`layout_check` tells on
+the GPU whether the layouts hold, with exact sums every Model agrees on.  ``tcgen05.mma ... block_scale`` (B200) is not
+here: docs/probes.md, "Missing: B200".
 
     >>> from blockfma.probes import blackwell
     >>> p = blackwell.path("mma.mxf4nvf4.block16.ue4m3")
@@ -35,9 +34,8 @@ from ..inputs import Formats
 from .scaled import ScaledTarget, SimScaledTarget
 from .targets import diagonal_tiles
 
-__all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d",
-           "tile_registers", "kernel_source", "run", "BlockScaleTarget", "EmulatedBlockScale", "layout_check",
-           "CONTAINER_SHIFT"]
+__all__ = ["BlockScalePath", "BLOCK_SCALE_PATHS", "path", "pack_operand", "pack_scales", "unpack_d", "tile_registers",
+           "kernel_source", "run", "BlockScaleTarget", "EmulatedBlockScale", "layout_check", "CONTAINER_SHIFT"]
 
 _PTX = {"e2m1fn": "e2m1", "e3m2fn": "e3m2", "e2m3fn": "e2m3", "e4m3fn": "e4m3", "e5m2": "e5m2",
         "e8m0fnu": "ue8m0", "ue4m3": "ue4m3"}

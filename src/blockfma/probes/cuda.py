@@ -450,8 +450,7 @@ def _compiled(name: str, arch: int) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _nvcc(source: str, arch: str, out: str, flag: str) -> None:
-    """nvcc ``flag`` (-cubin) of ``source`` for ``arch`` into the file ``out``; the compiler's message on
-    failure."""
+    """nvcc ``flag`` (-cubin) of ``source`` for ``arch`` into the file ``out``; the compiler's message on failure."""
     import os
     import subprocess
 

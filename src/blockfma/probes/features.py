@@ -1,12 +1,11 @@
 """Feature tests as data: the inputs that reveal one feature of a matrix unit, built from its formats.
 
-Each :class:`FeatureTest` names the feature, the paper it comes from, the Model parameters it informs, a
-builder that turns the target's formats, its k and the findings so far into rows (a, b, c), and a reader
-that states what the outputs say in words a numerical analyst would use.  The probe runner
-(:mod:`blockfma.probes.infer`) feeds every test's rows to the target and to candidate Models; the ``seeds``
-test feeds the seeds' published cases (:mod:`blockfma.probes.seeds`) that fit a target.  Nothing here is
-written per GPU: every value follows from the formats.  The tests' rows and the FTTN and Fasi et al. tests
-each one covers are tabled in docs/probes.md, "Feature tests as data".
+Each :class:`FeatureTest` names the feature, the paper it comes from, the Model parameters it informs, a builder that
+turns the target's formats, its k and the findings so far into rows (a, b, c), and a reader that states what the outputs
+say in words a numerical analyst would use.  The probe runner (:mod:`blockfma.probes.infer`) feeds every test's rows to
+the target and to candidate Models; the ``seeds`` test feeds the seeds' published cases (:mod:`blockfma.probes.seeds`)
+that fit a target.  Nothing here is written per GPU: every value follows from the formats.  The tests' rows and the FTTN
+and Fasi et al. tests each one covers are tabled in docs/probes.md, "Feature tests as data".
 """
 
 from __future__ import annotations
@@ -79,10 +78,9 @@ class Builder:
 
 
 def holds(fmt: Format, x: float) -> bool:
-    """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`); a NaN
-    always, -0 only where the format has a negative zero (a builder must not place one where the unit cannot
-    receive it).  Zeros and NaNs are answered here, not from the cache: a cache key does not tell -0 from +0
-    (they compare equal)."""
+    """Whether ``fmt`` holds the float ``x`` exactly (:func:`blockfma.formats.is_representable`); a NaN always, -0 only
+    where the format has a negative zero (a builder must not place one where the unit cannot receive it).  Zeros and
+    NaNs are answered here, not from the cache: a cache key does not tell -0 from +0 (they compare equal)."""
     if math.isnan(x):
         return True
     if x == 0:
@@ -263,12 +261,11 @@ def _precision_c_rows(B: Builder, ctx: Context) -> None:
     """Where the products span too few binades to reach the alignment cut among themselves (fp6, fp4: a
     product of two such inputs spans some 14 binades), C is one of the two far-apart terms.
 
-    C largest: C = 2^Y, one product ±2^(Y-x) and, for a rounding to nearest, another at half an output ulp
-    of C, 2^(Y-p); Y is placed so that 2^(Y-x) is the smallest product the inputs form.  C smallest (where C
-    reaches far below the products, e.g. fp16): products summing to 2^Y (several lanes where no one product
-    is that large) and the half-ulp product, C = ±2^(Y-x).  In both the two signs of the small term give
-    different outputs exactly when it lies above the cut (toward zero: 2^Y against its predecessor; to
-    nearest: the tie at half an ulp broken up or down)."""
+    C largest: C = 2^Y, one product ±2^(Y-x) and, for a rounding to nearest, another at half an output ulp of C,
+    2^(Y-p); Y is placed so that 2^(Y-x) is the smallest product the inputs form.  C smallest (where C reaches far below
+    the products, e.g. fp16): products summing to 2^Y (several lanes where no one product is that large) and the
+    half-ulp product, C = ±2^(Y-x).  In both the two signs of the small term give different outputs exactly when it lies
+    above the cut (toward zero: 2^Y against its predecessor; to nearest: the tie at half an ulp broken up or down)."""
     f = ctx.formats
     p = f.d.precision
     lo = _least_product_exponent(f)
@@ -404,14 +401,12 @@ def _build_order(ctx: Context) -> list[Row]:
 
 
 def _read_order(ctx: Context, rows: list[Row], d: np.ndarray) -> dict[str, Any]:
-    u = next((v for r in rows if r.label == "u everywhere" for v in
-              [abs(r.a[0] * r.b[0])]), None)
+    u = next((v for r in rows if r.label == "u everywhere" for v in [abs(r.a[0] * r.b[0])]), None)
     if not u:
         return {}
     counts = {r.label: float(x) / u for r, x in zip(rows, d)}
     first = [counts.get(f"M at 0, -M at {j}, u elsewhere") for j in range(1, ctx.k)]
-    return {"unit terms counted, M at 0 and -M at j = 1..k-1": first,
-            "all unit terms": counts.get("u everywhere")}
+    return {"unit terms counted, M at 0 and -M at j = 1..k-1": first, "all unit terms": counts.get("u everywhere")}
 
 
 def _build_subnormals(ctx: Context) -> list[Row]:

@@ -72,19 +72,12 @@ class Evidence:
         return len(self.c)
 
 
-def _mask(fmt_bits: int) -> tuple[int, int]:
-    sign = 1 << (fmt_bits - 1)
-    return sign, sign - 1
-
-
 def _agree(x: np.ndarray, y: np.ndarray, level: int, dtype: np.dtype) -> np.ndarray:
     """Rows where candidate bits ``x`` and target bits ``y`` agree at the comparison level."""
     same = x == y
     if level == STRICT:
         return same
-    nb = dtype.itemsize * 8
-    _, mag = _mask(nb)
-    m = x.dtype.type(mag)
+    m = x.dtype.type((1 << (dtype.itemsize * 8 - 1)) - 1)  # every bit but the sign
     both_zero = ((x & m) == 0) & ((y & m) == 0)
     same |= both_zero
     if level == LOOSE:
@@ -137,9 +130,8 @@ def candidates_agree(cands: list[Model], ev: Evidence, level: int, c_format: Any
 # --- candidate spaces ----------------------------------------------------------------------------------------
 def domains(f: _inputs.Formats, k: int, m: Model) -> dict[str, list[Any]]:
     """The values each parameter may take for this target: the domains of the Model's fields
-    (:class:`blockfma.model.Param`) that apply to ``m``'s family, the shared fields the family has the
-    search vary (``Family.searched``), and the family's own options, in :data:`blockfma.model.SEARCHED`
-    order."""
+    (:class:`blockfma.model.Param`) that apply to ``m``'s family, the shared fields the family has the search vary
+    (``Family.searched``), and the family's own options, in :data:`blockfma.model.SEARCHED` order."""
     fam = m.family
     out: dict[str, list[Any]] = {}
     for name in SEARCHED:
@@ -159,8 +151,7 @@ def _get(m: Model, name: str) -> Any:
 
 
 def _try(m: Model, **changes: Any) -> Model | None:
-    """``m`` with some parameters changed (fields, or ``"options.NAME"``), or None where that is no valid
-    Model."""
+    """``m`` with some parameters changed (fields, or ``"options.NAME"``), or None where that is no valid Model."""
     options = {k[len("options."):]: v for k, v in changes.items() if k.startswith("options.")}
     if options:
         changes = {k: v for k, v in changes.items() if not k.startswith("options.")}
@@ -469,15 +460,13 @@ class Search:
     def separate(self, kept: Kept, level: int, families: tuple[str, ...] = _inputs.FAMILIES,
                  rounds: int = 6, pool: int = 4000, ask_at_most: int = 2000, smt: bool = False,
                  smt_rounds: int = 2, chain_rounds: int = 2) -> Kept:
-        """Random rows on which the candidates ``kept.models`` disagree go to the target until the survivors
-        agree; returns them as the last :meth:`keep` found them (``kept`` itself where no row was asked).
-        Candidates that agree on every row of k products are tried on chained rows (:meth:`chain_separate`),
-        at most ``chain_rounds`` times.
+        """Random rows on which the candidates ``kept.models`` disagree go to the target until the survivors agree;
+        returns them as the last :meth:`keep` found them (``kept`` itself where no row was asked). Candidates that agree
+        on every row of k products are tried on chained rows (:meth:`chain_separate`), at most ``chain_rounds`` times.
 
-        Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the
-        candidates would differ in parameters that later stages have not set yet.  With ``smt`` (the last
-        stage), candidates that agree on every random row go to the SMT layer (:meth:`smt_separate`), at most
-        ``smt_rounds`` times."""
+        Early stages pass only the finite, moderate families (``normal``, ``cancel``): on the others the candidates
+        would differ in parameters that later stages have not set yet.  With ``smt`` (the last stage), candidates that
+        agree on every random row go to the SMT layer (:meth:`smt_separate`), at most ``smt_rounds`` times."""
         for _ in range(rounds):
             cands = kept.models
             if len(cands) < 2:
@@ -512,10 +501,9 @@ class Search:
         return max(1, min(20_000, CHAIN_PRODUCTS // (CHAIN * self.k)))
 
     def chain_rows(self, n: int, families: tuple[str, ...] = _inputs.FAMILIES) -> tuple[np.ndarray, ...]:
-        """``n`` random rows of ``CHAIN * k`` products: half of the ``cancel`` family (where a chain's C, the
-        previous instructions' rounded sum, meets products that nearly cancel it: there a late C and a fused C
-        differ, about 2 rows in 10,000 at k = 96 against 1 in 40,000 of the other families), half of
-        ``families``."""
+        """``n`` random rows of ``CHAIN * k`` products: half of the ``cancel`` family (where a chain's C, the previous
+        instructions' rounded sum, meets products that nearly cancel it: there a late C and a fused C differ, about 2
+        rows in 10,000 at k = 96 against 1 in 40,000 of the other families), half of ``families``."""
         kk = CHAIN * self.k
         h = n // 2 if "cancel" in families else 0
         parts = [_inputs.rows("cancel", self.f, kk, h, self.rng),
@@ -550,10 +538,7 @@ class Search:
         True if any was found; a pair proved equivalent is logged (the target cannot tell them apart)."""
         if timeout <= 0 or self.c_format is not None or self.k > SMT_MAX_K:
             return False
-        try:
-            from .. import smt
-        except ImportError:  # pragma: no cover - z3 is a core dependency
-            return False
+        from .. import smt
         best = cands[0]
         found = False
         for other in cands[1:1 + pairs]:
@@ -575,11 +560,10 @@ class Search:
         return found
 
     def _promising_extras(self, g: Model, plain: Kept, level: int, seeds: int = 4) -> list[dict[str, Any]]:
-        """The :data:`STRUCTURE_EXTRAS` worth a whole grid: each is first applied to the ``seeds``
-        truncated-fused candidates that missed fewest of the stage's rows in ``plain`` (their L, F and
-        rounding), and only the extras whose best variant misses fewest rows are kept (all of them if none
-        does better than ``plain.least``, the plain grid's best).  This spares the grids of the extras that
-        cannot help."""
+        """The :data:`STRUCTURE_EXTRAS` worth a whole grid: each is first applied to the ``seeds`` truncated-fused
+        candidates that missed fewest of the stage's rows in ``plain`` (their L, F and rounding), and only the extras
+        whose best variant misses fewest rows are kept (all of them if none does better than ``plain.least``, the plain
+        grid's best).  This spares the grids of the extras that cannot help."""
         changes = []
         for ch in STRUCTURE_EXTRAS:
             if "accumulator_format" in ch and self.f.d.precision >= 24:
@@ -698,11 +682,10 @@ class Search:
         return kept
 
     def other_families(self, structure: list[Model], failed: Model) -> Kept:
-        """A repair's last resort: the structure stage kept candidates of several families that its rows
-        cannot tell apart (late-C and fused with fp6 inputs and an fp16 C), the later stages followed one,
-        and verification (chained rows) rejected it.  Each other family kept there goes through the later
-        stages again, now with every row seen (verification's too); the first whose last stage fits every
-        row is returned (``least`` -1 where none does)."""
+        """A repair's last resort: the structure stage kept candidates of several families that its rows cannot tell
+        apart (late-C and fused with fp6 inputs and an fp16 C), the later stages followed one, and verification (chained
+        rows) rejected it.  Each other family kept there goes through the later stages again, now with every row seen
+        (verification's too); the first whose last stage fits every row is returned (``least`` -1 where none does)."""
         for fam in dict.fromkeys(m.family for m in structure if m.family is not failed.family):
             same = [m for m in structure if m.family is fam]
             self.best, self.alternatives = same[0], same[1:4]

@@ -30,9 +30,8 @@ from ..inputs import Formats, Row
 from ..inputs import rows as _rows
 from .targets import BlackBox, call_user
 
-__all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext",
-           "SCALED_TESTS", "scaled_target", "probe_scaled", "ScaledFindings", "random_rows",
-           "disagreements"]
+__all__ = ["ScaledTarget", "SimScaledTarget", "CallableScaledTarget", "ScaledRow", "ScaledContext", "SCALED_TESTS",
+           "scaled_target", "probe_scaled", "ScaledFindings", "random_rows", "disagreements"]
 
 NAN = float("nan")
 
@@ -52,8 +51,7 @@ class ScaledTarget(BlackBox):
         """Scales per row for each of A and B: ``k // scale_block``."""
         return self.k // self.scale_block
 
-    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
-                 ) -> np.ndarray:
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def __call__(self, a: Any, b: Any, c: Any, sa: Any, sb: Any) -> np.ndarray:
@@ -90,8 +88,7 @@ class SimScaledTarget(ScaledTarget):
         if self.k % self.scale_block:
             raise ArgumentError("k", self.k, f"must be a multiple of the scale block {self.scale_block}")
 
-    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
-                 ) -> np.ndarray:
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         return dot(a, b, c, model=self.model, scale_a=sa, scale_b=sb, check=False)
 
     def metadata(self) -> dict[str, Any]:
@@ -113,8 +110,7 @@ class CallableScaledTarget(ScaledTarget):
             raise ArgumentError("k", self.k, f"must be a multiple of scale_block ({self.scale_block})")
         self.name = name or f"callable:{getattr(f, '__qualname__', type(f).__name__)}"
 
-    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray
-                 ) -> np.ndarray:
+    def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
         call = f"call {self.calls + 1} of {self.name} ({len(c)} rows)"
         return call_user(call, self.f, (a, b, c, sa, sb), c.shape, self.formats.d)
 
@@ -135,10 +131,9 @@ def _scale_format(value: Any) -> Format:
 def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp32", *, k: int | None = None,
                   instruction: str | None = None, scale_format: Any = None, scale_block: int | None = None
                   ) -> ScaledTarget:
-    """A :class:`ScaledTarget` from ``spec``: a ScaledTarget, a block-scaled Model, ``"sim:DEVICE:INSTRUCTION"``
-    (a block-scaled preset, e.g. ``"sim:B200:tcgen05.mxf4.block32"``; ``input_format`` defaults to e2m1fn),
-    or a callable ``f(a, b, c, sa, sb)`` (``k``, ``input_format``, ``scale_format`` and ``scale_block``
-    needed)."""
+    """A :class:`ScaledTarget` from ``spec``: a ScaledTarget, a block-scaled Model, ``"sim:DEVICE:INSTRUCTION"`` (a
+    block-scaled preset, e.g. ``"sim:B200:tcgen05.mxf4.block32"``; ``input_format`` defaults to e2m1fn), or a callable
+    ``f(a, b, c, sa, sb)`` (``k``, ``input_format``, ``scale_format`` and ``scale_block`` needed)."""
     if isinstance(spec, ScaledTarget):
         return spec
     if isinstance(spec, Model):
@@ -175,8 +170,7 @@ def scaled_target(spec: Any, input_format: Any = None, output_format: Any = "fp3
 # --- rows ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ScaledRow(Row):
-    """One block-scaled dot product: a :class:`~blockfma.inputs.Row` and the scales sa, sb (one a
-    block)."""
+    """One block-scaled dot product: a :class:`~blockfma.inputs.Row` and the scales sa, sb (one a block)."""
 
     sa: tuple[float, ...]
     sb: tuple[float, ...]

@@ -178,8 +178,7 @@ class SimTarget(Target):
         self.model = model
         self.k = int(k)
         self.name = name or f"sim:{model.name or model.family.value}"
-        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.c_format,
-                                  model.output_format)
+        self.formats = Formats.of(model.input_format, model.b_format, c_format or model.c_format, model.output_format)
 
     def _compute(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         return dot(a, b, c, model=self.model, c_format=self.formats.c)
@@ -270,11 +269,9 @@ class CallableTarget(Target):
         return d
 
 
-def diagonal_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int, n: int
-                   ) -> tuple[np.ndarray, ...]:
-    """Rows ``a``, ``b`` (rows x k) and ``c`` as tiles A (T, m, k), B (T, k, n) and C (T, m, n), one dot
-    product on each diagonal element of a tile and the rest zero, and ``t``, ``i``: row j's result is
-    ``D[t[j], i[j], i[j]]``."""
+def diagonal_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int, n: int) -> tuple[np.ndarray, ...]:
+    """Rows ``a``, ``b`` (rows x k) and ``c`` as tiles A (T, m, k), B (T, k, n) and C (T, m, n), one dot product on each
+    diagonal element of a tile and the rest zero, and ``t``, ``i``: row j's result is ``D[t[j], i[j], i[j]]``."""
     r = min(m, n)  # dot products per tile: the diagonal of D
     T = -(-len(c) // r)
     t, i = np.divmod(np.arange(len(c)), r)
@@ -311,8 +308,7 @@ class CudaTarget(Target):
         p = self.path
         out = []
         for s in range(0, len(c), self.CHUNK):
-            A, B, C, t, i = diagonal_tiles(a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK],
-                                           p.m, p.k, p.n)
+            A, B, C, t, i = diagonal_tiles(a[s:s + self.CHUNK], b[s:s + self.CHUNK], c[s:s + self.CHUNK], p.m, p.k, p.n)
             out.append(self._cuda.run(p, A, B, C)[t, i, i])
         return np.concatenate(out)
 
@@ -422,12 +418,11 @@ def _device_k(dev: Device, model: Model, instruction: str | None) -> int | None:
 
 
 def sim_jobs(devices: Any = None, scaled: bool | None = None) -> list[tuple[str, Any, str, Model]]:
-    """(target spec, input format, output format, preset Model) for every instruction and format pair of
-    the given presets (default: every hardware preset but the variants).  Pairs that read wider registers
-    (tf32 from binary32, ``input_rounding``) are left out: a probe sends values of the input format.
-    Mixed inputs come as (A's format, B's format).  ``scaled``: None keeps every model, False leaves the
-    block-scaled ones out (they take scales: :func:`blockfma.probes.scaled.probe_scaled` probes them), True
-    keeps only those."""
+    """(target spec, input format, output format, preset Model) for every instruction and format pair of the given
+    presets (default: every hardware preset but the variants).  Pairs that read wider registers (tf32 from binary32,
+    ``input_rounding``) are left out: a probe sends values of the input format. Mixed inputs come as (A's format, B's
+    format).  ``scaled``: None keeps every model, False leaves the block-scaled ones out (they take scales:
+    :func:`blockfma.probes.scaled.probe_scaled` probes them), True keeps only those."""
     from ..devices import devices as _devices
 
     devs = [d for d in _devices() if d.vendor != "reference" and not d.variant_of] if devices is None else \
@@ -497,9 +492,8 @@ def kind_of(spec: Any) -> str:
 
 def check_options(kind: str, options: dict[str, Any], function: str = "target",
                   also: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The options a ``kind`` of target takes, checked (each is True or False); a keyword it does not take is
-    refused, naming the kinds that take it or the closest keyword of ``function`` (``also``: its own
-    keywords, for the hint)."""
+    """The options a ``kind`` of target takes, checked (each is True or False); a keyword it does not take is refused,
+    naming the kinds that take it or the closest keyword of ``function`` (``also``: its own keywords, for the hint)."""
     own = OPTIONS[kind]
     for key, value in options.items():
         if key in own:
@@ -617,9 +611,8 @@ def target(spec: Any, input_format: Any = FP16, output_format: Any = FP32, *, k:
 
 def _cuda_target(spec_text: str, rest: str, instruction: str | None, pair: tuple[Any, Any], d: Any, k: int | None,
                  defaults: bool) -> Target:
-    """The mma.sync or wgmma path ``rest`` (or ``instruction``) names, or the one for the formats ("", "mma",
-    "wgmma"); a named path's k and formats must match those passed (its formats unless ``defaults``: none
-    passed)."""
+    """The mma.sync or wgmma path ``rest`` (or ``instruction``) names, or the one for the formats ("", "mma", "wgmma");
+    a named path's k and formats must match those passed (its formats unless ``defaults``: none passed)."""
     from . import cuda
 
     fa, fb = pair

@@ -153,12 +153,11 @@ class Verdict:
 class WorstError:
     """The largest error of a model's d = a·b + c against the exact value, with the input that reaches it.
 
-    ``value``: the error at ``a``, ``b``, ``c`` (exact; relative to sum |a_i b_i| + |c| with
-    ``relative=True``, else absolute); ``bound``: no input has an error above it (proved: every larger
-    threshold was unsatisfiable) or None when the search stopped first; ``status`` "exact" when
-    ``value == bound`` to the bisection's resolution, "lower bound" when the search stopped first (no proof
-    that nothing exceeds ``value``), "unknown" when no input meeting the constraints was found at all
-    (``value`` 0 and zero inputs are then placeholders)."""
+    ``value``: the error at ``a``, ``b``, ``c`` (exact; relative to sum |a_i b_i| + |c| with ``relative=True``, else
+    absolute); ``bound``: no input has an error above it (proved: every larger threshold was unsatisfiable) or None when
+    the search stopped first; ``status`` "exact" when ``value == bound`` to the bisection's resolution, "lower bound"
+    when the search stopped first (no proof that nothing exceeds ``value``), "unknown" when no input meeting the
+    constraints was found at all (``value`` 0 and zero inputs are then placeholders)."""
 
     value: Fraction
     bound: Fraction | None
@@ -226,8 +225,7 @@ def frac_text(x: Fraction) -> str:
 
 
 # --- models ------------------------------------------------------------------------------------------------
-def resolve(model: Model | str, input_format: Any = None, output_format: Any = None, *,
-            name: str = "model") -> Model:
+def resolve(model: Model | str, input_format: Any = None, output_format: Any = None, *, name: str = "model") -> Model:
     """A Model as it is, or a preset's named as "DEVICE" or "DEVICE:INSTRUCTION" with ``input_format``
     (required) and ``output_format`` (None: fp32).  Formats given with a Model are refused (the Model fixes
     its own); ``name`` is the argument's name in errors."""
@@ -329,8 +327,7 @@ def _codes(values: dict[str, int], names: Sequence[str]) -> np.ndarray:
     return np.array([values[n] for n in names], dtype=np.int64)
 
 
-def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs
-                   ) -> tuple[np.ndarray, np.ndarray, float]:
+def witness_inputs(model: Model, values: dict[str, int], inputs: _cons.Inputs) -> tuple[np.ndarray, np.ndarray, float]:
     """The inputs (a, b, c) as float64 values that a solver's model ``values`` gives ``inputs`` (C in the
     inputs' C format: a shared narrower C where models of different C formats are compared)."""
     a = _formats.decode(model.input_format, _codes(values, [str(x) for x in inputs.bits_a])).astype(np.float64)
@@ -478,17 +475,15 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
     * a falsy :class:`Verdict`: no answer.  ``status`` "unknown" when the solver gave up or ``timeout``
       passed (``reason``, ``seconds``), "vacuous" when no input meets ``constraints``.
 
-    So test ``w is None`` for a proof and ``isinstance(w, Witness)`` (or ``w`` and not a Verdict) for a
-    witness; ``not w`` alone also holds for "unknown".  :func:`equivalent` asks the same question and
-    always returns a Verdict.
+    So test ``w is None`` for a proof and ``isinstance(w, Witness)`` (or ``w`` and not a Verdict) for a witness; ``not
+    w`` alone also holds for "unknown".  :func:`equivalent` asks the same question and always returns a Verdict.
 
-    ``timeout``: seconds for the solver (default 60; None or ``math.inf``: no limit); ``constraints``: side
-    conditions on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model b reads the products
-    in this order (a permutation of range(k)).  Models whose C formats differ are compared where one holds
-    every value of the other (:func:`shared_c_format`: C is then an input of the narrower format, widened
-    exactly for the other model); their output formats must agree.  Devices may be named instead of Models,
-    with ``input_format``/``output_format``.  ``symmetry`` adds :func:`symmetry_breaking` (off by default:
-    no faster with bitwuzla on the carry queries)."""
+    ``timeout``: seconds for the solver (default 60; None or ``math.inf``: no limit); ``constraints``: side conditions
+    on the inputs (see :mod:`blockfma.smt.constraints`); ``order_b``: model b reads the products in this order (a
+    permutation of range(k)).  Models whose C formats differ are compared where one holds every value of the other
+    (:func:`shared_c_format`: C is then an input of the narrower format, widened exactly for the other model); their
+    output formats must agree.  Devices may be named instead of Models, with ``input_format``/``output_format``.
+    ``symmetry`` adds :func:`symmetry_breaking` (off by default: no faster with bitwuzla on the carry queries)."""
     verdict = equivalent(model_a, model_b, k=k, timeout=timeout, constraints=constraints, solver=solver,
                          input_format=input_format, output_format=output_format, order_b=order_b,
                          symmetry=symmetry)
@@ -499,8 +494,7 @@ def discriminate(model_a: Model | str, model_b: Model | str, *, k: int | None = 
     return verdict
 
 
-def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: float | None
-                       ) -> _solve.Outcome | None:
+def _constraints_alone(v: _cons.Inputs, constraints: Any, name: str, timeout: float | None) -> _solve.Outcome | None:
     """One solver call on ``constraints`` alone: does any input meet them?  None without constraints."""
     if constraints is None:
         return None
@@ -511,12 +505,11 @@ def equivalent(model_a: Model | str, model_b: Model | str, *, k: int | None = No
                timeout: float | None = TIMEOUT, constraints: Any = None, solver: str = "auto",
                input_format: Any = None, output_format: Any = None, order_b: Sequence[int] | None = None,
                symmetry: bool = False) -> Verdict:
-    """Do two models give the same bits on every input of length k (under ``constraints``)?  A
-    :class:`Verdict`: "proved", "refuted" with a witness the engine has checked, "unknown" after
-    ``timeout`` seconds (default 60; None or ``math.inf``: no limit), or "vacuous" when no input meets
-    ``constraints`` (checked by one more solver call, made only when constraints are given and the
-    difference was not found).  Only "proved" is truthy.  The arguments are :func:`discriminate`'s; k
-    defaults to :func:`default_k` and is at most :data:`MAX_K`."""
+    """Do two models give the same bits on every input of length k (under ``constraints``)?  A :class:`Verdict`:
+    "proved", "refuted" with a witness the engine has checked, "unknown" after ``timeout`` seconds (default 60; None or
+    ``math.inf``: no limit), or "vacuous" when no input meets ``constraints`` (checked by one more solver call, made
+    only when constraints are given and the difference was not found).  Only "proved" is truthy.  The arguments are
+    :func:`discriminate`'s; k defaults to :func:`default_k` and is at most :data:`MAX_K`."""
     timeout = seconds("timeout", timeout)
     k = check_k(k)
     constraints = check_constraints(constraints)
@@ -849,14 +842,13 @@ def worst_error(model: Model | str, *, k: int | None = None, reference: str = "e
     scales, sum a_i sa_i b_i sb_i + c and sum |a_i sa_i b_i sb_i| + |c|; the engine's rows start from unit
     scales, and the result carries the worst input's ``scale_a`` and ``scale_b``.
 
-    Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over
-    powers of two, then ``digits`` bits of T's significand (0 to 64); each satisfiable answer raises the
-    lower bound to the error of the input found (exact, recomputed with the engine and Fractions), each
-    unsatisfiable one proves an upper bound (the result's ``status``: :class:`WorstError`).  ``timeout``
-    bounds each query and ``total_timeout`` the whole search.  Proofs of upper bounds are hard for the
-    solvers, so a search usually runs until its limits (timings in docs/smt.md).  ``progress`` (None: lines
-    on stderr where it is a terminal; True, False, or a function of one line) reports the start, the
-    engine's rows and every query with the bounds so far.
+    Found by bisection over the solver: "is there an input with error > T?" for thresholds T, first over powers of two,
+    then ``digits`` bits of T's significand (0 to 64); each satisfiable answer raises the lower bound to the error of
+    the input found (exact, recomputed with the engine and Fractions), each unsatisfiable one proves an upper bound (the
+    result's ``status``: :class:`WorstError`).  ``timeout`` bounds each query and ``total_timeout`` the whole search.
+    Proofs of upper bounds are hard for the solvers, so a search usually runs until its limits (timings in
+    docs/smt.md).  ``progress`` (None: lines on stderr where it is a terminal; True, False, or a function of one line)
+    reports the start, the engine's rows and every query with the bounds so far.
 
     ``normal_inputs`` (default) leaves subnormal inputs out: a subnormal factor takes part with exponent
     emin, above its value, so the alignment can drop C whole (docs/smt.md), which would hide every other

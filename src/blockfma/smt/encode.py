@@ -1,12 +1,11 @@
 """Bit-vector encoding of a Model: d = a·b + c as a formula over the inputs' bit patterns.
 
-This is the formal twin of ``reference.py`` (docs/semantics.md is the spec both follow): every input is a
-bit-vector of its format's width, every exact value a fixed-point integer, and every rounding is written with
-integer operations only (QF_BV; no floating-point theory: the units' arithmetic is not IEEE).  The two
-fixed-point frames (the *aligned frame* of a truncated-fused, late-c or scaled-fused block, in units of
-2**(e_max - F); the *exact frame* of the IEEE-operation families, in units of 2**LSB) are described in
-docs/smt.md, "The encoding".  Scales of a block-scaled model are bit patterns of the scale format too
-(:func:`decode` takes unsigned formats and formats without a zero).
+This is the formal twin of ``reference.py`` (docs/semantics.md is the spec both follow): every input is a bit-vector of
+its format's width, every exact value a fixed-point integer, and every rounding is written with integer operations only
+(QF_BV; no floating-point theory: the units' arithmetic is not IEEE).  The two fixed-point frames (the *aligned frame*
+of a truncated-fused, late-c or scaled-fused block, in units of 2**(e_max - F); the *exact frame* of the IEEE-operation
+families, in units of 2**LSB) are described in docs/smt.md, "The encoding".  Scales of a block-scaled model are bit
+patterns of the scale format too (:func:`decode` takes unsigned formats and formats without a zero).
 
 Which models are covered is :func:`unsupported`'s answer: every family, and every parameter but
 ``nan="propagate"`` and float64 in an exact frame (4,000-bit integers) or in a late-c block.
@@ -89,8 +88,7 @@ def _flush(model: Model, x: Sym) -> Sym:
     sub = conj(z3.Not(x.zero), z3.Not(x.nan), z3.Not(x.inf),
                z3.Extract(fmt.precision - 1, fmt.precision - 1, x.sig) == 0)
     neg = conj(x.neg, z3.Not(sub)) if model.flush_zero == "positive" else x.neg
-    return Sym(fmt, x.nan, x.inf, disj(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig),
-               x.exp)
+    return Sym(fmt, x.nan, x.inf, disj(x.zero, sub), neg, z3.If(sub, z3.BitVecVal(0, fmt.precision), x.sig), x.exp)
 
 
 def _widen(x: Sym, fmt: Format) -> Sym:
@@ -163,11 +161,10 @@ def _to_infinity(mode: RoundingMode, overflow: str, neg: z3.BoolRef) -> z3.BoolR
 
 def _round(fmt: Format, N: z3.BitVecRef, unit: z3.BitVecRef | int, mode: RoundingMode, *, subnormals: bool,
            overflow: str, zero_neg: z3.BoolRef, rounded_zero: str = "signed") -> Sym:
-    """R(N * 2**unit) in ``fmt`` (``reference.round_exact``): N a signed fixed-point integer, rounded once in
-    ``mode`` with an unbounded exponent range, then subnormals (or a flush to zero when ``subnormals`` is
-    False: tininess before rounding) and overflow (``"ieee"`` or ``"inf"``).  ``zero_neg`` is the sign of an
-    exact zero (N == 0); a nonzero N that rounds to zero keeps N's sign, or is +0 with
-    ``rounded_zero="positive"``."""
+    """R(N * 2**unit) in ``fmt`` (``reference.round_exact``): N a signed fixed-point integer, rounded once in ``mode``
+    with an unbounded exponent range, then subnormals (or a flush to zero when ``subnormals`` is False: tininess before
+    rounding) and overflow (``"ieee"`` or ``"inf"``).  ``zero_neg`` is the sign of an exact zero (N == 0); a nonzero N
+    that rounds to zero keeps N's sign, or is +0 with ``rounded_zero="positive"``."""
     p = fmt.precision
     unit = exponent(unit) if isinstance(unit, int) else unit
     w = N.size()
@@ -442,8 +439,7 @@ def _scaled(t: Term, x: Sym, y: Sym) -> Term:
                 t.top + x.fmt.emax + 1 + y.fmt.emax + 1)
 
 
-def _late_c_group(model: Model, products: Sequence[Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef,
-                                                                                 z3.BitVecRef]:
+def _late_c_group(model: Model, products: Sequence[Term], lowest: int) -> tuple[z3.BoolRef, z3.BitVecRef, z3.BitVecRef]:
     """(any nonzero product, e, S): e the largest E(a_i) + E(b_i) over the nonzero products (``lowest``, the
     least such exponent, when there is none) and S the sum of the products cut toward zero at 2**(e - F), a
     signed integer in units of 2**(e - F) (reference.late_c_block, aligned_sum)."""
@@ -640,14 +636,13 @@ def scale_vars(model: Model, k: int, prefix: str = "") -> tuple[list[z3.BitVecRe
 def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z3.BitVecRef,
         scale_a: Sequence[z3.BitVecRef] | None = None, scale_b: Sequence[z3.BitVecRef] | None = None, *,
         c_format: Format | None = None) -> z3.BitVecRef:
-    """The bit pattern of d = a·b + c in ``model.output_format`` as the model computes it
-    (reference.dot_bits): blocks of L chained, a short last block padded with +0 products, inputs flushed
-    when subnormals=False, A and B unpacked where the model says, C added after the blocks with
-    c_entry="after" or "end".  A block-scaled model takes ``scale_a`` and ``scale_b``, bit patterns of its
-    scale format, one per ``scale_block`` products (:func:`scale_vars`); padding products take scale 1.
-    ``c_format``: ``c`` is a bit pattern of that format, narrower than the model's C format (which must hold
-    its every code), widened exactly into it: the same C given to a model that takes a wider one (the engine
-    given an fp16 value as an fp32 C)."""
+    """The bit pattern of d = a·b + c in ``model.output_format`` as the model computes it (reference.dot_bits): blocks
+    of L chained, a short last block padded with +0 products, inputs flushed when subnormals=False, A and B unpacked
+    where the model says, C added after the blocks with c_entry="after" or "end".  A block-scaled model takes
+    ``scale_a`` and ``scale_b``, bit patterns of its scale format, one per ``scale_block`` products
+    (:func:`scale_vars`); padding products take scale 1. ``c_format``: ``c`` is a bit pattern of that format, narrower
+    than the model's C format (which must hold its every code), widened exactly into it: the same C given to a model
+    that takes a wider one (the engine given an fp16 value as an fp32 C)."""
     why = unsupported(model)
     if why is not None:
         raise NotImplementedError(f"{model.name or model.family.value}: {why}")
@@ -678,9 +673,8 @@ def dot(model: Model, a: Sequence[z3.BitVecRef], b: Sequence[z3.BitVecRef], c: z
 
 
 class _Formula:
-    """The encoding's :class:`blockfma.plan.Datapath`: the family's bit-vector block, the store into the
-    output format and the IEEE addition of C, over :class:`Sym` values; a block-scaled model's blocks get
-    their products' scales."""
+    """The encoding's :class:`blockfma.plan.Datapath`: the family's bit-vector block, the store into the output format
+    and the IEEE addition of C, over :class:`Sym` values; a block-scaled model's blocks get their products' scales."""
 
     def __init__(self, p: Plan, a: list[Sym], b: list[Sym], scales: tuple[list[Sym], list[Sym]] | None = None):
         self.p, self.model, self.a, self.b, self.scales = p, p.model, a, b, scales

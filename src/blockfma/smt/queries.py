@@ -1,13 +1,12 @@
 """The named queries: Valpey et al.'s Properties 1-5 and every row of their Table 4, and a few beyond them.
 
-Each query is a formula over the inputs of one or two Models (the presets, or the paper's variants of them),
-the answer it should have ("sat": a witness exists; "unsat": a proof), and a check that the engine makes
-of the witness (the property, recomputed with ``blockfma.dot`` and Fractions).  ``queries()`` lists them,
-``run(name)`` answers one.  The seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are
-kept beside each for benchmarks/bench_smt.py, and bitwuzla's on a 2-core machine (``expected_seconds``): a
-query that runs out of its ``timeout`` (default 60 s, like every smt question) says how long it should take.
-The carry queries use the paper's reading of products (``product_exponent="normalized"``) and, beyond the
-paper, the presets' (docs/smt.md, "Notes on the seed").
+Each query is a formula over the inputs of one or two Models (the presets, or the paper's variants of them), the answer
+it should have ("sat": a witness exists; "unsat": a proof), and a check that the engine makes of the witness (the
+property, recomputed with ``blockfma.dot`` and Fractions).  ``queries()`` lists them, ``run(name)`` answers one.  The
+seed's times (z3 4.8.9 and cvc5 1.0.2 on a 32-core EPYC, 6-hour limit) are kept beside each for benchmarks/bench_smt.py,
+and bitwuzla's on a 2-core machine (``expected_seconds``): a query that runs out of its ``timeout`` (default 60 s, like
+every smt question) says how long it should take. The carry queries use the paper's reading of products
+(``product_exponent="normalized"``) and, beyond the paper, the presets' (docs/smt.md, "Notes on the seed").
 """
 
 from __future__ import annotations
@@ -167,8 +166,7 @@ def _exact_multiplication():
         d = z3.BitVec("d", 32)
         N, LSB, _, _, _ = _enc.exact_value(m, v.bits_a, v.bits_b, v.bits_c)
         form = [d == _enc.dot(m, v.bits_a, v.bits_b, v.bits_c), _value("fp32", d, LSB, N.size()) == N]
-        form += C.apply([_zeros_after(1, k, c=True), C.product_in_range("fp16", [0]),
-                         C.product_not_in("fp16", [0])], v)
+        form += C.apply([_zeros_after(1, k, c=True), C.product_in_range("fp16", [0]), C.product_not_in("fp16", [0])], v)
 
         def finish(out: _solve.Outcome) -> list[str]:
             a, b, c = witness_inputs(m, out.values, v)
@@ -480,8 +478,7 @@ def separation_formula(models: list[Model], k: int, constraints: Any, finite_res
     return form + C.apply(constraints, v), [*v.variables, *ds], v, ds
 
 
-def checked_separation(models: list[Model], out: _solve.Outcome, v: C.Inputs, ds: list[z3.BitVecRef]
-                       ) -> Separation:
+def checked_separation(models: list[Model], out: _solve.Outcome, v: C.Inputs, ds: list[z3.BitVecRef]) -> Separation:
     """The solver's input for :func:`separation_formula` with every model's result, recomputed by the engine
     (EncodingError where the formula and the engine disagree)."""
     from .api import witness_scales
@@ -538,10 +535,9 @@ def reference_checked(models: list[Model], sep: Separation) -> Separation:
 
 def accumulator_constraints(model: Model, k: int, positions: Any = None, exponents: Any = (-32, 32),
                             zero_c: bool = False) -> tuple[list[int], list[C.Constraint]]:
-    """The inputs :func:`accumulator_inputs` searches, as constraints: A and B +0 except at ``positions``
-    (default: the first product of every ``scale_group``, or of every 8 products), finite values, the
-    scales' and C's exponents within ``exponents`` (no NaN scale), C = +0 with ``zero_c``.  Returns the
-    positions (checked) and the constraints."""
+    """The inputs :func:`accumulator_inputs` searches, as constraints: A and B +0 except at ``positions`` (default: the
+    first product of every ``scale_group``, or of every 8 products), finite values, the scales' and C's exponents within
+    ``exponents`` (no NaN scale), C = +0 with ``zero_c``.  Returns the positions (checked) and the constraints."""
     step = model.option("scale_group") if model.block_scaled and model.option("scale_group") else 8
     if positions is None:
         positions = list(range(0, k, step))
@@ -717,8 +713,7 @@ def get(name: str) -> Query:
     return table[name.strip()]
 
 
-def run(name: str, *, solver: str = "auto", timeout: float | None = TIMEOUT, progress: Any = None
-        ) -> QueryResult:
+def run(name: str, *, solver: str = "auto", timeout: float | None = TIMEOUT, progress: Any = None) -> QueryResult:
     """Answer one named query; the witness (if any) is checked by the engine.  ``timeout``: seconds for the
     solver (default 60; None or ``math.inf``: no limit); a query that runs out says how long it takes with
     bitwuzla.  ``progress`` (None: on a terminal) announces the query and its expected time first."""

@@ -1,10 +1,9 @@
 """Solvers: one call, ``check(assertions, variables, solver=..., timeout=...)``, for z3, cvc5 and bitwuzla.
 
-Formulas are built with z3's Python API (z3-solver is a core dependency) in the bit-vector theory; cvc5 and
-bitwuzla read the same formula as SMT-LIB 2 text (``z3.Solver.to_smt2``), so every solver answers the very
-same question.  cvc5 and bitwuzla are optional (``pip install 'blockfma[smt]'``).  ``solver="auto"`` takes
-the fastest one installed for bit-vector queries by benchmarks/bench_smt.py's measurements on a 2-core
-machine (bitwuzla, then cvc5, then z3).
+Formulas are built with z3's Python API (z3-solver is a core dependency) in the bit-vector theory; cvc5 and bitwuzla
+read the same formula as SMT-LIB 2 text (``z3.Solver.to_smt2``), so every solver answers the very same question.  cvc5
+and bitwuzla are optional (``pip install 'blockfma[smt]'``).  ``solver="auto"`` takes the fastest one installed for
+bit-vector queries by benchmarks/bench_smt.py's measurements on a 2-core machine (bitwuzla, then cvc5, then z3).
 """
 
 from __future__ import annotations
@@ -48,9 +47,8 @@ def installed() -> list[str]:
 
 
 def pick(solver: str = "auto") -> str:
-    """The solver ``solver`` names ("auto", "bitwuzla", "cvc5" or "z3", any case), checked to be installed;
-    "auto": the first installed of SOLVERS.  An :class:`~blockfma.arguments.ArgumentError` names the
-    installed ones otherwise."""
+    """The solver ``solver`` names ("auto", "bitwuzla", "cvc5" or "z3", any case), checked to be installed; "auto": the
+    first installed of SOLVERS.  An :class:`~blockfma.arguments.ArgumentError` names the installed ones otherwise."""
     have = installed()
     name = choice("solver", solver, ("auto",) + SOLVERS)
     if name == "auto":

@@ -14,18 +14,18 @@ import torch
 from .. import formats as _formats
 from ..engine import gemm
 from ..engine.api import finish as _finish, gemms
+from ..engine.tensors import to_host as to_numpy  # a tensor's values on the host, bits unchanged
 from ..formats import RoundingMode
 from ..model import Model
-from .routes import DTYPES, FP8, Route
+from .routes import DTYPES, Route
 
 __all__ = ["host", "on_device", "split_k", "block_scaled", "to_numpy", "from_numpy", "finish", "pow2_scale"]
 
 
 def host(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, route: Route, backend: str) -> torch.Tensor:
-    """D = A @ B + C on the host with ``backend``: a 2-D call is one ``bf.gemm``, a batched one one engine
-    call over the batch (:func:`blockfma.engine.api.gemms`, each slice as ``bf.gemm`` computes it).  Scaled
-    routes scale each operand as a whole; stored ones round the model's result into the dtype and add C
-    after."""
+    """D = A @ B + C on the host with ``backend``: a 2-D call is one ``bf.gemm``, a batched one one engine call over the
+    batch (:func:`blockfma.engine.api.gemms`, each slice as ``bf.gemm`` computes it).  Scaled routes scale each operand
+    as a whole; stored ones round the model's result into the dtype and add C after."""
     assert route.model is not None
     out_dtype = a.dtype if route.dtype in DTYPES else DTYPES[route.model.output_format.name]
     A, B = to_numpy(a), to_numpy(b)
@@ -130,16 +130,6 @@ def block_scaled(a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.
     (K // block, n)) by the route's model through ``bf.gemm``, as a tensor on ``device``."""
     product = gemm(a, b, model=route.model, scale_a=scale_a, scale_b=scale_b, scale_layout="kn", backend=backend)
     return torch.from_numpy(np.asarray(product, dtype=np.float32)).to(device)
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor's values on the host in a numpy dtype of the same width, bits unchanged (bf16 as ml_dtypes)."""
-    t = t.detach().to("cpu").contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_formats.get("bf16").dtype)
-    if t.dtype in FP8:
-        return t.view(torch.uint8).numpy().view(_formats.get(FP8[t.dtype]).dtype)
-    return t.numpy()
 
 
 def from_numpy(x: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

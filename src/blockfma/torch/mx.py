@@ -176,13 +176,12 @@ def to_mx(x: torch.Tensor, fmt: str = "e4m3fn", *, block: int = 32, scale_roundi
     """x (rows, K) quantised to MX along K (OCP MX v1.0): one e8m0 scale 2**e per ``block`` elements, the
     elements x / 2**e in ``fmt`` (``"e4m3fn"``, ``"e5m2"``: MXFP8; ``"e2m1fn"``: MXFP4, packed).
 
-    The scale (per block, from its largest magnitude ``amax``):
-    ``scale_rounding="ceil"`` (default; torchao's RCEIL and NVIDIA's MXFP8 recipe): the least e with
-    amax <= fmt.max * 2**e, so no element saturates; ``"floor"`` (OCP MX v1.0 section 6.3):
-    e = floor(log2 amax) - floor(log2 fmt.max), the largest elements then saturate to +-fmt.max.  e is
-    clamped to e8m0's [-127, 127]; a block of zeros gets 2**0; a block holding a NaN or infinity gets the
-    NaN scale (code 0xFF) and +0 elements.  Elements: x * 2**-e (exact) rounded once to nearest even into
-    ``fmt``, saturating (no infinities or NaNs are produced)."""
+    The scale (per block, from its largest magnitude ``amax``): ``scale_rounding="ceil"`` (default; torchao's RCEIL and
+    NVIDIA's MXFP8 recipe): the least e with amax <= fmt.max * 2**e, so no element saturates; ``"floor"`` (OCP MX v1.0
+    section 6.3): e = floor(log2 amax) - floor(log2 fmt.max), the largest elements then saturate to +-fmt.max.  e is
+    clamped to e8m0's [-127, 127]; a block of zeros gets 2**0; a block holding a NaN or infinity gets the NaN scale
+    (code 0xFF) and +0 elements.  Elements: x * 2**-e (exact) rounded once to nearest even into ``fmt``, saturating (no
+    infinities or NaNs are produced)."""
     f = _formats.get(fmt)
     if f.name not in ("e4m3fn", "e5m2", "e2m1fn"):
         raise ArgumentError("fmt", fmt, "MX elements here are e4m3fn, e5m2 (MXFP8) or e2m1fn (MXFP4)")
@@ -207,21 +206,19 @@ def to_mx(x: torch.Tensor, fmt: str = "e4m3fn", *, block: int = 32, scale_roundi
     q = _elements(f, np.ldexp(v, -e[..., None]), ~bad)
     codes = np.where(bad, 0xFF, e + 127).astype(np.uint8)
     recipe = "mxfp4" if f.name == "e2m1fn" else "mxfp8"
-    return Quantized(_packed(f, q.reshape(v.shape[0], -1)), torch.from_numpy(codes).view(E8M0),
-                     block, recipe)
+    return Quantized(_packed(f, q.reshape(v.shape[0], -1)), torch.from_numpy(codes).view(E8M0), block, recipe)
 
 
 def to_nvfp4(x: torch.Tensor, *, global_scale: float | None = None) -> Quantized:
     """x (rows, K) quantised to NVFP4 along K: e2m1 elements (packed), one ue4m3 scale per 16, and a
     float32 per-tensor decode scale g; value = element * scale * g (NVIDIA's two-level recipe).
 
-    g: ``global_scale`` if given, else float32(amax(x) / (6 * 448)) (1 for an all-zero x), so that every
-    block scale fits ue4m3, held to float32's finite range (2**-149 to its largest): float64 values beyond
-    NVFP4's range (6 * 448 * float32's largest, 9.1e41) saturate as scales and elements do (never a NaN).
-    Per block: s = amax_block / 6 / g computed in float64, rounded to nearest even into ue4m3 (saturating at
-    448); elements x / (s * g) (s * g exact in float64, the quotient rounded once in float64) rounded to
-    nearest even into e2m1fn, saturating at +-6.  A block whose s rounds to 0 has +0
-    elements; a block with a NaN or infinity gets the NaN scale (0x7F) and +0 elements."""
+    g: ``global_scale`` if given, else float32(amax(x) / (6 * 448)) (1 for an all-zero x), so that every block scale
+    fits ue4m3, held to float32's finite range (2**-149 to its largest): float64 values beyond NVFP4's range (6 * 448 *
+    float32's largest, 9.1e41) saturate as scales and elements do (never a NaN). Per block: s = amax_block / 6 / g
+    computed in float64, rounded to nearest even into ue4m3 (saturating at 448); elements x / (s * g) (s * g exact in
+    float64, the quotient rounded once in float64) rounded to nearest even into e2m1fn, saturating at +-6.  A block
+    whose s rounds to 0 has +0 elements; a block with a NaN or infinity gets the NaN scale (0x7F) and +0 elements."""
     v = _blocks(x, 16, "x")
     amax, bad = _amax(v)
     if global_scale is None:

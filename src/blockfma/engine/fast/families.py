@@ -4,16 +4,15 @@ Each kernel computes a batch of products ``D[b] = A[b] @ B[b] + C[b]``, chaining
 parallel task owns a tile of ROWS x COLS outputs and keeps, per output, the running C (``d``) and the
 block's state in small arrays; the innermost loops run along a row of B so that they vectorise.
 
-A family's kernel is written once, in a factory (``truncated_fused(lanes32)``, ...) that builds and keeps
-one numba kernel per lane type: with ``lanes32`` the innermost loops run in binary32 lanes (8 per AVX2
-instruction instead of 4), for inputs the caller has checked keep every value there exact (each factory
-says what it needs), else in float64 lanes.  The factory fixes the dtypes of the kernel's arrays and its
-tile, and ``lanes32`` (a constant of the kernel's closure: numba prunes the other lane type's branch
-before typing) picks the step that differs; in the helpers the cut families share, the operands' type
-picks it (:func:`_cut`, :func:`_pow2`).  numba caches each kernel (its cache key hashes the closure's
-constants).  Products, scalings, cuts and sums are exact as in :mod:`..array`; the IEEE steps round
-``s + err`` (a TwoSum pair) through a round-to-odd float64, which composes with a final rounding to
-binary32; everything else goes through ``rounding.round_int``, the scalar twin of ``formats.round_integer``.
+A family's kernel is written once, in a factory (``truncated_fused(lanes32)``, ...) that builds and keeps one numba
+kernel per lane type: with ``lanes32`` the innermost loops run in binary32 lanes (8 per AVX2 instruction instead of 4),
+for inputs the caller has checked keep every value there exact (each factory says what it needs), else in float64
+lanes.  The factory fixes the dtypes of the kernel's arrays and its tile, and ``lanes32`` (a constant of the kernel's
+closure: numba prunes the other lane type's branch before typing) picks the step that differs; in the helpers the cut
+families share, the operands' type picks it (:func:`_cut`, :func:`_pow2`).  numba caches each kernel (its cache key
+hashes the closure's constants).  Products, scalings, cuts and sums are exact as in :mod:`..array`; the IEEE steps round
+``s + err`` (a TwoSum pair) through a round-to-odd float64, which composes with a final rounding to binary32; everything
+else goes through ``rounding.round_int``, the scalar twin of ``formats.round_integer``.
 
 Inputs are finite (the dispatcher sends other calls to numpy); infinities and NaN born of overflow inside a
 chain are carried along.
@@ -146,10 +145,9 @@ def _fours_end(k_first, k_end, step, fours):
 
 @njit(cache=True, inline="always")
 def _product_tops(EA, EB, bt, i0, j0, k_first, k_end, step, em, fours):
-    """em[r, j] raised to the largest E_a + E_b over the products k_first, k_first + step, ... below k_end
-    of the tile's rows and columns (with ``fours``, a constant at each call, four products at a time), in
-    em's own int dtype so that the loops vectorise (exact: exponents are at most 2**14 in magnitude, zeros'
-    included, and em holds their sums)."""
+    """em[r, j] raised to the largest E_a + E_b over the products k_first, k_first + step, ... below k_end of the tile's
+    rows and columns (with ``fours``, a constant at each call, four products at a time), in em's own int dtype so that
+    the loops vectorise (exact: exponents are at most 2**14 in magnitude, zeros' included, and em holds their sums)."""
     R, J = em.shape
     t = em.dtype.type
     k4 = _fours_end(k_first, k_end, step, fours)
@@ -159,8 +157,7 @@ def _product_tops(EA, EB, bt, i0, j0, k_first, k_end, step, em, fours):
             e = em[r]
             ea0, ea1, ea2, ea3 = _four_columns(EA, bt, i0 + r, kk, step)
             for j in range(J):
-                e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))),
-                           max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
+                e[j] = max(max(e[j], max(t(ea0 + eb0[j]), t(ea1 + eb1[j]))), max(t(ea2 + eb2[j]), t(ea3 + eb3[j])))
     for kk in range(k4, k_end, step):
         ebk = EB[bt, kk, j0:j0 + J]
         for r in range(R):
@@ -218,8 +215,7 @@ def _cut_sums(A, B, bt, i0, j0, k_first, k_end, step, scale, acc, floor, fours):
 
 @njit(cache=True, inline="always")
 def _fold(acc, S):
-    """The lanes' sums acc moved into the float64 sums S (acc set to 0), before more products could
-    overflow them."""
+    """The lanes' sums acc moved into the float64 sums S (acc set to 0), before more products could overflow them."""
     R, J = acc.shape
     for r in range(R):
         s = acc[r]
@@ -231,10 +227,9 @@ def _fold(acc, S):
 
 @njit(cache=True, inline="always")
 def _cut_c_sum(dr, em, s, sr, folded, F, floor_align, carry_mod, Y):
-    """Y = a truncated-fused block's exact sum for one row of outputs: C (``dr``) cut at the quantum
-    2**(em - F) like the products, plus their cut sum (``s``, and ``sr`` where ``folded``; ``s`` reset to
-    0), carries beyond ``carry_mod`` lost, scaled back to its value (exact: an integer below 2**53 times
-    2**k)."""
+    """Y = a truncated-fused block's exact sum for one row of outputs: C (``dr``) cut at the quantum 2**(em - F) like
+    the products, plus their cut sum (``s``, and ``sr`` where ``folded``; ``s`` reset to 0), carries beyond
+    ``carry_mod`` lost, scaled back to its value (exact: an integer below 2**53 times 2**k)."""
     J = dr.shape[0]
     for j in range(J):
         s64 = float_of(pow2_bits(F - em[j]))
@@ -256,12 +251,11 @@ def truncated_fused(lanes32: bool) -> Callable[..., None]:
     the same quantum, the cut terms summed exactly, carries lost (``carry_mod``), one rounding.
 
     ``lanes32``: A and B float32, EA and EB int16, for products that are exact binary32 normal values
-    (``_binary32_products`` checks the inputs and gives kmin, kmax and G, and says why each cut term is an
-    exact int32); the int32 sums are folded into float64 every G products, before they could overflow.
-    Else float64 lanes (EA int32, B float32 or float64): every cut term and sum of them is an exact
-    float64 integer (L + 1 terms below 2**(F + 2) sum below 2**53: ``array.supports``), so G >= L (no
-    folding), and [kmin, kmax] = [-1022, 1023] holds every F - e_max of a finite C (a non-finite C
-    gives a non-finite sum, and round_row leaves it as it is)."""
+    (``_binary32_products`` checks the inputs and gives kmin, kmax and G, and says why each cut term is an exact int32);
+    the int32 sums are folded into float64 every G products, before they could overflow. Else float64 lanes (EA int32, B
+    float32 or float64): every cut term and sum of them is an exact float64 integer (L + 1 terms below 2**(F + 2) sum
+    below 2**53: ``array.supports``), so G >= L (no folding), and [kmin, kmax] = [-1022, 1023] holds every F - e_max of
+    a finite C (a non-finite C gives a non-finite sum, and round_row leaves it as it is)."""
     rows, cols = (F32_ROWS, F32_COLS) if lanes32 else (ROWS, COLS)
     lane, exp_t, acc_t = (np.float32, np.int16, np.int32) if lanes32 else (np.float64, np.int32, np.float64)
 
@@ -283,8 +277,7 @@ def truncated_fused(lanes32: bool) -> Callable[..., None]:
             for blk in range(kp // L):
                 k0 = blk * L
                 for r in range(R):
-                    _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin,
-                                           e_zero)
+                    _block_start_exponents(d[r], ZA[bt, i0 + r, blk], ZB[bt, blk, j0:j0 + J], emax[r], c_emin, e_zero)
                 _product_tops(EA, EB, bt, i0, j0, k0, k0 + L, 1, emax, lanes32)
                 _quanta(emax, F, kmin, kmax, scale)
                 if L > G:
@@ -544,11 +537,10 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, frac, c_emin, c_p, zero
     """Each block's products and C summed in float64, which is exact when every partial sum fits 53 bits
     above the terms' least last bit; the other blocks go through the integer terms (MA * 2**LA, ...).
 
-    The check costs two vector operations per product: the sum of magnitudes U bounds every partial sum
-    (|s| <= U_exact < 2**(floor(log2 U) + 2), U rounded up to L + 1 times), and the least nonzero product
-    magnitude bounds the products' last bits (a product q is a multiple of 2**(E_a + E_b - frac), frac =
-    (p_a - 1) + (p_b - 1), and below 2**(E_a + E_b + 2), so its last bit lies at or above
-    floor(log2 |q|) - 1 - frac)."""
+    The check costs two vector operations per product: the sum of magnitudes U bounds every partial sum (|s| <= U_exact
+    < 2**(floor(log2 U) + 2), U rounded up to L + 1 times), and the least nonzero product magnitude bounds the products'
+    last bits (a product q is a multiple of 2**(E_a + E_b - frac), frac = (p_a - 1) + (p_b - 1), and below 2**(E_a + E_b
+    + 2), so its last bit lies at or above floor(log2 |q|) - 1 - frac)."""
     nbatch, m, kp = A.shape
     n = B.shape[2]
     for task in prange(_ntasks(nbatch, m, n)):
@@ -590,7 +582,6 @@ def exact_fused(A, MA, LA, HA, B, MB, LB, HB, C, out, L, frac, c_emin, c_p, zero
         out[bt, i0:i0 + R, j0:j0 + J] = d
 
 
-
 # --- IEEE steps: pairwise (CDNA2), fma-chain, amx, bfdot -------------------------------------------------
 @njit(cache=True, inline="always")
 def _tiny_exact(s, err):
@@ -622,7 +613,6 @@ def _add32f(x, y, ftz):
     itself is below 2**-126 exactly when the exact sum is): flushed to a zero of its sign when ftz."""
     s = x + y
     return s * np.float32(0.0) if (ftz & (abs(s) < np.float32(F32_TINY))) else s
-
 
 
 @njit(parallel=True, cache=True)
@@ -668,11 +658,10 @@ def pairwise(A, B, C, out, L, ftz):
 
 @njit(cache=True, inline="always")
 def _fma_lane32(a, b, c, ftz):
-    """(fl32(a * b + c) flushed when ftz, whether |fl32| == 2**-126) for binary32 values in binary32 lanes:
-    one fused multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed
-    when the exact value is below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not
-    (rounding is monotonic); |fl32| == 2**-126 may come from either side, and those steps are redone by
-    :func:`_redo_edges32`."""
+    """(fl32(a * b + c) flushed when ftz, whether |fl32| == 2**-126) for binary32 values in binary32 lanes: one fused
+    multiply-add (llvm.fma), the IEEE operation _fma32 computes.  With ftz a result is flushed when the exact value is
+    below 2**-126: when |fl32| < 2**-126 it is, when |fl32| > 2**-126 it is not (rounding is monotonic); |fl32| ==
+    2**-126 may come from either side, and those steps are redone by :func:`_redo_edges32`."""
     e = fma32(a, b, c)
     tiny = np.float32(F32_TINY)
     return (e * np.float32(0.0) if (ftz & (abs(e) < tiny)) else e), abs(e) == tiny
@@ -680,8 +669,7 @@ def _fma_lane32(a, b, c, ftz):
 
 @njit(cache=True, inline="always")
 def _redo_edges32(J, a, b, acc, res, ftz):
-    """The steps of a row of _fma_lane32 that landed on +-2**-126 redone by _fma32, which flushes by the
-    exact value."""
+    """The steps of a row of _fma_lane32 that landed on +-2**-126 redone by _fma32, which flushes by the exact value."""
     for j in range(J):
         if abs(res[j]) == np.float32(F32_TINY):
             res[j] = _fma32(np.float64(a), np.float64(b[j]), np.float64(acc[j]), ftz)
@@ -726,8 +714,7 @@ def _fma_rows64(J, a0, b0, acc0, res0, a1, b1, acc1, res1, ftz):
 
 
 @njit(cache=True, inline="always")
-def _fma_row_rounded(a, b, acc, res, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode,
-                     overflow):
+def _fma_row_rounded(a, b, acc, res, positive_zero, p, emin, maxval, has_inf, neg_zero, subnormals, mode, overflow):
     """res[j] = a * b[j] + acc[j] rounded once to a format of p <= 51 bits, any rounding but TowardNegative
     (float64 lanes, a * b[j] exact in float64): one TwoSum, then round_pair; an exact zero is +0 with
     ``positive_zero`` and else the float64 sum's (IEEE's), a non-finite sum is carried along."""
@@ -780,11 +767,10 @@ def fma_chain(lanes32: bool) -> Callable[..., None]:
 
 @functools.cache
 def amx(lanes32: bool) -> Callable[..., None]:
-    """The AMX kernel: per block of L products, two binary32 chains from +0, the even products' and the odd
-    ones', each step one fused multiply-add rounded to nearest even, then C + (even + odd) by two binary32
-    additions; results below 2**-126 flushed when ftz.  ``lanes32``: A and B float32 (their values binary32
-    values), :func:`_fma_rows32` and :func:`_add32f`; else float64 lanes (products exact in float64),
-    :func:`_fma_rows64` and :func:`_add32`."""
+    """The AMX kernel: per block of L products, two binary32 chains from +0, the even products' and the odd ones', each
+    step one fused multiply-add rounded to nearest even, then C + (even + odd) by two binary32 additions; results below
+    2**-126 flushed when ftz.  ``lanes32``: A and B float32 (their values binary32 values), :func:`_fma_rows32` and
+    :func:`_add32f`; else float64 lanes (products exact in float64), :func:`_fma_rows64` and :func:`_add32`."""
     lane = np.float32 if lanes32 else np.float64
 
     @njit(parallel=True, cache=True)
@@ -880,14 +866,13 @@ def _odd32_ftz_f(x, y):
 
 @functools.cache
 def bfdot(lanes32: bool, ftz: bool) -> Callable[..., None]:
-    """The BFDOT kernel: per pair of products, both rounded to odd into binary32, their sum rounded to odd,
-    then C + that sum rounded to odd; ``ftz`` flushes subnormal results (a constant of the kernel: its loops
-    have no branch on it).  ``lanes32`` (with ftz): A and B float32, every nonzero product an exact binary32
-    normal value (the caller checks the inputs' exponent range), so left as it is, C a binary32 value, the
-    sums by :func:`_odd32_ftz_f`; else float64 lanes (products exact in float64), TwoSums rounded by
-    :func:`_odd32_ftz` (branch-free, so that the loop vectorises) or, with subnormals, :func:`_odd32` (ftz
-    a closure constant rather than a helper's argument: numba then prunes the other branch before typing,
-    a third of this kernel's compile time)."""
+    """The BFDOT kernel: per pair of products, both rounded to odd into binary32, their sum rounded to odd, then C +
+    that sum rounded to odd; ``ftz`` flushes subnormal results (a constant of the kernel: its loops have no branch on
+    it).  ``lanes32`` (with ftz): A and B float32, every nonzero product an exact binary32 normal value (the caller
+    checks the inputs' exponent range), so left as it is, C a binary32 value, the sums by :func:`_odd32_ftz_f`; else
+    float64 lanes (products exact in float64), TwoSums rounded by :func:`_odd32_ftz` (branch-free, so that the loop
+    vectorises) or, with subnormals, :func:`_odd32` (ftz a closure constant rather than a helper's argument: numba then
+    prunes the other branch before typing, a third of this kernel's compile time)."""
     lane = np.float32 if lanes32 else np.float64
 
     @njit(parallel=True, cache=True)

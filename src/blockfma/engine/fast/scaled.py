@@ -7,11 +7,10 @@ exponent ``E(x) + E(s)``) are a truncated-fused problem with given exponents, wh
 kernel (:func:`.runners.truncated_fused_given`, float64 lanes) runs as it is: every cut term lies below
 2**(F + 4) (four factors each below 2**(E + 1)), and L + 1 of them sum exactly in float64.
 
-Group-scaled models (k = 64 ``kind::mxf4``, ``mxf4nvf4``) have no kernel here: the numpy engine sums their
-groups by matrix products (:func:`blockfma.engine.scaled.group_chain`), which measured faster than a
-compiled chain over the same terms.  Inputs are finite (NaN scales are set to 1 here and their outputs made
-NaN after: a NaN scale makes its whole dot product NaN); exact zeros are +0 (``exact_zero="positive"``,
-every preset): other models run in the numpy engine.
+Group-scaled models (k = 64 ``kind::mxf4``, ``mxf4nvf4``) have no kernel here: the numpy engine sums their groups by
+matrix products (:func:`blockfma.engine.scaled.group_chain`), which measured faster than a compiled chain over the same
+terms.  Inputs are finite (NaN scales are set to 1 here and their outputs made NaN after: a NaN scale makes its whole
+dot product NaN); exact zeros are +0 (``exact_zero="positive"``, every preset): other models run in the numpy engine.
 """
 
 from __future__ import annotations

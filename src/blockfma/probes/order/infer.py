@@ -189,11 +189,10 @@ def _all_pairs(prober: _Prober, n: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _pivot_rounds(measure: Callable[[np.ndarray], np.ndarray], n: int, name: str) -> list[Any]:
-    """The pivot recursion over rounds of probes (``measure``: pairs -> the size of each pair's smallest
-    common subtree).  A task is (members, ceiling): find the subtrees that are children of the node of
-    ``ceiling`` inputs and hold exactly ``members``; the root task has the ceiling n + 1 (no node is that
-    large).  Returns each task's plan, ``("leaf", i)`` or ``("path", pivot, [(size, task), ...], rest)``; a
-    task's sub-tasks come after it."""
+    """The pivot recursion over rounds of probes (``measure``: pairs -> the size of each pair's smallest common
+    subtree).  A task is (members, ceiling): find the subtrees that are children of the node of ``ceiling`` inputs and
+    hold exactly ``members``; the root task has the ceiling n + 1 (no node is that large).  Returns each task's plan,
+    ``("leaf", i)`` or ``("path", pivot, [(size, task), ...], rest)``; a task's sub-tasks come after it."""
     members: list[list[int]] = [list(range(n))]
     ceiling: list[int] = [n + 1]
     plans: list[Any] = [None]

@@ -25,9 +25,8 @@ NodeOp = Callable[[SumTree, list], np.ndarray]
 
 
 def _sequential_op(fmt: Format, mode: RoundingMode) -> NodeOp:
-    """Children added one at a time in canonical order, each addition rounded to ``fmt`` (a float64 sum
-    of two values of a format of p <= 25 bits rounds once correctly, since 53 >= 2p + 2; fp64 adds
-    directly)."""
+    """Children added one at a time in canonical order, each addition rounded to ``fmt`` (a float64 sum of two values of
+    a format of p <= 25 bits rounds once correctly, since 53 >= 2p + 2; fp64 adds directly)."""
     wide = fmt.precision == 53
     if fmt.precision > 25 and not (wide and mode is RoundingMode.TiesToEven):
         raise ValueError(f"node='{fmt.name}:{mode.value}': sequential adds are supported for formats of up to "
@@ -180,8 +179,7 @@ def compare(tree: SumTree, x: np.ndarray, got: np.ndarray, node: Any, calls: int
     if same.all():
         return Verification(True, len(x), 0, calls, label)
     k = int(np.flatnonzero(~same)[0])
-    return Verification(False, len(x), int((~same).sum()), calls, label, k, x[k].copy(), float(want[k]),
-                        float(got[k]))
+    return Verification(False, len(x), int((~same).sum()), calls, label, k, x[k].copy(), float(want[k]), float(got[k]))
 
 
 def verify(tree: SumTree, target: SumTarget, *, trials: int = 1000, node: str | Callable[..., np.ndarray] = "fp32",

@@ -34,20 +34,18 @@ class OrderError(ValueError):
     """The target's outputs fit no summation tree (or the probe values cannot be built for it)."""
 
 
-
 @dataclass(frozen=True)
 class SumTarget(BlackBox):
     """A batched black-box summation: ``fn(X) -> y`` with ``X`` of shape (rows, n), ``y`` of shape (rows,);
     a :class:`~blockfma.probes.targets.BlackBox` whose ``k`` is ``n``.
 
-    ``fn`` takes float64 summands and returns the sums (any array-like of numbers).  The probe needs to
-    know what it may feed and how the target adds: the summands must be values of ``input_format`` times
-    ``2**scale`` (a dot product whose other factor is ``2**scale``; 0 for a plain sum), sums are formed in
-    ``accumulator`` (its precision sets ``M``) and returned in ``output_format``; ``fraction_bits``, where
-    known, is the number of bits a fused block keeps below its largest exponent (``Model.fraction_bits``).
-    ``max_batch`` caps the rows of one call (a GEMM of fixed shape takes m rows); ``name`` appears in
-    errors and records; ``where``, if given, returns the metadata of the device the sums run on (see
-    :meth:`metadata`).  Each call counts in ``calls``, ``rows`` and ``seconds``.
+    ``fn`` takes float64 summands and returns the sums (any array-like of numbers).  The probe needs to know what it may
+    feed and how the target adds: the summands must be values of ``input_format`` times ``2**scale`` (a dot product
+    whose other factor is ``2**scale``; 0 for a plain sum), sums are formed in ``accumulator`` (its precision sets
+    ``M``) and returned in ``output_format``; ``fraction_bits``, where known, is the number of bits a fused block keeps
+    below its largest exponent (``Model.fraction_bits``). ``max_batch`` caps the rows of one call (a GEMM of fixed shape
+    takes m rows); ``name`` appears in errors and records; ``where``, if given, returns the metadata of the device the
+    sums run on (see :meth:`metadata`).  Each call counts in ``calls``, ``rows`` and ``seconds``.
     """
 
     fn: Callable[[np.ndarray], Any]
@@ -159,9 +157,8 @@ def probe_ratio(n: int, accumulator: Format, fraction_bits: int | None) -> int:
 
 
 def _default_scale(n: int, input_format: Format, accumulator: Format, fraction_bits: int | None) -> int:
-    """The exponent s of the second factor 2**s of a dot-product target: 0 (b = ones) where the input
-    format holds 2**r itself, else as much as it takes (at most the format's largest exponent) so that
-    products a * 2**s reach M."""
+    """The exponent s of the second factor 2**s of a dot-product target: 0 (b = ones) where the input format holds 2**r
+    itself, else as much as it takes (at most the format's largest exponent) so that products a * 2**s reach M."""
     r = probe_ratio(n, accumulator, fraction_bits)
     if input_format.emax >= r:
         return 0
@@ -172,10 +169,9 @@ def dot_target(fn: Callable[[np.ndarray, np.ndarray], Any], n: int, *, input_for
                accumulator: str | Format = "fp32", output_format: str | Format | None = None,
                fraction_bits: int | None = None, scale: int | None = None, max_batch: int | None = None,
                name: str = "dot") -> SumTarget:
-    """A batched dot product ``fn(a, b) -> y`` (a, b of shape (rows, n), y of shape (rows,)) probed as the
-    sum of its products: ``b`` is ``2**scale`` everywhere (1 where the input format holds M itself; else,
-    e.g. for fp16, ``2**15`` so that products ``2**15 * 2**15`` reach ``2**30``) and the summand ``x`` is
-    fed as ``a = x / 2**scale``."""
+    """A batched dot product ``fn(a, b) -> y`` (a, b of shape (rows, n), y of shape (rows,)) probed as the sum of its
+    products: ``b`` is ``2**scale`` everywhere (1 where the input format holds M itself; else, e.g. for fp16, ``2**15``
+    so that products ``2**15 * 2**15`` reach ``2**30``) and the summand ``x`` is fed as ``a = x / 2**scale``."""
     fin, acc = _formats.get(input_format), _formats.get(accumulator)
     n = check_count(n, "n (the number of summands)", most=MAX_N)
     s = _default_scale(n, fin, acc, fraction_bits) if scale is None else integer("scale", scale)
@@ -267,8 +263,7 @@ def sim_target(n: int, device: str = "H100", input_format: str = "fp16", output_
                model: Any = None, instruction: str | None = None) -> SumTarget:
     """The blockfma simulator as a target: ``blockfma.dot(a, b, 0)`` over k = ``n`` for the device's model
     (or ``model``), blocks chained as the engine chains them."""
-    mdl = model if model is not None else _device(device).model(input_format, output_format,
-                                                                instruction=instruction)
+    mdl = model if model is not None else _device(device).model(input_format, output_format, instruction=instruction)
     acc = mdl.accumulator
 
     def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:

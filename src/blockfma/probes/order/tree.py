@@ -245,7 +245,6 @@ def _mask_indices(mask: int, n: int | None = None) -> np.ndarray:
     return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype(np.int64)
 
 
-
 MAX_N = 16_384
 """The most summands the order prober takes (a tree, a target, an inference).  Its memory grows as n squared:
 an inference keeps a round of up to n - 1 probe rows of n summands and the n x n matrix of subtree sizes
@@ -339,10 +338,9 @@ def _is_pairwise(tree: SumTree) -> bool:
 
 
 def describe(tree: SumTree) -> Shape:
-    """Name the shape of ``tree`` (a :class:`Shape`): sequential, a chain of fused L-blocks, split-K s ways
-    of chained L-blocks (with how the partial sums are added), the same interleaved (strided lanes),
-    pairwise, or other.  Chains must take their inputs in increasing order (a chain over another
-    permutation is "other")."""
+    """Name the shape of ``tree`` (a :class:`Shape`): sequential, a chain of fused L-blocks, split-K s ways of chained
+    L-blocks (with how the partial sums are added), the same interleaved (strided lanes), pairwise, or other.  Chains
+    must take their inputs in increasing order (a chain over another permutation is "other")."""
     if not isinstance(tree, SumTree):
         raise TypeError(f"describe takes a SumTree, not {type(tree).__name__}")
     width = _chain_width(tree)
