@@ -372,7 +372,7 @@ BAD = [
     (dict(method="ozaki2", scaling="exact"), r"^scaling='exact': must be one of 'fast', 'accurate'"),
     (dict(method="ozaki2", unit="int8"), r"^unit='int8': must be a function"),
     (dict(method="ozaki1", slices=0), r"^slices=0: must be an integer from 1 to 2100$"),
-    (dict(method="ozaki1", width=8), r"^width=8: must be an integer from 1 to 7$"),
+    (dict(method="ozaki1", width=8), r"^width=8: must be an integer from 1 to 7 or None$"),
     (dict(method="fp16", return_info="yes"), r"^return_info='yes': must be True or False$"),
     (dict(method="fp16", progress="loud"), r"^progress='loud': must be True, False, None"),
 ]

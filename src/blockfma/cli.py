@@ -252,7 +252,7 @@ def cmd_dot(args: argparse.Namespace) -> Answer:
 def _compare_devices(names: list[str], inp: str, out: str) -> list[Device]:
     key = (_formats.get(inp).name, _formats.get(out).name)
     all_ = any(n.lower() == "all" for n in names)
-    devs = [d for d in _devices() if key in d.pairs()] if all_ else _report._resolve(names, [])
+    devs = [d for d in _devices() if key in d.pairs()] if all_ else _report.resolve(names, [])
     if "exact" not in [d.name for d in devs]:
         devs.append(_device("exact"))
     return devs

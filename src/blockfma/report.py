@@ -83,7 +83,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, group: Sequ
 
 
 # --- rows --------------------------------------------------------------------------------------------------
-def _resolve(devs: Iterable[str | Device] | None, default: list[Device]) -> list[Device]:
+def resolve(devs: Iterable[str | Device] | None, default: list[Device]) -> list[Device]:
     if devs is None:
         return default
     out: list[Device] = []
@@ -104,7 +104,7 @@ def feature_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str
     the preset's confidence and source keys.  Instructions of one device that share a model share a row
     ("mma, wgmma").  Default: the hardware presets (see :func:`hardware`)."""
     rows: list[dict[str, Any]] = []
-    for dev in _resolve(devices, hardware()):
+    for dev in resolve(devices, hardware()):
         seen: dict[tuple, dict[str, Any]] = {}
         for ins in dev.instructions:
             for (inp, out), m in ins.models.items():
@@ -150,7 +150,7 @@ def fttn_rows(devices: Iterable[str | Device] | None = None,
     Each D is a full K = 8192 chain, computed once per process (cached; about a second for every preset)."""
     inputs = _fttn_inputs(inputs)
     rows: list[dict[str, Any]] = []
-    for dev in _resolve(devices, _devices()):
+    for dev in resolve(devices, _devices()):
         if not _takes(dev, "fp16"):
             continue
         row: dict[str, Any] = {"device": dev.name}
@@ -184,7 +184,7 @@ def confidence_rows(devices: Iterable[str | Device] | None = None) -> list[dict[
     """Presets to read with care: those resting on one source, on vendor manuals only
     (``specification_only``), or with confidence below high.  Default: the hardware presets."""
     rows = []
-    for dev in _resolve(devices, hardware()):
+    for dev in resolve(devices, hardware()):
         why = []
         if dev.specification_only:
             why.append("vendor manual only, no hardware study")
@@ -233,7 +233,7 @@ class Section:
 def question_rows(devices: Iterable[str | Device] | None = None) -> list[dict[str, Any]]:
     """The open questions of these devices (default: every hardware preset), one row each; settled ones
     are left out (``blockfma devices NAME`` shows them with their evidence)."""
-    names = {d.name for d in _resolve(devices, hardware())}
+    names = {d.name for d in resolve(devices, hardware())}
     rows = []
     for q in _questions(settled=False):
         shown = [d for d in q.devices if d in names]
@@ -334,7 +334,7 @@ class _ProbeRun:
 
         from .probes import cuda
 
-        names = None if devices is None else {d.name for d in _resolve(devices, [])}
+        names = None if devices is None else {d.name for d in resolve(devices, [])}
         jobs = [(f"sim:{n}" + (f":{ins}" if ins else ""), inp, out, (n, inp, out, ins)) for n, inp, out, ins in PROBED
                 if names is None or n in names] + ([("cuda", "fp16", "fp32", None)] if gpu and cuda.available() else [])
         workers = min(2, os.cpu_count() or 1) if workers is None else workers
@@ -485,7 +485,7 @@ def discriminate_rows(devices: Iterable[str | Device] | None = None, *, timeout:
     from .literals import bits_hex, hex_float
 
     say = reporter(progress)
-    names = None if devices is None else {d.name for d in _resolve(devices, [])}
+    names = None if devices is None else {d.name for d in resolve(devices, [])}
     rows = []
     for old, new, inp, out, k, exps in NEIGHBOURS:
         if names is not None and not {old, new} <= names:
@@ -543,7 +543,7 @@ def sections(devices: Iterable[str | Device] | None = None,
 
     t0, said = time.perf_counter(), reporter(progress)
     say = said and (lambda line: said(f"[{time.perf_counter() - t0:4.0f} s] {line}"))  # each line: when it began
-    devs = None if devices is None else _resolve(devices, [])
+    devs = None if devices is None else resolve(devices, [])
     hw = None if devs is None else [d for d in devs if d.vendor != "reference"]
     fttn_inputs = _fttn_inputs(fttn_inputs)
     if smt_timeout is not None:

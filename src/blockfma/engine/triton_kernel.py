@@ -103,7 +103,7 @@ def lead(mag):
 
 
 @triton.jit
-def _pow2(e):
+def pow2(e):
     """2.0**e as float64 for integer e in [-1022, 1023], built from its bits."""
     return ((e + 1023) << 52).to(tl.float64, bitcast=True)
 
@@ -155,7 +155,7 @@ def round_value(mag, unit, neg, R: tl.constexpr):
         r = t + (inexact & neg).to(tl.int64)
     else:
         r = t | inexact.to(tl.int64)
-    v = r.to(tl.float64) * _pow2(q)
+    v = r.to(tl.float64) * pow2(q)
     zero = (mag * 0).to(tl.float64)  # +0 (v may be infinite below)
     if OVER_POS == OVER_NEG:
         over = _over(zero, FMAX, OVER_POS)
@@ -270,7 +270,7 @@ def widen(x, STANDIN: tl.constexpr):
         c = x.to(tl.int16 if BITS == 16 else tl.int8, bitcast=True).to(tl.int32) & ((1 << BITS) - 1)
         f, m = (c >> M) & ((1 << E) - 1), c & ((1 << M) - 1)
         e = (tl.maximum(f, 1) + 1 - (1 << (E - 1)) - M).to(tl.int64)  # the last place (bias 2**(E - 1) - 1)
-        v = tl.where(f > 0, m | (1 << M), m).to(tl.float64) * _pow2(e)
+        v = tl.where(f > 0, m | (1 << M), m).to(tl.float64) * pow2(e)
         if x.dtype == tl.float8e4nv:
             v = tl.where((f == (1 << E) - 1) & (m == (1 << M) - 1), float("nan"), v)
         else:

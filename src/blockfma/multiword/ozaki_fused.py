@@ -63,7 +63,7 @@ def _ldexp(x, e):
     """x * 2**e (e int64) in one rounding where |x| >= 1 or x = 0 (the first factor is exact then), and
     exactly wherever |x * 2**e| >= 1."""
     e1 = tl.minimum(tl.maximum(e, -1022), 1023)
-    return x * tk._pow2(e1) * tk._pow2(tl.minimum(tl.maximum(e - e1, -1022), 1023))
+    return x * tk.pow2(e1) * tk.pow2(tl.minimum(tl.maximum(e - e1, -1022), 1023))
 
 
 @triton.jit
