@@ -79,16 +79,22 @@ def _run(A, B, mods, scaling="fast"):
     from blockfma.multiword import ozaki_fused
 
     T, U = torch.from_numpy(A), torch.from_numpy(B)
+    (fused, info), (unfused, plain) = _both(T, U, method="ozaki2", moduli=mods, scaling=scaling)
+    assert info["unit"].endswith("fused (Triton)") and not plain["unit"].endswith("fused (Triton)")
+    assert info["calls"] == plain["calls"] == len(mods) + (scaling == "accurate")
+    return fused, unfused, ozaki_fused.ozaki2(torch, T, U, mods, scaling, hardware.Int8Unit("hardware:cpu"))
+
+
+def _both(T, U, **options):
+    """(result, info) of ``mw.matmul(T, U, **options)`` on CPU tensors under the interpreter (the fused path
+    where it runs) and without it (the unfused path), both with the overflow settled."""
     out = []
     for interpret in ("1", "0"):
         with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
             mp.setenv("TRITON_INTERPRET", interpret)
             warnings.simplefilter("ignore", mw.OverflowWarning)
-            C, info = mw.matmul(T, U, method="ozaki2", moduli=mods, scaling=scaling, return_info=True)
-        assert info["unit"].endswith("fused (Triton)") == (interpret == "1")
-        assert info["calls"] == len(mods) + (scaling == "accurate")
-        out.append(C)
-    return out[0], out[1], ozaki_fused.ozaki2(torch, T, U, mods, scaling, hardware.Int8Unit("hardware:cpu"))
+            out.append(mw.matmul(T, U, return_info=True, **options))
+    return out
 
 
 def _data(rng, kind, shape):
@@ -246,16 +252,10 @@ def _run1(A, B, slices, width=None):
     from blockfma.multiword import ozaki_fused
 
     T, U = torch.from_numpy(A), torch.from_numpy(B)
-    out = []
-    for interpret in ("1", "0"):
-        with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
-            mp.setenv("TRITON_INTERPRET", interpret)
-            warnings.simplefilter("ignore", mw.OverflowWarning)
-            C, info = mw.matmul(T, U, method="ozaki1", slices=slices, width=width, return_info=True)
-        assert info["unit"].endswith(f"{slices} slices" + ", fused (Triton)" * (interpret == "1"))
-        out.append(C)
+    (fused, info), (unfused, plain) = _both(T, U, method="ozaki1", slices=slices, width=width)
+    assert info["unit"].endswith(f"{slices} slices, fused (Triton)") and plain["unit"].endswith(f"{slices} slices")
     w = oz.slice_width(A.shape[1]) if width is None else width
-    return out[0], out[1], ozaki_fused.ozaki1(torch, T, U, slices, w, hardware.Int8Unit("hardware:cpu"))
+    return fused, unfused, ozaki_fused.ozaki1(torch, T, U, slices, w, hardware.Int8Unit("hardware:cpu"))
 
 
 def _same1(m, k, n, kind, slices, seed, width=None):
