@@ -38,3 +38,16 @@ def test_emulate_strict_must_be_a_bool():
 
     with pytest.raises(ValueError, match="strict"):
         bf.torch.emulate("H100", strict="yes")
+
+
+def test_report_and_explain_switches_are_checked():
+    """A string where True/False is meant is refused by name: "no" would have turned the switch on."""
+    torch = pytest.importorskip("torch")
+    import blockfma as bf
+
+    emu = bf.torch.emulate("H100")
+    with pytest.raises(ValueError, match=r"^evidence='no': must be True or False"):
+        emu.report(evidence="no")
+    with pytest.raises(ValueError, match=r"^fast_accum='yes': must be True or False"):
+        emu.explain((16, 16, 64), torch.float8_e4m3fn, fast_accum="yes")
+    assert "use_fast_accum" in emu.explain((16, 16, 64), torch.float8_e4m3fn, fast_accum=True)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import torch_front as front
-from ..arguments import ArgumentError, Shown
+from ..arguments import ArgumentError, Shown, flag
 from ..devices import Device, device as _device
 from ..engine.api import check_backend
 from ..evidence import Evidence, require_backed, weakest
@@ -100,9 +100,7 @@ class Emulation:
                  overrides: Mapping[Any, Any] | None = None, backend: str = "auto", name: str | None = None,
                  split_k: Mapping[Any, Any] | None = None, strict: bool = False) -> None:
         self.backend = _check_arguments(device, model, overrides, backend, name, split_k)
-        if not isinstance(strict, bool):
-            raise ArgumentError("strict", strict, "must be True (refuse ops not backed by hardware records) or False")
-        self.strict = strict
+        self.strict = flag("strict", strict)
         self.device: Device | None = None if device is None else _device(device)
         self.model = model
         self.name = name or (self.device.name if self.device is not None else (model.name or model.summary()))
@@ -263,6 +261,7 @@ class Emulation:
     def report(self, evidence: bool = False) -> str:
         """The ops seen so far, one row per (op, dtype, shapes, route) with its count, the weakest basis of its
         evidence and its note; ``evidence=True``: one row per source of each claim the op rests on instead."""
+        evidence = flag("evidence", evidence)
         groups: dict[tuple, list[Op]] = {}
         for o in self.log:
             groups.setdefault((o.op, o.dtype, o.shapes, o.route), []).append(o)
@@ -285,6 +284,7 @@ class Emulation:
         """What runs, as text: for an Op of :attr:`log`, or an (m, n, k) shape with the ``dtype`` of its GEMM (a
         ``split_k=`` key: fp16, bf16, fp32, an fp8 dtype or pair of ``_scaled_mm``, with ``fast_accum``), the
         route, its model, the library plan (parts, how they are combined) and the evidence of each decision."""
+        fast_accum = flag("fast_accum", fast_accum)
         if isinstance(op_or_shape, Op):
             route, plans, head = op_or_shape.route, op_or_shape.plans, f"{op_or_shape.op} of {op_or_shape.shapes}"
         else:
@@ -297,7 +297,7 @@ class Emulation:
             if dtype is None:
                 raise ArgumentError("dtype", None, "an (m, n, k) shape needs the dtype of its GEMM",
                                     fix="e.g. explain((64, 4096, 64), torch.float16)")
-            route = self._route_of_key(routes.split_key(dtype, "dtype"), bool(fast_accum), "dtype", Shown(repr(dtype)))
+            route = self._route_of_key(routes.split_key(dtype, "dtype"), fast_accum, "dtype", Shown(repr(dtype)))
             plans, head = (route.split_k.decide(*shape),) if route.model is not None else (), f"a GEMM of {shape}"
         lines = [f"emulate({self.name!r}): {head}, {route.dtype}: {route.summary}", f"  route: {route.note}"]
         lines += [f"  model: {e.claim} [{e.label}]" for e in route.evidence] or (
